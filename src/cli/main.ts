@@ -1,0 +1,58 @@
+#!/usr/bin/env node
+/**
+ * `poise` — the command-line entry. Each subcommand lives in its own module
+ * and is loaded only when asked for; each answers `--help`.
+ *
+ * Exit codes: 0 success, 1 runtime failure, 2 usage error (bad flag or value).
+ */
+import { readFileSync } from 'node:fs';
+
+/** A subcommand: `run` resolves to the process exit code. */
+export interface Command {
+  summary: string;
+  run(argv: string[]): Promise<number>;
+}
+
+const commands: Record<string, () => Promise<Command>> = {
+  // subcommands register here: name → lazy loader
+};
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+async function usage(): Promise<string> {
+  const lines = ['usage: poise <command> [flags]', '', 'commands:'];
+  for (const [name, load] of Object.entries(commands)) lines.push(`  ${name.padEnd(10)} ${(await load()).summary}`);
+  lines.push('', 'Run `poise <command> --help` for the flags of one command.');
+  return lines.join('\n');
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(`${await usage()}\n`);
+    return name === undefined ? 2 : 0;
+  }
+  if (name === '--version' || name === '-v') {
+    process.stdout.write(`${version()}\n`);
+    return 0;
+  }
+  const load = commands[name];
+  if (load === undefined) {
+    process.stderr.write(`poise: unknown command ${JSON.stringify(name)}\n\n${await usage()}\n`);
+    return 2;
+  }
+  return (await load()).run(rest);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    process.stderr.write(`poise: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,66 @@
+/**
+ * The one error hierarchy of Poise. Callers branch on {@link PoiseError.code},
+ * never on the message: codes are stable and never change meaning, messages
+ * may be reworded.
+ */
+
+/** Every code a {@link PoiseError} can carry. New codes may be added; existing ones never change meaning. */
+export type PoiseErrorCode =
+  /** The candidate slice was empty. */
+  | 'Empty'
+  /** The slice had members, but none of them may be chosen now. */
+  | 'NoEligibleCandidates'
+  /** A checked weight sum exceeded Number.MAX_SAFE_INTEGER (or a documented narrower bound). */
+  | 'WeightOverflow'
+  /** Two members of one snapshot share an identity. */
+  | 'DuplicateIdentity'
+  /** Fail-closed panic: traffic landed on a panicking priority and was shed on purpose. */
+  | 'PanicRejected'
+  /** Contradictory topology metadata, such as two locality weights for one (priority, locality). */
+  | 'InconsistentTopology'
+  /** A weight outside the integers [1, 2^32 − 1]. */
+  | 'InvalidWeight'
+  /** An option, flag or document field out of its accepted range. */
+  | 'InvalidConfig';
+
+/**
+ * A Poise failure with a stable machine-readable `code`.
+ *
+ * @example
+ * try { policy.pick(candidates); }
+ * catch (err) { if (err instanceof PoiseError && err.code === 'Empty') shed(); else throw err; }
+ */
+export class PoiseError extends Error {
+  /** The stable code; branch on this. */
+  readonly code: PoiseErrorCode;
+  /** For `InvalidConfig` and `InvalidWeight`: the path of the offending field, when known (`backends[3].weight`). */
+  readonly field: string | undefined;
+
+  constructor(code: PoiseErrorCode, message: string, options?: { field?: string; cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'PoiseError';
+    this.code = code;
+    this.field = options?.field;
+  }
+}
+
+/** True when `err` is a {@link PoiseError}, optionally with the given code. */
+export function isPoiseError(err: unknown, code?: PoiseErrorCode): err is PoiseError {
+  return err instanceof PoiseError && (code === undefined || err.code === code);
+}
+
+/** Throws `InvalidConfig` naming the field and the reason. Shared by every options validator. */
+export function invalidConfig(field: string, reason: string, got?: unknown): never {
+  const suffix = arguments.length >= 3 ? `, got ${describe(got)}` : '';
+  throw new PoiseError('InvalidConfig', `${field}: ${reason}${suffix}`, { field });
+}
+
+/** A short, safe rendering of an offending value for an error message. */
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 80 ? `${value.slice(0, 77)}...` : value);
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  if (value === null) return 'null';
+  if (value === undefined) return 'undefined';
+  if (Array.isArray(value)) return 'an array';
+  return `a ${typeof value}`;
+}

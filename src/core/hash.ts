@@ -1,0 +1,162 @@
+/**
+ * A stable, seeded 64-bit hash for keyed policies (Rendezvous, Maglev).
+ *
+ * FNV-1a 64 over the key's UTF-8 bytes, starting from the offset basis XOR
+ * the seed, finished with the splitmix64 mixer — the construction Sōzu uses.
+ * It is pure integer arithmetic on 32-bit halves (Math.imul and exact double
+ * products below 2^53), so it gives the same value on every machine and Node
+ * version. Numbers are hashed as their decimal string: `5` and `"5"` agree.
+ *
+ * Keyed policies share {@link DEFAULT_HASH_SEED} fleet-wide on purpose: that
+ * is what makes every worker, process and restart agree on where a key lands.
+ * Stochastic policies never use it as an RNG seed.
+ */
+
+/** The fleet-wide default hash seed (the 64-bit golden ratio), shared on purpose. */
+export const DEFAULT_HASH_SEED = 0x9e3779b97f4a7c15n;
+
+const TWO_32 = 4294967296;
+const TWO_52 = 4503599627370496;
+const FNV_BASIS_HI = 0xcbf29ce4;
+const FNV_BASIS_LO = 0x84222325;
+
+/** A 64-bit hash seed split into 32-bit halves, prepared once. */
+export interface HashSeed {
+  readonly hi: number;
+  readonly lo: number;
+}
+
+/** Splits a bigint (or safe integer) seed into halves. */
+export function toHashSeed(seed: bigint | number | HashSeed = DEFAULT_HASH_SEED): HashSeed {
+  if (typeof seed === 'object') return seed;
+  const v = BigInt.asUintN(64, BigInt(seed));
+  return { hi: Number(v >> 32n), lo: Number(v & 0xffffffffn) };
+}
+
+const DEFAULT_SEED = toHashSeed(DEFAULT_HASH_SEED);
+
+/** Output of the allocation-free entry points: [hi, lo] of the last hash. */
+const out = new Uint32Array(2);
+
+/**
+ * (ahi:alo) × (bhi:blo) mod 2^64 into `out`. The low product is done in 16-bit
+ * limbs so every intermediate stays an exact double below 2^53.
+ */
+function mul64(ahi: number, alo: number, bhi: number, blo: number): void {
+  const a0 = alo & 0xffff;
+  const a1 = alo >>> 16;
+  const b0 = blo & 0xffff;
+  const b1 = blo >>> 16;
+  const mid = a0 * b1 + a1 * b0;
+  const low = a0 * b0 + (mid % 65536) * 65536;
+  const lo = low >>> 0;
+  const carry = Math.floor(low / TWO_32);
+  const hiPart = a1 * b1 + Math.floor(mid / 65536) + carry;
+  out[0] = (hiPart + (Math.imul(alo, bhi) >>> 0) + (Math.imul(ahi, blo) >>> 0)) >>> 0;
+  out[1] = lo;
+}
+
+/** The splitmix64 finaliser applied to (hi:lo), result in `out`. */
+function mix(hi: number, lo: number): void {
+  // z ^= z >>> 30; z *= 0xbf58476d1ce4e5b9
+  lo = (lo ^ ((lo >>> 30) | (hi << 2))) >>> 0;
+  hi = (hi ^ (hi >>> 30)) >>> 0;
+  mul64(hi, lo, 0xbf58476d, 0x1ce4e5b9);
+  hi = out[0]!;
+  lo = out[1]!;
+  // z ^= z >>> 27; z *= 0x94d049bb133111eb
+  lo = (lo ^ ((lo >>> 27) | (hi << 5))) >>> 0;
+  hi = (hi ^ (hi >>> 27)) >>> 0;
+  mul64(hi, lo, 0x94d049bb, 0x133111eb);
+  hi = out[0]!;
+  lo = out[1]!;
+  // z ^= z >>> 31
+  out[1] = (lo ^ ((lo >>> 31) | (hi << 1))) >>> 0;
+  out[0] = (hi ^ (hi >>> 31)) >>> 0;
+}
+
+/** Hashes `key` into `out` (hi, lo). Allocates nothing for string or number keys. */
+function hashInto(key: string | number, seed: HashSeed): void {
+  const s = typeof key === 'string' ? key : String(key);
+  let hi = (FNV_BASIS_HI ^ seed.hi) >>> 0;
+  let lo = (FNV_BASIS_LO ^ seed.lo) >>> 0;
+  for (let i = 0; i < s.length; i++) {
+    let c = s.charCodeAt(i);
+    // Encode UTF-8 on the fly; a lone surrogate becomes U+FFFD as in TextEncoder.
+    if (c >= 0xd800 && c <= 0xdfff) {
+      const next = i + 1 < s.length ? s.charCodeAt(i + 1) : 0;
+      if (c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
+        c = 0x10000 + ((c - 0xd800) << 10) + (next - 0xdc00);
+        i++;
+      } else {
+        c = 0xfffd;
+      }
+    }
+    if (c < 0x80) {
+      ({ hi, lo } = fnvByte(hi, lo, c));
+    } else if (c < 0x800) {
+      ({ hi, lo } = fnvByte(hi, lo, 0xc0 | (c >> 6)));
+      ({ hi, lo } = fnvByte(hi, lo, 0x80 | (c & 0x3f)));
+    } else if (c < 0x10000) {
+      ({ hi, lo } = fnvByte(hi, lo, 0xe0 | (c >> 12)));
+      ({ hi, lo } = fnvByte(hi, lo, 0x80 | ((c >> 6) & 0x3f)));
+      ({ hi, lo } = fnvByte(hi, lo, 0x80 | (c & 0x3f)));
+    } else {
+      ({ hi, lo } = fnvByte(hi, lo, 0xf0 | (c >> 18)));
+      ({ hi, lo } = fnvByte(hi, lo, 0x80 | ((c >> 12) & 0x3f)));
+      ({ hi, lo } = fnvByte(hi, lo, 0x80 | ((c >> 6) & 0x3f)));
+      ({ hi, lo } = fnvByte(hi, lo, 0x80 | (c & 0x3f)));
+    }
+  }
+  mix(hi, lo);
+}
+
+// Escape analysis removes the returned object; kept as a function for clarity.
+const step = { hi: 0, lo: 0 };
+function fnvByte(hi: number, lo: number, byte: number): { hi: number; lo: number } {
+  lo = (lo ^ byte) >>> 0;
+  // × 0x100000001b3 = × 0x1b3 + (× 2^40): the 2^40 term only adds lo << 8 to hi.
+  const loFull = lo * 0x1b3;
+  step.lo = loFull >>> 0;
+  step.hi = (hi * 0x1b3 + Math.floor(loFull / TWO_32) + ((lo << 8) >>> 0)) >>> 0;
+  return step;
+}
+
+/** The 64-bit hash of `key` as a bigint (convenient for tests and tools; allocates). */
+export function hash64(key: string | number, seed: bigint | number | HashSeed = DEFAULT_SEED): bigint {
+  hashInto(key, toHashSeed(seed));
+  return (BigInt(out[0]!) << 32n) | BigInt(out[1]!);
+}
+
+/** The low 32 bits of the 64-bit hash of `key`. Allocation-free. */
+export function hash32(key: string | number, seed: HashSeed = DEFAULT_SEED): number {
+  hashInto(key, seed);
+  return out[1]!;
+}
+
+/** The top 53 bits (h >> 11) of the 64-bit hash of `key`, as a safe integer. Allocation-free. */
+export function hash53(key: string | number, seed: HashSeed = DEFAULT_SEED): number {
+  hashInto(key, seed);
+  return out[0]! * 2097152 + (out[1]! >>> 11);
+}
+
+/**
+ * Mixes two 53-bit values (say a key hash and a backend hash) into a fresh
+ * 53-bit value with the splitmix64 finaliser. Allocation-free.
+ */
+export function mix53(a: number, b: number): number {
+  const ahi = Math.floor(a / TWO_32);
+  const alo = a >>> 0;
+  const bhi = Math.floor(b / TWO_32);
+  const blo = b >>> 0;
+  mix((ahi ^ Math.imul(bhi, 0x9e3779b9) ^ 0x7f4a7c15) >>> 0, (alo ^ blo) >>> 0);
+  return out[0]! * 2097152 + (out[1]! >>> 11);
+}
+
+/**
+ * Maps a 53-bit integer to a float strictly inside (0, 1): its top 52 bits
+ * plus one half, over 2^52 (every such value is exact, so neither 0 nor 1 occurs).
+ */
+export function unitInterval(x53: number): number {
+  return (Math.floor(x53 / 2) + 0.5) / TWO_52;
+}

@@ -1,0 +1,139 @@
+/**
+ * A small, fast, seedable 32-bit PRNG: xoshiro128** (Blackman & Vigna).
+ *
+ * Every stochastic policy owns one. Without a seed it reads 128 bits from the
+ * OS (`crypto.getRandomValues`) once, at construction — off the hot path — so
+ * two policies, two workers or two processes never share a keystream even
+ * when the process was started with `--random-seed` (which pins
+ * `Math.random`, never used here). With `{ seed }` the sequence replays
+ * exactly, for tests and simulations.
+ *
+ * Why this matters: a tie-break or sample drawn from a shared constant seed
+ * resolves identically on every worker after a synchronised restart, which
+ * is exactly the herding that per-worker randomness exists to prevent.
+ */
+import { webcrypto } from 'node:crypto';
+import { invalidConfig } from './errors.js';
+
+/** A replay seed: any safe integer, or a bigint (its low 64 bits are used). */
+export type Seed = number | bigint;
+
+const TWO_32 = 4294967296;
+const TWO_53 = 9007199254740992;
+
+/** 128 bits from the OS random source, never all zero. */
+export function osSeedWords(): Uint32Array {
+  const words = new Uint32Array(4);
+  do webcrypto.getRandomValues(words);
+  while ((words[0]! | words[1]! | words[2]! | words[3]!) === 0);
+  return words;
+}
+
+/** splitmix32 step: expands one seed word into well-mixed state words. */
+function splitmix32(state: { x: number }): number {
+  state.x = (state.x + 0x9e3779b9) | 0;
+  let z = state.x;
+  z = Math.imul(z ^ (z >>> 16), 0x21f0aaad);
+  z = Math.imul(z ^ (z >>> 15), 0x735a2d97);
+  return (z ^ (z >>> 15)) >>> 0;
+}
+
+/** Expands a replay seed into four non-zero state words. */
+export function seedWords(seed: Seed): Uint32Array {
+  let lo: number;
+  let hi: number;
+  if (typeof seed === 'bigint') {
+    const v = BigInt.asUintN(64, seed);
+    lo = Number(v & 0xffffffffn);
+    hi = Number(v >> 32n);
+  } else {
+    if (!Number.isSafeInteger(seed)) invalidConfig('seed', 'must be a safe integer or a bigint', seed);
+    const v = seed < 0 ? seed + TWO_53 : seed;
+    lo = v % TWO_32;
+    hi = Math.floor(v / TWO_32);
+  }
+  const state = { x: lo ^ Math.imul(hi, 0x85ebca6b) };
+  const words = new Uint32Array(4);
+  words[0] = splitmix32(state) ^ hi;
+  words[1] = splitmix32(state);
+  words[2] = splitmix32(state);
+  words[3] = splitmix32(state);
+  if ((words[0]! | words[1]! | words[2]! | words[3]!) === 0) words[0] = 1;
+  return words;
+}
+
+/**
+ * xoshiro128** over four 32-bit words. `nextU32`, `below` and `float` allocate
+ * nothing.
+ *
+ * @example
+ * const rng = new Rng();            // OS-seeded
+ * const replay = new Rng(42);       // exact replay
+ * const i = replay.below(10);       // uniform in [0, 10)
+ */
+export class Rng {
+  private s0: number;
+  private s1: number;
+  private s2: number;
+  private s3: number;
+
+  /** OS-seeded unless `seed` is given. */
+  constructor(seed?: Seed) {
+    const w = seed === undefined ? osSeedWords() : seedWords(seed);
+    this.s0 = w[0]!;
+    this.s1 = w[1]!;
+    this.s2 = w[2]!;
+    this.s3 = w[3]!;
+  }
+
+  /** The next 32 random bits as an unsigned integer. */
+  nextU32(): number {
+    const result = Math.imul(rotl(Math.imul(this.s1, 5), 7), 9) >>> 0;
+    const t = this.s1 << 9;
+    this.s2 ^= this.s0;
+    this.s3 ^= this.s1;
+    this.s1 ^= this.s2;
+    this.s0 ^= this.s3;
+    this.s2 ^= t;
+    this.s3 = rotl(this.s3, 11);
+    return result;
+  }
+
+  /**
+   * A uniform integer in [0, n), without modulo bias (rejection of the short
+   * last bucket). `n` must be a positive safe integer; up to 2^32 one word is
+   * drawn, above it 53 bits.
+   */
+  below(n: number): number {
+    if (n <= TWO_32) {
+      // limit is the largest multiple of n not above 2^32; draws at or past
+      // it would favour small residues, so they are redrawn (p < 1/2).
+      const limit = TWO_32 - (TWO_32 % n);
+      let r = this.nextU32();
+      while (r >= limit) r = this.nextU32();
+      return r % n;
+    }
+    const limit = TWO_53 - (TWO_53 % n);
+    let r = this.next53();
+    while (r >= limit) r = this.next53();
+    return r % n;
+  }
+
+  /** A uniform float in [0, 1) with 53 bits of resolution. */
+  float(): number {
+    return this.next53() / TWO_53;
+  }
+
+  /** A fair coin. */
+  coin(): boolean {
+    return (this.nextU32() & 0x80000000) !== 0;
+  }
+
+  private next53(): number {
+    return (this.nextU32() >>> 11) * TWO_32 + this.nextU32();
+  }
+}
+
+function rotl(x: number, k: number): number {
+  return (x << k) | (x >>> (32 - k));
+}

@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    // Worker-thread and Redis integration tests are CPU-heavy on a 2-core
+    // machine; run files one at a time per fork so they do not starve each other.
+    pool: 'forks',
+    maxWorkers: 2,
+    testTimeout: 120_000,
+    hookTimeout: 60_000,
+  },
+});
