@@ -20,6 +20,15 @@ export {
 export { MAX_WEIGHT, isValidWeight, validateWeight, checkedAdd, checkedSum } from './core/weight.js';
 export { Rng, type Seed } from './core/rng.js';
 export { DEFAULT_HASH_SEED, hash64, hash32, hash53, type HashSeed } from './core/hash.js';
+export {
+  resolveBackendSpec,
+  resolveBackendSpecs,
+  parseAddress,
+  MAX_INFLIGHT,
+  type BackendSpec,
+  type ResolvedBackendSpec,
+  type MembershipSnapshot,
+} from './core/spec.js';
 export type { Policy, PickContext, SeedOptions } from './policy/types.js';
 export { createLogger, type Logger, type LoggerOptions } from './log.js';
 
