@@ -21,7 +21,9 @@ export type PoiseErrorCode =
   /** A weight outside the integers [1, 2^32 − 1]. */
   | 'InvalidWeight'
   /** An option, flag or document field out of its accepted range. */
-  | 'InvalidConfig';
+  | 'InvalidConfig'
+  /** Admission refused: a queue is full, a limit is reached, or the component is closed. */
+  | 'Overloaded';
 
 /**
  * A Poise failure with a stable machine-readable `code`.

@@ -1,0 +1,189 @@
+/**
+ * FlowController: a concurrency limit with priority holdback.
+ *
+ * Saturation is the fraction of `capacity` held by admitted permits. A
+ * request of priority p is admitted while admitting it keeps saturation at
+ * or below p's ceiling (from {@link holdbackCeilings}); otherwise it waits in
+ * p's FIFO queue. When a permit is released, queues are served highest
+ * priority first. So as the pool fills, the lowest priority is held back
+ * first and the highest keeps flowing up to `maxCeiling` (default: the whole
+ * capacity) — the holdback policy of the flow-control seed, applied to
+ * connection or request admission in front of a Router.
+ */
+import { PoiseError, invalidConfig } from '../core/errors.js';
+import { holdbackCeilings, type HoldbackOptions } from './holdback.js';
+
+/** Options of {@link FlowController}. */
+export interface FlowControllerOptions extends HoldbackOptions {
+  /** Permits available at saturation 1: a positive integer. */
+  capacity: number;
+  /** The active priorities, any order; a higher number is more important. */
+  priorities: readonly number[];
+  /** Waiters per priority before `acquire` rejects with `Overloaded`; default 1024. */
+  maxQueue?: number;
+}
+
+/** An admission; `release()` returns its capacity exactly once. */
+export interface Permit {
+  readonly priority: number;
+  release(): void;
+}
+
+interface Waiter {
+  resolve: (permit: Permit) => void;
+  reject: (err: unknown) => void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+}
+
+interface Lane {
+  priority: number;
+  ceiling: number;
+  /** Permits this lane may hold in total at once: floor(ceiling × capacity). */
+  limit: number;
+  queue: Waiter[];
+}
+
+/**
+ * @example
+ * const flow = new FlowController({ capacity: 64, priorities: [2, 1, 0], minCeiling: 0.5 });
+ * const permit = await flow.acquire(0);   // batch traffic: held back above 50 % saturation
+ * try { await work(); } finally { permit.release(); }
+ */
+export class FlowController {
+  readonly capacity: number;
+  private readonly lanes: Lane[];
+  private readonly byPriority = new Map<number, Lane>();
+  private readonly maxQueue: number;
+  private held = 0;
+  private closed = false;
+
+  constructor(opts: FlowControllerOptions) {
+    const { capacity, priorities, maxQueue = 1024 } = opts;
+    if (!Number.isSafeInteger(capacity) || capacity < 1) invalidConfig('options.capacity', 'must be a positive integer', capacity);
+    if (!Number.isSafeInteger(maxQueue) || maxQueue < 0) invalidConfig('options.maxQueue', 'must be an integer >= 0', maxQueue);
+    if (!Array.isArray(priorities) || priorities.length === 0) {
+      invalidConfig('options.priorities', 'must be a non-empty array of numbers', priorities);
+    }
+    const sorted = [...priorities].sort((a, b) => b - a);
+    for (let i = 1; i < sorted.length; i++) {
+      if (sorted[i] === sorted[i - 1]) invalidConfig('options.priorities', `must not repeat ${sorted[i]}`);
+    }
+    const ceilings = holdbackCeilings(sorted, opts);
+    this.capacity = capacity;
+    this.maxQueue = maxQueue;
+    this.lanes = sorted.map((priority, i) => {
+      const ceiling = ceilings[i]!;
+      // Admit while (held + 1) / capacity <= ceiling, i.e. held < floor(ceiling × capacity).
+      // A tiny epsilon keeps 0.3 × 10 from flooring to 2.
+      return { priority, ceiling, limit: Math.floor(ceiling * capacity + 1e-9), queue: [] };
+    });
+    for (const lane of this.lanes) this.byPriority.set(lane.priority, lane);
+  }
+
+  /** Current saturation: held permits / capacity. */
+  get saturation(): number {
+    return this.held / this.capacity;
+  }
+
+  /** Permits currently held. */
+  get inUse(): number {
+    return this.held;
+  }
+
+  /** Each priority's ceiling, highest priority first. */
+  ceilings(): { priority: number; ceiling: number; limit: number; queued: number }[] {
+    return this.lanes.map((l) => ({ priority: l.priority, ceiling: l.ceiling, limit: l.limit, queued: l.queue.length }));
+  }
+
+  /** A permit now, or undefined when `priority` is held back (nothing is queued). */
+  tryAcquire(priority: number): Permit | undefined {
+    const lane = this.lane(priority);
+    if (this.closed || !this.admissible(lane)) return undefined;
+    return this.grant(lane);
+  }
+
+  /**
+   * Resolves with a permit once `priority` is admissible. Rejects with
+   * `Overloaded` when its queue is full or the controller is closed, and with
+   * the signal's reason when `signal` aborts first.
+   */
+  acquire(priority: number, opts: { signal?: AbortSignal } = {}): Promise<Permit> {
+    const lane = this.lane(priority);
+    if (this.closed) return Promise.reject(new PoiseError('Overloaded', 'flow controller is closed'));
+    if (opts.signal?.aborted) return Promise.reject(opts.signal.reason);
+    if (this.admissible(lane)) return Promise.resolve(this.grant(lane));
+    if (lane.queue.length >= this.maxQueue) {
+      return Promise.reject(new PoiseError('Overloaded', `priority ${priority}: queue full (${this.maxQueue} waiting)`));
+    }
+    return new Promise<Permit>((resolve, reject) => {
+      const waiter: Waiter = { resolve, reject, signal: opts.signal, onAbort: undefined };
+      if (opts.signal !== undefined) {
+        const signal = opts.signal;
+        waiter.onAbort = () => {
+          const at = lane.queue.indexOf(waiter);
+          if (at >= 0) lane.queue.splice(at, 1);
+          reject(signal.reason);
+        };
+        signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
+      lane.queue.push(waiter);
+    });
+  }
+
+  /** Rejects every waiter with `Overloaded` and refuses new requests. Held permits may still be released. */
+  close(): void {
+    this.closed = true;
+    for (const lane of this.lanes) {
+      for (const w of lane.queue.splice(0)) {
+        if (w.onAbort !== undefined) w.signal?.removeEventListener('abort', w.onAbort);
+        w.reject(new PoiseError('Overloaded', 'flow controller is closed'));
+      }
+    }
+  }
+
+  private lane(priority: number): Lane {
+    const lane = this.byPriority.get(priority);
+    if (lane === undefined) {
+      invalidConfig('priority', `must be one of the configured priorities (${this.lanes.map((l) => l.priority).join(', ')})`, priority);
+    }
+    return lane;
+  }
+
+  /** Admissible when it fits under its ceiling and no more important lane is waiting. */
+  private admissible(lane: Lane): boolean {
+    if (this.held >= lane.limit) return false;
+    for (const other of this.lanes) {
+      if (other === lane) return true;
+      if (other.queue.length > 0) return false;
+    }
+    return true;
+  }
+
+  private grant(lane: Lane): Permit {
+    this.held++;
+    let open = true;
+    return {
+      priority: lane.priority,
+      release: () => {
+        if (!open) return;
+        open = false;
+        this.held--;
+        this.dispatch();
+      },
+    };
+  }
+
+  /** Serves waiters, most important lane first, while they fit under their ceilings. */
+  private dispatch(): void {
+    for (const lane of this.lanes) {
+      while (lane.queue.length > 0 && this.held < lane.limit) {
+        const w = lane.queue.shift()!;
+        if (w.onAbort !== undefined) w.signal?.removeEventListener('abort', w.onAbort);
+        w.resolve(this.grant(lane));
+      }
+      // A lane that still waits blocks the less important ones (their ceilings are lower).
+      if (lane.queue.length > 0) return;
+    }
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * Priority holdback ceilings: per-priority admission ceilings in [0, 1]
+ * against pool saturation. As saturation rises, lower-priority traffic is
+ * held back first, reserving headroom for higher-priority work.
+ *
+ * The highest priority gets `maxCeiling`, the lowest `minCeiling`:
+ * - `domain: 'rank'` (default) spaces ceilings evenly by ordinal rank:
+ *   c_i = max − i · (max − min) / (N − 1), i = 0 for the highest priority;
+ * - `domain: 'value'` scales by the numeric priority within the active range:
+ *   c_i = min + (p_i − pMin) / (pMax − pMin) · (max − min).
+ * A single active priority (or all equal values) gets `maxCeiling`.
+ */
+import { invalidConfig } from '../core/errors.js';
+
+/** Options of {@link holdbackCeilings}. */
+export interface HoldbackOptions {
+  /** Interpolation curve; only `'linear'` exists. */
+  shape?: 'linear';
+  /** `'rank'` (default) or `'value'`. */
+  domain?: 'rank' | 'value';
+  /** Ceiling of the lowest priority, in [0, 1). Required: no default is right for everyone. */
+  minCeiling: number;
+  /** Ceiling of the highest priority, in (0, 1]; default 1; must be ≥ minCeiling. */
+  maxCeiling?: number;
+}
+
+/**
+ * Ceilings for priorities given in descending order (highest first; higher
+ * numbers are more important, as in the flow-control seed). Returns one
+ * ceiling per priority, in the same order.
+ *
+ * @example
+ * holdbackCeilings([10, 5, 1], { minCeiling: 0.4, maxCeiling: 0.9 });                 // [0.9, 0.65, 0.4]
+ * holdbackCeilings([10, 5, 1], { minCeiling: 0.4, maxCeiling: 0.9, domain: 'value' }); // [0.9, 0.622…, 0.4]
+ */
+export function holdbackCeilings(prioritiesDescending: readonly number[], options: HoldbackOptions): number[] {
+  const { shape = 'linear', domain = 'rank', minCeiling, maxCeiling = 1 } = options ?? ({} as HoldbackOptions);
+  if (shape !== 'linear') invalidConfig('options.shape', 'must be "linear"', shape);
+  if (domain !== 'rank' && domain !== 'value') invalidConfig('options.domain', 'must be "rank" or "value"', domain);
+  if (typeof minCeiling !== 'number' || !(minCeiling >= 0 && minCeiling < 1)) {
+    invalidConfig('options.minCeiling', 'is required and must be a number in [0, 1)', minCeiling);
+  }
+  if (typeof maxCeiling !== 'number' || !(maxCeiling > 0 && maxCeiling <= 1)) {
+    invalidConfig('options.maxCeiling', 'must be a number in (0, 1]', maxCeiling);
+  }
+  if (minCeiling > maxCeiling) {
+    invalidConfig('options.minCeiling', `must not exceed options.maxCeiling (${maxCeiling})`, minCeiling);
+  }
+  if (!Array.isArray(prioritiesDescending)) invalidConfig('prioritiesDescending', 'must be an array', prioritiesDescending);
+  const n = prioritiesDescending.length;
+  for (let i = 0; i < n; i++) {
+    const p = prioritiesDescending[i];
+    if (typeof p !== 'number' || !Number.isFinite(p)) invalidConfig(`prioritiesDescending[${i}]`, 'must be a finite number', p);
+    if (i > 0 && !(p < prioritiesDescending[i - 1]!)) {
+      invalidConfig(`prioritiesDescending[${i}]`, `must be strictly below the previous priority ${prioritiesDescending[i - 1]}`, p);
+    }
+  }
+  if (n === 0) return [];
+  if (n === 1) return [maxCeiling];
+  const span = maxCeiling - minCeiling;
+  if (domain === 'rank') {
+    // The last one is pinned to minCeiling exactly (no float drift at the end).
+    return prioritiesDescending.map((_, i) => (i === n - 1 ? minCeiling : maxCeiling - (i * span) / (n - 1)));
+  }
+  const pMax = prioritiesDescending[0]!;
+  const pMin = prioritiesDescending[n - 1]!;
+  return prioritiesDescending.map((p, i) =>
+    i === 0 ? maxCeiling : i === n - 1 ? minCeiling : minCeiling + ((p - pMin) / (pMax - pMin)) * span,
+  );
+}
