@@ -7,6 +7,8 @@ export default defineConfig({
     // machine; run files one at a time per fork so they do not starve each other.
     pool: 'forks',
     maxWorkers: 2,
+    // Library components log through the default pino logger; keep test output readable.
+    env: { POISE_LOG_LEVEL: 'silent' },
     testTimeout: 120_000,
     hookTimeout: 60_000,
   },

@@ -15,6 +15,9 @@ export interface Command {
 
 const commands: Record<string, () => Promise<Command>> = {
   // subcommands register here: name → lazy loader
+  bench: async () => (await import('./bench.js')).command,
+  members: async () => (await import('./members.js')).command,
+  proxy: async () => (await import('./proxy.js')).command,
 };
 
 function version(): string {

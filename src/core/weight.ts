@@ -62,3 +62,56 @@ export function checkedSum<T>(items: readonly T[], weightOf: (item: T) => number
   for (let i = 0; i < items.length; i++) sum = checkedAdd(sum, weightOf(items[i] as T));
   return sum;
 }
+
+/** One whole in millionth-share fixed point: 1,000,000 = 100 %. */
+export const MILLION = 1_000_000;
+
+/**
+ * `floor(a × b / c)` computed exactly for non-negative safe integers `a`, `b`
+ * and a positive safe integer `c`, even when `a × b` passes 2^53 (where a
+ * plain double product would round). Throws `WeightOverflow` when the result
+ * itself is not a safe integer. Allocates nothing.
+ *
+ * Method: when the product is exact it divides its exact remainder away;
+ * otherwise it splits `a = qa·c + ra` and runs a binary long multiplication
+ * of `ra × b` modulo `c`, keeping every intermediate below 2^53 (a doubling
+ * is exact in binary floating point; additions are rearranged as
+ * subtractions whenever they would cross `c`).
+ *
+ * @example
+ * mulDivFloor(5, 1_400_000, 7);              // 1_000_000: 5/7 at 140 % is exactly full
+ * mulDivFloor(2 ** 52, 1_000_000, 2 ** 53 - 1); // exact, though the product is ~2^72
+ */
+export function mulDivFloor(a: number, b: number, c: number): number {
+  const p = a * b;
+  if (p <= MAX_WEIGHT_SUM) return (p - (p % c)) / c;
+  const ra = a % c;
+  const qa = (a - ra) / c;
+  let q = checkedMul(qa, b);
+  if (ra === 0) return q;
+  // floor(ra × b / c) with ra < c: Horner over the bits of b, invariant r < c.
+  let pow = 1;
+  while (pow * 2 <= b) pow *= 2;
+  let rest = b;
+  let hi = 0;
+  let r = 0;
+  for (; pow >= 1; pow /= 2) {
+    hi *= 2;
+    if (r >= c - r) {
+      r -= c - r;
+      hi += 1;
+    } else r += r;
+    if (rest >= pow) {
+      rest -= pow;
+      if (r >= c - ra) {
+        r -= c - ra;
+        hi += 1;
+      } else r += ra;
+    }
+  }
+  q += hi;
+  if (q > MAX_WEIGHT_SUM) {
+    throw new PoiseError('WeightOverflow', `fixed-point overflow: ${a} × ${b} / ${c} exceeds ${MAX_WEIGHT_SUM}`);
+  }
+  return q;
+}

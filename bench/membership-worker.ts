@@ -1,0 +1,51 @@
+/**
+ * Pool task of bench/membership.ts (compiled to dist/bench/membership-worker.js).
+ *
+ * Shared cells (Int32Array): [0] stop flag, [1] next worker index,
+ * [2] doorbell = the Balancer version the parent just applied,
+ * [3 + i] the version worker i routes with.
+ *
+ * The worker sleeps on the doorbell, then yields to its event loop until its
+ * Router's view reaches that version (membership messages arrive there),
+ * routes one keyed Maglev pick with it — which includes the table rebuild —
+ * and reports the version it routed with.
+ */
+import { poolWorkerData, workerRouter } from '../src/index.js';
+
+type WaitAsync = (ta: Int32Array, index: number, value: number, timeoutMs: number) => { async: boolean; value: Promise<string> | string };
+const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
+const STOP = 0;
+const NEXT_INDEX = 1;
+const DOORBELL = 2;
+const FIRST_WORKER = 3;
+
+export default async function reporter(): Promise<number> {
+  const { cells } = poolWorkerData<{ cells: SharedArrayBuffer }>();
+  const view = new Int32Array(cells);
+  // Atomics.add: two workers starting together still get distinct indices.
+  const index = Atomics.add(view, NEXT_INDEX, 1);
+  const router = workerRouter();
+  let key = 0;
+  let handled = 0;
+  while (Atomics.load(view, STOP) === 0) {
+    // Atomics.load pairs with the parent's Atomics.store of the doorbell.
+    const target = Atomics.load(view, DOORBELL);
+    if (target === handled) {
+      // Sleep without blocking the event loop until the doorbell changes (or 100 ms, to re-check STOP).
+      const w = waitAsync(view, DOORBELL, handled, 100);
+      if (w.async) await w.value;
+      continue;
+    }
+    while (router.version < target && Atomics.load(view, STOP) === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    try {
+      router.acquire({ key: key++ }).release('success');
+    } catch {
+      // Nothing routable (all draining): the version is still the one in force.
+    }
+    handled = target;
+    // Atomics.store + notify: the parent waits on this cell with Atomics.waitAsync.
+    Atomics.store(view, FIRST_WORKER + index, router.version);
+    Atomics.notify(view, FIRST_WORKER + index);
+  }
+  return index;
+}

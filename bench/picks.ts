@@ -1,0 +1,206 @@
+/**
+ * Pick benchmark for the single-tier policies.
+ *
+ * For every policy at n = 8, 64, 512 and 4096: nanoseconds per pick and heap
+ * bytes allocated per pick after warm-up, side by side with an inline
+ * baseline measured in the same run — two random indices from the same kind
+ * of Rng and two Int32Array reads, nothing else — and each policy's ratio to
+ * it. Candidates read their load from an Int32Array, as the runtime's do.
+ *
+ * Method: tinybench; each timed iteration runs many picks (1,000 for O(1)
+ * policies, fewer for the O(n) ones at large n) so the harness's own ~100 ns
+ * per call is amortised; the figure is the median iteration time divided by
+ * the picks in it. Heap bytes per pick: `heapBytesPerOp` (median
+ * `process.memoryUsage().heapUsed` delta over chunks, minus an empty op).
+ *
+ * Run: `npm run bench:picks` (or `node dist/bench/picks.js [--quick]` after
+ * `npx tsc -p tsconfig.build.json`). Writes bench/results/picks.json.
+ */
+import { Bench } from 'tinybench';
+import type { Candidate } from '../src/core/candidate.js';
+import { DEFAULT_HASH_SEED, hash53, toHashSeed } from '../src/core/hash.js';
+import { Rng } from '../src/core/rng.js';
+import { LeastLoaded } from '../src/policy/least-loaded.js';
+import { Maglev } from '../src/policy/maglev.js';
+import { PowerOfTwo } from '../src/policy/power-of-two.js';
+import { Random } from '../src/policy/random.js';
+import { Rendezvous } from '../src/policy/rendezvous.js';
+import { RoundRobin } from '../src/policy/round-robin.js';
+import { SmoothWeightedRoundRobin } from '../src/policy/smooth-weighted.js';
+import type { PickContext, Policy } from '../src/policy/types.js';
+import { WeightedRandom } from '../src/policy/weighted-random.js';
+import { formatTable, heapBytesPerOp, progress, progressDone, writeResults } from './lib/harness.js';
+
+const QUICK = process.argv.includes('--quick');
+const SIZES = [8, 64, 512, 4096];
+const KEYS = Array.from({ length: 4096 }, (_, i) => `session-${i}`);
+
+/** A candidate whose load is one Int32Array read, like the runtime's LoadTable-backed candidates. */
+class CounterBackend implements Candidate {
+  constructor(
+    readonly id: string,
+    readonly weight: number,
+    private readonly loads: Int32Array,
+    private readonly slot: number,
+  ) {}
+  isEligible(): boolean {
+    return true;
+  }
+  load(): number {
+    return this.loads[this.slot]!;
+  }
+}
+
+/** One pick (index) of the subject, given a running counter; written per subject so each call site stays monomorphic. */
+type Op = (i: number) => number;
+
+interface Subject {
+  name: string;
+  /** O(n) per pick by nature: fewer picks per iteration at large n. */
+  scan: boolean;
+  make: (slice: readonly CounterBackend[]) => Op;
+}
+
+// Each factory holds its own function literal: a shared `policy.pick(...)` call site would see eight
+// classes, go megamorphic and stop inlining, which no real caller (one policy per router) suffers.
+const SUBJECTS: Subject[] = [
+  { name: 'PowerOfTwo', scan: false, make: (slice) => { const p = new PowerOfTwo(); return () => p.pick(slice); } },
+  { name: 'Random', scan: false, make: (slice) => { const p = new Random(); return () => p.pick(slice); } },
+  { name: 'WeightedRandom', scan: false, make: (slice) => { const p = new WeightedRandom(); return () => p.pick(slice); } },
+  { name: 'RoundRobin', scan: false, make: (slice) => { const p = new RoundRobin(); return () => p.pick(slice); } },
+  {
+    name: 'Maglev',
+    scan: false,
+    make: (slice) => {
+      const p = new Maglev();
+      const ctx: PickContext = { key: '' };
+      return (i) => {
+        ctx.key = KEYS[i & 4095]!;
+        return p.pick(slice, ctx);
+      };
+    },
+  },
+  { name: 'SmoothWeightedRoundRobin', scan: true, make: (slice) => { const p = new SmoothWeightedRoundRobin(); return () => p.pick(slice); } },
+  { name: 'LeastLoaded', scan: true, make: (slice) => { const p = new LeastLoaded(); return () => p.pick(slice); } },
+  {
+    name: 'Rendezvous',
+    scan: true,
+    make: (slice) => {
+      const p = new Rendezvous();
+      const ctx: PickContext = { key: '' };
+      return (i) => {
+        ctx.key = KEYS[i & 4095]!;
+        return p.pick(slice, ctx);
+      };
+    },
+  },
+];
+
+/** Context row: the cost of hashing a key (hash53 of a 12-character string), part of every keyed pick. */
+function keyHashOp(): Op {
+  const seed = toHashSeed(DEFAULT_HASH_SEED);
+  return (i) => hash53(KEYS[i & 4095]!, seed) & 1;
+}
+
+let sink = 0;
+
+function picksPerIteration(scan: boolean, n: number): number {
+  return scan ? Math.max(16, Math.min(1000, Math.floor(64_000 / n))) : 1000;
+}
+
+interface Row {
+  policy: string;
+  n: number;
+  'ns/pick': number;
+  'x baseline': number;
+  'vs n=8': number;
+  'bytes/pick': number;
+}
+
+const BASELINE = 'baseline (2 draws + 2 reads)';
+const KEY_HASH = '(key hash53 alone)';
+
+/** Times and measures every subject at one n; returns rows (none for the calibration pass). */
+async function measure(n: number, record: boolean): Promise<Row[]> {
+  const seedRng = new Rng(n);
+  const loads = new Int32Array(n);
+  for (let i = 0; i < n; i++) loads[i] = seedRng.below(16);
+  const slice = Array.from({ length: n }, (_, i) => new CounterBackend(`backend-${i}`, 1 + seedRng.below(10), loads, i));
+  const quick = QUICK || !record;
+  const bench = new Bench(quick ? { time: 40, warmupTime: 10 } : { time: 400, warmupTime: 100 });
+
+  const baseRng = new Rng();
+  // The baseline: two random indices from the same Rng and two Int32Array reads, nothing else.
+  const baseline: Op = () => loads[baseRng.below(n)]! + loads[baseRng.below(n)]!;
+  const entries: { name: string; op: Op; per: number; scan: boolean }[] = [
+    { name: BASELINE, op: baseline, per: 1000, scan: false },
+    { name: KEY_HASH, op: keyHashOp(), per: 1000, scan: false },
+  ];
+  for (const s of SUBJECTS) {
+    const op = s.make(slice);
+    op(0); // prepares tables outside the timed region
+    entries.push({ name: s.name, op, per: picksPerIteration(s.scan, n), scan: s.scan });
+  }
+  for (const e of entries) {
+    const { op, per } = e;
+    let i = 0;
+    // Every entry, the baseline included, runs through this same loop shape and call.
+    bench.add(e.name, () => {
+      for (let k = 0; k < per; k++) sink = (sink + op(i++)) & 0x3fffffff;
+    });
+  }
+  progress(`picks: timing ${entries.length} tasks at n = ${n}${record ? '' : ' (calibration pass, discarded)'}${QUICK ? ' (quick)' : ''}`);
+  await bench.run();
+  if (!record) return [];
+  const ns = new Map<string, number>();
+  for (const task of bench.tasks) {
+    const r = task.result;
+    if (r.state !== 'completed') throw new Error(`task ${task.name} at n = ${n}: ${r.state}`);
+    ns.set(task.name, (r.latency.p50 * 1e6) / entries.find((e) => e.name === task.name)!.per);
+  }
+  const base = ns.get(BASELINE)!;
+  progress(`picks: measuring heap bytes per pick at n = ${n}`);
+  const rows: Row[] = [];
+  for (const e of entries) {
+    const chunkOps = e.scan ? Math.max(50, Math.min(10_000, Math.floor(200_000 / n))) : 10_000;
+    const wrapped = (i: number): void => {
+      sink = (sink + e.op(i)) & 0x3fffffff;
+    };
+    const bytes = heapBytesPerOp(wrapped, QUICK ? Math.max(20, chunkOps >> 2) : chunkOps, QUICK ? 11 : 41, QUICK ? chunkOps : chunkOps * 5);
+    const t = ns.get(e.name)!;
+    rows.push({ policy: e.name, n, 'ns/pick': t, 'x baseline': t / base, 'vs n=8': 0, 'bytes/pick': bytes });
+  }
+  return rows;
+}
+
+async function main(): Promise<void> {
+  // Calibration pass, discarded: V8 specialises the first closure of each function literal to its
+  // captured values (constant-folding n and the arrays), which would flatter whichever size ran first.
+  await measure(8, false);
+  const rows: Row[] = [];
+  for (const n of SIZES) rows.push(...(await measure(n, true)));
+  for (const row of rows) {
+    const at8 = rows.find((r) => r.policy === row.policy && r.n === 8)!;
+    row['vs n=8'] = row['ns/pick'] / at8['ns/pick'];
+  }
+  progressDone();
+  const names = [BASELINE, KEY_HASH, ...SUBJECTS.map((s) => s.name)];
+  const ordered = names.flatMap((p) => rows.filter((r) => r.policy === p));
+  console.log(formatTable(ordered as unknown as Record<string, unknown>[]));
+  const file = writeResults('picks', {
+    quick: QUICK,
+    sizes: SIZES,
+    method: {
+      time: 'tinybench median iteration time / picks per iteration (1,000 for O(1) policies; max(16, 64,000 / n) for O(n) ones); every entry through the same loop and call shape',
+      heap: 'heapBytesPerOp: median process.memoryUsage().heapUsed delta per chunk after warm-up, minus an empty op',
+      baseline: 'two Rng.below(n) draws and two Int32Array reads',
+      candidates: 'load() reads an Int32Array slot; weights uniform in [1, 10]; loads uniform in [0, 15]; keys: 4,096 strings of 12 characters',
+    },
+    targets: 'PowerOfTwo, Random, WeightedRandom, RoundRobin, Maglev: n = 4096 within 1.5x of n = 8; within 3x of baseline; 0 bytes/pick',
+    rows: ordered,
+    sink,
+  });
+  console.log(`wrote ${file}`);
+}
+
+await main();

@@ -1,0 +1,99 @@
+/**
+ * Where a run's membership comes from: the scenario (embedded backends,
+ * changed by the scenario's events) or Redis (`--redis URL --cluster NAME`).
+ *
+ * With Redis, the cluster's documents decide which backends exist; the bench
+ * serves every member itself on the member's own loopback port (so the
+ * addresses must be `127.0.0.1:<port>`), assigning the scenario's roles in
+ * id order (slow-backend: the first is 10× slower, the second fails 5 %).
+ * Changes published while the run goes are applied live.
+ */
+import type { MembershipSnapshot } from '../../core/spec.js';
+import { parseAddress } from '../../core/spec.js';
+import type { Logger } from '../../log.js';
+import { RedisMembership } from '../../membership/redis-source.js';
+import type { BackendFarm } from './backends.js';
+import { BASE_MEDIAN_MS, BASE_SIGMA, FAILING_RATE, SLOW_FACTOR, type BackendModel, type ScenarioName } from './scenarios.js';
+
+/** The membership of a run coming from Redis. */
+export interface RedisFeed {
+  /** The snapshot in force. */
+  readonly current: MembershipSnapshot;
+  /** Called with every later snapshot, after its backends are served. */
+  onChange(listener: (snapshot: MembershipSnapshot) => void): void;
+  /** Models of the served backends (roles assigned by id order). */
+  models(): BackendModel[];
+  close(): Promise<void>;
+}
+
+function roleModel(id: string, rank: number, scenario: ScenarioName): BackendModel {
+  const slow = scenario === 'slow-backend' && rank === 0;
+  const failing = scenario === 'slow-backend' && rank === 1;
+  return {
+    id,
+    role: slow ? 'slow' : failing ? 'failing' : 'normal',
+    medianMs: slow ? BASE_MEDIAN_MS * SLOW_FACTOR : BASE_MEDIAN_MS,
+    sigma: BASE_SIGMA,
+    failureRate: failing ? FAILING_RATE : 0,
+    weight: 1,
+    priority: 0,
+    status: 'ready',
+  };
+}
+
+/** Serves every member of `snapshot` that the farm does not serve yet. Throws for a non-loopback address. */
+async function serve(farm: BackendFarm, snapshot: MembershipSnapshot, scenario: ScenarioName, models: Map<string, BackendModel>): Promise<void> {
+  const ids = snapshot.backends.map((b) => b.id).sort();
+  for (const spec of snapshot.backends) {
+    if (farm.has(spec.id)) continue;
+    const addr = parseAddress(spec.address);
+    if (addr === undefined || addr.host !== '127.0.0.1') {
+      throw new Error(`--redis: backend ${JSON.stringify(spec.id)} has address ${JSON.stringify(spec.address)}; the bench serves its backends itself and needs 127.0.0.1:<port>`);
+    }
+    const model = roleModel(spec.id, ids.indexOf(spec.id), scenario);
+    model.weight = spec.weight ?? 1;
+    model.priority = spec.priority ?? 0;
+    await farm.add(model, addr.port);
+    models.set(spec.id, model);
+  }
+}
+
+/** Follows `cluster` in Redis, serving its members from `farm`. Resolves once the first snapshot is served. */
+export async function followRedis(opts: { url: string; cluster: string; scenario: ScenarioName; farm: BackendFarm; logger: Logger }): Promise<RedisFeed> {
+  const source = new RedisMembership({ url: opts.url, cluster: opts.cluster, logger: opts.logger });
+  const models = new Map<string, BackendModel>();
+  let current: MembershipSnapshot | undefined;
+  let listener: ((s: MembershipSnapshot) => void) | undefined;
+  let chain = Promise.resolve();
+  let first: Promise<void> | undefined;
+  await source.start((snapshot) => {
+    const step = chain.then(async () => {
+      await serve(opts.farm, snapshot, opts.scenario, models);
+      current = snapshot;
+      listener?.(snapshot);
+    });
+    // The first snapshot's failure is thrown to the caller below; later ones
+    // are logged and the run goes on with the membership in force.
+    chain = step.catch((err: unknown) => {
+      if (step !== first) opts.logger.error({ err }, 'bench: cannot serve the membership from Redis');
+    });
+    first ??= step;
+  });
+  try {
+    if (first === undefined) throw new Error(`--redis: no membership for cluster ${JSON.stringify(opts.cluster)}`);
+    await first;
+  } catch (err) {
+    await source.close();
+    throw err;
+  }
+  return {
+    get current() {
+      return current!;
+    },
+    onChange(l) {
+      listener = l;
+    },
+    models: () => [...models.values()],
+    close: () => source.close(),
+  };
+}

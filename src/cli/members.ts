@@ -1,0 +1,329 @@
+/**
+ * `poise members` — operate the Redis control plane of one cluster.
+ *
+ *   poise members apply|add|remove|drain|undrain|weight|show|watch --redis URL --cluster NAME ...
+ *
+ * Exit codes (stable; scripts may branch on them):
+ *   0  success (a write prints the new version on stdout)
+ *   1  runtime failure (Redis unreachable, I/O error)
+ *   2  usage error (unknown subcommand or flag, missing or malformed flag value)
+ *   3  rejected: the document or value failed validation; nothing was written
+ *   4  not found: no such backend, or no membership stored for the cluster
+ *   5  version conflict: --if-version did not match, or --version is not newer
+ */
+import { readFile } from 'node:fs/promises';
+import type { Command } from './main.js';
+import { isPoiseError } from '../core/errors.js';
+import type { BackendSpec, MembershipSnapshot } from '../core/spec.js';
+import { createLogger } from '../log.js';
+import { formatOf, parseText } from '../membership/document.js';
+import { MembershipPublisher } from '../membership/redis-publisher.js';
+import { RedisMembership } from '../membership/redis-source.js';
+
+/** Exit codes of `poise members`. */
+export const EXIT = { ok: 0, failure: 1, usage: 2, rejected: 3, notFound: 4, conflict: 5 } as const;
+
+class UsageError extends Error {}
+
+interface Flags {
+  values: Map<string, string>;
+  bools: Set<string>;
+  positional: string[];
+}
+
+const COMMON = `Common flags:
+  --redis URL       redis://[:password@]host:port[/db] or rediss:// (TLS); default $POISE_REDIS_URL
+  --cluster NAME    cluster name; default $POISE_CLUSTER
+  --prefix P        key prefix; default "poise"
+  --max-bytes N     largest snapshot/notice in bytes; default 1048576
+  --help            this help
+
+Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 rejected by validation (nothing written),
+            4 not found, 5 version conflict`;
+
+const HELP: Record<string, { usage: string; text: string; values: string[]; bools: string[] }> = {
+  apply: {
+    usage: 'poise members apply FILE|- [--version N] [--if-version N]',
+    text: `Replaces the whole membership with a JSON or YAML document ({ cluster, version?, backends }).
+FILE "-" reads JSON from stdin. The document is validated first; an invalid one changes nothing.
+  --version N      store as version N (must be greater than the stored version; overrides the document's)
+  --if-version N   write only if the stored version is N (0 = nothing stored yet)
+Prints the new version.`,
+    values: ['version', 'if-version'],
+    bools: [],
+  },
+  add: {
+    usage: 'poise members add ID HOST:PORT [--weight W] [--priority P] [--locality L] [--locality-weight W] [--status S] [--max-inflight N] [--no-panic]',
+    text: 'Adds one backend (the id must be new). Prints the new version.',
+    values: ['weight', 'priority', 'locality', 'locality-weight', 'status', 'max-inflight'],
+    bools: ['no-panic'],
+  },
+  remove: { usage: 'poise members remove ID', text: 'Removes one backend. Prints the new version.', values: [], bools: [] },
+  drain: {
+    usage: 'poise members drain ID',
+    text: 'Marks a backend "draining": no new picks, in-flight work finishes. Prints the new version.',
+    values: [],
+    bools: [],
+  },
+  undrain: { usage: 'poise members undrain ID', text: 'Marks a backend "ready" again. Prints the new version.', values: [], bools: [] },
+  weight: { usage: 'poise members weight ID W', text: 'Sets a backend weight (an integer in [1, 4294967295]). Prints the new version.', values: [], bools: [] },
+  show: {
+    usage: 'poise members show',
+    text: 'Prints the stored membership as JSON: { "version": N, "document": { cluster, backends } }. Exit 4 when none is stored.',
+    values: [],
+    bools: [],
+  },
+  watch: {
+    usage: 'poise members watch [--count N] [--json]',
+    text: `Follows the cluster like a reader does and prints one line per applied version:
+  version 7 backends 3 ready 2 draining 1 unavailable 0
+  --json      print each applied snapshot as one JSON line instead
+  --count N   exit 0 after N applied versions (default: run until SIGINT/SIGTERM)`,
+    values: ['count'],
+    bools: ['json'],
+  },
+};
+
+function parseFlags(argv: string[], values: string[], bools: string[]): Flags {
+  const allowedValues = new Set([...values, 'redis', 'cluster', 'prefix', 'max-bytes']);
+  const allowedBools = new Set([...bools, 'help']);
+  const flags: Flags = { values: new Map(), bools: new Set(), positional: [] };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '-h') {
+      flags.bools.add('help');
+      continue;
+    }
+    if (!arg.startsWith('--') || arg === '-') {
+      flags.positional.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf('=');
+    const name = arg.slice(2, eq < 0 ? undefined : eq);
+    if (allowedBools.has(name) && eq < 0) flags.bools.add(name);
+    else if (allowedValues.has(name)) {
+      const value = eq >= 0 ? arg.slice(eq + 1) : argv[++i];
+      if (value === undefined) throw new UsageError(`--${name}: needs a value`);
+      flags.values.set(name, value);
+    } else throw new UsageError(`unknown flag --${name}`);
+  }
+  return flags;
+}
+
+function intFlag(flags: Flags, name: string, min: number, max: number): number | undefined {
+  const raw = flags.values.get(name);
+  if (raw === undefined) return undefined;
+  const n = /^-?\d+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw new UsageError(`--${name}: must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`);
+  return n;
+}
+
+function positional(flags: Flags, n: number, names: string): string[] {
+  if (flags.positional.length !== n) throw new UsageError(`expected ${names}, got ${flags.positional.length} argument(s)`);
+  return flags.positional;
+}
+
+function connection(flags: Flags): { url: string; cluster: string; prefix: string; maxBytes: number | undefined } {
+  const url = flags.values.get('redis') ?? process.env['POISE_REDIS_URL'];
+  const cluster = flags.values.get('cluster') ?? process.env['POISE_CLUSTER'];
+  if (url === undefined || url === '') throw new UsageError('--redis: required (or set POISE_REDIS_URL)');
+  if (!/^rediss?:\/\//.test(url)) throw new UsageError(`--redis: must be a redis:// or rediss:// URL, got ${JSON.stringify(url)}`);
+  if (cluster === undefined || cluster === '') throw new UsageError('--cluster: required (or set POISE_CLUSTER)');
+  return { url, cluster, prefix: flags.values.get('prefix') ?? 'poise', maxBytes: intFlag(flags, 'max-bytes', 64, 512 * 1024 * 1024) };
+}
+
+/** Fail fast instead of queueing forever when Redis is down: a CLI must answer. */
+const CLI_REDIS = { maxRetriesPerRequest: 1, connectTimeout: 3000, retryStrategy: (times: number) => (times > 3 ? null : 100 * times) };
+
+function describeCounts(s: MembershipSnapshot): string {
+  const count = (st: string) => s.backends.filter((b) => (b.status ?? 'ready') === st).length;
+  return `version ${s.version} backends ${s.backends.length} ready ${count('ready')} draining ${count('draining')} unavailable ${count('unavailable')}`;
+}
+
+async function readDocument(file: string, versionFlag: number | undefined): Promise<unknown> {
+  const text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
+  const doc = parseText(text, file === '-' ? 'json' : formatOf(file), 'document');
+  if (versionFlag !== undefined && typeof doc === 'object' && doc !== null && !Array.isArray(doc)) {
+    return { ...(doc as Record<string, unknown>), version: versionFlag };
+  }
+  return doc;
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+async function write(sub: string, flags: Flags): Promise<number> {
+  const conn = connection(flags);
+  const args = flags.positional;
+  // Validate flags before connecting: a usage error must not depend on Redis being up.
+  let op: (p: MembershipPublisher) => Promise<number>;
+  switch (sub) {
+    case 'apply': {
+      const [file] = positional(flags, 1, 'FILE (or - for stdin)');
+      const version = intFlag(flags, 'version', 1, Number.MAX_SAFE_INTEGER);
+      const ifVersion = intFlag(flags, 'if-version', 0, Number.MAX_SAFE_INTEGER);
+      const doc = await readDocument(file!, version);
+      op = (p) => p.apply(doc, ifVersion === undefined ? {} : { ifVersion });
+      break;
+    }
+    case 'add': {
+      const [id, address] = positional(flags, 2, 'ID HOST:PORT');
+      const spec: Record<string, unknown> = { id, address };
+      const ints: [string, keyof BackendSpec][] = [
+        ['weight', 'weight'],
+        ['priority', 'priority'],
+        ['locality-weight', 'localityWeight'],
+        ['max-inflight', 'maxInflight'],
+      ];
+      for (const [flag, field] of ints) {
+        const raw = flags.values.get(flag);
+        if (raw !== undefined) spec[field] = /^-?\d+$/.test(raw) ? Number(raw) : raw; // validation names the field
+      }
+      const locality = flags.values.get('locality');
+      if (locality !== undefined) spec['locality'] = locality;
+      const status = flags.values.get('status');
+      if (status !== undefined) spec['status'] = status;
+      if (flags.bools.has('no-panic')) spec['panicEligible'] = false;
+      op = (p) => p.add(spec as unknown as BackendSpec);
+      break;
+    }
+    case 'remove':
+    case 'drain':
+    case 'undrain': {
+      const [id] = positional(flags, 1, 'ID');
+      op = (p) => (sub === 'remove' ? p.remove(id!) : sub === 'drain' ? p.drain(id!) : p.undrain(id!));
+      break;
+    }
+    case 'weight': {
+      const [id, w] = positional(flags, 2, 'ID WEIGHT');
+      const weight = /^-?\d+$/.test(w!) ? Number(w) : w;
+      op = (p) => p.setWeight(id!, weight as number);
+      break;
+    }
+    default:
+      throw new UsageError(`unknown subcommand ${JSON.stringify(sub)}`);
+  }
+  const pub = new MembershipPublisher({
+    url: conn.url,
+    cluster: conn.cluster,
+    prefix: conn.prefix,
+    ...(conn.maxBytes === undefined ? {} : { maxMessageBytes: conn.maxBytes }),
+    logger: createLogger({ name: 'poise-members', level: process.env['POISE_LOG_LEVEL'] ?? 'warn' }),
+    redisOptions: CLI_REDIS,
+  });
+  try {
+    const version = await op(pub);
+    process.stdout.write(`${version}\n`);
+    return EXIT.ok;
+  } finally {
+    await pub.close();
+  }
+}
+
+async function show(flags: Flags): Promise<number> {
+  const conn = connection(flags);
+  positional(flags, 0, 'no arguments');
+  const pub = new MembershipPublisher({
+    url: conn.url,
+    cluster: conn.cluster,
+    prefix: conn.prefix,
+    ...(conn.maxBytes === undefined ? {} : { maxMessageBytes: conn.maxBytes }),
+    logger: createLogger({ name: 'poise-members', level: 'warn' }),
+    redisOptions: CLI_REDIS,
+  });
+  try {
+    const stored = await pub.show();
+    if (stored === undefined) {
+      process.stderr.write(`poise members: no membership stored for cluster ${JSON.stringify(conn.cluster)}\n`);
+      return EXIT.notFound;
+    }
+    process.stdout.write(`${JSON.stringify(stored, null, 2)}\n`);
+    return EXIT.ok;
+  } finally {
+    await pub.close();
+  }
+}
+
+async function watchCmd(flags: Flags): Promise<number> {
+  const conn = connection(flags);
+  positional(flags, 0, 'no arguments');
+  const count = intFlag(flags, 'count', 1, Number.MAX_SAFE_INTEGER);
+  const json = flags.bools.has('json');
+  const source = new RedisMembership({
+    url: conn.url,
+    cluster: conn.cluster,
+    prefix: conn.prefix,
+    ...(conn.maxBytes === undefined ? {} : { maxMessageBytes: conn.maxBytes }),
+    logger: createLogger({ name: 'poise-members', level: process.env['POISE_LOG_LEVEL'] ?? 'info' }),
+  });
+  let applied = 0;
+  let finish: () => void = () => {};
+  const done = new Promise<void>((resolve) => {
+    finish = resolve;
+  });
+  const onSignal = (): void => finish();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    await source.start((s) => {
+      process.stdout.write(`${json ? JSON.stringify(s) : describeCounts(s)}\n`);
+      if (count !== undefined && ++applied >= count) finish();
+    });
+    await done;
+    return EXIT.ok;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await source.close();
+  }
+}
+
+function exitCodeOf(err: unknown): number {
+  if (err instanceof UsageError) return EXIT.usage;
+  if (isPoiseError(err)) {
+    if (err.field === 'ifVersion' || (err.field === 'version' && /not newer/.test(err.message))) return EXIT.conflict;
+    if (err.field === 'id' && /no backend/.test(err.message)) return EXIT.notFound;
+    return EXIT.rejected;
+  }
+  return EXIT.failure;
+}
+
+async function run(argv: string[]): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
+    const lines = ['usage: poise members <subcommand> --redis URL --cluster NAME ...', '', 'subcommands:'];
+    for (const [name, h] of Object.entries(HELP)) lines.push(`  ${name.padEnd(8)} ${h.usage.replace(/^poise members \S+ ?/, '')}`);
+    lines.push('', COMMON, '', 'Run `poise members <subcommand> --help` for details.');
+    (sub === undefined ? process.stderr : process.stdout).write(`${lines.join('\n')}\n`);
+    return sub === undefined ? EXIT.usage : EXIT.ok;
+  }
+  const help = HELP[sub];
+  if (help === undefined) {
+    process.stderr.write(`poise members: unknown subcommand ${JSON.stringify(sub)} (try --help)\n`);
+    return EXIT.usage;
+  }
+  try {
+    const flags = parseFlags(rest, help.values, help.bools);
+    if (flags.bools.has('help')) {
+      process.stdout.write(`usage: ${help.usage} --redis URL --cluster NAME\n\n${help.text}\n\n${COMMON}\n`);
+      return EXIT.ok;
+    }
+    if (sub === 'show') return await show(flags);
+    if (sub === 'watch') return await watchCmd(flags);
+    return await write(sub, flags);
+  } catch (err) {
+    const code = exitCodeOf(err);
+    const msg = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`poise members ${sub}: ${msg}${code === EXIT.usage ? `\nusage: ${help.usage} --redis URL --cluster NAME` : ''}\n`);
+    return code;
+  }
+}
+
+/** The `poise members` subcommand. */
+export const command: Command = {
+  summary: 'operate the Redis membership control plane (apply, add, remove, drain, undrain, weight, show, watch)',
+  run,
+};

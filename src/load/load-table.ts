@@ -1,0 +1,633 @@
+/**
+ * LoadTable: the one SharedArrayBuffer every thread balances over — and the
+ * only file that knows its offsets.
+ *
+ * Layout (all words are 32-bit, accessed only through `Atomics` on an
+ * `Int32Array` view; nothing is ever read as a plain `Float64`):
+ *
+ * | region       | words                              | contents |
+ * |--------------|------------------------------------|----------|
+ * | header       | 16 (one 64-byte line)              | layout version, capacity, thread rows, change / membership / health epochs, spec seqlock + length, PeakEWMA τ and initial value |
+ * | row owners   | `maxThreads`, rounded up to 16     | thread id + 1 of the thread that claimed attribution row r (0 = free) |
+ * | slots        | 16 per slot (64 bytes, line-aligned)| see the slot table below |
+ * | attribution  | `maxThreads × capacity × 2`        | row r, slot s: the outstanding connections and requests thread r holds on s |
+ * | spec blob    | `specBytes / 4`                    | the UTF-8 JSON of every live slot's spec, under a seqlock |
+ *
+ * Slot words (one 64-byte cache line per backend, so two threads hammering
+ * two backends never share a line):
+ *
+ * | word | field          | unit / encoding |
+ * |------|----------------|-----------------|
+ * | 0    | tag            | `generation << 3 | state` (state: 0 free, 1 ready, 2 unavailable, 3 draining, 4 removed, 5 closing) |
+ * | 1    | weight         | uint32 bits |
+ * | 2    | priority       | uint32 bits |
+ * | 3    | locality       | interned index (the Balancer's table of locality strings) |
+ * | 4    | locality weight| uint32 bits |
+ * | 5    | ejections      | consecutive ejections (the backoff exponent) |
+ * | 6    | connections    | active connection leases |
+ * | 7    | requests       | in-flight request leases |
+ * | 8    | ewma lock      | seqlock word: `version << 8 | (writer row + 1)`; low byte 0 = unlocked |
+ * | 9    | connect est    | PeakEWMA connect time, integer microseconds |
+ * | 10   | connect at     | its last update, shared-clock milliseconds mod 2^30 |
+ * | 11   | latency est    | PeakEWMA request latency, integer microseconds |
+ * | 12   | latency at     | its last update, shared-clock milliseconds mod 2^30 |
+ * | 13   | failures       | consecutive failures |
+ * | 14   | ejected until  | shared-clock milliseconds mod 2^30; 0 = not ejected |
+ * | 15   | picks          | leases granted on this slot (wraps at 2^32; each router adds in batches of 64) |
+ *
+ * Times are whole milliseconds of one shared monotonic clock (see
+ * `runtime/clock.ts`), kept modulo 2^30 (so they are V8 small integers and
+ * never allocate) and compared by wrapping difference, so they stay correct
+ * for intervals below 2^29 ms (6.2 days).
+ */
+
+/** Slot states (the low 3 bits of the tag word). */
+export const SlotState = {
+  Free: 0,
+  Ready: 1,
+  Unavailable: 2,
+  Draining: 3,
+  Removed: 4,
+  Closing: 5,
+} as const;
+/** A slot state code. */
+export type SlotStateCode = (typeof SlotState)[keyof typeof SlotState];
+
+/** Lease kinds: which counter a lease holds. */
+export const LeaseKind = { Request: 0, Connection: 1 } as const;
+/** A lease kind code. */
+export type LeaseKindCode = (typeof LeaseKind)[keyof typeof LeaseKind];
+
+/** PeakEWMA series kept per slot. */
+export const EwmaSeries = { ConnectTime: 0, Latency: 1 } as const;
+/** A PeakEWMA series code. */
+export type EwmaSeriesCode = (typeof EwmaSeries)[keyof typeof EwmaSeries];
+
+/** The layout version in header word 0; an attachment with another version is refused. */
+export const LAYOUT_VERSION = 0x504f0001;
+
+// Header words.
+const H_VERSION = 0;
+const H_CAPACITY = 1;
+const H_THREADS = 2;
+const H_CHANGE_EPOCH = 3;
+const H_MEMBER_EPOCH = 4;
+const H_HEALTH_EPOCH = 5;
+const H_SPEC_SEQ = 6;
+const H_SPEC_LEN = 7;
+const H_TAU_MS = 8;
+const H_INITIAL_US = 9;
+const H_SLOT_BASE = 12;
+const H_SPEC_WORDS = 13;
+const HEADER_WORDS = 16;
+
+// Slot words.
+const S_TAG = 0;
+const S_WEIGHT = 1;
+const S_PRIORITY = 2;
+const S_LOCALITY = 3;
+const S_LOCALITY_WEIGHT = 4;
+const S_EJECTIONS = 5;
+const S_CONNECTIONS = 6;
+const S_REQUESTS = 7;
+const S_EWMA_LOCK = 8;
+const S_CONNECT_EST = 9;
+const S_CONNECT_AT = 10;
+const S_LATENCY_EST = 11;
+const S_LATENCY_AT = 12;
+const S_FAILURES = 13;
+const S_EJECTED_UNTIL = 14;
+const S_PICKS = 15;
+/** Words per slot: 16 × 4 bytes = one 64-byte cache line. */
+export const SLOT_WORDS = 16;
+
+const MAX_US = 0x7fffffff;
+
+/** Options of {@link LoadTable.create}. */
+export interface LoadTableOptions {
+  /** Slots (live backends plus draining tombstones); default 1024, at most 65536. */
+  capacity?: number;
+  /** Attribution rows: threads that may attach routers at once; default 64, at most 255. */
+  maxThreads?: number;
+  /** Bytes reserved for the spec blob (ids, addresses); default `capacity × 1024`. */
+  specBytes?: number;
+  /** PeakEWMA decay constant τ in ms, shared by every router; default 1000 (Sōzu). */
+  tauMs?: number;
+  /** PeakEWMA value of a never-measured backend, in ms; default 50 (Sōzu). */
+  initialMs?: number;
+  /**
+   * `'padded'` (default) starts the slot array on a 64-byte boundary so each
+   * slot owns one cache line. `'unaligned'` shifts it by 32 bytes so every slot
+   * straddles two lines shared with its neighbours — only for the benchmark
+   * that shows what the alignment is worth.
+   */
+  layout?: 'padded' | 'unaligned';
+}
+
+/** The per-slot fields the owner writes when it assigns or updates a slot. */
+export interface SlotFields {
+  weight: number;
+  priority: number;
+  locality: number;
+  localityWeight: number;
+}
+
+/** A consistent-enough snapshot of one slot, for tests, stats and the owner. */
+export interface SlotStats {
+  generation: number;
+  state: SlotStateCode;
+  weight: number;
+  priority: number;
+  locality: number;
+  localityWeight: number;
+  connections: number;
+  requests: number;
+  connectEstimateUs: number;
+  connectAtMs: number;
+  latencyEstimateUs: number;
+  latencyAtMs: number;
+  failures: number;
+  ejections: number;
+  ejectedUntilMs: number;
+  picks: number;
+}
+
+function checkInt(field: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new RangeError(`options.${field}: must be an integer in [${min}, ${max}], got ${String(value)}`);
+  }
+  return value;
+}
+
+/**
+ * The shared table of per-backend load. Create it once in the owner thread
+ * (the Balancer does), hand `buffer` to other threads, and {@link LoadTable.attach} there.
+ *
+ * @example
+ * const table = LoadTable.create({ capacity: 64 });
+ * const again = LoadTable.attach(table.buffer); // in a worker
+ */
+export class LoadTable {
+  /** The shared memory. */
+  readonly buffer: SharedArrayBuffer;
+  /** Slots. */
+  readonly capacity: number;
+  /** Attribution rows. */
+  readonly maxThreads: number;
+  /** PeakEWMA decay constant, ms. */
+  readonly tauMs: number;
+  /** PeakEWMA value of an unmeasured backend, ms. */
+  readonly initialMs: number;
+  private readonly i32: Int32Array;
+  private readonly ownerBase: number;
+  private readonly slotBase: number;
+  private readonly attrBase: number;
+  private readonly specBase: number;
+  private readonly specWords: number;
+
+  private constructor(buffer: SharedArrayBuffer) {
+    this.buffer = buffer;
+    this.i32 = new Int32Array(buffer);
+    // Header words are written once before the buffer is shared; the load
+    // still goes through Atomics so every access to shared memory does.
+    if (Atomics.load(this.i32, H_VERSION) !== LAYOUT_VERSION) {
+      throw new RangeError(`LoadTable: layout version mismatch (expected ${LAYOUT_VERSION.toString(16)})`);
+    }
+    this.capacity = Atomics.load(this.i32, H_CAPACITY);
+    this.maxThreads = Atomics.load(this.i32, H_THREADS);
+    this.tauMs = Atomics.load(this.i32, H_TAU_MS);
+    this.initialMs = Atomics.load(this.i32, H_INITIAL_US) / 1000;
+    this.ownerBase = HEADER_WORDS;
+    this.slotBase = Atomics.load(this.i32, H_SLOT_BASE);
+    this.attrBase = roundUp(this.slotBase + this.capacity * SLOT_WORDS, 16);
+    this.specBase = this.attrBase + this.maxThreads * this.capacity * 2;
+    this.specWords = Atomics.load(this.i32, H_SPEC_WORDS);
+  }
+
+  /** Allocates and initialises a table (owner thread). Throws `RangeError` naming a bad option. */
+  static create(opts: LoadTableOptions = {}): LoadTable {
+    const capacity = checkInt('capacity', opts.capacity ?? 1024, 1, 65536);
+    const maxThreads = checkInt('maxThreads', opts.maxThreads ?? 64, 1, 255);
+    const specBytes = checkInt('specBytes', opts.specBytes ?? capacity * 1024, 1024, 1 << 30);
+    const tauMs = checkInt('tauMs', opts.tauMs ?? 1000, 1, 86_400_000);
+    const initialMs = opts.initialMs ?? 50;
+    if (typeof initialMs !== 'number' || !Number.isFinite(initialMs) || initialMs < 0 || initialMs * 1000 > MAX_US) {
+      throw new RangeError(`options.initialMs: must be a number in [0, ${MAX_US / 1000}], got ${String(initialMs)}`);
+    }
+    const layout = opts.layout ?? 'padded';
+    if (layout !== 'padded' && layout !== 'unaligned') {
+      throw new RangeError(`options.layout: must be "padded" or "unaligned", got ${String(layout)}`);
+    }
+    const slotBase = HEADER_WORDS + roundUp(maxThreads, 16) + (layout === 'unaligned' ? 8 : 0);
+    const attrBase = roundUp(slotBase + capacity * SLOT_WORDS, 16);
+    const specWords = Math.ceil(specBytes / 4);
+    const words = attrBase + maxThreads * capacity * 2 + specWords;
+    const buffer = new SharedArrayBuffer(words * 4);
+    const i32 = new Int32Array(buffer);
+    // Initialisation happens before any other thread can see the buffer;
+    // Atomics.store is used anyway so that no access to shared memory is plain.
+    Atomics.store(i32, H_CAPACITY, capacity);
+    Atomics.store(i32, H_THREADS, maxThreads);
+    Atomics.store(i32, H_TAU_MS, tauMs);
+    Atomics.store(i32, H_INITIAL_US, Math.round(initialMs * 1000));
+    Atomics.store(i32, H_SLOT_BASE, slotBase);
+    Atomics.store(i32, H_SPEC_WORDS, specWords);
+    Atomics.store(i32, H_VERSION, LAYOUT_VERSION);
+    return new LoadTable(buffer);
+  }
+
+  /** Attaches to a table created in another thread (the buffer is shared, not copied). */
+  static attach(buffer: SharedArrayBuffer): LoadTable {
+    if (!(buffer instanceof SharedArrayBuffer)) throw new TypeError('LoadTable.attach: buffer must be a SharedArrayBuffer');
+    return new LoadTable(buffer);
+  }
+
+  // --- epochs ---------------------------------------------------------------
+
+  /** The epoch that moves on every membership or health change: one load per acquire. */
+  changeEpoch(): number {
+    // A sequentially consistent load: everything the writer stored before its
+    // Atomics.add on this word (slot tags, the spec blob) is visible after it.
+    return Atomics.load(this.i32, H_CHANGE_EPOCH);
+  }
+
+  /** The membership epoch (moves when slots or specs change). */
+  membershipEpoch(): number {
+    return Atomics.load(this.i32, H_MEMBER_EPOCH);
+  }
+
+  /** The health epoch (moves when a backend is ejected). */
+  healthEpoch(): number {
+    return Atomics.load(this.i32, H_HEALTH_EPOCH);
+  }
+
+  /** Publishes a membership change: bumps the membership epoch, then the change epoch. */
+  bumpMembershipEpoch(): number {
+    // add (not store): several writers may bump; SC ordering makes the
+    // membership epoch visible before the change epoch that announces it.
+    const e = Atomics.add(this.i32, H_MEMBER_EPOCH, 1) + 1;
+    Atomics.add(this.i32, H_CHANGE_EPOCH, 1);
+    return e;
+  }
+
+  /** Publishes a health change (an ejection): bumps the health epoch, then the change epoch. */
+  bumpHealthEpoch(): number {
+    // Any router may eject; add keeps concurrent bumps from being lost.
+    const e = Atomics.add(this.i32, H_HEALTH_EPOCH, 1) + 1;
+    Atomics.add(this.i32, H_CHANGE_EPOCH, 1);
+    return e;
+  }
+
+  // --- slot identity (written by the owner only) ----------------------------
+
+  /** The tag word `generation << 3 | state`. */
+  tag(slot: number): number {
+    // Tags are written only by the owner with Atomics.store; a load sees either
+    // the old or the new tag, never a mix.
+    return Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_TAG);
+  }
+
+  /** Owner: sets the tag (generation and state) of a slot. */
+  setTag(slot: number, generation: number, state: SlotStateCode): void {
+    // Single writer (the owner thread); store publishes it to every reader.
+    Atomics.store(this.i32, this.slotBase + slot * SLOT_WORDS + S_TAG, ((generation & 0x0fffffff) << 3) | state);
+  }
+
+  /** Owner: writes the descriptive fields of a slot. */
+  writeFields(slot: number, f: SlotFields): void {
+    const o = this.slotBase + slot * SLOT_WORDS;
+    // Single writer; readers of these words use them only as statistics (the
+    // routers take weights from the spec blob), so per-word atomicity suffices.
+    Atomics.store(this.i32, o + S_WEIGHT, f.weight | 0);
+    Atomics.store(this.i32, o + S_PRIORITY, f.priority | 0);
+    Atomics.store(this.i32, o + S_LOCALITY, f.locality | 0);
+    Atomics.store(this.i32, o + S_LOCALITY_WEIGHT, f.localityWeight | 0);
+  }
+
+  /**
+   * Owner: resets the health and PeakEWMA state of a slot for a new occupant
+   * (the counters are never reset: they only move by add/sub pairs).
+   */
+  resetHealth(slot: number, nowMs: number): void {
+    const o = this.slotBase + slot * SLOT_WORDS;
+    const at = nowMs & TIME_MASK;
+    const init = Atomics.load(this.i32, H_INITIAL_US);
+    // The slot is Free or Closing here, so no router takes new samples on it;
+    // stores make the fresh values visible before the tag that admits it.
+    Atomics.store(this.i32, o + S_CONNECT_EST, init);
+    Atomics.store(this.i32, o + S_CONNECT_AT, at);
+    Atomics.store(this.i32, o + S_LATENCY_EST, init);
+    Atomics.store(this.i32, o + S_LATENCY_AT, at);
+    Atomics.store(this.i32, o + S_FAILURES, 0);
+    Atomics.store(this.i32, o + S_EJECTIONS, 0);
+    Atomics.store(this.i32, o + S_EJECTED_UNTIL, 0);
+  }
+
+  // --- leases (any thread) ---------------------------------------------------
+
+  /**
+   * Takes one lease of `kind` on `slot` for attribution row `row`; returns the
+   * counter's value before the increment (for a maxInflight check).
+   */
+  leaseUp(slot: number, kind: LeaseKindCode, row: number): number {
+    const o = this.slotBase + slot * SLOT_WORDS;
+    // The row's own cell first, then the shared counter, back to back with no
+    // call in between (a worker is terminated only at V8 interrupt checks —
+    // function entries and loop back-edges — never between two builtins).
+    // Only this thread writes its row cell; add keeps the owner's exchange on
+    // exit exact. The shared counter is written by every thread: add is the
+    // read-modify-write that loses no update.
+    Atomics.add(this.i32, this.attrBase + (row * this.capacity + slot) * 2 + kind, 1);
+    return Atomics.add(this.i32, o + S_REQUESTS - kind, 1);
+  }
+
+  /** Returns one lease of `kind` on `slot` held by row `row`. */
+  leaseDown(slot: number, kind: LeaseKindCode, row: number): void {
+    const o = this.slotBase + slot * SLOT_WORDS;
+    // Mirror of leaseUp: same pair, same reasoning.
+    Atomics.sub(this.i32, this.attrBase + (row * this.capacity + slot) * 2 + kind, 1);
+    Atomics.sub(this.i32, o + S_REQUESTS - kind, 1);
+  }
+
+  /** Adds `n` granted leases to the slot's pick counter (routers batch them). */
+  countPicks(slot: number, n: number): void {
+    // Statistics only; add so concurrent batches on one slot are never lost.
+    Atomics.add(this.i32, this.slotBase + slot * SLOT_WORDS + S_PICKS, n);
+  }
+
+  /** Active connection leases on a slot. */
+  connections(slot: number): number {
+    // An atomic load of a counter only ever moved by add/sub: always a value
+    // that really existed, never a torn one.
+    return Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_CONNECTIONS);
+  }
+
+  /** In-flight request leases on a slot. */
+  requests(slot: number): number {
+    // As connections().
+    return Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_REQUESTS);
+  }
+
+  // --- PeakEWMA (seqlock) ----------------------------------------------------
+
+  /**
+   * The PeakEWMA estimate of `series` on `slot`, decayed to `nowMs`, in
+   * integer microseconds (a small integer: no allocation).
+   *
+   * Tear-free: the estimate and its timestamp are two words under the slot's
+   * seqlock. The reader retries while a writer holds the lock or the version
+   * moved; after 4 attempts (a writer that died mid-update, until the owner
+   * unlocks its row) it uses the last pair read, each word of which is atomic.
+   */
+  estimateUs(slot: number, series: EwmaSeriesCode, nowMs: number): number {
+    const i = this.i32;
+    const o = this.slotBase + slot * SLOT_WORDS;
+    const e = o + S_CONNECT_EST + series * 2;
+    let est = 0;
+    let at = 0;
+    for (let attempt = 0; attempt < 4; attempt++) {
+      // Seqlock read: lock word, the pair, the lock word again (all SC loads,
+      // so the pair cannot be reordered outside the two lock reads).
+      const v1 = Atomics.load(i, o + S_EWMA_LOCK);
+      est = Atomics.load(i, e);
+      at = Atomics.load(i, e + 1);
+      if ((v1 & 0xff) === 0 && Atomics.load(i, o + S_EWMA_LOCK) === v1) break;
+    }
+    const dt = elapsed(nowMs & TIME_MASK, at);
+    // | 0 keeps the result a small integer (a double return would be boxed).
+    return dt > 0 ? Math.round(est * Math.exp(-dt / this.tauMs)) | 0 : est;
+  }
+
+  /**
+   * Records a sample of `series` on `slot` (peak rule, else EWMA with
+   * w = e^(−Δt/τ)). `row` is the writer's attribution row (owner of the lock
+   * while writing). Returns false when another writer held the lock: the
+   * sample is then dropped — two simultaneous samples on one backend, one of
+   * them is enough for an estimate.
+   */
+  observe(slot: number, series: EwmaSeriesCode, sampleMs: number, nowMs: number, row: number): boolean {
+    const i = this.i32;
+    const o = this.slotBase + slot * SLOT_WORDS;
+    const lock = o + S_EWMA_LOCK;
+    const v = Atomics.load(i, lock);
+    if ((v & 0xff) !== 0) return false;
+    const e = o + S_CONNECT_EST + series * 2;
+    const now = nowMs & TIME_MASK;
+    // Fast path, no write at all: within the same millisecond as the last
+    // update (dt = 0, so w = 1) a sample at or below the estimate leaves both
+    // words exactly as they are. Under load almost every sample lands here,
+    // which keeps the slot's cache line shared instead of bouncing.
+    if (now === Atomics.load(i, e + 1) && sampleMs * 1000 <= Atomics.load(i, e)) return true;
+    // CAS acquires the lock and records which row holds it, so the owner can
+    // release a lock left behind by a thread that died inside this section.
+    if (Atomics.compareExchange(i, lock, v, v | (row + 1)) !== v) return false;
+    const est = Atomics.load(i, e) / 1000;
+    const dt = elapsed(now, Atomics.load(i, e + 1));
+    const w = dt > 0 ? Math.exp(-dt / this.tauMs) : 1;
+    const next = sampleMs > est * w ? sampleMs : est * w + sampleMs * (1 - w);
+    const us = Math.round(next * 1000);
+    // Stores inside the lock; the unlocking store (new version, low byte 0)
+    // is SC, so a reader that sees it also sees both words.
+    Atomics.store(i, e, us > MAX_US ? MAX_US : us);
+    if (dt > 0) Atomics.store(i, e + 1, now);
+    Atomics.store(i, lock, (v + 0x100) & ~0xff);
+    return true;
+  }
+
+  // --- passive health --------------------------------------------------------
+
+  /** Adds one consecutive failure; returns the new count. */
+  addFailure(slot: number): number {
+    // add: concurrent failures from several threads all count.
+    return Atomics.add(this.i32, this.slotBase + slot * SLOT_WORDS + S_FAILURES, 1) + 1;
+  }
+
+  /** A success: clears consecutive failures and the ejection exponent (writes only when non-zero). */
+  clearFailures(slot: number): void {
+    const o = this.slotBase + slot * SLOT_WORDS;
+    // Load first so the common all-clear case writes nothing (no cache-line
+    // ping-pong); a failure racing this store may be forgotten, which is the
+    // meaning of "a success resets".
+    if (Atomics.load(this.i32, o + S_FAILURES) !== 0) Atomics.store(this.i32, o + S_FAILURES, 0);
+    if (Atomics.load(this.i32, o + S_EJECTIONS) !== 0) Atomics.store(this.i32, o + S_EJECTIONS, 0);
+  }
+
+  /** Consecutive ejections so far (the backoff exponent). */
+  ejections(slot: number): number {
+    return Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_EJECTIONS);
+  }
+
+  /** Ejects a slot until `untilMs` (never stored as 0), resets failures, counts the ejection. */
+  eject(slot: number, untilMs: number): void {
+    const o = this.slotBase + slot * SLOT_WORDS;
+    const until = untilMs & TIME_MASK || 1;
+    // Each word is one store/add; the health epoch bump that follows (SC)
+    // publishes them together to routers that refresh on it.
+    Atomics.store(this.i32, o + S_EJECTED_UNTIL, until);
+    Atomics.store(this.i32, o + S_FAILURES, 0);
+    Atomics.add(this.i32, o + S_EJECTIONS, 1);
+  }
+
+  /** Milliseconds of ejection left at `nowMs` (0 when not ejected). */
+  ejectedForMs(slot: number, nowMs: number): number {
+    const until = Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_EJECTED_UNTIL);
+    if (until === 0) return 0;
+    const left = elapsed(until, nowMs & TIME_MASK);
+    return left > 0 ? left : 0;
+  }
+
+  // --- attribution rows --------------------------------------------------------
+
+  /** Claims (or finds) the attribution row of thread `threadId`; throws when all rows are taken. */
+  claimRow(threadId: number): number {
+    const i = this.i32;
+    const me = threadId + 1;
+    for (let r = 0; r < this.maxThreads; r++) if (Atomics.load(i, this.ownerBase + r) === me) return r;
+    for (let r = 0; r < this.maxThreads; r++) {
+      // CAS from 0: two threads racing for one free row cannot both win.
+      if (Atomics.compareExchange(i, this.ownerBase + r, 0, me) === 0) return r;
+    }
+    throw new RangeError(`LoadTable: all ${this.maxThreads} thread rows are taken (raise options.maxThreads)`);
+  }
+
+  /** The row claimed by `threadId`, or -1. */
+  rowOf(threadId: number): number {
+    for (let r = 0; r < this.maxThreads; r++) if (Atomics.load(this.i32, this.ownerBase + r) === threadId + 1) return r;
+    return -1;
+  }
+
+  /**
+   * Owner, after thread `threadId` has exited: subtracts every lease it still
+   * held from the shared counters, releases a PeakEWMA lock it died holding,
+   * and frees its row. Returns the number of leases reclaimed.
+   */
+  reclaimRow(threadId: number): number {
+    const row = this.rowOf(threadId);
+    if (row < 0) return 0;
+    const i = this.i32;
+    let reclaimed = 0;
+    const base = this.attrBase + row * this.capacity * 2;
+    for (let s = 0; s < this.capacity; s++) {
+      const o = this.slotBase + s * SLOT_WORDS;
+      for (let kind = 0; kind < 2; kind++) {
+        // exchange: read-and-zero the dead thread's cell in one step; nobody
+        // else writes it, and it is zero for the row's next owner.
+        const n = Atomics.exchange(i, base + s * 2 + kind, 0);
+        if (n !== 0) {
+          // sub: other threads keep adding and subtracting on this counter.
+          Atomics.sub(i, o + S_REQUESTS - kind, n);
+          reclaimed += n;
+        }
+      }
+      const v = Atomics.load(i, o + S_EWMA_LOCK);
+      // Only the dead row's id in the low byte is released; a CAS so a live
+      // writer's lock is never touched.
+      if ((v & 0xff) === row + 1) Atomics.compareExchange(i, o + S_EWMA_LOCK, v, (v + 0x100) & ~0xff);
+    }
+    // Free the row last, once its cells are zero.
+    Atomics.store(i, this.ownerBase + row, 0);
+    return reclaimed;
+  }
+
+  /** Leases of `kind` that row `row` holds on `slot`. */
+  rowLeases(row: number, slot: number, kind: LeaseKindCode): number {
+    return Atomics.load(this.i32, this.attrBase + (row * this.capacity + slot) * 2 + kind);
+  }
+
+  // --- spec blob (single writer: the owner) ---------------------------------
+
+  /** Bytes available for the spec blob. */
+  get specCapacityBytes(): number {
+    return this.specWords * 4;
+  }
+
+  /**
+   * Owner: publishes the spec blob under the seqlock (odd while writing) and
+   * wakes readers that waited on it. Throws `RangeError` when it does not fit.
+   */
+  publishSpecs(bytes: Uint8Array): void {
+    const words = Math.ceil(bytes.length / 4);
+    if (words > this.specWords) {
+      throw new RangeError(`spec blob of ${bytes.length} bytes exceeds options.specBytes (${this.specWords * 4})`);
+    }
+    const i = this.i32;
+    const seq = Atomics.load(i, H_SPEC_SEQ);
+    // Odd = writing. SC stores: a reader that sees the final even value sees
+    // every word stored before it.
+    Atomics.store(i, H_SPEC_SEQ, seq + 1);
+    const padded = new Uint8Array(words * 4);
+    padded.set(bytes);
+    const src = new Int32Array(padded.buffer);
+    for (let w = 0; w < words; w++) Atomics.store(i, this.specBase + w, src[w]!);
+    Atomics.store(i, H_SPEC_LEN, bytes.length);
+    Atomics.store(i, H_SPEC_SEQ, seq + 2);
+    Atomics.notify(i, H_SPEC_SEQ);
+  }
+
+  /** The spec blob sequence number (even when stable). */
+  specSeq(): number {
+    return Atomics.load(this.i32, H_SPEC_SEQ);
+  }
+
+  /**
+   * A private copy of the current spec blob (empty before the first publish).
+   * Waits with `Atomics.wait` while the owner is writing (never spins), and
+   * retries when the sequence moved during the copy.
+   */
+  readSpecs(): Uint8Array {
+    const i = this.i32;
+    for (;;) {
+      const seq = Atomics.load(i, H_SPEC_SEQ);
+      if ((seq & 1) === 1) {
+        // The owner is mid-write; it notifies when done. The timeout only
+        // bounds the wait if a notify is missed between load and wait.
+        Atomics.wait(i, H_SPEC_SEQ, seq, 10);
+        continue;
+      }
+      const len = Atomics.load(i, H_SPEC_LEN);
+      const words = Math.ceil(len / 4);
+      const out = new Int32Array(words);
+      for (let w = 0; w < words; w++) out[w] = Atomics.load(i, this.specBase + w);
+      if (Atomics.load(i, H_SPEC_SEQ) === seq) return new Uint8Array(out.buffer, 0, len);
+    }
+  }
+
+  // --- inspection ------------------------------------------------------------
+
+  /** A snapshot of one slot (each word read atomically). */
+  stats(slot: number): SlotStats {
+    const i = this.i32;
+    const o = this.slotBase + slot * SLOT_WORDS;
+    const tag = Atomics.load(i, o + S_TAG);
+    return {
+      generation: tag >>> 3,
+      state: (tag & 7) as SlotStateCode,
+      weight: Atomics.load(i, o + S_WEIGHT) >>> 0,
+      priority: Atomics.load(i, o + S_PRIORITY) >>> 0,
+      locality: Atomics.load(i, o + S_LOCALITY),
+      localityWeight: Atomics.load(i, o + S_LOCALITY_WEIGHT) >>> 0,
+      connections: Atomics.load(i, o + S_CONNECTIONS),
+      requests: Atomics.load(i, o + S_REQUESTS),
+      connectEstimateUs: Atomics.load(i, o + S_CONNECT_EST),
+      connectAtMs: Atomics.load(i, o + S_CONNECT_AT),
+      latencyEstimateUs: Atomics.load(i, o + S_LATENCY_EST),
+      latencyAtMs: Atomics.load(i, o + S_LATENCY_AT),
+      failures: Atomics.load(i, o + S_FAILURES),
+      ejections: Atomics.load(i, o + S_EJECTIONS),
+      ejectedUntilMs: Atomics.load(i, o + S_EJECTED_UNTIL),
+      picks: Atomics.load(i, o + S_PICKS) >>> 0,
+    };
+  }
+}
+
+function roundUp(n: number, m: number): number {
+  return Math.ceil(n / m) * m;
+}
+
+/** Times are kept modulo 2^30 ms (V8 small integers). */
+export const TIME_MASK = 0x3fffffff;
+
+/** `now − then` for two times modulo 2^30, as a signed 30-bit difference. */
+function elapsed(now: number, then: number): number {
+  return ((now - then) << 2) >> 2;
+}

@@ -1,0 +1,127 @@
+/**
+ * PeakEWMA: a latency estimate that jumps up at once and decays down slowly.
+ *
+ * Units: every time and latency here is in **milliseconds** (a float; the
+ * clock returns milliseconds, samples are milliseconds, `tauMs` is the decay
+ * constant in milliseconds).
+ *
+ * The rules (Sōzu's, and tower's / Finagle's before it):
+ * - **Decay on read.** Between observations the estimate decays towards 0 as
+ *   `est · e^(−Δt/τ)`, where Δt is the time since the last observation, so a
+ *   backend that has been quiet for a while is tried again. Every read decays
+ *   to the read's instant. Reads never write: any number of readers (threads
+ *   reading shared memory) see the same value, and how often anyone read has
+ *   no effect on later observations.
+ * - **Peak rule.** A sample above the decayed estimate replaces it: a latency
+ *   spike is believed immediately.
+ * - **EWMA otherwise.** With `w = e^(−Δt/τ)`, `est = est · w + sample · (1 − w)`:
+ *   the older the previous observation, the more the new sample counts.
+ * - **Cost** for load-aware policies is `estimate × (pending + 1)`, so an idle
+ *   fast backend beats a busy one and pending work multiplies latency.
+ *
+ * Defaults are Sōzu's: τ = 1 s (`tauMs = 1000`) and an initial estimate of
+ * 50 ms (`initialMs = 50`), the cost of a backend that has never been measured.
+ * (linkerd and Finagle decay over 10 s; pass `tauMs: 10_000` for that.)
+ *
+ * The pure functions {@link decayEstimate} and {@link observeSample} are the
+ * whole algorithm; {@link PeakEwma} is a convenience holder for one backend.
+ * The runtime applies the same functions to values kept in shared memory.
+ */
+import { invalidConfig } from '../core/errors.js';
+
+/**
+ * The estimate `estimate` (recorded at `lastMs`) decayed to `nowMs`:
+ * `estimate · e^(−(nowMs − lastMs)/tauMs)`. A clock that went backwards
+ * (`nowMs < lastMs`) decays nothing. All arguments in milliseconds.
+ *
+ * @example
+ * decayEstimate(100, 0, 1000, 1000); // 100 / e ≈ 36.79
+ */
+export function decayEstimate(estimate: number, lastMs: number, nowMs: number, tauMs: number): number {
+  const dt = nowMs - lastMs;
+  return dt > 0 ? estimate * Math.exp(-dt / tauMs) : estimate;
+}
+
+/**
+ * The estimate after observing `sampleMs` at `nowMs`, given `estimate`
+ * recorded at `lastMs`: the sample itself when it is above the decayed
+ * estimate (the peak rule), else `estimate · w + sampleMs · (1 − w)` with
+ * `w = e^(−Δt/tauMs)`. Record `nowMs` as the new `lastMs`. All in milliseconds.
+ *
+ * @example
+ * observeSample(50, 0, 200, 10, 1000); // 200: a peak replaces the estimate
+ * observeSample(50, 0, 10, 1000, 1000); // 50/e + 10·(1 − 1/e) ≈ 24.71
+ */
+export function observeSample(estimate: number, lastMs: number, sampleMs: number, nowMs: number, tauMs: number): number {
+  const dt = nowMs - lastMs;
+  const w = dt > 0 ? Math.exp(-dt / tauMs) : 1;
+  if (sampleMs > estimate * w) return sampleMs;
+  return estimate * w + sampleMs * (1 - w);
+}
+
+/** Options of {@link PeakEwma}. */
+export interface PeakEwmaOptions {
+  /** Decay constant τ in milliseconds; finite and > 0. Default 1000 (Sōzu). */
+  tauMs?: number;
+  /** Estimate before the first sample, in milliseconds; finite and >= 0. Default 50 (Sōzu). */
+  initialMs?: number;
+  /** Current time in milliseconds. Default `performance.now`. Inject one in tests. */
+  clock?: () => number;
+}
+
+const defaultClock = (): number => performance.now();
+
+/**
+ * One backend's PeakEWMA latency estimate.
+ *
+ * @example
+ * let now = 0;
+ * const ewma = new PeakEwma({ clock: () => now });
+ * ewma.observe(120);        // a peak: the estimate is 120 ms at once
+ * now = 1000;
+ * ewma.estimate();          // 120 / e ≈ 44.1 ms
+ * ewma.cost(3);             // estimate × (3 + 1)
+ */
+export class PeakEwma {
+  /** Decay constant τ, milliseconds. */
+  readonly tauMs: number;
+  private readonly clock: () => number;
+  private est: number;
+  private lastMs: number;
+
+  /** Throws `InvalidConfig` naming the option when one is out of range. */
+  constructor(options: PeakEwmaOptions = {}) {
+    const { tauMs = 1000, initialMs = 50, clock = defaultClock } = options;
+    if (typeof tauMs !== 'number' || !Number.isFinite(tauMs) || tauMs <= 0) {
+      invalidConfig('options.tauMs', 'must be a finite number > 0 (milliseconds)', tauMs);
+    }
+    if (typeof initialMs !== 'number' || !Number.isFinite(initialMs) || initialMs < 0) {
+      invalidConfig('options.initialMs', 'must be a finite number >= 0 (milliseconds)', initialMs);
+    }
+    if (typeof clock !== 'function') invalidConfig('options.clock', 'must be a function returning milliseconds', clock);
+    this.tauMs = tauMs;
+    this.clock = clock;
+    this.est = initialMs;
+    this.lastMs = clock();
+  }
+
+  /** Records a latency sample in milliseconds (finite, >= 0; else `InvalidConfig`). */
+  observe(sampleMs: number): void {
+    if (typeof sampleMs !== 'number' || !Number.isFinite(sampleMs) || sampleMs < 0) {
+      invalidConfig('sampleMs', 'must be a finite number >= 0 (milliseconds)', sampleMs);
+    }
+    const now = this.clock();
+    this.est = observeSample(this.est, this.lastMs, sampleMs, now, this.tauMs);
+    if (now > this.lastMs) this.lastMs = now;
+  }
+
+  /** The estimate decayed to now, in milliseconds. Does not modify the state. */
+  estimate(): number {
+    return decayEstimate(this.est, this.lastMs, this.clock(), this.tauMs);
+  }
+
+  /** `estimate() × (pending + 1)`: the cost a load-aware policy compares. */
+  cost(pending: number): number {
+    return this.estimate() * (pending + 1);
+  }
+}

@@ -1,0 +1,142 @@
+/**
+ * The membership document: `{ cluster, version?, backends: [...] }`, its
+ * validation and its text forms (JSON, YAML).
+ *
+ * Backends are validated by {@link resolveBackendSpecs}, so the file source,
+ * the Redis reader, the publisher, the CLI and the Balancer reject the same
+ * input with the same message (`backends[3].weight: must be an integer in
+ * [1, 4294967295], got -2`). This file adds the document-level laws: a
+ * cluster name, an optional version, no unknown top-level fields, a size cap.
+ */
+import { parse as parseYaml } from 'yaml';
+import { PoiseError, invalidConfig } from '../core/errors.js';
+import { resolveBackendSpecs, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
+
+/** A membership document as written by people and tools. */
+export interface MembershipDocument {
+  /** Cluster name: 1–128 characters of `[A-Za-z0-9._-]`, starting with a letter or digit. */
+  cluster: string;
+  /** Optional monotonic version, an integer in [0, 2^53 − 1]. */
+  version?: number;
+  /** The members. */
+  backends: BackendSpec[];
+}
+
+/** A validated document: every backend default filled in. */
+export interface ResolvedDocument {
+  /** The validated cluster name. */
+  cluster: string;
+  /** The document's own version, when it has one. */
+  version: number | undefined;
+  /** The validated backends, defaults filled in, in document order. */
+  backends: ResolvedBackendSpec[];
+}
+
+/** Text formats a document may be written in. */
+export type DocumentFormat = 'json' | 'yaml';
+
+/** Default size cap of a document, a Redis snapshot and a change notice: 1 MiB. */
+export const DEFAULT_MAX_DOCUMENT_BYTES = 1024 * 1024;
+
+/** The largest membership version (versions must stay exact as JS numbers). */
+export const MAX_VERSION = Number.MAX_SAFE_INTEGER;
+
+const DOCUMENT_FIELDS: ReadonlySet<string> = new Set(['cluster', 'version', 'backends']);
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+/** Validates a cluster name (or a key prefix); returns it. `field` names it in the message. */
+export function validateName(value: unknown, field = 'cluster'): string {
+  if (typeof value !== 'string' || !NAME.test(value)) {
+    invalidConfig(field, 'must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit', value);
+  }
+  return value;
+}
+
+/** Validates a membership version: an integer in [0, 2^53 − 1]. */
+export function validateVersion(value: unknown, field = 'version'): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    invalidConfig(field, `must be an integer in [0, ${MAX_VERSION}]`, value);
+  }
+  return value;
+}
+
+/**
+ * Validates a parsed document. `path` prefixes field names in messages
+ * (`document` gives `document.backends[3].weight`; the default gives
+ * `backends[3].weight`). Throws {@link PoiseError}.
+ *
+ * @example
+ * const doc = resolveDocument({ cluster: 'db', backends: [{ id: 'a', address: '10.0.0.1:5432' }] });
+ */
+export function resolveDocument(value: unknown, path = ''): ResolvedDocument {
+  const at = (field: string): string => (path === '' ? field : `${path}.${field}`);
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    invalidConfig(path === '' ? 'document' : path, 'must be an object { cluster, version?, backends }', value);
+  }
+  const doc = value as Record<string, unknown>;
+  for (const key of Object.keys(doc)) {
+    if (!DOCUMENT_FIELDS.has(key)) {
+      throw new PoiseError('InvalidConfig', `${at(key)}: unknown field (accepted: cluster, version, backends)`, { field: at(key) });
+    }
+  }
+  const cluster = validateName(doc['cluster'], at('cluster'));
+  const version = doc['version'] === undefined ? undefined : validateVersion(doc['version'], at('version'));
+  const backends = resolveBackendSpecs(doc['backends'], at('backends'));
+  return { cluster, version, backends };
+}
+
+/** The format implied by a file name: `.yaml`/`.yml` → YAML, anything else → JSON. */
+export function formatOf(file: string): DocumentFormat {
+  return /\.ya?ml$/i.test(file) ? 'yaml' : 'json';
+}
+
+/** Throws `InvalidConfig` when `text` is larger than `maxBytes` (UTF-8). */
+export function checkSize(text: string, maxBytes: number, field = 'document'): void {
+  // A cheap bound first: UTF-8 never takes fewer bytes than UTF-16 code units.
+  if (text.length * 3 <= maxBytes) return;
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > maxBytes) {
+    throw new PoiseError('InvalidConfig', `${field}: ${bytes} bytes exceeds the limit of ${maxBytes} bytes`, { field });
+  }
+}
+
+/**
+ * Parses document text (JSON or YAML) and validates it. Size is checked
+ * before parsing, so an oversized input costs nothing.
+ *
+ * @example
+ * const doc = parseDocument(readFileSync('members.yaml', 'utf8'), { format: 'yaml' });
+ */
+export function parseDocument(text: string, opts: { format?: DocumentFormat; maxBytes?: number } = {}): ResolvedDocument {
+  checkSize(text, opts.maxBytes ?? DEFAULT_MAX_DOCUMENT_BYTES);
+  return resolveDocument(parseText(text, opts.format ?? 'json', 'document'));
+}
+
+/** JSON.parse or YAML parse, with the failure reported as `InvalidConfig` on `field`. */
+export function parseText(text: string, format: DocumentFormat, field: string): unknown {
+  try {
+    return format === 'yaml' ? parseYaml(text, { uniqueKeys: true, maxAliasCount: 100 }) : JSON.parse(text);
+  } catch (err) {
+    const reason = err instanceof Error ? (err.message.split('\n')[0] ?? err.message) : String(err);
+    throw new PoiseError('InvalidConfig', `${field}: malformed ${format === 'yaml' ? 'YAML' : 'JSON'} (${reason})`, { field, cause: err });
+  }
+}
+
+/** A spec with its default-valued fields left out: what is stored and sent. */
+export function compactSpec(spec: ResolvedBackendSpec): BackendSpec {
+  const out: BackendSpec = { id: spec.id, address: spec.address };
+  if (spec.weight !== 1) out.weight = spec.weight;
+  if (spec.priority !== 0) out.priority = spec.priority;
+  if (spec.locality !== '') out.locality = spec.locality;
+  if (spec.localityWeight !== 1) out.localityWeight = spec.localityWeight;
+  if (spec.status !== 'ready') out.status = spec.status;
+  if (spec.maxInflight !== 0) out.maxInflight = spec.maxInflight;
+  if (!spec.panicEligible) out.panicEligible = false;
+  return out;
+}
+
+/** The canonical JSON of a document without its version (Redis keeps the version beside it). */
+export function documentJson(doc: { cluster: string; backends: readonly ResolvedBackendSpec[] }): string {
+  return JSON.stringify({ cluster: doc.cluster, backends: doc.backends.map(compactSpec) });
+}
+

@@ -1,0 +1,259 @@
+/**
+ * MembershipPublisher: the write side of the Redis control plane.
+ *
+ * Every write is validated here first (a document that fails validation
+ * never reaches Redis, so it changes nothing), then goes through the one
+ * atomic script ({@link WRITE_SCRIPT}). The single-backend operations are
+ * read-modify-write: read the snapshot, change it, validate, and write with
+ * "expected version = what I read"; a concurrent writer makes the script
+ * answer "conflict" and the operation re-reads and retries.
+ */
+import { Redis, type RedisOptions } from 'ioredis';
+import type { Logger } from 'pino';
+import { PoiseError, invalidConfig } from '../core/errors.js';
+import { resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
+import { Rng } from '../core/rng.js';
+import { validateWeight } from '../core/weight.js';
+import { defaultLogger } from '../log.js';
+import {
+  DEFAULT_MAX_DOCUMENT_BYTES,
+  compactSpec,
+  documentJson,
+  resolveDocument,
+  validateName,
+  type ResolvedDocument,
+} from './document.js';
+import { DEFAULT_PREFIX, decodeEnvelope, membershipKeys, type MembershipKeys } from './redis-keys.js';
+import { WRITE_SCRIPT } from './redis-script.js';
+
+/** Options of {@link MembershipPublisher}. */
+export interface MembershipPublisherOptions {
+  /** `redis://[:password@]host:port[/db]` or `rediss://...` (TLS); passed to ioredis as is. */
+  url: string;
+  /** Cluster name. */
+  cluster: string;
+  /** Key prefix; default `poise`. */
+  prefix?: string;
+  /** Largest stored snapshot / notice; default 1 MiB. Readers must allow at least as much. */
+  maxMessageBytes?: number;
+  /** Attempts of a read-modify-write under contention; default 16. */
+  maxAttempts?: number;
+  /** Extra ioredis options (tls, password, timeouts); they override the defaults. */
+  redisOptions?: RedisOptions;
+  /** pino logger; default {@link defaultLogger}. */
+  logger?: Logger;
+}
+
+/** The stored state of a cluster. */
+export interface StoredMembership {
+  /** The stored version. */
+  version: number;
+  /** The stored document, backends in compact form (default-valued fields left out). */
+  document: { cluster: string; backends: BackendSpec[] };
+}
+
+/** Upper bound of the envelope around a stored document. */
+const ENVELOPE_BYTES = 40;
+
+type WriteReply = [number, number];
+interface ScriptClient extends Redis {
+  poiseWrite(key: string, channel: string, doc: string, expected: string, requested: string): Promise<WriteReply>;
+}
+
+/**
+ * Writes membership to Redis. Each write returns the new version.
+ *
+ * @example
+ * const pub = new MembershipPublisher({ url: 'redis://127.0.0.1:6379', cluster: 'db' });
+ * await pub.apply({ cluster: 'db', backends: [{ id: 'a', address: '10.0.0.1:5432' }] }); // → 1
+ * await pub.drain('a'); // → 2
+ * await pub.close();
+ */
+export class MembershipPublisher {
+  readonly #cluster: string;
+  readonly #keys: MembershipKeys;
+  readonly #maxBytes: number;
+  readonly #maxAttempts: number;
+  readonly #redis: ScriptClient;
+  readonly #log: Logger;
+  readonly #rng = new Rng();
+  #queue: Promise<void> = Promise.resolve();
+
+  constructor(opts: MembershipPublisherOptions) {
+    if (typeof opts?.url !== 'string' || !/^rediss?:\/\//.test(opts.url)) {
+      invalidConfig('options.url', 'must be a redis:// or rediss:// URL', opts?.url);
+    }
+    this.#cluster = validateName(opts.cluster, 'options.cluster');
+    this.#keys = membershipKeys(this.#cluster, validateName(opts.prefix ?? DEFAULT_PREFIX, 'options.prefix'));
+    this.#maxBytes = opts.maxMessageBytes ?? DEFAULT_MAX_DOCUMENT_BYTES;
+    if (!Number.isSafeInteger(this.#maxBytes) || this.#maxBytes < 64) {
+      invalidConfig('options.maxMessageBytes', 'must be an integer >= 64', this.#maxBytes);
+    }
+    this.#maxAttempts = opts.maxAttempts ?? 16;
+    if (!Number.isInteger(this.#maxAttempts) || this.#maxAttempts < 1) {
+      invalidConfig('options.maxAttempts', 'must be an integer >= 1', this.#maxAttempts);
+    }
+    this.#log = (opts.logger ?? defaultLogger()).child({ component: 'membership-publisher', cluster: this.#cluster });
+    this.#redis = new Redis(opts.url, { lazyConnect: true, ...opts.redisOptions }) as ScriptClient;
+    this.#redis.defineCommand('poiseWrite', { lua: WRITE_SCRIPT, numberOfKeys: 1 });
+    this.#redis.on('error', (err: Error) => this.#log.debug({ err: err.message }, 'redis connection error'));
+  }
+
+  /** The snapshot key and channel this publisher writes. */
+  get keys(): MembershipKeys {
+    return this.#keys;
+  }
+
+  /**
+   * Replaces the whole membership. The document's `cluster` must be this
+   * publisher's. A document `version`, when given, must be greater than the
+   * stored one and becomes the new version (useful to re-seed a Redis that
+   * lost its data above the readers' versions); otherwise the new version is
+   * the stored one + 1. `ifVersion` makes the write conditional (a
+   * `Conflict` error when the stored version differs; 0 = must not exist).
+   */
+  async apply(document: unknown, opts: { ifVersion?: number } = {}): Promise<number> {
+    const doc = resolveDocument(document);
+    this.#checkCluster(doc);
+    const expected = opts.ifVersion === undefined ? '' : String(opts.ifVersion);
+    const requested = doc.version === undefined ? '' : String(doc.version);
+    const reply = await this.#write(documentJson(doc), expected, requested);
+    if (reply[0] === 0) {
+      throw new PoiseError('InvalidConfig', `ifVersion: the stored version is ${reply[1]}, not ${opts.ifVersion}; nothing written`, { field: 'ifVersion' });
+    }
+    this.#log.info({ version: reply[1], backends: doc.backends.length }, 'membership document applied');
+    return reply[1];
+  }
+
+  /** Adds one backend (its id must be new); returns the new version. */
+  async add(spec: BackendSpec): Promise<number> {
+    const resolved = resolveBackendSpec(spec, 'backend');
+    return this.#modify(`add ${resolved.id}`, (backends) => {
+      if (backends.some((b) => b.id === resolved.id)) {
+        throw new PoiseError('DuplicateIdentity', `backend.id: ${JSON.stringify(resolved.id)} already exists in cluster ${JSON.stringify(this.#cluster)}`, {
+          field: 'backend.id',
+        });
+      }
+      return [...backends, resolved];
+    });
+  }
+
+  /** Removes one backend; returns the new version. */
+  remove(id: string): Promise<number> {
+    return this.#modify(`remove ${id}`, (backends) => {
+      this.#indexOf(backends, id);
+      return backends.filter((b) => b.id !== id);
+    });
+  }
+
+  /** Marks a backend `draining` (no new picks; in-flight work finishes); returns the new version. */
+  drain(id: string): Promise<number> {
+    return this.#change(`drain ${id}`, id, (b) => ({ ...b, status: 'draining' }));
+  }
+
+  /** Marks a backend `ready` again; returns the new version. */
+  undrain(id: string): Promise<number> {
+    return this.#change(`undrain ${id}`, id, (b) => ({ ...b, status: 'ready' }));
+  }
+
+  /** Sets a backend's weight (an integer in [1, 2^32 − 1]); returns the new version. */
+  async setWeight(id: string, weight: number): Promise<number> {
+    validateWeight(weight, 'weight');
+    return this.#change(`weight ${id} ${weight}`, id, (b) => ({ ...b, weight }));
+  }
+
+  /** The stored membership, or undefined when the cluster has none. */
+  async show(): Promise<StoredMembership | undefined> {
+    const env = await this.#read();
+    if (env === undefined) return undefined;
+    return { version: env.version, document: { cluster: env.document.cluster, backends: env.document.backends.map(compactSpec) } };
+  }
+
+  /** Disconnects. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#redis.status === 'end') return;
+    if (this.#redis.status === 'wait') {
+      this.#redis.disconnect();
+      return;
+    }
+    await this.#redis.quit().catch(() => this.#redis.disconnect());
+  }
+
+  #checkCluster(doc: ResolvedDocument): void {
+    if (doc.cluster !== this.#cluster) {
+      invalidConfig('cluster', `must be ${JSON.stringify(this.#cluster)} (the cluster this publisher writes)`, doc.cluster);
+    }
+  }
+
+  #indexOf(backends: readonly ResolvedBackendSpec[], id: string): number {
+    const i = backends.findIndex((b) => b.id === id);
+    if (i < 0) {
+      throw new PoiseError('InvalidConfig', `id: no backend ${JSON.stringify(id)} in cluster ${JSON.stringify(this.#cluster)}`, { field: 'id' });
+    }
+    return i;
+  }
+
+  #change(what: string, id: string, f: (b: ResolvedBackendSpec) => ResolvedBackendSpec): Promise<number> {
+    return this.#modify(what, (backends) => {
+      const i = this.#indexOf(backends, id);
+      const next = backends.slice();
+      next[i] = f(backends[i]!);
+      return next;
+    });
+  }
+
+  /** Runs read-modify-write operations of this publisher one at a time, in call order. */
+  #modify(what: string, f: (backends: readonly ResolvedBackendSpec[]) => ResolvedBackendSpec[]): Promise<number> {
+    const run = this.#queue.then(() => this.#modifyNow(what, f));
+    this.#queue = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
+  async #modifyNow(what: string, f: (backends: readonly ResolvedBackendSpec[]) => ResolvedBackendSpec[]): Promise<number> {
+    for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
+      if (attempt > 1) {
+        // Another writer won the race: back off a random 0–(2^attempt) ms so the contenders spread out.
+        await new Promise((resolve) => setTimeout(resolve, this.#rng.below(2 ** Math.min(attempt, 8))));
+      }
+      const env = await this.#read();
+      const current = env?.version ?? 0;
+      const backends = f(env?.document.backends ?? []);
+      const doc = resolveDocument({ cluster: this.#cluster, backends: backends.map(compactSpec) });
+      const reply = await this.#write(documentJson(doc), String(current), '');
+      if (reply[0] === 1) {
+        this.#log.info({ version: reply[1], op: what }, 'membership changed');
+        return reply[1];
+      }
+      this.#log.debug({ op: what, read: current, stored: reply[1], attempt }, 'concurrent write; retrying');
+    }
+    throw new PoiseError('InvalidConfig', `${what}: gave up after ${this.#maxAttempts} attempts under concurrent writes; nothing written`);
+  }
+
+  async #read(): Promise<{ version: number; document: ResolvedDocument } | undefined> {
+    const text = await this.#redis.get(this.#keys.snapshot);
+    if (text === null) return undefined;
+    return decodeEnvelope(text, { cluster: this.#cluster, maxBytes: this.#maxBytes, what: 'snapshot' });
+  }
+
+  async #write(docJson: string, expected: string, requested: string): Promise<WriteReply> {
+    // The stored value is `{"version":N,"document":<docJson>}`: at most 40 bytes around the document.
+    const bytes = Buffer.byteLength(docJson, 'utf8') + ENVELOPE_BYTES;
+    if (bytes > this.#maxBytes) {
+      throw new PoiseError('InvalidConfig', `document: ${bytes} bytes with its envelope exceeds the limit of ${this.#maxBytes} bytes; nothing written`, {
+        field: 'document',
+      });
+    }
+    try {
+      return await this.#redis.poiseWrite(this.#keys.snapshot, this.#keys.channel, docJson, expected, requested);
+    } catch (err) {
+      const m = /POISE_STALE (\d+) (\d+)/.exec((err as Error).message);
+      if (m !== null) {
+        throw new PoiseError('InvalidConfig', `version: ${m[1]} is not newer than the stored version ${m[2]}; nothing written`, { field: 'version' });
+      }
+      throw err;
+    }
+  }
+}

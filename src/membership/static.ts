@@ -1,0 +1,212 @@
+/**
+ * StaticMembership: the embedded default source — a document file (JSON or
+ * YAML), watched and re-validated on every change, or an in-memory array.
+ *
+ * The watch is on the file's directory, not the file: editors and config
+ * tools often save by writing a temporary file and renaming it over the
+ * original, which ends a watch on the old inode. Events are debounced, and a
+ * file that is momentarily missing or half-written is simply re-read on the
+ * next event; a change that fails validation is logged and the last good
+ * membership stays in force.
+ */
+import { watch, type FSWatcher } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { PoiseError, invalidConfig } from '../core/errors.js';
+import { resolveBackendSpecs, type BackendSpec, type MembershipSnapshot, type ResolvedBackendSpec } from '../core/spec.js';
+import { defaultLogger } from '../log.js';
+import { DEFAULT_MAX_DOCUMENT_BYTES, formatOf, parseDocument, validateName, validateVersion, type DocumentFormat } from './document.js';
+import type { MembershipSource } from './source.js';
+
+/** What a {@link StaticMembership} serves: a document file, or backends in memory. */
+export type StaticMembershipInput =
+  | { file: string; format?: DocumentFormat }
+  | { backends: readonly BackendSpec[]; cluster?: string; version?: number };
+
+/** Options of {@link StaticMembership}. */
+export interface StaticMembershipOptions {
+  /** Watch the file and re-validate on change; default true (files only). */
+  watch?: boolean;
+  /** Quiet period after the last file event before re-reading; default 50 ms. */
+  debounceMs?: number;
+  /** Size cap of the file; default 1 MiB. */
+  maxBytes?: number;
+  /** pino logger; default {@link defaultLogger}. */
+  logger?: Logger;
+}
+
+/**
+ * A file or in-memory membership source.
+ *
+ * Versions: a document's `version`, when present, is used and must increase
+ * on every change; without one, each accepted change gets the previous
+ * version + 1 (the first is 1). Re-saving identical content is not a change.
+ *
+ * @example
+ * const source = new StaticMembership({ file: '/etc/poise/members.yaml' });
+ * await source.start((snapshot) => balancer.update(snapshot));
+ *
+ * const fixed = new StaticMembership({ backends: [{ id: 'a', address: '127.0.0.1:5432' }] });
+ */
+export class StaticMembership implements MembershipSource {
+  readonly #input: StaticMembershipInput;
+  readonly #watch: boolean;
+  readonly #debounceMs: number;
+  readonly #maxBytes: number;
+  readonly #log: Logger;
+  #version = 0;
+  #listener: ((snapshot: MembershipSnapshot) => void) | undefined;
+  #watcher: FSWatcher | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #lastText: string | undefined;
+  #reloading: Promise<number> | undefined;
+  #reloadAgain = false;
+  #closed = false;
+
+  constructor(input: StaticMembershipInput, opts: StaticMembershipOptions = {}) {
+    if (typeof input !== 'object' || input === null) invalidConfig('input', 'must be { file } or { backends }', input);
+    if ('file' in input) {
+      if (typeof input.file !== 'string' || input.file.length === 0) invalidConfig('input.file', 'must be a non-empty path', input.file);
+      if (input.format !== undefined && input.format !== 'json' && input.format !== 'yaml') {
+        invalidConfig('input.format', 'must be "json" or "yaml"', input.format);
+      }
+    } else if (!('backends' in input)) {
+      invalidConfig('input', 'must have either a "file" or a "backends" field');
+    } else {
+      if (input.cluster !== undefined) validateName(input.cluster, 'input.cluster');
+      if (input.version !== undefined) validateVersion(input.version, 'input.version');
+    }
+    const debounceMs = opts.debounceMs ?? 50;
+    if (!Number.isInteger(debounceMs) || debounceMs < 0 || debounceMs > 60_000) {
+      invalidConfig('options.debounceMs', 'must be an integer in [0, 60000]', debounceMs);
+    }
+    const maxBytes = opts.maxBytes ?? DEFAULT_MAX_DOCUMENT_BYTES;
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) invalidConfig('options.maxBytes', 'must be an integer >= 1', maxBytes);
+    this.#input = input;
+    this.#watch = opts.watch ?? true;
+    this.#debounceMs = debounceMs;
+    this.#maxBytes = maxBytes;
+    this.#log = (opts.logger ?? defaultLogger()).child({ component: 'membership', source: 'file' in input ? input.file : 'memory' });
+  }
+
+  /** The version last delivered (0 before start). */
+  get version(): number {
+    return this.#version;
+  }
+
+  /**
+   * Validates and delivers the initial membership, then starts watching the
+   * file. Rejects with the {@link PoiseError} when the initial document is
+   * invalid: there is no last good membership to fall back to.
+   */
+  async start(listener: (snapshot: MembershipSnapshot) => void): Promise<void> {
+    if (this.#listener !== undefined) invalidConfig('start', 'already started');
+    this.#listener = listener;
+    const input = this.#input;
+    if ('file' in input) {
+      const text = await readFile(input.file, 'utf8');
+      this.#applyText(text, true);
+      if (this.#watch) this.#startWatch(input.file);
+    } else {
+      this.#deliver(resolveBackendSpecs(input.backends), input.version ?? 1, input.cluster);
+    }
+  }
+
+  /**
+   * Replaces an in-memory membership; returns the new version. Throws (and
+   * keeps the last good membership) when `backends` is invalid.
+   */
+  set(backends: readonly BackendSpec[], version?: number): number {
+    if ('file' in this.#input) invalidConfig('set', 'only an in-memory StaticMembership can be set; edit the file instead');
+    if (this.#listener === undefined) invalidConfig('set', 'call start() first');
+    const resolved = resolveBackendSpecs(backends);
+    const next = version === undefined ? this.#version + 1 : validateVersion(version);
+    if (next <= this.#version) invalidConfig('version', `must be greater than the version in force ${this.#version}`, next);
+    this.#deliver(resolved, next, this.#input.cluster);
+    return next;
+  }
+
+  /**
+   * Re-reads and re-validates the file now (the watcher calls this after
+   * its debounce); resolves to the version in force afterwards. A rejected
+   * change is logged, not thrown.
+   */
+  reload(): Promise<number> {
+    if (!('file' in this.#input)) return Promise.resolve(this.#version);
+    if (this.#reloading !== undefined) {
+      this.#reloadAgain = true;
+      return this.#reloading;
+    }
+    const file = this.#input.file;
+    this.#reloading = (async () => {
+      do {
+        this.#reloadAgain = false;
+        let text: string;
+        try {
+          text = await readFile(file, 'utf8');
+        } catch (err) {
+          // Mid rename-replace, or deleted: keep the last good membership; the next event re-reads.
+          this.#log.warn({ err: (err as Error).message, version: this.#version }, 'membership file unreadable; last good membership kept');
+          continue;
+        }
+        if (this.#closed) break;
+        try {
+          this.#applyText(text, false);
+        } catch (err) {
+          this.#log.error(
+            { err: (err as Error).message, field: (err as PoiseError).field, version: this.#version },
+            'membership file change rejected; last good membership kept',
+          );
+        }
+      } while (this.#reloadAgain && !this.#closed);
+      this.#reloading = undefined;
+      return this.#version;
+    })();
+    return this.#reloading;
+  }
+
+  /** Stops watching. Idempotent. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#watcher?.close();
+    this.#watcher = undefined;
+    await this.#reloading;
+  }
+
+  #applyText(text: string, initial: boolean): void {
+    if (text === this.#lastText) return;
+    const input = this.#input as { file: string; format?: DocumentFormat };
+    const doc = parseDocument(text, { format: input.format ?? formatOf(input.file), maxBytes: this.#maxBytes });
+    let version: number;
+    if (doc.version === undefined) version = this.#version + 1;
+    else if (doc.version > this.#version || (initial && doc.version === this.#version)) version = doc.version;
+    else {
+      throw new PoiseError('InvalidConfig', `version: ${doc.version} is not newer than the version in force ${this.#version}`, { field: 'version' });
+    }
+    this.#deliver(doc.backends, version, doc.cluster);
+    this.#lastText = text;
+  }
+
+  #deliver(backends: ResolvedBackendSpec[], version: number, cluster: string | undefined): void {
+    const snapshot: MembershipSnapshot = cluster === undefined ? { version, backends } : { version, cluster, backends };
+    this.#listener!(snapshot);
+    this.#version = version;
+    this.#log.info({ version, backends: backends.length }, 'membership applied');
+  }
+
+  #startWatch(file: string): void {
+    const dir = path.dirname(path.resolve(file));
+    const base = path.basename(file);
+    this.#watcher = watch(dir, { persistent: false }, (_event, name) => {
+      if (name !== null && name !== base) return;
+      if (this.#timer !== undefined) clearTimeout(this.#timer);
+      this.#timer = setTimeout(() => {
+        this.#timer = undefined;
+        void this.reload();
+      }, this.#debounceMs);
+    });
+    this.#watcher.on('error', (err) => this.#log.error({ err: err.message }, 'membership file watch failed; changes are no longer picked up'));
+  }
+}

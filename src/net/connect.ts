@@ -1,0 +1,131 @@
+/**
+ * connect(): outbound TCP routing. Picks a backend with a Router, opens a
+ * socket to it, and ties the connection's life to a connection lease: the
+ * backend's active-connection counter holds while the socket is open, the
+ * connect time feeds the connect-time PeakEWMA, and a refused or timed-out
+ * connect counts as a passive-health failure before the next backend is
+ * tried. The socket it returns is an ordinary `net.Socket`, so database
+ * drivers take it as their stream (`new pg.Client({ stream: () => socket })`,
+ * mysql2's `stream` option).
+ */
+import net from 'node:net';
+import { PoiseError, invalidConfig } from '../core/errors.js';
+import type { Lease } from '../runtime/lease.js';
+import type { Router } from '../runtime/router.js';
+
+/** Options of {@link connect}. */
+export interface ConnectOptions {
+  /** Affinity key for `rendezvous` / `maglev` routers. */
+  key?: string | number;
+  /** Only backends of this failover priority. */
+  priority?: number;
+  /** Backends to try before giving up, each a different one; default 3. */
+  attempts?: number;
+  /** Per-attempt connect timeout, ms; default 2000. */
+  connectTimeoutMs?: number;
+  /** Aborts the whole operation. */
+  signal?: AbortSignal;
+  /** Monotonic milliseconds for the connect-time sample; default `performance.now`. */
+  clock?: () => number;
+}
+
+/** A connected socket and the lease that counts it. */
+export interface RoutedConnection {
+  socket: net.Socket;
+  /** Released automatically when the socket closes: `'success'`, or `'failure'` after a socket error. */
+  lease: Lease;
+  /** Connect time of the attempt that succeeded, ms. */
+  connectMs: number;
+  /** Attempts made (1 when the first backend answered). */
+  attempts: number;
+}
+
+function checkOptions(opts: ConnectOptions): { attempts: number; timeout: number } {
+  const attempts = opts.attempts ?? 3;
+  const timeout = opts.connectTimeoutMs ?? 2000;
+  if (!Number.isInteger(attempts) || attempts < 1 || attempts > 100) invalidConfig('options.attempts', 'must be an integer in [1, 100]', attempts);
+  if (typeof timeout !== 'number' || !(timeout > 0) || !Number.isFinite(timeout)) {
+    invalidConfig('options.connectTimeoutMs', 'must be a finite number > 0', timeout);
+  }
+  return { attempts, timeout };
+}
+
+/**
+ * Opens a TCP connection to a backend chosen by `router`, retrying on other
+ * backends when a connect fails.
+ *
+ * @example
+ * const { socket } = await connect(router);
+ * const client = new pg.Client({ stream: () => socket, user: 'postgres', database: 'test' });
+ * await client.connect();
+ */
+export async function connect(router: Router, opts: ConnectOptions = {}): Promise<RoutedConnection> {
+  const { attempts, timeout } = checkOptions(opts);
+  const clock = opts.clock ?? (() => performance.now());
+  const exclude = new Set<string>();
+  let lastError: unknown;
+  for (let attempt = 1; attempt <= attempts; attempt++) {
+    opts.signal?.throwIfAborted();
+    let lease: Lease;
+    try {
+      lease = router.acquire({ key: opts.key, priority: opts.priority, exclude, kind: 'connection' });
+    } catch (err) {
+      // Nothing left to try: report the connect error that got us here, if any.
+      if (lastError !== undefined && err instanceof PoiseError && (err.code === 'NoEligibleCandidates' || err.code === 'Empty')) break;
+      throw err;
+    }
+    const started = clock();
+    try {
+      const socket = await openSocket(lease.host, lease.port, timeout, opts.signal);
+      const connectMs = Math.max(0, clock() - started);
+      lease.connected(connectMs);
+      let failed = false;
+      socket.once('error', () => {
+        failed = true;
+      });
+      socket.once('close', () => lease.release(failed ? 'failure' : 'success'));
+      return { socket, lease, connectMs, attempts: attempt };
+    } catch (err) {
+      if (opts.signal?.aborted) {
+        lease.release('cancelled');
+        throw err;
+      }
+      lease.release('failure');
+      exclude.add(lease.id);
+      lastError = err;
+    }
+  }
+  throw new PoiseError('NoEligibleCandidates', `connect: no backend accepted a connection (${exclude.size} tried): ${errorText(lastError)}`, {
+    cause: lastError,
+  });
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function openSocket(host: string, port: number, timeoutMs: number, signal: AbortSignal | undefined): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host, port });
+    const timer = setTimeout(() => fail(new Error(`connect ${host}:${port} timed out after ${timeoutMs} ms`)), timeoutMs);
+    const onAbort = (): void => fail(signal?.reason ?? new Error('aborted'));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    function cleanup(): void {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      socket.off('connect', onConnect);
+      socket.off('error', fail);
+    }
+    function fail(err: unknown): void {
+      cleanup();
+      socket.destroy();
+      reject(err);
+    }
+    function onConnect(): void {
+      cleanup();
+      resolve(socket);
+    }
+    socket.once('connect', onConnect);
+    socket.once('error', fail);
+  });
+}

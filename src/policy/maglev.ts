@@ -1,0 +1,167 @@
+/**
+ * Maglev: consistent hashing through a prime-sized lookup table, O(1) per pick.
+ *
+ * Table construction (Eisenbud et al., "Maglev", NSDI 2016, with Sōzu's
+ * weighting), done when a slice is prepared — a different array or length —
+ * and never inside a pick:
+ * - M is prime (default 65537; a requested size is rounded up to a prime), so
+ *   every `skip` in [1, M − 1] walks all M slots.
+ * - Each member's `offset` and `skip` come from two differently-tagged mixes
+ *   of its id's hash, so its preference list `offset, offset + skip, ...`
+ *   (mod M) depends on nothing but its id and the hash seed.
+ * - Member i may claim `⌊wᵢ·M / Σw⌋` slots; the leftover slots (fewer than n)
+ *   go one each to members in id order. Members then take turns, in id order,
+ *   claiming the next free slot of their preference list until the table is
+ *   full. Id order (not slice order) makes the table identical for every
+ *   instance holding the same members, however it ordered them.
+ *
+ * A pick reads `table[hash(key) mod M]`. If that member is ineligible
+ * (health changed and the caller did not prepare a new slice, or a
+ * standalone caller), the following slots are probed until an eligible owner
+ * is found — no rebuild; its keys spread over the other members' slots.
+ *
+ * Disruption: removing one of N equal members reassigns its ≈M/N slots and
+ * disturbs only a few others, so close to 1/N of keys move. Lookups stay
+ * within a few percent of each member's share when M ≫ n (the paper suggests
+ * M > 100·n); with M < n some members own no slot at all.
+ *
+ * Without `context.key` it falls back to round robin, as Sōzu does.
+ */
+import type { Candidate } from '../core/candidate.js';
+import { invalidConfig } from '../core/errors.js';
+import { hash53, mix53, type HashSeed } from '../core/hash.js';
+import { checkedAdd, mulDivFloor, validateWeight } from '../core/weight.js';
+import { keyHash, resolveHashSeed, type KeyedOptions } from './keyed.js';
+import { RoundRobin } from './round-robin.js';
+import { EligibleIndices, throwEmpty } from './slice.js';
+import type { PickContext, Policy } from './types.js';
+
+/** The default table size (Sōzu's and the Maglev paper's), a prime. */
+export const MAGLEV_DEFAULT_TABLE_SIZE = 65537;
+/** The largest accepted requested table size. */
+export const MAGLEV_MAX_TABLE_SIZE = 1 << 24;
+
+const OFFSET_TAG = 0x0ff5e7;
+const SKIP_TAG = 0x5c1b;
+/** Probes before checking whether any member is eligible at all. */
+const QUICK_PROBES = 32;
+
+/** Options of {@link Maglev}. */
+export interface MaglevOptions extends KeyedOptions {
+  /** Requested table size M, an integer in [1, 2^24], rounded up to a prime; default 65537. */
+  tableSize?: number;
+}
+
+/** The smallest prime >= n (n >= 1). */
+export function nextPrime(n: number): number {
+  let p = Math.max(2, n);
+  for (;;) {
+    let prime = p === 2 || p % 2 === 1;
+    for (let d = 3; prime && d * d <= p; d += 2) if (p % d === 0) prime = false;
+    if (prime) return p;
+    p++;
+  }
+}
+
+/**
+ * Maglev consistent hashing.
+ *
+ * @example
+ * const maglev = new Maglev({ tableSize: 1009 });
+ * const i = maglev.pick(backends, { key: clientIp });
+ */
+export class Maglev implements Policy {
+  /** The table size actually used: the requested size rounded up to a prime. */
+  readonly tableSize: number;
+  private readonly seed: HashSeed;
+  private readonly fallback = new RoundRobin();
+  private readonly eligible = new EligibleIndices();
+  private slice: readonly Candidate[] | undefined;
+  private sliceLength = -1;
+  private table = new Int32Array(0);
+
+  /** Throws `InvalidConfig` naming the option for a bad `tableSize` or `hashSeed`. */
+  constructor(options: MaglevOptions = {}) {
+    const { tableSize = MAGLEV_DEFAULT_TABLE_SIZE } = options;
+    if (typeof tableSize !== 'number' || !Number.isInteger(tableSize) || tableSize < 1 || tableSize > MAGLEV_MAX_TABLE_SIZE) {
+      invalidConfig('options.tableSize', `must be an integer in [1, ${MAGLEV_MAX_TABLE_SIZE}]`, tableSize);
+    }
+    this.tableSize = nextPrime(tableSize);
+    this.seed = resolveHashSeed(options.hashSeed);
+  }
+
+  /** Builds the lookup table for `candidates` (throws `InvalidWeight` / `WeightOverflow`; the old table stays then). */
+  prepare(candidates: readonly Candidate[]): void {
+    const n = candidates.length;
+    const m = this.tableSize;
+    const table = new Int32Array(m).fill(-1);
+    if (n > 0) {
+      let total = 0;
+      for (let i = 0; i < n; i++) total = checkedAdd(total, validateWeight(candidates[i]!.weight, `candidates[${i}].weight`));
+      const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => compareIds(candidates[a]!.id, candidates[b]!.id));
+      const pos = new Float64Array(n);
+      const skip = new Float64Array(n);
+      const target = new Float64Array(n);
+      let assigned = 0;
+      for (const i of order) {
+        const h = hash53(candidates[i]!.id, this.seed);
+        pos[i] = mix53(h, OFFSET_TAG) % m;
+        skip[i] = m === 2 ? 1 : (mix53(h, SKIP_TAG) % (m - 1)) + 1;
+        // ⌊w·M/Σw⌋ exactly, even where w·M passes 2^53.
+        target[i] = mulDivFloor(candidates[i]!.weight, m, total);
+        assigned += target[i]!;
+      }
+      for (let k = 0; assigned < m; k++, assigned++) target[order[k]!]!++;
+      const taken = new Float64Array(n);
+      let filled = 0;
+      while (filled < m) {
+        for (let k = 0; k < n && filled < m; k++) {
+          const i = order[k]!;
+          if (taken[i]! >= target[i]!) continue;
+          let slot = pos[i]!;
+          while (table[slot]! >= 0) slot = (slot + skip[i]!) % m;
+          table[slot] = i;
+          pos[i] = (slot + skip[i]!) % m;
+          taken[i]!++;
+          filled++;
+        }
+      }
+    }
+    this.eligible.reserve(n);
+    this.table = table;
+    this.slice = candidates;
+    this.sliceLength = n;
+  }
+
+  /** The table's owner of `context.key`, probing past ineligible owners; `Empty` / `NoEligibleCandidates` when none. */
+  pick(candidates: readonly Candidate[], context?: PickContext): number {
+    if (candidates !== this.slice || candidates.length !== this.sliceLength) this.prepare(candidates);
+    const n = candidates.length;
+    if (n === 0) throwEmpty();
+    const key = context?.key;
+    if (key === undefined) return this.fallback.pick(candidates);
+    const kh = keyHash(key, this.seed);
+    const m = this.tableSize;
+    const slot = kh % m;
+    const i = this.table[slot]!;
+    if (candidates[i]!.isEligible()) return i;
+    return this.probe(candidates, slot, kh);
+  }
+
+  /** Slow path: the next slots in order, then (if no eligible member owns a slot) the eligible list. */
+  private probe(candidates: readonly Candidate[], slot: number, kh: number): number {
+    const m = this.tableSize;
+    const table = this.table;
+    for (let p = 1; p < m; p++) {
+      if (p === QUICK_PROBES) this.eligible.collect(candidates); // throws NoEligibleCandidates before a long walk
+      const i = table[(slot + p) % m]!;
+      if (candidates[i]!.isEligible()) return i;
+    }
+    const count = this.eligible.collect(candidates);
+    return this.eligible.at(kh % count);
+  }
+}
+
+function compareIds(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

@@ -1,0 +1,98 @@
+/**
+ * PowerOfTwo: power of two choices (P2C) on `candidate.load()`.
+ *
+ * Draw two distinct members uniformly — `first = below(n)`, `second =
+ * below(n − 1)` bumped by one when `>= first` (Sōzu's draw) — read the load of
+ * those two and nothing else (exactly two `load()` calls per pick when n >= 2),
+ * keep the strictly lighter, and settle an exact tie with a coin flip.
+ *
+ * Why two: with n picks into n backends, one random choice leaves a maximum
+ * load of Θ(log n / log log n); the lighter of two leaves ln ln n / ln 2 + O(1)
+ * — most of least-loaded's balance without ever computing a global minimum.
+ * That missing global minimum is the point: independent selectors (worker
+ * threads, processes) that each compute "the least loaded backend" herd onto
+ * it together; selectors that each compare two random members do not.
+ *
+ * Why ties are random: ties are the common case (every backend starts at load
+ * 0; a cold start or a rebalance is all ties). "Lower index wins" would send
+ * every tie — on every worker at once — to the same member, the very herding
+ * P2C exists to prevent. A coin from the per-instance seeded stream spreads
+ * ties across members and, because every worker has its own stream, across
+ * workers too.
+ *
+ * Why the OS seed and never `DEFAULT_HASH_SEED`: keyed policies hash with a
+ * fleet-wide constant so workers agree on a key; this policy draws from an
+ * advancing stream, and a shared constant seed would give every worker the
+ * same stream after a synchronised restart, so the first ties would resolve
+ * identically fleet-wide. Without `{ seed }` each instance reads the OS once,
+ * at construction; `{ seed }` is for exact replay in tests and simulations.
+ *
+ * Cost: two draws and two load reads, whatever n. Sōzu's P2C also reads only
+ * two loads but runs after an O(n) walk that collects the healthy backends on
+ * every request; here the runtime prepares eligible slices when health or
+ * membership changes, so the whole pick is O(1).
+ *
+ * Lower `load()` is lighter; weights are not read (as in Sōzu). An ineligible
+ * draw (standalone callers only) falls back to P2C over the eligible members.
+ */
+import type { Candidate } from '../core/candidate.js';
+import { Rng } from '../core/rng.js';
+import { EligibleIndices, throwEmpty, throwNoEligible } from './slice.js';
+import type { Policy, SeedOptions } from './types.js';
+
+/**
+ * Power of two choices.
+ *
+ * @example
+ * const p2c = new PowerOfTwo();   // OS-seeded
+ * const i = p2c.pick(backends);   // reads backends[a].load() and backends[b].load()
+ */
+export class PowerOfTwo implements Policy {
+  private readonly rng: Rng;
+  private readonly eligible = new EligibleIndices();
+
+  /** OS-seeded unless `seed` is given (never seed it from a shared constant in production). */
+  constructor(options: SeedOptions = {}) {
+    this.rng = new Rng(options.seed);
+  }
+
+  /** Reserves scratch space for a slice (optional; picks need no table). */
+  prepare(candidates: readonly Candidate[]): void {
+    this.eligible.reserve(candidates.length);
+  }
+
+  /** The lighter of two distinct random eligible members; `Empty` / `NoEligibleCandidates` when none. */
+  pick(candidates: readonly Candidate[]): number {
+    const n = candidates.length;
+    if (n < 2) {
+      if (n === 0) throwEmpty();
+      if (candidates[0]!.isEligible()) return 0;
+      throwNoEligible(1);
+    }
+    const a = this.rng.below(n);
+    let b = this.rng.below(n - 1);
+    if (b >= a) b++;
+    const ca = candidates[a]!;
+    const cb = candidates[b]!;
+    if (!ca.isEligible() || !cb.isEligible()) return this.pickEligible(candidates);
+    return this.lighter(a, ca.load(), b, cb.load());
+  }
+
+  private lighter(a: number, la: number, b: number, lb: number): number {
+    if (la < lb) return a;
+    if (lb < la) return b;
+    return this.rng.coin() ? b : a;
+  }
+
+  /** Slow path: the same draw over the eligible indices only. */
+  private pickEligible(candidates: readonly Candidate[]): number {
+    const m = this.eligible.collect(candidates);
+    if (m === 1) return this.eligible.at(0);
+    const x = this.rng.below(m);
+    let y = this.rng.below(m - 1);
+    if (y >= x) y++;
+    const a = this.eligible.at(x);
+    const b = this.eligible.at(y);
+    return this.lighter(a, candidates[a]!.load(), b, candidates[b]!.load());
+  }
+}

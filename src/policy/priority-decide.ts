@@ -1,0 +1,133 @@
+/**
+ * The per-decision draw shared by `PriorityWeightedRandom` and
+ * `LocalityWeightedRandom`, and the errors both forms throw.
+ *
+ * Random consumption is fixed so that the prepared form can replay it:
+ * nothing is drawn when nothing is selectable; then one `below(1e6)` picks
+ * the priority (first whose cumulative share exceeds it); a fail-closed
+ * panicking priority throws `PanicRejected` here; with localities one more
+ * `below(1e6)` picks the locality; finally one `below(W)` over the selectable
+ * weight `W` of the chosen group picks the endpoint (first, in candidate
+ * order, whose cumulative weight exceeds it).
+ */
+import { PoiseError } from '../core/errors.js';
+import { SMALL_COUNT, drawSmall } from './priority-draw.js';
+import type { Rng } from '../core/rng.js';
+import { MILLION } from '../core/weight.js';
+import { F_ELIGIBLE, F_MEMBER, F_PANIC, type PriorityEngine } from './priority-engine.js';
+import type { ResolvedPriorityOptions } from './priority-options.js';
+import { computeLocalityShares } from './locality-shares.js';
+
+/** How the chosen priority routed: its eligible members, or use-all panic. */
+export type PriorityMode = 'healthy' | 'panic';
+
+/** What `decide()` reports. */
+export interface PriorityDecision {
+  /** Index into the candidates array. */
+  readonly index: number;
+  /** The chosen priority's value. */
+  readonly priority: number;
+  readonly mode: PriorityMode;
+}
+
+/** Retained output of a draw (so `pick` allocates nothing). */
+export interface DrawResult {
+  priority: number;
+  panic: boolean;
+}
+
+/** Selectable weight of priority group `p` in its routing mode. */
+export function priorityCapacity(e: PriorityEngine, p: number): number {
+  return e.pPanic[p] === 1 ? e.pPanicW[p]! : e.pEligibleW[p]!;
+}
+
+/** True when some priority with a share can take (or, fail-closed, deliberately reject) traffic. */
+export function anySelectable(e: PriorityEngine, o: ResolvedPriorityOptions): boolean {
+  const failClosed = o.panicMode === 'failClosed';
+  for (let p = 0; p < e.pCount; p++) {
+    if (e.pShare[p]! > 0 && ((failClosed && e.pPanic[p] === 1) || priorityCapacity(e, p) > 0)) return true;
+  }
+  return false;
+}
+
+/** `NoEligibleCandidates` for a snapshot with members but nothing selectable. */
+export function noEligible(): PoiseError {
+  return new PoiseError('NoEligibleCandidates', 'no eligible candidates: no priority has selectable capacity');
+}
+
+/** `PanicRejected` for fail-closed panic at `priority`. */
+export function panicRejected(priority: number): PoiseError {
+  return new PoiseError(
+    'PanicRejected',
+    `priority ${priority} is in panic and panicMode is 'failClosed': traffic shed on purpose`,
+  );
+}
+
+/**
+ * Draws one decision from a sampled engine with computed priority shares;
+ * returns the candidate index. The stages share one draw call site (see
+ * PriorityTable.pick for why that matters to allocation).
+ */
+export function drawDecision(
+  e: PriorityEngine,
+  o: ResolvedPriorityOptions,
+  rng: Rng,
+  withLocality: boolean,
+  out: DrawResult,
+): number {
+  if (!anySelectable(e, o)) throw noEligible();
+  let n = MILLION;
+  let stage = 0;
+  let p = 0;
+  let panic = false;
+  for (;;) {
+    const x = n <= SMALL_COUNT ? drawSmall(rng, n | 0) : rng.below(n);
+    let start: number;
+    let end: number;
+    if (stage === 0) {
+      p = 0;
+      let acc = e.pShare[0]!;
+      while (acc <= x) acc += e.pShare[++p]!;
+      panic = e.pPanic[p] === 1;
+      out.priority = e.pValue[p]!;
+      out.panic = panic;
+      if (panic && o.panicMode === 'failClosed') throw panicRejected(e.pValue[p]!);
+      if (priorityCapacity(e, p) === 0) throw noEligible();
+      if (withLocality) {
+        computeLocalityShares(e, p, o);
+        stage = 1;
+        continue;
+      }
+      start = e.pStart[p]!;
+      end = e.pEnd[p]!;
+      n = priorityCapacity(e, p);
+    } else if (stage === 1) {
+      let l = e.pLocStart[p]!;
+      let acc = e.lShare[l]!;
+      while (acc <= x) acc += e.lShare[++l]!;
+      start = e.lStart[l]!;
+      end = e.lEnd[l]!;
+      n = panic ? e.lPanicW[l]! : e.lEligibleW[l]!;
+    } else {
+      return endpointAt(e, panic, x);
+    }
+    e.drawStart = start;
+    e.drawEnd = end;
+    stage = 2;
+  }
+}
+
+/** The candidate whose cumulative selectable weight in the current draw range first exceeds `w`. */
+function endpointAt(e: PriorityEngine, panic: boolean, w: number): number {
+  const order = e.order;
+  let sum = 0;
+  for (let k = e.drawStart; k < e.drawEnd; k++) {
+    const i = order[k]!;
+    const f = e.flags[i]!;
+    if ((f & F_MEMBER) === 0) continue;
+    if ((f & F_ELIGIBLE) === 0 && !(panic && (f & F_PANIC) !== 0)) continue;
+    sum += e.weight[i]!;
+    if (w < sum) return i;
+  }
+  throw noEligible(); // unreachable: w < Σ selectable weight of the range
+}

@@ -1,0 +1,367 @@
+/**
+ * The shared sampling stage of the priority and locality policies.
+ *
+ * One `sample()` reads every candidate exactly once — weight, priority, the
+ * three predicates (`isMember`, `isEligible`, `isPanicEligible`) and, for
+ * locality routing, locality and locality weight — into retained typed
+ * arrays, orders the indices by (priority, locality, index) and folds them
+ * into priority groups (and locality groups inside each priority) with
+ * checked weight sums and host counts. Nothing later re-reads a candidate, so
+ * a health signal that changes mid-decision cannot make the plan and the
+ * endpoint choice disagree.
+ *
+ * Buffers grow to the high-water candidate count and are then reused: a
+ * stable candidate count allocates nothing.
+ */
+import type { LocalityCandidate, PriorityCandidate } from '../core/candidate.js';
+import { MAX_PRIORITY } from '../core/candidate.js';
+import { PoiseError, invalidConfig } from '../core/errors.js';
+import { checkedAdd, isValidWeight, validateWeight } from '../core/weight.js';
+
+/** Flag bit: counts in its priority's configured capacity. */
+export const F_MEMBER = 1;
+/** Flag bit: selectable for ordinary (healthy) traffic. */
+export const F_ELIGIBLE = 2;
+/** Flag bit: use-all panic may revive it. */
+export const F_PANIC = 4;
+
+/** Distinct (priority, locality) keys handled by the counting sort; more fall back to heapsort. */
+const MAX_KEYS = 64;
+
+/** Healthy-mode selectable: a member that is eligible. */
+export function healthySelectable(flags: number): boolean {
+  return (flags & (F_MEMBER | F_ELIGIBLE)) === (F_MEMBER | F_ELIGIBLE);
+}
+
+/** Panic-mode selectable: a member that is eligible or panic-eligible (panic widens, never narrows). */
+export function panicSelectable(flags: number): boolean {
+  return (flags & F_MEMBER) !== 0 && (flags & (F_ELIGIBLE | F_PANIC)) !== 0;
+}
+
+/** Retained per-decision scratch: candidate samples, priority groups, locality groups, shares. */
+export class PriorityEngine {
+  /** Candidates in the last sample. */
+  n = 0;
+  private cap = 0;
+  weight = new Float64Array(0);
+  prio = new Uint32Array(0);
+  flags = new Uint8Array(0);
+  locWeight = new Float64Array(0);
+  loc: string[] = [];
+  /** Candidate indices ordered by (priority, locality, index). */
+  order = new Int32Array(0);
+  private keyOf = new Int32Array(0);
+  private readonly keyPrio = new Uint32Array(MAX_KEYS);
+  private readonly keyLoc: string[] = new Array<string>(MAX_KEYS).fill('');
+  private readonly keyOrder = new Int32Array(MAX_KEYS);
+  private readonly keyRank = new Int32Array(MAX_KEYS);
+  private readonly keyStart = new Int32Array(MAX_KEYS);
+
+  /** Number of distinct priorities, ascending in the p* arrays. */
+  pCount = 0;
+  pValue = new Uint32Array(0);
+  pStart = new Int32Array(0);
+  pEnd = new Int32Array(0);
+  /** Weight of members (the availability denominator). */
+  pMemberW = new Float64Array(0);
+  /** Weight of eligible members (healthy capacity). */
+  pEligibleW = new Float64Array(0);
+  /** Weight of members selectable in panic (eligible or panic-eligible). */
+  pPanicW = new Float64Array(0);
+  /** Host counts for `arithmetic: 'envoy'`: all candidates, members, eligible members. */
+  pAllN = new Float64Array(0);
+  pMemberN = new Float64Array(0);
+  pEligibleN = new Float64Array(0);
+  pRaw = new Float64Array(0);
+  pEff = new Float64Array(0);
+  pShare = new Float64Array(0);
+  pPanic = new Uint8Array(0);
+  pLocStart = new Int32Array(0);
+  pLocEnd = new Int32Array(0);
+  /** True when combined effective availability is below 100 %. */
+  globalShortage = false;
+  /** The `order` range of the group being drawn from (priority or locality). */
+  drawStart = 0;
+  drawEnd = 0;
+
+  /** Locality groups, contiguous per priority (`pLocStart..pLocEnd`). */
+  lCount = 0;
+  lStart = new Int32Array(0);
+  lEnd = new Int32Array(0);
+  lWeight = new Float64Array(0);
+  lMemberW = new Float64Array(0);
+  lEligibleW = new Float64Array(0);
+  lPanicW = new Float64Array(0);
+  lMemberN = new Float64Array(0);
+  lEligibleN = new Float64Array(0);
+  lPanicN = new Float64Array(0);
+  lEff = new Float64Array(0);
+  lShare = new Float64Array(0);
+
+  /**
+   * Samples `candidates` once and groups them. Throws `Empty`, `InvalidWeight`,
+   * `InvalidConfig` (a bad priority or locality) or `InconsistentTopology`.
+   */
+  sample(candidates: readonly PriorityCandidate[], withLocality: boolean): void {
+    const n = candidates.length;
+    if (n === 0) throw new PoiseError('Empty', 'no candidates');
+    this.ensure(n);
+    this.n = n;
+    for (let i = 0; i < n; i++) {
+      const c = candidates[i]!;
+      const w = c.weight;
+      if (!isValidWeight(w)) validateWeight(w, `candidates[${i}].weight`);
+      const p = c.priority;
+      if (typeof p !== 'number' || !Number.isInteger(p) || p < 0 || p > MAX_PRIORITY) {
+        invalidConfig(`candidates[${i}].priority`, `must be an integer in [0, ${MAX_PRIORITY}]`, p);
+      }
+      this.weight[i] = w;
+      this.prio[i] = p;
+      this.flags[i] = (c.isMember() ? F_MEMBER : 0) | (c.isEligible() ? F_ELIGIBLE : 0) | (c.isPanicEligible() ? F_PANIC : 0);
+      if (withLocality) {
+        const lc = c as LocalityCandidate;
+        const name = lc.locality;
+        if (typeof name !== 'string') invalidConfig(`candidates[${i}].locality`, 'must be a string', name);
+        const lw = lc.localityWeight;
+        if (!isValidWeight(lw)) validateWeight(lw, `candidates[${i}].localityWeight`);
+        this.loc[i] = name;
+        this.locWeight[i] = lw;
+      }
+      this.order[i] = i;
+    }
+    if (!this.bucketOrder(withLocality)) this.heapSort(withLocality);
+    this.group(withLocality);
+  }
+
+  private ensure(n: number): void {
+    if (n <= this.cap) return;
+    let cap = Math.max(8, this.cap);
+    while (cap < n) cap *= 2;
+    this.cap = cap;
+    this.weight = new Float64Array(cap);
+    this.prio = new Uint32Array(cap);
+    this.flags = new Uint8Array(cap);
+    this.locWeight = new Float64Array(cap);
+    while (this.loc.length < cap) this.loc.push('');
+    this.order = new Int32Array(cap);
+    this.keyOf = new Int32Array(cap);
+    this.pValue = new Uint32Array(cap);
+    this.pStart = new Int32Array(cap);
+    this.pEnd = new Int32Array(cap);
+    this.pMemberW = new Float64Array(cap);
+    this.pEligibleW = new Float64Array(cap);
+    this.pPanicW = new Float64Array(cap);
+    this.pAllN = new Float64Array(cap);
+    this.pMemberN = new Float64Array(cap);
+    this.pEligibleN = new Float64Array(cap);
+    this.pRaw = new Float64Array(cap);
+    this.pEff = new Float64Array(cap);
+    this.pShare = new Float64Array(cap);
+    this.pPanic = new Uint8Array(cap);
+    this.pLocStart = new Int32Array(cap);
+    this.pLocEnd = new Int32Array(cap);
+    this.lStart = new Int32Array(cap);
+    this.lEnd = new Int32Array(cap);
+    this.lWeight = new Float64Array(cap);
+    this.lMemberW = new Float64Array(cap);
+    this.lEligibleW = new Float64Array(cap);
+    this.lPanicW = new Float64Array(cap);
+    this.lMemberN = new Float64Array(cap);
+    this.lEligibleN = new Float64Array(cap);
+    this.lPanicN = new Float64Array(cap);
+    this.lEff = new Float64Array(cap);
+    this.lShare = new Float64Array(cap);
+  }
+
+  /** Strict order of candidate indices `a`, `b`: (priority, locality, index). */
+  private less(a: number, b: number, withLocality: boolean): boolean {
+    const pa = this.prio[a]!;
+    const pb = this.prio[b]!;
+    if (pa !== pb) return pa < pb;
+    if (withLocality) {
+      const la = this.loc[a]!;
+      const lb = this.loc[b]!;
+      if (la !== lb) return la < lb;
+    }
+    return a < b;
+  }
+
+  /**
+   * Orders `order` by (priority, locality, index) with a counting sort over
+   * the distinct keys — O(n + k²) for k ≤ MAX_KEYS distinct keys, the usual
+   * case of a few priorities × a few localities. Returns false (leaving the
+   * heapsort to do it) when there are more distinct keys than that.
+   */
+  private bucketOrder(withLocality: boolean): boolean {
+    const n = this.n;
+    const keyOf = this.keyOf;
+    let k = 0;
+    let last = -1;
+    for (let i = 0; i < n; i++) {
+      const p = this.prio[i]!;
+      const name = withLocality ? this.loc[i]! : '';
+      if (last >= 0 && this.keyPrio[last] === p && this.keyLoc[last] === name) {
+        keyOf[i] = last;
+        continue;
+      }
+      let j = 0;
+      while (j < k && !(this.keyPrio[j] === p && this.keyLoc[j] === name)) j++;
+      if (j === k) {
+        if (k === MAX_KEYS) return false;
+        this.keyPrio[k] = p;
+        this.keyLoc[k] = name;
+        k++;
+      }
+      keyOf[i] = j;
+      last = j;
+    }
+    // Insertion sort of the k keys by (priority, locality).
+    const keyOrder = this.keyOrder;
+    for (let a = 0; a < k; a++) {
+      let b = a;
+      while (b > 0 && this.keyBefore(a, keyOrder[b - 1]!)) {
+        keyOrder[b] = keyOrder[b - 1]!;
+        b--;
+      }
+      keyOrder[b] = a;
+    }
+    const start = this.keyStart;
+    for (let r = 0; r < k; r++) {
+      this.keyRank[keyOrder[r]!] = r;
+      start[r] = 0;
+    }
+    for (let i = 0; i < n; i++) start[this.keyRank[keyOf[i]!]!]! += 1;
+    let acc = 0;
+    for (let r = 0; r < k; r++) {
+      const c = start[r]!;
+      start[r] = acc;
+      acc += c;
+    }
+    for (let i = 0; i < n; i++) this.order[start[this.keyRank[keyOf[i]!]!]!++] = i;
+    return true;
+  }
+
+  private keyBefore(a: number, b: number): boolean {
+    const pa = this.keyPrio[a]!;
+    const pb = this.keyPrio[b]!;
+    return pa !== pb ? pa < pb : this.keyLoc[a]! < this.keyLoc[b]!;
+  }
+
+  /** In-place heapsort of `order` (no comparator closure, no allocation). */
+  private heapSort(withLocality: boolean): void {
+    const order = this.order;
+    const n = this.n;
+    for (let start = (n >> 1) - 1; start >= 0; start--) this.siftDown(start, n, withLocality);
+    for (let end = n - 1; end > 0; end--) {
+      const t = order[0]!;
+      order[0] = order[end]!;
+      order[end] = t;
+      this.siftDown(0, end, withLocality);
+    }
+  }
+
+  private siftDown(root: number, end: number, withLocality: boolean): void {
+    const order = this.order;
+    for (;;) {
+      let child = 2 * root + 1;
+      if (child >= end) return;
+      if (child + 1 < end && this.less(order[child]!, order[child + 1]!, withLocality)) child++;
+      if (!this.less(order[root]!, order[child]!, withLocality)) return;
+      const t = order[root]!;
+      order[root] = order[child]!;
+      order[child] = t;
+      root = child;
+    }
+  }
+
+  private group(withLocality: boolean): void {
+    const order = this.order;
+    let p = -1;
+    let l = -1;
+    for (let k = 0; k < this.n; k++) {
+      const i = order[k]!;
+      const pv = this.prio[i]!;
+      if (p < 0 || this.pValue[p] !== pv) {
+        if (p >= 0) this.pEnd[p] = k;
+        p++;
+        this.pValue[p] = pv;
+        this.pStart[p] = k;
+        this.pMemberW[p] = 0;
+        this.pEligibleW[p] = 0;
+        this.pPanicW[p] = 0;
+        this.pAllN[p] = 0;
+        this.pMemberN[p] = 0;
+        this.pEligibleN[p] = 0;
+        this.pLocStart[p] = l + 1;
+        if (withLocality) {
+          if (l >= 0) this.lEnd[l] = k;
+          l = this.openLocality(l, k, i);
+        }
+      } else if (withLocality) {
+        const first = order[this.lStart[l]!]!;
+        if (this.loc[first] !== this.loc[i]) {
+          this.lEnd[l] = k;
+          l = this.openLocality(l, k, i);
+        } else if (this.locWeight[first] !== this.locWeight[i]) {
+          const a = Math.min(this.locWeight[first]!, this.locWeight[i]!);
+          const b = Math.max(this.locWeight[first]!, this.locWeight[i]!);
+          throw new PoiseError(
+            'InconsistentTopology',
+            `locality ${JSON.stringify(this.loc[i])} at priority ${pv} has contradictory locality weights ${a} and ${b}`,
+          );
+        }
+      }
+      const f = this.flags[i]!;
+      const w = this.weight[i]!;
+      this.pAllN[p]! += 1;
+      if (withLocality) this.lAdd(l, f, w);
+      if ((f & F_MEMBER) === 0) continue;
+      this.pMemberN[p]! += 1;
+      this.pMemberW[p] = checkedAdd(this.pMemberW[p]!, w);
+      if ((f & F_ELIGIBLE) !== 0) {
+        this.pEligibleN[p]! += 1;
+        this.pEligibleW[p] = checkedAdd(this.pEligibleW[p]!, w);
+      }
+      if (panicSelectable(f)) this.pPanicW[p] = checkedAdd(this.pPanicW[p]!, w);
+    }
+    this.pEnd[p] = this.n;
+    this.pCount = p + 1;
+    if (withLocality) {
+      this.lEnd[l] = this.n;
+      this.lCount = l + 1;
+      for (let q = 0; q < this.pCount; q++) {
+        this.pLocEnd[q] = q + 1 < this.pCount ? this.pLocStart[q + 1]! : this.lCount;
+      }
+    } else {
+      this.lCount = 0;
+      for (let q = 0; q < this.pCount; q++) this.pLocEnd[q] = this.pLocStart[q] = 0;
+    }
+  }
+
+  private openLocality(l: number, k: number, i: number): number {
+    const m = l + 1;
+    this.lStart[m] = k;
+    this.lWeight[m] = this.locWeight[i]!;
+    this.lMemberW[m] = 0;
+    this.lEligibleW[m] = 0;
+    this.lPanicW[m] = 0;
+    this.lMemberN[m] = 0;
+    this.lEligibleN[m] = 0;
+    this.lPanicN[m] = 0;
+    return m;
+  }
+
+  private lAdd(l: number, f: number, w: number): void {
+    if ((f & F_MEMBER) === 0) return;
+    this.lMemberN[l]! += 1;
+    this.lMemberW[l] = checkedAdd(this.lMemberW[l]!, w);
+    if ((f & F_ELIGIBLE) !== 0) {
+      this.lEligibleN[l]! += 1;
+      this.lEligibleW[l] = checkedAdd(this.lEligibleW[l]!, w);
+    }
+    if (panicSelectable(f)) {
+      this.lPanicN[l]! += 1;
+      this.lPanicW[l] = checkedAdd(this.lPanicW[l]!, w);
+    }
+  }
+}

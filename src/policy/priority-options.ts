@@ -1,0 +1,70 @@
+/**
+ * Options of the priority and locality policies, and their validation.
+ * Shared by the per-decision and the prepared forms.
+ */
+import { invalidConfig } from '../core/errors.js';
+import type { SeedOptions } from './types.js';
+
+/** What use-all panic does when traffic lands on a panicking priority. */
+export type PanicMode = 'useAll' | 'failClosed';
+
+/**
+ * How priority shares are computed.
+ * - `'millionths'` (default): weighted availability in integer millionths.
+ * - `'envoy'`: Envoy's integer-percent priority load and panic, from host counts.
+ */
+export type PriorityArithmetic = 'millionths' | 'envoy';
+
+/** Options of `PriorityWeightedRandom`, `LocalityWeightedRandom` and their prepared forms. */
+export interface PriorityOptions extends SeedOptions {
+  /** Integer percent in [100, 100000]; default 140 (a priority stays full down to 5/7 available). */
+  overprovisioningFactorPercent?: number;
+  /** Integer percent in [0, 100]; default 50; 0 disables panic. A priority panics when strictly below it. */
+  panicThresholdPercent?: number;
+  /** Default `'useAll'`. `'failClosed'` throws `PanicRejected` instead of reviving members. */
+  panicMode?: PanicMode;
+  /** Default `'millionths'`; `'envoy'` reproduces Envoy's priority load and panic computation. */
+  arithmetic?: PriorityArithmetic;
+}
+
+/** Validated options, every field present. */
+export interface ResolvedPriorityOptions {
+  readonly overprovisioningFactorPercent: number;
+  readonly panicThresholdPercent: number;
+  readonly panicMode: PanicMode;
+  readonly arithmetic: PriorityArithmetic;
+}
+
+/** The largest accepted overprovisioning factor, in percent. */
+export const MAX_OVERPROVISIONING_PERCENT = 100_000;
+
+function integerIn(value: unknown, min: number, max: number, field: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    invalidConfig(`options.${field}`, `must be an integer in [${min}, ${max}]`, value);
+  }
+  return value;
+}
+
+/**
+ * Validates options, filling defaults; throws `InvalidConfig` naming the
+ * option (`options.overprovisioningFactorPercent: must be an integer in
+ * [100, 100000], got 99`).
+ */
+export function resolvePriorityOptions(options: PriorityOptions = {}): ResolvedPriorityOptions {
+  const overprovisioningFactorPercent = integerIn(
+    options.overprovisioningFactorPercent ?? 140,
+    100,
+    MAX_OVERPROVISIONING_PERCENT,
+    'overprovisioningFactorPercent',
+  );
+  const panicThresholdPercent = integerIn(options.panicThresholdPercent ?? 50, 0, 100, 'panicThresholdPercent');
+  const panicMode = options.panicMode ?? 'useAll';
+  if (panicMode !== 'useAll' && panicMode !== 'failClosed') {
+    invalidConfig('options.panicMode', "must be 'useAll' or 'failClosed'", panicMode);
+  }
+  const arithmetic = options.arithmetic ?? 'millionths';
+  if (arithmetic !== 'millionths' && arithmetic !== 'envoy') {
+    invalidConfig('options.arithmetic', "must be 'millionths' or 'envoy'", arithmetic);
+  }
+  return { overprovisioningFactorPercent, panicThresholdPercent, panicMode, arithmetic };
+}

@@ -1,0 +1,54 @@
+/**
+ * Helpers shared by the single-tier policies: the two "nothing to choose"
+ * errors and a retained scratch list of eligible indices for the slow path.
+ *
+ * The runtime hands policies slices whose members are all eligible, so the
+ * fast path of every policy checks only the member it chose. Standalone users
+ * may pass ineligible members; then a policy falls back to a slower path that
+ * collects the eligible indices into an {@link EligibleIndices} buffer kept
+ * across picks (it grows on a bigger slice, never per pick).
+ */
+import type { Candidate } from '../core/candidate.js';
+import { PoiseError } from '../core/errors.js';
+
+/** Throws `Empty`. */
+export function throwEmpty(): never {
+  throw new PoiseError('Empty', 'pick: the candidate slice is empty');
+}
+
+/** Throws `NoEligibleCandidates` for a slice of `n` members. */
+export function throwNoEligible(n: number): never {
+  throw new PoiseError('NoEligibleCandidates', `pick: none of the ${n} candidates is eligible`);
+}
+
+/** A retained Int32Array of the eligible indices of a slice. */
+export class EligibleIndices {
+  private buf = new Int32Array(8);
+  /** How many indices the last {@link collect} found. */
+  count = 0;
+
+  /** Grows the buffer to hold `n` indices (call it when a slice is prepared). */
+  reserve(n: number): void {
+    if (this.buf.length < n) this.buf = new Int32Array(Math.max(n, this.buf.length * 2));
+  }
+
+  /**
+   * Collects the eligible indices of `candidates`; throws `Empty` or
+   * `NoEligibleCandidates` when there are none. Returns the count.
+   */
+  collect(candidates: readonly Candidate[]): number {
+    const n = candidates.length;
+    if (n === 0) throwEmpty();
+    this.reserve(n);
+    let count = 0;
+    for (let i = 0; i < n; i++) if (candidates[i]!.isEligible()) this.buf[count++] = i;
+    if (count === 0) throwNoEligible(n);
+    this.count = count;
+    return count;
+  }
+
+  /** The `k`-th collected index (0 <= k < count). */
+  at(k: number): number {
+    return this.buf[k]!;
+  }
+}

@@ -1,0 +1,293 @@
+/**
+ * Balancer: the owner of a LoadTable. It takes membership snapshots,
+ * validates them, assigns each backend a stable slot, writes the table,
+ * publishes the spec blob and moves the epochs that every router checks.
+ *
+ * Slots are stable per id. A removed backend becomes a tombstone that keeps
+ * counting its live leases; its slot is reused only once they reach zero,
+ * with the generation bumped, so a stale lease can never touch the new
+ * occupant. Order of publication: slot words and tags, then the spec blob,
+ * then the membership epoch — a router that sees the new epoch sees both.
+ */
+import { EventEmitter } from 'node:events';
+import type { TransferListItem, Worker } from 'node:worker_threads';
+import { PoiseError, describe, invalidConfig } from '../core/errors.js';
+import { resolveBackendSpecs, type BackendSpec, type MembershipSnapshot, type ResolvedBackendSpec } from '../core/spec.js';
+import { LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
+import { defaultLogger, type Logger } from '../log.js';
+import { clockReader, processClockBuffer, type Clock } from './clock.js';
+import { Router, type RouterAttachment, type RouterOptions } from './router.js';
+import { encodeBlob, type BlobEntry } from './spec-blob.js';
+
+/** Options of {@link Balancer}. */
+export interface BalancerOptions {
+  /** Max concurrent slots (live backends + draining tombstones); default 1024. */
+  capacity?: number;
+  /** Max threads with routers attached at once (attribution rows); default 64, at most 255. */
+  maxThreads?: number;
+  /** Bytes for the spec blob (ids, addresses as JSON); default `capacity × 1024`. */
+  specBytes?: number;
+  /** PeakEWMA decay τ, ms, shared by all routers; default 1000 (Sōzu). */
+  tauMs?: number;
+  /** PeakEWMA estimate of an unmeasured backend, ms; default 50 (Sōzu). */
+  initialMs?: number;
+  /** Default `defaultLogger()`. */
+  logger?: Logger;
+  /** ms; default the shared process clock (the same in every thread, see runtime/clock.ts). Injected clocks apply to this thread's routers only. */
+  clock?: Clock;
+  /** Slot alignment, for the padding benchmark only; default `'padded'`. */
+  layout?: 'padded' | 'unaligned';
+}
+
+/** What the owner did when a watched thread exited. */
+export interface ReclaimEvent {
+  threadId: number;
+  workerIndex: number | undefined;
+  /** Leases (connections + requests) subtracted from the shared counters. */
+  leases: number;
+  /** Time spent reclaiming, ms. */
+  ms: number;
+}
+
+interface SlotInfo {
+  id: string;
+  generation: number;
+  removed: boolean;
+  spec: ResolvedBackendSpec;
+}
+
+const STATE_OF: Record<ResolvedBackendSpec['status'], SlotStateCode> = {
+  ready: SlotState.Ready,
+  unavailable: SlotState.Unavailable,
+  draining: SlotState.Draining,
+};
+
+/**
+ * The owner of the shared load table.
+ *
+ * @example
+ * const balancer = new Balancer({ capacity: 256 });
+ * balancer.update([
+ *   { id: 'db-1', address: '127.0.0.1:5432', weight: 2 },
+ *   { id: 'db-2', address: '127.0.0.1:5433' },
+ * ]);
+ * const router = balancer.router();           // this thread
+ * const { attachment } = balancer.attachment(); // for a worker: Router.attach(attachment)
+ * balancer.on('reclaim', (e) => console.log(e.leases, 'leases reclaimed'));
+ */
+export class Balancer extends EventEmitter {
+  /** The shared table. */
+  readonly table: LoadTable;
+  private readonly log: Logger;
+  private readonly clock: Clock;
+  private readonly customClock: boolean;
+  private readonly clockBuffer: SharedArrayBuffer;
+  private readonly slots: (SlotInfo | undefined)[];
+  private readonly byId = new Map<string, number>();
+  private readonly localities = new Map<string, number>();
+  private readonly watched = new WeakSet<Worker>();
+  private ver = 0;
+  private closed = false;
+
+  /** Throws `InvalidConfig` naming a bad option. */
+  constructor(opts: BalancerOptions = {}) {
+    super();
+    if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
+    try {
+      this.table = LoadTable.create({
+        capacity: opts.capacity,
+        maxThreads: opts.maxThreads,
+        specBytes: opts.specBytes,
+        tauMs: opts.tauMs,
+        initialMs: opts.initialMs,
+        layout: opts.layout,
+      });
+    } catch (err) {
+      const m = /^options\.(\w+): (.*)$/.exec((err as Error).message);
+      throw new PoiseError('InvalidConfig', (err as Error).message, { field: m ? `options.${m[1]}` : 'options' });
+    }
+    if (opts.clock !== undefined && typeof opts.clock !== 'function') invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
+    this.customClock = opts.clock !== undefined;
+    this.clockBuffer = processClockBuffer();
+    this.clock = opts.clock ?? clockReader(this.clockBuffer);
+    this.log = opts.logger ?? defaultLogger();
+    this.slots = new Array<SlotInfo | undefined>(this.table.capacity).fill(undefined);
+  }
+
+  /** Membership version in force (0 before the first update). */
+  get version(): number {
+    return this.ver;
+  }
+
+  /**
+   * Applies a membership. An array gets version = previous + 1; a snapshot
+   * whose version is <= the current one is ignored (returns the current
+   * version). Throws `PoiseError` (`InvalidConfig`, `InvalidWeight`,
+   * `DuplicateIdentity`, `InconsistentTopology`) on bad input or when the
+   * table has too few free slots; the last good membership stays in force.
+   */
+  update(input: MembershipSnapshot | readonly BackendSpec[]): number {
+    if (this.closed) invalidConfig('balancer', 'is closed');
+    let version: number;
+    let backends: unknown;
+    if (Array.isArray(input)) {
+      version = this.ver + 1;
+      backends = input;
+    } else if (typeof input === 'object' && input !== null) {
+      const v = (input as MembershipSnapshot).version;
+      if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) invalidConfig('membership.version', 'must be a safe integer >= 0', v);
+      if (v <= this.ver) return this.ver;
+      version = v;
+      backends = (input as MembershipSnapshot).backends;
+    } else {
+      return invalidConfig('membership', 'must be a MembershipSnapshot or an array of BackendSpec', input);
+    }
+    const specs = resolveBackendSpecs(backends, 'backends');
+    const keep = new Set(specs.map((s) => s.id));
+    const t = this.table;
+
+    // Plan: every new id needs a free slot or a tombstone that has drained.
+    const newcomers = specs.filter((s) => !this.byId.has(s.id)).length;
+    const reserved: number[] = [];
+    const closing: number[] = [];
+    for (let s = 0; s < t.capacity && reserved.length < newcomers; s++) {
+      const info = this.slots[s];
+      if (info === undefined) reserved.push(s);
+    }
+    for (let s = 0; s < t.capacity && reserved.length < newcomers; s++) {
+      const info = this.slots[s];
+      if (info === undefined || !info.removed || keep.has(info.id)) continue;
+      // Close the tombstone before reading its counters: a router that leases
+      // it after this store sees Closing and backs off; one that leased it
+      // before is visible in the counters (both sides are SC).
+      t.setTag(s, info.generation, SlotState.Closing);
+      if (t.connections(s) === 0 && t.requests(s) === 0) {
+        reserved.push(s);
+        closing.push(s);
+      } else {
+        t.setTag(s, info.generation, SlotState.Removed);
+      }
+    }
+    const rollback = (): void => {
+      for (const s of closing) t.setTag(s, this.slots[s]!.generation, SlotState.Removed);
+    };
+    if (reserved.length < newcomers) {
+      rollback();
+      throw new PoiseError(
+        'InvalidConfig',
+        `backends: ${newcomers} new backends need free slots but only ${reserved.length} are free (options.capacity ${t.capacity}; removed backends keep their slot until their leases end)`,
+        { field: 'backends' },
+      );
+    }
+
+    // Assign and encode before writing anything, so an oversized blob fails cleanly.
+    const assignment = new Map<string, { slot: number; generation: number; fresh: boolean }>();
+    let next = 0;
+    for (const spec of specs) {
+      const existing = this.byId.get(spec.id);
+      if (existing !== undefined) assignment.set(spec.id, { slot: existing, generation: this.slots[existing]!.generation, fresh: false });
+      else {
+        const slot = reserved[next++]!;
+        const prev = this.slots[slot];
+        assignment.set(spec.id, { slot, generation: prev === undefined ? 1 : (prev.generation + 1) & 0x0fffffff, fresh: true });
+      }
+    }
+    const entries: BlobEntry[] = specs.map((spec) => {
+      const a = assignment.get(spec.id)!;
+      return { slot: a.slot, generation: a.generation, spec };
+    });
+    const blob = encodeBlob({ version, entries });
+    if (blob.length > t.specCapacityBytes) {
+      rollback();
+      throw new PoiseError(
+        'InvalidConfig',
+        `backends: the membership's strings take ${blob.length} bytes, more than options.specBytes (${t.specCapacityBytes})`,
+        { field: 'backends' },
+      );
+    }
+
+    // Apply: slot words and tags first.
+    const now = this.clock();
+    for (const s of closing) this.byId.delete(this.slots[s]!.id);
+    for (const spec of specs) {
+      const a = assignment.get(spec.id)!;
+      if (a.fresh) t.resetHealth(a.slot, now);
+      t.writeFields(a.slot, {
+        weight: spec.weight,
+        priority: spec.priority,
+        locality: this.intern(spec.locality),
+        localityWeight: spec.localityWeight,
+      });
+      t.setTag(a.slot, a.generation, STATE_OF[spec.status]);
+      this.slots[a.slot] = { id: spec.id, generation: a.generation, removed: false, spec };
+      this.byId.set(spec.id, a.slot);
+    }
+    for (const [id, slot] of this.byId) {
+      const info = this.slots[slot]!;
+      if (keep.has(id) || info.removed) continue;
+      t.setTag(slot, info.generation, SlotState.Removed);
+      info.removed = true;
+    }
+    // Then the blob, then the epoch that announces both.
+    t.publishSpecs(blob);
+    const previous = this.ver;
+    this.ver = version;
+    const epoch = t.bumpMembershipEpoch();
+    this.log.info({ version, previous, backends: specs.length, epoch }, 'poise: membership applied');
+    return version;
+  }
+
+  /** What a worker needs to attach a Router (`transferList` is empty: the buffer is shared, not transferred). */
+  attachment(): { attachment: RouterAttachment; transferList: TransferListItem[] } {
+    return { attachment: { buffer: this.table.buffer, layoutVersion: LAYOUT_VERSION, clock: this.clockBuffer }, transferList: [] };
+  }
+
+  /** A Router in this (owner) thread; it uses the Balancer's clock unless `opts.clock` is given. */
+  router(opts: RouterOptions = {}): Router {
+    return Router.attach(this.attachment().attachment, {
+      logger: this.log,
+      ...(this.customClock ? { clock: this.clock } : {}),
+      ...opts,
+    });
+  }
+
+  /**
+   * Reclaims a worker's outstanding leases when it exits (crash,
+   * `terminate()`, uncaught exception): on its `'exit'` event the owner
+   * subtracts what the worker's attribution row still holds, so the counters
+   * are exact again, and emits `'reclaim'`. Call it right after creating the
+   * worker. `workerIndex` is only reported in the event.
+   */
+  watchWorker(worker: Worker, workerIndex?: number): void {
+    if (this.watched.has(worker)) return;
+    this.watched.add(worker);
+    // threadId reads -1 once the thread is gone: capture it now.
+    const tid = worker.threadId;
+    if (typeof tid !== 'number' || tid < 0) invalidConfig('watchWorker(worker)', 'must be a running Worker', describe(worker));
+    worker.once('exit', () => this.reclaim(tid, workerIndex));
+  }
+
+  /** Reclaims the leases of thread `threadId`, which must have exited. Returns the leases reclaimed. */
+  reclaim(threadId: number, workerIndex?: number): number {
+    const t0 = performance.now();
+    const leases = this.table.reclaimRow(threadId);
+    const event: ReclaimEvent = { threadId, workerIndex, leases, ms: performance.now() - t0 };
+    if (leases > 0) this.log.warn(event, 'poise: reclaimed leases of an exited worker');
+    this.emit('reclaim', event);
+    return leases;
+  }
+
+  /** Refuses further updates. Routers keep working on the last membership. */
+  close(): void {
+    this.closed = true;
+  }
+
+  private intern(locality: string): number {
+    let i = this.localities.get(locality);
+    if (i === undefined) {
+      i = this.localities.size;
+      this.localities.set(locality, i);
+    }
+    return i;
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * Lease: one unit of load a Router took on a backend — an in-flight request
+ * or an open connection — until `release(outcome)`.
+ */
+import type { ResolvedBackendSpec } from '../core/spec.js';
+import type { SlotCandidate } from './slot-candidate.js';
+
+/** How a lease ended. */
+export type Outcome = 'success' | 'failure' | 'overload' | 'cancelled';
+
+/** Options of {@link Lease.release}. */
+export interface ReleaseOptions {
+  /**
+   * The lease's own sample, ms: request latency for a request lease, connect
+   * time for a connection lease. Recorded in PeakEWMA on `'success'` only.
+   */
+  latencyMs?: number;
+  /** A connect-time sample, ms, recorded in the connect-time PeakEWMA on `'success'` (any lease kind). */
+  connectMs?: number;
+}
+
+/** What a Lease needs from its Router (kept narrow to avoid an import cycle). */
+export interface LeaseOwner {
+  releaseHandle(handle: number, outcome: Outcome, latencyMs?: number, connectMs?: number): boolean;
+  recordConnect(handle: number, connectMs: number): void;
+}
+
+/**
+ * A lease on one backend. Exactly-once: the first `release` returns the load
+ * (Atomics.sub) and reports the outcome; every later call is a no-op.
+ *
+ * @example
+ * const lease = router.acquire();
+ * const t0 = performance.now();
+ * try {
+ *   await callBackend(lease.host, lease.port);
+ *   lease.release('success', { latencyMs: performance.now() - t0 });
+ * } catch {
+ *   lease.release('failure');
+ * }
+ */
+export class Lease {
+  private readonly owner: LeaseOwner;
+  private readonly handle: number;
+  private readonly cand: SlotCandidate;
+  private open = true;
+
+  /** @internal Created by Router.acquire. */
+  constructor(owner: LeaseOwner, handle: number, cand: SlotCandidate) {
+    this.owner = owner;
+    this.handle = handle;
+    this.cand = cand;
+  }
+
+  /** Backend id. */
+  get id(): string {
+    return this.cand.id;
+  }
+  /** `host:port`. */
+  get address(): string {
+    return this.cand.spec.address;
+  }
+  /** Host (IPv6 without brackets). */
+  get host(): string {
+    return this.cand.host;
+  }
+  /** Port. */
+  get port(): number {
+    return this.cand.port;
+  }
+  /** The backend's spec as the router saw it at acquire time. */
+  get spec(): Readonly<ResolvedBackendSpec> {
+    return this.cand.spec;
+  }
+  /** True once released. */
+  get released(): boolean {
+    return !this.open;
+  }
+
+  /**
+   * Ends the lease. `'success'` records the samples and clears passive-health
+   * failures; `'failure'` counts a consecutive failure (enough of them eject
+   * the backend with backoff); `'overload'` and `'cancelled'` only return the
+   * load. A second call does nothing. Throws `InvalidConfig` for an unknown
+   * outcome or a negative / non-finite sample (the lease then stays open).
+   */
+  release(outcome: Outcome, opts?: ReleaseOptions): void {
+    if (!this.open) return;
+    this.owner.releaseHandle(this.handle, outcome, opts?.latencyMs, opts?.connectMs);
+    this.open = false;
+  }
+
+  /**
+   * Records a connect-time sample now (ms) while the lease stays open — for a
+   * connection lease that lives as long as the connection. Also clears the
+   * backend's consecutive failures (it answered). No-op after release.
+   */
+  connected(connectMs: number): void {
+    if (this.open) this.owner.recordConnect(this.handle, connectMs);
+  }
+}

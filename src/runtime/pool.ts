@@ -1,0 +1,183 @@
+/**
+ * The piscina worker pool: every worker attaches its own Router to the
+ * Balancer's LoadTable at start-up, seeded from the OS in that worker.
+ *
+ * How the attachment reaches the workers: the Balancer's whole state lives in
+ * one SharedArrayBuffer (counters, epochs and the seqlocked spec blob), so the
+ * attachment is plain structured-clonable data and travels in piscina's
+ * `workerData` (a SharedArrayBuffer there is shared, not copied). Nothing has
+ * to be transferred, which matters because piscina's `workerData` cannot carry
+ * a transfer list — and a worker piscina starts later (to replace one that
+ * died) attaches to the current membership just the same.
+ *
+ * Workers run with `atomics: 'disabled'` so their event loops stay free for
+ * I/O, and `minThreads = maxThreads = threads` so per-worker state (router,
+ * policy tables, RNG) is never reaped by an idle timeout. The owner watches
+ * every worker's `'exit'` and reclaims the leases it held.
+ */
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { isMainThread, workerData, type Worker } from 'node:worker_threads';
+import { Piscina } from 'piscina';
+import { PoiseError, invalidConfig } from '../core/errors.js';
+import type { Seed } from '../core/rng.js';
+import type { Balancer } from './balancer.js';
+import { Router, type PolicyName, type RouterAttachment, type RouterOptions } from './router.js';
+
+/** Options of {@link createWorkerPool}. */
+export interface WorkerPoolOptions {
+  /** The Balancer whose table the workers route over. */
+  balancer: Balancer;
+  /** The task module (compiled JS); its default export is the task function. */
+  filename: string | URL;
+  /** Worker threads; default `os.availableParallelism()`. min = max = threads. */
+  threads?: number;
+  /** Each worker's router policy; default `'p2c:latency'`. */
+  policy?: PolicyName;
+  /** Debug replay: the worker on attribution row r gets a seed derived from (seed, r). */
+  seed?: Seed;
+  /** Passed to every worker router. */
+  router?: Omit<RouterOptions, 'policy' | 'seed' | 'clock' | 'logger'>;
+  /** User data, available in a worker through {@link poolWorkerData}. */
+  workerData?: unknown;
+}
+
+/** A running pool. */
+export interface WorkerPool {
+  /** Runs `task` on a worker (piscina's `run`). */
+  run<T = unknown>(task: unknown, opts?: { signal?: AbortSignal }): Promise<T>;
+  /** Threads in the pool. */
+  readonly threads: number;
+  /** The underlying piscina instance. */
+  readonly piscina: Piscina;
+  /** Drains and stops the workers; their leases are reclaimed as they exit. */
+  close(): Promise<void>;
+}
+
+/** What a pool worker finds in `workerData.poise`. */
+interface PoolData {
+  attachment: RouterAttachment;
+  filename: string;
+  policy: PolicyName | undefined;
+  seed: Seed | undefined;
+  router: RouterOptions | undefined;
+  user: unknown;
+}
+
+const ENTRY = fileURLToPath(new URL('./pool-worker.js', import.meta.url));
+
+function taskUrl(filename: string | URL): string {
+  if (filename instanceof URL) return filename.href;
+  if (typeof filename !== 'string' || filename.length === 0) invalidConfig('options.filename', 'must be a path or file URL of the task module', filename);
+  return filename.startsWith('file:') ? filename : pathToFileURL(path.resolve(filename)).href;
+}
+
+/**
+ * Starts a piscina pool whose workers each attach a Router at start-up.
+ *
+ * @example
+ * // main.js
+ * const balancer = new Balancer();
+ * balancer.update([{ id: 'a', address: '127.0.0.1:7001' }, { id: 'b', address: '127.0.0.1:7002' }]);
+ * const pool = createWorkerPool({ balancer, filename: new URL('./task.js', import.meta.url), threads: 2 });
+ * console.log(await pool.run({ path: '/' }));
+ * await pool.close();
+ *
+ * // task.js
+ * import { workerRouter } from 'poise-lb';
+ * export default async function (task) {
+ *   const lease = workerRouter().acquire();
+ *   try { return await callBackend(lease.host, lease.port, task); }
+ *   finally { lease.release('success'); }
+ * }
+ */
+export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
+  if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
+  const { balancer } = opts;
+  if (typeof balancer !== 'object' || balancer === null || typeof balancer.attachment !== 'function') {
+    invalidConfig('options.balancer', 'must be a Balancer', balancer);
+  }
+  const threads = opts.threads ?? os.availableParallelism();
+  if (!Number.isInteger(threads) || threads < 1 || threads > balancer.table.maxThreads - 1) {
+    invalidConfig('options.threads', `must be an integer in [1, ${balancer.table.maxThreads - 1}]`, threads);
+  }
+  const data: PoolData = {
+    attachment: balancer.attachment().attachment,
+    filename: taskUrl(opts.filename),
+    policy: opts.policy,
+    seed: opts.seed,
+    router: opts.router,
+    user: opts.workerData,
+  };
+  const piscina = new Piscina({
+    filename: ENTRY,
+    minThreads: threads,
+    maxThreads: threads,
+    idleTimeout: Infinity,
+    atomics: 'disabled',
+    workerData: { poise: data },
+  });
+  // Workers exist as soon as the constructor returns; replacements for dead
+  // ones announce themselves with 'workerCreate'. Watch every one.
+  let index = 0;
+  const seen = new WeakSet<Worker>();
+  const watch = (w: Worker): void => {
+    if (seen.has(w)) return;
+    seen.add(w);
+    balancer.watchWorker(w, index++);
+  };
+  for (const w of piscina.threads) watch(w);
+  piscina.on('workerCreate', (info: { id: number }) => {
+    for (const w of piscina.threads) if (w.threadId === info.id) watch(w);
+  });
+  return {
+    run: <T>(task: unknown, runOpts?: { signal?: AbortSignal }) =>
+      piscina.run(task, runOpts?.signal === undefined ? {} : { signal: runOpts.signal }) as Promise<T>,
+    threads,
+    piscina,
+    close: () => piscina.close(),
+  };
+}
+
+let cached: Router | undefined;
+
+function poolData(): PoolData {
+  const d = (workerData as { poise?: PoolData } | null)?.poise;
+  if (isMainThread || d === undefined) {
+    throw new PoiseError('InvalidConfig', 'workerRouter: not inside a poise worker pool (createWorkerPool)', { field: 'workerData' });
+  }
+  return d;
+}
+
+function deriveWorkerSeed(seed: Seed, row: number): bigint {
+  return BigInt.asUintN(64, (BigInt(seed) ^ 0x5bd1e995n) * 0x9e3779b97f4a7c15n + BigInt(row + 1) * 0xd6e8feb86659fd93n);
+}
+
+/** In a pool worker: this worker's Router (attached at start-up, cached). */
+export function workerRouter(): Router {
+  if (cached !== undefined) return cached;
+  const d = poolData();
+  const opts: RouterOptions = { ...(d.router ?? {}) };
+  if (d.policy !== undefined) opts.policy = d.policy;
+  if (d.seed === undefined) {
+    cached = Router.attach(d.attachment, opts);
+  } else {
+    // The replay seed depends on the row, which is known only once attached:
+    // attach once to claim the row, then build the seeded router on it.
+    const probe = Router.attach(d.attachment, { ...opts, seed: 0 });
+    probe.close();
+    cached = Router.attach(d.attachment, { ...opts, seed: deriveWorkerSeed(d.seed, probe.row) });
+  }
+  return cached;
+}
+
+/** In a pool worker: the `workerData` given to {@link createWorkerPool}. */
+export function poolWorkerData<T = unknown>(): T {
+  return poolData().user as T;
+}
+
+/** @internal The task module URL (used by the worker entry). */
+export function poolTaskUrl(): string {
+  return poolData().filename;
+}

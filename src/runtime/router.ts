@@ -1,0 +1,472 @@
+/**
+ * Router: picks backends and takes leases on them, in any thread.
+ *
+ * Each router owns its policy and its random streams, seeded from the OS in
+ * the router's own thread, and reads load only from the shared LoadTable —
+ * no global minimum is ever computed. It keeps a prepared candidate view
+ * (eligible slots, with the policy's tables built on them) and rebuilds it
+ * only when the table's change epoch moves (one `Atomics.load` per acquire)
+ * or an ejection it knows of expires. A slot enters the view only with the
+ * spec of its current generation, read from the spec blob.
+ */
+import { threadId } from 'node:worker_threads';
+import { PoiseError, invalidConfig } from '../core/errors.js';
+import { Rng, type Seed } from '../core/rng.js';
+import { parseAddress } from '../core/spec.js';
+import { EwmaSeries, LAYOUT_VERSION, LeaseKind, LoadTable, SlotState, type LeaseKindCode } from '../load/load-table.js';
+import type { PickContext, Policy } from '../policy/types.js';
+import { defaultLogger, type Logger } from '../log.js';
+import { CLOCK_MASK, type Clock } from './clock.js';
+import { backoffMs, resolveEjection, type EjectionOptions, type ResolvedEjection } from './health.js';
+import { Lease, type LeaseOwner, type Outcome } from './lease.js';
+import { LeaseBook } from './lease-book.js';
+import { policySetup, type PolicyName, type PolicySetup } from './policies.js';
+import { decodeBlob } from './spec-blob.js';
+import { LoadEnv, Metric, SlotCandidate } from './slot-candidate.js';
+
+export type { PolicyName } from './policies.js';
+export type { Outcome } from './lease.js';
+
+/** What a thread needs to attach a Router: structured-clonable; the buffer is shared, not copied. */
+export interface RouterAttachment {
+  /** The LoadTable's shared memory (counters, epochs and the spec blob). */
+  buffer: SharedArrayBuffer;
+  /** The table layout version the attachment was made for. */
+  layoutVersion: number;
+  /** The process's shared clock (ticked by the owner's ticker thread). */
+  clock: SharedArrayBuffer;
+}
+
+/** Lease kind names. */
+export type LeaseKindName = 'request' | 'connection';
+
+/** Options of a Router. */
+export interface RouterOptions {
+  /** Default `'p2c:latency'`. */
+  policy?: PolicyName;
+  /** Replay seed (debug only); default: OS seed drawn in the router's own thread. */
+  seed?: Seed;
+  /** Passive health: consecutive failures → ejection with exponential backoff + jitter. */
+  ejection?: EjectionOptions;
+  /**
+   * What a lease counts by default: `'connection'` (active connections, its
+   * sample is a connect time) or `'request'` (in-flight requests, its sample
+   * is a request latency). Default: `'connection'` for `p2c:connections` and
+   * `p2c:connectionTime`, else `'request'`.
+   */
+  leaseKind?: LeaseKindName;
+  /** Milliseconds; default the shared process clock. Inject one in tests (owner thread). Read modulo 2^30. */
+  clock?: Clock;
+  /** Default `defaultLogger()`. */
+  logger?: Logger;
+}
+
+/** Options of {@link Router.acquire}. */
+export interface AcquireOptions {
+  /** Affinity key for `rendezvous` / `maglev`. */
+  key?: string | number;
+  /** Only backends of this failover priority. */
+  priority?: number;
+  /** Backend ids to avoid (retries). */
+  exclude?: ReadonlySet<string>;
+  /** Overrides the router's lease kind for this lease. */
+  kind?: LeaseKindName;
+}
+
+interface Tier {
+  cands: SlotCandidate[];
+  policy: Policy<SlotCandidate>;
+}
+
+const PICK_BATCH = 64;
+
+function deriveSeed(seed: Seed, salt: number): bigint {
+  return BigInt.asUintN(64, BigInt(seed) * 0x9e3779b97f4a7c15n + BigInt(salt) * 0xbf58476d1ce4e5b9n + 1n);
+}
+
+function kindCode(name: unknown, field: string): LeaseKindCode {
+  if (name === 'request') return LeaseKind.Request;
+  if (name === 'connection') return LeaseKind.Connection;
+  return invalidConfig(field, 'must be "request" or "connection"', name);
+}
+
+function checkSample(value: unknown, field: string): void {
+  if (typeof value !== 'number' || !(value >= 0) || value === Number.POSITIVE_INFINITY) {
+    invalidConfig(field, 'must be a finite number >= 0 (milliseconds)', value);
+  }
+}
+
+/**
+ * A router over a Balancer's LoadTable.
+ *
+ * @example
+ * // owner thread
+ * const balancer = new Balancer();
+ * balancer.update([{ id: 'a', address: '127.0.0.1:7001' }, { id: 'b', address: '127.0.0.1:7002' }]);
+ * const router = balancer.router({ policy: 'p2c:latency' });
+ * const lease = router.acquire();
+ * lease.release('success', { latencyMs: 12 });
+ * // any other thread: Router.attach(attachment) with balancer.attachment().attachment
+ */
+export class Router implements LeaseOwner {
+  /** The policy this router was built with. */
+  readonly policyName: PolicyName;
+  /** This thread's attribution row in the table. */
+  readonly row: number;
+  private readonly table: LoadTable;
+  private readonly setup: PolicySetup;
+  private readonly policy: Policy<SlotCandidate>;
+  private readonly seed: Seed | undefined;
+  private readonly rng: Rng;
+  private readonly clockWords: Int32Array;
+  private readonly customClock: Clock | undefined;
+  private readonly log: Logger;
+  private readonly ejection: ResolvedEjection;
+  private readonly env: LoadEnv;
+  private readonly timed: boolean;
+  private readonly defaultKind: LeaseKindCode;
+  private readonly book = new LeaseBook();
+  private readonly ctx: PickContext = { key: undefined };
+  private readonly tierPolicies = new Map<number, Policy<SlotCandidate>>();
+  private tiers = new Map<number, Tier>();
+  private epoch = -1;
+  private memberEpoch = -1;
+  private ver = 0;
+  private all: SlotCandidate[] = [];
+  private byId = new Map<string, SlotCandidate>();
+  private view: SlotCandidate[] = [];
+  private hasExpiry = false;
+  private expiryAt = 0;
+  private blocked: SlotCandidate[] = [];
+  private nBlocked = 0;
+  private closed = false;
+  private lastCand: SlotCandidate | undefined;
+
+  private constructor(table: LoadTable, clock: SharedArrayBuffer, opts: RouterOptions) {
+    if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
+    this.table = table;
+    this.policyName = opts.policy ?? 'p2c:latency';
+    this.setup = policySetup(this.policyName);
+    this.ejection = resolveEjection(opts.ejection);
+    if (opts.clock !== undefined && typeof opts.clock !== 'function') invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
+    this.seed = opts.seed;
+    // Seeds are drawn here, in the router's own thread (or derived from a replay seed).
+    this.rng = new Rng(opts.seed === undefined ? undefined : deriveSeed(opts.seed, 1));
+    this.policy = this.setup.create(opts.seed === undefined ? undefined : deriveSeed(opts.seed, 2));
+    this.clockWords = new Int32Array(clock);
+    this.customClock = opts.clock;
+    this.log = opts.logger ?? defaultLogger();
+    this.env = new LoadEnv(table, this.setup.metric);
+    this.timed = this.setup.metric === Metric.ConnectTime || this.setup.metric === Metric.Latency;
+    const connectionDefault = this.setup.metric === Metric.ConnectTime || this.setup.metric === Metric.Connections;
+    this.defaultKind =
+      opts.leaseKind === undefined ? (connectionDefault ? LeaseKind.Connection : LeaseKind.Request) : kindCode(opts.leaseKind, 'options.leaseKind');
+    this.row = table.claimRow(threadId);
+  }
+
+  /**
+   * Attaches a router to a table in this thread. Throws `InvalidConfig` for a
+   * bad attachment or option.
+   */
+  static attach(attachment: RouterAttachment, opts: RouterOptions = {}): Router {
+    if (typeof attachment !== 'object' || attachment === null || !(attachment.buffer instanceof SharedArrayBuffer)) {
+      invalidConfig('attachment.buffer', 'must be a SharedArrayBuffer (from balancer.attachment())', attachment?.buffer);
+    }
+    if (attachment.layoutVersion !== LAYOUT_VERSION) {
+      invalidConfig('attachment.layoutVersion', `must be ${LAYOUT_VERSION} (same poise-lb version in every thread)`, attachment.layoutVersion);
+    }
+    if (!(attachment.clock instanceof SharedArrayBuffer)) {
+      invalidConfig('attachment.clock', 'must be a SharedArrayBuffer (from balancer.attachment())', attachment.clock);
+    }
+    return new Router(LoadTable.attach(attachment.buffer), attachment.clock, opts);
+  }
+
+  /** Membership version of the view the next acquire() will use (refreshes it if an epoch moved). */
+  get version(): number {
+    if (this.table.changeEpoch() !== this.epoch) this.refresh();
+    return this.ver;
+  }
+
+  /** Leases this router holds open. */
+  get openLeases(): number {
+    return this.book.count;
+  }
+
+  /**
+   * Picks a backend and takes a lease on it. Throws `PoiseError`: `Empty` (no
+   * backends), `NoEligibleCandidates` (none may be chosen: all draining,
+   * excluded, or at `maxInflight`), `PanicRejected` (fail-closed priority
+   * panic), `InvalidConfig` (bad options, or a closed router).
+   */
+  acquire(opts?: AcquireOptions): Lease {
+    const handle = this.acquireHandle(opts);
+    return new Lease(this, handle, this.lastCand!);
+  }
+
+  /**
+   * The allocation-free form of {@link acquire}: returns a lease handle (a
+   * small integer) for {@link releaseHandle}. The benchmark's zero-allocation
+   * path; applications usually prefer `acquire()`.
+   */
+  acquireHandle(opts?: AcquireOptions): number {
+    if (this.closed) invalidConfig('router', 'is closed');
+    const now = this.now();
+    // One SC load per acquire: the epoch moves after every membership or
+    // health write, so an unchanged epoch means the prepared view is current.
+    if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && ((now - this.expiryAt) << 2) >> 2 >= 0)) this.refresh();
+    this.env.now = now;
+    let cands = this.view;
+    let policy = this.policy;
+    let kind = this.defaultKind;
+    if (opts === undefined) {
+      this.ctx.key = undefined;
+    } else {
+      if (typeof opts !== 'object' || opts === null) invalidConfig('acquire(options)', 'must be an object', opts);
+      this.ctx.key = opts.key;
+      if (opts.kind !== undefined) kind = kindCode(opts.kind, 'acquire(options).kind');
+      if (opts.priority !== undefined) {
+        const tier = this.tier(opts.priority);
+        cands = tier.cands;
+        policy = tier.policy;
+      }
+      if (opts.exclude !== undefined && opts.exclude.size > 0) this.blockIds(opts.exclude);
+    }
+    if (cands.length === 0) this.throwNone(cands);
+    try {
+      return this.take(cands, policy, kind);
+    } finally {
+      if (this.nBlocked > 0) this.unblockAll();
+    }
+  }
+
+  private take(cands: SlotCandidate[], policy: Policy<SlotCandidate>, kind: LeaseKindCode): number {
+    const t = this.table;
+    for (let attempt = 0; ; attempt++) {
+      let c = cands[policy.pick(cands, this.ctx)]!;
+      if (c.blocked) c = this.fallback(cands);
+      const before = t.leaseUp(c.slot, kind, this.row);
+      const tag = t.tag(c.slot);
+      const state = tag & 7;
+      // The lease stands only if, after our increment, the slot still holds
+      // this generation in a leasable state: the owner changes the tag before
+      // it reads the counters to reuse a slot, so either it sees our lease or
+      // we see its new tag (both operations are sequentially consistent).
+      if (
+        tag >>> 3 === c.generation &&
+        (state === SlotState.Ready || (state === SlotState.Unavailable && this.setup.tiered)) &&
+        (c.maxInflight === 0 || before < c.maxInflight)
+      ) {
+        // The pick counter is statistics: batch it (one shared add per 64 picks).
+        if (++c.unflushedPicks === PICK_BATCH) {
+          t.countPicks(c.slot, PICK_BATCH);
+          c.unflushedPicks = 0;
+        }
+        this.lastCand = c;
+        return this.book.openLease(c, kind);
+      }
+      t.leaseDown(c.slot, kind, this.row);
+      this.block(c);
+      if (attempt >= cands.length) this.throwNone(cands);
+    }
+  }
+
+  /** Returns a lease taken by {@link acquireHandle}; false when the handle was already released. */
+  releaseHandle(handle: number, outcome: Outcome, latencyMs?: number, connectMs?: number): boolean {
+    if (outcome !== 'success' && outcome !== 'failure' && outcome !== 'overload' && outcome !== 'cancelled') {
+      invalidConfig('release(outcome)', 'must be one of "success", "failure", "overload", "cancelled"', outcome);
+    }
+    if (latencyMs !== undefined) checkSample(latencyMs, 'release(options).latencyMs');
+    if (connectMs !== undefined) checkSample(connectMs, 'release(options).connectMs');
+    const book = this.book;
+    const i = book.find(handle);
+    if (i < 0) return false;
+    const slot = book.slotOf(i);
+    const gen = book.generationOf(i);
+    const kind = book.kindOf(i);
+    book.close(i);
+    const t = this.table;
+    // A lease keeps its slot from being reused, so the generation matches;
+    // the check guards the new occupant against any stale lease regardless.
+    if (t.tag(slot) >>> 3 !== gen) return true;
+    t.leaseDown(slot, kind, this.row);
+    if (outcome === 'success') {
+      if (latencyMs !== undefined || connectMs !== undefined) {
+        const now = this.now();
+        if (latencyMs !== undefined) {
+          t.observe(slot, kind === LeaseKind.Connection ? EwmaSeries.ConnectTime : EwmaSeries.Latency, latencyMs, now, this.row);
+        }
+        if (connectMs !== undefined) t.observe(slot, EwmaSeries.ConnectTime, connectMs, now, this.row);
+      }
+      t.clearFailures(slot);
+    } else if (outcome === 'failure') {
+      if (t.addFailure(slot) === this.ejection.consecutiveFailures) this.eject(slot);
+    }
+    return true;
+  }
+
+  /** Records a connect-time sample for an open lease and clears the backend's failures. */
+  recordConnect(handle: number, connectMs: number): void {
+    checkSample(connectMs, 'connected(connectMs)');
+    const i = this.book.find(handle);
+    if (i < 0) return;
+    const slot = this.book.slotOf(i);
+    if (this.table.tag(slot) >>> 3 !== this.book.generationOf(i)) return;
+    this.table.observe(slot, EwmaSeries.ConnectTime, connectMs, this.now(), this.row);
+    this.table.clearFailures(slot);
+  }
+
+  /** Stops new acquires (open leases can still be released) and flushes the batched pick counts. The thread's row stays claimed until the thread exits. */
+  close(): void {
+    this.closed = true;
+    this.flushPicks();
+  }
+
+  /** Adds this router's not-yet-counted picks to the table's pick counters. */
+  flushPicks(): void {
+    for (const c of this.all) {
+      if (c.unflushedPicks > 0 && this.table.tag(c.slot) >>> 3 === c.generation) this.table.countPicks(c.slot, c.unflushedPicks);
+      c.unflushedPicks = 0;
+    }
+  }
+
+  // --- view --------------------------------------------------------------------
+
+  /** Shared-clock ms modulo 2^30: one Atomics.load of the ticker's word, or the injected clock. */
+  private now(): number {
+    // The ticker thread stores each tick with one Atomics.store; a load sees a whole value.
+    return this.customClock === undefined ? Atomics.load(this.clockWords, 0) : this.customClock() & CLOCK_MASK;
+  }
+
+  private eject(slot: number): void {
+    const now = this.now();
+    const ms = backoffMs(this.table.ejections(slot), this.ejection, this.rng);
+    this.table.eject(slot, now + ms);
+    this.table.bumpHealthEpoch();
+    this.log.warn({ slot, ejectMs: Math.round(ms), failures: this.ejection.consecutiveFailures }, 'poise: backend ejected after consecutive failures');
+  }
+
+  /** Rebuilds the candidate view (a new array, so policies re-prepare). */
+  private refresh(): void {
+    const t = this.table;
+    // Read the epoch first: a change that lands during the rebuild moves it
+    // past the value recorded here, so the next acquire rebuilds again.
+    const epoch = t.changeEpoch();
+    const memberEpoch = t.membershipEpoch();
+    if (memberEpoch !== this.memberEpoch) {
+      this.flushPicks();
+      const blob = decodeBlob(t.readSpecs());
+      const all: SlotCandidate[] = [];
+      const byId = new Map<string, SlotCandidate>();
+      for (const e of blob.entries) {
+        const a = parseAddress(e.spec.address);
+        const c = new SlotCandidate(this.env, e.slot, e.generation, e.spec, a?.host ?? '', a?.port ?? 0);
+        all.push(c);
+        byId.set(c.id, c);
+      }
+      this.all = all;
+      this.byId = byId;
+      this.ver = blob.version;
+      this.memberEpoch = memberEpoch;
+    }
+    const now = this.now();
+    const tiered = this.setup.tiered;
+    const view: SlotCandidate[] = [];
+    let ready = 0;
+    let soonest = 0;
+    for (const c of this.all) {
+      const tag = t.tag(c.slot);
+      // A slot whose generation is not the blob's belongs to a newer
+      // membership still being published: leave it out until the epoch moves.
+      if (tag >>> 3 !== c.generation) continue;
+      const state = tag & 7;
+      if (state === SlotState.Ready) c.status = 'ready';
+      else if (state === SlotState.Unavailable) c.status = 'unavailable';
+      else if (state === SlotState.Draining) c.status = 'draining';
+      else continue;
+      const left = state === SlotState.Ready ? t.ejectedForMs(c.slot, now) : 0;
+      if (left > 0 && (soonest === 0 || left < soonest)) soonest = left;
+      c.eligible = state === SlotState.Ready && left === 0;
+      c.blocked = false;
+      if (state === SlotState.Ready) ready++;
+      if (tiered ? c.status !== 'draining' : c.eligible) view.push(c);
+    }
+    if (!tiered && view.length === 0 && ready > 0) {
+      // Fail open (as Sōzu does): every ready backend is ejected, so ejection
+      // is ignored until one of them expires rather than refusing all traffic.
+      for (const c of this.all) {
+        if (c.status === 'ready' && t.tag(c.slot) >>> 3 === c.generation) {
+          c.eligible = true;
+          view.push(c);
+        }
+      }
+      this.log.warn({ backends: view.length }, 'poise: every ready backend is ejected; failing open');
+    }
+    this.view = view;
+    this.tiers = new Map();
+    this.hasExpiry = soonest > 0;
+    this.expiryAt = (now + soonest) & CLOCK_MASK;
+    this.epoch = epoch;
+  }
+
+  private tier(priority: number): Tier {
+    let tier = this.tiers.get(priority);
+    if (tier === undefined) {
+      if (!Number.isInteger(priority) || priority < 0) invalidConfig('acquire(options).priority', 'must be an integer >= 0', priority);
+      let policy = this.tierPolicies.get(priority);
+      if (policy === undefined) {
+        policy = this.setup.create(this.seed === undefined ? undefined : deriveSeed(this.seed, 3 + priority));
+        this.tierPolicies.set(priority, policy);
+      }
+      tier = { cands: this.view.filter((c) => c.priority === priority), policy };
+      this.tiers.set(priority, tier);
+    }
+    return tier;
+  }
+
+  // --- exclusion -----------------------------------------------------------------
+
+  private block(c: SlotCandidate): void {
+    if (c.blocked) return;
+    c.blocked = true;
+    this.blocked[this.nBlocked++] = c;
+  }
+
+  private blockIds(ids: ReadonlySet<string>): void {
+    ids.forEach(this.blockId, this);
+  }
+
+  private blockId(id: string): void {
+    const c = this.byId.get(id);
+    if (c !== undefined) this.block(c);
+  }
+
+  private unblockAll(): void {
+    for (let k = 0; k < this.nBlocked; k++) this.blocked[k]!.blocked = false;
+    this.nBlocked = 0;
+  }
+
+  /** When a prepared policy returned a blocked member: the first usable one from a random start. */
+  private fallback(cands: SlotCandidate[]): SlotCandidate {
+    const n = cands.length;
+    const start = this.rng.below(n);
+    for (let k = 0; k < n; k++) {
+      const c = cands[(start + k) % n]!;
+      if (c.isEligible()) return c;
+    }
+    if (this.setup.tiered) {
+      for (let k = 0; k < n; k++) {
+        const c = cands[(start + k) % n]!;
+        if (c.isPanicEligible()) return c;
+      }
+    }
+    return this.throwNone(cands);
+  }
+
+  private throwNone(cands: SlotCandidate[]): never {
+    if (this.all.length === 0) throw new PoiseError('Empty', 'acquire: the membership has no backends');
+    throw new PoiseError(
+      'NoEligibleCandidates',
+      `acquire: none of the ${cands.length} candidates may take a lease (draining, unavailable, excluded, ejected or at maxInflight)`,
+    );
+  }
+}

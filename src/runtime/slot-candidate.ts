@@ -1,0 +1,118 @@
+/**
+ * SlotCandidate: how a Router shows one LoadTable slot to a policy.
+ *
+ * Identity, weight, priority and locality come from the spec blob; the
+ * eligibility flags are fixed when the view is built (an epoch moved), so
+ * prepared policies see a stable slice; `load()` reads the shared counters
+ * and PeakEWMA with Atomics for the router's metric, at the router's `now`.
+ */
+import type { LocalityCandidate, Status } from '../core/candidate.js';
+import type { ResolvedBackendSpec } from '../core/spec.js';
+import { EwmaSeries, type LoadTable } from '../load/load-table.js';
+
+/** Load metrics a router can compare. */
+export const Metric = {
+  /** connections + in-flight requests (p2c, least-loaded) */
+  Outstanding: 0,
+  /** active connections (p2c:connections) */
+  Connections: 1,
+  /** in-flight requests (p2c:requests) */
+  Requests: 2,
+  /** PeakEWMA connect time (µs) × (connections + 1) (p2c:connectionTime) */
+  ConnectTime: 3,
+  /** PeakEWMA request latency (µs) × (requests + 1) (p2c:latency) */
+  Latency: 4,
+} as const;
+/** A metric code. */
+export type MetricCode = (typeof Metric)[keyof typeof Metric];
+
+/** What every candidate of one router shares: the table, the metric, the pick's instant. */
+export class LoadEnv {
+  /** The shared table. */
+  readonly table: LoadTable;
+  /** The metric `load()` reports. */
+  readonly metric: MetricCode;
+  /** Shared-clock ms (mod 2^30) of the acquire in progress (set once per acquire). */
+  now = 0;
+
+  constructor(table: LoadTable, metric: MetricCode) {
+    this.table = table;
+    this.metric = metric;
+  }
+}
+
+/** One slot as a policy candidate. */
+export class SlotCandidate implements LocalityCandidate {
+  readonly id: string;
+  readonly weight: number;
+  readonly priority: number;
+  readonly locality: string;
+  readonly localityWeight: number;
+  readonly spec: Readonly<ResolvedBackendSpec>;
+  readonly host: string;
+  readonly port: number;
+  /** LoadTable slot index. */
+  readonly slot: number;
+  /** Slot generation this spec belongs to. */
+  readonly generation: number;
+  /** Cap on this lease kind's counter, 0 = none. */
+  readonly maxInflight: number;
+  /** Status when the view was built. */
+  status: Status = 'ready';
+  /** Ready and not ejected when the view was built. */
+  eligible = false;
+  /** Temporarily excluded during one acquire (exclude list, or at its cap). */
+  blocked = false;
+  /** Picks not yet added to the table's pick counter (flushed every 64). */
+  unflushedPicks = 0;
+  private readonly env: LoadEnv;
+
+  constructor(env: LoadEnv, slot: number, generation: number, spec: ResolvedBackendSpec, host: string, port: number) {
+    this.env = env;
+    this.slot = slot;
+    this.generation = generation;
+    this.spec = spec;
+    this.id = spec.id;
+    this.weight = spec.weight;
+    this.priority = spec.priority;
+    this.locality = spec.locality;
+    this.localityWeight = spec.localityWeight;
+    this.maxInflight = spec.maxInflight;
+    this.host = host;
+    this.port = port;
+  }
+
+  /** Eligible when the view was built, and not excluded from this acquire. */
+  isEligible(): boolean {
+    return this.eligible && !this.blocked;
+  }
+
+  /** Counts in its priority's capacity unless draining. */
+  isMember(): boolean {
+    return this.status !== 'draining';
+  }
+
+  /** May use-all panic pick it? */
+  isPanicEligible(): boolean {
+    return this.spec.panicEligible && this.status !== 'draining' && !this.blocked;
+  }
+
+  /** The router's metric for this slot, read from shared memory now (lower is lighter). */
+  load(): number {
+    const env = this.env;
+    const t = env.table;
+    const s = this.slot;
+    switch (env.metric) {
+      case Metric.Outstanding:
+        return t.connections(s) + t.requests(s);
+      case Metric.Connections:
+        return t.connections(s);
+      case Metric.Requests:
+        return t.requests(s);
+      case Metric.ConnectTime:
+        return t.estimateUs(s, EwmaSeries.ConnectTime, env.now) * (t.connections(s) + 1);
+      default:
+        return t.estimateUs(s, EwmaSeries.Latency, env.now) * (t.requests(s) + 1);
+    }
+  }
+}

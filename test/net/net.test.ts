@@ -1,0 +1,232 @@
+import net from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import mysql from 'mysql2/promise';
+import { Balancer } from '../../src/runtime/balancer.js';
+import { connect } from '../../src/net/connect.js';
+import { TcpProxy } from '../../src/net/proxy.js';
+import { PoiseError } from '../../src/core/errors.js';
+
+interface EchoServer {
+  server: net.Server;
+  port: number;
+  /** Connections currently open on this server. */
+  open: () => number;
+  accepted: () => number;
+}
+
+/** A real TCP echo server on 127.0.0.1 that prefixes replies with its name. */
+async function echoServer(name: string): Promise<EchoServer> {
+  let open = 0;
+  let accepted = 0;
+  const server = net.createServer((s) => {
+    open++;
+    accepted++;
+    s.on('close', () => open--);
+    s.on('error', () => s.destroy());
+    s.on('data', (d) => s.write(`${name}:${d.toString()}`));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { server, port: (server.address() as net.AddressInfo).port, open: () => open, accepted: () => accepted };
+}
+
+/** A port on 127.0.0.1 with nothing listening (bound, then closed). */
+async function closedPort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+function roundTrip(socket: net.Socket, payload: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    socket.once('data', (d) => resolve(d.toString()));
+    socket.once('error', reject);
+    socket.write(payload);
+  });
+}
+
+function closeSocket(socket: net.Socket): Promise<void> {
+  return new Promise((r) => {
+    socket.once('close', () => r());
+    socket.end();
+  });
+}
+
+/** Resolves once `cond` holds, polling the event loop (bounded; for socket close propagation). */
+async function until(cond: () => boolean, what: string, deadlineMs = 5000): Promise<void> {
+  const end = Date.now() + deadlineMs;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+let a: EchoServer;
+let b: EchoServer;
+const balancers: Balancer[] = [];
+
+function balancerWith(backends: { id: string; port: number; priority?: number }[]): Balancer {
+  const balancer = new Balancer({ capacity: 16 });
+  balancer.update(backends.map((x) => ({ id: x.id, address: `127.0.0.1:${x.port}`, priority: x.priority ?? 0 })));
+  balancers.push(balancer);
+  return balancer;
+}
+
+beforeAll(async () => {
+  a = await echoServer('a');
+  b = await echoServer('b');
+});
+afterEach(() => {
+  for (const x of balancers.splice(0)) x.close();
+});
+afterAll(async () => {
+  await new Promise<void>((r) => a.server.close(() => r()));
+  await new Promise<void>((r) => b.server.close(() => r()));
+});
+
+describe('connect()', () => {
+  it('holds a connection lease while the socket is open and releases it on close', async () => {
+    const router = balancerWith([{ id: 'a', port: a.port }]).router({ policy: 'p2c:connections' });
+    const { socket, lease, attempts } = await connect(router);
+    expect(attempts).toBe(1);
+    expect(lease.id).toBe('a');
+    expect(router.openLeases).toBe(1);
+    expect(await roundTrip(socket, 'hi')).toBe('a:hi');
+    await closeSocket(socket);
+    await until(() => lease.released, 'the lease release');
+    expect(router.openLeases).toBe(0);
+  });
+
+  it('a refused backend is a failure and the next backend is tried, never the same one twice', async () => {
+    const dead = await closedPort();
+    const router = balancerWith([
+      { id: 'dead', port: dead },
+      { id: 'a', port: a.port },
+    ]).router({ policy: 'round-robin', ejection: { consecutiveFailures: 100 } });
+    const results: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const c = await connect(router, { attempts: 2 });
+      expect(c.lease.id).toBe('a');
+      results.push(c.attempts);
+      await closeSocket(c.socket);
+    }
+    // Round-robin alternates: every other connect first hits the dead backend, then retries on 'a'.
+    expect(results.filter((n) => n === 2).length).toBeGreaterThanOrEqual(2);
+    await until(() => router.openLeases === 0, 'all leases released');
+  });
+
+  it('gives up with NoEligibleCandidates naming the connect error when every backend refuses', async () => {
+    const router = balancerWith([
+      { id: 'd1', port: await closedPort() },
+      { id: 'd2', port: await closedPort() },
+    ]).router({ policy: 'random' });
+    const err = await connect(router, { attempts: 5 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PoiseError);
+    expect((err as PoiseError).code).toBe('NoEligibleCandidates');
+    expect((err as PoiseError).message).toMatch(/^connect: no backend accepted a connection \(2 tried\): connect ECONNREFUSED/);
+    expect(router.openLeases).toBe(0);
+  });
+
+  it('rejects bad options naming them', async () => {
+    const router = balancerWith([{ id: 'a', port: a.port }]).router();
+    await expect(connect(router, { attempts: 0 })).rejects.toThrow('options.attempts: must be an integer in [1, 100], got 0');
+    await expect(connect(router, { connectTimeoutMs: -1 })).rejects.toThrow('options.connectTimeoutMs: must be a finite number > 0, got -1');
+  });
+
+  it('hands PostgreSQL a routed socket: pg runs a query over it', async () => {
+    // Two backend ids for the one local server: the router picks, pg speaks the protocol.
+    const router = balancerWith([
+      { id: 'pg-a', port: 5432 },
+      { id: 'pg-b', port: 5432 },
+    ]).router({ policy: 'p2c:connections' });
+    const clients: pg.Client[] = [];
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const { socket, lease } = await connect(router);
+      ids.push(lease.id);
+      const client = new pg.Client({ stream: () => socket, user: 'postgres', database: 'test' });
+      await client.connect();
+      const { rows } = await client.query<{ n: number }>('SELECT $1::int + 1 AS n', [i]);
+      expect(rows[0]!.n).toBe(i + 1);
+      clients.push(client);
+    }
+    // Two choices among two backends always compare both: connections alternate exactly.
+    expect(ids.filter((id) => id === 'pg-a').length).toBe(2);
+    expect(router.openLeases).toBe(4);
+    for (const c of clients) await c.end();
+    await until(() => router.openLeases === 0, 'pg sockets to close');
+  });
+});
+
+describe('connect() with MariaDB', () => {
+  it('hands mysql2 a routed socket: a query runs over it and the lease ends with the connection', async () => {
+    const router = balancerWith([{ id: 'maria', port: 3306 }]).router({ policy: 'least-loaded' });
+    const { socket, lease } = await connect(router);
+    const conn = await mysql.createConnection({ stream: socket, user: 'root', password: '' });
+    const [rows] = await conn.query('SELECT 6 * 7 AS answer');
+    expect((rows as { answer: number }[])[0]!.answer).toBe(42);
+    expect(router.openLeases).toBe(1);
+    await conn.end();
+    await until(() => lease.released, 'the MariaDB socket to close');
+    expect(router.openLeases).toBe(0);
+  });
+});
+
+describe('TcpProxy', () => {
+  it('splices clients to backends and balances held connections exactly with p2c:connections over two', async () => {
+    const router = balancerWith([
+      { id: 'a', port: a.port },
+      { id: 'b', port: b.port },
+    ]).router({ policy: 'p2c:connections' });
+    const proxy = new TcpProxy({ router, port: 0 });
+    const { port } = await proxy.listen();
+    const clients: net.Socket[] = [];
+    const seen = { a: 0, b: 0 };
+    for (let i = 0; i < 20; i++) {
+      const s = net.connect({ host: '127.0.0.1', port });
+      await new Promise<void>((r) => s.once('connect', () => r()));
+      const reply = await roundTrip(s, `m${i}`);
+      expect(reply).toMatch(new RegExp(`^[ab]:m${i}$`));
+      seen[reply[0] as 'a' | 'b']++;
+      clients.push(s);
+    }
+    expect(seen).toEqual({ a: 10, b: 10 });
+    expect(proxy.stats.active).toBe(20);
+    for (const s of clients) await closeSocket(s);
+    await until(() => proxy.stats.active === 0 && router.openLeases === 0, 'all spliced pairs to close');
+    expect(proxy.stats.accepted).toBe(20);
+    expect(proxy.stats.failed).toBe(0);
+    await proxy.close();
+  });
+
+  it('retries past a dead backend and closes the client only when none accepts', async () => {
+    const dead = await closedPort();
+    const router = balancerWith([
+      { id: 'dead', port: dead },
+      { id: 'a', port: a.port },
+    ]).router({ policy: 'round-robin', ejection: { consecutiveFailures: 100 } });
+    const proxy = new TcpProxy({ router, port: 0, attempts: 2 });
+    const { port } = await proxy.listen();
+    for (let i = 0; i < 4; i++) {
+      const s = net.connect({ host: '127.0.0.1', port });
+      expect(await roundTrip(s, 'x')).toBe('a:x');
+      await closeSocket(s);
+    }
+    await proxy.close();
+
+    const onlyDead = balancerWith([{ id: 'dead', port: dead }]).router({ policy: 'random' });
+    const failing = new TcpProxy({ router: onlyDead, port: 0, attempts: 1 });
+    const addr = await failing.listen();
+    const s = net.connect({ host: '127.0.0.1', port: addr.port });
+    await new Promise<void>((r) => s.once('close', () => r()));
+    expect(failing.stats.failed).toBe(1);
+    await failing.close();
+  });
+
+  it('rejects a port out of range', () => {
+    const router = balancerWith([{ id: 'a', port: a.port }]).router();
+    expect(() => new TcpProxy({ router, port: 70000 })).toThrow('options.port: must be an integer in [0, 65535], got 70000');
+  });
+});

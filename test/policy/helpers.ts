@@ -1,0 +1,40 @@
+import { Backend, type Status } from '../../src/core/candidate.js';
+import { PoiseError, type PoiseErrorCode } from '../../src/core/errors.js';
+
+/** n backends b0..b(n−1), weight 1 and load 0 unless given. */
+export function backends(n: number, opts: { weights?: readonly number[]; loads?: readonly number[]; status?: (i: number) => Status } = {}): Backend[] {
+  return Array.from({ length: n }, (_, i) => {
+    const load = opts.loads?.[i] ?? 0;
+    return new Backend(`b${i}`, { weight: opts.weights?.[i] ?? 1, load: () => load, status: opts.status?.(i) ?? 'ready' });
+  });
+}
+
+/** The PoiseError code thrown by `fn`, or undefined when it returns. */
+export function codeOf(fn: () => unknown): PoiseErrorCode | undefined {
+  try {
+    fn();
+    return undefined;
+  } catch (err) {
+    if (err instanceof PoiseError) return err.code;
+    throw err;
+  }
+}
+
+/** Counts of each index over `picks` calls. */
+export function histogram(n: number, picks: number, pick: () => number): number[] {
+  const counts = new Array<number>(n).fill(0);
+  for (let i = 0; i < picks; i++) counts[pick()]!++;
+  return counts;
+}
+
+/** σ of a binomial count: √(N·p·(1 − p)). */
+export function binomialSigma(trials: number, p: number): number {
+  return Math.sqrt(trials * p * (1 - p));
+}
+
+/** How many positions two equal-length sequences agree on. */
+export function agreements(a: readonly number[], b: readonly number[]): number {
+  let k = 0;
+  for (let i = 0; i < a.length; i++) if (a[i] === b[i]) k++;
+  return k;
+}

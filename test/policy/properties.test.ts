@@ -1,0 +1,76 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { Backend, type Status } from '../../src/core/candidate.js';
+import { PoiseError } from '../../src/core/errors.js';
+import { LeastLoaded } from '../../src/policy/least-loaded.js';
+import { Maglev } from '../../src/policy/maglev.js';
+import { PowerOfTwo } from '../../src/policy/power-of-two.js';
+import { Random } from '../../src/policy/random.js';
+import { Rendezvous } from '../../src/policy/rendezvous.js';
+import { RoundRobin } from '../../src/policy/round-robin.js';
+import { SmoothWeightedRoundRobin } from '../../src/policy/smooth-weighted.js';
+import type { Policy } from '../../src/policy/types.js';
+import { WeightedRandom } from '../../src/policy/weighted-random.js';
+
+const POLICIES: Record<string, (seed: number) => Policy> = {
+  RoundRobin: () => new RoundRobin(),
+  SmoothWeightedRoundRobin: () => new SmoothWeightedRoundRobin(),
+  Random: (seed) => new Random({ seed }),
+  WeightedRandom: (seed) => new WeightedRandom({ seed }),
+  LeastLoaded: (seed) => new LeastLoaded({ seed }),
+  PowerOfTwo: (seed) => new PowerOfTwo({ seed }),
+  Rendezvous: () => new Rendezvous(),
+  Maglev: () => new Maglev({ tableSize: 31 }),
+};
+
+const member = fc.record({
+  weight: fc.oneof(fc.integer({ min: 1, max: 10 }), fc.constant(0xffff_ffff)),
+  status: fc.constantFrom<Status>('ready', 'draining', 'unavailable'),
+  load: fc.integer({ min: 0, max: 3 }),
+});
+const key = fc.option(fc.oneof(fc.string({ maxLength: 8 }), fc.integer()), { nil: undefined });
+
+/** Every pick is an eligible in-bounds index, or exactly Empty / NoEligibleCandidates. */
+function checkPick(policy: Policy, slice: readonly Backend[], k: string | number | undefined): void {
+  const eligible = slice.filter((b) => b.isEligible()).length;
+  let index: number | undefined;
+  try {
+    index = policy.pick(slice, k === undefined ? undefined : { key: k });
+  } catch (err) {
+    expect(err).toBeInstanceOf(PoiseError);
+    expect((err as PoiseError).code).toBe(slice.length === 0 ? 'Empty' : 'NoEligibleCandidates');
+    expect(eligible).toBe(0);
+    return;
+  }
+  expect(Number.isInteger(index)).toBe(true);
+  expect(index).toBeGreaterThanOrEqual(0);
+  expect(index).toBeLessThan(slice.length);
+  expect(slice[index]!.isEligible()).toBe(true);
+}
+
+describe('property: every policy returns an eligible in-bounds index or the precise PoiseError', () => {
+  for (const [name, make] of Object.entries(POLICIES)) {
+    it(name, () => {
+      fc.assert(
+        fc.property(
+          fc.array(member, { maxLength: 12 }),
+          fc.array(fc.tuple(fc.nat(), fc.constantFrom<Status>('ready', 'draining', 'unavailable')), { maxLength: 4 }),
+          fc.array(key, { minLength: 1, maxLength: 6 }),
+          fc.integer(),
+          (members, flips, keys, seed) => {
+            const policy = make(seed);
+            const slice = members.map((m, i) => new Backend(`m${i}`, { weight: m.weight, status: m.status, load: () => m.load }));
+            for (const k of keys) checkPick(policy, slice, k);
+            // Health changes in place (same array): the policy must not serve a member that became ineligible.
+            for (const [at, status] of flips) if (slice.length > 0) slice[at % slice.length]!.status = status;
+            for (const k of keys) checkPick(policy, slice, k);
+            // A fresh slice (membership change) with one member fewer.
+            const smaller = slice.slice(1);
+            for (const k of keys) checkPick(policy, smaller, k);
+          },
+        ),
+        { numRuns: 300 },
+      );
+    });
+  }
+});
