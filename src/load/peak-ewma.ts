@@ -15,7 +15,12 @@
  * - **Peak rule.** A sample above the decayed estimate replaces it: a latency
  *   spike is believed immediately.
  * - **EWMA otherwise.** With `w = e^(−Δt/τ)`, `est = est · w + sample · (1 − w)`:
- *   the older the previous observation, the more the new sample counts.
+ *   the older the previous observation, the more the new sample counts. `est`
+ *   here is the value recorded at the previous observation, since reads do
+ *   not write; tower and Sōzu write the decayed value back on every read, so
+ *   their blend starts from the last read instead. (Consequence here: a
+ *   sample just under a long-decayed estimate can leave it higher than it
+ *   read a moment before, never higher than the previous record.)
  * - **Cost** for load-aware policies is `estimate × (pending + 1)`, so an idle
  *   fast backend beats a busy one and pending work multiplies latency.
  *

@@ -74,6 +74,32 @@ describe('Rendezvous', () => {
     for (const b of slice) expect(Math.abs(counts.get(b.id)! - 10_000)).toBeLessThanOrEqual(5 * binomialSigma(50_000, 0.2));
   });
 
+  it('pins the key → member map (changing the pair hash would remap every deployment)', () => {
+    const p = new Rendezvous();
+    const keys = Array.from({ length: 12 }, (_, i) => `user-${i}`);
+    const equal = backends(10);
+    expect(keys.map((key) => p.pick(equal, { key }))).toEqual([9, 4, 3, 5, 6, 3, 6, 9, 3, 4, 9, 8]);
+    const weighted = backends(4, { weights: [1, 2, 3, 4] });
+    expect(keys.map((key) => p.pick(weighted, { key }))).toEqual([3, 3, 3, 2, 3, 3, 3, 2, 3, 2, 3, 3]);
+  });
+
+  it('spreads keys evenly over 16 members (each within 5σ of 4,000 over 64,000 keys) and weights 1..4 in proportion', () => {
+    // p = 1/16, N = 64,000: σ = √(N·p·(1−p)) ≈ 61.2 keys; band ±5σ ≈ ±306 (7.7% of the share).
+    const keys = Array.from({ length: 64_000 }, (_, i) => `u${i}`);
+    const slice = backends(16);
+    const counts = new Map<string, number>();
+    for (const id of owners(new Rendezvous(), slice, keys)) counts.set(id, (counts.get(id) ?? 0) + 1);
+    for (const b of slice) expect(Math.abs(counts.get(b.id)! - 4000)).toBeLessThanOrEqual(5 * binomialSigma(64_000, 1 / 16));
+    // Weights 1, 2, 3, 4: pᵢ = wᵢ/10, σᵢ ≤ √(N·0.4·0.6) ≈ 124; band ±5σᵢ.
+    const weighted = backends(4, { weights: [1, 2, 3, 4] });
+    const wc = new Map<string, number>();
+    for (const id of owners(new Rendezvous(), weighted, keys)) wc.set(id, (wc.get(id) ?? 0) + 1);
+    weighted.forEach((b, i) => {
+      const p = (i + 1) / 10;
+      expect(Math.abs(wc.get(b.id)! - 64_000 * p)).toBeLessThanOrEqual(5 * binomialSigma(64_000, p));
+    });
+  });
+
   it('prepares member hashes on a new slice only', () => {
     const p = new Rendezvous();
     const spy = vi.spyOn(p, 'prepare');
