@@ -35,91 +35,112 @@ export function toHashSeed(seed: bigint | number | HashSeed = DEFAULT_HASH_SEED)
 
 const DEFAULT_SEED = toHashSeed(DEFAULT_HASH_SEED);
 
-/** Output of the allocation-free entry points: [hi, lo] of the last hash. */
+/**
+ * The 64-bit state and output of the allocation-free entry points, [hi, lo].
+ * Operands travel through it rather than as arguments: a uint32 above 2^30
+ * passed to a call V8 does not inline is boxed (a heap allocation per call).
+ */
 const out = new Uint32Array(2);
 
 /**
- * (ahi:alo) × (bhi:blo) mod 2^64 into `out`. The low product is done in 16-bit
+ * `out` × (bhi:blo) mod 2^64, in place. The low product is done in 16-bit
  * limbs so every intermediate stays an exact double below 2^53.
  */
-function mul64(ahi: number, alo: number, bhi: number, blo: number): void {
+function mul64(bhi: number, blo: number): void {
+  const ahi = out[0]!;
+  const alo = out[1]!;
   const a0 = alo & 0xffff;
   const a1 = alo >>> 16;
   const b0 = blo & 0xffff;
   const b1 = blo >>> 16;
   const mid = a0 * b1 + a1 * b0;
-  const low = a0 * b0 + (mid % 65536) * 65536;
-  const lo = low >>> 0;
-  const carry = Math.floor(low / TWO_32);
-  const hiPart = a1 * b1 + Math.floor(mid / 65536) + carry;
-  out[0] = (hiPart + (Math.imul(alo, bhi) >>> 0) + (Math.imul(ahi, blo) >>> 0)) >>> 0;
-  out[1] = lo;
+  // mid < 2^33: `& 0xffff` keeps its low 16 bits exactly (ToInt32 is modular) without a double fmod.
+  const low = a0 * b0 + (mid & 0xffff) * 65536;
+  const hiPart = a1 * b1 + Math.floor(mid / 65536) + Math.floor(low / TWO_32);
+  out[0] = hiPart + Math.imul(alo, bhi) + Math.imul(ahi, blo);
+  out[1] = low;
 }
 
-/** The splitmix64 finaliser applied to (hi:lo), result in `out`. */
-function mix(hi: number, lo: number): void {
+/** The splitmix64 finaliser applied to `out`, in place. */
+function mix(): void {
+  let hi = out[0]!;
+  let lo = out[1]!;
   // z ^= z >>> 30; z *= 0xbf58476d1ce4e5b9
-  lo = (lo ^ ((lo >>> 30) | (hi << 2))) >>> 0;
-  hi = (hi ^ (hi >>> 30)) >>> 0;
-  mul64(hi, lo, 0xbf58476d, 0x1ce4e5b9);
+  out[1] = lo ^ ((lo >>> 30) | (hi << 2));
+  out[0] = hi ^ (hi >>> 30);
+  mul64(0xbf58476d, 0x1ce4e5b9);
   hi = out[0]!;
   lo = out[1]!;
   // z ^= z >>> 27; z *= 0x94d049bb133111eb
-  lo = (lo ^ ((lo >>> 27) | (hi << 5))) >>> 0;
-  hi = (hi ^ (hi >>> 27)) >>> 0;
-  mul64(hi, lo, 0x94d049bb, 0x133111eb);
+  out[1] = lo ^ ((lo >>> 27) | (hi << 5));
+  out[0] = hi ^ (hi >>> 27);
+  mul64(0x94d049bb, 0x133111eb);
   hi = out[0]!;
   lo = out[1]!;
   // z ^= z >>> 31
-  out[1] = (lo ^ ((lo >>> 31) | (hi << 1))) >>> 0;
-  out[0] = (hi ^ (hi >>> 31)) >>> 0;
+  out[1] = lo ^ ((lo >>> 31) | (hi << 1));
+  out[0] = hi ^ (hi >>> 31);
 }
 
-/** Hashes `key` into `out` (hi, lo). Allocates nothing for string or number keys. */
+/**
+ * Hashes `key` into `out` (hi, lo). Allocates nothing for string keys.
+ *
+ * FNV-1a 64 step: h ^= byte; h ×= 0x100000001b3 (mod 2^64). Since
+ * 0x100000001b3 = 0x1b3 + 2^40, the 2^40 term only adds lo << 8 to hi; the
+ * carry of lo × 0x1b3 into hi comes from 16-bit halves (ph·2^16 + pl), so
+ * every operation is int32 arithmetic (`| 0` and Math.imul reduce mod 2^32).
+ */
 function hashInto(key: string | number, seed: HashSeed): void {
   const s = typeof key === 'string' ? key : String(key);
-  let hi = (FNV_BASIS_HI ^ seed.hi) >>> 0;
-  let lo = (FNV_BASIS_LO ^ seed.lo) >>> 0;
+  let hi = (FNV_BASIS_HI ^ seed.hi) | 0;
+  let lo = (FNV_BASIS_LO ^ seed.lo) | 0;
   for (let i = 0; i < s.length; i++) {
     let c = s.charCodeAt(i);
-    // Encode UTF-8 on the fly; a lone surrogate becomes U+FFFD as in TextEncoder.
-    if (c >= 0xd800 && c <= 0xdfff) {
-      const next = i + 1 < s.length ? s.charCodeAt(i + 1) : 0;
-      if (c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
-        c = 0x10000 + ((c - 0xd800) << 10) + (next - 0xdc00);
-        i++;
+    // Encode UTF-8 on the fly into up to four bytes, first byte in the low bits of `bytes`.
+    let bytes: number;
+    let count: number;
+    if (c < 0x80) {
+      // ASCII fast path: one step, all in int32 arithmetic.
+      lo ^= c;
+      const pl = (lo & 0xffff) * 0x1b3;
+      const ph = (lo >>> 16) * 0x1b3;
+      hi = (Math.imul(hi, 0x1b3) + ((ph + (pl >>> 16)) >>> 16) + (lo << 8)) | 0;
+      lo = Math.imul(lo, 0x1b3);
+      continue;
+    } else {
+      if (c >= 0xd800 && c <= 0xdfff) {
+        // A surrogate pair is one code point; a lone surrogate becomes U+FFFD as in TextEncoder.
+        const next = i + 1 < s.length ? s.charCodeAt(i + 1) : 0;
+        if (c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
+          c = 0x10000 + ((c - 0xd800) << 10) + (next - 0xdc00);
+          i++;
+        } else {
+          c = 0xfffd;
+        }
+      }
+      if (c < 0x800) {
+        bytes = (0xc0 | (c >> 6)) | ((0x80 | (c & 0x3f)) << 8);
+        count = 2;
+      } else if (c < 0x10000) {
+        bytes = (0xe0 | (c >> 12)) | ((0x80 | ((c >> 6) & 0x3f)) << 8) | ((0x80 | (c & 0x3f)) << 16);
+        count = 3;
       } else {
-        c = 0xfffd;
+        bytes =
+          (0xf0 | (c >> 18)) | ((0x80 | ((c >> 12) & 0x3f)) << 8) | ((0x80 | ((c >> 6) & 0x3f)) << 16) | ((0x80 | (c & 0x3f)) << 24);
+        count = 4;
       }
     }
-    if (c < 0x80) {
-      ({ hi, lo } = fnvByte(hi, lo, c));
-    } else if (c < 0x800) {
-      ({ hi, lo } = fnvByte(hi, lo, 0xc0 | (c >> 6)));
-      ({ hi, lo } = fnvByte(hi, lo, 0x80 | (c & 0x3f)));
-    } else if (c < 0x10000) {
-      ({ hi, lo } = fnvByte(hi, lo, 0xe0 | (c >> 12)));
-      ({ hi, lo } = fnvByte(hi, lo, 0x80 | ((c >> 6) & 0x3f)));
-      ({ hi, lo } = fnvByte(hi, lo, 0x80 | (c & 0x3f)));
-    } else {
-      ({ hi, lo } = fnvByte(hi, lo, 0xf0 | (c >> 18)));
-      ({ hi, lo } = fnvByte(hi, lo, 0x80 | ((c >> 12) & 0x3f)));
-      ({ hi, lo } = fnvByte(hi, lo, 0x80 | ((c >> 6) & 0x3f)));
-      ({ hi, lo } = fnvByte(hi, lo, 0x80 | (c & 0x3f)));
+    for (let k = 0; k < count; k++) {
+      lo ^= (bytes >>> (k << 3)) & 0xff;
+      const pl = (lo & 0xffff) * 0x1b3;
+      const ph = (lo >>> 16) * 0x1b3;
+      hi = (Math.imul(hi, 0x1b3) + ((ph + (pl >>> 16)) >>> 16) + (lo << 8)) | 0;
+      lo = Math.imul(lo, 0x1b3);
     }
   }
-  mix(hi, lo);
-}
-
-// Escape analysis removes the returned object; kept as a function for clarity.
-const step = { hi: 0, lo: 0 };
-function fnvByte(hi: number, lo: number, byte: number): { hi: number; lo: number } {
-  lo = (lo ^ byte) >>> 0;
-  // × 0x100000001b3 = × 0x1b3 + (× 2^40): the 2^40 term only adds lo << 8 to hi.
-  const loFull = lo * 0x1b3;
-  step.lo = loFull >>> 0;
-  step.hi = (hi * 0x1b3 + Math.floor(loFull / TWO_32) + ((lo << 8) >>> 0)) >>> 0;
-  return step;
+  out[0] = hi;
+  out[1] = lo;
+  mix();
 }
 
 /** The 64-bit hash of `key` as a bigint (convenient for tests and tools; allocates). */
@@ -149,7 +170,9 @@ export function mix53(a: number, b: number): number {
   const alo = a >>> 0;
   const bhi = Math.floor(b / TWO_32);
   const blo = b >>> 0;
-  mix((ahi ^ Math.imul(bhi, 0x9e3779b9) ^ 0x7f4a7c15) >>> 0, (alo ^ blo) >>> 0);
+  out[0] = ahi ^ Math.imul(bhi, 0x9e3779b9) ^ 0x7f4a7c15;
+  out[1] = alo ^ blo;
+  mix();
   return out[0]! * 2097152 + (out[1]! >>> 11);
 }
 

@@ -109,14 +109,19 @@ export class Rng {
       // limit is the largest multiple of n not above 2^32; draws at or past
       // it would favour small residues, so they are redrawn (p < 1/2).
       const limit = TWO_32 - (TWO_32 % n);
-      let r = this.nextU32();
-      while (r >= limit) r = this.nextU32();
-      return r % n;
+      // One nextU32 call site: a second one in a retry loop is not inlined once
+      // the loop has run, and its uint32 result (often above the Smi range) is
+      // then boxed — a heap allocation per call.
+      for (;;) {
+        const r = this.nextU32();
+        if (r < limit) return r % n;
+      }
     }
     const limit = TWO_53 - (TWO_53 % n);
-    let r = this.next53();
-    while (r >= limit) r = this.next53();
-    return r % n;
+    for (;;) {
+      const r = this.next53();
+      if (r < limit) return r % n;
+    }
   }
 
   /** A uniform float in [0, 1) with 53 bits of resolution. */
