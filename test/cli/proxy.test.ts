@@ -2,17 +2,10 @@ import { spawn, spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../helpers/redis-server.js';
 
 // The built CLI (npm test builds first).
 const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 let backend: net.Server;
 let backendPort: number;

@@ -1,16 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Backend, Localized, Prioritized, isStatus } from '../../src/core/candidate.js';
-import { PoiseError } from '../../src/core/errors.js';
+import { thrown } from '../helpers/thrown.js';
 
-function thrown(fn: () => unknown): PoiseError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof PoiseError) return err;
-    throw err;
-  }
-  throw new Error('expected a PoiseError');
-}
 
 describe('Backend', () => {
   it('defaults: weight 1, ready, load 0, eligible', () => {

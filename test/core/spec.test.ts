@@ -1,16 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { PoiseError } from '../../src/core/errors.js';
 import { parseAddress, resolveBackendSpec, resolveBackendSpecs } from '../../src/core/spec.js';
+import { thrown } from '../helpers/thrown.js';
 
-function thrown(fn: () => unknown): PoiseError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof PoiseError) return err;
-    throw err;
-  }
-  throw new Error('expected a PoiseError');
-}
 
 const ok = (over: Record<string, unknown> = {}): Record<string, unknown> => ({ id: 'db-1', address: '127.0.0.1:5432', ...over });
 

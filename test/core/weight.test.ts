@@ -1,17 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { PoiseError } from '../../src/core/errors.js';
 import { MAX_WEIGHT, MAX_WEIGHT_SUM, checkedAdd, checkedMul, checkedSum, isValidWeight, mulDivFloor, validateWeight } from '../../src/core/weight.js';
+import { thrown } from '../helpers/thrown.js';
 
-function thrown(fn: () => unknown): PoiseError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof PoiseError) return err;
-    throw err;
-  }
-  throw new Error('expected a PoiseError');
-}
 
 describe('weights', () => {
   it('accepts exactly the integers in [1, 2^32 − 1]', () => {
