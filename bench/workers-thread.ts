@@ -2,14 +2,15 @@
  * One benchmark worker of bench/workers.ts. Modes:
  * - `router`: warm up, meet the others at a barrier, then time `ops`
  *   acquireHandle + releaseHandle pairs on its own Router;
- * - `slot`: the same barrier, then `ops` leaseUp + leaseDown pairs on one
- *   fixed slot (the false-sharing probe of the padding comparison);
+ * - `slot`: the same barrier, then `ops` acquire + release shaped sequences
+ *   on one fixed slot (the false-sharing probe of the padding comparison);
  * - `spin`: take `hold` leases, report, then acquire/release until terminated;
  * - `heap`: heap bytes per acquire + release after warm-up, in this fresh
  *   thread (so other policies' code has not made the call sites polymorphic).
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { LeaseKind, LoadTable } from '../src/load/load-table.js';
+import { EwmaSeries, LeaseKind, LoadTable } from '../src/load/load-table.js';
+import { clockReader } from '../src/runtime/clock.js';
 import { createLogger } from '../src/log.js';
 import { Router, type PolicyName, type RouterAttachment } from '../src/runtime/router.js';
 import { heapBytesPerOp } from './lib/harness.js';
@@ -27,6 +28,7 @@ interface Data {
 
 const d = workerData as Data;
 const logger = createLogger({ level: 'silent' });
+const now = clockReader(d.attachment.clock);
 const KEYS = Array.from({ length: 256 }, (_, i) => ({ key: `user-${i}` }));
 
 function routerLoop(r: Router, ops: number, keyed: boolean): number {
@@ -39,11 +41,22 @@ function routerLoop(r: Router, ops: number, keyed: boolean): number {
   return sink;
 }
 
+/**
+ * What one acquire + release of a fixed backend does to its slot: the
+ * counter up, the tag check, the counter down, a latency sample (the
+ * PeakEWMA fast path: reads the estimate words, writes nothing) and a success
+ * (reads the failures word). The counters sit in the first half of the slot,
+ * the estimates and failures in the second: with unaligned slots the second
+ * half of slot s shares a cache line with the first half of slot s + 1.
+ */
 function slotLoop(t: LoadTable, slot: number, row: number, ops: number): number {
   let sink = 0;
   for (let i = 0; i < ops; i++) {
     sink ^= t.leaseUp(slot, LeaseKind.Request, row);
+    sink ^= t.tag(slot);
     t.leaseDown(slot, LeaseKind.Request, row);
+    t.observe(slot, EwmaSeries.Latency, 0, now(), row);
+    t.clearFailures(slot);
   }
   return sink;
 }

@@ -10,7 +10,11 @@
  * 2. 1, 2 and 4 workers per policy: each worker times its own `ops` pairs
  *    after a barrier; throughput = Σ ops / slowest worker's time.
  * 3. Padded vs unaligned slots: two workers each hammering its own adjacent
- *    slot (the false-sharing probe), and two p2c workers over 8 backends.
+ *    slot with the table operations of an acquire + release (counters in the
+ *    slot's first half, PeakEWMA and failure reads in its second: unaligned,
+ *    worker 0's second half shares a line with worker 1's counters — the
+ *    false-sharing probe), and two p2c workers over 8 backends (true sharing
+ *    dominates there).
  * 4. Reclamation: a worker holding 100 leases is terminated; time from
  *    `terminate()` to the owner's 'reclaim' with every counter exact.
  * 5. Heap bytes per acquire+release after warm-up, per policy, each in a

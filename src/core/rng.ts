@@ -5,7 +5,7 @@
  * OS (`crypto.getRandomValues`) once, at construction — off the hot path — so
  * two policies, two workers or two processes never share a keystream even
  * when the process was started with `--random-seed` (which pins
- * `Math.random`, never used here). With `{ seed }` the sequence replays
+ * the built-in Math random function, never used here). With `{ seed }` the sequence replays
  * exactly, for tests and simulations.
  *
  * Why this matters: a tie-break or sample drawn from a shared constant seed

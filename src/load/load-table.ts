@@ -31,7 +31,7 @@
  * | 10   | connect at     | its last update, shared-clock milliseconds mod 2^30 |
  * | 11   | latency est    | PeakEWMA request latency, integer microseconds |
  * | 12   | latency at     | its last update, shared-clock milliseconds mod 2^30 |
- * | 13   | failures       | consecutive failures |
+ * | 13   | failures       | consecutive failures (bits 0–29); bit 30 set by an ejection until a success clears it, so a success reads one word to learn whether anything needs clearing |
  * | 14   | ejected until  | shared-clock milliseconds mod 2^30; 0 = not ejected |
  * | 15   | picks          | leases granted on this slot (wraps at 2^32; each router adds in batches of 64) |
  *
@@ -102,6 +102,9 @@ const S_PICKS = 15;
 export const SLOT_WORDS = 16;
 
 const MAX_US = 0x7fffffff;
+/** Failures word: bit 30 = "ejections to clear" (set by eject, cleared by a success). */
+const EJECTED_FLAG = 0x40000000;
+const FAILURE_MASK = EJECTED_FLAG - 1;
 
 /** Options of {@link LoadTable.create}. */
 export interface LoadTableOptions {
@@ -333,9 +336,12 @@ export class LoadTable {
     const o = this.slotBase + slot * SLOT_WORDS;
     // The row's own cell first, then the shared counter, back to back with no
     // call in between (a worker is terminated only at V8 interrupt checks —
-    // function entries and loop back-edges — never between two builtins).
-    // Only this thread writes its row cell; add keeps the owner's exchange on
-    // exit exact. The shared counter is written by every thread: add is the
+    // function entries and loop back-edges — never between two operations).
+    // Only this thread writes its row cell, but it stays an Atomics.add:
+    // with a plain increment the owner's reclamation after terminate() came
+    // out inexact in test/integration/workers.test.ts (a lease counted in the
+    // shared counter but not in the row), so the plain-store shortcut is not
+    // taken. The shared counter is written by every thread: add is the
     // read-modify-write that loses no update.
     Atomics.add(this.i32, this.attrBase + (row * this.capacity + slot) * 2 + kind, 1);
     return Atomics.add(this.i32, o + S_REQUESTS - kind, 1);
@@ -360,6 +366,14 @@ export class LoadTable {
     // An atomic load of a counter only ever moved by add/sub: always a value
     // that really existed, never a torn one.
     return Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_CONNECTIONS);
+  }
+
+  /** Connection leases plus request leases on a slot (the `p2c` / least-loaded metric). */
+  outstanding(slot: number): number {
+    const o = this.slotBase + slot * SLOT_WORDS;
+    // Two atomic loads of add/sub counters; the sum is a load the slot really
+    // had at some instant of each, which is all a comparison needs.
+    return Atomics.load(this.i32, o + S_CONNECTIONS) + Atomics.load(this.i32, o + S_REQUESTS);
   }
 
   /** In-flight request leases on a slot. */
@@ -409,15 +423,20 @@ export class LoadTable {
     const i = this.i32;
     const o = this.slotBase + slot * SLOT_WORDS;
     const lock = o + S_EWMA_LOCK;
-    const v = Atomics.load(i, lock);
-    if ((v & 0xff) !== 0) return false;
     const e = o + S_CONNECT_EST + series * 2;
     const now = nowMs & TIME_MASK;
     // Fast path, no write at all: within the same millisecond as the last
     // update (dt = 0, so w = 1) a sample at or below the estimate leaves both
     // words exactly as they are. Under load almost every sample lands here,
-    // which keeps the slot's cache line shared instead of bouncing.
+    // which keeps the slot's cache line shared instead of bouncing. The two
+    // words are read without the seqlock (two SC loads, each a whole value):
+    // a pair torn by a concurrent writer can at worst drop this one sample,
+    // which is what happens anyway when a writer holds the lock (below).
     if (now === Atomics.load(i, e + 1) && sampleMs * 1000 <= Atomics.load(i, e)) return true;
+    // SC load of the seqlock word: a held lock means another writer is
+    // updating this slot — drop the sample rather than wait.
+    const v = Atomics.load(i, lock);
+    if ((v & 0xff) !== 0) return false;
     // CAS acquires the lock and records which row holds it, so the owner can
     // release a lock left behind by a thread that died inside this section.
     if (Atomics.compareExchange(i, lock, v, v | (row + 1)) !== v) return false;
@@ -438,18 +457,25 @@ export class LoadTable {
 
   /** Adds one consecutive failure; returns the new count. */
   addFailure(slot: number): number {
-    // add: concurrent failures from several threads all count.
-    return Atomics.add(this.i32, this.slotBase + slot * SLOT_WORDS + S_FAILURES, 1) + 1;
+    // add: concurrent failures from several threads all count (the add
+    // leaves the ejection flag in bit 30 as it is).
+    return ((Atomics.add(this.i32, this.slotBase + slot * SLOT_WORDS + S_FAILURES, 1) + 1) & FAILURE_MASK);
   }
 
   /** A success: clears consecutive failures and the ejection exponent (writes only when non-zero). */
   clearFailures(slot: number): void {
     const o = this.slotBase + slot * SLOT_WORDS;
-    // Load first so the common all-clear case writes nothing (no cache-line
-    // ping-pong); a failure racing this store may be forgotten, which is the
-    // meaning of "a success resets".
-    if (Atomics.load(this.i32, o + S_FAILURES) !== 0) Atomics.store(this.i32, o + S_FAILURES, 0);
-    if (Atomics.load(this.i32, o + S_EJECTIONS) !== 0) Atomics.store(this.i32, o + S_EJECTIONS, 0);
+    // One SC load first so the common all-clear case writes nothing (no
+    // cache-line ping-pong) and reads one word: an ejection sets bit 30 of
+    // the failures word, so a zero word means both failures and ejections
+    // are clear. A failure or ejection racing these stores may be forgotten,
+    // which is the meaning of "a success resets".
+    const w = Atomics.load(this.i32, o + S_FAILURES);
+    if (w === 0) return;
+    // Clear the ejection count before the flag that advertises it, so a
+    // reader that sees the flag gone sees the count gone too.
+    if ((w & EJECTED_FLAG) !== 0) Atomics.store(this.i32, o + S_EJECTIONS, 0);
+    Atomics.store(this.i32, o + S_FAILURES, 0);
   }
 
   /** Consecutive ejections so far (the backoff exponent). */
@@ -462,10 +488,12 @@ export class LoadTable {
     const o = this.slotBase + slot * SLOT_WORDS;
     const until = untilMs & TIME_MASK || 1;
     // Each word is one store/add; the health epoch bump that follows (SC)
-    // publishes them together to routers that refresh on it.
+    // publishes them together to routers that refresh on it. The count first,
+    // then the failures word with the flag that tells clearFailures there is
+    // a count to clear (failures reset to 0).
     Atomics.store(this.i32, o + S_EJECTED_UNTIL, until);
-    Atomics.store(this.i32, o + S_FAILURES, 0);
     Atomics.add(this.i32, o + S_EJECTIONS, 1);
+    Atomics.store(this.i32, o + S_FAILURES, EJECTED_FLAG);
   }
 
   /** Milliseconds of ejection left at `nowMs` (0 when not ejected). */
@@ -612,7 +640,7 @@ export class LoadTable {
       connectAtMs: Atomics.load(i, o + S_CONNECT_AT),
       latencyEstimateUs: Atomics.load(i, o + S_LATENCY_EST),
       latencyAtMs: Atomics.load(i, o + S_LATENCY_AT),
-      failures: Atomics.load(i, o + S_FAILURES),
+      failures: Atomics.load(i, o + S_FAILURES) & FAILURE_MASK,
       ejections: Atomics.load(i, o + S_EJECTIONS),
       ejectedUntilMs: Atomics.load(i, o + S_EJECTED_UNTIL),
       picks: Atomics.load(i, o + S_PICKS) >>> 0,

@@ -99,8 +99,12 @@ export class Maglev implements Policy {
       let total = 0;
       for (let i = 0; i < n; i++) total = checkedAdd(total, validateWeight(candidates[i]!.weight, `candidates[${i}].weight`));
       const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => compareIds(candidates[a]!.id, candidates[b]!.id));
-      const pos = new Float64Array(n);
-      const skip = new Float64Array(n);
+      // pos and skip are below m <= 2^24 + a few, so they are int32 and
+      // `slot + skip` stays below 2^25: the walk needs no floating-point `%`
+      // (one conditional subtraction per step), which takes the 65537-slot
+      // fill from tens of milliseconds to about one.
+      const pos = new Int32Array(n);
+      const skip = new Int32Array(n);
       const target = new Float64Array(n);
       let assigned = 0;
       for (const i of order) {
@@ -112,20 +116,11 @@ export class Maglev implements Policy {
         assigned += target[i]!;
       }
       for (let k = 0; assigned < m; k++, assigned++) target[order[k]!]!++;
-      const taken = new Float64Array(n);
-      let filled = 0;
-      while (filled < m) {
-        for (let k = 0; k < n && filled < m; k++) {
-          const i = order[k]!;
-          if (taken[i]! >= target[i]!) continue;
-          let slot = pos[i]!;
-          while (table[slot]! >= 0) slot = (slot + skip[i]!) % m;
-          table[slot] = i;
-          pos[i] = (slot + skip[i]!) % m;
-          taken[i]!++;
-          filled++;
-        }
-      }
+      // Members in id order, as int32 (the walk's hot loop reads only typed arrays).
+      const ids = Int32Array.from(order);
+      const left = new Int32Array(n);
+      for (let i = 0; i < n; i++) left[i] = target[i]!;
+      fill(table, ids, pos, skip, left, m);
     }
     this.eligible.reserve(n);
     this.table = table;
@@ -159,6 +154,37 @@ export class Maglev implements Policy {
     }
     const count = this.eligible.collect(candidates);
     return this.eligible.at(kh % count);
+  }
+}
+
+/**
+ * Members take turns (in `ids` order) claiming the next free slot of their
+ * preference list until the table is full; `left[i]` is how many slots
+ * member i may still claim. Int32 arithmetic throughout (see prepare).
+ */
+function fill(table: Int32Array, ids: Int32Array, pos: Int32Array, skip: Int32Array, left: Int32Array, m: number): void {
+  // Occupancy as a bitset (8 KiB for 65537 slots, inside L1): the ~10 probes
+  // per slot a full Maglev fill makes stay out of the 256 KiB table.
+  const taken = new Int32Array((m + 31) >>> 5);
+  const n = ids.length;
+  let filled = 0;
+  while (filled < m) {
+    for (let k = 0; k < n && filled < m; k++) {
+      const i = ids[k]!;
+      if (left[i]! <= 0) continue;
+      const step = skip[i]!;
+      let slot = pos[i]!;
+      while ((taken[slot >>> 5]! & (1 << (slot & 31))) !== 0) {
+        slot += step;
+        if (slot >= m) slot -= m;
+      }
+      taken[slot >>> 5]! |= 1 << (slot & 31);
+      table[slot] = i;
+      slot += step;
+      pos[i] = slot >= m ? slot - m : slot;
+      left[i]!--;
+      filled++;
+    }
   }
 }
 

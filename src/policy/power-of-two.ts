@@ -32,6 +32,14 @@
  * every request; here the runtime prepares eligible slices when health or
  * membership changes, so the whole pick is O(1).
  *
+ * Allocation-free: the three draws (first, second, and the coin on a tie)
+ * come from one `rng.nextU32()` call site, with exactly `below`'s rejection
+ * rule (limit = 2^32 − 2^32 mod n, cached per slice length, so no
+ * floating-point `%` per pick) and `coin`'s top bit — the same values, in the
+ * same order, as `below(n)`, `below(n − 1)`, `coin()`. A single call site
+ * matters: a uint32 above 2^30 returned from a `nextU32` that the optimiser
+ * left out of line is a heap number, i.e. an allocation per pick.
+ *
  * Lower `load()` is lighter; weights are not read (as in Sōzu). An ineligible
  * draw (standalone callers only) falls back to P2C over the eligible members.
  */
@@ -39,6 +47,8 @@ import type { Candidate } from '../core/candidate.js';
 import { Rng } from '../core/rng.js';
 import { EligibleIndices, throwEmpty, throwNoEligible } from './slice.js';
 import type { Policy, SeedOptions } from './types.js';
+
+const TWO_32 = 4294967296;
 
 /**
  * Power of two choices.
@@ -50,6 +60,11 @@ import type { Policy, SeedOptions } from './types.js';
 export class PowerOfTwo implements Policy {
   private readonly rng: Rng;
   private readonly eligible = new EligibleIndices();
+  /** Slice length the limits below were computed for. */
+  private n = -1;
+  /** `below(n)`'s and `below(n − 1)`'s rejection limits. */
+  private limitFirst = 0;
+  private limitSecond = 0;
 
   /** OS-seeded unless `seed` is given (never seed it from a shared constant in production). */
   constructor(options: SeedOptions = {}) {
@@ -69,13 +84,39 @@ export class PowerOfTwo implements Policy {
       if (candidates[0]!.isEligible()) return 0;
       throwNoEligible(1);
     }
-    const a = this.rng.below(n);
-    let b = this.rng.below(n - 1);
-    if (b >= a) b++;
-    const ca = candidates[a]!;
-    const cb = candidates[b]!;
-    if (!ca.isEligible() || !cb.isEligible()) return this.pickEligible(candidates);
-    return this.lighter(a, ca.load(), b, cb.load());
+    if (n !== this.n) {
+      this.limitFirst = TWO_32 - (TWO_32 % n);
+      this.limitSecond = TWO_32 - (TWO_32 % (n - 1));
+      this.n = n;
+    }
+    const rng = this.rng;
+    let a = -1;
+    let b = -1;
+    for (;;) {
+      // The one nextU32 call site (see the class comment); r is a uint32.
+      const r = rng.nextU32();
+      if (a < 0) {
+        // below(n): redraw at or past the limit, else r mod n.
+        if (r < this.limitFirst) a = r % n;
+      } else if (b < 0) {
+        // below(n − 1), bumped past first (Sōzu's draw).
+        if (r < this.limitSecond) {
+          b = r % (n - 1);
+          if (b >= a) b++;
+          const ca = candidates[a]!;
+          const cb = candidates[b]!;
+          if (!ca.isEligible() || !cb.isEligible()) return this.pickEligible(candidates);
+          const la = ca.load();
+          const lb = cb.load();
+          if (la < lb) return a;
+          if (lb < la) return b;
+          // A tie: the next draw is the coin.
+        }
+      } else {
+        // coin(): the top bit; heads (set) takes the second.
+        return (r & 0x80000000) !== 0 ? b : a;
+      }
+    }
   }
 
   private lighter(a: number, la: number, b: number, lb: number): number {

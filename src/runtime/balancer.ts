@@ -87,6 +87,8 @@ export class Balancer extends EventEmitter {
   private readonly localities = new Map<string, number>();
   private readonly watched = new WeakSet<Worker>();
   private ver = 0;
+  /** Whether any membership has been applied (a first snapshot may carry version 0). */
+  private applied = false;
   private closed = false;
 
   /** Throws `InvalidConfig` naming a bad option. */
@@ -122,7 +124,8 @@ export class Balancer extends EventEmitter {
   /**
    * Applies a membership. An array gets version = previous + 1; a snapshot
    * whose version is <= the current one is ignored (returns the current
-   * version). Throws `PoiseError` (`InvalidConfig`, `InvalidWeight`,
+   * version), except the first membership ever applied, which is taken
+   * whatever its version (0 included). Throws `PoiseError` (`InvalidConfig`, `InvalidWeight`,
    * `DuplicateIdentity`, `InconsistentTopology`) on bad input or when the
    * table has too few free slots; the last good membership stays in force.
    */
@@ -136,7 +139,9 @@ export class Balancer extends EventEmitter {
     } else if (typeof input === 'object' && input !== null) {
       const v = (input as MembershipSnapshot).version;
       if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) invalidConfig('membership.version', 'must be a safe integer >= 0', v);
-      if (v <= this.ver) return this.ver;
+      // Not newer: ignored — except that the very first membership applies
+      // whatever its version, including 0 (a fallback file without one).
+      if (this.applied && v <= this.ver) return this.ver;
       version = v;
       backends = (input as MembershipSnapshot).backends;
     } else {
@@ -232,6 +237,7 @@ export class Balancer extends EventEmitter {
     t.publishSpecs(blob);
     const previous = this.ver;
     this.ver = version;
+    this.applied = true;
     const epoch = t.bumpMembershipEpoch();
     this.log.info({ version, previous, backends: specs.length, epoch }, 'poise: membership applied');
     return version;

@@ -26,7 +26,6 @@ export class LeaseBook {
   private kind = new Uint8Array(0);
   private open = new Uint8Array(0);
   private seq = new Int32Array(0);
-  private cand: (SlotCandidate | undefined)[] = [];
   private ring = new Int32Array(0);
   private head = 0;
   private free = 0;
@@ -48,7 +47,6 @@ export class LeaseBook {
     this.gen[i] = c.generation;
     this.kind[i] = kind;
     this.open[i] = 1;
-    this.cand[i] = c;
     this.count++;
     return (this.seq[i]! << INDEX_BITS) | i;
   }
@@ -64,7 +62,6 @@ export class LeaseBook {
   close(i: number): void {
     this.open[i] = 0;
     this.seq[i] = (this.seq[i]! + 1) & SEQ_MASK;
-    this.cand[i] = undefined;
     this.ring[(this.head + this.free) & (this.cap - 1)] = i;
     this.free++;
     this.count--;
@@ -78,9 +75,6 @@ export class LeaseBook {
   }
   kindOf(i: number): LeaseKindCode {
     return this.kind[i] as LeaseKindCode;
-  }
-  candidateOf(i: number): SlotCandidate {
-    return this.cand[i]!;
   }
 
   private grow(n: number): void {
@@ -96,7 +90,6 @@ export class LeaseBook {
     this.kind = copy(this.kind, (k) => new Uint8Array(k));
     this.open = copy(this.open, (k) => new Uint8Array(k));
     this.seq = copy(this.seq, (k) => new Int32Array(k));
-    for (let i = old; i < n; i++) this.cand.push(undefined);
     // Only called when no entry is free: the new ring holds the new entries.
     const ring = new Int32Array(n);
     for (let k = 0; k < n - old; k++) ring[k] = old + k;

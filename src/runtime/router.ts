@@ -22,7 +22,7 @@ import { Lease, type LeaseOwner, type Outcome } from './lease.js';
 import { LeaseBook } from './lease-book.js';
 import { policySetup, type PolicyName, type PolicySetup } from './policies.js';
 import { decodeBlob } from './spec-blob.js';
-import { LoadEnv, Metric, SlotCandidate } from './slot-candidate.js';
+import { LoadEnv, Metric, slotCandidate, type SlotCandidate } from './slot-candidate.js';
 
 export type { PolicyName } from './policies.js';
 export type { Outcome } from './lease.js';
@@ -210,11 +210,12 @@ export class Router implements LeaseOwner {
    */
   acquireHandle(opts?: AcquireOptions): number {
     if (this.closed) invalidConfig('router', 'is closed');
-    const now = this.now();
     // One SC load per acquire: the epoch moves after every membership or
     // health write, so an unchanged epoch means the prepared view is current.
-    if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && ((now - this.expiryAt) << 2) >> 2 >= 0)) this.refresh();
-    this.env.now = now;
+    // The clock is read only when something needs it: a timed metric's
+    // decay, or a known ejection's expiry.
+    if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && ((this.now() - this.expiryAt) << 2) >> 2 >= 0)) this.refresh();
+    if (this.timed) this.env.now = this.now();
     let cands = this.view;
     let policy = this.policy;
     let kind = this.defaultKind;
@@ -257,17 +258,24 @@ export class Router implements LeaseOwner {
         (c.maxInflight === 0 || before < c.maxInflight)
       ) {
         // The pick counter is statistics: batch it (one shared add per 64 picks).
-        if (++c.unflushedPicks === PICK_BATCH) {
-          t.countPicks(c.slot, PICK_BATCH);
-          c.unflushedPicks = 0;
-        }
+        if (++c.unflushedPicks === PICK_BATCH) this.flushPick(c);
         this.lastCand = c;
         return this.book.openLease(c, kind);
       }
-      t.leaseDown(c.slot, kind, this.row);
-      this.block(c);
-      if (attempt >= cands.length) this.throwNone(cands);
+      this.refuse(c, kind, cands, attempt);
     }
+  }
+
+  private flushPick(c: SlotCandidate): void {
+    this.table.countPicks(c.slot, PICK_BATCH);
+    c.unflushedPicks = 0;
+  }
+
+  /** A drawn slot that may not take the lease: give it back, keep it out of this acquire. */
+  private refuse(c: SlotCandidate, kind: LeaseKindCode, cands: SlotCandidate[], attempt: number): void {
+    this.table.leaseDown(c.slot, kind, this.row);
+    this.block(c);
+    if (attempt >= cands.length) this.throwNone(cands);
   }
 
   /** Returns a lease taken by {@link acquireHandle}; false when the handle was already released. */
@@ -359,7 +367,7 @@ export class Router implements LeaseOwner {
       const byId = new Map<string, SlotCandidate>();
       for (const e of blob.entries) {
         const a = parseAddress(e.spec.address);
-        const c = new SlotCandidate(this.env, e.slot, e.generation, e.spec, a?.host ?? '', a?.port ?? 0);
+        const c = slotCandidate(this.env, e.slot, e.generation, e.spec, a?.host ?? '', a?.port ?? 0);
         all.push(c);
         byId.set(c.id, c);
       }

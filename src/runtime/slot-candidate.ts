@@ -65,7 +65,7 @@ export class SlotCandidate implements LocalityCandidate {
   blocked = false;
   /** Picks not yet added to the table's pick counter (flushed every 64). */
   unflushedPicks = 0;
-  private readonly env: LoadEnv;
+  protected readonly env: LoadEnv;
 
   constructor(env: LoadEnv, slot: number, generation: number, spec: ResolvedBackendSpec, host: string, port: number) {
     this.env = env;
@@ -97,22 +97,60 @@ export class SlotCandidate implements LocalityCandidate {
     return this.spec.panicEligible && this.status !== 'draining' && !this.blocked;
   }
 
-  /** The router's metric for this slot, read from shared memory now (lower is lighter). */
+  /**
+   * The router's metric for this slot, read from shared memory now (lower is
+   * lighter). This base class reports connections + in-flight requests; the
+   * subclasses below override it per metric, so each router's candidates
+   * share one small, branch-free `load()` (it inlines into the policy's pick
+   * with room left for the policy's random draws, which then never box).
+   */
   load(): number {
+    return this.env.table.outstanding(this.slot);
+  }
+}
+
+/** `p2c:connections`: active connections. */
+class ConnectionsCandidate extends SlotCandidate {
+  override load(): number {
+    return this.env.table.connections(this.slot);
+  }
+}
+
+/** `p2c:requests`: in-flight requests. */
+class RequestsCandidate extends SlotCandidate {
+  override load(): number {
+    return this.env.table.requests(this.slot);
+  }
+}
+
+/** `p2c:connectionTime`: PeakEWMA connect time (µs) × (connections + 1). */
+class ConnectTimeCandidate extends SlotCandidate {
+  override load(): number {
     const env = this.env;
-    const t = env.table;
-    const s = this.slot;
-    switch (env.metric) {
-      case Metric.Outstanding:
-        return t.connections(s) + t.requests(s);
-      case Metric.Connections:
-        return t.connections(s);
-      case Metric.Requests:
-        return t.requests(s);
-      case Metric.ConnectTime:
-        return t.estimateUs(s, EwmaSeries.ConnectTime, env.now) * (t.connections(s) + 1);
-      default:
-        return t.estimateUs(s, EwmaSeries.Latency, env.now) * (t.requests(s) + 1);
-    }
+    return env.table.estimateUs(this.slot, EwmaSeries.ConnectTime, env.now) * (env.table.connections(this.slot) + 1);
+  }
+}
+
+/** `p2c:latency`: PeakEWMA request latency (µs) × (requests + 1). */
+class LatencyCandidate extends SlotCandidate {
+  override load(): number {
+    const env = this.env;
+    return env.table.estimateUs(this.slot, EwmaSeries.Latency, env.now) * (env.table.requests(this.slot) + 1);
+  }
+}
+
+/** A candidate whose `load()` reports `env.metric`. */
+export function slotCandidate(env: LoadEnv, slot: number, generation: number, spec: ResolvedBackendSpec, host: string, port: number): SlotCandidate {
+  switch (env.metric) {
+    case Metric.Connections:
+      return new ConnectionsCandidate(env, slot, generation, spec, host, port);
+    case Metric.Requests:
+      return new RequestsCandidate(env, slot, generation, spec, host, port);
+    case Metric.ConnectTime:
+      return new ConnectTimeCandidate(env, slot, generation, spec, host, port);
+    case Metric.Latency:
+      return new LatencyCandidate(env, slot, generation, spec, host, port);
+    default:
+      return new SlotCandidate(env, slot, generation, spec, host, port);
   }
 }

@@ -50,6 +50,25 @@ describe('Balancer.update', () => {
     expect([...seen].sort()).toEqual(['b0', 'b1', 'b2']);
   });
 
+  it('applies a first snapshot with version 0, then ignores a later version 0', () => {
+    const b = new Balancer({ logger, capacity: 8 });
+    expect(b.update({ version: 0, backends: specs(2) })).toBe(0);
+    const r = b.router({ policy: 'round-robin' });
+    const seen = new Set<string>();
+    for (let i = 0; i < 4; i++) {
+      const l = r.acquire();
+      seen.add(l.id);
+      l.release('cancelled');
+    }
+    expect([...seen].sort()).toEqual(['b0', 'b1']);
+    // Nothing newer than 0 arrives: a second version-0 snapshot is ignored.
+    expect(b.update({ version: 0, backends: specs(1) })).toBe(0);
+    expect(b.table.stats(1).state).toBe(SlotState.Ready);
+    // An array after it gets version 1.
+    expect(b.update(specs(3))).toBe(1);
+    expect(r.version).toBe(1);
+  });
+
   it('rejects a membership that needs more slots than are free, naming the capacity', () => {
     const b = new Balancer({ logger, capacity: 2 });
     b.update(specs(2));
