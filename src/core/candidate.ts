@@ -16,7 +16,15 @@ const STATUSES: readonly Status[] = ['ready', 'draining', 'unavailable'];
 
 /** True when `value` is a {@link Status}. */
 export function isStatus(value: unknown): value is Status {
-  return typeof value === 'string' && (STATUSES as readonly string[]).includes(value);
+  // A switch rather than STATUSES.includes: policies call this per candidate.
+  switch (value) {
+    case 'ready':
+    case 'draining':
+    case 'unavailable':
+      return true;
+    default:
+      return false;
+  }
 }
 
 /** The least a policy needs from a member of its slice. */

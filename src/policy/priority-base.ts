@@ -33,7 +33,7 @@ export abstract class PerDecisionPriorityPolicy<C extends PriorityCandidate> imp
    */
   pick(candidates: readonly C[], context?: PickContext): number {
     void context;
-    this.engine.sample(candidates, this.withLocality);
+    this.engine.sampleUnordered(candidates, this.withLocality);
     computePriorityShares(this.engine, this.options);
     return drawDecision(this.engine, this.options, this.rng, this.withLocality, this.last);
   }

@@ -100,6 +100,7 @@ export function drawDecision(
       }
       start = e.pStart[p]!;
       end = e.pEnd[p]!;
+      e.drawKey = e.pKey[p]!;
       n = priorityCapacity(e, p);
     } else if (stage === 1) {
       let l = e.pLocStart[p]!;
@@ -107,6 +108,7 @@ export function drawDecision(
       while (acc <= x) acc += e.lShare[++l]!;
       start = e.lStart[l]!;
       end = e.lEnd[l]!;
+      e.drawKey = e.lKey[l]!;
       n = panic ? e.lPanicW[l]! : e.lEligibleW[l]!;
     } else {
       return endpointAt(e, panic, x);
@@ -117,17 +119,37 @@ export function drawDecision(
   }
 }
 
-/** The candidate whose cumulative selectable weight in the current draw range first exceeds `w`. */
+/**
+ * The candidate whose cumulative selectable weight in the group being drawn
+ * from first exceeds `w`: the group's `order` range, or — in the unordered
+ * layout — the candidates with the group's key in index order, which is the
+ * same sequence.
+ */
 function endpointAt(e: PriorityEngine, panic: boolean, w: number): number {
-  const order = e.order;
+  const flags = e.flags;
+  const weight = e.weight;
+  // Selectable: a member that is eligible, or in panic panic-eligible.
+  const mask = panic ? F_ELIGIBLE | F_PANIC : F_ELIGIBLE;
   let sum = 0;
-  for (let k = e.drawStart; k < e.drawEnd; k++) {
-    const i = order[k]!;
-    const f = e.flags[i]!;
-    if ((f & F_MEMBER) === 0) continue;
-    if ((f & F_ELIGIBLE) === 0 && !(panic && (f & F_PANIC) !== 0)) continue;
-    sum += e.weight[i]!;
-    if (w < sum) return i;
+  if (e.unordered) {
+    const keyOf = e.keyOf;
+    const key = e.drawKey;
+    for (let i = 0; i < e.n; i++) {
+      if (keyOf[i] !== key) continue;
+      const f = flags[i]!;
+      if ((f & F_MEMBER) === 0 || (f & mask) === 0) continue;
+      sum += weight[i]!;
+      if (w < sum) return i;
+    }
+  } else {
+    const order = e.order;
+    for (let k = e.drawStart; k < e.drawEnd; k++) {
+      const i = order[k]!;
+      const f = flags[i]!;
+      if ((f & F_MEMBER) === 0 || (f & mask) === 0) continue;
+      sum += weight[i]!;
+      if (w < sum) return i;
+    }
   }
-  throw noEligible(); // unreachable: w < Σ selectable weight of the range
+  throw noEligible(); // unreachable: w < Σ selectable weight of the group
 }

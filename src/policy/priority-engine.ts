@@ -1,14 +1,17 @@
 /**
  * The shared sampling stage of the priority and locality policies.
  *
- * One `sample()` reads every candidate exactly once — weight, priority, the
- * three predicates (`isMember`, `isEligible`, `isPanicEligible`) and, for
- * locality routing, locality and locality weight — into retained typed
- * arrays, orders the indices by (priority, locality, index) and folds them
- * into priority groups (and locality groups inside each priority) with
- * checked weight sums and host counts. Nothing later re-reads a candidate, so
- * a health signal that changes mid-decision cannot make the plan and the
- * endpoint choice disagree.
+ * One read takes every candidate exactly once — weight, priority, the three
+ * predicates (`isMember`, `isEligible`, `isPanicEligible`, through
+ * `flagsOf`) and, for locality routing, locality and locality weight — into
+ * retained typed arrays. `sample()` then orders the indices by (priority,
+ * locality, index) and folds them into priority groups (and locality groups
+ * inside each priority) with checked weight sums and host counts: the layout
+ * `plan()` and the prepared tables use. `sampleUnordered()`, the per-decision
+ * pick's path, sums the same groups per (priority, locality) key in linear
+ * passes without ordering anything. Nothing later re-reads a candidate, so a health
+ * signal that changes mid-decision cannot make the plan and the endpoint
+ * choice disagree.
  *
  * Buffers grow to the high-water candidate count and are then reused: a
  * stable candidate count allocates nothing.
@@ -16,17 +19,13 @@
 import type { LocalityCandidate, PriorityCandidate } from '../core/candidate.js';
 import { MAX_PRIORITY } from '../core/candidate.js';
 import { PoiseError, invalidConfig } from '../core/errors.js';
-import { checkedAdd, isValidWeight, validateWeight } from '../core/weight.js';
+import { MAX_WEIGHT_SUM, checkedAdd, validateWeight } from '../core/weight.js';
 
-/** Flag bit: counts in its priority's configured capacity. */
-export const F_MEMBER = 1;
-/** Flag bit: selectable for ordinary (healthy) traffic. */
-export const F_ELIGIBLE = 2;
-/** Flag bit: use-all panic may revive it. */
-export const F_PANIC = 4;
+import { F_ELIGIBLE, F_MEMBER, F_PANIC, flagsOf } from './priority-read.js';
+import { KeyTable, MAX_KEYS } from './priority-keys.js';
 
-/** Distinct (priority, locality) keys handled by the counting sort; more fall back to heapsort. */
-const MAX_KEYS = 64;
+export { F_ELIGIBLE, F_MEMBER, F_PANIC };
+
 
 /** Healthy-mode selectable: a member that is eligible. */
 export function healthySelectable(flags: number): boolean {
@@ -50,10 +49,8 @@ export class PriorityEngine {
   loc: string[] = [];
   /** Candidate indices ordered by (priority, locality, index). */
   order = new Int32Array(0);
-  private keyOf = new Int32Array(0);
-  private readonly keyPrio = new Uint32Array(MAX_KEYS);
-  private readonly keyLoc: string[] = new Array<string>(MAX_KEYS).fill('');
-  private readonly keyOrder = new Int32Array(MAX_KEYS);
+  /** The (priority, locality) keys of the last sample. */
+  private readonly keys = new KeyTable();
   private readonly keyRank = new Int32Array(MAX_KEYS);
   private readonly keyStart = new Int32Array(MAX_KEYS);
 
@@ -83,7 +80,15 @@ export class PriorityEngine {
   /** The `order` range of the group being drawn from (priority or locality). */
   drawStart = 0;
   drawEnd = 0;
-
+  /** Set by {@link sampleUnordered}: groups are keys (`keyOf`), not `order` ranges. */
+  unordered = false;
+  /** Unordered layout: the key of each priority group (without locality) and of each locality group. */
+  pKey = new Int32Array(0);
+  lKey = new Int32Array(0);
+  /** Unordered layout: the key of the group being drawn from. */
+  drawKey = 0;
+  /** Candidate → (priority, locality) key, valid after a key scan. */
+  keyOf = new Int32Array(0);
   /** Locality groups, contiguous per priority (`pLocStart..pLocEnd`). */
   lCount = 0;
   lStart = new Int32Array(0);
@@ -103,32 +108,70 @@ export class PriorityEngine {
    * `InvalidConfig` (a bad priority or locality) or `InconsistentTopology`.
    */
   sample(candidates: readonly PriorityCandidate[], withLocality: boolean): void {
+    this.read(candidates, withLocality);
+    this.sortAndGroup(withLocality);
+  }
+
+  /**
+   * Like {@link sample}, for a single draw: the priority and locality groups
+   * are summed per (priority, locality) key (KeyTable) in linear passes,
+   * without ordering the candidates (`unordered` is then true: `order`, `pStart`,
+   * `pEnd`, `lStart` and `lEnd` are not filled, and the endpoint scan walks
+   * the candidates in index order filtered by `keyOf`, which visits a group's
+   * members in the same order as the sorted layout). Every per-group value
+   * is the one {@link sample} computes; exact sums make the summation order
+   * irrelevant. A snapshot with more distinct keys than the key table holds,
+   * a weight sum past 2^53 or contradictory locality weights takes the
+   * sorted path on the values already read, so the same error is thrown.
+   */
+  sampleUnordered(candidates: readonly PriorityCandidate[], withLocality: boolean): void {
+    this.read(candidates, withLocality);
+    if (this.aggregate(withLocality)) {
+      this.unordered = true;
+      return;
+    }
+    this.sortAndGroup(withLocality);
+  }
+
+  /** Reads and validates every candidate once into the scratch arrays. */
+  private read(candidates: readonly PriorityCandidate[], withLocality: boolean): void {
     const n = candidates.length;
     if (n === 0) throw new PoiseError('Empty', 'no candidates');
     this.ensure(n);
     this.n = n;
+    const weight = this.weight;
+    const prio = this.prio;
+    const flags = this.flags;
     for (let i = 0; i < n; i++) {
       const c = candidates[i]!;
+      // For a number x, `x >>> 0 === x` holds exactly when x is an integer in
+      // [0, 2^32 − 1] (the priority range; a weight must also not be 0), so
+      // these checks accept and reject what isValidWeight and the priority
+      // rule do, in a couple of instructions (typeof first: a bigint or a
+      // symbol must reach the PoiseError, not a TypeError from `>>>`).
       const w = c.weight;
-      if (!isValidWeight(w)) validateWeight(w, `candidates[${i}].weight`);
+      if (typeof w !== 'number' || w >>> 0 !== w || w === 0) validateWeight(w, `candidates[${i}].weight`);
       const p = c.priority;
-      if (typeof p !== 'number' || !Number.isInteger(p) || p < 0 || p > MAX_PRIORITY) {
-        invalidConfig(`candidates[${i}].priority`, `must be an integer in [0, ${MAX_PRIORITY}]`, p);
-      }
-      this.weight[i] = w;
-      this.prio[i] = p;
-      this.flags[i] = (c.isMember() ? F_MEMBER : 0) | (c.isEligible() ? F_ELIGIBLE : 0) | (c.isPanicEligible() ? F_PANIC : 0);
+      if (typeof p !== 'number' || p >>> 0 !== p) invalidConfig(`candidates[${i}].priority`, `must be an integer in [0, ${MAX_PRIORITY}]`, p);
+      weight[i] = w;
+      prio[i] = p;
+      flags[i] = flagsOf(c);
       if (withLocality) {
         const lc = c as LocalityCandidate;
         const name = lc.locality;
         if (typeof name !== 'string') invalidConfig(`candidates[${i}].locality`, 'must be a string', name);
         const lw = lc.localityWeight;
-        if (!isValidWeight(lw)) validateWeight(lw, `candidates[${i}].localityWeight`);
+        if (typeof lw !== 'number' || lw >>> 0 !== lw || lw === 0) validateWeight(lw, `candidates[${i}].localityWeight`);
         this.loc[i] = name;
         this.locWeight[i] = lw;
       }
-      this.order[i] = i;
     }
+  }
+
+  private sortAndGroup(withLocality: boolean): void {
+    this.unordered = false;
+    const order = this.order;
+    for (let i = 0; i < this.n; i++) order[i] = i;
     if (!this.bucketOrder(withLocality)) this.heapSort(withLocality);
     this.group(withLocality);
   }
@@ -145,6 +188,8 @@ export class PriorityEngine {
     while (this.loc.length < cap) this.loc.push('');
     this.order = new Int32Array(cap);
     this.keyOf = new Int32Array(cap);
+    this.pKey = new Int32Array(cap);
+    this.lKey = new Int32Array(cap);
     this.pValue = new Uint32Array(cap);
     this.pStart = new Int32Array(cap);
     this.pEnd = new Int32Array(cap);
@@ -195,36 +240,10 @@ export class PriorityEngine {
   private bucketOrder(withLocality: boolean): boolean {
     const n = this.n;
     const keyOf = this.keyOf;
-    let k = 0;
-    let last = -1;
-    for (let i = 0; i < n; i++) {
-      const p = this.prio[i]!;
-      const name = withLocality ? this.loc[i]! : '';
-      if (last >= 0 && this.keyPrio[last] === p && this.keyLoc[last] === name) {
-        keyOf[i] = last;
-        continue;
-      }
-      let j = 0;
-      while (j < k && !(this.keyPrio[j] === p && this.keyLoc[j] === name)) j++;
-      if (j === k) {
-        if (k === MAX_KEYS) return false;
-        this.keyPrio[k] = p;
-        this.keyLoc[k] = name;
-        k++;
-      }
-      keyOf[i] = j;
-      last = j;
-    }
-    // Insertion sort of the k keys by (priority, locality).
-    const keyOrder = this.keyOrder;
-    for (let a = 0; a < k; a++) {
-      let b = a;
-      while (b > 0 && this.keyBefore(a, keyOrder[b - 1]!)) {
-        keyOrder[b] = keyOrder[b - 1]!;
-        b--;
-      }
-      keyOrder[b] = a;
-    }
+    const k = this.keys.find(n, this.prio, this.loc, withLocality, keyOf);
+    if (k < 0) return false;
+    this.keys.sort(k);
+    const keyOrder = this.keys.order;
     const start = this.keyStart;
     for (let r = 0; r < k; r++) {
       this.keyRank[keyOrder[r]!] = r;
@@ -241,10 +260,59 @@ export class PriorityEngine {
     return true;
   }
 
-  private keyBefore(a: number, b: number): boolean {
-    const pa = this.keyPrio[a]!;
-    const pb = this.keyPrio[b]!;
-    return pa !== pb ? pa < pb : this.keyLoc[a]! < this.keyLoc[b]!;
+  /**
+   * The unordered layout of {@link sampleUnordered}: per-key sums in one
+   * pass, then priority and locality groups filled in key order. Returns
+   * false (nothing usable filled) when the sorted path must decide.
+   */
+  private aggregate(withLocality: boolean): boolean {
+    const keys = this.keys;
+    const k = keys.find(this.n, this.prio, this.loc, withLocality, this.keyOf);
+    if (k < 0) return false;
+    keys.sum(k, this.n, this.keyOf, this.flags, this.weight, this.locWeight, withLocality);
+    keys.sort(k);
+    const keyOrder = keys.order;
+    let p = -1;
+    for (let r = 0; r < k; r++) {
+      const j = keyOrder[r]!;
+      if (keys.conflict[j] === 1) return false;
+      const pv = keys.prio[j]!;
+      if (p < 0 || this.pValue[p] !== pv) {
+        p++;
+        this.pValue[p] = pv;
+        this.pKey[p] = j;
+        this.pMemberW[p] = this.pEligibleW[p] = this.pPanicW[p] = 0;
+        this.pAllN[p] = this.pMemberN[p] = this.pEligibleN[p] = 0;
+        this.pLocStart[p] = r;
+      }
+      this.pAllN[p]! += keys.allN[j]!;
+      this.pMemberN[p]! += keys.memberN[j]!;
+      this.pEligibleN[p]! += keys.eligibleN[j]!;
+      this.pMemberW[p]! += keys.memberW[j]!;
+      this.pEligibleW[p]! += keys.eligibleW[j]!;
+      this.pPanicW[p]! += keys.panicW[j]!;
+      // Every other sum is at most its priority's member weight: one check covers them all.
+      if (this.pMemberW[p]! > MAX_WEIGHT_SUM) return false;
+      if (withLocality) {
+        this.lKey[r] = j;
+        this.lWeight[r] = keys.locW[j]!;
+        this.lMemberW[r] = keys.memberW[j]!;
+        this.lEligibleW[r] = keys.eligibleW[j]!;
+        this.lPanicW[r] = keys.panicW[j]!;
+        this.lMemberN[r] = keys.memberN[j]!;
+        this.lEligibleN[r] = keys.eligibleN[j]!;
+        this.lPanicN[r] = keys.panicN[j]!;
+      }
+    }
+    this.pCount = p + 1;
+    if (withLocality) {
+      this.lCount = k;
+      for (let q = 0; q < this.pCount; q++) this.pLocEnd[q] = q + 1 < this.pCount ? this.pLocStart[q + 1]! : k;
+    } else {
+      this.lCount = 0;
+      for (let q = 0; q < this.pCount; q++) this.pLocEnd[q] = this.pLocStart[q] = 0;
+    }
+    return true;
   }
 
   /** In-place heapsort of `order` (no comparator closure, no allocation). */

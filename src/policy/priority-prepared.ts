@@ -1,6 +1,7 @@
 /**
  * The prepared form of the priority and locality policies: plan once per
- * membership/health epoch, then pick in O(log n) with no allocation.
+ * membership/health epoch, then pick in expected O(1) — flat in n, through
+ * guide tables — with no allocation.
  *
  * `prepare(candidates)` samples every predicate once, computes the plan and
  * builds cumulative tables. `pick(candidates)` re-prepares only when handed a
@@ -57,7 +58,7 @@ export abstract class PreparedPriorityPolicy<C extends PriorityCandidate> implem
     this.sourceLength = candidates.length;
   }
 
-  /** An index into `candidates`; O(log n) and allocation-free while the same array is passed. */
+  /** An index into `candidates`; expected O(1) and allocation-free while the same array is passed. */
   pick(candidates: readonly C[], context?: PickContext): number {
     void context;
     if (candidates !== this.source || candidates.length !== this.sourceLength || this.table === undefined) {
@@ -87,7 +88,7 @@ export abstract class PreparedPriorityPolicy<C extends PriorityCandidate> implem
  * @example
  * const policy = new PreparedPriorityWeightedRandom({ seed: 1 });
  * policy.prepare(members);          // on every membership/health epoch (or pass a new array)
- * const i = policy.pick(members);   // O(log n), no allocation
+ * const i = policy.pick(members);   // expected O(1), no allocation
  */
 export class PreparedPriorityWeightedRandom<
   C extends PriorityCandidate = PriorityCandidate,

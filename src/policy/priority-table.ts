@@ -2,16 +2,20 @@
  * The prepared pick table: priority, locality and endpoint choice reduced to
  * cumulative arrays, built once from a sampled engine.
  *
- * A pick is three binary searches (priority shares, locality shares,
- * endpoint weight prefix sums): O(log n), no allocation. It consumes random
- * numbers exactly like `drawDecision`, and every array holds the values the
- * per-decision form computes for the same snapshot, so both forms return
- * the same index for the same seed.
+ * A pick is three guide-table lookups (priority shares, locality shares,
+ * endpoint weight prefix sums; see priority-guide.ts — a range of at most
+ * four entries is simply walked): expected O(1), flat in n, and no
+ * allocation. Each lookup returns exactly what a binary search
+ * for the first cumulative value exceeding the draw returns, it consumes
+ * random numbers exactly like `drawDecision`, and every array holds the
+ * values the per-decision form computes for the same snapshot, so both
+ * forms return the same index for the same seed.
  */
 import type { Rng } from '../core/rng.js';
 import { MILLION } from '../core/weight.js';
 import { SMALL_COUNT, drawSmall } from './priority-draw.js';
 import { F_ELIGIBLE, F_MEMBER, F_PANIC, type PriorityEngine } from './priority-engine.js';
+import { fillGuide, guideBuckets, guideSize, guideWidth } from './priority-guide.js';
 import {
   type DrawResult,
   anySelectable,
@@ -22,22 +26,13 @@ import {
 import type { ResolvedPriorityOptions } from './priority-options.js';
 import { computeLocalityShares } from './locality-shares.js';
 
+/** Ranges of at most this many entries are searched by a forward walk instead of their guide. */
+const SHORT = 4;
+
 const HEALTHY = 0;
 const PANIC = 1;
 const REJECT = 2;
 const EMPTY = 3;
-
-/** First index in [lo, hi) whose value exceeds `x` (`hi - 1` if none, which cannot happen for x < total). */
-function upper(a: Float64Array, lo: number, hi: number, x: number): number {
-  let l = lo;
-  let h = hi - 1;
-  while (l < h) {
-    const m = (l + h) >>> 1;
-    if (a[m]! > x) h = m;
-    else l = m + 1;
-  }
-  return l;
-}
 
 /** Cumulative tables of one prepared snapshot. */
 export class PriorityTable {
@@ -54,6 +49,17 @@ export class PriorityTable {
   private readonly members: Int32Array;
   private readonly prefix: Float64Array;
   private readonly withLocality: boolean;
+  /** Guide tables of every stage, back to back: priorities, then localities, then endpoint groups. */
+  private readonly guide: Int32Array;
+  /**
+   * Per search range — slot 0 the priorities, 1 + p the localities of
+   * priority p (locality routing), 1 + k + g endpoint group g — the offset of
+   * its guide and 1 / its bucket width. Both live in typed arrays so the pick
+   * loop's variables stay unboxed (a double read from an object field and one
+   * read from a Float64Array would meet in a boxed loop variable).
+   */
+  private readonly sGuide: Int32Array;
+  private readonly sInv: Float64Array;
 
   /** Builds from an engine that has sampled and computed priority shares. */
   constructor(e: PriorityEngine, o: ResolvedPriorityOptions, withLocality: boolean) {
@@ -97,6 +103,37 @@ export class PriorityTable {
         m = this.fill(e, p, e.pStart[p]!, e.pEnd[p]!, panic, m);
       }
     }
+    // Guide tables: priorities over [0, 1e6), each priority's localities over
+    // [0, 1e6), each endpoint group over [0, its selectable weight).
+    const slots = 1 + k + groups;
+    this.sGuide = new Int32Array(slots);
+    this.sInv = new Float64Array(slots);
+    let size = guideSize(MILLION, k);
+    for (let p = 0; p < k && withLocality; p++) size += guideSize(MILLION, this.gTo[p]! - this.gFrom[p]!);
+    for (let g = 0; g < groups; g++) size += this.gLen[g]! > 0 ? guideSize(this.groupTotal(g), this.gLen[g]!) : 0;
+    this.guide = new Int32Array(size);
+    let at = this.build(0, this.cum, 0, k, MILLION, 0);
+    for (let p = 0; p < k && withLocality; p++) at = this.build(1 + p, this.gCum, this.gFrom[p]!, this.gTo[p]!, MILLION, at);
+    for (let g = 0; g < groups; g++) {
+      const off = this.gOff[g]!;
+      if (this.gLen[g]! > 0) at = this.build(1 + k + g, this.prefix, off, off + this.gLen[g]!, this.groupTotal(g), at);
+    }
+  }
+
+  /** Selectable weight of endpoint group `g` (its last prefix sum). */
+  private groupTotal(g: number): number {
+    return this.prefix[this.gOff[g]! + this.gLen[g]! - 1]!;
+  }
+
+  /** Fills slot `slot`'s guide of `a[lo .. hi)` over draws in [0, total) at `at`; returns the next free offset. */
+  private build(slot: number, a: Float64Array, lo: number, hi: number, total: number, at: number): number {
+    if (hi <= lo) return at;
+    const pow = guideWidth(total, hi - lo);
+    const buckets = guideBuckets(total, pow);
+    fillGuide(a, lo, hi, pow, buckets, this.guide, at);
+    this.sGuide[slot] = at;
+    this.sInv[slot] = 1 / pow;
+    return at + buckets;
   }
 
   private fill(e: PriorityEngine, g: number, start: number, end: number, panic: boolean, m: number): number {
@@ -129,10 +166,15 @@ export class PriorityTable {
     let lo = 0;
     let hi = this.k;
     let n = MILLION;
+    let slot = 0;
     let stage = 0;
     for (;;) {
       const x = n <= SMALL_COUNT ? drawSmall(rng, n | 0) : rng.below(n);
-      const r = upper(arr, lo, hi, x);
+      // guideSearch(arr, hi, x, guide, off, inv) by hand (a call would box the
+      // double argument); a range of at most SHORT entries is walked from its
+      // start, which finds the same entry without the guide's dependent loads.
+      let r = hi - lo <= SHORT ? lo : this.guide[this.sGuide[slot]! + Math.floor(x * this.sInv[slot]!)]!;
+      while (r < hi - 1 && arr[r]! <= x) r++;
       if (stage === 2) return this.members[r]!;
       const g = r;
       if (stage === 0) {
@@ -145,6 +187,7 @@ export class PriorityTable {
           arr = this.gCum;
           lo = this.gFrom[r]!;
           hi = this.gTo[r]!;
+          slot = 1 + r;
           stage = 1;
           continue;
         }
@@ -154,6 +197,7 @@ export class PriorityTable {
       lo = off;
       hi = off + this.gLen[g]!;
       n = this.prefix[hi - 1]!;
+      slot = 1 + this.k + g;
       stage = 2;
     }
   }

@@ -13,8 +13,10 @@
  * per decision and kept distinct: `isMember()` (the availability
  * denominator), `isEligible()` (healthy capacity) and `isPanicEligible()`.
  * All share arithmetic is integer millionths (`plan()` shows it); sums are
- * checked (`WeightOverflow`). Calculation is O(n log n) per decision with
- * retained scratch; for per-request use see {@link PreparedPriorityWeightedRandom}.
+ * checked (`WeightOverflow`). Calculation is O(n) per decision — one read
+ * of every candidate and per-group sums without sorting, for up to 64
+ * distinct (priority, locality) groups; O(n log n) beyond — with retained scratch;
+ * for per-request use see {@link PreparedPriorityWeightedRandom}.
  */
 import type { PriorityCandidate } from '../core/candidate.js';
 import { PerDecisionPriorityPolicy } from './priority-base.js';
