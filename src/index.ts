@@ -60,7 +60,6 @@ export {
   LeaseKind,
   EwmaSeries,
   LAYOUT_VERSION,
-  SLOT_WORDS,
   type LoadTableOptions,
   type SlotStats,
   type SlotStateCode,
@@ -82,7 +81,7 @@ export {
 export { Lease, type ReleaseOptions } from './runtime/lease.js';
 export { POLICY_NAMES } from './runtime/policies.js';
 export { resolveEjection, backoffMs, type EjectionOptions, type ResolvedEjection } from './runtime/health.js';
-export { sharedClock, clockReader, processClockBuffer, CLOCK_MASK, type Clock } from './runtime/clock.js';
+export { sharedClock, type Clock } from './runtime/clock.js';
 export { createWorkerPool, workerRouter, poolWorkerData, type WorkerPool, type WorkerPoolOptions } from './runtime/pool.js';
 
 // admission
