@@ -11,7 +11,7 @@
  * | row owners   | `maxThreads`, rounded up to 16     | thread id + 1 of the thread that claimed attribution row r (0 = free) |
  * | slots        | 16 per slot (64 bytes, line-aligned)| see the slot table below |
  * | attribution  | `maxThreads × capacity × 2`        | row r, slot s: the outstanding connections and requests thread r holds on s |
- * | spec blob    | `specBytes / 4`                    | the UTF-8 JSON of every live slot's spec, under a seqlock |
+ * | spec blob    | `specBytes / 4`                    | the owner's UTF-8 spec text for every live slot, under a seqlock |
  *
  * Slot words (one 64-byte cache line per backend, so two threads hammering
  * two backends never share a line):
@@ -187,6 +187,13 @@ export class LoadTable {
   private readonly attrBase: number;
   private readonly specBase: number;
   private readonly specWords: number;
+  /**
+   * `decay[k] = Math.exp(-k / tauMs)` for k in [0, DECAY_STEPS): elapsed
+   * times are whole milliseconds, so reads look the factor up instead of
+   * calling Math.exp. Same expression, so the same doubles bit for bit;
+   * longer intervals fall back to Math.exp.
+   */
+  private readonly decay: Float64Array;
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
@@ -200,6 +207,8 @@ export class LoadTable {
     this.maxThreads = Atomics.load(this.i32, H_THREADS);
     this.tauMs = Atomics.load(this.i32, H_TAU_MS);
     this.initialMs = Atomics.load(this.i32, H_INITIAL_US) / 1000;
+    this.decay = new Float64Array(DECAY_STEPS);
+    for (let k = 0; k < DECAY_STEPS; k++) this.decay[k] = Math.exp(-k / this.tauMs);
     this.ownerBase = HEADER_WORDS;
     this.slotBase = Atomics.load(this.i32, H_SLOT_BASE);
     this.attrBase = roundUp(this.slotBase + this.capacity * SLOT_WORDS, 16);
@@ -408,8 +417,16 @@ export class LoadTable {
       if ((v1 & 0xff) === 0 && Atomics.load(i, o + S_EWMA_LOCK) === v1) break;
     }
     const dt = elapsed(nowMs & TIME_MASK, at);
-    // | 0 keeps the result a small integer (a double return would be boxed).
-    return dt > 0 ? Math.round(est * Math.exp(-dt / this.tauMs)) | 0 : est;
+    if (dt <= 0) return est;
+    // The factor is looked up inline (a helper returning a double, if not
+    // inlined, would box it); | 0 keeps the result a small integer.
+    if (dt < DECAY_STEPS) return Math.round(est * this.decay[dt]!) | 0;
+    return Math.round(est * Math.exp(-dt / this.tauMs)) | 0;
+  }
+
+  /** e^(−dt/τ) for an elapsed time dt >= 1 ms (integer): the table, or Math.exp past it. */
+  private decayFactor(dt: number): number {
+    return dt < DECAY_STEPS ? this.decay[dt]! : Math.exp(-dt / this.tauMs);
   }
 
   /**
@@ -442,7 +459,7 @@ export class LoadTable {
     if (Atomics.compareExchange(i, lock, v, v | (row + 1)) !== v) return false;
     const est = Atomics.load(i, e) / 1000;
     const dt = elapsed(now, Atomics.load(i, e + 1));
-    const w = dt > 0 ? Math.exp(-dt / this.tauMs) : 1;
+    const w = dt > 0 ? this.decayFactor(dt) : 1;
     const next = sampleMs > est * w ? sampleMs : est * w + sampleMs * (1 - w);
     const us = Math.round(next * 1000);
     // Stores inside the lock; the unlocking store (new version, low byte 0)
@@ -651,6 +668,9 @@ export class LoadTable {
 function roundUp(n: number, m: number): number {
   return Math.ceil(n / m) * m;
 }
+
+/** Entries of the PeakEWMA decay table (32 KiB per table: dt < 4.096 s is looked up). */
+const DECAY_STEPS = 4096;
 
 /** Times are kept modulo 2^30 ms (V8 small integers). */
 export const TIME_MASK = 0x3fffffff;

@@ -79,6 +79,14 @@ export class Maglev implements Policy {
   private slice: readonly Candidate[] | undefined;
   private sliceLength = -1;
   private table = new Int32Array(0);
+  /**
+   * The previous-but-one table, reused by the next prepare: tables are
+   * double-buffered (256 KiB each at M = 65537), so a membership change
+   * allocates no large object for GC to collect. Never read by a pick.
+   */
+  private spare = new Int32Array(0);
+  /** The fill's occupancy bitset, reused (cleared) by every prepare. */
+  private taken = new Int32Array(0);
 
   /** Throws `InvalidConfig` naming the option for a bad `tableSize` or `hashSeed`. */
   constructor(options: MaglevOptions = {}) {
@@ -94,7 +102,10 @@ export class Maglev implements Policy {
   prepare(candidates: readonly Candidate[]): void {
     const n = candidates.length;
     const m = this.tableSize;
-    const table = new Int32Array(m).fill(-1);
+    // The spare buffer is never the live table, so a prepare that throws
+    // below leaves the table in force untouched.
+    const table = this.spare.length === m ? this.spare : new Int32Array(m);
+    table.fill(-1);
     if (n > 0) {
       let total = 0;
       for (let i = 0; i < n; i++) total = checkedAdd(total, validateWeight(candidates[i]!.weight, `candidates[${i}].weight`));
@@ -120,9 +131,13 @@ export class Maglev implements Policy {
       const ids = Int32Array.from(order);
       const left = new Int32Array(n);
       for (let i = 0; i < n; i++) left[i] = target[i]!;
-      fill(table, ids, pos, skip, left, m);
+      const words = (m + 31) >>> 5;
+      if (this.taken.length !== words) this.taken = new Int32Array(words);
+      else this.taken.fill(0);
+      fill(table, this.taken, ids, pos, skip, left, m);
     }
     this.eligible.reserve(n);
+    this.spare = this.table;
     this.table = table;
     this.slice = candidates;
     this.sliceLength = n;
@@ -161,30 +176,54 @@ export class Maglev implements Policy {
  * Members take turns (in `ids` order) claiming the next free slot of their
  * preference list until the table is full; `left[i]` is how many slots
  * member i may still claim. Int32 arithmetic throughout (see prepare).
+ * `ids`, `pos` and `left` are scratch: they are rewritten.
  */
-function fill(table: Int32Array, ids: Int32Array, pos: Int32Array, skip: Int32Array, left: Int32Array, m: number): void {
-  // Occupancy as a bitset (8 KiB for 65537 slots, inside L1): the ~10 probes
-  // per slot a full Maglev fill makes stay out of the 256 KiB table.
-  const taken = new Int32Array((m + 31) >>> 5);
+function fill(table: Int32Array, taken: Int32Array, ids: Int32Array, pos: Int32Array, skip: Int32Array, left: Int32Array, m: number): void {
+  // `taken`: occupancy as a bitset, all clear on entry (8 KiB for 65537
+  // slots, inside L1): the ~10 probes per slot a full Maglev fill makes stay
+  // out of the 256 KiB table.
+  // The turns run over the members that may still claim, kept in id order
+  // as parallel arrays by rank (a member leaves once its quota is used up),
+  // so a round skips no exhausted member and reads no index indirection.
   const n = ids.length;
+  const rPos = new Int32Array(n);
+  const rSkip = new Int32Array(n);
+  const rLeft = new Int32Array(n);
+  let active = 0;
+  for (let k = 0; k < n; k++) {
+    const i = ids[k]!;
+    if (left[i]! <= 0) continue;
+    ids[active] = i;
+    rPos[active] = pos[i]!;
+    rSkip[active] = skip[i]!;
+    rLeft[active] = left[i]!;
+    active++;
+  }
   let filled = 0;
   while (filled < m) {
-    for (let k = 0; k < n && filled < m; k++) {
-      const i = ids[k]!;
-      if (left[i]! <= 0) continue;
-      const step = skip[i]!;
-      let slot = pos[i]!;
+    let kept = 0;
+    for (let k = 0; k < active; k++) {
+      const step = rSkip[k]!;
+      let slot = rPos[k]!;
       while ((taken[slot >>> 5]! & (1 << (slot & 31))) !== 0) {
         slot += step;
         if (slot >= m) slot -= m;
       }
       taken[slot >>> 5]! |= 1 << (slot & 31);
+      const i = ids[k]!;
       table[slot] = i;
-      slot += step;
-      pos[i] = slot >= m ? slot - m : slot;
-      left[i]!--;
-      filled++;
+      if (++filled === m) return;
+      const quota = rLeft[k]! - 1;
+      if (quota > 0) {
+        slot += step;
+        ids[kept] = i;
+        rPos[kept] = slot >= m ? slot - m : slot;
+        rSkip[kept] = step;
+        rLeft[kept] = quota;
+        kept++;
+      }
     }
+    active = kept;
   }
 }
 

@@ -1,7 +1,11 @@
 /**
  * Random: every eligible member equally likely, O(1) per pick.
  *
- * One `rng.below(n)` draw. When the drawn member is ineligible (only possible
+ * One `rng.below(n)` draw, inlined: the uint32 comes from one `rng.nextU32()`
+ * call site with `below`'s exact rejection rule (limit = 2^32 − 2^32 mod n,
+ * cached per slice length), so the sequence is `below(n)`'s. A single call
+ * site matters: a uint32 above 2^30 from a `nextU32` the optimiser did not
+ * inline is boxed — a heap number per pick (as in PowerOfTwo). When the drawn member is ineligible (only possible
  * for standalone callers; the runtime's slices are all eligible), a fresh
  * uniform draw among the eligible members is made, so the result is exactly
  * uniform over the eligible members either way.
@@ -10,6 +14,8 @@ import type { Candidate } from '../core/candidate.js';
 import { Rng } from '../core/rng.js';
 import { EligibleIndices, throwEmpty } from './slice.js';
 import type { Policy, SeedOptions } from './types.js';
+
+const TWO_32 = 4294967296;
 
 /**
  * Uniform random selection.
@@ -21,6 +27,10 @@ import type { Policy, SeedOptions } from './types.js';
 export class Random implements Policy {
   private readonly rng: Rng;
   private readonly eligible = new EligibleIndices();
+  /** Slice length `limit` was computed for. */
+  private n = -1;
+  /** `below(n)`'s rejection limit. */
+  private limit = 0;
 
   /** OS-seeded unless `seed` is given. */
   constructor(options: SeedOptions = {}) {
@@ -36,7 +46,20 @@ export class Random implements Policy {
   pick(candidates: readonly Candidate[]): number {
     const n = candidates.length;
     if (n === 0) throwEmpty();
-    const i = this.rng.below(n);
+    if (n !== this.n) {
+      this.limit = TWO_32 - (TWO_32 % n);
+      this.n = n;
+    }
+    const rng = this.rng;
+    let i: number;
+    for (;;) {
+      // The one nextU32 call site; r is a uint32. below(n): redraw at or past the limit.
+      const r = rng.nextU32();
+      if (r < this.limit) {
+        i = r % n;
+        break;
+      }
+    }
     if (candidates[i]!.isEligible()) return i;
     const m = this.eligible.collect(candidates);
     return this.eligible.at(this.rng.below(m));

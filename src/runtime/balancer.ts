@@ -17,7 +17,7 @@ import { LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../loa
 import { defaultLogger, type Logger } from '../log.js';
 import { clockReader, processClockBuffer, type Clock } from './clock.js';
 import { Router, type RouterAttachment, type RouterOptions } from './router.js';
-import { encodeBlob, type BlobEntry } from './spec-blob.js';
+import { blobLine, encodeBlobLines, specJson } from './spec-blob.js';
 
 /** Options of {@link Balancer}. */
 export interface BalancerOptions {
@@ -54,6 +54,23 @@ interface SlotInfo {
   generation: number;
   removed: boolean;
   spec: ResolvedBackendSpec;
+  /** `specJson(spec)`, kept so an unchanged spec is not serialised again. */
+  json: string;
+}
+
+/** Field-by-field equality of two resolved specs (every field is a primitive). */
+function sameSpec(a: ResolvedBackendSpec, b: ResolvedBackendSpec): boolean {
+  return (
+    a.id === b.id &&
+    a.address === b.address &&
+    a.weight === b.weight &&
+    a.priority === b.priority &&
+    a.locality === b.locality &&
+    a.localityWeight === b.localityWeight &&
+    a.status === b.status &&
+    a.maxInflight === b.maxInflight &&
+    a.panicEligible === b.panicEligible
+  );
 }
 
 const STATE_OF: Record<ResolvedBackendSpec['status'], SlotStateCode> = {
@@ -186,22 +203,37 @@ export class Balancer extends EventEmitter {
     }
 
     // Assign and encode before writing anything, so an oversized blob fails cleanly.
-    const assignment = new Map<string, { slot: number; generation: number; fresh: boolean }>();
+    const n = specs.length;
+    const slotOf = new Int32Array(n);
+    const genOf = new Int32Array(n);
+    /** Per spec: its slot already holds exactly this spec, live, in this generation (nothing to write). */
+    const same = new Uint8Array(n);
+    const jsons: string[] = new Array<string>(n);
+    const lines: string[] = new Array<string>(n);
     let next = 0;
-    for (const spec of specs) {
+    for (let k = 0; k < n; k++) {
+      const spec = specs[k]!;
       const existing = this.byId.get(spec.id);
-      if (existing !== undefined) assignment.set(spec.id, { slot: existing, generation: this.slots[existing]!.generation, fresh: false });
-      else {
+      let json: string | undefined;
+      if (existing !== undefined) {
+        const info = this.slots[existing]!;
+        slotOf[k] = existing;
+        genOf[k] = info.generation;
+        if (sameSpec(info.spec, spec)) {
+          json = info.json;
+          if (!info.removed) same[k] = 1;
+        }
+      } else {
         const slot = reserved[next++]!;
         const prev = this.slots[slot];
-        assignment.set(spec.id, { slot, generation: prev === undefined ? 1 : (prev.generation + 1) & 0x0fffffff, fresh: true });
+        slotOf[k] = slot;
+        genOf[k] = prev === undefined ? 1 : (prev.generation + 1) & 0x0fffffff;
       }
+      json ??= specJson(spec);
+      jsons[k] = json;
+      lines[k] = blobLine(slotOf[k]!, genOf[k]!, json);
     }
-    const entries: BlobEntry[] = specs.map((spec) => {
-      const a = assignment.get(spec.id)!;
-      return { slot: a.slot, generation: a.generation, spec };
-    });
-    const blob = encodeBlob({ version, entries });
+    const blob = encodeBlobLines(version, lines);
     if (blob.length > t.specCapacityBytes) {
       rollback();
       throw new PoiseError(
@@ -214,18 +246,22 @@ export class Balancer extends EventEmitter {
     // Apply: slot words and tags first.
     const now = this.clock();
     for (const s of closing) this.byId.delete(this.slots[s]!.id);
-    for (const spec of specs) {
-      const a = assignment.get(spec.id)!;
-      if (a.fresh) t.resetHealth(a.slot, now);
-      t.writeFields(a.slot, {
+    for (let k = 0; k < n; k++) {
+      // Unchanged, live, same generation: its words and tag already say so.
+      if (same[k] === 1) continue;
+      const spec = specs[k]!;
+      const slot = slotOf[k]!;
+      const generation = genOf[k]!;
+      if (!this.byId.has(spec.id)) t.resetHealth(slot, now);
+      t.writeFields(slot, {
         weight: spec.weight,
         priority: spec.priority,
         locality: this.intern(spec.locality),
         localityWeight: spec.localityWeight,
       });
-      t.setTag(a.slot, a.generation, STATE_OF[spec.status]);
-      this.slots[a.slot] = { id: spec.id, generation: a.generation, removed: false, spec };
-      this.byId.set(spec.id, a.slot);
+      t.setTag(slot, generation, STATE_OF[spec.status]);
+      this.slots[slot] = { id: spec.id, generation, removed: false, spec, json: jsons[k]! };
+      this.byId.set(spec.id, slot);
     }
     for (const [id, slot] of this.byId) {
       const info = this.slots[slot]!;

@@ -21,7 +21,7 @@ import { backoffMs, resolveEjection, type EjectionOptions, type ResolvedEjection
 import { Lease, type LeaseOwner, type Outcome } from './lease.js';
 import { LeaseBook } from './lease-book.js';
 import { policySetup, type PolicyName, type PolicySetup } from './policies.js';
-import { decodeBlob } from './spec-blob.js';
+import { blobLines, lineHead, specFromJson, type LineHead } from './spec-blob.js';
 import { LoadEnv, Metric, slotCandidate, type SlotCandidate } from './slot-candidate.js';
 
 export type { PolicyName } from './policies.js';
@@ -134,6 +134,10 @@ export class Router implements LeaseOwner {
   private ver = 0;
   private all: SlotCandidate[] = [];
   private byId = new Map<string, SlotCandidate>();
+  /** By slot: the blob line each candidate was built from, and the candidate (reused while its line is unchanged). */
+  private lineOf: (string | undefined)[] = [];
+  private candOf: (SlotCandidate | undefined)[] = [];
+  private readonly head: LineHead = { slot: 0, generation: 0, jsonStart: 0 };
   private view: SlotCandidate[] = [];
   private hasExpiry = false;
   private expiryAt = 0;
@@ -362,18 +366,36 @@ export class Router implements LeaseOwner {
     const memberEpoch = t.membershipEpoch();
     if (memberEpoch !== this.memberEpoch) {
       this.flushPicks();
-      const blob = decodeBlob(t.readSpecs());
+      const lines = blobLines(t.readSpecs());
       const all: SlotCandidate[] = [];
       const byId = new Map<string, SlotCandidate>();
-      for (const e of blob.entries) {
-        const a = parseAddress(e.spec.address);
-        const c = slotCandidate(this.env, e.slot, e.generation, e.spec, a?.host ?? '', a?.port ?? 0);
+      const head = this.head;
+      // Fresh per-slot maps holding only this blob's lines: a kept line is a
+      // slice of the blob's text, so keeping lines of older blobs would keep
+      // those whole texts alive.
+      const lineOf = new Array<string | undefined>(t.capacity);
+      const candOf = new Array<SlotCandidate | undefined>(t.capacity);
+      for (let k = 1; k < lines.length; k++) {
+        const line = lines[k]!;
+        lineHead(line, head);
+        // Same (slot, generation, spec) text as last time: the same candidate
+        // (its picks were just flushed; refresh resets its flags below).
+        let c = this.lineOf[head.slot] === line ? this.candOf[head.slot] : undefined;
+        if (c === undefined) {
+          const spec = specFromJson(line.slice(head.jsonStart));
+          const a = parseAddress(spec.address);
+          c = slotCandidate(this.env, head.slot, head.generation, spec, a?.host ?? '', a?.port ?? 0);
+        }
+        lineOf[head.slot] = line;
+        candOf[head.slot] = c;
         all.push(c);
         byId.set(c.id, c);
       }
+      this.lineOf = lineOf;
+      this.candOf = candOf;
       this.all = all;
       this.byId = byId;
-      this.ver = blob.version;
+      this.ver = lines.length === 0 ? 0 : Number(lines[0]);
       this.memberEpoch = memberEpoch;
     }
     const now = this.now();

@@ -6,8 +6,21 @@
  * synchronously when it sees an epoch move. No MessagePort has to be
  * transferred, which piscina's `workerData` could not do anyway.
  *
- * Format: UTF-8 JSON `{ v: version, s: [[slot, generation, spec], ...] }` of
- * every live (non-removed) slot.
+ * Format: UTF-8 text, one line per live (non-removed) slot after a first line
+ * holding the version:
+ *
+ *     version
+ *     slot,generation,[id,address,weight,priority,locality,localityWeight,status,maxInflight,panicEligible]
+ *     ...
+ *
+ * (the spec as a positional JSON array: less than half the bytes of an
+ * object, so less to store, copy and parse on every change).
+ *
+ * `JSON.stringify` escapes newlines, so a line is always one entry. Lines are
+ * independent, so a reader compares each line with the one it saw last for
+ * that slot and parses only those that changed (a one-backend change parses
+ * one spec, not a thousand), and the writer re-serialises only specs that
+ * changed.
  */
 import type { ResolvedBackendSpec } from '../core/spec.js';
 
@@ -27,14 +40,89 @@ export interface SpecBlob {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
+/** The spec's JSON text (its part of a blob line): the fields as a positional array. */
+export function specJson(spec: ResolvedBackendSpec): string {
+  return JSON.stringify([
+    spec.id,
+    spec.address,
+    spec.weight,
+    spec.priority,
+    spec.locality,
+    spec.localityWeight,
+    spec.status,
+    spec.maxInflight,
+    spec.panicEligible,
+  ]);
+}
+
+/** The spec a {@link specJson} text holds (fields in `resolveBackendSpec`'s order). */
+export function specFromJson(json: string): ResolvedBackendSpec {
+  const a = JSON.parse(json) as [string, string, number, number, string, number, ResolvedBackendSpec['status'], number, boolean];
+  return {
+    id: a[0],
+    address: a[1],
+    weight: a[2],
+    priority: a[3],
+    locality: a[4],
+    localityWeight: a[5],
+    status: a[6],
+    maxInflight: a[7],
+    panicEligible: a[8],
+  };
+}
+
+/** One blob line: `slot,generation,` then the spec's JSON text ({@link specJson}). */
+export function blobLine(slot: number, generation: number, json: string): string {
+  return `${slot},${generation},${json}`;
+}
+
+/** Encodes a membership for {@link LoadTable.publishSpecs} from its lines ({@link blobLine}). */
+export function encodeBlobLines(version: number, lines: readonly string[]): Uint8Array {
+  return encoder.encode(lines.length === 0 ? String(version) : `${version}\n${lines.join('\n')}`);
+}
+
 /** Encodes a membership for {@link LoadTable.publishSpecs}. */
 export function encodeBlob(blob: SpecBlob): Uint8Array {
-  return encoder.encode(JSON.stringify({ v: blob.version, s: blob.entries.map((e) => [e.slot, e.generation, e.spec]) }));
+  return encodeBlobLines(
+    blob.version,
+    blob.entries.map((e) => blobLine(e.slot, e.generation, specJson(e.spec))),
+  );
+}
+
+/** The lines of what {@link LoadTable.readSpecs} returned: `[]` for the empty blob, else the version line first. */
+export function blobLines(bytes: Uint8Array): string[] {
+  return bytes.length === 0 ? [] : decoder.decode(bytes).split('\n');
+}
+
+/** A blob line's parts: the slot, the generation and where the spec's JSON starts. */
+export interface LineHead {
+  slot: number;
+  generation: number;
+  jsonStart: number;
+}
+
+/** Reads a line's `slot,generation,` prefix into `out` (decimal digits, no allocation). */
+export function lineHead(line: string, out: LineHead): void {
+  let k = 0;
+  let slot = 0;
+  for (let ch = line.charCodeAt(k); ch !== 44; ch = line.charCodeAt(++k)) slot = slot * 10 + (ch - 48);
+  let generation = 0;
+  for (let ch = line.charCodeAt(++k); ch !== 44; ch = line.charCodeAt(++k)) generation = generation * 10 + (ch - 48);
+  out.slot = slot;
+  out.generation = generation;
+  out.jsonStart = k + 1;
 }
 
 /** Decodes what {@link LoadTable.readSpecs} returned (the empty blob is version 0, no entries). */
 export function decodeBlob(bytes: Uint8Array): SpecBlob {
-  if (bytes.length === 0) return { version: 0, entries: [] };
-  const raw = JSON.parse(decoder.decode(bytes)) as { v: number; s: [number, number, ResolvedBackendSpec][] };
-  return { version: raw.v, entries: raw.s.map(([slot, generation, spec]) => ({ slot, generation, spec })) };
+  const lines = blobLines(bytes);
+  if (lines.length === 0) return { version: 0, entries: [] };
+  const head: LineHead = { slot: 0, generation: 0, jsonStart: 0 };
+  const entries: BlobEntry[] = [];
+  for (let k = 1; k < lines.length; k++) {
+    const line = lines[k]!;
+    lineHead(line, head);
+    entries.push({ slot: head.slot, generation: head.generation, spec: specFromJson(line.slice(head.jsonStart)) });
+  }
+  return { version: Number(lines[0]), entries };
 }

@@ -51,6 +51,16 @@ describe('PeakEWMA words', () => {
     expect(t.stats(0).latencyEstimateUs).toBe(Math.round((200 * w + 10 * (1 - w)) * 1000));
   });
 
+  it('decays by exactly Math.exp(-dt/τ) for every whole-ms dt, inside and past the lookup table', () => {
+    for (const tauMs of [1, 7, 1000, 86_400_000]) {
+      const t = LoadTable.create({ capacity: 1, tauMs, initialMs: 50 });
+      t.resetHealth(0, 0);
+      for (const dt of [1, 2, 3, 17, 999, 1000, 1001, 4094, 4095, 4096, 4097, 10_000, 123_456]) {
+        expect(t.estimateUs(0, EwmaSeries.Latency, dt)).toBe(Math.round(50_000 * Math.exp(-dt / tauMs)) | 0);
+      }
+    }
+  });
+
   it('a writer that died holding the lock is unlocked by reclaimRow; readers never block on it', () => {
     const t = LoadTable.create({ capacity: 2, maxThreads: 4 });
     t.resetHealth(1, 0);

@@ -93,6 +93,35 @@ describe('Maglev', () => {
     expect(moved.size).toBeGreaterThanOrEqual(4);
   });
 
+  it('a table rebuilt into reused buffers equals a freshly built one, change after change', () => {
+    // Tables are double-buffered: every rebuild must still match a fresh instance exactly.
+    const reused = new Maglev({ tableSize: 1009 });
+    const keys = KEYS.slice(0, 3000);
+    const slices = [backends(5), backends(9, { weights: [3, 1, 4, 1, 5, 9, 2, 6, 5] }), backends(2), backends(0), backends(7)];
+    for (let round = 0; round < 3; round++) {
+      for (const slice of slices) {
+        if (slice.length === 0) {
+          expect(codeOf(() => reused.pick(slice, { key: 'k' }))).toBe('Empty');
+          continue;
+        }
+        expect(owners(reused, slice, keys)).toEqual(owners(new Maglev({ tableSize: 1009 }), slice, keys));
+      }
+    }
+  });
+
+  it('a prepare that throws leaves the table in force, also after buffers were reused', () => {
+    const p = new Maglev({ tableSize: 1009 });
+    const a = backends(4);
+    const b = backends(6);
+    const keys = KEYS.slice(0, 2000);
+    owners(p, b, keys);
+    const expected = owners(p, a, keys);
+    // A candidate whose weight is invalid (Backend itself refuses 0, so a plain object).
+    const bad = [...backends(2), { ...backends(1)[0]!, id: 'x', weight: 0, isEligible: () => true } as unknown as Backend];
+    expect(codeOf(() => p.prepare(bad))).toBe('InvalidWeight');
+    expect(keys.map((key) => a[p.pick(a, { key })]!.id)).toEqual(expected);
+  });
+
   it('builds the table when the slice changes, never inside an ordinary pick', () => {
     const p = new Maglev({ tableSize: 1009 });
     const spy = vi.spyOn(p, 'prepare');
