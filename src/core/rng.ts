@@ -21,6 +21,16 @@ export type Seed = number | bigint;
 const TWO_32 = 4294967296;
 const TWO_53 = 9007199254740992;
 
+/**
+ * The rejection limit of a uniform draw in [0, n) from 32 random bits: the
+ * largest multiple of n not above 2^32. A draw at or past it is redrawn (it
+ * would favour small residues); below it, `r % n` is unbiased. For n ≤ 2^32.
+ * Hot loops that must keep one `nextU32` call site cache this per n.
+ */
+export function rejectionLimit32(n: number): number {
+  return TWO_32 - (TWO_32 % n);
+}
+
 /** 128 bits from the OS random source, never all zero. */
 export function osSeedWords(): Uint32Array {
   const words = new Uint32Array(4);
@@ -106,9 +116,8 @@ export class Rng {
    */
   below(n: number): number {
     if (n <= TWO_32) {
-      // limit is the largest multiple of n not above 2^32; draws at or past
-      // it would favour small residues, so they are redrawn (p < 1/2).
-      const limit = TWO_32 - (TWO_32 % n);
+      // Draws at or past the limit would favour small residues, so they are redrawn (p < 1/2).
+      const limit = rejectionLimit32(n);
       // One nextU32 call site: a second one in a retry loop is not inlined once
       // the loop has run, and its uint32 result (often above the Smi range) is
       // then boxed — a heap allocation per call.

@@ -44,11 +44,9 @@
  * draw (standalone callers only) falls back to P2C over the eligible members.
  */
 import type { Candidate } from '../core/candidate.js';
-import { Rng } from '../core/rng.js';
+import { Rng, rejectionLimit32 } from '../core/rng.js';
 import { EligibleIndices, throwEmpty, throwNoEligible } from './slice.js';
 import type { Policy, SeedOptions } from './types.js';
-
-const TWO_32 = 4294967296;
 
 /**
  * Power of two choices.
@@ -85,8 +83,8 @@ export class PowerOfTwo implements Policy {
       throwNoEligible(1);
     }
     if (n !== this.n) {
-      this.limitFirst = TWO_32 - (TWO_32 % n);
-      this.limitSecond = TWO_32 - (TWO_32 % (n - 1));
+      this.limitFirst = rejectionLimit32(n);
+      this.limitSecond = rejectionLimit32(n - 1);
       this.n = n;
     }
     const rng = this.rng;

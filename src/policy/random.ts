@@ -11,11 +11,9 @@
  * uniform over the eligible members either way.
  */
 import type { Candidate } from '../core/candidate.js';
-import { Rng } from '../core/rng.js';
+import { Rng, rejectionLimit32 } from '../core/rng.js';
 import { EligibleIndices, throwEmpty } from './slice.js';
 import type { Policy, SeedOptions } from './types.js';
-
-const TWO_32 = 4294967296;
 
 /**
  * Uniform random selection.
@@ -47,7 +45,7 @@ export class Random implements Policy {
     const n = candidates.length;
     if (n === 0) throwEmpty();
     if (n !== this.n) {
-      this.limit = TWO_32 - (TWO_32 % n);
+      this.limit = rejectionLimit32(n);
       this.n = n;
     }
     const rng = this.rng;
