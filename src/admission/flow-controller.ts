@@ -1,10 +1,12 @@
 /**
  * FlowController: a concurrency limit with priority holdback.
  *
- * Saturation is the fraction of `capacity` held by admitted permits. A
- * request of priority p is admitted while admitting it keeps saturation at
- * or below p's ceiling (from {@link holdbackCeilings}); otherwise it waits in
- * p's FIFO queue. When a permit is released, queues are served highest
+ * Saturation is the fraction of `capacity` held by admitted permits. As in
+ * the holdback seed, a priority is held back while saturation exceeds its
+ * ceiling (from {@link holdbackCeilings}): a request of priority p is
+ * admitted when saturation ≤ ceiling(p) and a permit is free; otherwise it
+ * waits in p's FIFO queue. So every priority flows on an idle pool, even one
+ * whose ceiling is 0. When a permit is released, queues are served highest
  * priority first. So as the pool fills, the lowest priority is held back
  * first and the highest keeps flowing up to `maxCeiling` (default: the whole
  * capacity) — the holdback policy of the flow-control seed, applied to
@@ -39,7 +41,7 @@ interface Waiter {
 interface Lane {
   priority: number;
   ceiling: number;
-  /** Permits this lane may hold in total at once: floor(ceiling × capacity). */
+  /** Admit while held < limit = min(capacity, floor(ceiling × capacity) + 1). */
   limit: number;
   queue: Waiter[];
 }
@@ -58,13 +60,18 @@ export class FlowController {
   private held = 0;
   private closed = false;
 
+  /** Throws `InvalidConfig` naming a bad option. */
   constructor(opts: FlowControllerOptions) {
+    if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
     const { capacity, priorities, maxQueue = 1024 } = opts;
     if (!Number.isSafeInteger(capacity) || capacity < 1) invalidConfig('options.capacity', 'must be a positive integer', capacity);
     if (!Number.isSafeInteger(maxQueue) || maxQueue < 0) invalidConfig('options.maxQueue', 'must be an integer >= 0', maxQueue);
     if (!Array.isArray(priorities) || priorities.length === 0) {
       invalidConfig('options.priorities', 'must be a non-empty array of numbers', priorities);
     }
+    priorities.forEach((p, i) => {
+      if (typeof p !== 'number' || !Number.isFinite(p)) invalidConfig(`options.priorities[${i}]`, 'must be a finite number', p);
+    });
     const sorted = [...priorities].sort((a, b) => b - a);
     for (let i = 1; i < sorted.length; i++) {
       if (sorted[i] === sorted[i - 1]) invalidConfig('options.priorities', `must not repeat ${sorted[i]}`);
@@ -74,9 +81,10 @@ export class FlowController {
     this.maxQueue = maxQueue;
     this.lanes = sorted.map((priority, i) => {
       const ceiling = ceilings[i]!;
-      // Admit while (held + 1) / capacity <= ceiling, i.e. held < floor(ceiling × capacity).
-      // A tiny epsilon keeps 0.3 × 10 from flooring to 2.
-      return { priority, ceiling, limit: Math.floor(ceiling * capacity + 1e-9), queue: [] };
+      // Admit while held / capacity <= ceiling and a permit is free:
+      // held <= floor(ceiling × capacity) and held < capacity. A tiny epsilon
+      // keeps 0.3 × 10 from flooring to 2.
+      return { priority, ceiling, limit: Math.min(capacity, Math.floor(ceiling * capacity + 1e-9) + 1), queue: [] };
     });
     for (const lane of this.lanes) this.byPriority.set(lane.priority, lane);
   }

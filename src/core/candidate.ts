@@ -98,6 +98,9 @@ export class Backend implements StatusCandidate {
         field: 'status',
       });
     }
+    if (opts.load !== undefined && typeof opts.load !== 'function') {
+      throw new PoiseError('InvalidConfig', `load: must be a function returning a number, got ${describe(opts.load)}`, { field: 'load' });
+    }
     this.id = id;
     this.weight = validateWeight(opts.weight ?? 1, 'weight');
     this.status = status;

@@ -105,7 +105,16 @@ export class StaticMembership implements MembershipSource {
     this.#listener = listener;
     const input = this.#input;
     if ('file' in input) {
-      const text = await readFile(input.file, 'utf8');
+      let text: string;
+      try {
+        text = await readFile(input.file, 'utf8');
+      } catch (err) {
+        this.#listener = undefined;
+        throw new PoiseError('InvalidConfig', `input.file: cannot read ${JSON.stringify(input.file)}: ${(err as Error).message}`, {
+          field: 'input.file',
+          cause: err,
+        });
+      }
       this.#applyText(text, true);
       if (this.#watch) this.#startWatch(input.file);
     } else {

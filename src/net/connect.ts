@@ -40,7 +40,8 @@ export interface RoutedConnection {
   attempts: number;
 }
 
-function checkOptions(opts: ConnectOptions): { attempts: number; timeout: number } {
+/** Validates `attempts` and `connectTimeoutMs` (shared with TcpProxy, which checks them at construction). */
+export function checkConnectOptions(opts: Pick<ConnectOptions, 'attempts' | 'connectTimeoutMs'>): { attempts: number; timeout: number } {
   const attempts = opts.attempts ?? 3;
   const timeout = opts.connectTimeoutMs ?? 2000;
   if (!Number.isInteger(attempts) || attempts < 1 || attempts > 100) invalidConfig('options.attempts', 'must be an integer in [1, 100]', attempts);
@@ -60,7 +61,7 @@ function checkOptions(opts: ConnectOptions): { attempts: number; timeout: number
  * await client.connect();
  */
 export async function connect(router: Router, opts: ConnectOptions = {}): Promise<RoutedConnection> {
-  const { attempts, timeout } = checkOptions(opts);
+  const { attempts, timeout } = checkConnectOptions(opts);
   const clock = opts.clock ?? (() => performance.now());
   const exclude = new Set<string>();
   let lastError: unknown;

@@ -14,7 +14,7 @@ import { EventEmitter } from 'node:events';
 import { invalidConfig } from '../core/errors.js';
 import { defaultLogger, type Logger } from '../log.js';
 import type { Router } from '../runtime/router.js';
-import { connect } from './connect.js';
+import { checkConnectOptions, connect } from './connect.js';
 
 /** Options of {@link TcpProxy}. */
 export interface TcpProxyOptions {
@@ -57,8 +57,18 @@ export class TcpProxy extends EventEmitter {
   private readonly server: net.Server;
   private readonly sockets = new Set<net.Socket>();
 
+  /** Throws `InvalidConfig` naming a bad option. */
   constructor(opts: TcpProxyOptions) {
     super();
+    if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
+    if (typeof opts.router !== 'object' || opts.router === null || typeof opts.router.acquire !== 'function') {
+      invalidConfig('options.router', 'must be a Router', opts.router);
+    }
+    if (opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) {
+      invalidConfig('options.host', 'must be a non-empty string', opts.host);
+    }
+    checkConnectOptions(opts);
+    if (opts.key !== undefined && typeof opts.key !== 'function') invalidConfig('options.key', 'must be a function of the client socket', opts.key);
     const port = opts.port ?? 0;
     if (!Number.isInteger(port) || port < 0 || port > 65535) invalidConfig('options.port', 'must be an integer in [0, 65535]', port);
     const idle = opts.idleTimeoutMs ?? 0;

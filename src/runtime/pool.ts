@@ -24,6 +24,7 @@ import { PoiseError, invalidConfig } from '../core/errors.js';
 import type { Seed } from '../core/rng.js';
 import type { Balancer } from './balancer.js';
 import { Router, type PolicyName, type RouterAttachment, type RouterOptions } from './router.js';
+import { POLICY_NAMES } from './policies.js';
 
 /** Options of {@link createWorkerPool}. */
 export interface WorkerPoolOptions {
@@ -101,6 +102,9 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
   const threads = opts.threads ?? os.availableParallelism();
   if (!Number.isInteger(threads) || threads < 1 || threads > balancer.table.maxThreads - 1) {
     invalidConfig('options.threads', `must be an integer in [1, ${balancer.table.maxThreads - 1}]`, threads);
+  }
+  if (opts.policy !== undefined && !(POLICY_NAMES as readonly string[]).includes(opts.policy)) {
+    invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, opts.policy);
   }
   const data: PoolData = {
     attachment: balancer.attachment().attachment,

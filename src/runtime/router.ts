@@ -68,7 +68,7 @@ export interface AcquireOptions {
   /** Only backends of this failover priority. */
   priority?: number;
   /** Backend ids to avoid (retries). */
-  exclude?: ReadonlySet<string>;
+  exclude?: ReadonlySet<string> | readonly string[];
   /** Overrides the router's lease kind for this lease. */
   kind?: LeaseKindName;
 }
@@ -234,7 +234,16 @@ export class Router implements LeaseOwner {
         cands = tier.cands;
         policy = tier.policy;
       }
-      if (opts.exclude !== undefined && opts.exclude.size > 0) this.blockIds(opts.exclude);
+      const ex = opts.exclude;
+      if (ex !== undefined) {
+        if (ex instanceof Set) {
+          if (ex.size > 0) this.blockIds(ex);
+        } else if (Array.isArray(ex)) {
+          if (ex.length > 0) this.blockIds(ex);
+        } else {
+          invalidConfig('acquire(options).exclude', 'must be a Set or an array of backend ids', ex);
+        }
+      }
     }
     if (cands.length === 0) this.throwNone(cands);
     try {
@@ -461,7 +470,7 @@ export class Router implements LeaseOwner {
     this.blocked[this.nBlocked++] = c;
   }
 
-  private blockIds(ids: ReadonlySet<string>): void {
+  private blockIds(ids: ReadonlySet<string> | readonly string[]): void {
     ids.forEach(this.blockId, this);
   }
 

@@ -67,46 +67,57 @@ describe('holdbackCeilings', () => {
 });
 
 describe('FlowController', () => {
-  it('holds back the lowest priority first as saturation rises', () => {
-    // capacity 10, ceilings 1.0 / 0.75 / 0.5: limits 10 / 7 / 5 permits.
+  it('holds back the lowest priority first: a lane is admitted while saturation <= its ceiling', () => {
+    // capacity 10, ceilings 1.0 / 0.75 / 0.5: held back once saturation exceeds
+    // them, so limits min(10, floor(c × 10) + 1) = 10 / 8 / 6 permits.
     const flow = new FlowController({ capacity: 10, priorities: [0, 1, 2], minCeiling: 0.5, maxCeiling: 1 });
-    expect(flow.ceilings().map((c) => c.limit)).toEqual([10, 7, 5]);
-    const low = [];
-    for (let i = 0; i < 5; i++) low.push(flow.tryAcquire(0));
-    expect(low.every((p) => p !== undefined)).toBe(true);
-    expect(flow.tryAcquire(0)).toBeUndefined(); // 6/10 > 0.5
-    expect(flow.tryAcquire(1)).toBeDefined(); // 6/10 <= 0.75
-    expect(flow.tryAcquire(1)).toBeDefined(); // 7/10
-    expect(flow.tryAcquire(1)).toBeUndefined(); // 8/10 > 0.75
-    for (let i = 0; i < 3; i++) expect(flow.tryAcquire(2)).toBeDefined();
-    expect(flow.tryAcquire(2)).toBeUndefined(); // full
+    expect(flow.ceilings().map((c) => c.limit)).toEqual([10, 8, 6]);
+    for (let i = 0; i < 6; i++) expect(flow.tryAcquire(0)).toBeDefined(); // saturation 0 .. 0.5 before each
+    expect(flow.tryAcquire(0)).toBeUndefined(); // 0.6 > 0.5
+    expect(flow.tryAcquire(1)).toBeDefined(); // 0.6 <= 0.75
+    expect(flow.tryAcquire(1)).toBeDefined(); // 0.7 <= 0.75
+    expect(flow.tryAcquire(1)).toBeUndefined(); // 0.8 > 0.75
+    for (let i = 0; i < 2; i++) expect(flow.tryAcquire(2)).toBeDefined();
+    expect(flow.tryAcquire(2)).toBeUndefined(); // full: never past capacity
     expect(flow.saturation).toBe(1);
   });
 
+  it('every priority flows on an idle pool, even with a ceiling of 0', () => {
+    const flow = new FlowController({ capacity: 1, priorities: [1, 0], minCeiling: 0 });
+    const p = flow.tryAcquire(0);
+    expect(p).toBeDefined();
+    expect(flow.tryAcquire(0)).toBeUndefined();
+    expect(flow.tryAcquire(1)).toBeUndefined(); // the one permit is taken
+    p!.release();
+    expect(flow.tryAcquire(1)).toBeDefined();
+  });
+
   it('serves queued waiters most important first, FIFO within a priority, exactly once per release', async () => {
-    const flow = new FlowController({ capacity: 2, priorities: [0, 1], minCeiling: 0.5 });
-    const a = flow.tryAcquire(1)!;
-    const b = flow.tryAcquire(1)!;
+    // capacity 4, ceilings 1 / 0.5: limits 4 / 3.
+    const flow = new FlowController({ capacity: 4, priorities: [0, 1], minCeiling: 0.5 });
+    const held = [flow.tryAcquire(1)!, flow.tryAcquire(1)!, flow.tryAcquire(1)!, flow.tryAcquire(1)!];
     const order: string[] = [];
     const w1 = flow.acquire(0).then((p) => (order.push('low-1'), p));
     const w2 = flow.acquire(1).then((p) => (order.push('high-1'), p));
     const w3 = flow.acquire(1).then((p) => (order.push('high-2'), p));
-    a.release();
-    a.release(); // exactly once: no second slot freed
+    held[0]!.release();
+    held[0]!.release(); // exactly once: no second permit freed
     await Promise.resolve();
     await Promise.resolve();
     expect(order).toEqual(['high-1']);
-    b.release();
+    held[1]!.release();
     await w3;
     expect(order).toEqual(['high-1', 'high-2']);
-    (await w2).release();
-    // 1 held of 2: low's limit is floor(0.5 × 2) = 1, so it still waits.
+    (await w3).release();
+    // 3 held: the low lane's limit is 3 (saturation 0.75 > 0.5), so it still waits.
     await Promise.resolve();
     expect(order).toEqual(['high-1', 'high-2']);
-    (await w3).release();
+    (await w2).release();
     const low = await w1;
     expect(order).toEqual(['high-1', 'high-2', 'low-1']);
     low.release();
+    held[2]!.release();
+    held[3]!.release();
     expect(flow.inUse).toBe(0);
   });
 
@@ -120,6 +131,8 @@ describe('FlowController', () => {
     expect(() => flow.tryAcquire(4)).toThrow('priority: must be one of the configured priorities (5), got 4');
     expect(() => new FlowController({ capacity: 0, priorities: [1], minCeiling: 0 })).toThrow('options.capacity: must be a positive integer, got 0');
     expect(() => new FlowController({ capacity: 1, priorities: [1, 1], minCeiling: 0 })).toThrow('options.priorities: must not repeat 1');
+    expect(() => new FlowController({ capacity: 1, priorities: [1, Number.NaN], minCeiling: 0 })).toThrow('options.priorities[1]: must be a finite number, got NaN');
+    expect(() => new FlowController(undefined as never)).toThrow('options: must be an object, got undefined');
   });
 
   it('an aborted waiter leaves the queue and rejects with the reason', async () => {

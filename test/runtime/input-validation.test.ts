@@ -1,0 +1,89 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { Backend } from '../../src/core/candidate.js';
+import { PoiseError } from '../../src/core/errors.js';
+import { StaticMembership } from '../../src/membership/static.js';
+import { TcpProxy } from '../../src/net/proxy.js';
+import { Balancer } from '../../src/runtime/balancer.js';
+import { createWorkerPool } from '../../src/runtime/pool.js';
+import type { Router } from '../../src/runtime/router.js';
+
+// Bad input from a caller gets a PoiseError naming the field, never a TypeError
+// from deep inside, and never a silently ignored option.
+
+const balancers: Balancer[] = [];
+afterEach(() => {
+  for (const b of balancers.splice(0)) b.close();
+});
+
+function routerOver(ids: string[]): Router {
+  const balancer = new Balancer({ capacity: 8 });
+  balancers.push(balancer);
+  balancer.update(ids.map((id, i) => ({ id, address: `127.0.0.1:${7000 + i}` })));
+  return balancer.router({ policy: 'round-robin' });
+}
+
+describe('acquire({ exclude })', () => {
+  it('takes a Set or an array of ids, and excluded backends are never chosen', () => {
+    const router = routerOver(['a', 'b', 'c']);
+    for (let i = 0; i < 30; i++) {
+      const fromArray = router.acquire({ exclude: ['a', 'b'] });
+      expect(fromArray.id).toBe('c');
+      fromArray.release('success');
+      const fromSet = router.acquire({ exclude: new Set(['c']) });
+      expect(fromSet.id).not.toBe('c');
+      fromSet.release('success');
+    }
+  });
+
+  it('refuses anything else, naming the option', () => {
+    const router = routerOver(['a', 'b']);
+    expect(() => router.acquire({ exclude: 'a' as never })).toThrow('acquire(options).exclude: must be a Set or an array of backend ids, got "a"');
+    expect(router.openLeases).toBe(0);
+  });
+});
+
+describe('constructor options', () => {
+  it('Backend refuses a load that is not a function', () => {
+    expect(() => new Backend('a', { load: 5 as never })).toThrow('load: must be a function returning a number, got 5');
+  });
+
+  it('TcpProxy checks its options at construction, not at the first client', () => {
+    const router = routerOver(['a']);
+    const cases: [unknown, string][] = [
+      [undefined, 'options: must be an object, got undefined'],
+      [{}, 'options.router: must be a Router, got undefined'],
+      [{ router, attempts: 0 }, 'options.attempts: must be an integer in [1, 100], got 0'],
+      [{ router, connectTimeoutMs: -5 }, 'options.connectTimeoutMs: must be a finite number > 0, got -5'],
+      [{ router, host: 7 }, 'options.host: must be a non-empty string, got 7'],
+      [{ router, key: 'ip' }, 'options.key: must be a function of the client socket, got "ip"'],
+    ];
+    for (const [opts, message] of cases) {
+      let err: unknown;
+      try {
+        new TcpProxy(opts as never);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(PoiseError);
+      expect((err as PoiseError).message).toBe(message);
+    }
+  });
+
+  it('createWorkerPool refuses an unknown policy in the owner thread, before any worker starts', () => {
+    const balancer = new Balancer({ capacity: 4 });
+    balancers.push(balancer);
+    expect(() => createWorkerPool({ balancer, filename: new URL('file:///nowhere.js'), threads: 1, policy: 'fastest' as never })).toThrow(
+      /^options\.policy: must be one of round-robin, .*, got "fastest"$/,
+    );
+  });
+
+  it('StaticMembership rejects a missing file with a PoiseError naming input.file', async () => {
+    const source = new StaticMembership({ file: '/nonexistent/poise-members.json' });
+    const err = await source.start(() => {}).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PoiseError);
+    expect((err as PoiseError).code).toBe('InvalidConfig');
+    expect((err as PoiseError).field).toBe('input.file');
+    expect((err as PoiseError).message).toMatch(/^input\.file: cannot read "\/nonexistent\/poise-members\.json": ENOENT/);
+    await source.close();
+  });
+});
