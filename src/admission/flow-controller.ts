@@ -12,7 +12,7 @@
  * capacity) — the holdback policy of the flow-control seed, applied to
  * connection or request admission in front of a Router.
  */
-import { PoiseError, invalidConfig } from '../core/errors.js';
+import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { holdbackCeilings, type HoldbackOptions } from './holdback.js';
 
 /** Options of {@link FlowController}. */
@@ -63,6 +63,7 @@ export class FlowController {
   /** Throws `InvalidConfig` naming a bad option. */
   constructor(opts: FlowControllerOptions) {
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
+    checkOptionKeys(opts, ['capacity', 'priorities', 'maxQueue', 'shape', 'domain', 'minCeiling', 'maxCeiling']);
     const { capacity, priorities, maxQueue = 1024 } = opts;
     if (!Number.isSafeInteger(capacity) || capacity < 1) invalidConfig('options.capacity', 'must be a positive integer', capacity);
     if (!Number.isSafeInteger(maxQueue) || maxQueue < 0) invalidConfig('options.maxQueue', 'must be an integer >= 0', maxQueue);
@@ -76,7 +77,7 @@ export class FlowController {
     for (let i = 1; i < sorted.length; i++) {
       if (sorted[i] === sorted[i - 1]) invalidConfig('options.priorities', `must not repeat ${sorted[i]}`);
     }
-    const ceilings = holdbackCeilings(sorted, opts);
+    const ceilings = holdbackCeilings(sorted, { shape: opts.shape, domain: opts.domain, minCeiling: opts.minCeiling, maxCeiling: opts.maxCeiling });
     this.capacity = capacity;
     this.maxQueue = maxQueue;
     this.lanes = sorted.map((priority, i) => {

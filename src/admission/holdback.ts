@@ -10,7 +10,7 @@
  *   c_i = min + (p_i − pMin) / (pMax − pMin) · (max − min).
  * A single active priority (or all equal values) gets `maxCeiling`.
  */
-import { invalidConfig } from '../core/errors.js';
+import { invalidConfig, checkOptionKeys } from '../core/errors.js';
 
 /** Options of {@link holdbackCeilings}. */
 export interface HoldbackOptions {
@@ -34,6 +34,7 @@ export interface HoldbackOptions {
  * holdbackCeilings([10, 5, 1], { minCeiling: 0.4, maxCeiling: 0.9, domain: 'value' }); // [0.9, 0.622…, 0.4]
  */
 export function holdbackCeilings(prioritiesDescending: readonly number[], options: HoldbackOptions): number[] {
+  checkOptionKeys(options, ['shape', 'domain', 'minCeiling', 'maxCeiling']);
   const { shape = 'linear', domain = 'rank', minCeiling, maxCeiling = 1 } = options ?? ({} as HoldbackOptions);
   if (shape !== 'linear') invalidConfig('options.shape', 'must be "linear"', shape);
   if (domain !== 'rank' && domain !== 'value') invalidConfig('options.domain', 'must be "rank" or "value"', domain);

@@ -57,6 +57,18 @@ export function invalidConfig(field: string, reason: string, got?: unknown): nev
   throw new PoiseError('InvalidConfig', `${field}: ${reason}${suffix}`, { field });
 }
 
+/**
+ * Throws `InvalidConfig` for a key of `value` that is not in `allowed`: a
+ * misspelled option (`capcity`) must not silently mean "the default".
+ * `value` that is not a plain object is left to the caller's own check.
+ */
+export function checkOptionKeys(value: unknown, allowed: readonly string[], path = 'options'): void {
+  if (typeof value !== 'object' || value === null) return;
+  for (const key of Object.keys(value)) {
+    if (!allowed.includes(key)) invalidConfig(`${path}.${key}`, `unknown option (accepted: ${allowed.join(', ')})`);
+  }
+}
+
 /** A short, safe rendering of an offending value for an error message. */
 export function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 80 ? `${value.slice(0, 77)}...` : value);

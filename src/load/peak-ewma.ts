@@ -32,7 +32,7 @@
  * whole algorithm; {@link PeakEwma} is a convenience holder for one backend.
  * The runtime applies the same functions to values kept in shared memory.
  */
-import { invalidConfig } from '../core/errors.js';
+import { invalidConfig, checkOptionKeys } from '../core/errors.js';
 
 /**
  * The estimate `estimate` (recorded at `lastMs`) decayed to `nowMs`:
@@ -96,6 +96,7 @@ export class PeakEwma {
 
   /** Throws `InvalidConfig` naming the option when one is out of range. */
   constructor(options: PeakEwmaOptions = {}) {
+    checkOptionKeys(options, ['tauMs', 'initialMs', 'clock']);
     const { tauMs = 1000, initialMs = 50, clock = defaultClock } = options;
     if (typeof tauMs !== 'number' || !Number.isFinite(tauMs) || tauMs <= 0) {
       invalidConfig('options.tauMs', 'must be a finite number > 0 (milliseconds)', tauMs);

@@ -9,7 +9,7 @@
  * mysql2's `stream` option).
  */
 import net from 'node:net';
-import { PoiseError, invalidConfig } from '../core/errors.js';
+import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
 
@@ -61,6 +61,7 @@ export function checkConnectOptions(opts: Pick<ConnectOptions, 'attempts' | 'con
  * await client.connect();
  */
 export async function connect(router: Router, opts: ConnectOptions = {}): Promise<RoutedConnection> {
+  checkOptionKeys(opts, ['key', 'priority', 'attempts', 'connectTimeoutMs', 'signal', 'clock']);
   const { attempts, timeout } = checkConnectOptions(opts);
   const clock = opts.clock ?? (() => performance.now());
   const exclude = new Set<string>();

@@ -11,7 +11,7 @@
  */
 import net from 'node:net';
 import { EventEmitter } from 'node:events';
-import { invalidConfig } from '../core/errors.js';
+import { invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { defaultLogger, type Logger } from '../log.js';
 import type { Router } from '../runtime/router.js';
 import { checkConnectOptions, connect } from './connect.js';
@@ -61,6 +61,7 @@ export class TcpProxy extends EventEmitter {
   constructor(opts: TcpProxyOptions) {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
+    checkOptionKeys(opts, ['router', 'host', 'port', 'attempts', 'connectTimeoutMs', 'idleTimeoutMs', 'key', 'logger']);
     if (typeof opts.router !== 'object' || opts.router === null || typeof opts.router.acquire !== 'function') {
       invalidConfig('options.router', 'must be a Router', opts.router);
     }

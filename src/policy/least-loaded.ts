@@ -13,7 +13,7 @@
  */
 import type { Candidate } from '../core/candidate.js';
 import { Rng } from '../core/rng.js';
-import { throwEmpty, throwNoEligible } from './slice.js';
+import { throwEmpty, throwNoEligible, rngFromOptions } from './slice.js';
 import type { Policy, SeedOptions } from './types.js';
 
 /**
@@ -28,7 +28,7 @@ export class LeastLoaded implements Policy {
 
   /** OS-seeded unless `seed` is given. */
   constructor(options: SeedOptions = {}) {
-    this.rng = new Rng(options.seed);
+    this.rng = rngFromOptions(options);
   }
 
   /** Nothing to prepare; present for a uniform policy interface. */

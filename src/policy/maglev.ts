@@ -28,7 +28,7 @@
  * Without `context.key` it falls back to round robin, as Sōzu does.
  */
 import type { Candidate } from '../core/candidate.js';
-import { invalidConfig } from '../core/errors.js';
+import { invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { hash53, mix53, type HashSeed } from '../core/hash.js';
 import { checkedAdd, mulDivFloor, validateWeight } from '../core/weight.js';
 import { keyHash, resolveHashSeed, type KeyedOptions } from './keyed.js';
@@ -90,6 +90,7 @@ export class Maglev implements Policy {
 
   /** Throws `InvalidConfig` naming the option for a bad `tableSize` or `hashSeed`. */
   constructor(options: MaglevOptions = {}) {
+    checkOptionKeys(options, ['hashSeed', 'tableSize']);
     const { tableSize = MAGLEV_DEFAULT_TABLE_SIZE } = options;
     if (typeof tableSize !== 'number' || !Number.isInteger(tableSize) || tableSize < 1 || tableSize > MAGLEV_MAX_TABLE_SIZE) {
       invalidConfig('options.tableSize', `must be an integer in [1, ${MAGLEV_MAX_TABLE_SIZE}]`, tableSize);

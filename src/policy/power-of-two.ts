@@ -45,7 +45,7 @@
  */
 import type { Candidate } from '../core/candidate.js';
 import { Rng, rejectionLimit32 } from '../core/rng.js';
-import { EligibleIndices, throwEmpty, throwNoEligible } from './slice.js';
+import { EligibleIndices, throwEmpty, throwNoEligible, rngFromOptions } from './slice.js';
 import type { Policy, SeedOptions } from './types.js';
 
 /**
@@ -66,7 +66,7 @@ export class PowerOfTwo implements Policy {
 
   /** OS-seeded unless `seed` is given (never seed it from a shared constant in production). */
   constructor(options: SeedOptions = {}) {
-    this.rng = new Rng(options.seed);
+    this.rng = rngFromOptions(options);
   }
 
   /** Reserves scratch space for a slice (optional; picks need no table). */

@@ -2,7 +2,7 @@
  * Options of the priority and locality policies, and their validation.
  * Shared by the per-decision and the prepared forms.
  */
-import { invalidConfig } from '../core/errors.js';
+import { invalidConfig, checkOptionKeys } from '../core/errors.js';
 import type { SeedOptions } from './types.js';
 
 /** What use-all panic does when traffic lands on a panicking priority. */
@@ -51,6 +51,7 @@ function integerIn(value: unknown, min: number, max: number, field: string): num
  * [100, 100000], got 99`).
  */
 export function resolvePriorityOptions(options: PriorityOptions = {}): ResolvedPriorityOptions {
+  checkOptionKeys(options, ['overprovisioningFactorPercent', 'panicThresholdPercent', 'panicMode', 'arithmetic', 'seed']);
   const overprovisioningFactorPercent = integerIn(
     options.overprovisioningFactorPercent ?? 140,
     100,

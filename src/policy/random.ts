@@ -12,7 +12,7 @@
  */
 import type { Candidate } from '../core/candidate.js';
 import { Rng, rejectionLimit32 } from '../core/rng.js';
-import { EligibleIndices, throwEmpty } from './slice.js';
+import { EligibleIndices, throwEmpty, rngFromOptions } from './slice.js';
 import type { Policy, SeedOptions } from './types.js';
 
 /**
@@ -32,7 +32,7 @@ export class Random implements Policy {
 
   /** OS-seeded unless `seed` is given. */
   constructor(options: SeedOptions = {}) {
-    this.rng = new Rng(options.seed);
+    this.rng = rngFromOptions(options);
   }
 
   /** Reserves scratch space for a slice (optional; picks need no table). */

@@ -36,6 +36,7 @@ import { keyHash, resolveHashSeed, type KeyedOptions } from './keyed.js';
 import { RoundRobin } from './round-robin.js';
 import { throwEmpty, throwNoEligible } from './slice.js';
 import type { PickContext, Policy } from './types.js';
+import { checkOptionKeys } from '../core/errors.js';
 
 const TWO_32 = 4294967296;
 const TWO_52 = 4503599627370496;
@@ -60,6 +61,7 @@ export class Rendezvous implements Policy {
 
   /** `hashSeed` defaults to {@link DEFAULT_HASH_SEED}; throws `InvalidConfig` for a bad one. */
   constructor(options: KeyedOptions = {}) {
+    checkOptionKeys(options, ['hashSeed']);
     this.seed = resolveHashSeed(options.hashSeed);
   }
 

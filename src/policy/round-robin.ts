@@ -15,6 +15,7 @@
 import type { Candidate } from '../core/candidate.js';
 import { throwEmpty, throwNoEligible } from './slice.js';
 import type { Policy, SeedOptions } from './types.js';
+import { checkOptionKeys } from '../core/errors.js';
 
 /**
  * Round robin.
@@ -33,7 +34,9 @@ export class RoundRobin implements Policy {
   private ids: string[] = [];
 
   /** RoundRobin is deterministic; options are accepted for a uniform interface (`seed` is unused). */
-  constructor(_options: SeedOptions = {}) {}
+  constructor(options: SeedOptions = {}) {
+    checkOptionKeys(options, ['seed']);
+  }
 
   /** Adopts `candidates` as the current slice, moving the cursor after the last-served member. */
   prepare(candidates: readonly Candidate[]): void {

@@ -9,7 +9,9 @@
  * across picks (it grows on a bigger slice, never per pick).
  */
 import type { Candidate } from '../core/candidate.js';
-import { PoiseError } from '../core/errors.js';
+import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
+import { Rng } from '../core/rng.js';
+import type { SeedOptions } from './types.js';
 
 /** Throws `Empty`. */
 export function throwEmpty(): never {
@@ -51,4 +53,14 @@ export class EligibleIndices {
   at(k: number): number {
     return this.buf[k]!;
   }
+}
+
+/**
+ * The policy's own RNG from `{ seed }` options: OS-seeded without a seed.
+ * Refuses unknown option keys (`options.sed: unknown option ...`).
+ */
+export function rngFromOptions(options: SeedOptions, extra: readonly string[] = []): Rng {
+  if (typeof options !== 'object' || options === null) invalidConfig('options', 'must be an object', options);
+  checkOptionKeys(options, ['seed', ...extra]);
+  return new Rng(options.seed);
 }

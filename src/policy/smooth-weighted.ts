@@ -21,7 +21,7 @@
  * (`WeightOverflow` past 2^51, leaving headroom for exact current weights).
  */
 import type { Candidate } from '../core/candidate.js';
-import { PoiseError } from '../core/errors.js';
+import { PoiseError, checkOptionKeys } from '../core/errors.js';
 import { checkedAdd, validateWeight } from '../core/weight.js';
 import { throwEmpty, throwNoEligible } from './slice.js';
 import type { Policy, SeedOptions } from './types.js';
@@ -45,7 +45,9 @@ export class SmoothWeightedRoundRobin implements Policy {
   private ids: string[] = [];
 
   /** Deterministic; options are accepted for a uniform interface (`seed` is unused). */
-  constructor(_options: SeedOptions = {}) {}
+  constructor(options: SeedOptions = {}) {
+    checkOptionKeys(options, ['seed']);
+  }
 
   /** Adopts `candidates`, carrying current weights over by id (throws `InvalidWeight` / `WeightOverflow`; the old state stays then). */
   prepare(candidates: readonly Candidate[]): void {

@@ -18,7 +18,7 @@
 import type { Candidate } from '../core/candidate.js';
 import { Rng } from '../core/rng.js';
 import { checkedAdd, checkedMul, validateWeight } from '../core/weight.js';
-import { throwEmpty, throwNoEligible } from './slice.js';
+import { throwEmpty, throwNoEligible, rngFromOptions } from './slice.js';
 import type { Policy, SeedOptions } from './types.js';
 
 /**
@@ -38,7 +38,7 @@ export class WeightedRandom implements Policy {
 
   /** OS-seeded unless `seed` is given. */
   constructor(options: SeedOptions = {}) {
-    this.rng = new Rng(options.seed);
+    this.rng = rngFromOptions(options);
   }
 
   /** Builds the alias table for `candidates` (throws `InvalidWeight` / `WeightOverflow`; the old table stays then). */

@@ -11,7 +11,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type { TransferListItem, Worker } from 'node:worker_threads';
-import { PoiseError, describe, invalidConfig } from '../core/errors.js';
+import { PoiseError, describe, invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { resolveBackendSpecs, type BackendSpec, type MembershipSnapshot, type ResolvedBackendSpec } from '../core/spec.js';
 import { LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
 import { defaultLogger, type Logger } from '../log.js';
@@ -112,6 +112,7 @@ export class Balancer extends EventEmitter {
   constructor(opts: BalancerOptions = {}) {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
+    checkOptionKeys(opts, ['capacity', 'maxThreads', 'specBytes', 'tauMs', 'initialMs', 'logger', 'clock', 'layout']);
     try {
       this.table = LoadTable.create({
         capacity: opts.capacity,

@@ -9,7 +9,7 @@
  * Defaults: 5 consecutive failures (Envoy's outlier detection, mysql2's
  * PoolCluster), 1 s units and 6 tries (Sōzu), at most 60 s.
  */
-import { invalidConfig } from '../core/errors.js';
+import { invalidConfig, checkOptionKeys } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
 
 /** Ejection options of a Router. */
@@ -31,6 +31,7 @@ export type ResolvedEjection = Required<EjectionOptions>;
 export function resolveEjection(opts: EjectionOptions | undefined): ResolvedEjection {
   const o = opts ?? {};
   if (typeof o !== 'object') invalidConfig('options.ejection', 'must be an object', o);
+  checkOptionKeys(o, ['consecutiveFailures', 'baseMs', 'maxMs', 'maxTries'], 'options.ejection');
   const consecutiveFailures = o.consecutiveFailures ?? 5;
   if (!Number.isInteger(consecutiveFailures) || consecutiveFailures < 1) {
     invalidConfig('options.ejection.consecutiveFailures', 'must be an integer >= 1', consecutiveFailures);

@@ -20,7 +20,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { isMainThread, workerData, type Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
-import { PoiseError, invalidConfig } from '../core/errors.js';
+import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
 import type { Seed } from '../core/rng.js';
 import type { Balancer } from './balancer.js';
 import { Router, type PolicyName, type RouterAttachment, type RouterOptions } from './router.js';
@@ -95,6 +95,7 @@ function taskUrl(filename: string | URL): string {
  */
 export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
   if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
+  checkOptionKeys(opts, ['balancer', 'filename', 'threads', 'policy', 'seed', 'router', 'workerData']);
   const { balancer } = opts;
   if (typeof balancer !== 'object' || balancer === null || typeof balancer.attachment !== 'function') {
     invalidConfig('options.balancer', 'must be a Balancer', balancer);

@@ -10,7 +10,7 @@
  * spec of its current generation, read from the spec blob.
  */
 import { threadId } from 'node:worker_threads';
-import { PoiseError, invalidConfig } from '../core/errors.js';
+import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { Rng, type Seed } from '../core/rng.js';
 import { parseAddress } from '../core/spec.js';
 import { EwmaSeries, LAYOUT_VERSION, LeaseKind, LoadTable, SlotState, type LeaseKindCode } from '../load/load-table.js';
@@ -148,6 +148,7 @@ export class Router implements LeaseOwner {
 
   private constructor(table: LoadTable, clock: SharedArrayBuffer, opts: RouterOptions) {
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
+    checkOptionKeys(opts, ['policy', 'seed', 'ejection', 'leaseKind', 'clock', 'logger']);
     this.table = table;
     this.policyName = opts.policy ?? 'p2c:latency';
     this.setup = policySetup(this.policyName);
