@@ -108,6 +108,10 @@ export function checkSize(text: string, maxBytes: number, field = 'document'): v
  * const doc = parseDocument(readFileSync('members.yaml', 'utf8'), { format: 'yaml' });
  */
 export function parseDocument(text: string, opts: { format?: DocumentFormat; maxBytes?: number } = {}): ResolvedDocument {
+  if (typeof text !== 'string') invalidConfig('document', 'must be a string of JSON or YAML', text);
+  if (opts.format !== undefined && opts.format !== 'json' && opts.format !== 'yaml') {
+    invalidConfig('options.format', 'must be "json" or "yaml"', opts.format);
+  }
   checkSize(text, opts.maxBytes ?? DEFAULT_MAX_DOCUMENT_BYTES);
   return resolveDocument(parseText(text, opts.format ?? 'json', 'document'));
 }

@@ -125,3 +125,10 @@ describe('redis envelope', () => {
     expect(message(() => decodeEnvelope(good, { ...opts, maxBytes: 64 }))).toBe(`notice: ${good.length} bytes exceeds the limit of 64 bytes`);
   });
 });
+
+describe('parseDocument input', () => {
+  it('refuses a non-string document and an unknown format, naming them', () => {
+    expect(() => parseDocument(5 as never)).toThrow('document: must be a string of JSON or YAML, got 5');
+    expect(() => parseDocument('{}', { format: 'xml' as never })).toThrow('options.format: must be "json" or "yaml", got "xml"');
+  });
+});
