@@ -90,7 +90,8 @@ export class Maglev implements Policy {
 
   /** Throws `InvalidConfig` naming the option for a bad `tableSize` or `hashSeed`. */
   constructor(options: MaglevOptions = {}) {
-    checkOptionKeys(options, ['hashSeed', 'tableSize']);
+    // `seed` is accepted like every policy's, and means nothing here: keyed policies draw no random numbers.
+    checkOptionKeys(options, ['hashSeed', 'tableSize', 'seed']);
     const { tableSize = MAGLEV_DEFAULT_TABLE_SIZE } = options;
     if (typeof tableSize !== 'number' || !Number.isInteger(tableSize) || tableSize < 1 || tableSize > MAGLEV_MAX_TABLE_SIZE) {
       invalidConfig('options.tableSize', `must be an integer in [1, ${MAGLEV_MAX_TABLE_SIZE}]`, tableSize);

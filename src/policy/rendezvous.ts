@@ -61,7 +61,8 @@ export class Rendezvous implements Policy {
 
   /** `hashSeed` defaults to {@link DEFAULT_HASH_SEED}; throws `InvalidConfig` for a bad one. */
   constructor(options: KeyedOptions = {}) {
-    checkOptionKeys(options, ['hashSeed']);
+    // `seed` is accepted like every policy's, and means nothing here: keyed policies draw no random numbers.
+    checkOptionKeys(options, ['hashSeed', 'seed']);
     this.seed = resolveHashSeed(options.hashSeed);
   }
 
