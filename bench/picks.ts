@@ -27,7 +27,7 @@ import { Random } from '../src/policy/random.js';
 import { Rendezvous } from '../src/policy/rendezvous.js';
 import { RoundRobin } from '../src/policy/round-robin.js';
 import { SmoothWeightedRoundRobin } from '../src/policy/smooth-weighted.js';
-import type { PickContext, Policy } from '../src/policy/types.js';
+import type { PickContext } from '../src/policy/types.js';
 import { WeightedRandom } from '../src/policy/weighted-random.js';
 import { formatTable, heapBytesPerOp, progress, progressDone, writeResults } from './lib/harness.js';
 

@@ -157,7 +157,6 @@ async function readStdin(): Promise<string> {
 
 async function write(sub: string, flags: Flags): Promise<number> {
   const conn = connection(flags);
-  const args = flags.positional;
   // Validate flags before connecting: a usage error must not depend on Redis being up.
   let op: (p: MembershipPublisher) => Promise<number>;
   switch (sub) {

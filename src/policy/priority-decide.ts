@@ -14,7 +14,8 @@ import { PoiseError } from '../core/errors.js';
 import { SMALL_COUNT, drawSmall } from './priority-draw.js';
 import type { Rng } from '../core/rng.js';
 import { MILLION } from '../core/weight.js';
-import { F_ELIGIBLE, F_MEMBER, F_PANIC, type PriorityEngine } from './priority-engine.js';
+import type { PriorityEngine } from './priority-engine.js';
+import { F_ELIGIBLE, F_MEMBER, F_PANIC } from './priority-read.js';
 import type { ResolvedPriorityOptions } from './priority-options.js';
 import { computeLocalityShares } from './locality-shares.js';
 

@@ -24,14 +24,6 @@ import { MAX_WEIGHT_SUM, checkedAdd, validateWeight } from '../core/weight.js';
 import { F_ELIGIBLE, F_MEMBER, F_PANIC, flagsOf } from './priority-read.js';
 import { KeyTable, MAX_KEYS } from './priority-keys.js';
 
-export { F_ELIGIBLE, F_MEMBER, F_PANIC };
-
-
-/** Healthy-mode selectable: a member that is eligible. */
-export function healthySelectable(flags: number): boolean {
-  return (flags & (F_MEMBER | F_ELIGIBLE)) === (F_MEMBER | F_ELIGIBLE);
-}
-
 /** Panic-mode selectable: a member that is eligible or panic-eligible (panic widens, never narrows). */
 export function panicSelectable(flags: number): boolean {
   return (flags & F_MEMBER) !== 0 && (flags & (F_ELIGIBLE | F_PANIC)) !== 0;

@@ -14,7 +14,8 @@
 import type { Rng } from '../core/rng.js';
 import { MILLION } from '../core/weight.js';
 import { SMALL_COUNT, drawSmall } from './priority-draw.js';
-import { F_ELIGIBLE, F_MEMBER, F_PANIC, type PriorityEngine } from './priority-engine.js';
+import type { PriorityEngine } from './priority-engine.js';
+import { F_ELIGIBLE, F_MEMBER, F_PANIC } from './priority-read.js';
 import { fillGuide, guideBuckets, guideSize, guideWidth } from './priority-guide.js';
 import {
   type DrawResult,

@@ -12,9 +12,9 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { until } from '../helpers/log-capture.js';
+import { runCli, type CliResult } from '../helpers/cli.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const CLI = path.join(root, 'dist/src/cli/main.js');
 const NODE = path.join(root, 'test/fixtures/membership-node.mjs');
 
 interface Status {
@@ -51,16 +51,8 @@ class BalancerProcess {
   }
 }
 
-function members(url: string, ...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, 'members', ...args, '--redis', url, '--cluster', 'fleet'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function members(url: string, ...args: string[]): Promise<CliResult> {
+  return runCli(['members', ...args, '--redis', url, '--cluster', 'fleet']);
 }
 
 async function converged(procs: BalancerProcess[], version: number, what: string): Promise<Status[]> {

@@ -6,31 +6,14 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { command } from '../../src/cli/members.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { until } from '../helpers/log-capture.js';
+import { CLI, runCli, type CliResult } from '../helpers/cli.js';
 
-const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/src/cli/main.js');
 
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-function poise(args: string[], stdin?: string): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(stdin ?? '');
-  });
-}
+const poise = runCli;
 
 describe('poise members (CLI)', () => {
   let redis: TestRedis;
@@ -46,7 +29,7 @@ describe('poise members (CLI)', () => {
   });
 
   /** Runs `poise members ...` in this process (fast), capturing stdout and stderr. */
-  async function inProcess(args: string[]): Promise<Result> {
+  async function inProcess(args: string[]): Promise<CliResult> {
     let stdout = '';
     let stderr = '';
     const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => ((stdout += String(chunk)), true));

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { Backend, Localized, Prioritized, type LocalityCandidate, type Status } from '../../src/core/candidate.js';
 import { LocalityWeightedRandom } from '../../src/policy/locality.js';
+import { codeOf } from './helpers.js';
 
 /** `total` endpoints of one (priority, locality), the first `healthy` ready. */
 function zone(priority: number, locality: string, localityWeight: number, total: number, healthy: number, weight = 1): Localized[] {
@@ -16,14 +17,6 @@ function zone(priority: number, locality: string, localityWeight: number, total:
   );
 }
 
-function codeOf(f: () => unknown): string | undefined {
-  try {
-    f();
-  } catch (err) {
-    return (err as { code?: string }).code;
-  }
-  return undefined;
-}
 
 describe('LocalityWeightedRandom: health-adjusted locality weights', () => {
   it('X (weight 1, 50 % available) and Y (weight 2, full) split about 26 % / 74 %', () => {

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { Backend, Prioritized, type PriorityCandidate, type Status } from '../../src/core/candidate.js';
 import { PriorityWeightedRandom } from '../../src/policy/priority.js';
+import { codeOf } from './helpers.js';
 
 /** `total` members at `priority`, the first `healthy` ready and the rest unavailable. */
 function level(priority: number, total: number, healthy: number, weight = 1, tag = `p${priority}`): Prioritized[] {
@@ -15,14 +16,6 @@ function shares(policy: PriorityWeightedRandom, c: PriorityCandidate[]): number[
   return policy.plan(c).priorities.map((p) => p.shareMillionths);
 }
 
-function codeOf(f: () => unknown): string | undefined {
-  try {
-    f();
-  } catch (err) {
-    return (err as { code?: string }).code;
-  }
-  return undefined;
-}
 
 /** A candidate that counts how often each predicate is read. */
 class Counting implements PriorityCandidate {
