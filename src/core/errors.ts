@@ -23,7 +23,42 @@ export type PoiseErrorCode =
   /** An option, flag or document field out of its accepted range. */
   | 'InvalidConfig'
   /** Admission refused: a queue is full, a limit is reached, or the component is closed. */
-  | 'Overloaded';
+  | 'Overloaded'
+  /** A conditional write lost: the stored version is not the one expected, or the given version is not newer. */
+  | 'Conflict'
+  /** The thing named does not exist (no such backend, nothing stored for the cluster). */
+  | 'NotFound'
+  /** The component was closed; nothing more is accepted. */
+  | 'Closed'
+  /** A fixed capacity is exhausted (table slots, open leases, attribution rows, the version space); nothing was counted or written. */
+  | 'CapacityExhausted'
+  /** A dependency (Redis, a socket) cannot be reached now; the same call may succeed later. */
+  | 'Unavailable';
+
+/** Every code, for validation and exhaustive tables. */
+export const POISE_ERROR_CODES: readonly PoiseErrorCode[] = [
+  'Empty',
+  'NoEligibleCandidates',
+  'WeightOverflow',
+  'DuplicateIdentity',
+  'PanicRejected',
+  'InconsistentTopology',
+  'InvalidWeight',
+  'InvalidConfig',
+  'Overloaded',
+  'Conflict',
+  'NotFound',
+  'Closed',
+  'CapacityExhausted',
+  'Unavailable',
+];
+
+/**
+ * The brand every PoiseError carries, registered process-wide with
+ * `Symbol.for` so that two copies of the package (a dependency installed
+ * twice, a bundled and an unbundled copy) still recognise each other's errors.
+ */
+const BRAND: unique symbol = Symbol.for('poise-lb.PoiseError') as never;
 
 /**
  * A Poise failure with a stable machine-readable `code`.
@@ -43,10 +78,19 @@ export class PoiseError extends Error {
     this.name = 'PoiseError';
     this.code = code;
     this.field = options?.field;
+    Object.defineProperty(this, BRAND, { value: true });
+  }
+
+  /**
+   * `err instanceof PoiseError` is true for a PoiseError of any copy of the
+   * package (by brand, not by prototype chain).
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRAND] === true;
   }
 }
 
-/** True when `err` is a {@link PoiseError}, optionally with the given code. */
+/** True when `err` is a {@link PoiseError} (of any copy of the package), optionally with the given code. */
 export function isPoiseError(err: unknown, code?: PoiseErrorCode): err is PoiseError {
   return err instanceof PoiseError && (code === undefined || err.code === code);
 }
