@@ -43,16 +43,17 @@ function routerLoop(r: Router, ops: number, keyed: boolean): number {
 
 /**
  * What one acquire + release of a fixed backend does to its slot: the
- * counter up, the tag check, the counter down, a latency sample (the
+ * lease cell up, the tag check, the cell down, a latency sample (the
  * PeakEWMA fast path: reads the estimate words, writes nothing) and a success
- * (reads the failures word). The counters sit in the first half of the slot,
- * the estimates and failures in the second: with unaligned slots the second
- * half of slot s shares a cache line with the first half of slot s + 1.
+ * (reads the failures word). The tag sits in the first half of the slot, the
+ * estimates and failures in the second: with unaligned slots the second half
+ * of slot s shares a cache line with the first half of slot s + 1. (The lease
+ * cells live in their own line-aligned region, slot-major.)
  */
 function slotLoop(t: LoadTable, slot: number, row: number, ops: number): number {
   let sink = 0;
   for (let i = 0; i < ops; i++) {
-    sink ^= t.leaseUp(slot, LeaseKind.Request, row);
+    t.leaseUp(slot, LeaseKind.Request, row);
     sink ^= t.tag(slot);
     t.leaseDown(slot, LeaseKind.Request, row);
     t.observe(slot, EwmaSeries.Latency, 0, now(), row);

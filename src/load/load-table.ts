@@ -7,11 +7,29 @@
  *
  * | region       | words                              | contents |
  * |--------------|------------------------------------|----------|
- * | header       | 16 (one 64-byte line)              | layout version, capacity, thread rows, change / membership / health epochs, spec seqlock + length, PeakEWMA τ and initial value |
+ * | header       | 16 (one 64-byte line)              | layout version, capacity, thread rows, change / membership / health epochs, spec seqlock + length, PeakEWMA τ and initial value, rows in use |
  * | row owners   | `maxThreads`, rounded up to 16     | thread id + 1 of the thread that claimed attribution row r (0 = free) |
  * | slots        | 16 per slot (64 bytes, line-aligned)| see the slot table below |
- * | attribution  | `maxThreads × capacity × 2`        | row r, slot s: the outstanding connections and requests thread r holds on s |
+ * | lease cells  | `capacity × cellStride`            | slot s, row r: the connection and request leases thread r holds on s (slot-major, each slot's cells line-aligned) |
  * | spec blob    | `specBytes / 4`                    | the owner's UTF-8 spec text for every live slot, under a seqlock |
+ *
+ * Lease counts are not kept in one shared word per slot: a slot's count of a
+ * kind is the sum of its cells over the rows in use, and each cell is written
+ * only by the thread that owns the row. Taking or returning a lease is
+ * therefore exactly one atomic read-modify-write, on the caller's own cell —
+ * there is no second word that a worker terminated at the wrong instant could
+ * leave unwritten, so counts stay exact wherever V8 stops a thread (it stops
+ * only between operations, and a single `Atomics.add` either happened or did
+ * not: the memory is the truth). When a thread has exited, the owner zeroes
+ * its row's cells (`reclaimRow`), which is exact because no other thread
+ * writes them and the dead one never will again. Cells never go negative: a
+ * lease is released by the router (so the thread) that took it.
+ *
+ * The price is on the read side: a count is `rows in use` loads instead of
+ * one. Rows are claimed lowest-first and a slot's first 8 rows share one
+ * 64-byte line, so with up to 8 threads attached a count reads one line —
+ * the line every writer of that slot touches anyway, as a shared counter's
+ * line would be.
  *
  * Slot words (one 64-byte cache line per backend, so two threads hammering
  * two backends never share a line):
@@ -24,8 +42,8 @@
  * | 3    | locality       | interned index (the Balancer's table of locality strings) |
  * | 4    | locality weight| uint32 bits |
  * | 5    | ejections      | consecutive ejections (the backoff exponent) |
- * | 6    | connections    | active connection leases |
- * | 7    | requests       | in-flight request leases |
+ * | 6    | reserved       | 0 (lease counts live in the per-row cells) |
+ * | 7    | reserved       | 0 |
  * | 8    | ewma lock      | seqlock word: `version << 8 | (writer row + 1)`; low byte 0 = unlocked |
  * | 9    | connect est    | PeakEWMA connect time, integer microseconds |
  * | 10   | connect at     | its last update, shared-clock milliseconds mod 2^30 |
@@ -40,6 +58,8 @@
  * never allocate) and compared by wrapping difference, so they stay correct
  * for intervals below 2^29 ms (6.2 days).
  */
+
+import { PoiseError, invalidConfig } from '../core/errors.js';
 
 /** Slot states (the low 3 bits of the tag word). */
 export const SlotState = {
@@ -64,7 +84,7 @@ export const EwmaSeries = { ConnectTime: 0, Latency: 1 } as const;
 export type EwmaSeriesCode = (typeof EwmaSeries)[keyof typeof EwmaSeries];
 
 /** The layout version in header word 0; an attachment with another version is refused. */
-export const LAYOUT_VERSION = 0x504f0001;
+export const LAYOUT_VERSION = 0x504f0002;
 
 // Header words.
 const H_VERSION = 0;
@@ -77,6 +97,8 @@ const H_SPEC_SEQ = 6;
 const H_SPEC_LEN = 7;
 const H_TAU_MS = 8;
 const H_INITIAL_US = 9;
+/** Rows in use: one more than the highest row ever claimed (raised by claimRow, never lowered). */
+const H_ROWS = 10;
 const H_SLOT_BASE = 12;
 const H_SPEC_WORDS = 13;
 const HEADER_WORDS = 16;
@@ -88,8 +110,6 @@ const S_PRIORITY = 2;
 const S_LOCALITY = 3;
 const S_LOCALITY_WEIGHT = 4;
 const S_EJECTIONS = 5;
-const S_CONNECTIONS = 6;
-const S_REQUESTS = 7;
 const S_EWMA_LOCK = 8;
 const S_CONNECT_EST = 9;
 const S_CONNECT_AT = 10;
@@ -157,9 +177,14 @@ export interface SlotStats {
 
 function checkInt(field: string, value: unknown, min: number, max: number): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new RangeError(`options.${field}: must be an integer in [${min}, ${max}], got ${String(value)}`);
+    invalidConfig(`options.${field}`, `must be an integer in [${min}, ${max}]`, value);
   }
   return value;
+}
+
+/** Words of lease cells per slot: two per row, rounded up to whole 64-byte lines. */
+function cellStride(maxThreads: number): number {
+  return roundUp(maxThreads * 2, 16);
 }
 
 /**
@@ -185,6 +210,8 @@ export class LoadTable {
   private readonly ownerBase: number;
   private readonly slotBase: number;
   private readonly attrBase: number;
+  /** Words of lease cells per slot. */
+  private readonly stride: number;
   private readonly specBase: number;
   private readonly specWords: number;
   /**
@@ -201,7 +228,7 @@ export class LoadTable {
     // Header words are written once before the buffer is shared; the load
     // still goes through Atomics so every access to shared memory does.
     if (Atomics.load(this.i32, H_VERSION) !== LAYOUT_VERSION) {
-      throw new RangeError(`LoadTable: layout version mismatch (expected ${LAYOUT_VERSION.toString(16)})`);
+      invalidConfig('buffer', `is not a LoadTable of layout version ${LAYOUT_VERSION.toString(16)} (same poise-lb version in every thread)`);
     }
     this.capacity = Atomics.load(this.i32, H_CAPACITY);
     this.maxThreads = Atomics.load(this.i32, H_THREADS);
@@ -212,11 +239,12 @@ export class LoadTable {
     this.ownerBase = HEADER_WORDS;
     this.slotBase = Atomics.load(this.i32, H_SLOT_BASE);
     this.attrBase = roundUp(this.slotBase + this.capacity * SLOT_WORDS, 16);
-    this.specBase = this.attrBase + this.maxThreads * this.capacity * 2;
+    this.stride = cellStride(this.maxThreads);
+    this.specBase = this.attrBase + this.capacity * this.stride;
     this.specWords = Atomics.load(this.i32, H_SPEC_WORDS);
   }
 
-  /** Allocates and initialises a table (owner thread). Throws `RangeError` naming a bad option. */
+  /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. */
   static create(opts: LoadTableOptions = {}): LoadTable {
     const capacity = checkInt('capacity', opts.capacity ?? 1024, 1, 65536);
     const maxThreads = checkInt('maxThreads', opts.maxThreads ?? 64, 1, 255);
@@ -224,16 +252,14 @@ export class LoadTable {
     const tauMs = checkInt('tauMs', opts.tauMs ?? 1000, 1, 86_400_000);
     const initialMs = opts.initialMs ?? 50;
     if (typeof initialMs !== 'number' || !Number.isFinite(initialMs) || initialMs < 0 || initialMs * 1000 > MAX_US) {
-      throw new RangeError(`options.initialMs: must be a number in [0, ${MAX_US / 1000}], got ${String(initialMs)}`);
+      invalidConfig('options.initialMs', `must be a number in [0, ${MAX_US / 1000}]`, initialMs);
     }
     const layout = opts.layout ?? 'padded';
-    if (layout !== 'padded' && layout !== 'unaligned') {
-      throw new RangeError(`options.layout: must be "padded" or "unaligned", got ${String(layout)}`);
-    }
+    if (layout !== 'padded' && layout !== 'unaligned') invalidConfig('options.layout', 'must be "padded" or "unaligned"', layout);
     const slotBase = HEADER_WORDS + roundUp(maxThreads, 16) + (layout === 'unaligned' ? 8 : 0);
     const attrBase = roundUp(slotBase + capacity * SLOT_WORDS, 16);
     const specWords = Math.ceil(specBytes / 4);
-    const words = attrBase + maxThreads * capacity * 2 + specWords;
+    const words = attrBase + capacity * cellStride(maxThreads) + specWords;
     const buffer = new SharedArrayBuffer(words * 4);
     const i32 = new Int32Array(buffer);
     // Initialisation happens before any other thread can see the buffer;
@@ -250,7 +276,7 @@ export class LoadTable {
 
   /** Attaches to a table created in another thread (the buffer is shared, not copied). */
   static attach(buffer: SharedArrayBuffer): LoadTable {
-    if (!(buffer instanceof SharedArrayBuffer)) throw new TypeError('LoadTable.attach: buffer must be a SharedArrayBuffer');
+    if (!(buffer instanceof SharedArrayBuffer)) invalidConfig('LoadTable.attach(buffer)', 'must be a SharedArrayBuffer', buffer);
     return new LoadTable(buffer);
   }
 
@@ -338,30 +364,22 @@ export class LoadTable {
   // --- leases (any thread) ---------------------------------------------------
 
   /**
-   * Takes one lease of `kind` on `slot` for attribution row `row`; returns the
-   * counter's value before the increment (for a maxInflight check).
+   * Takes one lease of `kind` on `slot` for row `row` (the caller's own row):
+   * one `Atomics.add` on the caller's cell, nothing else (see the file
+   * comment for why that makes counts exact under termination).
    */
-  leaseUp(slot: number, kind: LeaseKindCode, row: number): number {
-    const o = this.slotBase + slot * SLOT_WORDS;
-    // The row's own cell first, then the shared counter, back to back with no
-    // call in between (a worker is terminated only at V8 interrupt checks —
-    // function entries and loop back-edges — never between two operations).
-    // Only this thread writes its row cell, but it stays an Atomics.add:
-    // with a plain increment the owner's reclamation after terminate() came
-    // out inexact in test/integration/workers.test.ts (a lease counted in the
-    // shared counter but not in the row), so the plain-store shortcut is not
-    // taken. The shared counter is written by every thread: add is the
-    // read-modify-write that loses no update.
-    Atomics.add(this.i32, this.attrBase + (row * this.capacity + slot) * 2 + kind, 1);
-    return Atomics.add(this.i32, o + S_REQUESTS - kind, 1);
+  leaseUp(slot: number, kind: LeaseKindCode, row: number): void {
+    // add, not a plain store: this thread is the cell's only writer, but the
+    // owner reads it (reclaim, tombstone checks) and other threads sum it;
+    // the SC read-modify-write orders it before this thread's next SC load
+    // (the router's tag check), which the tombstone handshake relies on.
+    Atomics.add(this.i32, this.attrBase + slot * this.stride + row * 2 + kind, 1);
   }
 
-  /** Returns one lease of `kind` on `slot` held by row `row`. */
+  /** Returns one lease of `kind` on `slot` held by row `row` (the caller's own row). */
   leaseDown(slot: number, kind: LeaseKindCode, row: number): void {
-    const o = this.slotBase + slot * SLOT_WORDS;
-    // Mirror of leaseUp: same pair, same reasoning.
-    Atomics.sub(this.i32, this.attrBase + (row * this.capacity + slot) * 2 + kind, 1);
-    Atomics.sub(this.i32, o + S_REQUESTS - kind, 1);
+    // Mirror of leaseUp: one SC read-modify-write on the caller's own cell.
+    Atomics.sub(this.i32, this.attrBase + slot * this.stride + row * 2 + kind, 1);
   }
 
   /** Adds `n` granted leases to the slot's pick counter (routers batch them). */
@@ -370,25 +388,44 @@ export class LoadTable {
     Atomics.add(this.i32, this.slotBase + slot * SLOT_WORDS + S_PICKS, n);
   }
 
-  /** Active connection leases on a slot. */
-  connections(slot: number): number {
-    // An atomic load of a counter only ever moved by add/sub: always a value
-    // that really existed, never a torn one.
-    return Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_CONNECTIONS);
+  /** Leases of `kind` on `slot`: the sum of its cells over the rows in use. */
+  count(slot: number, kind: LeaseKindCode): number {
+    const i = this.i32;
+    // The rows-in-use word first (SC): a thread raises it before it takes
+    // its first lease, so every row that holds one is summed. Each cell load
+    // is SC and only ever sees whole values; the sum is not one instant's
+    // total when other threads move concurrently, which is all a comparison
+    // between backends needs — and exact whenever they are quiescent.
+    const end = this.attrBase + slot * this.stride + Atomics.load(i, H_ROWS) * 2;
+    let n = 0;
+    for (let p = this.attrBase + slot * this.stride + kind; p < end; p += 2) n += Atomics.load(i, p);
+    return n;
   }
 
-  /** Connection leases plus request leases on a slot (the `p2c` / least-loaded metric). */
-  outstanding(slot: number): number {
-    const o = this.slotBase + slot * SLOT_WORDS;
-    // Two atomic loads of add/sub counters; the sum is a load the slot really
-    // had at some instant of each, which is all a comparison needs.
-    return Atomics.load(this.i32, o + S_CONNECTIONS) + Atomics.load(this.i32, o + S_REQUESTS);
+  /** Active connection leases on a slot. */
+  connections(slot: number): number {
+    return this.count(slot, LeaseKind.Connection);
   }
 
   /** In-flight request leases on a slot. */
   requests(slot: number): number {
-    // As connections().
-    return Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_REQUESTS);
+    return this.count(slot, LeaseKind.Request);
+  }
+
+  /** Connection leases plus request leases on a slot (the `p2c` / least-loaded metric). */
+  outstanding(slot: number): number {
+    const i = this.i32;
+    // As count(), over both kinds: the slot's cells are contiguous.
+    const base = this.attrBase + slot * this.stride;
+    const end = base + Atomics.load(i, H_ROWS) * 2;
+    let n = 0;
+    for (let p = base; p < end; p++) n += Atomics.load(i, p);
+    return n;
+  }
+
+  /** Rows in use (one more than the highest row ever claimed). */
+  rowsInUse(): number {
+    return Atomics.load(this.i32, H_ROWS);
   }
 
   // --- PeakEWMA (seqlock) ----------------------------------------------------
@@ -523,16 +560,29 @@ export class LoadTable {
 
   // --- attribution rows --------------------------------------------------------
 
-  /** Claims (or finds) the attribution row of thread `threadId`; throws when all rows are taken. */
+  /**
+   * Claims (or finds) the attribution row of thread `threadId`, lowest free
+   * first; throws `PoiseError` `CapacityExhausted` when all rows are taken.
+   */
   claimRow(threadId: number): number {
     const i = this.i32;
     const me = threadId + 1;
     for (let r = 0; r < this.maxThreads; r++) if (Atomics.load(i, this.ownerBase + r) === me) return r;
     for (let r = 0; r < this.maxThreads; r++) {
       // CAS from 0: two threads racing for one free row cannot both win.
-      if (Atomics.compareExchange(i, this.ownerBase + r, 0, me) === 0) return r;
+      if (Atomics.compareExchange(i, this.ownerBase + r, 0, me) === 0) {
+        // Raise rows-in-use to cover r before the caller can take a lease on
+        // it (CAS loop: concurrent claims only ever raise it).
+        for (;;) {
+          const n = Atomics.load(i, H_ROWS);
+          if (n > r || Atomics.compareExchange(i, H_ROWS, n, r + 1) === n) break;
+        }
+        return r;
+      }
     }
-    throw new RangeError(`LoadTable: all ${this.maxThreads} thread rows are taken (raise options.maxThreads)`);
+    throw new PoiseError('CapacityExhausted', `LoadTable: all ${this.maxThreads} thread rows are taken (raise options.maxThreads)`, {
+      field: 'options.maxThreads',
+    });
   }
 
   /** The row claimed by `threadId`, or -1. */
@@ -551,19 +601,13 @@ export class LoadTable {
     if (row < 0) return 0;
     const i = this.i32;
     let reclaimed = 0;
-    const base = this.attrBase + row * this.capacity * 2;
     for (let s = 0; s < this.capacity; s++) {
       const o = this.slotBase + s * SLOT_WORDS;
-      for (let kind = 0; kind < 2; kind++) {
-        // exchange: read-and-zero the dead thread's cell in one step; nobody
-        // else writes it, and it is zero for the row's next owner.
-        const n = Atomics.exchange(i, base + s * 2 + kind, 0);
-        if (n !== 0) {
-          // sub: other threads keep adding and subtracting on this counter.
-          Atomics.sub(i, o + S_REQUESTS - kind, n);
-          reclaimed += n;
-        }
-      }
+      const cell = this.attrBase + s * this.stride + row * 2;
+      // exchange: read-and-zero the dead thread's cells in one step each;
+      // nobody else writes them, so the slot's count drops by exactly what
+      // the thread held, and they are zero for the row's next owner.
+      reclaimed += Atomics.exchange(i, cell, 0) + Atomics.exchange(i, cell + 1, 0);
       const v = Atomics.load(i, o + S_EWMA_LOCK);
       // Only the dead row's id in the low byte is released; a CAS so a live
       // writer's lock is never touched.
@@ -576,7 +620,7 @@ export class LoadTable {
 
   /** Leases of `kind` that row `row` holds on `slot`. */
   rowLeases(row: number, slot: number, kind: LeaseKindCode): number {
-    return Atomics.load(this.i32, this.attrBase + (row * this.capacity + slot) * 2 + kind);
+    return Atomics.load(this.i32, this.attrBase + slot * this.stride + row * 2 + kind);
   }
 
   // --- spec blob (single writer: the owner) ---------------------------------
@@ -588,12 +632,14 @@ export class LoadTable {
 
   /**
    * Owner: publishes the spec blob under the seqlock (odd while writing) and
-   * wakes readers that waited on it. Throws `RangeError` when it does not fit.
+   * wakes readers that waited on it. Throws `PoiseError` `CapacityExhausted` when it does not fit.
    */
   publishSpecs(bytes: Uint8Array): void {
     const words = Math.ceil(bytes.length / 4);
     if (words > this.specWords) {
-      throw new RangeError(`spec blob of ${bytes.length} bytes exceeds options.specBytes (${this.specWords * 4})`);
+      throw new PoiseError('CapacityExhausted', `spec blob of ${bytes.length} bytes exceeds options.specBytes (${this.specWords * 4})`, {
+        field: 'options.specBytes',
+      });
     }
     const i = this.i32;
     const seq = Atomics.load(i, H_SPEC_SEQ);
@@ -651,8 +697,8 @@ export class LoadTable {
       priority: Atomics.load(i, o + S_PRIORITY) >>> 0,
       locality: Atomics.load(i, o + S_LOCALITY),
       localityWeight: Atomics.load(i, o + S_LOCALITY_WEIGHT) >>> 0,
-      connections: Atomics.load(i, o + S_CONNECTIONS),
-      requests: Atomics.load(i, o + S_REQUESTS),
+      connections: this.count(slot, LeaseKind.Connection),
+      requests: this.count(slot, LeaseKind.Request),
       connectEstimateUs: Atomics.load(i, o + S_CONNECT_EST),
       connectAtMs: Atomics.load(i, o + S_CONNECT_AT),
       latencyEstimateUs: Atomics.load(i, o + S_LATENCY_EST),

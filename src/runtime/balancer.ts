@@ -113,19 +113,15 @@ export class Balancer extends EventEmitter {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
     checkOptionKeys(opts, ['capacity', 'maxThreads', 'specBytes', 'tauMs', 'initialMs', 'logger', 'clock', 'layout']);
-    try {
-      this.table = LoadTable.create({
-        capacity: opts.capacity,
-        maxThreads: opts.maxThreads,
-        specBytes: opts.specBytes,
-        tauMs: opts.tauMs,
-        initialMs: opts.initialMs,
-        layout: opts.layout,
-      });
-    } catch (err) {
-      const m = /^options\.(\w+): (.*)$/.exec((err as Error).message);
-      throw new PoiseError('InvalidConfig', (err as Error).message, { field: m ? `options.${m[1]}` : 'options' });
-    }
+    // LoadTable.create throws InvalidConfig naming options.<field> itself.
+    this.table = LoadTable.create({
+      capacity: opts.capacity,
+      maxThreads: opts.maxThreads,
+      specBytes: opts.specBytes,
+      tauMs: opts.tauMs,
+      initialMs: opts.initialMs,
+      layout: opts.layout,
+    });
     if (opts.clock !== undefined && typeof opts.clock !== 'function') invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
     this.customClock = opts.clock !== undefined;
     this.clockBuffer = processClockBuffer();
@@ -197,7 +193,7 @@ export class Balancer extends EventEmitter {
     if (reserved.length < newcomers) {
       rollback();
       throw new PoiseError(
-        'InvalidConfig',
+        'CapacityExhausted',
         `backends: ${newcomers} new backends need free slots but only ${reserved.length} are free (options.capacity ${t.capacity}; removed backends keep their slot until their leases end)`,
         { field: 'backends' },
       );

@@ -9,6 +9,7 @@
  * stale handle could only alias after its entry was reused 1024 times — and
  * the {@link Lease} object adds an absolute once-only flag on top.
  */
+import { PoiseError } from '../core/errors.js';
 import type { LeaseKindCode } from '../load/load-table.js';
 import type { SlotCandidate } from './slot-candidate.js';
 
@@ -37,9 +38,17 @@ export class LeaseBook {
     this.grow(initial);
   }
 
-  /** Records a lease; returns its handle. */
-  openLease(c: SlotCandidate, kind: LeaseKindCode): number {
+  /**
+   * Makes sure one more lease can be recorded, growing the book if needed.
+   * Called before the lease is counted in the table, so that a full book
+   * (`CapacityExhausted`) never leaves a counted lease behind.
+   */
+  reserve(): void {
     if (this.free === 0) this.grow(this.cap * 2);
+  }
+
+  /** Records a lease (after {@link reserve}); returns its handle. */
+  openLease(c: SlotCandidate, kind: LeaseKindCode): number {
     const i = this.ring[this.head]!;
     this.head = (this.head + 1) & (this.cap - 1);
     this.free--;
@@ -78,7 +87,9 @@ export class LeaseBook {
   }
 
   private grow(n: number): void {
-    if (n > MAX_OPEN_LEASES) throw new RangeError(`a router may hold at most ${MAX_OPEN_LEASES} open leases`);
+    if (n > MAX_OPEN_LEASES) {
+      throw new PoiseError('CapacityExhausted', `acquire: this router already holds ${this.count} open leases, the most one router may hold (release some first)`);
+    }
     const old = this.cap;
     const copy = <T extends Int32Array | Uint8Array>(a: T, make: (k: number) => T): T => {
       const b = make(n);

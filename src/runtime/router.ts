@@ -79,6 +79,10 @@ interface Tier {
 }
 
 const PICK_BATCH = 64;
+/** take() result: the view went stale during the draw (see acquireHandle). */
+const STALE = -1;
+/** Rebuilds of the view one acquire may do when membership moves under it (then it fails as usual). */
+const MAX_STALE_ROUNDS = 16;
 
 function deriveSeed(seed: Seed, salt: number): bigint {
   return BigInt.asUintN(64, BigInt(seed) * 0x9e3779b97f4a7c15n + BigInt(salt) * 0xbf58476d1ce4e5b9n + 1n);
@@ -88,6 +92,20 @@ function kindCode(name: unknown, field: string): LeaseKindCode {
   if (name === 'request') return LeaseKind.Request;
   if (name === 'connection') return LeaseKind.Connection;
   return invalidConfig(field, 'must be "request" or "connection"', name);
+}
+
+/**
+ * Refuses a misspelled acquire option (`exlcude`) instead of ignoring it.
+ * A `for...in` over a small literal walks V8's enum cache and compares
+ * internalized strings: no allocation, unlike `Object.keys` (the heap bytes
+ * per acquire in `npm run bench:workers` show it).
+ */
+function checkAcquireKeys(opts: object): void {
+  for (const k in opts) {
+    if (k !== 'key' && k !== 'priority' && k !== 'exclude' && k !== 'kind') {
+      invalidConfig(`acquire(options).${k}`, 'unknown option (accepted: key, priority, exclude, kind)');
+    }
+  }
 }
 
 function checkSample(value: unknown, field: string): void {
@@ -214,82 +232,100 @@ export class Router implements LeaseOwner {
    * path; applications usually prefer `acquire()`.
    */
   acquireHandle(opts?: AcquireOptions): number {
-    if (this.closed) invalidConfig('router', 'is closed');
-    // One SC load per acquire: the epoch moves after every membership or
-    // health write, so an unchanged epoch means the prepared view is current.
-    // The clock is read only when something needs it: a timed metric's
-    // decay, or a known ejection's expiry.
-    if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && ((this.now() - this.expiryAt) << 2) >> 2 >= 0)) this.refresh();
-    if (this.timed) this.env.now = this.now();
-    let cands = this.view;
-    let policy = this.policy;
+    if (this.closed) throw new PoiseError('Closed', 'acquire: the router is closed');
     let kind = this.defaultKind;
     if (opts === undefined) {
       this.ctx.key = undefined;
     } else {
       if (typeof opts !== 'object' || opts === null) invalidConfig('acquire(options)', 'must be an object', opts);
+      checkAcquireKeys(opts);
       this.ctx.key = opts.key;
       if (opts.kind !== undefined) kind = kindCode(opts.kind, 'acquire(options).kind');
-      if (opts.priority !== undefined) {
-        const tier = this.tier(opts.priority);
-        cands = tier.cands;
-        policy = tier.policy;
-      }
       const ex = opts.exclude;
-      if (ex !== undefined) {
-        if (ex instanceof Set) {
-          if (ex.size > 0) this.blockIds(ex);
-        } else if (Array.isArray(ex)) {
-          if (ex.length > 0) this.blockIds(ex);
-        } else {
-          invalidConfig('acquire(options).exclude', 'must be a Set or an array of backend ids', ex);
-        }
+      if (ex !== undefined && !(ex instanceof Set) && !Array.isArray(ex)) {
+        invalidConfig('acquire(options).exclude', 'must be a Set or an array of backend ids', ex);
       }
     }
-    if (cands.length === 0) this.throwNone(cands);
-    try {
-      return this.take(cands, policy, kind);
-    } finally {
-      if (this.nBlocked > 0) this.unblockAll();
+    // Room in the book before anything is counted in the table.
+    this.book.reserve();
+    for (let round = 0; ; round++) {
+      // One SC load per acquire: the epoch moves after every membership or
+      // health write, so an unchanged epoch means the prepared view is current.
+      // The clock is read only when something needs it: a timed metric's
+      // decay, or a known ejection's expiry.
+      if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && ((this.now() - this.expiryAt) << 2) >> 2 >= 0)) this.refresh();
+      if (this.timed) this.env.now = this.now();
+      let cands = this.view;
+      let policy = this.policy;
+      if (opts !== undefined) {
+        if (opts.priority !== undefined) {
+          const tier = this.tier(opts.priority);
+          cands = tier.cands;
+          policy = tier.policy;
+        }
+        const ex = opts.exclude;
+        if (ex !== undefined && (ex instanceof Set ? ex.size : (ex as readonly string[]).length) > 0) this.blockIds(ex);
+      }
+      if (cands.length === 0) {
+        // Emptied by changes published while the view was being built (its
+        // blob older than the tags it read): rebuild rather than refuse.
+        if (round < MAX_STALE_ROUNDS && this.table.changeEpoch() !== this.epoch) continue;
+        this.throwNone(cands);
+      }
+      let handle: number;
+      try {
+        handle = this.take(cands, policy, kind, round < MAX_STALE_ROUNDS);
+      } finally {
+        if (this.nBlocked > 0) this.unblockAll();
+      }
+      if (handle >= 0) return handle;
+      // STALE: the membership moved while this acquire was picking (a drawn
+      // slot changed generation or state and the epoch moved). Rebuild the
+      // view and pick again, rather than fail a request because of a change
+      // that is already published.
     }
   }
 
-  private take(cands: SlotCandidate[], policy: Policy<SlotCandidate>, kind: LeaseKindCode): number {
+  /**
+   * Draws from `cands` until a slot takes the lease; returns its handle, or
+   * STALE when a refusal coincided with a published change (only while
+   * `mayRetry`), so the caller rebuilds its view and draws again.
+   */
+  private take(cands: SlotCandidate[], policy: Policy<SlotCandidate>, kind: LeaseKindCode, mayRetry: boolean): number {
     const t = this.table;
     for (let attempt = 0; ; attempt++) {
       let c = cands[policy.pick(cands, this.ctx)]!;
       if (c.blocked) c = this.fallback(cands);
-      const before = t.leaseUp(c.slot, kind, this.row);
+      t.leaseUp(c.slot, kind, this.row);
       const tag = t.tag(c.slot);
       const state = tag & 7;
       // The lease stands only if, after our increment, the slot still holds
       // this generation in a leasable state: the owner changes the tag before
       // it reads the counters to reuse a slot, so either it sees our lease or
       // we see its new tag (both operations are sequentially consistent).
+      // The cap is checked after the increment: of two threads racing for
+      // the last unit, the later sum sees both, so the cap is never exceeded
+      // (at worst both back off).
       if (
         tag >>> 3 === c.generation &&
         (state === SlotState.Ready || (state === SlotState.Unavailable && this.setup.tiered)) &&
-        (c.maxInflight === 0 || before < c.maxInflight)
+        (c.maxInflight === 0 || t.count(c.slot, kind) <= c.maxInflight)
       ) {
         // The pick counter is statistics: batch it (one shared add per 64 picks).
         if (++c.unflushedPicks === PICK_BATCH) this.flushPick(c);
         this.lastCand = c;
         return this.book.openLease(c, kind);
       }
-      this.refuse(c, kind, cands, attempt);
+      t.leaseDown(c.slot, kind, this.row);
+      if (mayRetry && t.changeEpoch() !== this.epoch) return STALE;
+      this.block(c);
+      if (attempt >= cands.length) this.throwNone(cands);
     }
   }
 
   private flushPick(c: SlotCandidate): void {
     this.table.countPicks(c.slot, PICK_BATCH);
     c.unflushedPicks = 0;
-  }
-
-  /** A drawn slot that may not take the lease: give it back, keep it out of this acquire. */
-  private refuse(c: SlotCandidate, kind: LeaseKindCode, cands: SlotCandidate[], attempt: number): void {
-    this.table.leaseDown(c.slot, kind, this.row);
-    this.block(c);
-    if (attempt >= cands.length) this.throwNone(cands);
   }
 
   /** Returns a lease taken by {@link acquireHandle}; false when the handle was already released. */
@@ -307,10 +343,20 @@ export class Router implements LeaseOwner {
     const kind = book.kindOf(i);
     book.close(i);
     const t = this.table;
-    // A lease keeps its slot from being reused, so the generation matches;
-    // the check guards the new occupant against any stale lease regardless.
-    if (t.tag(slot) >>> 3 !== gen) return true;
+    // Health first, load last. While this lease is still counted the owner
+    // cannot reuse the slot (it reuses a tombstone only once its counts read
+    // zero after closing it), so every health write below lands on the
+    // lease's own generation; returning the load first would let the slot's
+    // next occupant inherit this backend's sample, failure or ejection.
+    // The generation check is belt and braces for the same guarantee.
+    if (t.tag(slot) >>> 3 === gen) this.recordOutcome(slot, kind, outcome, latencyMs, connectMs);
     t.leaseDown(slot, kind, this.row);
+    return true;
+  }
+
+  /** Writes a released lease's health feedback into its (still pinned) slot. */
+  private recordOutcome(slot: number, kind: LeaseKindCode, outcome: Outcome, latencyMs: number | undefined, connectMs: number | undefined): void {
+    const t = this.table;
     if (outcome === 'success') {
       if (latencyMs !== undefined || connectMs !== undefined) {
         const now = this.now();
@@ -323,7 +369,6 @@ export class Router implements LeaseOwner {
     } else if (outcome === 'failure') {
       if (t.addFailure(slot) === this.ejection.consecutiveFailures) this.eject(slot);
     }
-    return true;
   }
 
   /** Records a connect-time sample for an open lease and clears the backend's failures. */

@@ -3,11 +3,12 @@ import { describe, expect, it } from 'vitest';
 import { EwmaSeries, LeaseKind, LoadTable, SlotState, type LeaseKindCode } from '../../src/load/load-table.js';
 
 describe('LoadTable layout and options', () => {
-  it('names a bad option', () => {
+  it('names a bad option with a PoiseError InvalidConfig', () => {
+    expect(() => LoadTable.create({ capacity: -1 })).toThrow(expect.objectContaining({ code: 'InvalidConfig', field: 'options.capacity' }));
     expect(() => LoadTable.create({ capacity: -1 })).toThrow('options.capacity: must be an integer in [1, 65536], got -1');
     expect(() => LoadTable.create({ maxThreads: 256 })).toThrow('options.maxThreads: must be an integer in [1, 255], got 256');
     expect(() => LoadTable.create({ initialMs: Number.NaN })).toThrow(/^options\.initialMs: must be a number in \[0, /);
-    expect(() => LoadTable.create({ layout: 'tight' as 'padded' })).toThrow('options.layout: must be "padded" or "unaligned", got tight');
+    expect(() => LoadTable.create({ layout: 'tight' as 'padded' })).toThrow('options.layout: must be "padded" or "unaligned", got "tight"');
   });
 
   it('attaches to the same memory and refuses a foreign buffer', () => {
@@ -16,7 +17,9 @@ describe('LoadTable layout and options', () => {
     expect([u.capacity, u.maxThreads, u.tauMs, u.initialMs]).toEqual([4, 2, 500, 20]);
     t.setTag(2, 5, SlotState.Draining);
     expect(u.stats(2)).toMatchObject({ generation: 5, state: SlotState.Draining });
-    expect(() => LoadTable.attach(new SharedArrayBuffer(64))).toThrow(/layout version mismatch/);
+    expect(() => LoadTable.attach(new SharedArrayBuffer(64))).toThrow(expect.objectContaining({ code: 'InvalidConfig', field: 'buffer' }));
+    expect(() => LoadTable.attach(new SharedArrayBuffer(64))).toThrow(/is not a LoadTable of layout version/);
+    expect(() => LoadTable.attach(new ArrayBuffer(64) as unknown as SharedArrayBuffer)).toThrow(expect.objectContaining({ code: 'InvalidConfig' }));
   });
 
   it('stores weights up to 2^32 − 1 exactly', () => {
@@ -32,7 +35,7 @@ describe('LoadTable layout and options', () => {
     t.publishSpecs(bytes);
     expect(new TextDecoder().decode(LoadTable.attach(t.buffer).readSpecs())).toBe('{"v":1,"s":[]}');
     expect(t.specSeq() % 2).toBe(0);
-    expect(() => t.publishSpecs(new Uint8Array(2000))).toThrow('spec blob of 2000 bytes exceeds options.specBytes (1024)');
+    expect(() => t.publishSpecs(new Uint8Array(2000))).toThrow(expect.objectContaining({ code: 'CapacityExhausted', message: 'spec blob of 2000 bytes exceeds options.specBytes (1024)' }));
   });
 });
 
@@ -107,8 +110,7 @@ describe('counters: random operation sequences equal a model', () => {
         const model = new Int32Array(CAP * 2);
         for (const o of ops) {
           if (o.op === 'up') {
-            const before = t.leaseUp(o.slot, o.kind, o.row);
-            expect(before).toBe(model[o.slot * 2 + o.kind]);
+            t.leaseUp(o.slot, o.kind, o.row);
             model[o.slot * 2 + o.kind]!++;
             open.push(o);
           } else if (o.op === 'down') {
@@ -145,9 +147,30 @@ describe('counters: random operation sequences equal a model', () => {
     expect(t.claimRow(7)).toBe(0);
     expect(t.claimRow(9)).toBe(1);
     expect(t.claimRow(7)).toBe(0);
-    expect(() => t.claimRow(11)).toThrow('LoadTable: all 2 thread rows are taken (raise options.maxThreads)');
+    expect(() => t.claimRow(11)).toThrow(expect.objectContaining({ code: 'CapacityExhausted', message: 'LoadTable: all 2 thread rows are taken (raise options.maxThreads)' }));
+    expect(t.rowsInUse()).toBe(2);
     expect(t.reclaimRow(7)).toBe(0);
     expect(t.claimRow(11)).toBe(0);
+    // Rows in use only ever rise: the freed and reclaimed row 0 is below it.
+    expect(t.rowsInUse()).toBe(2);
+  });
+
+  it('a count covers a row claimed after the reader attached, and no row beyond those in use', () => {
+    const t = LoadTable.create({ capacity: 2, maxThreads: 40 });
+    const reader = LoadTable.attach(t.buffer);
+    expect(reader.rowsInUse()).toBe(0);
+    for (let tid = 0; tid < 20; tid++) {
+      const row = t.claimRow(1000 + tid);
+      expect(row).toBe(tid);
+      t.leaseUp(1, LeaseKind.Connection, row);
+      t.leaseUp(1, LeaseKind.Request, row);
+      t.leaseUp(1, LeaseKind.Request, row);
+      // Rows past the first 8 live on the slot's next cache lines: still summed.
+      expect([reader.connections(1), reader.requests(1), reader.outstanding(1), reader.rowsInUse()]).toEqual([tid + 1, 2 * (tid + 1), 3 * (tid + 1), tid + 1]);
+      expect(reader.outstanding(0)).toBe(0);
+    }
+    expect(t.reclaimRow(1007)).toBe(3);
+    expect([reader.connections(1), reader.requests(1)]).toEqual([19, 38]);
   });
 
   it('failures, ejection and wrap-around time', () => {

@@ -73,6 +73,7 @@ describe('Balancer.update', () => {
     const b = new Balancer({ logger, capacity: 2 });
     b.update(specs(2));
     expect(() => b.update(specs(3))).toThrow(/backends: 1 new backends need free slots but only 0 are free \(options\.capacity 2/);
+    expect(() => b.update(specs(3))).toThrow(expect.objectContaining({ code: 'CapacityExhausted', field: 'backends' }));
     expect(b.version).toBe(1);
   });
 
@@ -230,17 +231,19 @@ describe('membership changes', () => {
     expect([...ids].sort()).toEqual(['b1', 'c']);
   });
 
-  it('a lease whose slot generation no longer matches releases nothing', () => {
+  it('a lease whose slot generation no longer matches writes no health into the new occupant, and still returns its own load', () => {
     const b = new Balancer({ logger, capacity: 1 });
     b.update(specs(1));
-    const r = b.router();
+    const r = b.router({ ejection: { consecutiveFailures: 1 } });
     const h = r.acquireHandle();
-    // Simulate a reclaimed slot handed to a new occupant (generation moved).
+    // Simulate a slot handed to a new occupant (generation moved) while the lease was out.
     b.table.setTag(0, 7, SlotState.Ready);
-    const other = b.table.leaseUp(0, 0, r.row);
-    expect(other).toBe(1);
-    expect(r.releaseHandle(h, 'success')).toBe(true);
-    expect(counters(b, 0)).toEqual({ c: 0, r: 2 });
+    b.table.leaseUp(0, 0, r.row);
+    expect(r.releaseHandle(h, 'failure')).toBe(true);
+    // The lease's own count is returned (the row's cell is exact) ...
+    expect(counters(b, 0)).toEqual({ c: 0, r: 1 });
+    // ... but its failure was not written into the new generation.
+    expect(b.table.stats(0)).toMatchObject({ failures: 0, ejections: 0, ejectedUntilMs: 0 });
   });
 
   it('retries around backends at their maxInflight cap and fails clearly when all are full', () => {
