@@ -162,6 +162,16 @@ export function hash53(key: string | number, seed: HashSeed = DEFAULT_SEED): num
 }
 
 /**
+ * `hash53(key, seed) % m` for an integer m in [1, 2^31): the 53-bit value
+ * stays a local of this function and only the small remainder is returned, so
+ * nothing is boxed even when the call is not inlined (see `Rng.word`).
+ */
+export function hash53Mod(key: string | number, seed: HashSeed, m: number): number {
+  hashInto(key, seed);
+  return (out[0]! * 2097152 + (out[1]! >>> 11)) % m;
+}
+
+/**
  * Mixes two 53-bit values (say a key hash and a backend hash) into a fresh
  * 53-bit value with the splitmix64 finaliser. Allocation-free.
  */

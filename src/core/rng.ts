@@ -82,31 +82,43 @@ export function seedWords(seed: Seed): Uint32Array {
  * const i = replay.below(10);       // uniform in [0, 10)
  */
 export class Rng {
-  private s0: number;
-  private s1: number;
-  private s2: number;
-  private s3: number;
+  /**
+   * The 32 bits of the last {@link step}, as an unsigned integer in a typed
+   * array cell. Hot paths call `step()` and read `word[0]` instead of taking
+   * `nextU32()`'s return value: a uint32 above 2^30 is not a V8 small integer,
+   * so returning one from a call the optimiser did not inline boxes it (a heap
+   * allocation per draw), whereas a value read from a Uint32Array stays an
+   * unboxed local. See docs/internals.md ("Numbers that do not allocate").
+   */
+  readonly word = new Uint32Array(1);
+  /** xoshiro128** state: four 32-bit words. */
+  private readonly s = new Int32Array(4);
 
   /** OS-seeded unless `seed` is given. */
   constructor(seed?: Seed) {
     const w = seed === undefined ? osSeedWords() : seedWords(seed);
-    this.s0 = w[0]!;
-    this.s1 = w[1]!;
-    this.s2 = w[2]!;
-    this.s3 = w[3]!;
+    this.s.set(w);
   }
 
-  /** The next 32 random bits as an unsigned integer. */
+  /** Advances the generator one step; the step's 32 bits are in {@link word}[0]. */
+  step(): void {
+    const s = this.s;
+    const s0 = s[0]!;
+    const s1 = s[1]!;
+    this.word[0] = Math.imul(rotl(Math.imul(s1, 5), 7), 9);
+    const t = s1 << 9;
+    const s2 = s[2]! ^ s0;
+    const s3 = s[3]! ^ s1;
+    s[1] = s1 ^ s2;
+    s[0] = s0 ^ s3;
+    s[2] = s2 ^ t;
+    s[3] = rotl(s3, 11);
+  }
+
+  /** The next 32 random bits as an unsigned integer (hot paths: {@link step} + {@link word}). */
   nextU32(): number {
-    const result = Math.imul(rotl(Math.imul(this.s1, 5), 7), 9) >>> 0;
-    const t = this.s1 << 9;
-    this.s2 ^= this.s0;
-    this.s3 ^= this.s1;
-    this.s1 ^= this.s2;
-    this.s0 ^= this.s3;
-    this.s2 ^= t;
-    this.s3 = rotl(this.s3, 11);
-    return result;
+    this.step();
+    return this.word[0]!;
   }
 
   /**
@@ -118,11 +130,9 @@ export class Rng {
     if (n <= TWO_32) {
       // Draws at or past the limit would favour small residues, so they are redrawn (p < 1/2).
       const limit = rejectionLimit32(n);
-      // One nextU32 call site: a second one in a retry loop is not inlined once
-      // the loop has run, and its uint32 result (often above the Smi range) is
-      // then boxed — a heap allocation per call.
       for (;;) {
-        const r = this.nextU32();
+        this.step();
+        const r = this.word[0]!;
         if (r < limit) return r % n;
       }
     }
@@ -140,11 +150,15 @@ export class Rng {
 
   /** A fair coin. */
   coin(): boolean {
-    return (this.nextU32() & 0x80000000) !== 0;
+    this.step();
+    return this.word[0]! >= 0x80000000;
   }
 
   private next53(): number {
-    return (this.nextU32() >>> 11) * TWO_32 + this.nextU32();
+    this.step();
+    const hi = this.word[0]! >>> 11;
+    this.step();
+    return hi * TWO_32 + this.word[0]!;
   }
 }
 

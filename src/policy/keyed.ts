@@ -7,7 +7,7 @@
  * key to the same backend. (Stochastic policies never use that constant.)
  */
 import { invalidConfig } from '../core/errors.js';
-import { DEFAULT_HASH_SEED, hash53, toHashSeed, type HashSeed } from '../core/hash.js';
+import { DEFAULT_HASH_SEED, hash53, hash53Mod, toHashSeed, type HashSeed } from '../core/hash.js';
 import type { SeedOptions } from './types.js';
 
 /** Options of the keyed policies. `seed` is accepted for a uniform interface and unused: they draw no randomness. */
@@ -26,5 +26,11 @@ export function resolveHashSeed(value: unknown): HashSeed {
 /** The 53-bit hash of a pick's key; `InvalidConfig` unless it is a string or a finite number. */
 export function keyHash(key: unknown, seed: HashSeed): number {
   if (typeof key === 'string' || (typeof key === 'number' && Number.isFinite(key))) return hash53(key, seed);
+  return invalidConfig('context.key', 'must be a string or a finite number', key);
+}
+
+/** `keyHash(key, seed) % m` (m in [1, 2^31)), returning only the small remainder: allocation-free even when not inlined. */
+export function keySlot(key: unknown, seed: HashSeed, m: number): number {
+  if (typeof key === 'string' || (typeof key === 'number' && Number.isFinite(key))) return hash53Mod(key, seed, m);
   return invalidConfig('context.key', 'must be a string or a finite number', key);
 }

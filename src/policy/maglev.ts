@@ -31,7 +31,7 @@ import type { Candidate } from '../core/candidate.js';
 import { invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { hash53, mix53, type HashSeed } from '../core/hash.js';
 import { checkedAdd, mulDivFloor, validateWeight } from '../core/weight.js';
-import { keyHash, resolveHashSeed, type KeyedOptions } from './keyed.js';
+import { keyHash, keySlot, resolveHashSeed, type KeyedOptions } from './keyed.js';
 import { RoundRobin } from './round-robin.js';
 import { EligibleIndices, throwEmpty } from './slice.js';
 import type { PickContext, Policy } from './types.js';
@@ -152,16 +152,15 @@ export class Maglev implements Policy {
     if (n === 0) throwEmpty();
     const key = context?.key;
     if (key === undefined) return this.fallback.pick(candidates);
-    const kh = keyHash(key, this.seed);
-    const m = this.tableSize;
-    const slot = kh % m;
+    // Only the slot crosses the call (the 53-bit hash would be boxed).
+    const slot = keySlot(key, this.seed, this.tableSize);
     const i = this.table[slot]!;
     if (candidates[i]!.isEligible()) return i;
-    return this.probe(candidates, slot, kh);
+    return this.probe(candidates, slot, key);
   }
 
   /** Slow path: the next slots in order, then (if no eligible member owns a slot) the eligible list. */
-  private probe(candidates: readonly Candidate[], slot: number, kh: number): number {
+  private probe(candidates: readonly Candidate[], slot: number, key: string | number): number {
     const m = this.tableSize;
     const table = this.table;
     for (let p = 1; p < m; p++) {
@@ -170,7 +169,7 @@ export class Maglev implements Policy {
       if (candidates[i]!.isEligible()) return i;
     }
     const count = this.eligible.collect(candidates);
-    return this.eligible.at(kh % count);
+    return this.eligible.at(keyHash(key, this.seed) % count);
   }
 }
 

@@ -33,12 +33,11 @@
  * membership changes, so the whole pick is O(1).
  *
  * Allocation-free: the three draws (first, second, and the coin on a tie)
- * come from one `rng.nextU32()` call site, with exactly `below`'s rejection
+ * come from one `rng.step()` site, read from `rng.word` (never a returned
+ * uint32, which would box: see `Rng.word`), with exactly `below`'s rejection
  * rule (limit = 2^32 − 2^32 mod n, cached per slice length, so no
  * floating-point `%` per pick) and `coin`'s top bit — the same values, in the
- * same order, as `below(n)`, `below(n − 1)`, `coin()`. A single call site
- * matters: a uint32 above 2^30 returned from a `nextU32` that the optimiser
- * left out of line is a heap number, i.e. an allocation per pick.
+ * same order, as `below(n)`, `below(n − 1)`, `coin()`.
  *
  * Lower `load()` is lighter; weights are not read (as in Sōzu). An ineligible
  * draw (standalone callers only) falls back to P2C over the eligible members.
@@ -91,8 +90,9 @@ export class PowerOfTwo implements Policy {
     let a = -1;
     let b = -1;
     for (;;) {
-      // The one nextU32 call site (see the class comment); r is a uint32.
-      const r = rng.nextU32();
+      // One draw site (see the class comment); r is a uint32 read from the generator's word.
+      rng.step();
+      const r = rng.word[0]!;
       if (a < 0) {
         // below(n): redraw at or past the limit, else r mod n.
         if (r < this.limitFirst) a = r % n;

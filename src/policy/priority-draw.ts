@@ -19,9 +19,11 @@ export const SMALL_COUNT = 0x3fff_ffff;
 export function drawSmall(rng: Rng, n: number): number {
   // limit is the largest multiple of n not above 2^32; words at or past it are redrawn.
   const limit = TWO_32 - (TWO_32 % n);
-  // One nextU32 call site (not two) keeps this small enough to inline whole.
+  // r is read from the generator's word, never returned as a uint32 (see Rng.word).
   let r: number;
-  do r = rng.nextU32();
-  while (r >= limit);
+  do {
+    rng.step();
+    r = rng.word[0]!;
+  } while (r >= limit);
   return r % n;
 }

@@ -157,9 +157,7 @@ export class PriorityTable {
   /**
    * One decision: the same draws, in the same order, as the per-decision form.
    * The three stages (priority, locality, endpoint) share one draw and one
-   * search call site, which keeps the inlined size small enough for V8 to
-   * inline `Rng.nextU32` too — a non-inlined `nextU32` returns its 32-bit
-   * word as a boxed heap number.
+   * search call site, which keeps the inlined size small.
    */
   pick(rng: Rng, out: DrawResult): number {
     if (!this.any) throw noEligible();

@@ -1,11 +1,10 @@
 /**
  * Random: every eligible member equally likely, O(1) per pick.
  *
- * One `rng.below(n)` draw, inlined: the uint32 comes from one `rng.nextU32()`
- * call site with `below`'s exact rejection rule (limit = 2^32 − 2^32 mod n,
- * cached per slice length), so the sequence is `below(n)`'s. A single call
- * site matters: a uint32 above 2^30 from a `nextU32` the optimiser did not
- * inline is boxed — a heap number per pick (as in PowerOfTwo). When the drawn member is ineligible (only possible
+ * One `rng.below(n)` draw, inlined: the uint32 is read from `rng.word` after
+ * `rng.step()` (never returned from a call, which could box it: see
+ * `Rng.word`), with `below`'s exact rejection rule (limit = 2^32 − 2^32 mod
+ * n, cached per slice length), so the sequence is `below(n)`'s. When the drawn member is ineligible (only possible
  * for standalone callers; the runtime's slices are all eligible), a fresh
  * uniform draw among the eligible members is made, so the result is exactly
  * uniform over the eligible members either way.
@@ -51,8 +50,9 @@ export class Random implements Policy {
     const rng = this.rng;
     let i: number;
     for (;;) {
-      // The one nextU32 call site; r is a uint32. below(n): redraw at or past the limit.
-      const r = rng.nextU32();
+      // r is a uint32 read from the generator's word (see Rng.word). below(n): redraw at or past the limit.
+      rng.step();
+      const r = rng.word[0]!;
       if (r < this.limit) {
         i = r % n;
         break;

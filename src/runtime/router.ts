@@ -233,6 +233,26 @@ export class Router implements LeaseOwner {
    */
   acquireHandle(opts?: AcquireOptions): number {
     if (this.closed) throw new PoiseError('Closed', 'acquire: the router is closed');
+    const handle = this.tryAcquire(opts, true);
+    return handle >= 0 ? handle : this.acquireAfterStale(opts);
+  }
+
+  /**
+   * One draw over the current view (rebuilt first if an epoch moved).
+   * Returns a handle, or STALE when the membership moved under the draw and
+   * `mayRetry`. Kept apart from the rare retry loop so that the common path
+   * stays small enough for V8 to inline the policy and load() into it
+   * (which keeps their numbers unboxed: 0 bytes per acquire).
+   */
+  private tryAcquire(opts: AcquireOptions | undefined, mayRetry: boolean): number {
+    // One SC load per acquire: the epoch moves after every membership or
+    // health write, so an unchanged epoch means the prepared view is current.
+    // The clock is read only when something needs it: a timed metric's
+    // decay, or a known ejection's expiry.
+    if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && ((this.now() - this.expiryAt) << 2) >> 2 >= 0)) this.refresh();
+    if (this.timed) this.env.now = this.now();
+    let cands = this.view;
+    let policy = this.policy;
     let kind = this.defaultKind;
     if (opts === undefined) {
       this.ctx.key = undefined;
@@ -241,48 +261,47 @@ export class Router implements LeaseOwner {
       checkAcquireKeys(opts);
       this.ctx.key = opts.key;
       if (opts.kind !== undefined) kind = kindCode(opts.kind, 'acquire(options).kind');
+      if (opts.priority !== undefined) {
+        const tier = this.tier(opts.priority);
+        cands = tier.cands;
+        policy = tier.policy;
+      }
       const ex = opts.exclude;
-      if (ex !== undefined && !(ex instanceof Set) && !Array.isArray(ex)) {
-        invalidConfig('acquire(options).exclude', 'must be a Set or an array of backend ids', ex);
+      if (ex !== undefined) {
+        if (ex instanceof Set) {
+          if (ex.size > 0) this.blockIds(ex);
+        } else if (Array.isArray(ex)) {
+          if (ex.length > 0) this.blockIds(ex);
+        } else {
+          invalidConfig('acquire(options).exclude', 'must be a Set or an array of backend ids', ex);
+        }
       }
     }
-    // Room in the book before anything is counted in the table.
-    this.book.reserve();
-    for (let round = 0; ; round++) {
-      // One SC load per acquire: the epoch moves after every membership or
-      // health write, so an unchanged epoch means the prepared view is current.
-      // The clock is read only when something needs it: a timed metric's
-      // decay, or a known ejection's expiry.
-      if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && ((this.now() - this.expiryAt) << 2) >> 2 >= 0)) this.refresh();
-      if (this.timed) this.env.now = this.now();
-      let cands = this.view;
-      let policy = this.policy;
-      if (opts !== undefined) {
-        if (opts.priority !== undefined) {
-          const tier = this.tier(opts.priority);
-          cands = tier.cands;
-          policy = tier.policy;
-        }
-        const ex = opts.exclude;
-        if (ex !== undefined && (ex instanceof Set ? ex.size : (ex as readonly string[]).length) > 0) this.blockIds(ex);
-      }
+    try {
       if (cands.length === 0) {
         // Emptied by changes published while the view was being built (its
         // blob older than the tags it read): rebuild rather than refuse.
-        if (round < MAX_STALE_ROUNDS && this.table.changeEpoch() !== this.epoch) continue;
+        if (mayRetry && this.table.changeEpoch() !== this.epoch) return STALE;
         this.throwNone(cands);
       }
-      let handle: number;
-      try {
-        handle = this.take(cands, policy, kind, round < MAX_STALE_ROUNDS);
-      } finally {
-        if (this.nBlocked > 0) this.unblockAll();
-      }
+      // Room in the book before anything is counted in the table.
+      this.book.reserve();
+      return this.take(cands, policy, kind, mayRetry);
+    } finally {
+      if (this.nBlocked > 0) this.unblockAll();
+    }
+  }
+
+  /**
+   * The membership moved while an acquire was drawing (a drawn slot changed
+   * generation or state, or the view came out empty, and the epoch moved):
+   * rebuild the view and draw again, a bounded number of times, rather than
+   * fail a request because of a change that is already published.
+   */
+  private acquireAfterStale(opts: AcquireOptions | undefined): number {
+    for (let round = 1; ; round++) {
+      const handle = this.tryAcquire(opts, round < MAX_STALE_ROUNDS);
       if (handle >= 0) return handle;
-      // STALE: the membership moved while this acquire was picking (a drawn
-      // slot changed generation or state and the epoch moved). Rebuild the
-      // view and pick again, rather than fail a request because of a change
-      // that is already published.
     }
   }
 
@@ -349,26 +368,22 @@ export class Router implements LeaseOwner {
     // lease's own generation; returning the load first would let the slot's
     // next occupant inherit this backend's sample, failure or ejection.
     // The generation check is belt and braces for the same guarantee.
-    if (t.tag(slot) >>> 3 === gen) this.recordOutcome(slot, kind, outcome, latencyMs, connectMs);
+    if (t.tag(slot) >>> 3 === gen) {
+      if (outcome === 'success') {
+        if (latencyMs !== undefined || connectMs !== undefined) {
+          const now = this.now();
+          if (latencyMs !== undefined) {
+            t.observe(slot, kind === LeaseKind.Connection ? EwmaSeries.ConnectTime : EwmaSeries.Latency, latencyMs, now, this.row);
+          }
+          if (connectMs !== undefined) t.observe(slot, EwmaSeries.ConnectTime, connectMs, now, this.row);
+        }
+        t.clearFailures(slot);
+      } else if (outcome === 'failure') {
+        if (t.addFailure(slot) === this.ejection.consecutiveFailures) this.eject(slot);
+      }
+    }
     t.leaseDown(slot, kind, this.row);
     return true;
-  }
-
-  /** Writes a released lease's health feedback into its (still pinned) slot. */
-  private recordOutcome(slot: number, kind: LeaseKindCode, outcome: Outcome, latencyMs: number | undefined, connectMs: number | undefined): void {
-    const t = this.table;
-    if (outcome === 'success') {
-      if (latencyMs !== undefined || connectMs !== undefined) {
-        const now = this.now();
-        if (latencyMs !== undefined) {
-          t.observe(slot, kind === LeaseKind.Connection ? EwmaSeries.ConnectTime : EwmaSeries.Latency, latencyMs, now, this.row);
-        }
-        if (connectMs !== undefined) t.observe(slot, EwmaSeries.ConnectTime, connectMs, now, this.row);
-      }
-      t.clearFailures(slot);
-    } else if (outcome === 'failure') {
-      if (t.addFailure(slot) === this.ejection.consecutiveFailures) this.eject(slot);
-    }
   }
 
   /** Records a connect-time sample for an open lease and clears the backend's failures. */
