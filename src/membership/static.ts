@@ -255,14 +255,26 @@ export class StaticMembership implements MembershipSource {
   #startWatch(file: string): void {
     const dir = path.dirname(path.resolve(file));
     const base = path.basename(file);
-    this.#watcher = watch(dir, { persistent: false }, (_event, name) => {
-      if (name !== null && name !== base) return;
-      if (this.#timer !== undefined) clearTimeout(this.#timer);
-      this.#timer = setTimeout(() => {
-        this.#timer = undefined;
-        void this.reload();
-      }, this.#debounceMs);
-    });
+    try {
+      this.#watcher = watch(dir, { persistent: false }, (_event, name) => this.#onEvent(name, base));
+    } catch (err) {
+      // A directory that does not exist (or cannot be watched): nothing could ever arrive there.
+      const e = err as NodeJS.ErrnoException;
+      throw new PoiseError(e.code === 'ENOENT' ? 'NotFound' : 'Unavailable', `input.file: cannot watch the directory ${JSON.stringify(dir)}: ${e.message}`, {
+        field: 'input.file',
+        cause: err,
+      });
+    }
     this.#watcher.on('error', (err) => this.#log.error({ err: err.message }, 'membership file watch failed; changes are no longer picked up'));
+  }
+
+  /** A directory event: re-read `base` after the debounce. */
+  #onEvent(name: string | null, base: string): void {
+    if (name !== null && name !== base) return;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      void this.reload();
+    }, this.#debounceMs);
   }
 }

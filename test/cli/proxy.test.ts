@@ -95,6 +95,7 @@ describe('poise proxy', () => {
     ['--listen with a bad host', ['--listen=-:6000', '--backend', 'a=127.0.0.1:1'], 2, 'poise proxy: --listen: required, HOST:PORT with a port in [1, 65535], got "-:6000" (host "-" has the label "-"'],
     ['--file /dev/zero --require-membership', [...L, '--file', '/dev/zero', '--require-membership'], 3, 'poise proxy: input.file: "/dev/zero" exceeds the limit of 1048576 bytes'],
     ['a missing --file with --require-membership', [...L, '--file', '/nonexistent/poise.json', '--require-membership'], 4, 'poise proxy: input.file: cannot read "/nonexistent/poise.json": ENOENT'],
+    ['a --file in a missing directory (a wait that could never end)', [...L, '--file', '/nonexistent/poise.json'], 4, 'poise proxy: input.file: cannot watch the directory "/nonexistent": ENOENT'],
   ])('%s exits with the code of the README table', (_name, args, code, message) => {
     const r = usage(args as string[]);
     expect(r.stderr).toContain(message);
