@@ -28,9 +28,10 @@ export {
   type BackendSpec,
   type ResolvedBackendSpec,
   type MembershipSnapshot,
+  type MembershipOutcome,
 } from './core/spec.js';
 export type { Policy, PickContext, SeedOptions } from './policy/types.js';
-export { createLogger, type Logger, type LoggerOptions } from './log.js';
+export { createLogger, rateLimited, LOG_LEVELS, type Logger, type LoggerOptions, type LogLevel, type RateLimitedLogger, type RateLimitOptions } from './log.js';
 
 // policy (single tier)
 export { RoundRobin } from './policy/round-robin.js';
@@ -101,7 +102,14 @@ export {
   type ResolvedDocument,
   type DocumentFormat,
 } from './membership/document.js';
-export { bindMembership, type MembershipSource, type MembershipTarget, type MembershipBinding } from './membership/source.js';
+export {
+  bindMembership,
+  type MembershipSource,
+  type MembershipTarget,
+  type MembershipBinding,
+  type SnapshotListener,
+  type BindOptions,
+} from './membership/source.js';
 export { StaticMembership, type StaticMembershipInput, type StaticMembershipOptions } from './membership/static.js';
 export { membershipKeys, DEFAULT_PREFIX, type MembershipKeys } from './membership/redis-keys.js';
 export { MembershipPublisher, type MembershipPublisherOptions, type StoredMembership } from './membership/redis-publisher.js';

@@ -5,27 +5,44 @@
  * output is a TTY.
  */
 import { pino, type Logger } from 'pino';
+import { invalidConfig } from './core/errors.js';
 
 export type { Logger } from 'pino';
+export { rateLimited, type RateLimitedLogger, type RateLimitOptions } from './log-rate.js';
+
+/** The accepted log levels, most severe first. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/** One of {@link LOG_LEVELS}. */
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** True when `value` is one of {@link LOG_LEVELS}. */
+export function isLogLevel(value: unknown): value is LogLevel {
+  return typeof value === 'string' && (LOG_LEVELS as readonly string[]).includes(value);
+}
 
 /** Options of {@link createLogger}. */
 export interface LoggerOptions {
   /** Logger name; default `poise`. */
   name?: string;
-  /** pino level; default `POISE_LOG_LEVEL` or `info`. */
+  /** pino level, one of {@link LOG_LEVELS}; default `POISE_LOG_LEVEL` or `info`. */
   level?: string;
   /** Pretty-print (pino-pretty) instead of JSON; default: when stderr is a TTY and `pretty` is not false. */
   pretty?: boolean;
 }
 
 /**
- * A pino logger writing to stderr (fd 2), so command output on stdout stays machine-readable.
+ * A pino logger writing to stderr (fd 2), so command output on stdout stays
+ * machine-readable. Throws `InvalidConfig` naming `level` (or
+ * `POISE_LOG_LEVEL`) when the level is not one of {@link LOG_LEVELS}.
  *
  * @example
  * const log = createLogger({ name: 'poise-proxy', level: 'debug' });
  */
 export function createLogger(opts: LoggerOptions = {}): Logger {
+  const fromEnv = opts.level === undefined;
   const level = opts.level ?? process.env['POISE_LOG_LEVEL'] ?? 'info';
+  if (!isLogLevel(level)) invalidConfig(fromEnv ? 'POISE_LOG_LEVEL' : 'level', `must be one of ${LOG_LEVELS.join(', ')}`, level);
   const name = opts.name ?? 'poise';
   const pretty = opts.pretty ?? false;
   if (pretty) {

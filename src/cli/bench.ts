@@ -9,11 +9,12 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from './main.js';
 import { formatBalls } from './bench/balls.js';
-import { UsageError, benchHelp, parseBenchFlags, type BenchFlags } from './bench/flags.js';
+import { benchHelp, parseBenchFlags, type BenchFlags } from './bench/flags.js';
 import { Progress } from './bench/progress.js';
 import { renderReport } from './bench/report-html.js';
 import { formatTable, type BenchResult } from './bench/results.js';
 import { runBench, type RunContext } from './bench/run.js';
+import { EXIT, exitCodeOf } from './exit.js';
 
 /** Exit code after Ctrl-C (128 + SIGINT). */
 export const EXIT_INTERRUPTED = 130;
@@ -43,23 +44,26 @@ async function publish(result: BenchResult, flags: BenchFlags, out: NodeJS.Writa
 }
 
 /**
- * Runs `poise bench` with `argv`; resolves to the exit code (0, 2 for a bad
- * flag, 130 after Ctrl-C). `workerFile` overrides the compiled worker module.
+ * Runs `poise bench` with `argv`; resolves to the exit code: 0, 130 after
+ * Ctrl-C, otherwise the code of the failure from the one table (exit.ts):
+ * 2 for a bad flag, 4 when the Redis cluster has no membership, 1 for a
+ * runtime failure. `workerFile` overrides the compiled worker module.
  */
 export async function runBenchCommand(argv: string[], opts: { workerFile?: URL } = {}): Promise<number> {
-  let flags: BenchFlags;
   try {
-    flags = parseBenchFlags(argv);
+    return await runChecked(argv, opts);
   } catch (err) {
-    if (err instanceof UsageError) {
-      process.stderr.write(`poise bench: ${err.message}\nRun \`poise bench --help\` for the flags.\n`);
-      return 2;
-    }
-    throw err;
+    const code = exitCodeOf(err);
+    process.stderr.write(`poise bench: ${err instanceof Error ? err.message : String(err)}\n${code === EXIT.usage ? 'Run `poise bench --help` for the flags.\n' : ''}`);
+    return code;
   }
+}
+
+async function runChecked(argv: string[], opts: { workerFile?: URL }): Promise<number> {
+  const flags: BenchFlags = parseBenchFlags(argv);
   if (flags.help) {
     process.stdout.write(`${benchHelp()}\n`);
-    return 0;
+    return EXIT.ok;
   }
   // The run's output is the table; routers' warnings (ejections) are summed in
   // its errors column. POISE_LOG_LEVEL still wins when set (workers inherit it).
@@ -76,7 +80,7 @@ export async function runBenchCommand(argv: string[], opts: { workerFile?: URL }
     if (opts.workerFile !== undefined) ctx.workerFile = opts.workerFile;
     const result = await runBench(flags, ctx);
     await publish(result, flags, process.stdout);
-    return result.interrupted ? EXIT_INTERRUPTED : 0;
+    return result.interrupted ? EXIT_INTERRUPTED : EXIT.ok;
   } finally {
     process.off('SIGINT', onSigint);
   }

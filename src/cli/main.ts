@@ -3,9 +3,12 @@
  * `poise` — the command-line entry. Each subcommand lives in its own module
  * and is loaded only when asked for; each answers `--help`.
  *
- * Exit codes: 0 success, 1 runtime failure, 2 usage error (bad flag or value).
+ * Exit codes: one table for every subcommand (exit.ts, README "Exit codes"):
+ * 0 success, 1 runtime failure, 2 usage error, 3 rejected by validation,
+ * 4 not found, 5 conflict, 6 capacity exhausted, 7 stored snapshot corrupt.
  */
 import { readFileSync } from 'node:fs';
+import { EXIT, exitCodeOf } from './exit.js';
 
 /** A subcommand: `run` resolves to the process exit code. */
 export interface Command {
@@ -36,16 +39,16 @@ async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(`${await usage()}\n`);
-    return name === undefined ? 2 : 0;
+    return name === undefined ? EXIT.usage : EXIT.ok;
   }
   if (name === '--version' || name === '-v') {
     process.stdout.write(`${version()}\n`);
-    return 0;
+    return EXIT.ok;
   }
   const load = commands[name];
   if (load === undefined) {
     process.stderr.write(`poise: unknown command ${JSON.stringify(name)}\n\n${await usage()}\n`);
-    return 2;
+    return EXIT.usage;
   }
   return (await load()).run(rest);
 }
@@ -56,6 +59,6 @@ main(process.argv.slice(2)).then(
   },
   (err: unknown) => {
     process.stderr.write(`poise: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = 1;
+    process.exitCode = exitCodeOf(err);
   },
 );

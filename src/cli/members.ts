@@ -3,27 +3,22 @@
  *
  *   poise members apply|add|remove|drain|undrain|weight|show|watch --redis URL --cluster NAME ...
  *
- * Exit codes (stable; scripts may branch on them):
- *   0  success (a write prints the new version on stdout)
- *   1  runtime failure (Redis unreachable, I/O error)
- *   2  usage error (unknown subcommand or flag, missing or malformed flag value)
- *   3  rejected: the document or value failed validation; nothing was written
- *   4  not found: no such backend, or no membership stored for the cluster
- *   5  version conflict: --if-version did not match, or --version is not newer
+ * Exit codes come from the error's code through the one table of every
+ * command (exit.ts): 0 success (a write prints the new version on stdout),
+ * 1 runtime failure, 2 usage, 3 rejected by validation, 4 not found,
+ * 5 conflict, 6 capacity exhausted (version ceiling), 7 stored snapshot corrupt.
  */
-import { readFile } from 'node:fs/promises';
 import type { Command } from './main.js';
-import { isPoiseError } from '../core/errors.js';
+import { PoiseError } from '../core/errors.js';
 import type { BackendSpec, MembershipSnapshot } from '../core/spec.js';
-import { createLogger } from '../log.js';
-import { formatOf, parseText } from '../membership/document.js';
+import { DEFAULT_MAX_DOCUMENT_BYTES, MAX_VERSION, formatOf, parseText } from '../membership/document.js';
+import { nameProblem } from '../membership/name.js';
+import { readFileLimited, readStreamLimited } from '../membership/read-limited.js';
 import { MembershipPublisher } from '../membership/redis-publisher.js';
 import { RedisMembership } from '../membership/redis-source.js';
-
-/** Exit codes of `poise members`. */
-export const EXIT = { ok: 0, failure: 1, usage: 2, rejected: 3, notFound: 4, conflict: 5 } as const;
-
-class UsageError extends Error {}
+import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
+import { cliLogger } from './logger.js';
+import { UsageError } from './usage.js';
 
 interface Flags {
   values: Map<string, string>;
@@ -35,18 +30,18 @@ const COMMON = `Common flags:
   --redis URL       redis://[:password@]host:port[/db] or rediss:// (TLS); default $POISE_REDIS_URL
   --cluster NAME    cluster name; default $POISE_CLUSTER
   --prefix P        key prefix; default "poise"
-  --max-bytes N     largest snapshot/notice in bytes; default 1048576
+  --max-bytes N     largest snapshot/notice/document in bytes; default 1048576
   --help            this help
 
-Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 rejected by validation (nothing written),
-            4 not found, 5 version conflict`;
+${EXIT_HELP}`;
 
 const HELP: Record<string, { usage: string; text: string; values: string[]; bools: string[] }> = {
   apply: {
     usage: 'poise members apply FILE|- [--version N] [--if-version N]',
     text: `Replaces the whole membership with a JSON or YAML document ({ cluster, version?, backends }).
 FILE "-" reads JSON from stdin. The document is validated first; an invalid one changes nothing.
-  --version N      store as version N (must be greater than the stored version; overrides the document's)
+  --version N      store as version N, in [1, 9007199254740991] (must be greater than the stored version;
+                   overrides the document's). Versions never pass 2^53 - 1: at the ceiling a write exits 6.
   --if-version N   write only if the stored version is N (0 = nothing stored yet)
 Prints the new version.`,
     values: ['version', 'if-version'],
@@ -69,7 +64,9 @@ Prints the new version.`,
   weight: { usage: 'poise members weight ID W', text: 'Sets a backend weight (an integer in [1, 4294967295]). Prints the new version.', values: [], bools: [] },
   show: {
     usage: 'poise members show',
-    text: 'Prints the stored membership as JSON: { "version": N, "document": { cluster, backends } }. Exit 4 when none is stored.',
+    text: `Prints the stored membership as JSON: { "version": N, "lineage": "<hex>", "document": { cluster, backends } }.
+The lineage names the version line: a new one starts when the cluster's first version is written into an empty Redis.
+Exit 4 when none is stored, 7 when the stored value is not a valid snapshot.`,
     values: [],
     bools: [],
   },
@@ -126,10 +123,15 @@ function positional(flags: Flags, n: number, names: string): string[] {
 function connection(flags: Flags): { url: string; cluster: string; prefix: string; maxBytes: number | undefined } {
   const url = flags.values.get('redis') ?? process.env['POISE_REDIS_URL'];
   const cluster = flags.values.get('cluster') ?? process.env['POISE_CLUSTER'];
-  if (url === undefined || url === '') throw new UsageError('--redis: required (or set POISE_REDIS_URL)');
-  if (!/^rediss?:\/\//.test(url)) throw new UsageError(`--redis: must be a redis:// or rediss:// URL, got ${JSON.stringify(url)}`);
-  if (cluster === undefined || cluster === '') throw new UsageError('--cluster: required (or set POISE_CLUSTER)');
-  return { url, cluster, prefix: flags.values.get('prefix') ?? 'poise', maxBytes: intFlag(flags, 'max-bytes', 64, 512 * 1024 * 1024) };
+  if (url === undefined || url === '') throw new UsageError('--redis: required (or set POISE_REDIS_URL)', '--redis');
+  if (!/^rediss?:\/\//.test(url)) throw new UsageError(`--redis: must be a redis:// or rediss:// URL, got ${JSON.stringify(url)}`, '--redis');
+  if (cluster === undefined || cluster === '') throw new UsageError('--cluster: required (or set POISE_CLUSTER)', '--cluster');
+  const prefix = flags.values.get('prefix') ?? 'poise';
+  for (const [flag, value] of [['--cluster', cluster], ['--prefix', prefix]] as const) {
+    const problem = nameProblem(value);
+    if (problem !== undefined) throw new UsageError(`${flag}: ${problem}, got ${JSON.stringify(value)}`, flag);
+  }
+  return { url, cluster, prefix, maxBytes: intFlag(flags, 'max-bytes', 64, 512 * 1024 * 1024) };
 }
 
 /** Fail fast instead of queueing forever when Redis is down: a CLI must answer. */
@@ -140,19 +142,14 @@ function describeCounts(s: MembershipSnapshot): string {
   return `version ${s.version} backends ${s.backends.length} ready ${count('ready')} draining ${count('draining')} unavailable ${count('unavailable')}`;
 }
 
-async function readDocument(file: string, versionFlag: number | undefined): Promise<unknown> {
-  const text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
+async function readDocument(file: string, versionFlag: number | undefined, maxBytes: number): Promise<unknown> {
+  // Bounded reads: `apply /dev/zero` is "exceeds N bytes" (exit 3), not an out-of-memory crash.
+  const text = file === '-' ? await readStreamLimited(process.stdin, maxBytes, 'document') : await readFileLimited(file, maxBytes, 'document');
   const doc = parseText(text, file === '-' ? 'json' : formatOf(file), 'document');
   if (versionFlag !== undefined && typeof doc === 'object' && doc !== null && !Array.isArray(doc)) {
     return { ...(doc as Record<string, unknown>), version: versionFlag };
   }
   return doc;
-}
-
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
 }
 
 async function write(sub: string, flags: Flags): Promise<number> {
@@ -162,9 +159,9 @@ async function write(sub: string, flags: Flags): Promise<number> {
   switch (sub) {
     case 'apply': {
       const [file] = positional(flags, 1, 'FILE (or - for stdin)');
-      const version = intFlag(flags, 'version', 1, Number.MAX_SAFE_INTEGER);
-      const ifVersion = intFlag(flags, 'if-version', 0, Number.MAX_SAFE_INTEGER);
-      const doc = await readDocument(file!, version);
+      const version = intFlag(flags, 'version', 1, MAX_VERSION);
+      const ifVersion = intFlag(flags, 'if-version', 0, MAX_VERSION);
+      const doc = await readDocument(file!, version, conn.maxBytes ?? DEFAULT_MAX_DOCUMENT_BYTES);
       op = (p) => p.apply(doc, ifVersion === undefined ? {} : { ifVersion });
       break;
     }
@@ -205,14 +202,7 @@ async function write(sub: string, flags: Flags): Promise<number> {
     default:
       throw new UsageError(`unknown subcommand ${JSON.stringify(sub)}`);
   }
-  const pub = new MembershipPublisher({
-    url: conn.url,
-    cluster: conn.cluster,
-    prefix: conn.prefix,
-    ...(conn.maxBytes === undefined ? {} : { maxMessageBytes: conn.maxBytes }),
-    logger: createLogger({ name: 'poise-members', level: process.env['POISE_LOG_LEVEL'] ?? 'warn' }),
-    redisOptions: CLI_REDIS,
-  });
+  const pub = publisher(conn);
   try {
     const version = await op(pub);
     process.stdout.write(`${version}\n`);
@@ -222,24 +212,27 @@ async function write(sub: string, flags: Flags): Promise<number> {
   }
 }
 
-async function show(flags: Flags): Promise<number> {
-  const conn = connection(flags);
-  positional(flags, 0, 'no arguments');
-  const pub = new MembershipPublisher({
+function publisher(conn: ReturnType<typeof connection>): MembershipPublisher {
+  return new MembershipPublisher({
     url: conn.url,
     cluster: conn.cluster,
     prefix: conn.prefix,
     ...(conn.maxBytes === undefined ? {} : { maxMessageBytes: conn.maxBytes }),
-    logger: createLogger({ name: 'poise-members', level: 'warn' }),
+    logger: cliLogger('poise-members', { dflt: 'warn' }),
     redisOptions: CLI_REDIS,
   });
+}
+
+async function show(flags: Flags): Promise<number> {
+  const conn = connection(flags);
+  positional(flags, 0, 'no arguments');
+  const pub = publisher(conn);
   try {
     const stored = await pub.show();
     if (stored === undefined) {
-      process.stderr.write(`poise members: no membership stored for cluster ${JSON.stringify(conn.cluster)}\n`);
-      return EXIT.notFound;
+      throw new PoiseError('NotFound', `no membership stored for cluster ${JSON.stringify(conn.cluster)} (key ${pub.keys.snapshot})`, { field: 'cluster' });
     }
-    process.stdout.write(`${JSON.stringify(stored, null, 2)}\n`);
+    process.stdout.write(`${JSON.stringify({ version: stored.version, lineage: stored.lineage ?? null, document: stored.document }, null, 2)}\n`);
     return EXIT.ok;
   } finally {
     await pub.close();
@@ -256,7 +249,7 @@ async function watchCmd(flags: Flags): Promise<number> {
     cluster: conn.cluster,
     prefix: conn.prefix,
     ...(conn.maxBytes === undefined ? {} : { maxMessageBytes: conn.maxBytes }),
-    logger: createLogger({ name: 'poise-members', level: process.env['POISE_LOG_LEVEL'] ?? 'info' }),
+    logger: cliLogger('poise-members', { dflt: 'info' }),
   });
   let applied = 0;
   let finish: () => void = () => {};
@@ -278,16 +271,6 @@ async function watchCmd(flags: Flags): Promise<number> {
     process.off('SIGTERM', onSignal);
     await source.close();
   }
-}
-
-function exitCodeOf(err: unknown): number {
-  if (err instanceof UsageError) return EXIT.usage;
-  if (isPoiseError(err)) {
-    if (err.field === 'ifVersion' || (err.field === 'version' && /not newer/.test(err.message))) return EXIT.conflict;
-    if (err.field === 'id' && /no backend/.test(err.message)) return EXIT.notFound;
-    return EXIT.rejected;
-  }
-  return EXIT.failure;
 }
 
 async function run(argv: string[]): Promise<number> {

@@ -5,20 +5,28 @@
  *     poise proxy --listen 127.0.0.1:6000 --file members.json
  *     poise proxy --listen 127.0.0.1:6000 --redis redis://127.0.0.1:6379 --cluster api
  *
- * Exit codes: 0 after a clean stop (SIGINT / SIGTERM), 1 on a runtime
- * failure (cannot listen, membership unavailable), 2 on a usage error.
+ * Without a first valid membership (nothing stored in Redis, a stored value
+ * that is not a valid snapshot, a missing or invalid file, Redis down) the
+ * proxy does not listen: it logs why every few seconds and starts listening
+ * when one is applied — or, with `--require-membership`, exits at once with
+ * the reason's exit code. Exit codes come from exit.ts (the one table).
  */
 import { parseArgs } from 'node:util';
-import { PoiseError } from '../core/errors.js';
-import { parseAddress, type BackendSpec } from '../core/spec.js';
-import { createLogger } from '../log.js';
-import { bindMembership, type MembershipSource } from '../membership/source.js';
+import { PoiseError, isPoiseError } from '../core/errors.js';
+import { addressDetail, parseAddress, resolveBackendSpecs, type BackendSpec } from '../core/spec.js';
+import type { Logger } from '../log.js';
+import { nameProblem } from '../membership/name.js';
+import { bindMembership, type MembershipBinding, type MembershipSource } from '../membership/source.js';
 import { StaticMembership } from '../membership/static.js';
 import { RedisMembership } from '../membership/redis-source.js';
 import { TcpProxy } from '../net/proxy.js';
 import { Balancer } from '../runtime/balancer.js';
 import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
+import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
+import { cliLogger } from './logger.js';
 import type { Command } from './main.js';
+import { waitForMembership } from './proxy-wait.js';
+import { UsageError } from './usage.js';
 
 const HELP = `usage: poise proxy --listen HOST:PORT (--backend ID=HOST:PORT ... | --file PATH | --redis URL --cluster NAME) [flags]
 
@@ -32,6 +40,14 @@ membership (exactly one source):
   --redis URL --cluster NAME [--prefix P]
                            the Redis control plane (see \`poise members\`)
 
+Until a first valid membership is applied (nothing stored in Redis, a stored value
+that is not a valid snapshot, a missing or invalid --file, Redis down), the proxy
+does NOT listen: clients are refused, never accepted and reset. It logs why every
+--wait-log-interval ms and starts listening as soon as one arrives. With
+--require-membership it exits instead, at once, naming the reason (exit 3 invalid
+file, 4 nothing stored / no such file, 6 more backends than --capacity, 7 corrupt
+stored snapshot, 1 Redis unavailable).
+
 flags:
   --listen HOST:PORT       listen address (required)
   --policy NAME            ${POLICY_NAMES.join(' | ')}
@@ -40,120 +56,222 @@ flags:
   --connect-timeout MS     per-attempt connect timeout, 1..600000 (default 2000)
   --idle-timeout MS        close idle pairs after MS, 0 = never (default 0)
   --capacity N             backend slots in the load table, 1..65536 (default 1024)
-  --log-level LEVEL        pino level (default info)
+  --require-membership     fail at start when no valid membership is available (default: wait)
+  --wait-log-interval MS   while waiting for a membership, log why every MS, 100..600000 (default 5000)
+  --log-level LEVEL        fatal | error | warn | info | debug | trace | silent (default info)
   -h, --help               this text
 
-exit codes: 0 clean stop (SIGINT/SIGTERM), 1 runtime failure, 2 usage error`;
+${EXIT_HELP}
+            (0 also after a clean stop on SIGINT/SIGTERM)`;
 
-class Usage extends Error {}
+const OPTIONS = {
+  listen: { type: 'string' },
+  backend: { type: 'string', multiple: true },
+  file: { type: 'string' },
+  redis: { type: 'string' },
+  cluster: { type: 'string' },
+  prefix: { type: 'string' },
+  policy: { type: 'string' },
+  attempts: { type: 'string' },
+  'connect-timeout': { type: 'string' },
+  'idle-timeout': { type: 'string' },
+  capacity: { type: 'string' },
+  'require-membership': { type: 'boolean' },
+  'wait-log-interval': { type: 'string' },
+  'log-level': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+type Values = ReturnType<typeof parseArgs<{ args: string[]; strict: true; options: typeof OPTIONS }>>['values'];
+
+/** The validated flags of one run. */
+interface ProxyFlags {
+  listen: { host: string; port: number };
+  policy: PolicyName;
+  attempts: number;
+  connectTimeoutMs: number;
+  idleTimeoutMs: number;
+  capacity: number;
+  requireMembership: boolean;
+  waitLogMs: number;
+  log: Logger;
+  source: MembershipSource;
+}
 
 function int(flag: string, raw: string | undefined, min: number, max: number, dflt: number): number {
   if (raw === undefined) return dflt;
   const n = Number(raw);
-  if (!/^-?\d+$/.test(raw) || n < min || n > max) throw new Usage(`--${flag}: must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`);
+  if (!/^-?\d+$/.test(raw) || n < min || n > max) throw new UsageError(`--${flag}: must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`, `--${flag}`);
   return n;
 }
 
-function backendFlag(raw: string, i: number): BackendSpec {
-  const eq = raw.indexOf('=');
-  const id = eq > 0 ? raw.slice(0, eq) : raw;
-  const address = eq > 0 ? raw.slice(eq + 1) : raw;
-  if (parseAddress(address) === undefined) throw new Usage(`--backend #${i + 1}: must be ID=HOST:PORT with a port in [1, 65535], got ${JSON.stringify(raw)}`);
-  return { id, address };
+/**
+ * `--backend` values: the flag's shape (`ID=HOST:PORT`, or `HOST:PORT` as
+ * its own id) is usage (exit 2); the backends' content — a bad address, a
+ * duplicate or over-long id — is validation (exit 3), with the same messages
+ * as a document; more backends than `--capacity` is exit 6.
+ */
+function backendFlags(raws: readonly string[], capacity: number): BackendSpec[] {
+  const specs = raws.map((raw, i) => {
+    const eq = raw.indexOf('=');
+    const id = eq > 0 ? raw.slice(0, eq) : raw;
+    const address = eq > 0 ? raw.slice(eq + 1) : raw;
+    if (!/:\d+$/.test(address)) throw new UsageError(`--backend #${i + 1}: must be ID=HOST:PORT with a port in [1, 65535], got ${JSON.stringify(raw)}`, '--backend');
+    return { id, address };
+  });
+  resolveBackendSpecs(specs, '--backend');
+  if (specs.length > capacity) {
+    throw new PoiseError('CapacityExhausted', `--backend: ${specs.length} backends given, more than --capacity ${capacity}`, { field: '--capacity' });
+  }
+  return specs;
+}
+
+function checkName(flag: string, value: string): string {
+  const problem = nameProblem(value);
+  if (problem !== undefined) throw new UsageError(`${flag}: ${problem}, got ${JSON.stringify(value)}`, flag);
+  return value;
+}
+
+function parseFlags(values: Values): ProxyFlags {
+  const log = cliLogger('poise-proxy', { flag: '--log-level', flagLevel: values['log-level'], dflt: 'info', pretty: process.stderr.isTTY });
+  const at = values.listen === undefined ? undefined : parseAddress(values.listen);
+  if (at === undefined) {
+    const detail = values.listen === undefined ? undefined : addressDetail(values.listen);
+    throw new UsageError(`--listen: required, HOST:PORT with a port in [1, 65535], got ${JSON.stringify(values.listen ?? null)}${detail ? ` (${detail})` : ''}`, '--listen');
+  }
+  const rawPolicy = values.policy ?? 'p2c:connections';
+  if (!(POLICY_NAMES as readonly string[]).includes(rawPolicy)) {
+    throw new UsageError(`--policy: must be one of ${POLICY_NAMES.join(', ')}, got ${JSON.stringify(rawPolicy)}`, '--policy');
+  }
+  const capacity = int('capacity', values.capacity, 1, 65536, 1024);
+  const requireMembership = values['require-membership'] === true;
+  const chosen = [values.backend !== undefined, values.file !== undefined, values.redis !== undefined].filter(Boolean).length;
+  if (chosen !== 1) throw new UsageError('membership: give exactly one of --backend, --file, --redis');
+  let source: MembershipSource;
+  if (values.redis !== undefined) {
+    if (!/^rediss?:\/\//.test(values.redis)) throw new UsageError(`--redis: must be a redis:// or rediss:// URL, got ${JSON.stringify(values.redis)}`, '--redis');
+    if (values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
+    const cluster = checkName('--cluster', values.cluster);
+    const prefix = values.prefix === undefined ? undefined : checkName('--prefix', values.prefix);
+    source = new RedisMembership({ url: values.redis, cluster, prefix, logger: log, failFast: requireMembership });
+  } else if (values.file !== undefined) {
+    source = new StaticMembership({ file: values.file }, { watch: true, logger: log, initial: requireMembership ? 'reject' : 'wait' });
+  } else {
+    source = new StaticMembership({ backends: backendFlags(values.backend!, capacity) }, { logger: log });
+  }
+  return {
+    listen: at,
+    policy: rawPolicy as PolicyName,
+    attempts: int('attempts', values.attempts, 1, 100, 3),
+    connectTimeoutMs: int('connect-timeout', values['connect-timeout'], 1, 600_000, 2000),
+    idleTimeoutMs: int('idle-timeout', values['idle-timeout'], 0, 86_400_000, 0),
+    capacity,
+    requireMembership,
+    waitLogMs: int('wait-log-interval', values['wait-log-interval'], 100, 600_000, 5000),
+    log,
+    source,
+  };
+}
+
+/** Resolves on the first SIGINT or SIGTERM; `dispose` removes the handlers. */
+function stopSignal(log: Logger): { stopped: Promise<void>; dispose: () => void } {
+  let onSignal: (signal: string) => void = () => {};
+  const stopped = new Promise<void>((resolve) => {
+    onSignal = (signal: string): void => {
+      log.info({ signal }, 'proxy stopping');
+      resolve();
+    };
+  });
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  return { stopped, dispose: () => (process.off('SIGINT', onSignal), process.off('SIGTERM', onSignal)) };
+}
+
+/** Binds the source; resolves with the binding once a membership is in force, or undefined when stopped first. Throws the reason otherwise. */
+async function firstMembership(f: ProxyFlags, balancer: Balancer, stopped: Promise<void>): Promise<MembershipBinding | undefined> {
+  let onApplied: () => void = () => {};
+  const applied = new Promise<void>((resolve) => {
+    onApplied = resolve;
+  });
+  const bound = bindMembership(f.source, balancer, { logger: f.log, onApplied: () => onApplied() });
+  if (f.requireMembership) {
+    const binding = await bound;
+    if (balancer.hasMembership) return binding;
+    await binding.close();
+    const p = f.source.problem;
+    throw new PoiseError(p?.code ?? 'NotFound', `--require-membership: no valid membership at start: ${p?.message ?? 'the source delivered none'}`, {
+      field: p?.field ?? 'membership',
+      cause: p,
+    });
+  }
+  const result = await waitForMembership({
+    applied,
+    started: bound,
+    stopped,
+    hasMembership: () => balancer.hasMembership,
+    problem: () => f.source.problem,
+    log: f.log,
+    everyMs: f.waitLogMs,
+  });
+  if (result.kind === 'failed') throw result.error;
+  if (result.kind === 'stopped') {
+    await f.source.close();
+    return undefined;
+  }
+  return bound;
+}
+
+async function serve(f: ProxyFlags): Promise<number> {
+  const balancer = new Balancer({ capacity: f.capacity, logger: f.log });
+  const { stopped, dispose } = stopSignal(f.log);
+  try {
+    const binding = await firstMembership(f, balancer, stopped);
+    if (binding === undefined) return EXIT.ok;
+    const router = balancer.router({ policy: f.policy, logger: f.log });
+    const proxy = new TcpProxy({
+      router,
+      host: f.listen.host,
+      port: f.listen.port,
+      attempts: f.attempts,
+      connectTimeoutMs: f.connectTimeoutMs,
+      idleTimeoutMs: f.idleTimeoutMs,
+      logger: f.log,
+    });
+    try {
+      await proxy.listen();
+    } catch (err) {
+      await binding.close();
+      throw new PoiseError('Unavailable', `--listen: cannot listen on ${f.listen.host}:${f.listen.port}: ${(err as Error).message}`, { field: '--listen', cause: err });
+    }
+    f.log.info({ policy: f.policy, version: balancer.version }, 'proxy ready');
+    await stopped;
+    await proxy.close();
+    await binding.close();
+    return EXIT.ok;
+  } finally {
+    dispose();
+    balancer.close();
+  }
 }
 
 async function run(argv: string[]): Promise<number> {
-  let values;
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      strict: true,
-      options: {
-        listen: { type: 'string' },
-        backend: { type: 'string', multiple: true },
-        file: { type: 'string' },
-        redis: { type: 'string' },
-        cluster: { type: 'string' },
-        prefix: { type: 'string' },
-        policy: { type: 'string' },
-        attempts: { type: 'string' },
-        'connect-timeout': { type: 'string' },
-        'idle-timeout': { type: 'string' },
-        capacity: { type: 'string' },
-        'log-level': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }));
-  } catch (err) {
-    process.stderr.write(`poise proxy: ${(err as Error).message}\n\n${HELP}\n`);
-    return 2;
-  }
-  if (values.help === true) {
-    process.stdout.write(`${HELP}\n`);
-    return 0;
-  }
-  let listen: { host: string; port: number };
-  let source: MembershipSource;
-  let policy: PolicyName;
-  let attempts: number;
-  let connectTimeoutMs: number;
-  let idleTimeoutMs: number;
-  let capacity: number;
-  const log = createLogger({ name: 'poise-proxy', level: values['log-level'], pretty: process.stderr.isTTY });
-  try {
-    const at = values.listen === undefined ? undefined : parseAddress(values.listen);
-    if (at === undefined) throw new Usage(`--listen: required, HOST:PORT with a port in [1, 65535], got ${JSON.stringify(values.listen ?? null)}`);
-    listen = at;
-    const rawPolicy = values.policy ?? 'p2c:connections';
-    if (!(POLICY_NAMES as readonly string[]).includes(rawPolicy)) throw new Usage(`--policy: must be one of ${POLICY_NAMES.join(', ')}, got ${JSON.stringify(rawPolicy)}`);
-    policy = rawPolicy as PolicyName;
-    attempts = int('attempts', values.attempts, 1, 100, 3);
-    connectTimeoutMs = int('connect-timeout', values['connect-timeout'], 1, 600_000, 2000);
-    idleTimeoutMs = int('idle-timeout', values['idle-timeout'], 0, 86_400_000, 0);
-    capacity = int('capacity', values.capacity, 1, 65536, 1024);
-    const chosen = [values.backend !== undefined, values.file !== undefined, values.redis !== undefined].filter(Boolean).length;
-    if (chosen !== 1) throw new Usage('membership: give exactly one of --backend, --file, --redis');
-    if (values.redis !== undefined) {
-      if (values.cluster === undefined) throw new Usage('--cluster: required with --redis');
-      source = new RedisMembership({ url: values.redis, cluster: values.cluster, prefix: values.prefix, logger: log });
-    } else if (values.file !== undefined) {
-      source = new StaticMembership({ file: values.file }, { watch: true, logger: log });
-    } else {
-      source = new StaticMembership({ backends: values.backend!.map(backendFlag) }, { logger: log });
+    let values: Values;
+    try {
+      ({ values } = parseArgs({ args: argv, strict: true, options: OPTIONS }));
+    } catch (err) {
+      throw new UsageError(`${(err as Error).message}\n\n${HELP}`);
     }
-  } catch (err) {
-    if (err instanceof Usage || (err instanceof PoiseError && err.code === 'InvalidConfig')) {
-      process.stderr.write(`poise proxy: ${err.message}\n`);
-      return 2;
+    if (values.help === true) {
+      process.stdout.write(`${HELP}\n`);
+      return EXIT.ok;
     }
-    throw err;
-  }
-
-  const balancer = new Balancer({ capacity, logger: log });
-  const binding = await bindMembership(source, balancer, { logger: log });
-  const router = balancer.router({ policy, logger: log });
-  const proxy = new TcpProxy({ router, host: listen.host, port: listen.port, attempts, connectTimeoutMs, idleTimeoutMs, logger: log });
-  try {
-    await proxy.listen();
+    return await serve(parseFlags(values));
   } catch (err) {
-    log.error({ err: (err as Error).message }, 'proxy: cannot listen');
-    await binding.close();
-    balancer.close();
-    return 1;
+    process.stderr.write(`poise proxy: ${err instanceof Error ? err.message : String(err)}\n`);
+    if (!isPoiseError(err) && !(err instanceof UsageError) && err instanceof Error && err.stack !== undefined) process.stderr.write(`${err.stack}\n`);
+    return exitCodeOf(err);
   }
-  log.info({ policy, version: balancer.version }, 'proxy ready');
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string): void => {
-      log.info({ signal, stats: proxy.stats }, 'proxy stopping');
-      resolve();
-    };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-  });
-  await proxy.close();
-  await binding.close();
-  balancer.close();
-  return 0;
 }
 
 /** The `proxy` subcommand. */

@@ -33,7 +33,13 @@ export type PoiseErrorCode =
   /** A fixed capacity is exhausted (table slots, open leases, attribution rows, the version space); nothing was counted or written. */
   | 'CapacityExhausted'
   /** A dependency (Redis, a socket) cannot be reached now; the same call may succeed later. */
-  | 'Unavailable';
+  | 'Unavailable'
+  /**
+   * Data read back from a store or received from it (a Redis snapshot or
+   * notice, a last-known snapshot file) is not a valid snapshot. Not the
+   * caller's input: nothing was applied or written, the last good state is kept.
+   */
+  | 'Corrupt';
 
 /** Every code, for validation and exhaustive tables. */
 export const POISE_ERROR_CODES: readonly PoiseErrorCode[] = [
@@ -51,6 +57,7 @@ export const POISE_ERROR_CODES: readonly PoiseErrorCode[] = [
   'Closed',
   'CapacityExhausted',
   'Unavailable',
+  'Corrupt',
 ];
 
 /**

@@ -8,6 +8,7 @@
  */
 import { MAX_PRIORITY, isStatus, type Status } from './candidate.js';
 import { PoiseError, describe } from './errors.js';
+import { isIPv4, isIPv6 } from './ip.js';
 import { MAX_WEIGHT, isValidWeight } from './weight.js';
 
 /** One backend of a membership snapshot. Only `id` and `address` are required. */
@@ -37,12 +38,43 @@ export type ResolvedBackendSpec = Required<BackendSpec>;
 
 /** A versioned membership: what a source hands the Balancer. */
 export interface MembershipSnapshot {
-  /** Monotonic version; a source never applies an older one. */
+  /** Monotonic version within one lineage; a source never applies an older one of the same lineage. */
   version: number;
+  /**
+   * The version line this snapshot belongs to (the Redis control plane sets
+   * one when a cluster's first version is written into an empty Redis). A
+   * snapshot of another lineage than the one in force replaces it whatever
+   * its version; without one, only the version counts.
+   */
+  lineage?: string;
   /** Cluster name, when the source has one. */
   cluster?: string;
   backends: readonly BackendSpec[];
 }
+
+/**
+ * What a membership target (a Balancer) did with a snapshot: applied it, or
+ * ignored it because its version is not newer than the one in force (and it
+ * is not of another lineage). Sources log "membership applied" only for
+ * `applied: true`.
+ */
+export type MembershipOutcome =
+  | {
+      readonly applied: true;
+      /** The version now in force (the snapshot's). */
+      readonly version: number;
+      /** The version in force before. */
+      readonly previous: number;
+    }
+  | {
+      readonly applied: false;
+      /** The version still in force. */
+      readonly version: number;
+      /** The version offered and ignored. */
+      readonly offered: number;
+      /** Why: `'not-newer'` (the offered version is <= the one in force, same or no lineage). */
+      readonly reason: 'not-newer';
+    };
 
 const SPEC_FIELDS: ReadonlySet<string> = new Set([
   'id',
@@ -65,13 +97,96 @@ function fail(field: string, reason: string, got?: unknown, code: 'InvalidConfig
 }
 const NO_VALUE = Symbol('none');
 
-/** Parses `host:port`; returns undefined when malformed. */
+/** `spec[key]`, or `dflt` when the key is absent or undefined (but not when it is `null`). */
+function field(spec: Record<string, unknown>, key: string, dflt: unknown): unknown {
+  const v = spec[key];
+  return v === undefined ? dflt : v;
+}
+
+/** One DNS label (RFC 1123), with `_` allowed as SRV and many internal names use it. */
+const LABEL = /^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$/;
+/** An IPv6 zone id (RFC 6874 unreserved characters): `eth0`, `en0`, `3`. */
+const ZONE = /^[A-Za-z0-9._~-]{1,64}$/;
+
+/**
+ * Why `host` (of `host:port`, brackets removed) is not a valid host, or
+ * undefined when it is. Accepted: a hostname of RFC 1123 labels (1–63
+ * characters of `[A-Za-z0-9_-]`, no leading or trailing hyphen, at most 253
+ * characters in all), a dotted-quad IPv4 address with every octet in
+ * [0, 255], and (bracketed) an IPv6 address with an optional zone id.
+ */
+function hostProblem(host: string, bracketed: boolean): string | undefined {
+  if (bracketed) {
+    const pct = host.indexOf('%');
+    const ip = pct < 0 ? host : host.slice(0, pct);
+    if (!isIPv6(ip)) return `${JSON.stringify(host)} is not an IPv6 address`;
+    if (pct >= 0 && !ZONE.test(host.slice(pct + 1))) return `${JSON.stringify(host)} has a zone id that is not 1 to 64 characters of [A-Za-z0-9._~-]`;
+    return undefined;
+  }
+  if (host.includes(':')) return 'an IPv6 host must be in brackets';
+  // All digits and dots: an IPv4 address or nothing (never a hostname: no top-level domain is numeric).
+  if (/^[0-9.]+$/.test(host) && /[0-9]/.test(host)) {
+    return isIPv4(host) ? undefined : `${JSON.stringify(host)} is not an IPv4 address (four decimal octets, each in [0, 255])`;
+  }
+  if (host.length > 253) return `host is ${host.length} characters, more than 253`;
+  for (const label of host.split('.')) {
+    if (!LABEL.test(label)) {
+      return `host ${JSON.stringify(host)} has the label ${JSON.stringify(label)}, not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Splits and checks `host:port`: the parts, or the reason it is refused
+ * (`''` when the shape itself is wrong: no port, a port outside [1, 65535]).
+ */
+function splitAddress(address: string): { host: string; port: number } | string {
+  const colon = address.lastIndexOf(':');
+  const portText = address.slice(colon + 1);
+  if (colon < 0 || !/^\d{1,5}$/.test(portText)) return '';
+  const port = Number(portText);
+  if (port < 1 || port > 65535) return '';
+  const raw = address.slice(0, colon);
+  const bracketed = raw.startsWith('[') && raw.endsWith(']') && raw.length >= 2;
+  const host = bracketed ? raw.slice(1, -1) : raw;
+  if (host.length === 0) return '';
+  const problem = hostProblem(host, bracketed);
+  return problem ?? { host, port };
+}
+
+/**
+ * Parses `host:port` (IPv6 as `[addr]:port` or `[addr%zone]:port`); returns
+ * undefined when malformed. The host is returned without brackets.
+ *
+ * @example
+ * parseAddress('[fe80::1%eth0]:5432'); // { host: 'fe80::1%eth0', port: 5432 }
+ * parseAddress('999.999.999.999:80');  // undefined
+ */
 export function parseAddress(address: string): { host: string; port: number } | undefined {
-  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(address);
-  if (m === null) return undefined;
-  const port = Number(m[3]);
-  if (port < 1 || port > 65535) return undefined;
-  return { host: (m[1] ?? m[2])!, port };
+  if (typeof address !== 'string') return undefined;
+  const parts = splitAddress(address);
+  return typeof parts === 'string' ? undefined : parts;
+}
+
+/** The general rule an address must follow, as messages state it. */
+export const ADDRESS_RULE = 'must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port")';
+
+/**
+ * Why `address` is refused: undefined when it is valid, `''` when its shape
+ * is wrong (no port, a port outside [1, 65535], an empty host), else the
+ * precise reason (`"999.999.999.999" is not an IPv4 address ...`).
+ */
+export function addressDetail(address: string): string | undefined {
+  const parts = splitAddress(address);
+  return typeof parts === 'string' ? parts : undefined;
+}
+
+/** The message of a refused address ({@link ADDRESS_RULE}, then the precise reason when there is one), or undefined when it is valid. */
+export function addressReason(address: string): string | undefined {
+  const detail = addressDetail(address);
+  if (detail === undefined) return undefined;
+  return `${ADDRESS_RULE}${detail === '' ? '' : `; ${detail}`}`;
 }
 
 /**
@@ -89,28 +204,29 @@ export function resolveBackendSpec(value: unknown, path = 'backend'): ResolvedBa
   if (typeof id !== 'string' || id.length === 0 || id.length > 256) {
     fail(`${path}.id`, 'must be a string of 1 to 256 characters', id);
   }
-  if (typeof address !== 'string' || parseAddress(address) === undefined) {
-    fail(`${path}.address`, 'must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port")', address);
-  }
-  const weight = spec['weight'] ?? 1;
+  if (typeof address !== 'string') fail(`${path}.address`, ADDRESS_RULE, address);
+  const addressProblem = addressReason(address);
+  if (addressProblem !== undefined) fail(`${path}.address`, addressProblem, address);
+  // An optional field is either absent (undefined: the default) or valid; `null` is not "absent".
+  const weight = field(spec, 'weight', 1);
   if (!isValidWeight(weight)) fail(`${path}.weight`, `must be an integer in [1, ${MAX_WEIGHT}]`, weight, 'InvalidWeight');
-  const priority = spec['priority'] ?? 0;
+  const priority = field(spec, 'priority', 0);
   if (typeof priority !== 'number' || !Number.isInteger(priority) || priority < 0 || priority > MAX_PRIORITY) {
     fail(`${path}.priority`, `must be an integer in [0, ${MAX_PRIORITY}]`, priority);
   }
-  const locality = spec['locality'] ?? '';
+  const locality = field(spec, 'locality', '');
   if (typeof locality !== 'string' || locality.length > 256) fail(`${path}.locality`, 'must be a string of at most 256 characters', locality);
-  const localityWeight = spec['localityWeight'] ?? 1;
+  const localityWeight = field(spec, 'localityWeight', 1);
   if (!isValidWeight(localityWeight)) {
     fail(`${path}.localityWeight`, `must be an integer in [1, ${MAX_WEIGHT}]`, localityWeight, 'InvalidWeight');
   }
-  const status = spec['status'] ?? 'ready';
+  const status = field(spec, 'status', 'ready');
   if (!isStatus(status)) fail(`${path}.status`, 'must be one of "ready", "draining", "unavailable"', status);
-  const maxInflight = spec['maxInflight'] ?? 0;
+  const maxInflight = field(spec, 'maxInflight', 0);
   if (typeof maxInflight !== 'number' || !Number.isInteger(maxInflight) || maxInflight < 0 || maxInflight > MAX_INFLIGHT) {
     fail(`${path}.maxInflight`, `must be an integer in [0, ${MAX_INFLIGHT}] (0 = unlimited)`, maxInflight);
   }
-  const panicEligible = spec['panicEligible'] ?? true;
+  const panicEligible = field(spec, 'panicEligible', true);
   if (typeof panicEligible !== 'boolean') fail(`${path}.panicEligible`, 'must be a boolean', panicEligible);
   return { id, address, weight, priority, locality, localityWeight, status, maxInflight, panicEligible };
 }
@@ -122,7 +238,9 @@ export function resolveBackendSpec(value: unknown, path = 'backend'): ResolvedBa
  */
 export function resolveBackendSpecs(value: unknown, path = 'backends'): ResolvedBackendSpec[] {
   if (!Array.isArray(value)) fail(path, 'must be an array', value);
-  const resolved = value.map((v, i) => resolveBackendSpec(v, `${path}[${i}]`));
+  // An index loop, not map(): map() skips the holes of a sparse array, which must be refused like any non-object.
+  const resolved: ResolvedBackendSpec[] = new Array<ResolvedBackendSpec>(value.length);
+  for (let i = 0; i < value.length; i++) resolved[i] = resolveBackendSpec(value[i], `${path}[${i}]`);
   const seen = new Map<string, number>();
   const groupWeight = new Map<string, { weight: number; index: number }>();
   resolved.forEach((spec, i) => {

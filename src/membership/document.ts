@@ -11,6 +11,7 @@
 import { parse as parseYaml } from 'yaml';
 import { PoiseError, invalidConfig } from '../core/errors.js';
 import { resolveBackendSpecs, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
+import { validateName } from './name.js';
 
 /** A membership document as written by people and tools. */
 export interface MembershipDocument {
@@ -42,15 +43,6 @@ export const DEFAULT_MAX_DOCUMENT_BYTES = 1024 * 1024;
 export const MAX_VERSION = Number.MAX_SAFE_INTEGER;
 
 const DOCUMENT_FIELDS: ReadonlySet<string> = new Set(['cluster', 'version', 'backends']);
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-
-/** Validates a cluster name (or a key prefix); returns it. `field` names it in the message. */
-export function validateName(value: unknown, field = 'cluster'): string {
-  if (typeof value !== 'string' || !NAME.test(value)) {
-    invalidConfig(field, 'must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit', value);
-  }
-  return value;
-}
 
 /** Validates a membership version: an integer in [0, 2^53 − 1]. */
 export function validateVersion(value: unknown, field = 'version'): number {

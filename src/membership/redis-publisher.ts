@@ -8,6 +8,7 @@
  * "expected version = what I read"; a concurrent writer makes the script
  * answer "conflict" and the operation re-reads and retries.
  */
+import { randomBytes } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { PoiseError, invalidConfig } from '../core/errors.js';
@@ -15,15 +16,10 @@ import { resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '
 import { Rng } from '../core/rng.js';
 import { validateWeight } from '../core/weight.js';
 import { defaultLogger } from '../log.js';
-import {
-  DEFAULT_MAX_DOCUMENT_BYTES,
-  compactSpec,
-  documentJson,
-  resolveDocument,
-  validateName,
-  type ResolvedDocument,
-} from './document.js';
-import { DEFAULT_PREFIX, decodeEnvelope, membershipKeys, type MembershipKeys } from './redis-keys.js';
+import { DEFAULT_MAX_DOCUMENT_BYTES, MAX_VERSION, compactSpec, documentJson, resolveDocument, validateVersion, type ResolvedDocument } from './document.js';
+import { validateName } from './name.js';
+import { redisUnavailable } from './redis-errors.js';
+import { DEFAULT_PREFIX, decodeEnvelope, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
 import { WRITE_SCRIPT } from './redis-script.js';
 
 /** Options of {@link MembershipPublisher}. */
@@ -48,16 +44,32 @@ export interface MembershipPublisherOptions {
 export interface StoredMembership {
   /** The stored version. */
   version: number;
+  /** The stored lineage (set when the cluster's first version was written into an empty Redis); undefined for a value written before lineages existed. */
+  lineage: string | undefined;
   /** The stored document, backends in compact form (default-valued fields left out). */
   document: { cluster: string; backends: BackendSpec[] };
 }
 
 /** Upper bound of the envelope around a stored document. */
-const ENVELOPE_BYTES = 40;
+const ENVELOPE_BYTES = 80;
 
-type WriteReply = [number, number];
+/** What the script answered: written (new version, lineage), or the expected version did not match. */
+type WriteReply = { written: true; version: number; lineage: string } | { written: false; current: string };
 interface ScriptClient extends Redis {
-  poiseWrite(key: string, channel: string, doc: string, expected: string, requested: string): Promise<WriteReply>;
+  poiseWrite(key: string, channel: string, doc: string, expected: string, requested: string, lineage: string, max: string): Promise<unknown>;
+}
+
+/** A version written by the script, as its digits: exact, and inside [0, 2^53 − 1] or refused. */
+function versionFromReply(text: unknown): number {
+  const n = typeof text === 'string' && /^\d{1,16}$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(n)) throw new PoiseError('Corrupt', `version: the script answered ${JSON.stringify(text)}, not a version in [0, ${MAX_VERSION}]`, { field: 'version' });
+  return n;
+}
+
+function parseReply(reply: unknown): WriteReply {
+  if (Array.isArray(reply) && reply[0] === '1' && typeof reply[2] === 'string') return { written: true, version: versionFromReply(reply[1]), lineage: reply[2] };
+  if (Array.isArray(reply) && reply[0] === '0' && typeof reply[1] === 'string') return { written: false, current: reply[1] };
+  throw new PoiseError('Corrupt', `redis: unexpected reply from the write script: ${JSON.stringify(reply)}`, { field: 'redis' });
 }
 
 /**
@@ -77,6 +89,8 @@ export class MembershipPublisher {
   readonly #redis: ScriptClient;
   readonly #log: Logger;
   readonly #rng = new Rng();
+  readonly #url: string;
+  #lastConnectionError: string | undefined;
   #queue: Promise<void> = Promise.resolve();
 
   constructor(opts: MembershipPublisherOptions) {
@@ -96,7 +110,14 @@ export class MembershipPublisher {
     this.#log = (opts.logger ?? defaultLogger()).child({ component: 'membership-publisher', cluster: this.#cluster });
     this.#redis = new Redis(opts.url, { lazyConnect: true, ...opts.redisOptions }) as ScriptClient;
     this.#redis.defineCommand('poiseWrite', { lua: WRITE_SCRIPT, numberOfKeys: 1 });
-    this.#redis.on('error', (err: Error) => this.#log.debug({ err: err.message }, 'redis connection error'));
+    this.#url = opts.url;
+    this.#redis.on('error', (err: Error) => {
+      this.#lastConnectionError = err.message;
+      this.#log.debug({ err: err.message }, 'redis connection error');
+    });
+    this.#redis.on('ready', () => {
+      this.#lastConnectionError = undefined;
+    });
   }
 
   /** The snapshot key and channel this publisher writes. */
@@ -107,22 +128,30 @@ export class MembershipPublisher {
   /**
    * Replaces the whole membership. The document's `cluster` must be this
    * publisher's. A document `version`, when given, must be greater than the
-   * stored one and becomes the new version (useful to re-seed a Redis that
-   * lost its data above the readers' versions); otherwise the new version is
-   * the stored one + 1. `ifVersion` makes the write conditional (a
-   * `Conflict` error when the stored version differs; 0 = must not exist).
+   * stored one and becomes the new version; otherwise the new version is the
+   * stored one + 1. `ifVersion` makes the write conditional (0 = must not
+   * exist). Versions never leave [0, 2^53 − 1].
+   *
+   * Throws `PoiseError`: a validation code (`InvalidConfig`, `InvalidWeight`,
+   * `DuplicateIdentity`, `InconsistentTopology`) for the document;
+   * `Conflict` when `ifVersion` does not match or the version is not newer;
+   * `CapacityExhausted` when the stored version is already 2^53 − 1;
+   * `Corrupt` when the stored value is unreadable (without an explicit
+   * version); `Unavailable` when Redis cannot be reached. Nothing is written
+   * in every case.
    */
   async apply(document: unknown, opts: { ifVersion?: number } = {}): Promise<number> {
     const doc = resolveDocument(document);
     this.#checkCluster(doc);
+    if (opts.ifVersion !== undefined) validateVersion(opts.ifVersion, 'ifVersion');
     const expected = opts.ifVersion === undefined ? '' : String(opts.ifVersion);
     const requested = doc.version === undefined ? '' : String(doc.version);
     const reply = await this.#write(documentJson(doc), expected, requested);
-    if (reply[0] === 0) {
-      throw new PoiseError('InvalidConfig', `ifVersion: the stored version is ${reply[1]}, not ${opts.ifVersion}; nothing written`, { field: 'ifVersion' });
+    if (!reply.written) {
+      throw new PoiseError('Conflict', `ifVersion: the stored version is ${reply.current}, not ${opts.ifVersion}; nothing written`, { field: 'ifVersion' });
     }
-    this.#log.info({ version: reply[1], backends: doc.backends.length }, 'membership document applied');
-    return reply[1];
+    this.#log.info({ version: reply.version, lineage: reply.lineage, backends: doc.backends.length }, 'membership document applied');
+    return reply.version;
   }
 
   /** Adds one backend (its id must be new); returns the new version. */
@@ -162,11 +191,19 @@ export class MembershipPublisher {
     return this.#change(`weight ${id} ${weight}`, id, (b) => ({ ...b, weight }));
   }
 
-  /** The stored membership, or undefined when the cluster has none. */
+  /**
+   * The stored membership, or undefined when the cluster has none. Throws
+   * `Corrupt` (naming the field) when the stored value is not a valid
+   * snapshot, `Unavailable` when Redis cannot be reached.
+   */
   async show(): Promise<StoredMembership | undefined> {
-    const env = await this.#read();
+    const env = await this.#read('nothing read');
     if (env === undefined) return undefined;
-    return { version: env.version, document: { cluster: env.document.cluster, backends: env.document.backends.map(compactSpec) } };
+    return {
+      version: env.version,
+      lineage: env.lineage,
+      document: { cluster: env.document.cluster, backends: env.document.backends.map(compactSpec) },
+    };
   }
 
   /** Disconnects. Idempotent. */
@@ -188,7 +225,7 @@ export class MembershipPublisher {
   #indexOf(backends: readonly ResolvedBackendSpec[], id: string): number {
     const i = backends.findIndex((b) => b.id === id);
     if (i < 0) {
-      throw new PoiseError('InvalidConfig', `id: no backend ${JSON.stringify(id)} in cluster ${JSON.stringify(this.#cluster)}`, { field: 'id' });
+      throw new PoiseError('NotFound', `id: no backend ${JSON.stringify(id)} in cluster ${JSON.stringify(this.#cluster)}; nothing written`, { field: 'id' });
     }
     return i;
   }
@@ -218,42 +255,69 @@ export class MembershipPublisher {
         // Another writer won the race: back off a random 0–(2^attempt) ms so the contenders spread out.
         await new Promise((resolve) => setTimeout(resolve, this.#rng.below(2 ** Math.min(attempt, 8))));
       }
-      const env = await this.#read();
+      const env = await this.#read('nothing written');
       const current = env?.version ?? 0;
       const backends = f(env?.document.backends ?? []);
       const doc = resolveDocument({ cluster: this.#cluster, backends: backends.map(compactSpec) });
       const reply = await this.#write(documentJson(doc), String(current), '');
-      if (reply[0] === 1) {
-        this.#log.info({ version: reply[1], op: what }, 'membership changed');
-        return reply[1];
+      if (reply.written) {
+        this.#log.info({ version: reply.version, lineage: reply.lineage, op: what }, 'membership changed');
+        return reply.version;
       }
-      this.#log.debug({ op: what, read: current, stored: reply[1], attempt }, 'concurrent write; retrying');
+      this.#log.debug({ op: what, read: current, stored: reply.current, attempt }, 'concurrent write; retrying');
     }
-    throw new PoiseError('InvalidConfig', `${what}: gave up after ${this.#maxAttempts} attempts under concurrent writes; nothing written`);
+    throw new PoiseError('Conflict', `${what}: gave up after ${this.#maxAttempts} attempts under concurrent writes; nothing written`);
   }
 
-  async #read(): Promise<{ version: number; document: ResolvedDocument } | undefined> {
-    const text = await this.#redis.get(this.#keys.snapshot);
+  async #read(outcome: string): Promise<Envelope | undefined> {
+    let text: string | null;
+    try {
+      text = await this.#redis.get(this.#keys.snapshot);
+    } catch (err) {
+      throw redisUnavailable(this.#url, err, this.#lastConnectionError, outcome);
+    }
     if (text === null) return undefined;
     return decodeEnvelope(text, { cluster: this.#cluster, maxBytes: this.#maxBytes, what: 'snapshot' });
   }
 
   async #write(docJson: string, expected: string, requested: string): Promise<WriteReply> {
-    // The stored value is `{"version":N,"document":<docJson>}`: at most 40 bytes around the document.
+    // The stored value is `{"version":N,"lineage":"<32 hex>","document":<docJson>}`: at most 80 bytes around the document.
     const bytes = Buffer.byteLength(docJson, 'utf8') + ENVELOPE_BYTES;
     if (bytes > this.#maxBytes) {
       throw new PoiseError('InvalidConfig', `document: ${bytes} bytes with its envelope exceeds the limit of ${this.#maxBytes} bytes; nothing written`, {
         field: 'document',
       });
     }
+    // A fresh lineage on every call: the script keeps the stored one and uses this only for a cluster's first version.
+    const lineage = randomBytes(16).toString('hex');
+    let reply: unknown;
     try {
-      return await this.#redis.poiseWrite(this.#keys.snapshot, this.#keys.channel, docJson, expected, requested);
+      reply = await this.#redis.poiseWrite(this.#keys.snapshot, this.#keys.channel, docJson, expected, requested, lineage, String(MAX_VERSION));
     } catch (err) {
-      const m = /POISE_STALE (\d+) (\d+)/.exec((err as Error).message);
-      if (m !== null) {
-        throw new PoiseError('InvalidConfig', `version: ${m[1]} is not newer than the stored version ${m[2]}; nothing written`, { field: 'version' });
-      }
-      throw err;
+      throw this.#scriptError(err);
     }
+    return parseReply(reply);
+  }
+
+  /** Turns the script's error replies into codes; anything else is Redis being unavailable. */
+  #scriptError(err: unknown): PoiseError {
+    const message = (err as Error)?.message ?? '';
+    const stale = /POISE_STALE (\d+) (\d+)/.exec(message);
+    if (stale !== null) {
+      return new PoiseError('Conflict', `version: ${stale[1]} is not newer than the stored version ${stale[2]}; nothing written`, { field: 'version' });
+    }
+    const ceiling = /POISE_CEILING (\d+)/.exec(message);
+    if (ceiling !== null) {
+      return new PoiseError(
+        'CapacityExhausted',
+        `version: the stored version ${ceiling[1]} has reached the ceiling ${MAX_VERSION}; nothing written (delete the snapshot key to start a new lineage from version 1)`,
+        { field: 'version' },
+      );
+    }
+    const range = /POISE_RANGE (\d+)/.exec(message);
+    if (range !== null) return new PoiseError('InvalidConfig', `version: must be an integer in [0, ${MAX_VERSION}], got ${range[1]}; nothing written`, { field: 'version' });
+    const malformed = /POISE_MALFORMED (.*)/.exec(message);
+    if (malformed !== null) return new PoiseError('Corrupt', `snapshot: ${malformed[1]}; nothing written`, { field: 'snapshot' });
+    return redisUnavailable(this.#url, err, this.#lastConnectionError, 'nothing written');
   }
 }

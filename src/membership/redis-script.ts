@@ -8,36 +8,65 @@
  * ARGV[1]  channel
  * ARGV[2]  document JSON (already validated by the caller; never parsed here)
  * ARGV[3]  expected current version, or "" for any (0 = the key must not exist)
- * ARGV[4]  requested new version, or "" for current + 1
+ * ARGV[4]  requested new version (decimal digits, <= ARGV[6]), or "" for current + 1
+ * ARGV[5]  a fresh lineage id (32 hex digits), used only when no lineage is stored
+ * ARGV[6]  the largest version, 2^53 − 1, as decimal digits
  *
- * Returns {1, newVersion} on success, {0, currentVersion} when the expected
- * version does not match (the caller re-reads and retries), and an error
- * reply POISE_STALE / POISE_MALFORMED otherwise. The current version is read
- * from the stored value's fixed prefix, which only this script writes.
+ * Replies are strings, never Lua numbers, so nothing is rounded on the way
+ * out (ioredis would read a large integer reply as an inexact JS number):
+ * {"1", newVersion, lineage} on success, {"0", currentVersion} when the
+ * expected version does not match (the caller re-reads and retries), and an
+ * error reply otherwise, with
+ * nothing written:
+ *   POISE_STALE <requested> <current>   the requested version is not newer
+ *   POISE_CEILING <current>             current + 1 would leave [0, 2^53 − 1]
+ *   POISE_RANGE <requested>             the requested version is above 2^53 − 1
+ *   POISE_MALFORMED <reason>            the stored value is not one this script wrote
+ * The current version and lineage are read from the stored value's fixed
+ * prefix, which only this script writes.
+ *
+ * Lua numbers are doubles: every integer up to 2^53 is exact, so the ceiling
+ * is checked before `cur + 1` (2^53 − 1 + 1 is still exact; anything after
+ * it would round), and versions are written back from their digit strings.
  */
 export const WRITE_SCRIPT = `
+local max = tonumber(ARGV[6])
 local cur = 0
+local curText = '0'
+local lineage = ARGV[5]
 local old = redis.call('GET', KEYS[1])
 if old then
   local v = string.match(old, '^{"version":(%d+),')
   if v then
     cur = tonumber(v)
+    curText = v
+    local l = string.match(old, '^{"version":%d+,"lineage":"(%x+)",')
+    if l then lineage = l end
   elseif ARGV[4] == '' then
     return redis.error_reply('POISE_MALFORMED the snapshot key holds a value this script did not write; apply a document with an explicit version to replace it')
   end
 end
 if ARGV[3] ~= '' and tonumber(ARGV[3]) ~= cur then
-  return {0, cur}
+  return {'0', curText}
 end
-local nv = cur + 1
+local nvText
 if ARGV[4] ~= '' then
-  nv = tonumber(ARGV[4])
-  if nv <= cur then
-    return redis.error_reply('POISE_STALE ' .. string.format('%d', nv) .. ' ' .. string.format('%d', cur))
+  local nv = tonumber(ARGV[4])
+  if nv > max then
+    return redis.error_reply('POISE_RANGE ' .. ARGV[4])
   end
+  if nv <= cur then
+    return redis.error_reply('POISE_STALE ' .. ARGV[4] .. ' ' .. curText)
+  end
+  nvText = ARGV[4]
+else
+  if cur >= max then
+    return redis.error_reply('POISE_CEILING ' .. curText)
+  end
+  nvText = string.format('%d', cur + 1)
 end
-local payload = '{"version":' .. string.format('%d', nv) .. ',"document":' .. ARGV[2] .. '}'
+local payload = '{"version":' .. nvText .. ',"lineage":"' .. lineage .. '","document":' .. ARGV[2] .. '}'
 redis.call('SET', KEYS[1], payload)
 redis.call('PUBLISH', ARGV[1], payload)
-return {1, nv}
+return {'1', nvText, lineage}
 `;

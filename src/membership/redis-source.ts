@@ -14,18 +14,31 @@
  * fires before the re-subscription is confirmed, and reading the snapshot in
  * that window could miss a change. We subscribe ourselves on `ready` and
  * await the reply.
+ *
+ * Lineage: every stored value carries the lineage id of its version line
+ * (drawn when a cluster's first version is written into an empty Redis). A
+ * snapshot of another lineage than the one held means Redis lost its data and
+ * was written again from scratch: it is adopted whatever its version, with one
+ * warn line naming both lineages, so readers that held v3 and readers started
+ * afterwards route the same way. A notice of another lineage triggers a
+ * snapshot re-read (the snapshot is the truth); the adoption happens there.
  */
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
-import { PoiseError, invalidConfig } from '../core/errors.js';
+import { PoiseError, invalidConfig, isPoiseError } from '../core/errors.js';
 import { Rng } from '../core/rng.js';
 import type { MembershipSnapshot } from '../core/spec.js';
-import { defaultLogger } from '../log.js';
-import { DEFAULT_MAX_DOCUMENT_BYTES, documentJson, formatOf, parseDocument, validateName, type ResolvedDocument } from './document.js';
-import { DEFAULT_PREFIX, decodeEnvelope, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
-import type { MembershipSource } from './source.js';
+import { defaultLogger, rateLimited, type RateLimitedLogger } from '../log.js';
+import { DEFAULT_MAX_DOCUMENT_BYTES, documentJson, formatOf, parseDocument, type ResolvedDocument } from './document.js';
+import { validateName } from './name.js';
+import { readFileLimited } from './read-limited.js';
+import { redactUrl } from './redis-errors.js';
+import { DEFAULT_PREFIX, decodeEnvelope, envelopeJson, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
+import { reportDelivery, type MembershipSource, type SnapshotListener } from './source.js';
+
+export { redactUrl } from './redis-errors.js';
 
 /** Options of {@link RedisMembership}. */
 export interface RedisMembershipOptions {
@@ -42,13 +55,22 @@ export interface RedisMembershipOptions {
    * unavailable, and rewritten atomically after every applied version), or
    * a snapshot held in memory. Preferred over `fallbackFile` when present.
    */
-  lastKnown?: string | { version: number; document: unknown };
+  lastKnown?: string | { version: number; lineage?: string; document: unknown };
   /** Largest accepted notice or snapshot; default 1 MiB. Larger ones are refused. */
   maxMessageBytes?: number;
   /** Reconnect backoff: `min(maxMs, baseMs · 2^attempt)` plus up to 20 % jitter; default 100 / 5000 ms. */
   backoff?: { baseMs?: number; maxMs?: number };
   /** How long start() waits for Redis before falling back; default 3000 ms. */
   startTimeoutMs?: number;
+  /**
+   * When Redis does not answer within `startTimeoutMs` and neither
+   * `lastKnown` nor `fallbackFile` gives a membership: `false` (default)
+   * makes start() wait for Redis; `true` makes it reject with `Unavailable`
+   * naming the server and the reason (and close the source).
+   */
+  failFast?: boolean;
+  /** Window in which identical rejection warnings (the same malformed notice again and again) are logged once, then counted; default 30000 ms. */
+  warnWindowMs?: number;
   /** Extra ioredis options (tls, password, timeouts); they override the defaults. */
   redisOptions?: RedisOptions;
   /** pino logger; default {@link defaultLogger}. */
@@ -73,6 +95,8 @@ export class RedisMembership implements MembershipSource {
   readonly #baseMs: number;
   readonly #maxMs: number;
   readonly #startTimeoutMs: number;
+  readonly #failFast: boolean;
+  readonly #rejections: RateLimitedLogger;
   readonly #fallbackFile: string | undefined;
   readonly #lastKnown: RedisMembershipOptions['lastKnown'];
   readonly #redisOptions: RedisOptions;
@@ -80,8 +104,13 @@ export class RedisMembership implements MembershipSource {
   readonly #rng = new Rng();
   #sub: Redis | undefined;
   #cmd: Redis | undefined;
-  #listener: ((snapshot: MembershipSnapshot) => void) | undefined;
+  #listener: SnapshotListener | undefined;
   #version = 0;
+  /** The lineage held (undefined before the first Redis snapshot, or from a fallback file / a pre-lineage value). */
+  #lineage: string | undefined;
+  /** Whether anything was applied (a fallback may be version 0). */
+  #held = false;
+  #problem: PoiseError | undefined;
   #closed = false;
   #synced: (() => void) | undefined;
   #resyncWanted = false;
@@ -101,15 +130,33 @@ export class RedisMembership implements MembershipSource {
     this.#baseMs = intOption(opts.backoff?.baseMs ?? 100, 'options.backoff.baseMs', 1);
     this.#maxMs = intOption(opts.backoff?.maxMs ?? 5000, 'options.backoff.maxMs', this.#baseMs);
     this.#startTimeoutMs = intOption(opts.startTimeoutMs ?? 3000, 'options.startTimeoutMs', 1);
+    if (opts.failFast !== undefined && typeof opts.failFast !== 'boolean') invalidConfig('options.failFast', 'must be a boolean', opts.failFast);
+    this.#failFast = opts.failFast ?? false;
     this.#fallbackFile = opts.fallbackFile;
     this.#lastKnown = opts.lastKnown;
     this.#redisOptions = opts.redisOptions ?? {};
     this.#log = (opts.logger ?? defaultLogger()).child({ component: 'membership', cluster: this.#cluster });
+    this.#rejections = rateLimited(this.#log, { windowMs: intOption(opts.warnWindowMs ?? 30_000, 'options.warnWindowMs', 1) });
   }
 
   /** The version last applied (0 before the first). */
   get version(): number {
     return this.#version;
+  }
+
+  /** The lineage of the snapshot last applied (undefined before the first Redis snapshot). */
+  get lineage(): string | undefined {
+    return this.#lineage;
+  }
+
+  /** Why no membership is in force (nothing stored, the stored one rejected, Redis unreachable); undefined once one is applied. */
+  get problem(): PoiseError | undefined {
+    return this.#problem;
+  }
+
+  /** `redis <snapshot key>`, for logs and errors. */
+  get description(): string {
+    return `redis ${this.#keys.snapshot}`;
   }
 
   /** The snapshot key and channel this reader follows. */
@@ -122,9 +169,10 @@ export class RedisMembership implements MembershipSource {
    * does not answer within `startTimeoutMs` (or refuses the connection),
    * delivers the last known snapshot or the fallback file instead, logs
    * that clearly, and keeps reconnecting in the background with capped
-   * backoff. Without either, it waits for Redis.
+   * backoff. Without either, it waits for Redis — or, with `failFast`,
+   * rejects with `Unavailable`.
    */
-  async start(listener: (snapshot: MembershipSnapshot) => void): Promise<void> {
+  async start(listener: SnapshotListener): Promise<void> {
     if (this.#listener !== undefined) invalidConfig('start', 'already started');
     this.#listener = listener;
     const synced = new Promise<'redis'>((resolve) => {
@@ -163,6 +211,14 @@ export class RedisMembership implements MembershipSource {
       if (outcome === 'redis' || this.#closed) return;
       const used = await this.#startFromFallback(outcome);
       if (!used) {
+        const err = new PoiseError('Unavailable', `redis ${redactUrl(this.#url)}: unavailable at start (${outcome}), and no fallbackFile or lastKnown membership to run from`, {
+          field: 'redis',
+        });
+        if (!this.#held) this.#problem ??= err;
+        if (this.#failFast) {
+          await this.close();
+          throw err;
+        }
         this.#log.error(
           { reason: outcome, url: redactUrl(this.#url) },
           'Redis unavailable at start and no fallbackFile/lastKnown given; waiting for Redis (retrying with capped backoff)',
@@ -182,6 +238,7 @@ export class RedisMembership implements MembershipSource {
     this.#synced?.();
     this.#sub?.disconnect();
     this.#cmd?.disconnect();
+    this.#rejections.flush();
     await this.#persisting;
   }
 
@@ -217,13 +274,24 @@ export class RedisMembership implements MembershipSource {
       this.#reject(err, 'notice');
       return;
     }
-    if (env.version <= this.#version) return;
+    if (this.#otherLineage(env)) {
+      // Redis was written from scratch: the snapshot decides (and is adopted whatever its version).
+      this.#log.info({ held: this.#version, lineage: this.#lineage, noticeLineage: env.lineage }, 'notice of another lineage; re-reading the snapshot');
+      this.#requestResync('lineage changed');
+      return;
+    }
+    if (this.#held && env.version <= this.#version) return;
     if (env.version === this.#version + 1) {
       this.#apply(env, 'notice');
       return;
     }
     this.#log.info({ held: this.#version, notice: env.version }, 'notice skipped versions; re-reading the snapshot');
     this.#requestResync('version gap');
+  }
+
+  /** True when `env` carries a lineage and it is not the one held (both known). */
+  #otherLineage(env: Envelope): boolean {
+    return env.lineage !== undefined && this.#lineage !== undefined && env.lineage !== this.#lineage;
   }
 
   #requestResync(reason: string): void {
@@ -261,6 +329,11 @@ export class RedisMembership implements MembershipSource {
   #onSnapshot(text: string | null): void {
     if (text === null) {
       this.#log.warn({ key: this.#keys.snapshot, held: this.#version }, 'no snapshot stored for this cluster yet; membership unchanged');
+      if (!this.#held) {
+        this.#problem = new PoiseError('NotFound', `redis ${redactUrl(this.#url)}: no membership stored for cluster ${JSON.stringify(this.#cluster)} (key ${this.#keys.snapshot})`, {
+          field: 'cluster',
+        });
+      }
       this.#synced?.();
       return;
     }
@@ -272,34 +345,58 @@ export class RedisMembership implements MembershipSource {
       this.#synced?.();
       return;
     }
-    if (env.version > this.#version) this.#apply(env, 'snapshot');
+    if (!this.#held) this.#apply(env, 'snapshot');
+    else if (this.#otherLineage(env)) {
+      this.#log.warn(
+        { heldLineage: this.#lineage, heldVersion: this.#version, lineage: env.lineage, version: env.version },
+        `membership lineage changed from ${this.#lineage} (version ${this.#version}) to ${env.lineage} (version ${env.version}): Redis lost its data and was written again; adopting the stored snapshot whatever its version`,
+      );
+      this.#apply(env, 'snapshot');
+    } else if (env.lineage !== undefined && this.#lineage === undefined) {
+      // Held from a fallback file or a value written before lineages: Redis is the truth.
+      if (env.version <= this.#version) {
+        this.#log.info({ held: this.#version, stored: env.version, lineage: env.lineage }, 'adopting the stored snapshot (the held one has no lineage)');
+      }
+      this.#apply(env, 'snapshot');
+    } else if (env.version > this.#version) this.#apply(env, 'snapshot');
     else if (env.version < this.#version) {
       this.#log.warn(
-        { held: this.#version, stored: env.version },
-        'stored snapshot is older than the version held (Redis lost data?); keeping the held version — re-apply with a version above it',
+        { held: this.#version, stored: env.version, lineage: env.lineage },
+        'stored snapshot is older than the version held in the same lineage (Redis restored from an older copy?); keeping the held version — re-apply with a version above it',
       );
     }
     this.#synced?.();
   }
 
   #apply(env: Envelope, origin: SnapshotOrigin): boolean {
-    const { version, document } = env;
+    const { version, lineage, document } = env;
+    const snapshot: MembershipSnapshot =
+      lineage === undefined ? { version, cluster: document.cluster, backends: document.backends } : { version, lineage, cluster: document.cluster, backends: document.backends };
+    let result: unknown;
     try {
-      this.#listener!({ version, cluster: document.cluster, backends: document.backends });
+      result = this.#listener!(snapshot);
     } catch (err) {
       this.#reject(err, origin);
       return false;
     }
+    // Delivered: the source moves even when the target ignored it (offering it again would not change the answer).
     this.#version = version;
-    this.#log.info({ version, backends: document.backends.length, origin }, 'membership applied');
-    if (typeof this.#lastKnown === 'string' && origin !== 'last-known') this.#persist(this.#lastKnown, version, document);
+    this.#lineage = lineage;
+    this.#held = true;
+    this.#problem = undefined;
+    const applied = reportDelivery(this.#log, result, snapshot, { origin, ...(lineage === undefined ? {} : { lineage }) });
+    if (!applied) return false;
+    if (typeof this.#lastKnown === 'string' && origin !== 'last-known') this.#persist(this.#lastKnown, version, lineage, document);
     return true;
   }
 
   #reject(err: unknown, origin: string): void {
     const e = err as Error;
-    this.#log.error(
-      { err: e.message, field: err instanceof PoiseError ? err.field : undefined, origin, version: this.#version },
+    if (!this.#held && isPoiseError(err)) this.#problem = err;
+    // Rate-limited by reason: the same malformed notice in a loop is one line, then a count.
+    this.#rejections.error(
+      e.message,
+      { err: e.message, code: isPoiseError(err) ? err.code : undefined, field: isPoiseError(err) ? err.field : undefined, origin, version: this.#version },
       `membership ${origin} rejected; membership unchanged`,
     );
   }
@@ -318,7 +415,7 @@ export class RedisMembership implements MembershipSource {
         continue;
       }
       if (env === undefined) continue;
-      if (this.#version !== 0) return true; // Redis answered meanwhile.
+      if (this.#held) return true; // Redis answered meanwhile.
       if (this.#apply(env, origin)) {
         this.#log.warn(
           { reason, url: redactUrl(this.#url), origin, version: env.version, retryMaxMs: this.#maxMs },
@@ -336,9 +433,9 @@ export class RedisMembership implements MembershipSource {
     if (typeof lk !== 'string') return decodeEnvelope(JSON.stringify(lk), { cluster: this.#cluster, maxBytes: this.#maxBytes, what: 'snapshot' });
     let text: string;
     try {
-      text = await readFile(lk, 'utf8');
+      text = await readFileLimited(lk, this.#maxBytes, 'lastKnown');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      if (isPoiseError(err, 'NotFound')) return undefined;
       throw err;
     }
     return decodeEnvelope(text, { cluster: this.#cluster, maxBytes: this.#maxBytes, what: 'snapshot' });
@@ -346,17 +443,17 @@ export class RedisMembership implements MembershipSource {
 
   async #readFallback(): Promise<Envelope | undefined> {
     if (this.#fallbackFile === undefined) return undefined;
-    const text = await readFile(this.#fallbackFile, 'utf8');
+    const text = await readFileLimited(this.#fallbackFile, this.#maxBytes, 'fallbackFile');
     const document: ResolvedDocument = parseDocument(text, { format: formatOf(this.#fallbackFile), maxBytes: this.#maxBytes });
     if (document.cluster !== this.#cluster) {
       invalidConfig('fallbackFile.cluster', `must be ${JSON.stringify(this.#cluster)}`, document.cluster);
     }
-    // A versionless fallback is version 0: any snapshot from Redis replaces it.
-    return { version: document.version ?? 0, document };
+    // A versionless fallback is version 0; it has no lineage, so the first Redis snapshot replaces it whatever its version.
+    return { version: document.version ?? 0, lineage: undefined, document };
   }
 
-  #persist(file: string, version: number, document: ResolvedDocument): void {
-    const text = `{"version":${version},"document":${documentJson(document)}}\n`;
+  #persist(file: string, version: number, lineage: string | undefined, document: ResolvedDocument): void {
+    const text = `${envelopeJson(version, lineage, documentJson(document))}\n`;
     this.#persisting = this.#persisting.then(async () => {
       try {
         await mkdir(path.dirname(file), { recursive: true });
@@ -381,7 +478,3 @@ function intOption(value: number, field: string, min: number): number {
   return value;
 }
 
-/** The URL without its password, for logs. */
-export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^@/]*)@/, (_m, auth: string) => `//${auth.includes(':') ? `${auth.split(':')[0]}:***` : '***'}@`);
-}

@@ -8,16 +8,20 @@
  * file that is momentarily missing or half-written is simply re-read on the
  * next event; a change that fails validation is logged and the last good
  * membership stays in force.
+ *
+ * The file is read through a size cap (`maxBytes`, at most that many bytes
+ * plus one are ever read), so `/dev/zero` is refused as too large, not a crash.
  */
 import { watch, type FSWatcher } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { PoiseError, invalidConfig } from '../core/errors.js';
+import { PoiseError, invalidConfig, isPoiseError } from '../core/errors.js';
 import { resolveBackendSpecs, type BackendSpec, type MembershipSnapshot, type ResolvedBackendSpec } from '../core/spec.js';
 import { defaultLogger } from '../log.js';
-import { DEFAULT_MAX_DOCUMENT_BYTES, formatOf, parseDocument, validateName, validateVersion, type DocumentFormat } from './document.js';
-import type { MembershipSource } from './source.js';
+import { DEFAULT_MAX_DOCUMENT_BYTES, formatOf, parseDocument, validateVersion, type DocumentFormat } from './document.js';
+import { validateName } from './name.js';
+import { readFileLimited } from './read-limited.js';
+import { reportDelivery, type MembershipSource, type SnapshotListener } from './source.js';
 
 /** What a {@link StaticMembership} serves: a document file, or backends in memory. */
 export type StaticMembershipInput =
@@ -32,6 +36,14 @@ export interface StaticMembershipOptions {
   debounceMs?: number;
   /** Size cap of the file; default 1 MiB. */
   maxBytes?: number;
+  /**
+   * What start() does when the initial file is missing or invalid:
+   * `'reject'` (default) rejects with the `PoiseError` (`NotFound`, a
+   * validation code, `InvalidConfig` for a file over `maxBytes`);
+   * `'wait'` logs it, keeps watching, delivers the first valid version the
+   * file gets, and reports the reason as `problem` meanwhile (files only).
+   */
+  initial?: 'reject' | 'wait';
   /** pino logger; default {@link defaultLogger}. */
   logger?: Logger;
 }
@@ -54,9 +66,13 @@ export class StaticMembership implements MembershipSource {
   readonly #watch: boolean;
   readonly #debounceMs: number;
   readonly #maxBytes: number;
+  readonly #initial: 'reject' | 'wait';
   readonly #log: Logger;
   #version = 0;
-  #listener: ((snapshot: MembershipSnapshot) => void) | undefined;
+  /** Whether a snapshot was delivered (a file may start at version 0). */
+  #delivered = false;
+  #problem: PoiseError | undefined;
+  #listener: SnapshotListener | undefined;
   #watcher: FSWatcher | undefined;
   #timer: NodeJS.Timeout | undefined;
   #lastText: string | undefined;
@@ -82,7 +98,12 @@ export class StaticMembership implements MembershipSource {
       invalidConfig('options.debounceMs', 'must be an integer in [0, 60000]', debounceMs);
     }
     const maxBytes = opts.maxBytes ?? DEFAULT_MAX_DOCUMENT_BYTES;
-    if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) invalidConfig('options.maxBytes', 'must be an integer >= 1', maxBytes);
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 1 || maxBytes > 512 * 1024 * 1024) {
+      invalidConfig('options.maxBytes', 'must be an integer in [1, 536870912]', maxBytes);
+    }
+    const initial = opts.initial ?? 'reject';
+    if (initial !== 'reject' && initial !== 'wait') invalidConfig('options.initial', 'must be "reject" or "wait"', initial);
+    this.#initial = initial;
     this.#input = input;
     this.#watch = opts.watch ?? true;
     this.#debounceMs = debounceMs;
@@ -95,27 +116,41 @@ export class StaticMembership implements MembershipSource {
     return this.#version;
   }
 
+  /** Why nothing was delivered yet (the initial file missing or invalid, with `initial: 'wait'`); undefined once a version was. */
+  get problem(): PoiseError | undefined {
+    return this.#problem;
+  }
+
+  /** `file <path>` or `memory`, for logs and errors. */
+  get description(): string {
+    return 'file' in this.#input ? `file ${this.#input.file}` : 'memory';
+  }
+
   /**
    * Validates and delivers the initial membership, then starts watching the
    * file. Rejects with the {@link PoiseError} when the initial document is
-   * invalid: there is no last good membership to fall back to.
+   * missing (`NotFound`) or invalid: there is no last good membership to fall
+   * back to — unless `initial: 'wait'`, which logs it and waits for a valid
+   * version of the file instead.
    */
-  async start(listener: (snapshot: MembershipSnapshot) => void): Promise<void> {
+  async start(listener: SnapshotListener): Promise<void> {
     if (this.#listener !== undefined) invalidConfig('start', 'already started');
     this.#listener = listener;
     const input = this.#input;
     if ('file' in input) {
-      let text: string;
       try {
-        text = await readFile(input.file, 'utf8');
+        this.#applyText(await readFileLimited(input.file, this.#maxBytes, 'input.file'));
       } catch (err) {
-        this.#listener = undefined;
-        throw new PoiseError('InvalidConfig', `input.file: cannot read ${JSON.stringify(input.file)}: ${(err as Error).message}`, {
-          field: 'input.file',
-          cause: err,
-        });
+        if (this.#initial === 'reject' || !isPoiseError(err)) {
+          this.#listener = undefined;
+          throw err;
+        }
+        this.#problem = err;
+        this.#log.error(
+          { err: err.message, code: err.code, field: err.field },
+          'membership file missing or invalid at start; waiting for a valid version of the file (nothing applied)',
+        );
       }
-      this.#applyText(text, true);
       if (this.#watch) this.#startWatch(input.file);
     } else {
       this.#deliver(resolveBackendSpecs(input.backends), input.version ?? 1, input.cluster);
@@ -153,20 +188,22 @@ export class StaticMembership implements MembershipSource {
         this.#reloadAgain = false;
         let text: string;
         try {
-          text = await readFile(file, 'utf8');
+          text = await readFileLimited(file, this.#maxBytes, 'input.file');
         } catch (err) {
+          if (!isPoiseError(err) || err.code === 'InvalidConfig') {
+            this.#rejected(err);
+            continue;
+          }
           // Mid rename-replace, or deleted: keep the last good membership; the next event re-reads.
           this.#log.warn({ err: (err as Error).message, version: this.#version }, 'membership file unreadable; last good membership kept');
+          if (!this.#delivered) this.#problem = err;
           continue;
         }
         if (this.#closed) break;
         try {
-          this.#applyText(text, false);
+          this.#applyText(text);
         } catch (err) {
-          this.#log.error(
-            { err: (err as Error).message, field: (err as PoiseError).field, version: this.#version },
-            'membership file change rejected; last good membership kept',
-          );
+          this.#rejected(err);
         }
       } while (this.#reloadAgain && !this.#closed);
       this.#reloading = undefined;
@@ -184,15 +221,23 @@ export class StaticMembership implements MembershipSource {
     await this.#reloading;
   }
 
-  #applyText(text: string, initial: boolean): void {
+  #rejected(err: unknown): void {
+    if (!this.#delivered && isPoiseError(err)) this.#problem = err;
+    this.#log.error(
+      { err: (err as Error).message, code: isPoiseError(err) ? err.code : undefined, field: isPoiseError(err) ? err.field : undefined, version: this.#version },
+      'membership file change rejected; last good membership kept',
+    );
+  }
+
+  #applyText(text: string): void {
     if (text === this.#lastText) return;
     const input = this.#input as { file: string; format?: DocumentFormat };
     const doc = parseDocument(text, { format: input.format ?? formatOf(input.file), maxBytes: this.#maxBytes });
     let version: number;
     if (doc.version === undefined) version = this.#version + 1;
-    else if (doc.version > this.#version || (initial && doc.version === this.#version)) version = doc.version;
+    else if (!this.#delivered || doc.version > this.#version) version = doc.version;
     else {
-      throw new PoiseError('InvalidConfig', `version: ${doc.version} is not newer than the version in force ${this.#version}`, { field: 'version' });
+      throw new PoiseError('Conflict', `version: ${doc.version} is not newer than the version in force ${this.#version}`, { field: 'version' });
     }
     this.#deliver(doc.backends, version, doc.cluster);
     this.#lastText = text;
@@ -200,22 +245,36 @@ export class StaticMembership implements MembershipSource {
 
   #deliver(backends: ResolvedBackendSpec[], version: number, cluster: string | undefined): void {
     const snapshot: MembershipSnapshot = cluster === undefined ? { version, backends } : { version, cluster, backends };
-    this.#listener!(snapshot);
+    const result = this.#listener!(snapshot);
     this.#version = version;
-    this.#log.info({ version, backends: backends.length }, 'membership applied');
+    this.#delivered = true;
+    this.#problem = undefined;
+    reportDelivery(this.#log, result, snapshot);
   }
 
   #startWatch(file: string): void {
     const dir = path.dirname(path.resolve(file));
     const base = path.basename(file);
-    this.#watcher = watch(dir, { persistent: false }, (_event, name) => {
-      if (name !== null && name !== base) return;
-      if (this.#timer !== undefined) clearTimeout(this.#timer);
-      this.#timer = setTimeout(() => {
-        this.#timer = undefined;
-        void this.reload();
-      }, this.#debounceMs);
-    });
+    try {
+      this.#watcher = watch(dir, { persistent: false }, (_event, name) => this.#onEvent(name, base));
+    } catch (err) {
+      // A directory that does not exist (or cannot be watched): nothing could ever arrive there.
+      const e = err as NodeJS.ErrnoException;
+      throw new PoiseError(e.code === 'ENOENT' ? 'NotFound' : 'Unavailable', `input.file: cannot watch the directory ${JSON.stringify(dir)}: ${e.message}`, {
+        field: 'input.file',
+        cause: err,
+      });
+    }
     this.#watcher.on('error', (err) => this.#log.error({ err: err.message }, 'membership file watch failed; changes are no longer picked up'));
+  }
+
+  /** A directory event: re-read `base` after the debounce. */
+  #onEvent(name: string | null, base: string): void {
+    if (name !== null && name !== base) return;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      void this.reload();
+    }, this.#debounceMs);
   }
 }

@@ -12,7 +12,7 @@
 import { EventEmitter } from 'node:events';
 import type { TransferListItem, Worker } from 'node:worker_threads';
 import { PoiseError, describe, invalidConfig, checkOptionKeys } from '../core/errors.js';
-import { resolveBackendSpecs, type BackendSpec, type MembershipSnapshot, type ResolvedBackendSpec } from '../core/spec.js';
+import { resolveBackendSpecs, type BackendSpec, type MembershipOutcome, type MembershipSnapshot, type ResolvedBackendSpec } from '../core/spec.js';
 import { LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
 import { defaultLogger, type Logger } from '../log.js';
 import { clockReader, processClockBuffer, type Clock } from './clock.js';
@@ -104,6 +104,8 @@ export class Balancer extends EventEmitter {
   private readonly localities = new Map<string, number>();
   private readonly watched = new WeakSet<Worker>();
   private ver = 0;
+  /** The lineage of the membership in force: the last one a snapshot carried (see {@link Balancer.apply}). */
+  private line: string | undefined;
   /** Whether any membership has been applied (a first snapshot may carry version 0). */
   private applied = false;
   private closed = false;
@@ -135,29 +137,69 @@ export class Balancer extends EventEmitter {
     return this.ver;
   }
 
+  /** The lineage of the membership in force, when a snapshot carried one (the Redis control plane sets it). */
+  get lineage(): string | undefined {
+    return this.line;
+  }
+
+  /** Whether a membership has been applied (the first may be version 0, so `version` alone cannot tell). */
+  get hasMembership(): boolean {
+    return this.applied;
+  }
+
   /**
-   * Applies a membership. An array gets version = previous + 1; a snapshot
-   * whose version is <= the current one is ignored (returns the current
-   * version), except the first membership ever applied, which is taken
-   * whatever its version (0 included). Throws `PoiseError` (`InvalidConfig`, `InvalidWeight`,
-   * `DuplicateIdentity`, `InconsistentTopology`) on bad input or when the
-   * table has too few free slots; the last good membership stays in force.
+   * Applies a membership; returns the version in force afterwards. Same
+   * rules as {@link Balancer.apply}, which also tells whether it applied.
    */
   update(input: MembershipSnapshot | readonly BackendSpec[]): number {
-    if (this.closed) invalidConfig('balancer', 'is closed');
+    return this.apply(input).version;
+  }
+
+  /**
+   * Applies a membership and says what happened. Versions:
+   *
+   * - An array gets version = previous + 1.
+   * - A `{ version, backends }` snapshot is applied when its version is
+   *   newer than the one in force; the very first membership is applied
+   *   whatever its version (0 included).
+   * - A snapshot whose `lineage` differs from the lineage in force (or that
+   *   brings one when none is in force) is applied whatever its version:
+   *   it comes from a new version line (Redis lost its data and was written
+   *   again), and its versions are not comparable with the old line's.
+   * - Otherwise it is ignored: `{ applied: false, reason: 'not-newer' }`.
+   *
+   * Every caller shares this one version space: a direct `update()` beside
+   * a bound source moves the version the source's next snapshot must beat.
+   *
+   * Throws `PoiseError` (`InvalidConfig`, `InvalidWeight`,
+   * `DuplicateIdentity`, `InconsistentTopology`) on bad input,
+   * `CapacityExhausted` when the table has too few free slots, and `Closed`
+   * after {@link Balancer.close}; the last good membership stays in force.
+   */
+  apply(input: MembershipSnapshot | readonly BackendSpec[]): MembershipOutcome {
+    if (this.closed) throw new PoiseError('Closed', 'balancer: is closed; membership refused');
     let version: number;
     let backends: unknown;
+    let lineage = this.line;
     if (Array.isArray(input)) {
       version = this.ver + 1;
       backends = input;
     } else if (typeof input === 'object' && input !== null) {
-      const v = (input as MembershipSnapshot).version;
+      const snapshot = input as MembershipSnapshot;
+      const v = snapshot.version;
       if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) invalidConfig('membership.version', 'must be a safe integer >= 0', v);
-      // Not newer: ignored — except that the very first membership applies
-      // whatever its version, including 0 (a fallback file without one).
-      if (this.applied && v <= this.ver) return this.ver;
+      const l = snapshot.lineage;
+      if (l !== undefined && (typeof l !== 'string' || l.length === 0 || l.length > 64)) invalidConfig('membership.lineage', 'must be a string of 1 to 64 characters', l);
+      const newLine = l !== undefined && l !== this.line;
+      // Not newer in the same line: ignored — except that the very first
+      // membership applies whatever its version, including 0 (a fallback file without one).
+      if (this.applied && !newLine && v <= this.ver) {
+        this.log.debug({ offered: v, version: this.ver }, 'poise: membership ignored (not newer)');
+        return { applied: false, version: this.ver, offered: v, reason: 'not-newer' };
+      }
       version = v;
-      backends = (input as MembershipSnapshot).backends;
+      backends = snapshot.backends;
+      if (l !== undefined) lineage = l;
     } else {
       return invalidConfig('membership', 'must be a MembershipSnapshot or an array of BackendSpec', input);
     }
@@ -234,7 +276,7 @@ export class Balancer extends EventEmitter {
     if (blob.length > t.specCapacityBytes) {
       rollback();
       throw new PoiseError(
-        'InvalidConfig',
+        'CapacityExhausted',
         `backends: the membership's strings take ${blob.length} bytes, more than options.specBytes (${t.specCapacityBytes})`,
         { field: 'backends' },
       );
@@ -270,10 +312,11 @@ export class Balancer extends EventEmitter {
     t.publishSpecs(blob);
     const previous = this.ver;
     this.ver = version;
+    this.line = lineage;
     this.applied = true;
     const epoch = t.bumpMembershipEpoch();
-    this.log.info({ version, previous, backends: specs.length, epoch }, 'poise: membership applied');
-    return version;
+    this.log.info({ version, previous, backends: specs.length, epoch, ...(lineage === undefined ? {} : { lineage }) }, 'poise: membership applied');
+    return { applied: true, version, previous };
   }
 
   /** What a worker needs to attach a Router (`transferList` is empty: the buffer is shared, not transferred). */

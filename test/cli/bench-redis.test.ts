@@ -67,4 +67,13 @@ describe('poise bench --redis', () => {
     expect(run.code).toBe(1);
     expect(run.stderr).toContain('--redis: backend "r0" has address "10.0.0.1:5432"; the bench serves its backends itself and needs 127.0.0.1:<port>');
   });
+
+  it('exit codes from the one table: --cluster a:b is a usage error (2, the naming rule), an empty cluster is not found (4)', async () => {
+    const colon = await bench(['--redis', redis.url, '--cluster', 'a:b', '--workers', '1', '--duration', '1']);
+    expect(colon.code).toBe(2);
+    expect(colon.stderr).toContain('poise bench: --cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got "a:b"');
+    const empty = await bench(['--redis', redis.url, '--cluster', 'bench-empty', '--workers', '1', '--duration', '1', '--json', path.join(dir, 'e.json'), '--report', path.join(dir, 'e.html')]);
+    expect(empty.code).toBe(4);
+    expect(empty.stderr).toContain(`poise bench: --redis: no membership for cluster "bench-empty" (redis ${redis.url}: no membership stored for cluster "bench-empty" (key poise:bench-empty:snapshot))`);
+  });
 });

@@ -1,8 +1,12 @@
 import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/redis-server.js';
+import { startProxy, refused, echo } from '../helpers/proxy-process.js';
 
 // The built CLI (npm test builds first).
 const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
@@ -15,8 +19,10 @@ beforeAll(async () => {
   await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
   backendPort = (backend.address() as net.AddressInfo).port;
 });
+const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-proxy-'));
 afterAll(async () => {
   await new Promise<void>((r) => backend.close(() => r()));
+  rmSync(dir, { recursive: true, force: true });
 });
 
 function usage(args: string[]): { status: number | null; stderr: string } {
@@ -76,5 +82,61 @@ describe('poise proxy', () => {
     child.kill('SIGTERM');
     expect(await exit).toBe(0);
     expect(log).toContain('proxy stopping');
+  });
+
+  const L = ['--listen', '127.0.0.1:6000'];
+  it.each([
+    ['duplicate --backend ids', [...L, '--backend', 'a=127.0.0.1:1', '--backend', 'a=127.0.0.1:2'], 3, 'poise proxy: --backend[1].id: duplicate id "a" (first at --backend[0])'],
+    ['a 300-character id', [...L, '--backend', `${'i'.repeat(300)}=127.0.0.1:1`], 3, 'poise proxy: --backend[0].id: must be a string of 1 to 256 characters, got "iii'],
+    ['a bad backend host', [...L, '--backend', 'a=999.999.999.999:80'], 3, 'poise proxy: --backend[0].address: must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port"); "999.999.999.999" is not an IPv4 address'],
+    ['more backends than --capacity', [...L, '--capacity', '2', '--backend', 'a=127.0.0.1:1', '--backend', 'b=127.0.0.1:2', '--backend', 'c=127.0.0.1:3'], 6, 'poise proxy: --backend: 3 backends given, more than --capacity 2'],
+    ['--log-level loud', [...L, '--backend', 'a=127.0.0.1:1', '--log-level', 'loud'], 2, 'poise proxy: --log-level: must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
+    ['--cluster a:b', [...L, '--redis', 'redis://127.0.0.1:1', '--cluster', 'a:b'], 2, 'poise proxy: --cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got "a:b"'],
+    ['--listen with a bad host', ['--listen=-:6000', '--backend', 'a=127.0.0.1:1'], 2, 'poise proxy: --listen: required, HOST:PORT with a port in [1, 65535], got "-:6000" (host "-" has the label "-"'],
+    ['--file /dev/zero --require-membership', [...L, '--file', '/dev/zero', '--require-membership'], 3, 'poise proxy: input.file: "/dev/zero" exceeds the limit of 1048576 bytes'],
+    ['a missing --file with --require-membership', [...L, '--file', '/nonexistent/poise.json', '--require-membership'], 4, 'poise proxy: input.file: cannot read "/nonexistent/poise.json": ENOENT'],
+    ['a --file in a missing directory (a wait that could never end)', [...L, '--file', '/nonexistent/poise.json'], 4, 'poise proxy: input.file: cannot watch the directory "/nonexistent": ENOENT'],
+  ])('%s exits with the code of the README table', (_name, args, code, message) => {
+    const r = usage(args as string[]);
+    expect(r.stderr).toContain(message);
+    expect(r.status).toBe(code);
+  });
+
+  it('an invalid --file with --require-membership exits 3 naming the field; Redis down with it exits 1', async () => {
+    const file = path.join(dir, 'bad.json');
+    writeFileSync(file, JSON.stringify({ cluster: 'p', backends: [{ id: 'a', address: '127.0.0.1:1', weight: 0 }] }));
+    const bad = usage([...L, '--file', file, '--require-membership']);
+    expect([bad.status, bad.stderr.trim()]).toEqual([3, 'poise proxy: backends[0].weight: must be an integer in [1, 4294967295], got 0']);
+    const port = await freePort();
+    const down = usage([...L, '--redis', `redis://127.0.0.1:${port}`, '--cluster', 'p', '--require-membership']);
+    expect(down.status).toBe(1);
+    expect(down.stderr).toContain(`poise proxy: redis redis://127.0.0.1:${port}: unavailable at start (connect ECONNREFUSED 127.0.0.1:${port})`);
+  });
+
+  it('an invalid --file: waits without listening, says why every interval, and serves once the file is valid', async () => {
+    const file = path.join(dir, 'later.json');
+    writeFileSync(file, JSON.stringify({ cluster: 'p', backends: [{ id: 'a', address: `127.0.0.1:${backendPort}`, weight: -1 }] }));
+    const port = await freePort();
+    const proxy = startProxy(['--listen', `127.0.0.1:${port}`, '--file', file, '--wait-log-interval', '100']);
+    try {
+      await proxy.until((r) => r.filter((x) => String(x['msg']).startsWith('proxy: no membership yet')).length >= 2, 'two waiting lines');
+      const waiting = proxy.find('proxy: no membership yet');
+      expect(waiting[0]).toMatchObject({ level: 40, reason: 'backends[0].weight: must be an integer in [1, 4294967295], got -1', code: 'InvalidWeight', field: 'backends[0].weight' });
+      expect(await refused(port)).toBe(true); // not listening: refused, never accepted and reset
+      expect(proxy.find('proxy ready')).toHaveLength(0);
+      writeFileSync(file, JSON.stringify({ cluster: 'p', backends: [{ id: 'a', address: `127.0.0.1:${backendPort}` }] }));
+      await proxy.until((r) => r.some((x) => x['msg'] === 'proxy ready'), 'proxy ready');
+      expect(await echo(port, 'hi')).toBe('echo:hi');
+      expect(await proxy.stop()).toBe(0);
+    } finally {
+      proxy.kill();
+    }
+  });
+
+  it('--help says what happens without a membership', () => {
+    const r = spawnSync(process.execPath, [CLI, 'proxy', '--help'], { encoding: 'utf8' });
+    expect(r.stdout).toContain('does NOT listen: clients are refused, never accepted and reset');
+    expect(r.stdout).toContain('--require-membership');
+    expect(r.stdout).toContain('exit codes: 0 ok, 1 runtime failure');
   });
 });

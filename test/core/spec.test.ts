@@ -1,5 +1,8 @@
+import net from 'node:net';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseAddress, resolveBackendSpec, resolveBackendSpecs } from '../../src/core/spec.js';
+import { isIPv4, isIPv6 } from '../../src/core/ip.js';
+import { addressReason, parseAddress, resolveBackendSpec, resolveBackendSpecs } from '../../src/core/spec.js';
 import { thrown } from '../helpers/thrown.js';
 
 
@@ -84,5 +87,97 @@ describe('parseAddress', () => {
 
   it('rejects malformed addresses and ports outside [1, 65535]', () => {
     for (const a of ['127.0.0.1', '127.0.0.1:0', '127.0.0.1:65536', '::1:80', ':80', 'host:port', '']) expect(parseAddress(a)).toBeUndefined();
+  });
+
+  // The address rule: RFC 1123 hostnames (with "_", as SRV and many internal names use), dotted-quad
+  // IPv4 with every octet in [0, 255], bracketed IPv6 with an optional zone id.
+  it.each([
+    ['my_host:80', 'my_host', 80],
+    ['_sip._tcp.example.com:5060', '_sip._tcp.example.com', 5060],
+    ['a-b.c-d:1', 'a-b.c-d', 1],
+    ['x:65535', 'x', 65535],
+    ['123abc.example:80', '123abc.example', 80],
+    ['0.0.0.0:80', '0.0.0.0', 80],
+    ['255.255.255.255:80', '255.255.255.255', 80],
+    ['[fe80::1%eth0]:80', 'fe80::1%eth0', 80],
+    ['[::ffff:10.0.0.1]:5432', '::ffff:10.0.0.1', 5432],
+    ['[2001:db8::]:443', '2001:db8::', 443],
+    [`${'a'.repeat(63)}.b:1`, `${'a'.repeat(63)}.b`, 1],
+  ])('accepts %s', (address, host, port) => {
+    expect(parseAddress(address)).toEqual({ host, port });
+    expect(addressReason(address)).toBeUndefined();
+  });
+
+  const RULE = 'must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port")';
+  it.each([
+    ['...:80', `${RULE}; host "..." has the label "", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`],
+    ['-:80', `${RULE}; host "-" has the label "-", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`],
+    ['999.999.999.999:80', `${RULE}; "999.999.999.999" is not an IPv4 address (four decimal octets, each in [0, 255])`],
+    ['1.2.3:80', `${RULE}; "1.2.3" is not an IPv4 address (four decimal octets, each in [0, 255])`],
+    ['01.2.3.4:80', `${RULE}; "01.2.3.4" is not an IPv4 address (four decimal octets, each in [0, 255])`],
+    ['a..b:80', `${RULE}; host "a..b" has the label "", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`],
+    ['host.:80', `${RULE}; host "host." has the label "", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`],
+    ['-lead.example:80', `${RULE}; host "-lead.example" has the label "-lead", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`],
+    ['trail-.example:80', `${RULE}; host "trail-.example" has the label "trail-", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`],
+    [`${'a'.repeat(64)}:80`, `${RULE}; host "${'a'.repeat(64)}" has the label "${'a'.repeat(64)}", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`],
+    [`${'a.'.repeat(127)}a:80`, `${RULE}; host is 255 characters, more than 253`],
+    ['my host:80', `${RULE}; host "my host" has the label "my host", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`],
+    ['[fe80::1%]:80', `${RULE}; "fe80::1%" has a zone id that is not 1 to 64 characters of [A-Za-z0-9._~-]`],
+    ['[fe80::1%eth 0]:80', `${RULE}; "fe80::1%eth 0" has a zone id that is not 1 to 64 characters of [A-Za-z0-9._~-]`],
+    ['[::g]:80', `${RULE}; "::g" is not an IPv6 address`],
+    ['[1.2.3.4]:80', `${RULE}; "1.2.3.4" is not an IPv6 address`],
+    ['::1:80', `${RULE}; an IPv6 host must be in brackets`],
+    ['[]:80', RULE],
+    ['nope', RULE],
+    ['h:0', RULE],
+    ['h:+80', RULE],
+  ])('refuses %s with the reason', (address, reason) => {
+    expect(parseAddress(address)).toBeUndefined();
+    expect(addressReason(address)).toBe(reason);
+    const err = thrown(() => resolveBackendSpec(ok({ address }), 'backends[0]'));
+    // (describe() shortens a long offending value to 77 characters and "...")
+    const got = JSON.stringify(address.length > 80 ? `${address.slice(0, 77)}...` : address);
+    expect([err.code, err.field, err.message]).toEqual(['InvalidConfig', 'backends[0].address', `backends[0].address: ${reason}, got ${got}`]);
+  });
+
+  it('isIPv4 / isIPv6 agree with node:net isIP (core stays free of node:net)', () => {
+    const group = fc.oneof(fc.stringMatching(/^[0-9a-fA-F]{0,5}$/), fc.constantFrom('1.2.3.4', '255.255.255.255', '256.1.1.1', '01.1.1.1', '1.2.3', ''));
+    const candidate = fc
+      .array(fc.tuple(group, fc.constantFrom(':', '::', ':', '.')), { maxLength: 10 })
+      .map((parts) => parts.map(([g, sep]) => g + sep).join(''))
+      .chain((t) => fc.constantFrom(t, t.slice(0, -1), t.slice(1)));
+    let valid = 0;
+    fc.assert(
+      fc.property(candidate, (text) => {
+        const kind = net.isIP(text);
+        if (kind !== 0) valid++;
+        expect([isIPv4(text), isIPv6(text)]).toEqual([kind === 4, kind === 6]);
+      }),
+      { numRuns: 20_000, seed: 9 },
+    );
+    // The generator reaches valid addresses too, so the agreement is not only on garbage.
+    expect(valid).toBeGreaterThan(100);
+  });
+});
+
+describe('optional fields and arrays', () => {
+  it.each([
+    ['weight', 'InvalidWeight', 'backends[0].weight: must be an integer in [1, 4294967295], got null'],
+    ['priority', 'InvalidConfig', 'backends[0].priority: must be an integer in [0, 4294967295], got null'],
+    ['locality', 'InvalidConfig', 'backends[0].locality: must be a string of at most 256 characters, got null'],
+    ['localityWeight', 'InvalidWeight', 'backends[0].localityWeight: must be an integer in [1, 4294967295], got null'],
+    ['status', 'InvalidConfig', 'backends[0].status: must be one of "ready", "draining", "unavailable", got null'],
+    ['maxInflight', 'InvalidConfig', 'backends[0].maxInflight: must be an integer in [0, 2147483647] (0 = unlimited), got null'],
+    ['panicEligible', 'InvalidConfig', 'backends[0].panicEligible: must be a boolean, got null'],
+  ])('%s: null is refused, never the default', (field, code, message) => {
+    const err = thrown(() => resolveBackendSpec(ok({ [field]: null }), 'backends[0]'));
+    expect([err.code, err.message]).toEqual([code, message]);
+  });
+
+  it('a hole in a sparse array is refused like any non-object, naming its index', () => {
+    // eslint-disable-next-line no-sparse-arrays
+    const sparse = [ok(), , ok({ id: 'c' })];
+    const err = thrown(() => resolveBackendSpecs(sparse));
+    expect([err.code, err.field, err.message]).toEqual(['InvalidConfig', 'backends[1]', 'backends[1]: must be an object, got undefined']);
   });
 });

@@ -15,10 +15,10 @@ export interface CliResult {
   stderr: string;
 }
 
-/** `node dist/src/cli/main.js ...args`, with `stdin` written to its standard input. */
-export function runCli(args: string[], stdin = ''): Promise<CliResult> {
+/** `node dist/src/cli/main.js ...args`, with `stdin` written to its standard input and `env` added to the environment. */
+export function runCli(args: string[], stdin = '', env: Record<string, string> = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));

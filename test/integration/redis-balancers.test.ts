@@ -2,8 +2,10 @@
  * The whole path: `poise members` (compiled CLI) → Redis → two separate
  * Balancer processes (test/fixtures/membership-node.mjs), each with a pool of
  * 2 worker threads routing with Maglev. Then Redis is killed and restarted
- * with its data while the processes keep running. Requires `dist/` (built by
- * `npm test`'s pretest).
+ * with its data while the processes keep running; and killed and restarted
+ * EMPTY, re-seeded from version 1 with another backend set, which both
+ * processes must adopt (a new lineage). Requires `dist/` (built by `npm
+ * test`'s pretest).
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import path from 'node:path';
@@ -21,6 +23,8 @@ interface Status {
   pid: number;
   balancer: number;
   source: number;
+  lineage: string | null;
+  ids: string[];
   workers: number[];
 }
 
@@ -28,9 +32,11 @@ class BalancerProcess {
   readonly child: ChildProcessWithoutNullStreams;
   readonly #waiters: ((line: string) => void)[] = [];
   readonly ready: Promise<void>;
+  /** Everything the process logged (pino JSON lines at warn and above). */
+  stderr = '';
   constructor(url: string, cluster: string) {
     this.child = spawn(process.execPath, [NODE, url, cluster], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, POISE_LOG_LEVEL: 'warn' } });
-    this.child.stderr.resume();
+    this.child.stderr.setEncoding('utf8').on('data', (d: string) => (this.stderr += d));
     const lines = createInterface({ input: this.child.stdout });
     lines.on('line', (line) => this.#waiters.shift()?.(line));
     this.ready = new Promise((resolve) => this.#waiters.push(() => resolve()));
@@ -48,6 +54,15 @@ class BalancerProcess {
     const timer = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
     await exited;
     clearTimeout(timer);
+  }
+
+  /** The log records whose message contains `text`. */
+  logged(text: string): Record<string, unknown>[] {
+    return this.stderr
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((r) => String(r['msg']).includes(text));
   }
 }
 
@@ -112,5 +127,69 @@ describe('membership across two Balancer processes', () => {
     expect(shown.document.backends.map((b) => b.id)).toEqual(['a', 'b', 'c', 'd']);
     // The same processes throughout: no reader restart.
     expect(final.map((s) => s.pid).sort()).toEqual(at3.map((s) => s.pid).sort());
+  });
+});
+
+describe('Redis restarted empty and re-seeded: a new lineage that every reader process adopts', () => {
+  let redis: TestRedis;
+  const procs: BalancerProcess[] = [];
+  beforeAll(async () => {
+    redis = await startRedis(); // no persistence: a restart comes back empty
+  });
+  afterAll(async () => {
+    await Promise.all(procs.map((p) => p.stop().catch(() => p.child.kill('SIGKILL'))));
+    await redis?.stop();
+  });
+
+  const lineageOf = async (): Promise<string> => {
+    const shown = await members(redis.url, 'show');
+    expect(shown.code, shown.stderr).toBe(0);
+    const { lineage } = JSON.parse(shown.stdout) as { lineage: string };
+    expect(lineage).toMatch(/^[0-9a-f]{32}$/);
+    return lineage;
+  };
+
+  it('readers that held v3 adopt the new v1 (another backend set) and log one warn line naming both lineages', async () => {
+    for (const [i, id] of ['a', 'b', 'c'].entries()) expect((await members(redis.url, 'add', id, `127.0.0.1:${7101 + i}`)).stdout).toBe(`${i + 1}\n`);
+    const before = await lineageOf();
+    procs.push(new BalancerProcess(redis.url, 'fleet'), new BalancerProcess(redis.url, 'fleet'));
+    await Promise.all(procs.map((p) => p.ready));
+    const at3 = await converged(procs, 3, 'both processes at version 3');
+    for (const s of at3) expect([s.lineage, s.ids]).toEqual([before, ['a', 'b', 'c']]);
+
+    // Redis loses everything: killed, restarted empty on the same port.
+    await redis.kill();
+    await redis.restart();
+    expect((await members(redis.url, 'show')).code).toBe(4);
+    // A publisher seeds version 1 with a different backend set.
+    const seed = await runCli(
+      ['members', 'apply', '-', '--redis', redis.url, '--cluster', 'fleet'],
+      JSON.stringify({ cluster: 'fleet', backends: [{ id: 'x', address: '127.0.0.1:7201' }, { id: 'y', address: '127.0.0.1:7202' }] }),
+    );
+    expect(seed).toMatchObject({ code: 0, stdout: '1\n' });
+    const after = await lineageOf();
+    expect(after).not.toBe(before);
+
+    let last: Status[] = [];
+    await until(
+      async () => {
+        last = await Promise.all(procs.map((p) => p.status()));
+        return last.every((s) => s.balancer === 1 && s.source === 1 && s.lineage === after && s.ids.join() === 'x,y' && s.workers.every((w) => w === 1));
+      },
+      `both processes on lineage ${after} version 1 with backends x, y (last: ${JSON.stringify(last)})`,
+      30_000,
+    );
+    // Same processes (never restarted), one lineage warning each, naming both lineages.
+    expect(last.map((s) => s.pid).sort()).toEqual(at3.map((s) => s.pid).sort());
+    for (const p of procs) {
+      const warned = p.logged('membership lineage changed');
+      expect(warned).toHaveLength(1);
+      expect(warned[0]).toMatchObject({ level: 40, heldLineage: before, heldVersion: 3, lineage: after, version: 1 });
+    }
+    // The new lineage goes on normally: v2 reaches both.
+    expect((await members(redis.url, 'add', 'z', '127.0.0.1:7203')).stdout).toBe('2\n');
+    const at2 = await converged(procs, 2, 'both processes at version 2 of the new lineage');
+    for (const s of at2) expect([s.lineage, s.ids]).toEqual([after, ['x', 'y', 'z']]);
+    expect(await lineageOf()).toBe(after);
   });
 });

@@ -6,9 +6,10 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { command } from '../../src/cli/members.js';
-import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { freePort, startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { until } from '../helpers/log-capture.js';
 import { CLI, runCli, type CliResult } from '../helpers/cli.js';
 
@@ -17,13 +18,16 @@ const poise = runCli;
 
 describe('poise members (CLI)', () => {
   let redis: TestRedis;
+  let admin: Redis;
   let dir: string;
   const m = (sub: string, ...rest: string[]) => poise(['members', sub, '--redis', redis.url, '--cluster', 'cli', ...rest]);
   beforeAll(async () => {
     redis = await startRedis();
+    admin = new Redis(redis.url);
     dir = mkdtempSync(path.join(os.tmpdir(), 'poise-cli-'));
   });
   afterAll(async () => {
+    admin?.disconnect();
     await redis?.stop();
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
@@ -48,7 +52,7 @@ describe('poise members (CLI)', () => {
       const r = await inProcess([sub, '--help']);
       expect(r.code, sub).toBe(0);
       expect(r.stdout).toContain(`usage: poise members ${sub}`);
-      expect(r.stdout).toContain('Exit codes:');
+      expect(r.stdout).toContain('exit codes: 0 ok, 1 runtime failure');
     }
     expect((await inProcess(['--help'])).stdout).toContain('watch    [--count N] [--json]');
     const top = await poise(['--help']);
@@ -110,11 +114,114 @@ describe('poise members (CLI)', () => {
     expect(shown.code).toBe(0);
     expect(JSON.parse(shown.stdout)).toEqual({
       version: 6,
+      lineage: expect.stringMatching(/^[0-9a-f]{32}$/),
       document: { cluster: 'cli', backends: [{ id: 'a', address: '127.0.0.1:7001' }, { id: 'b', address: '127.0.0.1:7002', weight: 7 }] },
     });
     // stdin, JSON
     const viaStdin = await poise(['members', 'apply', '-', '--redis', redis.url, '--cluster', 'cli', '--if-version', '6'], JSON.stringify({ cluster: 'cli', backends: [] }));
     expect(viaStdin).toMatchObject({ code: 0, stdout: '7\n' });
+  });
+
+  it('the version ceiling: 2^53 − 1 is stored and read; the next write exits 6 and stores nothing; above it is refused', async () => {
+    const c = (sub: string, ...rest: string[]) => inProcess([sub, '--redis', redis.url, '--cluster', 'ceiling', ...rest]);
+    const file = path.join(dir, 'ceiling.json');
+    writeFileSync(file, JSON.stringify({ cluster: 'ceiling', backends: [{ id: 'a', address: '127.0.0.1:7001' }] }));
+    expect(await c('apply', file, '--version', '9007199254740991')).toMatchObject({ code: 0, stdout: '9007199254740991\n' });
+    const shown = await c('show');
+    expect(shown.code).toBe(0);
+    expect(JSON.parse(shown.stdout).version).toBe(9007199254740991);
+    const stored = await admin.get('poise:ceiling:snapshot');
+    expect(stored).toMatch(/^\{"version":9007199254740991,"lineage":"[0-9a-f]{32}","document":/);
+    // Every kind of write at the ceiling: exit 6, the reason named, the stored value untouched.
+    for (const args of [['add', 'b', '127.0.0.1:7002'], ['drain', 'a'], ['weight', 'a', '2'], ['apply', file]]) {
+      const r = await c(args[0]!, ...args.slice(1));
+      expect(r.code, args.join(' ')).toBe(6);
+      expect(r.stderr).toContain('version: the stored version 9007199254740991 has reached the ceiling 9007199254740991; nothing written (delete the snapshot key to start a new lineage from version 1)');
+    }
+    expect(await admin.get('poise:ceiling:snapshot')).toBe(stored);
+    // Beyond the ceiling: a flag out of range is usage (2); a document field out of range is validation (3).
+    const flag = await c('apply', file, '--version', '9007199254740992');
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toContain('--version: must be an integer in [1, 9007199254740991], got "9007199254740992"');
+    writeFileSync(file, '{"cluster": "ceiling", "version": 9007199254740992, "backends": []}');
+    const field = await c('apply', file);
+    expect(field.code).toBe(3);
+    expect(field.stderr).toContain('version: must be an integer in [0, 9007199254740991], got 9007199254740992');
+    expect(await admin.get('poise:ceiling:snapshot')).toBe(stored);
+  });
+
+  it('a stored version outside [0, 2^53 − 1] (as the old script wrote) and a garbage snapshot: show exits 7 naming the field', async () => {
+    const c = (sub: string, ...rest: string[]) => inProcess([sub, '--redis', redis.url, '--cluster', 'garbage', ...rest]);
+    await admin.set('poise:garbage:snapshot', '{"version":9007199254740992,"document":{"cluster":"garbage","backends":[]}}');
+    const big = await c('show');
+    expect(big.code).toBe(7);
+    expect(big.stderr).toContain('snapshot.version: must be an integer in [0, 9007199254740991], got 9007199254740992');
+    // A write on top of it cannot bump it: the script refuses at the ceiling (6), the read-modify-write refuses to read it (7).
+    const doc = path.join(dir, 'garbage.json');
+    writeFileSync(doc, JSON.stringify({ cluster: 'garbage', backends: [] }));
+    const apply = await c('apply', doc);
+    expect(apply.code).toBe(6);
+    expect(apply.stderr).toContain('version: the stored version 9007199254740992 has reached the ceiling 9007199254740991; nothing written');
+    const add = await c('add', 'a', '127.0.0.1:7001');
+    expect(add.code).toBe(7);
+    expect(add.stderr).toContain('snapshot.version: must be an integer in [0, 9007199254740991], got 9007199254740992');
+    await admin.set('poise:garbage:snapshot', '{"version":3,"document":{"cluster":"garbage","backends":[{"id":"a","address":"127.0.0.1:1","weight":-2}]}}');
+    const bad = await c('show');
+    expect(bad.code).toBe(7);
+    expect(bad.stderr).toContain('snapshot.document.backends[0].weight: must be an integer in [1, 4294967295], got -2');
+    await admin.set('poise:garbage:snapshot', 'not json');
+    expect((await c('show')).stderr).toContain('snapshot: malformed JSON');
+  });
+
+  it('Redis unreachable: exit 1 with the server and the reason, not ioredis internals', async () => {
+    const port = await freePort();
+    const r = await inProcess(['show', '--redis', `redis://127.0.0.1:${port}`, '--cluster', 'down']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`poise members show: redis redis://127.0.0.1:${port}: unavailable (connect ECONNREFUSED 127.0.0.1:${port}); nothing read`);
+    expect(r.stderr).not.toContain('max retries');
+    const w = await inProcess(['drain', 'a', '--redis', `redis://:secret@127.0.0.1:${port}`, '--cluster', 'down']);
+    expect(w.code).toBe(1);
+    expect(w.stderr).toContain(`poise members drain: redis redis://:***@127.0.0.1:${port}: unavailable (connect ECONNREFUSED 127.0.0.1:${port}); nothing written`);
+    expect(w.stderr).not.toContain('secret');
+  });
+
+  it('write contention that exhausts the retries exits 5 (a conflict, not a validation failure)', async () => {
+    expect((await inProcess(['add', 'a', '127.0.0.1:7001', '--redis', redis.url, '--cluster', 'contended'])).code).toBe(0);
+    // Every read of the snapshot is followed at once by another writer's version: each attempt's conditional write loses.
+    const get = Redis.prototype.get;
+    const spy = vi.spyOn(Redis.prototype, 'get').mockImplementation(async function (this: Redis, ...args: unknown[]) {
+      const text = (await (get as (...a: unknown[]) => Promise<string | null>).apply(this, args)) as string | null;
+      if (text !== null) {
+        const env = JSON.parse(text) as { version: number; lineage: string; document: unknown };
+        await admin.set('poise:contended:snapshot', JSON.stringify({ ...env, version: env.version + 1 }));
+      }
+      return text;
+    } as never);
+    try {
+      const r = await inProcess(['add', 'b', '127.0.0.1:7002', '--redis', redis.url, '--cluster', 'contended']);
+      expect(r.code).toBe(5);
+      expect(r.stderr).toContain('add b: gave up after 16 attempts under concurrent writes; nothing written');
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it('names follow the one cluster-name rule (":" refused before connecting); documents are read with a size cap', async () => {
+    const colon = await inProcess(['show', '--redis', redis.url, '--cluster', 'a:b']);
+    expect(colon.code).toBe(2);
+    expect(colon.stderr).toContain('--cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got "a:b"');
+    const prefix = await inProcess(['show', '--redis', redis.url, '--cluster', 'ok', '--prefix', '-p']);
+    expect(prefix.code).toBe(2);
+    expect(prefix.stderr).toContain('--prefix: must be 1 to 128 characters');
+    const zero = await inProcess(['apply', '/dev/zero', '--redis', redis.url, '--cluster', 'ok', '--max-bytes', '4096']);
+    expect(zero.code).toBe(3);
+    expect(zero.stderr).toContain('document: "/dev/zero" exceeds the limit of 4096 bytes');
+    const missing = await inProcess(['apply', path.join(dir, 'nope.json'), '--redis', redis.url, '--cluster', 'ok']);
+    expect(missing.code).toBe(4);
+    expect(missing.stderr).toContain('document: cannot read');
+    const level = await runCli(['members', 'show', '--redis', redis.url, '--cluster', 'ok'], '', { POISE_LOG_LEVEL: 'loud' });
+    expect(level.code).toBe(2);
+    expect(level.stderr).toContain('POISE_LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent, got "loud"');
   });
 
   it('watch prints each applied version', async () => {

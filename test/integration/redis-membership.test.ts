@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PoiseError } from '../../src/core/errors.js';
 import type { MembershipSnapshot } from '../../src/core/spec.js';
 import { MembershipPublisher } from '../../src/membership/redis-publisher.js';
 import { RedisMembership } from '../../src/membership/redis-source.js';
@@ -85,6 +86,14 @@ describe('Redis control plane', () => {
     await expect(pub.apply({ cluster: 'other', backends: [] })).rejects.toThrow('cluster: must be "val" (the cluster this publisher writes), got "other"');
     await expect(pub.apply({ cluster: 'val', version: 1, backends: [] })).rejects.toThrow('version: 1 is not newer than the stored version 1; nothing written');
     await expect(pub.apply({ cluster: 'val', backends: [] }, { ifVersion: 5 })).rejects.toThrow('ifVersion: the stored version is 1, not 5; nothing written');
+    // Each refusal carries the code callers branch on (and the CLI maps to its exit code).
+    const codeOf = (p: Promise<unknown>) => p.then(() => 'resolved', (e: unknown) => (e instanceof PoiseError ? e.code : `not a PoiseError: ${String(e)}`));
+    expect(await codeOf(pub.drain('nope'))).toBe('NotFound');
+    expect(await codeOf(pub.apply({ cluster: 'val', version: 1, backends: [] }))).toBe('Conflict');
+    expect(await codeOf(pub.apply({ cluster: 'val', backends: [] }, { ifVersion: 5 }))).toBe('Conflict');
+    expect(await codeOf(pub.add(be('a', 2)))).toBe('DuplicateIdentity');
+    expect(await codeOf(pub.setWeight('a', 0))).toBe('InvalidWeight');
+    expect(await codeOf(pub.apply({ cluster: 'val', backends: [] }, { ifVersion: -1 }))).toBe('InvalidConfig');
     const tiny = publisher('val', { maxMessageBytes: 100 });
     await expect(tiny.apply({ cluster: 'val', backends: [be('a', 1), be('b', 2)] })).rejects.toThrow(/^document: \d+ bytes with its envelope exceeds the limit of 100 bytes/);
     expect(await admin.get(pub.keys.snapshot)).toBe(before);
@@ -104,8 +113,9 @@ describe('Redis control plane', () => {
     const pub = publisher('gap');
     await pub.apply({ cluster: 'gap', backends: [be('a', 1)] });
     const r = track(await reader(redis.url, 'gap'));
-    // Version 2 stored without a notice: the reader cannot know yet.
-    await admin.set(pub.keys.snapshot, JSON.stringify({ version: 2, document: { cluster: 'gap', backends: [be('a', 1), be('lost', 2)] } }));
+    // Version 2 stored (same lineage) without a notice: the reader cannot know yet.
+    const { lineage } = (await pub.show())!;
+    await admin.set(pub.keys.snapshot, JSON.stringify({ version: 2, lineage, document: { cluster: 'gap', backends: [be('a', 1), be('lost', 2)] } }));
     // Version 3 published normally: 3 skips 2 → re-read → the reader gets 3 from the snapshot.
     expect(await pub.add(be('b', 3))).toBe(3);
     await until(() => r.source.version === 3, 'reader at version 3');
@@ -148,6 +158,100 @@ describe('Redis control plane', () => {
     // Still alive: a good write (explicit version replaces the bad value) is applied.
     expect(await pub.apply({ cluster: 'bad', version: 7, backends: [be('good', 1), be('next', 2)] })).toBe(7);
     await until(() => r.source.version === 7, 'reader at version 7');
+  });
+
+  it('versions stay in [0, 2^53 − 1]: a reader applies 2^53 − 1; a stored 2^53 is refused naming snapshot.version, the last good state kept', async () => {
+    const pub = publisher('range');
+    expect(await pub.apply({ cluster: 'range', version: 9007199254740991, backends: [be('a', 1)] })).toBe(9007199254740991);
+    const r = track(await reader(redis.url, 'range'));
+    expect(r.source.version).toBe(9007199254740991);
+    expect(r.seen.map((x) => x.version)).toEqual([9007199254740991]);
+    const ceiling = await pub.add(be('b', 2)).catch((e: unknown) => e);
+    expect(ceiling).toBeInstanceOf(PoiseError);
+    expect((ceiling as PoiseError).code).toBe('CapacityExhausted');
+    // What the old script stored after "cur + 1" rounded: refused, not crashed, nothing applied.
+    const { lineage } = (await pub.show())!;
+    await admin.set(pub.keys.snapshot, JSON.stringify({ version: 9007199254740992, lineage, document: { cluster: 'range', backends: [be('x', 9)] } }));
+    r.source.resync('test');
+    await until(() => r.log.find('snapshot rejected').length === 1, 'the rejection');
+    expect(r.log.find('snapshot rejected')[0]).toMatchObject({
+      err: 'snapshot.version: must be an integer in [0, 9007199254740991], got 9007199254740992',
+      code: 'Corrupt',
+      field: 'snapshot.version',
+    });
+    expect(r.source.version).toBe(9007199254740991);
+    expect(r.seen).toHaveLength(1);
+    const shown = await pub.show().catch((e: unknown) => e);
+    expect((shown as PoiseError).code).toBe('Corrupt');
+  });
+
+  it('identical malformed notices are logged once, then counted; a different one gets its own line', async () => {
+    const pub = publisher('noisy');
+    await pub.apply({ cluster: 'noisy', backends: [be('a', 1)] });
+    const r = track(await reader(redis.url, 'noisy'));
+    for (let i = 0; i < 5; i++) await admin.publish(pub.keys.channel, '{"version":2,"document":');
+    await admin.publish(pub.keys.channel, JSON.stringify({ version: 2, document: { cluster: 'noisy', backends: [be('a', 1, { weight: -2 })] } }));
+    // Notices arrive in order: once version 2 is applied, every garbage notice before it was handled.
+    expect(await pub.add(be('b', 2))).toBe(2);
+    await until(() => r.source.version === 2, 'reader at version 2');
+    const lines = r.log.find('notice rejected');
+    expect(lines.map((l) => [l['err'], l['repeated']])).toEqual([
+      ['notice: malformed JSON (Unexpected end of JSON input)', undefined],
+      ['notice.document.backends[0].weight: must be an integer in [1, 4294967295], got -2', undefined],
+    ]);
+    // The count of the suppressed repeats comes with the end of the window (here: close).
+    await r.source.close();
+    const summary = r.log.find('notice rejected').filter((l) => l['repeated'] !== undefined);
+    expect(summary.map((l) => [l['err'], l['repeated']])).toEqual([['notice: malformed JSON (Unexpected end of JSON input)', 4]]);
+  });
+
+  it('a reader holding one lineage adopts a snapshot of another whatever its version; an older one of its own lineage stays out', async () => {
+    const pub = publisher('line');
+    await pub.apply({ cluster: 'line', backends: [be('a', 1)] });
+    await pub.add(be('b', 2));
+    await pub.add(be('c', 3));
+    const r = track(await reader(redis.url, 'line'));
+    const first = r.source.lineage!;
+    expect([r.source.version, first]).toEqual([3, (await pub.show())!.lineage]);
+    // Same lineage, older (Redis restored from an older copy): kept out, with a warning.
+    await admin.set(pub.keys.snapshot, JSON.stringify({ version: 2, lineage: first, document: { cluster: 'line', backends: [be('old', 1)] } }));
+    r.source.resync('test');
+    await until(() => r.log.find('older than the version held in the same lineage').length === 1, 'the older-snapshot warning');
+    expect(r.source.version).toBe(3);
+    // The key deleted (Redis emptied): the next write draws a new lineage and starts at 1.
+    await admin.del(pub.keys.snapshot);
+    expect(await pub.apply({ cluster: 'line', backends: [be('x', 7)] })).toBe(1);
+    const second = (await pub.show())!.lineage!;
+    expect(second).not.toBe(first);
+    await until(() => r.source.version === 1, 'reader adopting version 1 of the new lineage');
+    expect([r.source.lineage, r.seen.at(-1)!.lineage, r.seen.at(-1)!.backends.map((b) => b.id)]).toEqual([second, second, ['x']]);
+    const warned = r.log.find('membership lineage changed');
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toMatchObject({ level: 40, heldLineage: first, heldVersion: 3, lineage: second, version: 1 });
+    expect(r.log.find('notice of another lineage')).toHaveLength(1);
+  });
+
+  it('problem says why no membership is in force: nothing stored (NotFound), a corrupt value (Corrupt); failFast rejects with Unavailable', async () => {
+    const empty = track(await reader(redis.url, 'nothing-here'));
+    expect(empty.seen).toHaveLength(0);
+    expect(empty.source.problem?.code).toBe('NotFound');
+    expect(empty.source.problem?.message).toBe(`redis ${redis.url}: no membership stored for cluster "nothing-here" (key poise:nothing-here:snapshot)`);
+    await admin.set('poise:corrupt:snapshot', '{"version":1,"document":{"cluster":"other","backends":[]}}');
+    const corrupt = track(await reader(redis.url, 'corrupt'));
+    expect(corrupt.source.problem?.code).toBe('Corrupt');
+    expect(corrupt.source.problem?.message).toBe('snapshot.document.cluster: must be "corrupt" (the cluster this reader follows), got "other"');
+    await admin.set('poise:corrupt:snapshot', '{"version":1,"document":{"cluster":"corrupt","backends":[]}}');
+    corrupt.source.resync('test');
+    await until(() => corrupt.source.version === 1, 'the corrupt value replaced');
+    expect(corrupt.source.problem).toBeUndefined();
+    const port = await freePort();
+    const down = new RedisMembership({ url: `redis://127.0.0.1:${port}`, cluster: 'down', failFast: true, startTimeoutMs: 5000, logger: captureLog().logger });
+    const err = await down.start(() => {}).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PoiseError);
+    expect((err as PoiseError).code).toBe('Unavailable');
+    expect((err as PoiseError).message).toBe(
+      `redis redis://127.0.0.1:${port}: unavailable at start (connect ECONNREFUSED 127.0.0.1:${port}), and no fallbackFile or lastKnown membership to run from`,
+    );
   });
 
   it('Redis unavailable at start: runs from the fallback file, then switches to Redis when it appears', async () => {

@@ -1,7 +1,8 @@
 /**
  * Law: every publisher operation either succeeds — the stored version goes up
- * by exactly one and the stored document equals the model's — or fails with
- * a PoiseError and changes nothing. Random operation sequences against a real
+ * by exactly one, the lineage stays the one the first write drew, and the
+ * stored document equals the model's — or fails with the PoiseError code the
+ * model predicts and changes nothing. Random operation sequences against a real
  * redis-server, compared with a plain in-memory model.
  */
 import fc from 'fast-check';
@@ -30,27 +31,30 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ kind: fc.constant('weight' as const), id: fc.constantFrom(...ids), weight: fc.integer({ min: -1, max: 5 }) }),
 );
 
-/** The model: what the stored backends must be after `o`, or 'error' when the operation must fail. */
-function step(model: ModelBackend[], o: Op): ModelBackend[] | 'error' {
+type Failure = { error: 'NotFound' | 'DuplicateIdentity' | 'InvalidWeight' };
+
+/** The model: what the stored backends must be after `o`, or the code of the error when the operation must fail. */
+function step(model: ModelBackend[], o: Op): ModelBackend[] | Failure {
   const i = model.findIndex((b) => b.id === o.id);
   const valid = (w: number) => w >= 1;
   switch (o.kind) {
     case 'add':
-      if (i >= 0 || !valid(o.weight)) return 'error';
+      if (!valid(o.weight)) return { error: 'InvalidWeight' };
+      if (i >= 0) return { error: 'DuplicateIdentity' };
       return [...model, { id: o.id, address: `127.0.0.1:${7000 + ids.indexOf(o.id)}`, ...(o.weight === 1 ? {} : { weight: o.weight }) }];
     case 'remove':
-      return i < 0 ? 'error' : model.filter((b) => b.id !== o.id);
+      return i < 0 ? { error: 'NotFound' } : model.filter((b) => b.id !== o.id);
     case 'drain':
     case 'undrain': {
-      if (i < 0) return 'error';
+      if (i < 0) return { error: 'NotFound' };
       const { status: _drop, ...rest } = model[i]!;
       const next = model.slice();
       next[i] = o.kind === 'drain' ? { ...rest, status: 'draining' } : rest;
       return next;
     }
     case 'weight': {
-      if (!valid(o.weight)) return 'error';
-      if (i < 0) return 'error';
+      if (!valid(o.weight)) return { error: 'InvalidWeight' };
+      if (i < 0) return { error: 'NotFound' };
       const { weight: _w, ...rest } = model[i]!;
       const next = model.slice();
       next[i] = o.weight === 1 ? rest : { ...rest, weight: o.weight };
@@ -92,17 +96,21 @@ describe('MembershipPublisher against a model', () => {
         try {
           let model: ModelBackend[] = [];
           let version = await pub.apply({ cluster, backends: [] });
+          const lineage = (await pub.show())!.lineage;
+          expect(lineage).toMatch(/^[0-9a-f]{32}$/);
           for (const o of ops) {
             const expected = step(model, o);
-            if (expected === 'error') {
-              await expect(run(pub, o)).rejects.toBeInstanceOf(PoiseError);
+            if ('error' in expected) {
+              const err = await run(pub, o).catch((e: unknown) => e);
+              expect(err).toBeInstanceOf(PoiseError);
+              expect((err as PoiseError).code).toBe(expected.error);
             } else {
               expect(await run(pub, o)).toBe(version + 1);
               version += 1;
               model = expected;
             }
             const stored = await pub.show();
-            expect(stored).toEqual({ version, document: { cluster, backends: model } });
+            expect(stored).toEqual({ version, lineage, document: { cluster, backends: model } });
           }
         } finally {
           await pub.close();

@@ -3,6 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { PoiseError } from '../../src/core/errors.js';
+import type { MembershipSnapshot } from '../../src/core/spec.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { StaticMembership } from '../../src/membership/static.js';
 import { bindMembership } from '../../src/membership/source.js';
@@ -43,5 +45,67 @@ describe('bindMembership with a Balancer', () => {
     await binding.close();
     router.close();
     balancer.close();
+  });
+
+  it('a file change not newer than a direct update() is logged as ignored, never as applied; a newer one applies', async () => {
+    const file = path.join(dir, 'mixed.json');
+    const doc = (ids: string[], version?: number) =>
+      JSON.stringify({ cluster: 'db', ...(version === undefined ? {} : { version }), backends: ids.map((id, i) => ({ id, address: `127.0.0.1:${7100 + i}` })) });
+    writeFileSync(file, doc(['a']));
+    const sourceLog = captureLog();
+    const balancer = new Balancer({ logger: captureLog().logger });
+    const source = new StaticMembership({ file }, { debounceMs: 10, logger: sourceLog.logger });
+    const binding = await bindMembership(source, balancer, { logger: captureLog().logger });
+    expect(balancer.version).toBe(1);
+    // Two direct updates share the Balancer's version space: it is at 3 now.
+    balancer.update([{ id: 'direct', address: '127.0.0.1:7200' }]);
+    balancer.update([{ id: 'direct', address: '127.0.0.1:7200' }, { id: 'direct2', address: '127.0.0.1:7201' }]);
+    expect(balancer.version).toBe(3);
+
+    writeFileSync(file, doc(['a', 'b'])); // the file's version 2: not newer than 3
+    await until(() => sourceLog.find('ignored').length === 1, 'the ignored line');
+    const applied = () => sourceLog.records.filter((r) => r['msg'] === 'membership applied').map((r) => r['version']);
+    expect(applied()).toEqual([1]);
+    expect(sourceLog.find('ignored')[0]).toMatchObject({ level: 40, msg: 'membership version 2 ignored: not newer than 3 in force', version: 2, inForce: 3 });
+    expect(balancer.version).toBe(3);
+    expect(binding.version).toBe(3);
+
+    writeFileSync(file, doc(['a', 'b', 'c'], 10));
+    await until(() => balancer.version === 10, 'the balancer at version 10');
+    expect(applied()).toEqual([1, 10]);
+    await binding.close();
+    balancer.close();
+  });
+
+  it('refuses a second source on one Balancer (Conflict naming both); after close() another may bind', async () => {
+    const balancer = new Balancer({ logger: captureLog().logger });
+    const quiet = { logger: captureLog().logger };
+    const first = await bindMembership(new StaticMembership({ backends: [{ id: 'a', address: '127.0.0.1:1' }] }, quiet), balancer, quiet);
+    const second = new StaticMembership({ file: path.join(dir, 'never-read.json') }, quiet);
+    const err = await bindMembership(second, balancer, quiet).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PoiseError);
+    expect((err as PoiseError).code).toBe('Conflict');
+    expect((err as PoiseError).message).toBe(
+      `bindMembership: the target already follows memory; refusing a second source (file ${path.join(dir, 'never-read.json')}): versions of two sources are not comparable. Close the first binding, or feed one source`,
+    );
+    expect(balancer.version).toBe(1);
+    await first.close();
+    const again = await bindMembership(new StaticMembership({ backends: [{ id: 'b', address: '127.0.0.1:2' }], version: 5 }, quiet), balancer, quiet);
+    expect(balancer.version).toBe(5);
+    await again.close();
+    balancer.close();
+  });
+
+  it('an update-only target applied a snapshot when it answers that snapshot\'s version', async () => {
+    const log = captureLog();
+    let inForce = 4;
+    const target = { update: (s: MembershipSnapshot) => (inForce = Math.max(inForce, s.version)) };
+    const src = new StaticMembership({ backends: [{ id: 'a', address: '127.0.0.1:1' }], version: 2 }, { logger: log.logger });
+    const binding = await bindMembership(src, target, { logger: captureLog().logger });
+    expect(log.find('membership version 2 ignored: not newer than 4 in force')).toHaveLength(1);
+    expect(src.set([{ id: 'b', address: '127.0.0.1:2' }], 9)).toBe(9);
+    expect(log.records.filter((r) => r['msg'] === 'membership applied').map((r) => r['version'])).toEqual([9]);
+    expect(binding.version).toBe(9);
+    await binding.close();
   });
 });

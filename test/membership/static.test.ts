@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { MembershipSnapshot } from '../../src/core/spec.js';
+import { PoiseError } from '../../src/core/errors.js';
 import { StaticMembership } from '../../src/membership/static.js';
 import { bindMembership } from '../../src/membership/source.js';
 import { captureLog, until } from '../helpers/log-capture.js';
@@ -100,7 +101,7 @@ describe('StaticMembership (file)', () => {
     // 5. An explicit version that goes backwards is rejected.
     writeFileSync(file, doc(['z'], { version: 2 }));
     await until(() => log.find('change rejected').length > 1, 'the second rejection');
-    expect(log.find('change rejected')[1]!['err']).toBe('version: 2 is not newer than the version in force 4');
+    expect(log.find('change rejected')[1]).toMatchObject({ err: 'version: 2 is not newer than the version in force 4', code: 'Conflict', field: 'version' });
 
     expect(seen.map((s) => s.backends.map((b) => b.id))).toEqual([['a'], ['a', 'b'], ['a', 'b', 'c'], ['c']]);
     await src.close();
@@ -120,5 +121,46 @@ describe('StaticMembership (file)', () => {
     expect(log.find('change rejected')[0]!['err']).toBe('target refused');
     refuse = false;
     expect(await src.reload()).toBe(2);
+  });
+
+  it('reads through a size cap: /dev/zero is "exceeds N bytes", not a crash', async () => {
+    const src = new StaticMembership({ file: '/dev/zero' }, { watch: false, maxBytes: 1024, logger: quiet() });
+    const err = await src.start(() => {}).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PoiseError);
+    expect([(err as PoiseError).code, (err as PoiseError).field, (err as PoiseError).message]).toEqual([
+      'InvalidConfig',
+      'input.file',
+      'input.file: "/dev/zero" exceeds the limit of 1024 bytes',
+    ]);
+    const big = tmpFile('big.json', `${doc(['a'])}${' '.repeat(2000)}`);
+    const capped = new StaticMembership({ file: big }, { watch: false, maxBytes: 1024, logger: quiet() });
+    await expect(capped.start(() => {})).rejects.toThrow(`input.file: ${JSON.stringify(big)} exceeds the limit of 1024 bytes`);
+  });
+
+  it("initial: 'wait' starts without a membership, reports why, and delivers the first valid version of the file", async () => {
+    const file = tmpFile('later.json', '{"cluster": "db", "backends": [');
+    const log = captureLog();
+    const seen: MembershipSnapshot[] = [];
+    const src = new StaticMembership({ file }, { debounceMs: 10, initial: 'wait', logger: log.logger });
+    await src.start((s) => seen.push(s));
+    expect(seen).toHaveLength(0);
+    expect(src.problem?.code).toBe('InvalidConfig');
+    expect(src.problem?.message).toMatch(/^document: malformed JSON/);
+    expect(log.find('missing or invalid at start; waiting')).toHaveLength(1);
+    writeFileSync(file, doc(['a'], { version: 4 }));
+    await until(() => src.version === 4, 'the first valid version');
+    expect(src.problem).toBeUndefined();
+    expect(seen.map((s) => [s.version, s.backends.map((b) => b.id)])).toEqual([[4, ['a']]]);
+    await src.close();
+
+    // A missing file waits too (NotFound), and appears later.
+    const dir = path.dirname(file);
+    const absent = path.join(dir, 'absent.json');
+    const src2 = new StaticMembership({ file: absent }, { debounceMs: 10, initial: 'wait', logger: quiet() });
+    await src2.start(() => {});
+    expect(src2.problem?.code).toBe('NotFound');
+    writeFileSync(absent, doc(['b']));
+    await until(() => src2.version === 1, 'the file appearing');
+    await src2.close();
   });
 });

@@ -6,17 +6,11 @@
 import os from 'node:os';
 import { POLICY_NAMES, type BenchPolicyName } from './policies.js';
 import { SCENARIO_NAMES, type ScenarioName } from './scenarios.js';
+import { NAME_RULE, nameProblem } from '../../membership/name.js';
+import { EXIT_HELP } from '../exit.js';
+import { UsageError } from '../usage.js';
 
-/** A bad flag or value: the command prints the message and exits with code 2. */
-export class UsageError extends Error {
-  /** The offending flag, `--workers`. */
-  readonly flag: string;
-  constructor(flag: string, message: string) {
-    super(message);
-    this.name = 'UsageError';
-    this.flag = flag;
-  }
-}
+export { UsageError } from '../usage.js';
 
 /** How a worker talks to a backend. */
 export type ConnectionMode = 'persistent' | 'per-request';
@@ -84,7 +78,7 @@ const VALUE_FLAGS = new Set([
 function integer(flag: string, raw: string, min: number, max: number): number {
   const v = /^[+]?\d+$/.test(raw.trim()) ? Number(raw) : Number.NaN;
   if (!Number.isSafeInteger(v) || v < min || v > max) {
-    throw new UsageError(flag, `${flag}: must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`);
+    throw new UsageError(`${flag}: must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`, flag);
   }
   return v;
 }
@@ -92,14 +86,14 @@ function integer(flag: string, raw: string, min: number, max: number): number {
 function seconds(flag: string, raw: string, min: number, max: number): number {
   const v = /^[+]?(\d+(\.\d*)?|\.\d+)$/.test(raw.trim()) ? Number(raw) : Number.NaN;
   if (!Number.isFinite(v) || v < min || v > max) {
-    throw new UsageError(flag, `${flag}: must be a number of seconds in [${min}, ${max}], got ${JSON.stringify(raw)}`);
+    throw new UsageError(`${flag}: must be a number of seconds in [${min}, ${max}], got ${JSON.stringify(raw)}`, flag);
   }
   return v;
 }
 
 function oneOf<T extends string>(flag: string, raw: string, allowed: readonly T[]): T {
   if (!(allowed as readonly string[]).includes(raw)) {
-    throw new UsageError(flag, `${flag}: must be one of ${allowed.join(', ')}, got ${JSON.stringify(raw)}`);
+    throw new UsageError(`${flag}: must be one of ${allowed.join(', ')}, got ${JSON.stringify(raw)}`, flag);
   }
   return raw as T;
 }
@@ -109,16 +103,16 @@ function redisUrl(raw: string): string {
   try {
     url = new URL(raw);
   } catch {
-    throw new UsageError('--redis', `--redis: must be a redis:// or rediss:// URL, got ${JSON.stringify(raw)}`);
+    throw new UsageError(`--redis: must be a redis:// or rediss:// URL, got ${JSON.stringify(raw)}`, '--redis');
   }
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
-    throw new UsageError('--redis', `--redis: must be a redis:// or rediss:// URL, got ${JSON.stringify(raw)}`);
+    throw new UsageError(`--redis: must be a redis:// or rediss:// URL, got ${JSON.stringify(raw)}`, '--redis');
   }
   return raw;
 }
 
 function file(flag: string, raw: string): string {
-  if (raw.length === 0) throw new UsageError(flag, `${flag}: must be a non-empty file path, got ""`);
+  if (raw.length === 0) throw new UsageError(`${flag}: must be a non-empty file path, got ""`, flag);
   return raw;
 }
 
@@ -155,17 +149,17 @@ export function parseBenchFlags(argv: readonly string[]): BenchFlags {
     const eq = word.indexOf('=');
     const flag = eq > 0 && word.startsWith('--') ? word.slice(0, eq) : word;
     if (!VALUE_FLAGS.has(flag)) {
-      throw new UsageError(flag, `unknown flag ${JSON.stringify(flag)} (accepted: ${[...VALUE_FLAGS].join(', ')}, --help)`);
+      throw new UsageError(`unknown flag ${JSON.stringify(flag)} (accepted: ${[...VALUE_FLAGS].join(', ')}, --help)`, flag);
     }
     let value: string;
     if (eq > 0 && word.startsWith('--')) value = word.slice(eq + 1);
     else {
       const next = argv[i + 1];
-      if (next === undefined) throw new UsageError(flag, `${flag}: needs a value`);
+      if (next === undefined) throw new UsageError(`${flag}: needs a value`, flag);
       value = next;
       i++;
     }
-    if (flag !== '--policy' && seen.has(flag)) throw new UsageError(flag, `${flag}: given more than once`);
+    if (flag !== '--policy' && seen.has(flag)) throw new UsageError(`${flag}: given more than once`, flag);
     seen.add(flag);
     switch (flag) {
       case '--workers':
@@ -195,9 +189,7 @@ export function parseBenchFlags(argv: readonly string[]): BenchFlags {
         out.redis = redisUrl(value);
         break;
       case '--cluster':
-        if (!/^[A-Za-z0-9._:-]{1,128}$/.test(value)) {
-          throw new UsageError(flag, `--cluster: must be 1 to 128 characters of [A-Za-z0-9._:-], got ${JSON.stringify(value)}`);
-        }
+        if (nameProblem(value) !== undefined) throw new UsageError(`--cluster: ${nameProblem(value)}, got ${JSON.stringify(value)}`, flag);
         out.cluster = value;
         break;
       case '--json':
@@ -213,13 +205,13 @@ export function parseBenchFlags(argv: readonly string[]): BenchFlags {
   }
   if ((out.redis === undefined) !== (out.cluster === undefined)) {
     const missing = out.redis === undefined ? '--redis' : '--cluster';
-    throw new UsageError(missing, `${missing}: --redis URL and --cluster NAME must be given together`);
+    throw new UsageError(`${missing}: --redis URL and --cluster NAME must be given together`, missing);
   }
   if (out.redis !== undefined && out.scenario !== 'slow-backend' && out.scenario !== 'uniform') {
-    throw new UsageError('--scenario', `--scenario: with --redis only slow-backend or uniform apply (membership comes from Redis), got ${JSON.stringify(out.scenario)}`);
+    throw new UsageError(`--scenario: with --redis only slow-backend or uniform apply (membership comes from Redis), got ${JSON.stringify(out.scenario)}`, '--scenario');
   }
   if (out.scenario === 'failover' && out.backends < 4) {
-    throw new UsageError('--backends', `--backends: the failover scenario needs an integer in [4, ${LIMITS.backends.max}], got ${out.backends}`);
+    throw new UsageError(`--backends: the failover scenario needs an integer in [4, ${LIMITS.backends.max}], got ${out.backends}`, '--backends');
   }
   return out;
 }
@@ -243,11 +235,13 @@ export function benchHelp(): string {
     `  --scenario NAME    ${SCENARIO_NAMES.join(' | ')} (default ${DEFAULTS.scenario})`,
     `  --connection MODE  persistent | per-request TCP connections (default ${DEFAULTS.connection})`,
     '  --redis URL        take membership from Redis (with --cluster) instead of the embedded backends',
-    '  --cluster NAME     the cluster name in Redis',
+    `  --cluster NAME     the cluster name in Redis: ${NAME_RULE}`,
     `  --json FILE        results as JSON (default ${DEFAULTS.json})`,
     `  --report FILE      self-contained HTML report (default ${DEFAULTS.report})`,
     `  --seed N           exact replay of every worker's stream, integer in [0, ${LIMITS.seed.max}] (debugging only; default OS seeding)`,
     '',
-    'Ctrl-C stops the run and still prints and writes what was measured.',
+    'Ctrl-C stops the run and still prints and writes what was measured (exit 130).',
+    '',
+    EXIT_HELP,
   ].join('\n');
 }

@@ -8,6 +8,7 @@
  * id order (slow-backend: the first is 10× slower, the second fails 5 %).
  * Changes published while the run goes are applied live.
  */
+import { PoiseError } from '../../core/errors.js';
 import type { MembershipSnapshot } from '../../core/spec.js';
 import { parseAddress } from '../../core/spec.js';
 import type { Logger } from '../../log.js';
@@ -80,7 +81,10 @@ export async function followRedis(opts: { url: string; cluster: string; scenario
     first ??= step;
   });
   try {
-    if (first === undefined) throw new Error(`--redis: no membership for cluster ${JSON.stringify(opts.cluster)}`);
+    if (first === undefined) {
+      const reason = source.problem?.message ?? 'nothing was delivered';
+      throw new PoiseError(source.problem?.code ?? 'NotFound', `--redis: no membership for cluster ${JSON.stringify(opts.cluster)} (${reason})`, { field: '--cluster' });
+    }
     await first;
   } catch (err) {
     await source.close();

@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { EXIT, exitCodeOf } from '../../src/cli/exit.js';
+import { UsageError } from '../../src/cli/usage.js';
+import { POISE_ERROR_CODES, PoiseError, type PoiseErrorCode } from '../../src/core/errors.js';
+
+describe('exit codes: one table from error code to exit code', () => {
+  const expected: Record<PoiseErrorCode, number> = {
+    InvalidConfig: 3,
+    InvalidWeight: 3,
+    DuplicateIdentity: 3,
+    InconsistentTopology: 3,
+    WeightOverflow: 3,
+    NotFound: 4,
+    Conflict: 5,
+    CapacityExhausted: 6,
+    Corrupt: 7,
+    Unavailable: 1,
+    Closed: 1,
+    Overloaded: 1,
+    Empty: 1,
+    NoEligibleCandidates: 1,
+    PanicRejected: 1,
+  };
+
+  it.each(POISE_ERROR_CODES.map((c) => [c]))('%s → its documented exit code, whatever the message says', (code) => {
+    // The message deliberately reads like another row: the code alone decides.
+    expect(exitCodeOf(new PoiseError(code, 'no backend "x"; not newer; ifVersion'))).toBe(expected[code]);
+  });
+
+  it('a usage error is 2; anything else is a runtime failure (1); the named codes are stable', () => {
+    expect(exitCodeOf(new UsageError('--capacity: must be an integer in [1, 65536], got "0"', '--capacity'))).toBe(2);
+    expect(exitCodeOf(new Error('boom'))).toBe(1);
+    expect(exitCodeOf(new RangeError('x'))).toBe(1);
+    expect(exitCodeOf('a string')).toBe(1);
+    expect(EXIT).toEqual({ ok: 0, failure: 1, usage: 2, rejected: 3, notFound: 4, conflict: 5, capacity: 6, corrupt: 7 });
+  });
+
+  it('a PoiseError of another copy of the package maps by its code; an unknown code is a runtime failure', async () => {
+    const other = (await import('../../dist/src/core/errors.js')) as typeof import('../../src/core/errors.js');
+    expect(exitCodeOf(new other.PoiseError('Conflict', 'x'))).toBe(5);
+    expect(exitCodeOf(new other.PoiseError('FromTheFuture' as PoiseErrorCode, 'x'))).toBe(1);
+  });
+});
