@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Command } from './main.js';
+import type { Command } from './command.js';
 import { formatBalls } from './bench/balls.js';
 import { benchHelp, parseBenchFlags, type BenchFlags } from './bench/flags.js';
 import { Progress } from './bench/progress.js';

@@ -51,6 +51,6 @@ describe('poise bench flags', () => {
   });
 
   it('refuses an unknown flag by name', () => {
-    expect(refused(['--wokers', '2']).message).toMatch(/^unknown flag "--wokers" \(accepted: --workers, /);
+    expect(refused(['--wokers', '2']).message).toMatch(/^unknown flag --wokers \(accepted: --workers, --backends, /);
   });
 });

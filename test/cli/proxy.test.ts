@@ -39,7 +39,10 @@ describe('poise proxy', () => {
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--attempts', '0'], '--attempts: must be an integer in [1, 100], got "0"'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--policy', 'fastest'], '--policy: must be one of round-robin'],
     [['--listen', '127.0.0.1:6000', '--redis', 'redis://127.0.0.1:6379'], '--cluster: required with --redis'],
-    [['--bogus'], "Unknown option '--bogus'"],
+    [['--bogus'], 'unknown flag --bogus (accepted: --listen, --backend, --file, --redis, --cluster, --prefix, --policy, --attempts, '],
+    [['--listen'], '--listen: needs a value'],
+    [['--listen', '127.0.0.1:6000', '--file', 'a.json', '--file', 'b.json'], '--file: given more than once'],
+    [['--listen', '127.0.0.1:6000', 'extra'], 'unexpected argument "extra" (this command takes flags only)'],
   ])('refuses %j with exit 2 and names the flag', (args, message) => {
     const r = usage(args);
     expect(r.status).toBe(2);
