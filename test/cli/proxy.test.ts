@@ -122,8 +122,9 @@ describe('poise proxy', () => {
     const port = await freePort();
     const proxy = startProxy(['--listen', `127.0.0.1:${port}`, '--file', file, '--wait-log-interval', '100']);
     try {
-      await proxy.until((r) => r.filter((x) => String(x['msg']).startsWith('proxy: no membership yet')).length >= 2, 'two waiting lines');
-      const waiting = proxy.find('proxy: no membership yet');
+      // Under load the first interval may pass before the file is read ("has not answered yet"): wait for two lines that name the reason.
+      await proxy.until((r) => r.filter((x) => String(x['msg']).startsWith('proxy: no membership yet') && x['code'] === 'InvalidWeight').length >= 2, 'two waiting lines naming the reason');
+      const waiting = proxy.find('proxy: no membership yet').filter((x) => x['code'] !== undefined);
       expect(waiting[0]).toMatchObject({ level: 40, reason: 'backends[0].weight: must be an integer in [1, 4294967295], got -1', code: 'InvalidWeight', field: 'backends[0].weight' });
       expect(await refused(port)).toBe(true); // not listening: refused, never accepted and reset
       expect(proxy.find('proxy ready')).toHaveLength(0);
