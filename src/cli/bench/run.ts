@@ -19,7 +19,7 @@ import { isKeyed, type BenchPolicyName } from './policies.js';
 import type { Progress } from './progress.js';
 import { SAMPLE_MS, type BenchResult, type PolicyResult } from './results.js';
 import { membershipOf, scenarioPlan, type BackendModel, type ScenarioPlan } from './scenarios.js';
-import { Histogram } from './stats.js';
+import { latencyHistogram, summarize } from './stats.js';
 import { COUNTERS, MEASURE, PHASE, READY, STOP, type WorkerResult, type WorkerTask } from './worker.js';
 
 /** Environment of a run (injected by the command and by tests). */
@@ -185,12 +185,12 @@ async function measurePolicy(
     await results;
   }
   const seconds = (stopped - started) / 1000;
-  const h = new Histogram();
+  const h = latencyHistogram();
   const perBackend = new Map<string, { requests: number; errors: number }>();
   let requests = 0;
   let errors = 0;
   for (const r of await results) {
-    h.merge(Histogram.from(r.histogram));
+    h.add(r.histogram);
     requests += r.requests;
     errors += r.errors;
     for (const [id, q, e] of r.perBackend) {
@@ -208,6 +208,7 @@ async function measurePolicy(
   const mean = samples === 0 ? 0 : meanSum / samples;
   const max = samples === 0 ? 0 : maxSum / samples;
   ctx.progress.done();
+  const latency = summarize(h);
   return {
     policy,
     interrupted: signal.aborted,
@@ -215,14 +216,14 @@ async function measurePolicy(
     requests,
     errors,
     throughput: seconds > 0 ? requests / seconds : 0,
-    latencyMs: { p50: h.percentileMs(0.5), p99: h.percentileMs(0.99), p999: h.percentileMs(0.999), mean: h.meanMs(), max: h.maxMs() },
+    latencyMs: { p50: latency.p50, p99: latency.p99, p999: latency.p999, mean: latency.mean, max: latency.max },
     slowShare: hasSlow ? models.filter((m) => m.role === 'slow').reduce((a, m) => a + (perBackend.get(m.id)?.requests ?? 0), 0) / Math.max(1, served) : null,
     inflight: { max, mean, maxOverMean: mean > 0 ? max / mean : 0 },
     perBackend: finalModels.map((m) => {
       const t = perBackend.get(m.id) ?? { requests: 0, errors: 0 };
       return { id: m.id, role: roles.get(m.id) ?? 'normal', requests: t.requests, errors: t.errors, share: t.requests / Math.max(1, served) };
     }),
-    cdf: h.cdf(),
+    cdf: latency.cdf,
     trackedInflight: series,
     events,
   };
