@@ -12,9 +12,7 @@
  * running) and one completed-request counter per worker for progress.
  */
 import type { RecordableHistogram } from 'node:perf_hooks';
-import { Rng } from '../../core/rng.js';
-import type { Lease, Outcome } from '../../runtime/lease.js';
-import { workerRouter } from '../../runtime/pool.js';
+import { Rng, workerRouter, type Lease, type Outcome } from 'poise-lb';
 import type { ConnectionMode } from './flags.js';
 import { LineConnection } from './protocol.js';
 import { latencyHistogram, recordMs } from './stats.js';

@@ -3,11 +3,7 @@
  * warm-up, the measured window with the scenario's timeline and the in-flight
  * sampler, then the workers' results merged into one {@link PolicyResult}.
  */
-import type { Status } from '../../core/candidate.js';
-import type { MembershipSnapshot } from '../../core/spec.js';
-import type { Logger } from '../../log.js';
-import { Balancer } from '../../runtime/balancer.js';
-import { createWorkerPool } from '../../runtime/pool.js';
+import { Balancer, createWorkerPool, type Logger, type MembershipSnapshot, type Status } from 'poise-lb';
 import type { BackendFarm } from './backends.js';
 import type { BenchFlags } from './flags.js';
 import type { RedisFeed } from './membership.js';

@@ -6,12 +6,19 @@
 import os from 'node:os';
 import { POLICY_NAMES, type BenchPolicyName } from './policies.js';
 import { SCENARIO_NAMES, type ScenarioName } from './scenarios.js';
-import { NAME_RULE } from '../../membership/name.js';
-import { choiceFlag, integerFlag, nameFlag, parseFlags, pathFlag, redisUrlFlag, secondsFlag, type FlagSpecs } from '../args.js';
-import { EXIT_HELP } from '../exit.js';
-import { UsageError } from '../usage.js';
-
-export { UsageError } from '../usage.js';
+import {
+  EXIT_HELP,
+  NAME_RULE,
+  UsageError,
+  choiceFlag,
+  integerFlag,
+  nameFlag,
+  parseFlags,
+  pathFlag,
+  redisUrlFlag,
+  secondsFlag,
+  type FlagSpecs,
+} from 'poise-lb/cli';
 
 /** How a worker talks to a backend. */
 export type ConnectionMode = 'persistent' | 'per-request';

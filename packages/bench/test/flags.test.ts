@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, LIMITS, UsageError, defaultWorkers, parseBenchFlags } from '../../src/cli/bench/flags.js';
+import { UsageError } from 'poise-lb/cli';
+import { DEFAULTS, LIMITS, defaultWorkers, parseBenchFlags } from '../src/flags.js';
 
 function refused(argv: string[]): UsageError {
   try {

@@ -2,8 +2,8 @@ import { Worker } from 'node:worker_threads';
 import type { RecordableHistogram } from 'node:perf_hooks';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_US, latencyHistogram, recordMs, summarize } from '../../src/cli/bench/stats.js';
-import { Rng } from '../../src/core/rng.js';
+import { MAX_US, latencyHistogram, recordMs, summarize } from '../src/stats.js';
+import { Rng } from 'poise-lb';
 
 /** The ⌊q·n + ½⌋-th smallest value (at least the first): HdrHistogram's rank for the q-quantile. */
 function rankValue(sorted: number[], q: number): number {
