@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
+    include: ['test/**/*.test.ts', 'packages/*/test/**/*.test.ts'],
     // Worker-thread and Redis integration tests are CPU-heavy on a 2-core
     // machine; run files one at a time per fork so they do not starve each other.
     pool: 'forks',

@@ -1,93 +1,64 @@
 /**
- * `poise bench` — the command `npm start` runs: K TCP backends on loopback,
- * W worker threads each with its own Router over one shared LoadTable, the
- * default policies compared under the same closed-loop load, one table,
- * an HTML report and the same data as JSON. See `poise bench --help`.
+ * `poise bench` — the policies compared under load (what `npm start` runs).
+ * The bench lives in its own package, `@poise-lb/bench` (packages/bench in
+ * this repository), so that its 2,000 lines of harness, report and
+ * simulation do not ship with the library. This command loads it when it is
+ * installed and otherwise says which package to install: exit 1, or 0 for
+ * `--help`.
  */
-import { readFileSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
-import path from 'node:path';
-import type { Command } from './main.js';
-import { formatBalls } from './bench/balls.js';
-import { benchHelp, parseBenchFlags, type BenchFlags } from './bench/flags.js';
-import { Progress } from './bench/progress.js';
-import { renderReport } from './bench/report-html.js';
-import { formatTable, type BenchResult } from './bench/results.js';
-import { runBench, type RunContext } from './bench/run.js';
-import { EXIT, exitCodeOf } from './exit.js';
+import type { Command } from './command.js';
+import { EXIT } from './exit.js';
 
-/** Exit code after Ctrl-C (128 + SIGINT). */
-export const EXIT_INTERRUPTED = 130;
+/** The package that implements `poise bench`. */
+export const BENCH_PACKAGE = '@poise-lb/bench';
 
-function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: string };
-    return pkg.version ?? 'unknown';
-  } catch {
-    return 'unknown';
-  }
+/** What this command needs of the package. */
+interface BenchModule {
+  command: Command;
 }
 
-/** Prints the results and writes the report and the JSON. */
-async function publish(result: BenchResult, flags: BenchFlags, out: NodeJS.WritableStream): Promise<void> {
-  const c = result.config;
-  out.write(`\npoise bench — ${c.scenario}: ${c.description}\n`);
-  if (c.scenario !== 'balls') {
-    out.write(`${c.workers} workers × ${c.concurrency} concurrent requests, ${c.durationS} s per policy (after ${c.warmupS} s warm-up), ${c.connection} connections, seed ${c.seed ?? 'OS'}\n\n`);
-    out.write(`${result.policies.length > 0 ? formatTable(result.policies) : '(nothing measured)'}\n`);
-  }
-  if (result.balls !== null) out.write(`\n${formatBalls(result.balls)}\n`);
-  if (result.interrupted) out.write('\nInterrupted: the figures above cover what was measured before Ctrl-C.\n');
-  await writeFile(flags.json, `${JSON.stringify(result, null, 2)}\n`);
-  await writeFile(flags.report, renderReport(result));
-  out.write(`\nreport: ${path.resolve(flags.report)}\njson:   ${path.resolve(flags.json)}\n`);
+/** True when `err` says that `specifier` itself cannot be found (not one of its own imports). */
+function isMissing(err: unknown, specifier: string): boolean {
+  const e = err as NodeJS.ErrnoException;
+  return e?.code === 'ERR_MODULE_NOT_FOUND' && typeof e.message === 'string' && e.message.includes(`'${specifier}'`);
 }
 
 /**
- * Runs `poise bench` with `argv`; resolves to the exit code: 0, 130 after
- * Ctrl-C, otherwise the code of the failure from the one table (exit.ts):
- * 2 for a bad flag, 4 when the Redis cluster has no membership, 1 for a
- * runtime failure. `workerFile` overrides the compiled worker module.
+ * The `bench` command of `specifier` (default {@link BENCH_PACKAGE}), or
+ * undefined when that package is not installed. Any other failure to load it
+ * (a missing dependency of its own, a syntax error) is thrown as it is.
  */
-export async function runBenchCommand(argv: string[], opts: { workerFile?: URL } = {}): Promise<number> {
+export async function loadBench(specifier: string = BENCH_PACKAGE): Promise<Command | undefined> {
   try {
-    return await runChecked(argv, opts);
+    return ((await import(specifier)) as BenchModule).command;
   } catch (err) {
-    const code = exitCodeOf(err);
-    process.stderr.write(`poise bench: ${err instanceof Error ? err.message : String(err)}\n${code === EXIT.usage ? 'Run `poise bench --help` for the flags.\n' : ''}`);
-    return code;
+    if (isMissing(err, specifier)) return undefined;
+    throw err;
   }
 }
 
-async function runChecked(argv: string[], opts: { workerFile?: URL }): Promise<number> {
-  const flags: BenchFlags = parseBenchFlags(argv);
-  if (flags.help) {
-    process.stdout.write(`${benchHelp()}\n`);
-    return EXIT.ok;
-  }
-  // The run's output is the table; routers' warnings (ejections) are summed in
-  // its errors column. POISE_LOG_LEVEL still wins when set (workers inherit it).
-  process.env['POISE_LOG_LEVEL'] ??= 'error';
-  const abort = new AbortController();
-  const onSigint = (): void => {
-    if (abort.signal.aborted) process.exit(EXIT_INTERRUPTED); // second Ctrl-C: leave now
-    process.stderr.write('\nStopping (Ctrl-C again to quit at once)…\n');
-    abort.abort();
-  };
-  process.on('SIGINT', onSigint);
-  try {
-    const ctx: RunContext = { progress: new Progress(process.stdout), signal: abort.signal, version: packageVersion() };
-    if (opts.workerFile !== undefined) ctx.workerFile = opts.workerFile;
-    const result = await runBench(flags, ctx);
-    await publish(result, flags, process.stdout);
-    return result.interrupted ? EXIT_INTERRUPTED : EXIT.ok;
-  } finally {
-    process.off('SIGINT', onSigint);
-  }
+/** The text for a `poise bench` without its package. */
+export function missingBench(specifier: string = BENCH_PACKAGE): string {
+  return `poise bench: the bench is the package ${specifier}, which is not installed.
+Install it next to poise-lb and run the same command again:
+
+  npm install ${specifier}
+  npx poise bench --help        (or: npx poise-bench --help)
+
+In a clone of the repository, \`npm install\` links it (packages/bench) and \`npm start\` runs it.`;
+}
+
+/** Runs `poise bench argv` through `specifier`'s command. */
+export async function runBench(argv: string[], specifier: string = BENCH_PACKAGE): Promise<number> {
+  const bench = await loadBench(specifier);
+  if (bench !== undefined) return bench.run(argv);
+  const help = argv.includes('--help') || argv.includes('-h');
+  (help ? process.stdout : process.stderr).write(`${missingBench(specifier)}\n`);
+  return help ? EXIT.ok : EXIT.failure;
 }
 
 /** The `bench` subcommand. */
 export const command: Command = {
-  summary: 'compare balancing policies under load on local TCP backends; writes an HTML report (npm start)',
-  run: (argv) => runBenchCommand(argv),
+  summary: `compare balancing policies under load on local TCP backends; writes an HTML report (npm start; package ${BENCH_PACKAGE})`,
+  run: (argv) => runBench(argv),
 };

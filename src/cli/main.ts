@@ -8,13 +8,8 @@
  * 4 not found, 5 conflict, 6 capacity exhausted, 7 stored snapshot corrupt.
  */
 import { readFileSync } from 'node:fs';
+import type { Command } from './command.js';
 import { EXIT, exitCodeOf } from './exit.js';
-
-/** A subcommand: `run` resolves to the process exit code. */
-export interface Command {
-  summary: string;
-  run(argv: string[]): Promise<number>;
-}
 
 const commands: Record<string, () => Promise<Command>> = {
   // subcommands register here: name → lazy loader

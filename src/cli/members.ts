@@ -8,23 +8,17 @@
  * 1 runtime failure, 2 usage, 3 rejected by validation, 4 not found,
  * 5 conflict, 6 capacity exhausted (version ceiling), 7 stored snapshot corrupt.
  */
-import type { Command } from './main.js';
+import type { Command } from './command.js';
 import { PoiseError } from '../core/errors.js';
 import type { BackendSpec, MembershipSnapshot } from '../core/spec.js';
 import { DEFAULT_MAX_DOCUMENT_BYTES, MAX_VERSION, formatOf, parseText } from '../membership/document.js';
-import { nameProblem } from '../membership/name.js';
 import { readFileLimited, readStreamLimited } from '../membership/read-limited.js';
 import { MembershipPublisher } from '../membership/redis-publisher.js';
 import { RedisMembership } from '../membership/redis-source.js';
+import { integerFlag, nameFlag, parseFlags, redisUrlFlag, type FlagSpecs, type ParsedFlags } from './args.js';
 import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
 import { cliLogger } from './logger.js';
 import { UsageError } from './usage.js';
-
-interface Flags {
-  values: Map<string, string>;
-  bools: Set<string>;
-  positional: string[];
-}
 
 const COMMON = `Common flags:
   --redis URL       redis://[:password@]host:port[/db] or rediss:// (TLS); default $POISE_REDIS_URL
@@ -35,7 +29,17 @@ const COMMON = `Common flags:
 
 ${EXIT_HELP}`;
 
-const HELP: Record<string, { usage: string; text: string; values: string[]; bools: string[] }> = {
+/** Flags every subcommand takes. */
+const COMMON_FLAGS = {
+  redis: { type: 'string' },
+  cluster: { type: 'string' },
+  prefix: { type: 'string' },
+  'max-bytes': { type: 'string' },
+} as const satisfies FlagSpecs;
+
+const S = { type: 'string' } as const;
+
+const HELP: Record<string, { usage: string; text: string; flags: FlagSpecs }> = {
   apply: {
     usage: 'poise members apply FILE|- [--version N] [--if-version N]',
     text: `Replaces the whole membership with a JSON or YAML document ({ cluster, version?, backends }).
@@ -44,31 +48,27 @@ FILE "-" reads JSON from stdin. The document is validated first; an invalid one 
                    overrides the document's). Versions never pass 2^53 - 1: at the ceiling a write exits 6.
   --if-version N   write only if the stored version is N (0 = nothing stored yet)
 Prints the new version.`,
-    values: ['version', 'if-version'],
-    bools: [],
+    flags: { version: S, 'if-version': S },
   },
   add: {
     usage: 'poise members add ID HOST:PORT [--weight W] [--priority P] [--locality L] [--locality-weight W] [--status S] [--max-inflight N] [--no-panic]',
     text: 'Adds one backend (the id must be new). Prints the new version.',
-    values: ['weight', 'priority', 'locality', 'locality-weight', 'status', 'max-inflight'],
-    bools: ['no-panic'],
+    flags: { weight: S, priority: S, locality: S, 'locality-weight': S, status: S, 'max-inflight': S, 'no-panic': { type: 'boolean' } },
   },
-  remove: { usage: 'poise members remove ID', text: 'Removes one backend. Prints the new version.', values: [], bools: [] },
+  remove: { usage: 'poise members remove ID', text: 'Removes one backend. Prints the new version.', flags: {} },
   drain: {
     usage: 'poise members drain ID',
     text: 'Marks a backend "draining": no new picks, in-flight work finishes. Prints the new version.',
-    values: [],
-    bools: [],
+    flags: {},
   },
-  undrain: { usage: 'poise members undrain ID', text: 'Marks a backend "ready" again. Prints the new version.', values: [], bools: [] },
-  weight: { usage: 'poise members weight ID W', text: 'Sets a backend weight (an integer in [1, 4294967295]). Prints the new version.', values: [], bools: [] },
+  undrain: { usage: 'poise members undrain ID', text: 'Marks a backend "ready" again. Prints the new version.', flags: {} },
+  weight: { usage: 'poise members weight ID W', text: 'Sets a backend weight (an integer in [1, 4294967295]). Prints the new version.', flags: {} },
   show: {
     usage: 'poise members show',
     text: `Prints the stored membership as JSON: { "version": N, "lineage": "<hex>", "document": { cluster, backends } }.
 The lineage names the version line: a new one starts when the cluster's first version is written into an empty Redis.
 Exit 4 when none is stored, 7 when the stored value is not a valid snapshot.`,
-    values: [],
-    bools: [],
+    flags: {},
   },
   watch: {
     usage: 'poise members watch [--count N] [--json]',
@@ -76,62 +76,38 @@ Exit 4 when none is stored, 7 when the stored value is not a valid snapshot.`,
   version 7 backends 3 ready 2 draining 1 unavailable 0
   --json      print each applied snapshot as one JSON line instead
   --count N   exit 0 after N applied versions (default: run until SIGINT/SIGTERM)`,
-    values: ['count'],
-    bools: ['json'],
+    flags: { count: S, json: { type: 'boolean' } },
   },
 };
 
-function parseFlags(argv: string[], values: string[], bools: string[]): Flags {
-  const allowedValues = new Set([...values, 'redis', 'cluster', 'prefix', 'max-bytes']);
-  const allowedBools = new Set([...bools, 'help']);
-  const flags: Flags = { values: new Map(), bools: new Set(), positional: [] };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === '-h') {
-      flags.bools.add('help');
-      continue;
-    }
-    if (!arg.startsWith('--') || arg === '-') {
-      flags.positional.push(arg);
-      continue;
-    }
-    const eq = arg.indexOf('=');
-    const name = arg.slice(2, eq < 0 ? undefined : eq);
-    if (allowedBools.has(name) && eq < 0) flags.bools.add(name);
-    else if (allowedValues.has(name)) {
-      const value = eq >= 0 ? arg.slice(eq + 1) : argv[++i];
-      if (value === undefined) throw new UsageError(`--${name}: needs a value`);
-      flags.values.set(name, value);
-    } else throw new UsageError(`unknown flag --${name}`);
-  }
-  return flags;
+type Flags = ParsedFlags<FlagSpecs>;
+
+/** A string flag's raw value (the command's specs are a runtime table, so the parser's static types are the loose ones). */
+function str(flags: Flags, name: string): string | undefined {
+  return flags.values[name] as string | undefined;
 }
 
-function intFlag(flags: Flags, name: string, min: number, max: number): number | undefined {
-  const raw = flags.values.get(name);
-  if (raw === undefined) return undefined;
-  const n = /^-?\d+$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n < min || n > max) throw new UsageError(`--${name}: must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`);
-  return n;
+/** Whether a switch is on. */
+function on(flags: Flags, name: string): boolean {
+  return (flags.values[name] as unknown) === true;
 }
 
 function positional(flags: Flags, n: number, names: string): string[] {
-  if (flags.positional.length !== n) throw new UsageError(`expected ${names}, got ${flags.positional.length} argument(s)`);
-  return flags.positional;
+  if (flags.positionals.length !== n) throw new UsageError(`expected ${names}, got ${flags.positionals.length} argument(s)`);
+  return flags.positionals;
 }
 
 function connection(flags: Flags): { url: string; cluster: string; prefix: string; maxBytes: number | undefined } {
-  const url = flags.values.get('redis') ?? process.env['POISE_REDIS_URL'];
-  const cluster = flags.values.get('cluster') ?? process.env['POISE_CLUSTER'];
+  const url = str(flags, 'redis') ?? process.env['POISE_REDIS_URL'];
+  const cluster = str(flags, 'cluster') ?? process.env['POISE_CLUSTER'];
   if (url === undefined || url === '') throw new UsageError('--redis: required (or set POISE_REDIS_URL)', '--redis');
-  if (!/^rediss?:\/\//.test(url)) throw new UsageError(`--redis: must be a redis:// or rediss:// URL, got ${JSON.stringify(url)}`, '--redis');
   if (cluster === undefined || cluster === '') throw new UsageError('--cluster: required (or set POISE_CLUSTER)', '--cluster');
-  const prefix = flags.values.get('prefix') ?? 'poise';
-  for (const [flag, value] of [['--cluster', cluster], ['--prefix', prefix]] as const) {
-    const problem = nameProblem(value);
-    if (problem !== undefined) throw new UsageError(`${flag}: ${problem}, got ${JSON.stringify(value)}`, flag);
-  }
-  return { url, cluster, prefix, maxBytes: intFlag(flags, 'max-bytes', 64, 512 * 1024 * 1024) };
+  return {
+    url: redisUrlFlag('--redis', url)!,
+    cluster: nameFlag('--cluster', cluster)!,
+    prefix: nameFlag('--prefix', str(flags, 'prefix')) ?? 'poise',
+    maxBytes: integerFlag('--max-bytes', str(flags, 'max-bytes'), 64, 512 * 1024 * 1024),
+  };
 }
 
 /** Fail fast instead of queueing forever when Redis is down: a CLI must answer. */
@@ -159,8 +135,8 @@ async function write(sub: string, flags: Flags): Promise<number> {
   switch (sub) {
     case 'apply': {
       const [file] = positional(flags, 1, 'FILE (or - for stdin)');
-      const version = intFlag(flags, 'version', 1, MAX_VERSION);
-      const ifVersion = intFlag(flags, 'if-version', 0, MAX_VERSION);
+      const version = integerFlag('--version', str(flags, 'version'), 1, MAX_VERSION);
+      const ifVersion = integerFlag('--if-version', str(flags, 'if-version'), 0, MAX_VERSION);
       const doc = await readDocument(file!, version, conn.maxBytes ?? DEFAULT_MAX_DOCUMENT_BYTES);
       op = (p) => p.apply(doc, ifVersion === undefined ? {} : { ifVersion });
       break;
@@ -175,14 +151,14 @@ async function write(sub: string, flags: Flags): Promise<number> {
         ['max-inflight', 'maxInflight'],
       ];
       for (const [flag, field] of ints) {
-        const raw = flags.values.get(flag);
+        const raw = str(flags, flag);
         if (raw !== undefined) spec[field] = /^-?\d+$/.test(raw) ? Number(raw) : raw; // validation names the field
       }
-      const locality = flags.values.get('locality');
+      const locality = str(flags, 'locality');
       if (locality !== undefined) spec['locality'] = locality;
-      const status = flags.values.get('status');
+      const status = str(flags, 'status');
       if (status !== undefined) spec['status'] = status;
-      if (flags.bools.has('no-panic')) spec['panicEligible'] = false;
+      if (on(flags, 'no-panic')) spec['panicEligible'] = false;
       op = (p) => p.add(spec as unknown as BackendSpec);
       break;
     }
@@ -242,8 +218,8 @@ async function show(flags: Flags): Promise<number> {
 async function watchCmd(flags: Flags): Promise<number> {
   const conn = connection(flags);
   positional(flags, 0, 'no arguments');
-  const count = intFlag(flags, 'count', 1, Number.MAX_SAFE_INTEGER);
-  const json = flags.bools.has('json');
+  const count = integerFlag('--count', str(flags, 'count'), 1, Number.MAX_SAFE_INTEGER);
+  const json = on(flags, 'json');
   const source = new RedisMembership({
     url: conn.url,
     cluster: conn.cluster,
@@ -288,8 +264,8 @@ async function run(argv: string[]): Promise<number> {
     return EXIT.usage;
   }
   try {
-    const flags = parseFlags(rest, help.values, help.bools);
-    if (flags.bools.has('help')) {
+    const flags = parseFlags(rest, { ...COMMON_FLAGS, ...help.flags }, { positionals: true });
+    if (flags.values.help) {
       process.stdout.write(`usage: ${help.usage} --redis URL --cluster NAME\n\n${help.text}\n\n${COMMON}\n`);
       return EXIT.ok;
     }

@@ -11,20 +11,19 @@
  * when one is applied — or, with `--require-membership`, exits at once with
  * the reason's exit code. Exit codes come from exit.ts (the one table).
  */
-import { parseArgs } from 'node:util';
 import { PoiseError, isPoiseError } from '../core/errors.js';
 import { addressDetail, parseAddress, resolveBackendSpecs, type BackendSpec } from '../core/spec.js';
 import type { Logger } from '../log.js';
-import { nameProblem } from '../membership/name.js';
 import { bindMembership, type MembershipBinding, type MembershipSource } from '../membership/source.js';
 import { StaticMembership } from '../membership/static.js';
 import { RedisMembership } from '../membership/redis-source.js';
 import { TcpProxy } from '../net/proxy.js';
 import { Balancer } from '../runtime/balancer.js';
 import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
+import { choiceFlag, integerFlag, nameFlag, parseFlags, redisUrlFlag, type FlagSpecs, type FlagValues } from './args.js';
 import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
 import { cliLogger } from './logger.js';
-import type { Command } from './main.js';
+import type { Command } from './command.js';
 import { waitForMembership } from './proxy-wait.js';
 import { UsageError } from './usage.js';
 
@@ -79,10 +78,9 @@ const OPTIONS = {
   'require-membership': { type: 'boolean' },
   'wait-log-interval': { type: 'string' },
   'log-level': { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
+} as const satisfies FlagSpecs;
 
-type Values = ReturnType<typeof parseArgs<{ args: string[]; strict: true; options: typeof OPTIONS }>>['values'];
+type Values = FlagValues<typeof OPTIONS>;
 
 /** The validated flags of one run. */
 interface ProxyFlags {
@@ -96,13 +94,6 @@ interface ProxyFlags {
   waitLogMs: number;
   log: Logger;
   source: MembershipSource;
-}
-
-function int(flag: string, raw: string | undefined, min: number, max: number, dflt: number): number {
-  if (raw === undefined) return dflt;
-  const n = Number(raw);
-  if (!/^-?\d+$/.test(raw) || n < min || n > max) throw new UsageError(`--${flag}: must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`, `--${flag}`);
-  return n;
 }
 
 /**
@@ -126,48 +117,44 @@ function backendFlags(raws: readonly string[], capacity: number): BackendSpec[] 
   return specs;
 }
 
-function checkName(flag: string, value: string): string {
-  const problem = nameProblem(value);
-  if (problem !== undefined) throw new UsageError(`${flag}: ${problem}, got ${JSON.stringify(value)}`, flag);
-  return value;
-}
-
-function parseFlags(values: Values): ProxyFlags {
+function proxyFlags(values: Values): ProxyFlags {
   const log = cliLogger('poise-proxy', { flag: '--log-level', flagLevel: values['log-level'], dflt: 'info', pretty: process.stderr.isTTY });
   const at = values.listen === undefined ? undefined : parseAddress(values.listen);
   if (at === undefined) {
     const detail = values.listen === undefined ? undefined : addressDetail(values.listen);
     throw new UsageError(`--listen: required, HOST:PORT with a port in [1, 65535], got ${JSON.stringify(values.listen ?? null)}${detail ? ` (${detail})` : ''}`, '--listen');
   }
-  const rawPolicy = values.policy ?? 'p2c:connections';
-  if (!(POLICY_NAMES as readonly string[]).includes(rawPolicy)) {
-    throw new UsageError(`--policy: must be one of ${POLICY_NAMES.join(', ')}, got ${JSON.stringify(rawPolicy)}`, '--policy');
-  }
-  const capacity = int('capacity', values.capacity, 1, 65536, 1024);
-  const requireMembership = values['require-membership'] === true;
-  const chosen = [values.backend !== undefined, values.file !== undefined, values.redis !== undefined].filter(Boolean).length;
+  const policy = choiceFlag('--policy', values.policy, POLICY_NAMES) ?? 'p2c:connections';
+  const capacity = integerFlag('--capacity', values.capacity, 1, 65536) ?? 1024;
+  const requireMembership = values['require-membership'];
+  // Every flag is checked before a source is built: a usage error leaves nothing open.
+  const attempts = integerFlag('--attempts', values.attempts, 1, 100) ?? 3;
+  const connectTimeoutMs = integerFlag('--connect-timeout', values['connect-timeout'], 1, 600_000) ?? 2000;
+  const idleTimeoutMs = integerFlag('--idle-timeout', values['idle-timeout'], 0, 86_400_000) ?? 0;
+  const waitLogMs = integerFlag('--wait-log-interval', values['wait-log-interval'], 100, 600_000) ?? 5000;
+  const chosen = [values.backend.length > 0, values.file !== undefined, values.redis !== undefined].filter(Boolean).length;
   if (chosen !== 1) throw new UsageError('membership: give exactly one of --backend, --file, --redis');
+  const url = redisUrlFlag('--redis', values.redis);
+  if (url !== undefined && values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
+  const cluster = nameFlag('--cluster', values.cluster);
+  const prefix = nameFlag('--prefix', values.prefix);
   let source: MembershipSource;
-  if (values.redis !== undefined) {
-    if (!/^rediss?:\/\//.test(values.redis)) throw new UsageError(`--redis: must be a redis:// or rediss:// URL, got ${JSON.stringify(values.redis)}`, '--redis');
-    if (values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
-    const cluster = checkName('--cluster', values.cluster);
-    const prefix = values.prefix === undefined ? undefined : checkName('--prefix', values.prefix);
-    source = new RedisMembership({ url: values.redis, cluster, prefix, logger: log, failFast: requireMembership });
+  if (url !== undefined && cluster !== undefined) {
+    source = new RedisMembership({ url, cluster, prefix, logger: log, failFast: requireMembership });
   } else if (values.file !== undefined) {
     source = new StaticMembership({ file: values.file }, { watch: true, logger: log, initial: requireMembership ? 'reject' : 'wait' });
   } else {
-    source = new StaticMembership({ backends: backendFlags(values.backend!, capacity) }, { logger: log });
+    source = new StaticMembership({ backends: backendFlags(values.backend, capacity) }, { logger: log });
   }
   return {
     listen: at,
-    policy: rawPolicy as PolicyName,
-    attempts: int('attempts', values.attempts, 1, 100, 3),
-    connectTimeoutMs: int('connect-timeout', values['connect-timeout'], 1, 600_000, 2000),
-    idleTimeoutMs: int('idle-timeout', values['idle-timeout'], 0, 86_400_000, 0),
+    policy,
+    attempts,
+    connectTimeoutMs,
+    idleTimeoutMs,
     capacity,
     requireMembership,
-    waitLogMs: int('wait-log-interval', values['wait-log-interval'], 100, 600_000, 5000),
+    waitLogMs,
     log,
     source,
   };
@@ -256,21 +243,17 @@ async function serve(f: ProxyFlags): Promise<number> {
 
 async function run(argv: string[]): Promise<number> {
   try {
-    let values: Values;
-    try {
-      ({ values } = parseArgs({ args: argv, strict: true, options: OPTIONS }));
-    } catch (err) {
-      throw new UsageError(`${(err as Error).message}\n\n${HELP}`);
-    }
-    if (values.help === true) {
+    const { values } = parseFlags(argv, OPTIONS);
+    if (values.help) {
       process.stdout.write(`${HELP}\n`);
       return EXIT.ok;
     }
-    return await serve(parseFlags(values));
+    return await serve(proxyFlags(values));
   } catch (err) {
-    process.stderr.write(`poise proxy: ${err instanceof Error ? err.message : String(err)}\n`);
+    const code = exitCodeOf(err);
+    process.stderr.write(`poise proxy: ${err instanceof Error ? err.message : String(err)}\n${code === EXIT.usage ? 'Run `poise proxy --help` for the flags.\n' : ''}`);
     if (!isPoiseError(err) && !(err instanceof UsageError) && err instanceof Error && err.stack !== undefined) process.stderr.write(`${err.stack}\n`);
-    return exitCodeOf(err);
+    return code;
   }
 }
 

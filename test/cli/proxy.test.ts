@@ -39,7 +39,10 @@ describe('poise proxy', () => {
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--attempts', '0'], '--attempts: must be an integer in [1, 100], got "0"'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--policy', 'fastest'], '--policy: must be one of round-robin'],
     [['--listen', '127.0.0.1:6000', '--redis', 'redis://127.0.0.1:6379'], '--cluster: required with --redis'],
-    [['--bogus'], "Unknown option '--bogus'"],
+    [['--bogus'], 'unknown flag --bogus (accepted: --listen, --backend, --file, --redis, --cluster, --prefix, --policy, --attempts, '],
+    [['--listen'], '--listen: needs a value'],
+    [['--listen', '127.0.0.1:6000', '--file', 'a.json', '--file', 'b.json'], '--file: given more than once'],
+    [['--listen', '127.0.0.1:6000', 'extra'], 'unexpected argument "extra" (this command takes flags only)'],
   ])('refuses %j with exit 2 and names the flag', (args, message) => {
     const r = usage(args);
     expect(r.status).toBe(2);
@@ -119,8 +122,9 @@ describe('poise proxy', () => {
     const port = await freePort();
     const proxy = startProxy(['--listen', `127.0.0.1:${port}`, '--file', file, '--wait-log-interval', '100']);
     try {
-      await proxy.until((r) => r.filter((x) => String(x['msg']).startsWith('proxy: no membership yet')).length >= 2, 'two waiting lines');
-      const waiting = proxy.find('proxy: no membership yet');
+      // Under load the first interval may pass before the file is read ("has not answered yet"): wait for two lines that name the reason.
+      await proxy.until((r) => r.filter((x) => String(x['msg']).startsWith('proxy: no membership yet') && x['code'] === 'InvalidWeight').length >= 2, 'two waiting lines naming the reason');
+      const waiting = proxy.find('proxy: no membership yet').filter((x) => x['code'] !== undefined);
       expect(waiting[0]).toMatchObject({ level: 40, reason: 'backends[0].weight: must be an integer in [1, 4294967295], got -1', code: 'InvalidWeight', field: 'backends[0].weight' });
       expect(await refused(port)).toBe(true); // not listening: refused, never accepted and reset
       expect(proxy.find('proxy ready')).toHaveLength(0);

@@ -1,6 +1,6 @@
 /** One cluster-name rule: the document, the Redis key builder and every flag parser accept and refuse the same names. */
 import { describe, expect, it } from 'vitest';
-import { parseBenchFlags } from '../../src/cli/bench/flags.js';
+import { parseBenchFlags } from '../../packages/bench/src/flags.js';
 import { resolveDocument } from '../../src/membership/document.js';
 import { NAME_RULE, nameProblem } from '../../src/membership/name.js';
 import { membershipKeys } from '../../src/membership/redis-keys.js';

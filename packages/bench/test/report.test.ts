@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { runBalls } from '../../src/cli/bench/balls.js';
-import { renderReport } from '../../src/cli/bench/report-html.js';
-import { COLUMNS, formatTable, type BenchResult, type PolicyResult } from '../../src/cli/bench/results.js';
-import { checkWellFormed } from './bench-wellformed.js';
+import { runBalls } from '../src/balls.js';
+import { renderReport } from '../src/report-html.js';
+import { COLUMNS, formatTable, type BenchResult, type PolicyResult } from '../src/results.js';
+import { checkWellFormed } from './helpers/wellformed.js';
 
 function policy(name: string, over: Partial<PolicyResult> = {}): PolicyResult {
   return {

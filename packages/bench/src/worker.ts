@@ -3,19 +3,19 @@
  * concurrent requests. Each request is `acquire()` on this worker's own
  * Router → one line-protocol request to the leased backend (over a
  * persistent connection per loop and backend, or a fresh connection) →
- * `lease.release(outcome, { latencyMs })`. Latencies go into a local
- * {@link Histogram} the main thread merges.
+ * `lease.release(outcome, { latencyMs })`. Latencies go into this worker's
+ * own histogram (stats.ts), which travels back in the result for the main
+ * thread to merge.
  *
  * The control words (a SharedArrayBuffer shared with the main thread):
  * `PHASE` (warm-up → measure → stop), `READY` (workers whose loops are
  * running) and one completed-request counter per worker for progress.
  */
-import { Rng } from '../../core/rng.js';
-import type { Lease, Outcome } from '../../runtime/lease.js';
-import { workerRouter } from '../../runtime/pool.js';
+import type { RecordableHistogram } from 'node:perf_hooks';
+import { Rng, workerRouter, type Lease, type Outcome } from 'poise-lb';
 import type { ConnectionMode } from './flags.js';
 import { LineConnection } from './protocol.js';
-import { Histogram, type HistogramData } from './stats.js';
+import { latencyHistogram, recordMs } from './stats.js';
 
 /** Control word indices. */
 export const PHASE = 0;
@@ -40,7 +40,8 @@ export interface WorkerTask {
 /** What a worker sends back. */
 export interface WorkerResult {
   index: number;
-  histogram: HistogramData;
+  /** Request latencies in the measured window, µs (a Histogram survives postMessage: stats.ts). */
+  histogram: RecordableHistogram;
   /** [backend id, requests, errors] in the measured window. */
   perBackend: Array<[string, number, number]>;
   requests: number;
@@ -62,7 +63,7 @@ export default async function runWorker(task: WorkerTask): Promise<WorkerResult>
   const router = workerRouter();
   const control = new Int32Array(task.control);
   const keys = task.seed === null ? new Rng() : new Rng(BigInt(task.seed) * 65_537n + BigInt(task.index) + 1n);
-  const histogram = new Histogram();
+  const histogram = latencyHistogram();
   const tallies = new Map<string, Tally>();
   let requests = 0;
   let errors = 0;
@@ -131,7 +132,7 @@ export default async function runWorker(task: WorkerTask): Promise<WorkerResult>
       if (connectionKind) lease.release(outcome, connected >= 0 ? { connectMs: connected, latencyMs: connected } : undefined);
       else lease.release(outcome, connected >= 0 ? { latencyMs, connectMs: connected } : { latencyMs });
       if (Atomics.load(control, PHASE) !== MEASURE) continue;
-      histogram.recordMs(latencyMs);
+      recordMs(histogram, latencyMs);
       requests++;
       let t = tallies.get(lease.id);
       if (t === undefined) tallies.set(lease.id, (t = { requests: 0, errors: 0 }));
@@ -154,7 +155,7 @@ export default async function runWorker(task: WorkerTask): Promise<WorkerResult>
   await Promise.all(Array.from({ length: task.concurrency }, () => loop()));
   return {
     index: task.index,
-    histogram: histogram.data(),
+    histogram,
     perBackend: [...tallies].map(([id, t]) => [id, t.requests, t.errors]),
     requests,
     errors,

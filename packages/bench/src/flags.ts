@@ -6,11 +6,19 @@
 import os from 'node:os';
 import { POLICY_NAMES, type BenchPolicyName } from './policies.js';
 import { SCENARIO_NAMES, type ScenarioName } from './scenarios.js';
-import { NAME_RULE, nameProblem } from '../../membership/name.js';
-import { EXIT_HELP } from '../exit.js';
-import { UsageError } from '../usage.js';
-
-export { UsageError } from '../usage.js';
+import {
+  EXIT_HELP,
+  NAME_RULE,
+  UsageError,
+  choiceFlag,
+  integerFlag,
+  nameFlag,
+  parseFlags,
+  pathFlag,
+  redisUrlFlag,
+  secondsFlag,
+  type FlagSpecs,
+} from 'poise-lb/cli';
 
 /** How a worker talks to a backend. */
 export type ConnectionMode = 'persistent' | 'per-request';
@@ -60,61 +68,23 @@ export function defaultWorkers(): number {
   return Math.min(LIMITS.workers.max, Math.max(LIMITS.workers.min, n));
 }
 
-const VALUE_FLAGS = new Set([
-  '--workers',
-  '--backends',
-  '--concurrency',
-  '--duration',
-  '--policy',
-  '--scenario',
-  '--connection',
-  '--redis',
-  '--cluster',
-  '--json',
-  '--report',
-  '--seed',
-]);
+/** The flags `poise bench` takes (and `--help`). */
+const FLAGS = {
+  workers: { type: 'string' },
+  backends: { type: 'string' },
+  concurrency: { type: 'string' },
+  duration: { type: 'string' },
+  policy: { type: 'string', multiple: true },
+  scenario: { type: 'string' },
+  connection: { type: 'string' },
+  redis: { type: 'string' },
+  cluster: { type: 'string' },
+  json: { type: 'string' },
+  report: { type: 'string' },
+  seed: { type: 'string' },
+} as const satisfies FlagSpecs;
 
-function integer(flag: string, raw: string, min: number, max: number): number {
-  const v = /^[+]?\d+$/.test(raw.trim()) ? Number(raw) : Number.NaN;
-  if (!Number.isSafeInteger(v) || v < min || v > max) {
-    throw new UsageError(`${flag}: must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`, flag);
-  }
-  return v;
-}
-
-function seconds(flag: string, raw: string, min: number, max: number): number {
-  const v = /^[+]?(\d+(\.\d*)?|\.\d+)$/.test(raw.trim()) ? Number(raw) : Number.NaN;
-  if (!Number.isFinite(v) || v < min || v > max) {
-    throw new UsageError(`${flag}: must be a number of seconds in [${min}, ${max}], got ${JSON.stringify(raw)}`, flag);
-  }
-  return v;
-}
-
-function oneOf<T extends string>(flag: string, raw: string, allowed: readonly T[]): T {
-  if (!(allowed as readonly string[]).includes(raw)) {
-    throw new UsageError(`${flag}: must be one of ${allowed.join(', ')}, got ${JSON.stringify(raw)}`, flag);
-  }
-  return raw as T;
-}
-
-function redisUrl(raw: string): string {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new UsageError(`--redis: must be a redis:// or rediss:// URL, got ${JSON.stringify(raw)}`, '--redis');
-  }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
-    throw new UsageError(`--redis: must be a redis:// or rediss:// URL, got ${JSON.stringify(raw)}`, '--redis');
-  }
-  return raw;
-}
-
-function file(flag: string, raw: string): string {
-  if (raw.length === 0) throw new UsageError(`${flag}: must be a non-empty file path, got ""`, flag);
-  return raw;
-}
+const CONNECTION_MODES: readonly ConnectionMode[] = ['persistent', 'per-request'];
 
 /**
  * Parses `argv` (the words after `poise bench`). Accepts `--flag value` and
@@ -124,85 +94,29 @@ function file(flag: string, raw: string): string {
  * parseBenchFlags(['--workers', '2', '--policy', 'random', '--policy=p2c:latency']);
  */
 export function parseBenchFlags(argv: readonly string[]): BenchFlags {
+  const { values: v } = parseFlags(argv, FLAGS);
+  if (v.help) return { ...parseBenchFlags([]), help: true }; // --help wins over any other problem
+  const int = (flag: keyof typeof LIMITS & keyof typeof FLAGS): number | undefined => integerFlag(`--${flag}`, v[flag], LIMITS[flag].min, LIMITS[flag].max);
+  const policies: BenchPolicyName[] = [];
+  for (const raw of v.policy) {
+    const p = choiceFlag('--policy', raw, POLICY_NAMES)!;
+    if (!policies.includes(p)) policies.push(p);
+  }
   const out: BenchFlags = {
-    workers: defaultWorkers(),
-    backends: DEFAULTS.backends,
-    concurrency: DEFAULTS.concurrency,
-    duration: DEFAULTS.duration,
-    policies: [],
-    scenario: DEFAULTS.scenario,
-    connection: DEFAULTS.connection,
-    redis: undefined,
-    cluster: undefined,
-    json: DEFAULTS.json,
-    report: DEFAULTS.report,
-    seed: undefined,
+    workers: int('workers') ?? defaultWorkers(),
+    backends: int('backends') ?? DEFAULTS.backends,
+    concurrency: int('concurrency') ?? DEFAULTS.concurrency,
+    duration: secondsFlag('--duration', v.duration, LIMITS.duration.min, LIMITS.duration.max) ?? DEFAULTS.duration,
+    policies,
+    scenario: choiceFlag('--scenario', v.scenario, SCENARIO_NAMES) ?? DEFAULTS.scenario,
+    connection: choiceFlag('--connection', v.connection, CONNECTION_MODES) ?? DEFAULTS.connection,
+    redis: redisUrlFlag('--redis', v.redis),
+    cluster: nameFlag('--cluster', v.cluster),
+    json: pathFlag('--json', v.json) ?? DEFAULTS.json,
+    report: pathFlag('--report', v.report) ?? DEFAULTS.report,
+    seed: int('seed'),
     help: false,
   };
-  const seen = new Set<string>();
-  for (let i = 0; i < argv.length; i++) {
-    const word = argv[i]!;
-    if (word === '--help' || word === '-h') {
-      out.help = true;
-      continue;
-    }
-    const eq = word.indexOf('=');
-    const flag = eq > 0 && word.startsWith('--') ? word.slice(0, eq) : word;
-    if (!VALUE_FLAGS.has(flag)) {
-      throw new UsageError(`unknown flag ${JSON.stringify(flag)} (accepted: ${[...VALUE_FLAGS].join(', ')}, --help)`, flag);
-    }
-    let value: string;
-    if (eq > 0 && word.startsWith('--')) value = word.slice(eq + 1);
-    else {
-      const next = argv[i + 1];
-      if (next === undefined) throw new UsageError(`${flag}: needs a value`, flag);
-      value = next;
-      i++;
-    }
-    if (flag !== '--policy' && seen.has(flag)) throw new UsageError(`${flag}: given more than once`, flag);
-    seen.add(flag);
-    switch (flag) {
-      case '--workers':
-        out.workers = integer(flag, value, LIMITS.workers.min, LIMITS.workers.max);
-        break;
-      case '--backends':
-        out.backends = integer(flag, value, LIMITS.backends.min, LIMITS.backends.max);
-        break;
-      case '--concurrency':
-        out.concurrency = integer(flag, value, LIMITS.concurrency.min, LIMITS.concurrency.max);
-        break;
-      case '--duration':
-        out.duration = seconds(flag, value, LIMITS.duration.min, LIMITS.duration.max);
-        break;
-      case '--policy': {
-        const p = oneOf(flag, value, POLICY_NAMES);
-        if (!out.policies.includes(p)) out.policies.push(p);
-        break;
-      }
-      case '--scenario':
-        out.scenario = oneOf(flag, value, SCENARIO_NAMES);
-        break;
-      case '--connection':
-        out.connection = oneOf<ConnectionMode>(flag, value, ['persistent', 'per-request']);
-        break;
-      case '--redis':
-        out.redis = redisUrl(value);
-        break;
-      case '--cluster':
-        if (nameProblem(value) !== undefined) throw new UsageError(`--cluster: ${nameProblem(value)}, got ${JSON.stringify(value)}`, flag);
-        out.cluster = value;
-        break;
-      case '--json':
-        out.json = file(flag, value);
-        break;
-      case '--report':
-        out.report = file(flag, value);
-        break;
-      case '--seed':
-        out.seed = integer(flag, value, LIMITS.seed.min, LIMITS.seed.max);
-        break;
-    }
-  }
   if ((out.redis === undefined) !== (out.cluster === undefined)) {
     const missing = out.redis === undefined ? '--redis' : '--cluster';
     throw new UsageError(`${missing}: --redis URL and --cluster NAME must be given together`, missing);

@@ -4,8 +4,7 @@
  * and backends starting to fail), and which policies a run compares by
  * default. The runner applies a scenario; nothing here does I/O.
  */
-import type { Status } from '../../core/candidate.js';
-import type { BackendSpec } from '../../core/spec.js';
+import type { BackendSpec, Status } from 'poise-lb';
 import { DEFAULT_POLICIES, type BenchPolicyName } from './policies.js';
 
 /** Every `--scenario` value. */

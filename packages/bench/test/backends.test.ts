@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BackendFarm } from '../../src/cli/bench/backends.js';
-import { LineConnection } from '../../src/cli/bench/protocol.js';
-import { scenarioPlan, type BackendModel } from '../../src/cli/bench/scenarios.js';
+import { BackendFarm } from '../src/backends.js';
+import { LineConnection } from '../src/protocol.js';
+import { scenarioPlan, type BackendModel } from '../src/scenarios.js';
 
 const model = (id: string, over: Partial<BackendModel> = {}): BackendModel => ({
   id, role: 'normal', medianMs: 0, sigma: 0, failureRate: 0, weight: 1, priority: 0, status: 'ready', ...over,
@@ -10,7 +10,7 @@ const model = (id: string, over: Partial<BackendModel> = {}): BackendModel => ({
 describe('bench backends (real TCP on 127.0.0.1)', () => {
   let farm: BackendFarm;
   beforeAll(async () => {
-    farm = await BackendFarm.start([model('ok'), model('bad', { failureRate: 1 }), model('flaky', { failureRate: 0.05 }), model('slow', { medianMs: 30 })], { seed: 3 });
+    farm = await BackendFarm.start([model('ok'), model('bad', { failureRate: 1 }), model('flaky', { failureRate: 0.05 }), model('slow', { medianMs: 30 }), model('hold', { medianMs: 600_000 })], { seed: 3 });
   });
   afterAll(async () => farm.close());
 
@@ -40,16 +40,20 @@ describe('bench backends (real TCP on 127.0.0.1)', () => {
     expect(b.failed).toBe(errors);
   });
 
-  it('counts its in-flight requests server-side while replies are pending', async () => {
+  it('counts its in-flight requests server-side while replies are pending, and not once answered', async () => {
+    // 'hold' answers after 10 minutes: its five requests stay in flight for the whole test, however slow the machine.
+    const h = farm.get('hold');
+    const held = await Promise.all(Array.from({ length: 5 }, () => LineConnection.open(h.host, h.port)));
+    for (const c of held) void c.request().catch(() => {}); // rejected when the farm closes
+    while (h.inFlight < 5) await new Promise((r) => setImmediate(r));
+    expect([h.inFlight, h.answered]).toEqual([5, 0]);
+    // 'slow' answers after 30 ms: once the reply is read, nothing is in flight there.
     const s = farm.get('slow');
-    const conns = await Promise.all(Array.from({ length: 5 }, () => LineConnection.open(s.host, s.port)));
-    const pending = conns.map((c) => c.request());
-    // the server has received all five once the last one is counted; its reply waits 30 ms
-    while (s.inFlight < 5) await new Promise((r) => setImmediate(r));
-    expect(s.inFlight).toBe(5);
-    await Promise.all(pending);
-    expect(s.inFlight).toBe(0);
-    for (const c of conns) c.close();
+    const c = await LineConnection.open(s.host, s.port);
+    const before = s.answered;
+    expect(await c.request()).toBe(true);
+    expect([s.inFlight, s.answered - before]).toEqual([0, 1]);
+    c.close();
   });
 
   it('a broken connection rejects the pending request', async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, LIMITS, UsageError, defaultWorkers, parseBenchFlags } from '../../src/cli/bench/flags.js';
+import { UsageError } from 'poise-lb/cli';
+import { DEFAULTS, LIMITS, defaultWorkers, parseBenchFlags } from '../src/flags.js';
 
 function refused(argv: string[]): UsageError {
   try {
@@ -51,6 +52,6 @@ describe('poise bench flags', () => {
   });
 
   it('refuses an unknown flag by name', () => {
-    expect(refused(['--wokers', '2']).message).toMatch(/^unknown flag "--wokers" \(accepted: --workers, /);
+    expect(refused(['--wokers', '2']).message).toMatch(/^unknown flag --wokers \(accepted: --workers, --backends, /);
   });
 });

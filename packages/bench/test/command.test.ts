@@ -1,18 +1,22 @@
 /**
- * `poise bench` end to end, as a user runs it: the compiled CLI
+ * `poise bench` end to end, as a user runs it: poise-lb's compiled CLI
  * (dist/src/cli/main.js — build first; `npm test` does) in a child process,
+ * which loads this package,
  * at a tiny size (2 workers, 2 policies, 1 s). No figure is asserted.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { COLUMNS, type BenchResult } from '../../src/cli/bench/results.js';
-import { checkWellFormed } from './bench-wellformed.js';
+import { COLUMNS, type BenchResult } from '../src/results.js';
+import { CLI } from '../../../test/helpers/cli.js';
+import { checkWellFormed } from './helpers/wellformed.js';
 
-const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/src/cli/main.js');
+/** This package's own bin, `poise-bench` (compiled). */
+const BIN = fileURLToPath(new URL('../dist/src/main.js', import.meta.url));
+
 const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-bench-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -50,6 +54,8 @@ describe('poise bench (compiled CLI, real workers and sockets)', () => {
     expect(run.stdout).toContain('Balls into bins');
 
     const result = JSON.parse(readFileSync(json, 'utf8')) as BenchResult;
+    // The results name the poise-lb they measured (not this package's own version).
+    expect(result.version).toBe((JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version);
     expect(result.config).toMatchObject({ workers: 2, concurrency: 4, durationS: 1, scenario: 'slow-backend', backends: 8, seed: null });
     expect(result.policies.map((p) => p.policy)).toEqual(['round-robin', 'p2c:latency']);
     for (const p of result.policies) {
@@ -72,6 +78,17 @@ describe('poise bench (compiled CLI, real workers and sockets)', () => {
     expect(tags.filter((t) => t === 'svg')).toHaveLength(5);
     expect(html).not.toMatch(/https?:|<script|src=/i);
     expect(html).toContain('p2c:latency');
+  });
+
+  it('poise bench --help (through poise-lb) and poise-bench --help (this package\'s bin) print the same help, exit 0', async () => {
+    const viaPoise = await poise(['--help']);
+    const own = spawnSync(process.execPath, [BIN, '--help'], { encoding: 'utf8' });
+    expect(viaPoise.code).toBe(0);
+    expect(own.status).toBe(0);
+    expect(viaPoise.stdout).toMatch(/^usage: poise bench \[flags\]\n/);
+    expect(own.stdout).toBe(viaPoise.stdout);
+    const bad = spawnSync(process.execPath, [BIN, '--workers', '0'], { encoding: 'utf8' });
+    expect([bad.status, bad.stderr]).toEqual([2, 'poise bench: --workers: must be an integer in [1, 64], got "0"\nRun `poise bench --help` for the flags.\n']);
   });
 
   it('refuses a bad flag with exit 2 and a message naming the flag and its range', async () => {

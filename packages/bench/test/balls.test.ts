@@ -1,8 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ballsRow, inverseGamma, lnGamma, oneChoiceTheory, runBalls, staleMaxLoad, throwBalls, twoChoiceTheory } from '../../src/cli/bench/balls.js';
-import { LeastLoaded } from '../../src/policy/least-loaded.js';
-import { PowerOfTwo } from '../../src/policy/power-of-two.js';
-import { Random } from '../../src/policy/random.js';
+import { ballsRow, inverseGamma, lnGamma, oneChoiceTheory, runBalls, staleMaxLoad, throwBalls, twoChoiceTheory } from '../src/balls.js';
+import { LeastLoaded, PowerOfTwo, Random } from 'poise-lb';
 
 describe('Γ and Γ⁻¹', () => {
   it('lnGamma matches factorials: Γ(k + 1) = k!', () => {

@@ -7,13 +7,12 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { BenchResult } from '../../src/cli/bench/results.js';
-import { MembershipPublisher } from '../../src/membership/redis-publisher.js';
-import { freePort, startRedis, type TestRedis } from '../helpers/redis-server.js';
+import type { BenchResult } from '../src/results.js';
+import { MembershipPublisher } from 'poise-lb';
+import { CLI } from '../../../test/helpers/cli.js';
+import { freePort, startRedis, type TestRedis } from '../../../test/helpers/redis-server.js';
 
-const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/src/cli/main.js');
 const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-bench-redis-'));
 let redis: TestRedis;
 

@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { Progress } from '../../src/cli/bench/progress.js';
+import { Progress } from '../src/progress.js';
 
 function sink(isTTY: boolean): { stream: Writable & { isTTY?: boolean }; text: () => string } {
   const chunks: string[] = [];

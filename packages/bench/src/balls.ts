@@ -16,13 +16,7 @@
  * degrades gracefully. m = 4n so that the lightest set is small, as in a
  * busy system.
  */
-import type { Candidate } from '../../core/candidate.js';
-import { mix53 } from '../../core/hash.js';
-import { Rng } from '../../core/rng.js';
-import { LeastLoaded } from '../../policy/least-loaded.js';
-import { PowerOfTwo } from '../../policy/power-of-two.js';
-import { Random } from '../../policy/random.js';
-import type { Policy } from '../../policy/types.js';
+import { LeastLoaded, PowerOfTwo, Random, Rng, hash53, type Candidate, type Policy } from 'poise-lb';
 
 /** A bin as a candidate: its load is read from whichever view it is bound to. */
 class Bin implements Candidate {
@@ -152,9 +146,9 @@ export interface BallsOptions {
   onProgress?: (label: string) => void;
 }
 
-/** Derives a child seed from a parent seed and a salt (splitmix64 finaliser; a safe integer). */
+/** Derives a child seed from a parent seed and a salt: the library's stable 53-bit hash of "seed/salt" (a safe integer). */
 function derive(seed: number, salt: number): number {
-  return mix53(seed, salt);
+  return hash53(`${seed}/${salt}`);
 }
 
 function trialsFor(n: number): number {

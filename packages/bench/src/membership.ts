@@ -8,11 +8,7 @@
  * id order (slow-backend: the first is 10× slower, the second fails 5 %).
  * Changes published while the run goes are applied live.
  */
-import { PoiseError } from '../../core/errors.js';
-import type { MembershipSnapshot } from '../../core/spec.js';
-import { parseAddress } from '../../core/spec.js';
-import type { Logger } from '../../log.js';
-import { RedisMembership } from '../../membership/redis-source.js';
+import { PoiseError, RedisMembership, parseAddress, type Logger, type MembershipSnapshot } from 'poise-lb';
 import type { BackendFarm } from './backends.js';
 import { BASE_MEDIAN_MS, BASE_SIGMA, FAILING_RATE, SLOW_FACTOR, type BackendModel, type ScenarioName } from './scenarios.js';
 

@@ -9,7 +9,7 @@
  * independent of the balancer's counters.
  */
 import net from 'node:net';
-import { Rng, type Seed } from '../../core/rng.js';
+import { Rng, type Seed } from 'poise-lb';
 import type { BackendModel } from './scenarios.js';
 
 /** One running backend. */

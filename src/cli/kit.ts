@@ -1,0 +1,23 @@
+/**
+ * `poise-lb/cli` — what every command of the `poise` family shares, for the
+ * commands that live in their own package (`@poise-lb/bench`): the one flag
+ * parser and its value checks, the usage error, the one exit-code table and
+ * the cluster-name rule. Explicit named exports only.
+ */
+export type { Command } from './command.js';
+export {
+  parseFlags,
+  integerFlag,
+  secondsFlag,
+  choiceFlag,
+  redisUrlFlag,
+  nameFlag,
+  pathFlag,
+  type FlagSpec,
+  type FlagSpecs,
+  type FlagValues,
+  type ParsedFlags,
+} from './args.js';
+export { UsageError } from './usage.js';
+export { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
+export { NAME_RULE } from '../membership/name.js';

@@ -1,0 +1,102 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { choiceFlag, integerFlag, nameFlag, parseFlags, pathFlag, redisUrlFlag, secondsFlag } from '../../src/cli/args.js';
+import { UsageError } from '../../src/cli/usage.js';
+
+const SPECS = {
+  workers: { type: 'string' },
+  policy: { type: 'string', multiple: true },
+  json: { type: 'boolean' },
+} as const;
+
+function refusal(f: () => unknown): { message: string; flag: string | undefined } {
+  try {
+    f();
+  } catch (err) {
+    expect(err).toBeInstanceOf(UsageError);
+    return { message: (err as UsageError).message, flag: (err as UsageError).flag };
+  }
+  throw new Error('accepted');
+}
+
+describe('parseFlags: node:util parseArgs tokens → values or the house usage errors', () => {
+  it('reads --flag value, --flag=value, repeated flags in order, switches and -h; absent flags have their empty value', () => {
+    expect(parseFlags(['--workers', '2', '--policy=a', '--json', '--policy', 'b'], SPECS).values).toEqual({ help: false, workers: '2', policy: ['a', 'b'], json: true });
+    expect(parseFlags([], SPECS).values).toEqual({ help: false, workers: undefined, policy: [], json: false });
+    expect(parseFlags(['-h'], SPECS).values.help).toBe(true);
+  });
+
+  it('takes a negative number as a value or an argument, not as short flags (-25 is one argument)', () => {
+    expect(parseFlags(['--workers', '-3'], SPECS).values.workers).toBe('-3');
+    expect(parseFlags(['weight', 'b', '-25', '-'], SPECS, { positionals: true }).positionals).toEqual(['weight', 'b', '-25', '-']);
+  });
+
+  const cases: Array<[string[], string, string | undefined]> = [
+    [['--wokers', '2'], 'unknown flag --wokers (accepted: --workers, --policy, --json, --help)', '--wokers'],
+    [['-x'], 'unknown flag -x (accepted: --workers, --policy, --json, --help)', '-x'],
+    [['--workers'], '--workers: needs a value', '--workers'],
+    [['--workers', '--json'], '--workers: needs a value', '--workers'],
+    [['--policy'], '--policy: needs a value', '--policy'],
+    [['--workers', '2', '--workers=3'], '--workers: given more than once', '--workers'],
+    [['--json=yes'], '--json: takes no value, got "yes"', '--json'],
+    [['stray'], 'unexpected argument "stray" (this command takes flags only)', undefined],
+    [['--workers', '2', '--bad', '--worse'], 'unknown flag --bad (accepted: --workers, --policy, --json, --help)', '--bad'],
+  ];
+  it.each(cases)('refuses %j: %s', (argv, message, flag) => {
+    expect(refusal(() => parseFlags(argv, SPECS))).toEqual({ message, flag });
+  });
+
+  it('--help wins over anything else wrong on the line', () => {
+    expect(parseFlags(['--wokers', '--help', 'stray', '--json=1'], SPECS).values.help).toBe(true);
+  });
+
+  it('any argv parses or is refused with a UsageError, and --f=v means the same as --f v (property)', () => {
+    const word = fc.oneof(fc.constantFrom('--workers', '--policy', '--json', '--nope', '-h', '-x', '--', '-', '-7', 'a', '=', '--json=1'), fc.string({ maxLength: 4 }));
+    fc.assert(
+      fc.property(fc.array(word, { maxLength: 8 }), fc.boolean(), (argv, positionals) => {
+        try {
+          parseFlags(argv, SPECS, { positionals });
+        } catch (err) {
+          expect(err).toBeInstanceOf(UsageError);
+        }
+      }),
+    );
+    fc.assert(
+      fc.property(fc.string({ maxLength: 6 }).filter((v) => !v.startsWith('-')), (v) => {
+        expect(parseFlags([`--workers=${v}`], SPECS).values.workers).toBe(v);
+        expect(parseFlags(['--workers', v], SPECS).values.workers).toBe(v);
+      }),
+    );
+  });
+});
+
+describe('value checks: name the flag, the accepted range and the raw value', () => {
+  const cases: Array<[() => unknown, string]> = [
+    [() => integerFlag('--capacity', '0', 1, 65536), '--capacity: must be an integer in [1, 65536], got "0"'],
+    [() => integerFlag('--capacity', '2.5', 1, 65536), '--capacity: must be an integer in [1, 65536], got "2.5"'],
+    [() => integerFlag('--capacity', '1e3', 1, 65536), '--capacity: must be an integer in [1, 65536], got "1e3"'],
+    [() => integerFlag('--capacity', '', 1, 65536), '--capacity: must be an integer in [1, 65536], got ""'],
+    [() => integerFlag('--version', '9007199254740992', 1, Number.MAX_SAFE_INTEGER), '--version: must be an integer in [1, 9007199254740991], got "9007199254740992"'],
+    [() => secondsFlag('--duration', '0', 0.2, 3600), '--duration: must be a number of seconds in [0.2, 3600], got "0"'],
+    [() => secondsFlag('--duration', 'NaN', 0.2, 3600), '--duration: must be a number of seconds in [0.2, 3600], got "NaN"'],
+    [() => choiceFlag('--connection', 'udp', ['persistent', 'per-request']), '--connection: must be one of persistent, per-request, got "udp"'],
+    [() => redisUrlFlag('--redis', 'http://x'), '--redis: must be a redis:// or rediss:// URL, got "http://x"'],
+    [() => redisUrlFlag('--redis', 'redis//x'), '--redis: must be a redis:// or rediss:// URL, got "redis//x"'],
+    [() => nameFlag('--cluster', 'a:b'), '--cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got "a:b"'],
+    [() => pathFlag('--json', ''), '--json: must be a non-empty file path, got ""'],
+  ];
+  it.each(cases)('%#: %s', (f, message) => {
+    const r = refusal(f);
+    expect(r.message).toBe(message);
+    expect(message.startsWith(`${r.flag}:`)).toBe(true);
+  });
+
+  it('accepts the bounds, +N and -0, decimals of seconds, and passes an absent value through as undefined', () => {
+    expect([integerFlag('--n', '1', 1, 9), integerFlag('--n', '9', 1, 9), integerFlag('--n', '+4', 1, 9), integerFlag('--n', ' 5 ', 1, 9)]).toEqual([1, 9, 4, 5]);
+    expect(Object.is(integerFlag('--n', '-0', 0, 9), 0)).toBe(true);
+    expect([secondsFlag('--d', '0.2', 0.2, 9), secondsFlag('--d', '.5', 0.2, 9), secondsFlag('--d', '1.', 0.2, 9)]).toEqual([0.2, 0.5, 1]);
+    expect(redisUrlFlag('--redis', 'rediss://:pw@h:6380/2')).toBe('rediss://:pw@h:6380/2');
+    for (const f of [integerFlag, secondsFlag] as const) expect(f('--x', undefined, 0, 1)).toBeUndefined();
+    expect([choiceFlag('--c', undefined, ['a']), redisUrlFlag('--r', undefined), nameFlag('--n', undefined), pathFlag('--p', undefined)]).toEqual([undefined, undefined, undefined, undefined]);
+  });
+});
