@@ -21,7 +21,8 @@ import type { EwmaSeriesCode, LeaseKindCode, LoadTable, SlotStats } from './load
  * @example
  * const balancer = new Balancer();
  * balancer.update([{ id: 'a', address: '127.0.0.1:7001' }]);
- * const { connections, requests, latencyEstimateUs } = balancer.table.stats(0);
+ * const { connections, requests } = balancer.table.stats(0);
+ * const latencyUs = balancer.table.estimateUs(0, EwmaSeries.Latency); // decayed to now
  */
 export interface LoadTableView {
   /** Slots (live backends plus draining tombstones). */
@@ -40,10 +41,14 @@ export interface LoadTableView {
   requests(slot: number): number;
   /** Connection plus request leases on a slot (the load `p2c` and least-loaded compare). */
   outstanding(slot: number): number;
-  /** The PeakEWMA estimate of `series` on `slot`, decayed to `nowMs` (the shared clock's ms), in integer microseconds. */
-  estimateUs(slot: number, series: EwmaSeriesCode, nowMs: number): number;
-  /** Milliseconds of passive-health ejection left on a slot at `nowMs` (0 when not ejected). */
-  ejectedForMs(slot: number, nowMs: number): number;
+  /**
+   * The PeakEWMA estimate of `series` (`EwmaSeries`) on `slot`, in integer
+   * microseconds, decayed to `nowMs` — by default now on the Balancer's clock
+   * (the shared process clock unless one was injected).
+   */
+  estimateUs(slot: number, series: EwmaSeriesCode, nowMs?: number): number;
+  /** Milliseconds of passive-health ejection left on a slot at `nowMs` (default: now on the Balancer's clock); 0 when not ejected. */
+  ejectedForMs(slot: number, nowMs?: number): number;
   /** Attribution rows in use (one more than the highest row ever claimed). */
   rowsInUse(): number;
   /** The attribution row of thread `threadId`, or -1 when it has none (never attached, or reclaimed). */
@@ -62,13 +67,15 @@ export interface LoadTableView {
  */
 class ReadOnlyLoadTable implements LoadTableView {
   readonly #table: LoadTable;
+  readonly #clock: () => number;
   readonly capacity: number;
   readonly maxThreads: number;
   readonly tauMs: number;
   readonly initialMs: number;
 
-  constructor(table: LoadTable) {
+  constructor(table: LoadTable, clock: () => number) {
     this.#table = table;
+    this.#clock = clock;
     this.capacity = table.capacity;
     this.maxThreads = table.maxThreads;
     this.tauMs = table.tauMs;
@@ -91,11 +98,11 @@ class ReadOnlyLoadTable implements LoadTableView {
     return this.#table.outstanding(slot);
   }
 
-  estimateUs(slot: number, series: EwmaSeriesCode, nowMs: number): number {
+  estimateUs(slot: number, series: EwmaSeriesCode, nowMs: number = this.#clock()): number {
     return this.#table.estimateUs(slot, series, nowMs);
   }
 
-  ejectedForMs(slot: number, nowMs: number): number {
+  ejectedForMs(slot: number, nowMs: number = this.#clock()): number {
     return this.#table.ejectedForMs(slot, nowMs);
   }
 
@@ -120,7 +127,7 @@ class ReadOnlyLoadTable implements LoadTableView {
   }
 }
 
-/** @internal A read-only view of `table` (the Balancer hands it out as `balancer.table`). */
-export function readOnlyView(table: LoadTable): LoadTableView {
-  return Object.freeze(new ReadOnlyLoadTable(table));
+/** A read-only view of `table` whose default time is `clock` (the Balancer hands it out as `balancer.table`). @internal */
+export function readOnlyView(table: LoadTable, clock: () => number): LoadTableView {
+  return Object.freeze(new ReadOnlyLoadTable(table, clock));
 }

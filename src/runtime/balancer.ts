@@ -127,7 +127,7 @@ export class Balancer extends EventEmitter {
       initialMs: opts.initialMs,
       layout: opts.layout,
     });
-    this.table = readOnlyView(this.ownerTable);
+    this.table = readOnlyView(this.ownerTable, () => this.clock());
     if (opts.clock !== undefined && typeof opts.clock !== 'function') invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
     this.customClock = opts.clock !== undefined;
     this.clockBuffer = processClockBuffer();

@@ -84,6 +84,9 @@ describe('LoadTableView (balancer.table)', () => {
         expect(b.table.estimateUs(s, EwmaSeries.Latency, now)).toBe(owner.estimateUs(s, EwmaSeries.Latency, now));
         expect(b.table.estimateUs(s, EwmaSeries.ConnectTime, now)).toBe(owner.estimateUs(s, EwmaSeries.ConnectTime, now));
         expect(b.table.ejectedForMs(s, now)).toBe(owner.ejectedForMs(s, now));
+        // Without a time, the view reads at now on the Balancer's (here injected) clock.
+        expect(b.table.estimateUs(s, EwmaSeries.Latency)).toBe(owner.estimateUs(s, EwmaSeries.Latency, now));
+        expect(b.table.ejectedForMs(s)).toBe(owner.ejectedForMs(s, now));
         expect(b.table.rowLeases(router.row, s, LeaseKind.Request)).toBe(owner.rowLeases(router.row, s, LeaseKind.Request));
       }
     }
@@ -91,6 +94,10 @@ describe('LoadTableView (balancer.table)', () => {
     const total = Array.from({ length: 5 }, (_, s) => b.table.outstanding(s)).reduce((x, y) => x + y, 0);
     expect(total).toBe(open.length);
     expect(b.table.healthEpoch()).toBeGreaterThan(0);
+    // ... and the estimates decay between a sample and a read, so a default time other than the clock's would differ.
+    const raw = Array.from({ length: 5 }, (_, s) => owner.stats(s).latencyEstimateUs);
+    const decayed = Array.from({ length: 5 }, (_, s) => b.table.estimateUs(s, EwmaSeries.Latency, now + 500));
+    expect(decayed).not.toEqual(raw);
     expect({ capacity: b.table.capacity, maxThreads: b.table.maxThreads, tauMs: b.table.tauMs, initialMs: b.table.initialMs }).toEqual({
       capacity: owner.capacity,
       maxThreads: owner.maxThreads,
