@@ -145,8 +145,9 @@ describe('the packed package', () => {
     expect(r.stderr).toContain('ERR_PACKAGE_PATH_NOT_EXPORTED');
   });
 
-  it('node_modules/.bin/poise --help prints the usage and exits 0', () => {
-    const r = run([path.join(project, 'node_modules', '.bin', 'poise'), '--help']);
+  it('node_modules/.bin/poise --help, run as an executable (the npm link and the shebang), prints the usage and exits 0', () => {
+    const r = spawnSync(path.join(project, 'node_modules', '.bin', 'poise'), ['--help'], { cwd: project, encoding: 'utf8' });
+    expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/^usage: poise <command>/);
     for (const command of ['bench', 'proxy', 'members']) expect(r.stdout).toContain(`  ${command} `);
