@@ -10,7 +10,7 @@
  * routes one keyed Maglev pick with it — which includes the table rebuild —
  * and reports the version it routed with.
  */
-import { poolWorkerData, workerRouter } from '../src/index.js';
+import { poolWorkerData, workerRouter } from '../src/runtime.js';
 
 type WaitAsync = (ta: Int32Array, index: number, value: number, timeoutMs: number) => { async: boolean; value: Promise<string> | string };
 const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;

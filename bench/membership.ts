@@ -20,7 +20,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { Balancer, MembershipPublisher, RedisMembership, Rng, bindMembership, createLogger, createWorkerPool } from '../src/index.js';
+import { Rng } from '../src/index.js';
+import { MembershipPublisher, RedisMembership } from '../src/redis.js';
+import { Balancer, bindMembership, createLogger, createWorkerPool } from '../src/runtime.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
 
 type WaitAsync = (ta: Int32Array, index: number, value: number, timeoutMs: number) => { async: boolean; value: Promise<string> | string };

@@ -107,7 +107,7 @@ async function runWorkers(b: Balancer, n: number, data: (i: number) => Record<st
   const results: Promise<WorkerResult>[] = [];
   for (let i = 0; i < n; i++) {
     const w = new Worker(WORKER_FILE, {
-      workerData: { attachment: b.attachment().attachment, ops: WORKER_OPS, barrier, hold: 0, slot: 0, policy: 'p2c', mode: 'router', ...data(i) },
+      workerData: { attachment: b.attachment(), ops: WORKER_OPS, barrier, hold: 0, slot: 0, policy: 'p2c', mode: 'router', ...data(i) },
     });
     b.watchWorker(w, i);
     ws.push(w);
@@ -139,7 +139,7 @@ async function reclamation(trials: number): Promise<{ msToExact: number[]; owner
   for (let k = 0; k < trials; k++) {
     const b = balancer();
     const w = new Worker(WORKER_FILE, {
-      workerData: { attachment: b.attachment().attachment, mode: 'spin', hold: 100, ops: 0, slot: 0, policy: 'p2c', barrier: new SharedArrayBuffer(8) },
+      workerData: { attachment: b.attachment(), mode: 'spin', hold: 100, ops: 0, slot: 0, policy: 'p2c', barrier: new SharedArrayBuffer(8) },
     });
     b.watchWorker(w, 0);
     await new Promise((resolve, reject) => {
@@ -226,7 +226,7 @@ async function main(): Promise<void> {
     progress(`allocation: ${policy}`);
     const b = balancer();
     const w = new Worker(WORKER_FILE, {
-      workerData: { attachment: b.attachment().attachment, mode: 'heap', policy, chunks: quick ? 11 : 41, ops: 0, hold: 0, slot: 0, barrier: new SharedArrayBuffer(8) },
+      workerData: { attachment: b.attachment(), mode: 'heap', policy, chunks: quick ? 11 : 41, ops: 0, hold: 0, slot: 0, barrier: new SharedArrayBuffer(8) },
     });
     heap[policy] = await new Promise((resolve, reject) => {
       w.once('message', resolve);

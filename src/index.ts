@@ -1,9 +1,19 @@
 /**
- * poise-lb — the public surface. Explicit named exports only.
+ * poise-lb — the package root: candidates, errors, every selection policy,
+ * PeakEWMA and holdback admission. Nothing here performs I/O or loads a
+ * dependency (no ioredis, piscina, pino or yaml; a test proves it), so a
+ * program that only picks backends pays for nothing else.
+ *
+ * The runtime (Balancer, Router, worker pool, file membership, logger) is
+ * `poise-lb/runtime`; the Redis control plane is `poise-lb/redis`; routed
+ * connections and the TCP proxy are `poise-lb/net`. Explicit named exports
+ * only: a name that is not listed here is not public.
  */
 
-// core
+// errors
 export { PoiseError, isPoiseError, type PoiseErrorCode } from './core/errors.js';
+
+// candidates and weights
 export {
   Backend,
   Prioritized,
@@ -17,23 +27,18 @@ export {
   type LocalityCandidate,
   type BackendOptions,
 } from './core/candidate.js';
-export { MAX_WEIGHT, isValidWeight, validateWeight, checkedAdd, checkedSum } from './core/weight.js';
-export { Rng, type Seed } from './core/rng.js';
-export { DEFAULT_HASH_SEED, hash64, hash32, hash53, type HashSeed } from './core/hash.js';
-export {
-  resolveBackendSpec,
-  resolveBackendSpecs,
-  parseAddress,
-  MAX_INFLIGHT,
-  type BackendSpec,
-  type ResolvedBackendSpec,
-  type MembershipSnapshot,
-  type MembershipOutcome,
-} from './core/spec.js';
-export type { Policy, PickContext, SeedOptions } from './policy/types.js';
-export { createLogger, rateLimited, LOG_LEVELS, type Logger, type LoggerOptions, type LogLevel, type RateLimitedLogger, type RateLimitOptions } from './log.js';
+export { MAX_WEIGHT, isValidWeight, validateWeight } from './core/weight.js';
 
-// policy (single tier)
+// random and hashing: the seedable generator behind every stochastic policy
+// (for custom policies and replayable simulations), and the fleet-wide seed
+// the keyed policies hash with
+export { Rng, type Seed } from './core/rng.js';
+export { DEFAULT_HASH_SEED, type HashSeed } from './core/hash.js';
+
+// policy contracts
+export type { Policy, PickContext, SeedOptions } from './policy/types.js';
+
+// policies (single tier)
 export { RoundRobin } from './policy/round-robin.js';
 export { SmoothWeightedRoundRobin } from './policy/smooth-weighted.js';
 export { Random } from './policy/random.js';
@@ -44,73 +49,17 @@ export { Rendezvous } from './policy/rendezvous.js';
 export { Maglev, MAGLEV_DEFAULT_TABLE_SIZE, type MaglevOptions } from './policy/maglev.js';
 export type { KeyedOptions } from './policy/keyed.js';
 
-// policy (priority and locality)
+// policies (priority and locality)
 export { PriorityWeightedRandom } from './policy/priority.js';
 export { LocalityWeightedRandom } from './policy/locality.js';
 export { PreparedPriorityWeightedRandom, PreparedLocalityWeightedRandom } from './policy/priority-prepared.js';
-export type { PriorityOptions, PanicMode, PriorityArithmetic } from './policy/priority-options.js';
+export type { PriorityOptions, ResolvedPriorityOptions, PanicMode, PriorityArithmetic } from './policy/priority-options.js';
 export type { PriorityDecision, PriorityMode } from './policy/priority-decide.js';
 export type { PriorityPlan, PriorityLevelPlan, LocalityPlan } from './policy/priority-plan.js';
-export { MILLION, mulDivFloor } from './core/weight.js';
 
-// load
+// load measurement
 export { PeakEwma, decayEstimate, observeSample, type PeakEwmaOptions } from './load/peak-ewma.js';
-export {
-  LoadTable,
-  SlotState,
-  LeaseKind,
-  EwmaSeries,
-  LAYOUT_VERSION,
-  type LoadTableOptions,
-  type SlotStats,
-  type SlotStateCode,
-  type LeaseKindCode,
-  type EwmaSeriesCode,
-} from './load/load-table.js';
-
-// runtime
-export { Balancer, type BalancerOptions, type ReclaimEvent } from './runtime/balancer.js';
-export {
-  Router,
-  type RouterOptions,
-  type RouterAttachment,
-  type AcquireOptions,
-  type LeaseKindName,
-  type PolicyName,
-  type Outcome,
-} from './runtime/router.js';
-export { Lease, type ReleaseOptions } from './runtime/lease.js';
-export { POLICY_NAMES } from './runtime/policies.js';
-export { resolveEjection, backoffMs, type EjectionOptions, type ResolvedEjection } from './runtime/health.js';
-export { sharedClock, type Clock } from './runtime/clock.js';
-export { createWorkerPool, workerRouter, poolWorkerData, type WorkerPool, type WorkerPoolOptions } from './runtime/pool.js';
 
 // admission
 export { holdbackCeilings, type HoldbackOptions } from './admission/holdback.js';
 export { FlowController, type FlowControllerOptions, type Permit } from './admission/flow-controller.js';
-
-// net
-export { connect, type ConnectOptions, type RoutedConnection } from './net/connect.js';
-export { TcpProxy, type TcpProxyOptions, type TcpProxyStats } from './net/proxy.js';
-
-// membership
-export {
-  resolveDocument,
-  parseDocument,
-  DEFAULT_MAX_DOCUMENT_BYTES,
-  type MembershipDocument,
-  type ResolvedDocument,
-  type DocumentFormat,
-} from './membership/document.js';
-export {
-  bindMembership,
-  type MembershipSource,
-  type MembershipTarget,
-  type MembershipBinding,
-  type SnapshotListener,
-  type BindOptions,
-} from './membership/source.js';
-export { StaticMembership, type StaticMembershipInput, type StaticMembershipOptions } from './membership/static.js';
-export { membershipKeys, DEFAULT_PREFIX, type MembershipKeys } from './membership/redis-keys.js';
-export { MembershipPublisher, type MembershipPublisherOptions, type StoredMembership } from './membership/redis-publisher.js';
-export { RedisMembership, type RedisMembershipOptions, type SnapshotOrigin } from './membership/redis-source.js';

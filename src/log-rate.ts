@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import { invalidConfig } from './core/errors.js';
 
-/** Options of {@link rateLimited}. */
+/** Options of {@link rateLimited}. @internal */
 export interface RateLimitOptions {
   /** Window in ms during which repeats of one (level, message, key) are counted, not logged; default 30000. */
   windowMs?: number;
@@ -18,7 +18,7 @@ export interface RateLimitOptions {
   schedule?: (fn: () => void, ms: number) => () => void;
 }
 
-/** A logger facade whose `warn` / `error` drop repeats within a window. */
+/** A logger facade whose `warn` / `error` drop repeats within a window. @internal */
 export interface RateLimitedLogger {
   /** Logs at warn unless the same (`msg`, `key`) was logged less than `windowMs` ago. */
   warn(key: string, obj: Record<string, unknown>, msg: string): void;
@@ -53,6 +53,7 @@ function defaultSchedule(fn: () => void, ms: number): () => void {
  * @example
  * const limited = rateLimited(log, { windowMs: 30_000 });
  * limited.warn(err.message, { err: err.message }, 'membership notice rejected; membership unchanged');
+ * @internal
  */
 export function rateLimited(logger: Logger, opts: RateLimitOptions = {}): RateLimitedLogger {
   const windowMs = opts.windowMs ?? 30_000;

@@ -4,10 +4,12 @@
  * `POISE_LOG_LEVEL` (default `info`). The CLI pretty-prints only when its
  * output is a TTY.
  */
+import { createRequire } from 'node:module';
 import { pino, type Logger } from 'pino';
 import { invalidConfig } from './core/errors.js';
 
 export type { Logger } from 'pino';
+/** Re-exported for the library's own sources. @internal */
 export { rateLimited, type RateLimitedLogger, type RateLimitOptions } from './log-rate.js';
 
 /** The accepted log levels, most severe first. */
@@ -16,7 +18,7 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 /** One of {@link LOG_LEVELS}. */
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-/** True when `value` is one of {@link LOG_LEVELS}. */
+/** True when `value` is one of {@link LOG_LEVELS}. @internal */
 export function isLogLevel(value: unknown): value is LogLevel {
   return typeof value === 'string' && (LOG_LEVELS as readonly string[]).includes(value);
 }
@@ -27,7 +29,11 @@ export interface LoggerOptions {
   name?: string;
   /** pino level, one of {@link LOG_LEVELS}; default `POISE_LOG_LEVEL` or `info`. */
   level?: string;
-  /** Pretty-print (pino-pretty) instead of JSON; default: when stderr is a TTY and `pretty` is not false. */
+  /**
+   * Pretty-print with pino-pretty instead of JSON; default false (the CLI passes
+   * true when stderr is a TTY). pino-pretty is an optional dependency: when it
+   * is not installed the logger writes JSON.
+   */
   pretty?: boolean;
 }
 
@@ -45,7 +51,7 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
   if (!isLogLevel(level)) invalidConfig(fromEnv ? 'POISE_LOG_LEVEL' : 'level', `must be one of ${LOG_LEVELS.join(', ')}`, level);
   const name = opts.name ?? 'poise';
   const pretty = opts.pretty ?? false;
-  if (pretty) {
+  if (pretty && hasPinoPretty()) {
     return pino({
       name,
       level,
@@ -55,9 +61,19 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
   return pino({ name, level }, pino.destination({ fd: 2, sync: true }));
 }
 
+/** Whether the optional pino-pretty can be loaded from here (where pino will resolve it from). */
+function hasPinoPretty(): boolean {
+  try {
+    createRequire(import.meta.url).resolve('pino-pretty');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 let shared: Logger | undefined;
 
-/** The process-wide default logger, created on first use. */
+/** The process-wide default logger, created on first use. @internal */
 export function defaultLogger(): Logger {
   shared ??= createLogger();
   return shared;

@@ -102,7 +102,7 @@ export function isPoiseError(err: unknown, code?: PoiseErrorCode): err is PoiseE
   return err instanceof PoiseError && (code === undefined || err.code === code);
 }
 
-/** Throws `InvalidConfig` naming the field and the reason. Shared by every options validator. */
+/** Throws `InvalidConfig` naming the field and the reason. Shared by every options validator. @internal */
 export function invalidConfig(field: string, reason: string, got?: unknown): never {
   const suffix = arguments.length >= 3 ? `, got ${describe(got)}` : '';
   throw new PoiseError('InvalidConfig', `${field}: ${reason}${suffix}`, { field });
@@ -112,6 +112,7 @@ export function invalidConfig(field: string, reason: string, got?: unknown): nev
  * Throws `InvalidConfig` for a key of `value` that is not in `allowed`: a
  * misspelled option (`capcity`) must not silently mean "the default".
  * `value` that is not a plain object is left to the caller's own check.
+ * @internal
  */
 export function checkOptionKeys(value: unknown, allowed: readonly string[], path = 'options'): void {
   if (typeof value !== 'object' || value === null) return;
@@ -120,7 +121,7 @@ export function checkOptionKeys(value: unknown, allowed: readonly string[], path
   }
 }
 
-/** A short, safe rendering of an offending value for an error message. */
+/** A short, safe rendering of an offending value for an error message. @internal */
 export function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 80 ? `${value.slice(0, 77)}...` : value);
   if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);

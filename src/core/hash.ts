@@ -26,7 +26,7 @@ export interface HashSeed {
   readonly lo: number;
 }
 
-/** Splits a bigint (or safe integer) seed into halves. */
+/** Splits a bigint (or safe integer) seed into halves. @internal */
 export function toHashSeed(seed: bigint | number | HashSeed = DEFAULT_HASH_SEED): HashSeed {
   if (typeof seed === 'object') return seed;
   const v = BigInt.asUintN(64, BigInt(seed));
@@ -143,19 +143,19 @@ function hashInto(key: string | number, seed: HashSeed): void {
   mix();
 }
 
-/** The 64-bit hash of `key` as a bigint (convenient for tests and tools; allocates). */
+/** The 64-bit hash of `key` as a bigint (convenient for tests and tools; allocates). @internal */
 export function hash64(key: string | number, seed: bigint | number | HashSeed = DEFAULT_SEED): bigint {
   hashInto(key, toHashSeed(seed));
   return (BigInt(out[0]!) << 32n) | BigInt(out[1]!);
 }
 
-/** The low 32 bits of the 64-bit hash of `key`. Allocation-free. */
+/** The low 32 bits of the 64-bit hash of `key`. Allocation-free. @internal */
 export function hash32(key: string | number, seed: HashSeed = DEFAULT_SEED): number {
   hashInto(key, seed);
   return out[1]!;
 }
 
-/** The top 53 bits (h >> 11) of the 64-bit hash of `key`, as a safe integer. Allocation-free. */
+/** The top 53 bits (h >> 11) of the 64-bit hash of `key`, as a safe integer. Allocation-free. @internal */
 export function hash53(key: string | number, seed: HashSeed = DEFAULT_SEED): number {
   hashInto(key, seed);
   return out[0]! * 2097152 + (out[1]! >>> 11);
@@ -165,6 +165,7 @@ export function hash53(key: string | number, seed: HashSeed = DEFAULT_SEED): num
  * `hash53(key, seed) % m` for an integer m in [1, 2^31): the 53-bit value
  * stays a local of this function and only the small remainder is returned, so
  * nothing is boxed even when the call is not inlined (see `Rng.word`).
+ * @internal
  */
 export function hash53Mod(key: string | number, seed: HashSeed, m: number): number {
   hashInto(key, seed);
@@ -174,6 +175,7 @@ export function hash53Mod(key: string | number, seed: HashSeed, m: number): numb
 /**
  * Mixes two 53-bit values (say a key hash and a backend hash) into a fresh
  * 53-bit value with the splitmix64 finaliser. Allocation-free.
+ * @internal
  */
 export function mix53(a: number, b: number): number {
   const ahi = Math.floor(a / TWO_32);
@@ -189,6 +191,7 @@ export function mix53(a: number, b: number): number {
 /**
  * Maps a 53-bit integer to a float strictly inside (0, 1): its top 52 bits
  * plus one half, over 2^52 (every such value is exact, so neither 0 nor 1 occurs).
+ * @internal
  */
 export function unitInterval(x53: number): number {
   return (Math.floor(x53 / 2) + 0.5) / TWO_52;

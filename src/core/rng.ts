@@ -26,12 +26,13 @@ const TWO_53 = 9007199254740992;
  * largest multiple of n not above 2^32. A draw at or past it is redrawn (it
  * would favour small residues); below it, `r % n` is unbiased. For n ≤ 2^32.
  * Hot loops that must keep one `nextU32` call site cache this per n.
+ * @internal
  */
 export function rejectionLimit32(n: number): number {
   return TWO_32 - (TWO_32 % n);
 }
 
-/** 128 bits from the OS random source, never all zero. */
+/** 128 bits from the OS random source, never all zero. @internal */
 export function osSeedWords(): Uint32Array {
   const words = new Uint32Array(4);
   do webcrypto.getRandomValues(words);
@@ -48,7 +49,7 @@ function splitmix32(state: { x: number }): number {
   return (z ^ (z >>> 15)) >>> 0;
 }
 
-/** Expands a replay seed into four non-zero state words. */
+/** Expands a replay seed into four non-zero state words. @internal */
 export function seedWords(seed: Seed): Uint32Array {
   let lo: number;
   let hi: number;

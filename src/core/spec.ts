@@ -88,7 +88,7 @@ const SPEC_FIELDS: ReadonlySet<string> = new Set([
   'panicEligible',
 ]);
 
-/** The largest accepted `maxInflight`. */
+/** The largest accepted `maxInflight`. @internal */
 export const MAX_INFLIGHT = 0x7fff_ffff;
 
 function fail(field: string, reason: string, got?: unknown, code: 'InvalidConfig' | 'InvalidWeight' = 'InvalidConfig'): never {
@@ -162,6 +162,7 @@ function splitAddress(address: string): { host: string; port: number } | string 
  * @example
  * parseAddress('[fe80::1%eth0]:5432'); // { host: 'fe80::1%eth0', port: 5432 }
  * parseAddress('999.999.999.999:80');  // undefined
+ * @internal
  */
 export function parseAddress(address: string): { host: string; port: number } | undefined {
   if (typeof address !== 'string') return undefined;
@@ -169,20 +170,21 @@ export function parseAddress(address: string): { host: string; port: number } | 
   return typeof parts === 'string' ? undefined : parts;
 }
 
-/** The general rule an address must follow, as messages state it. */
+/** The general rule an address must follow, as messages state it. @internal */
 export const ADDRESS_RULE = 'must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port")';
 
 /**
  * Why `address` is refused: undefined when it is valid, `''` when its shape
  * is wrong (no port, a port outside [1, 65535], an empty host), else the
  * precise reason (`"999.999.999.999" is not an IPv4 address ...`).
+ * @internal
  */
 export function addressDetail(address: string): string | undefined {
   const parts = splitAddress(address);
   return typeof parts === 'string' ? parts : undefined;
 }
 
-/** The message of a refused address ({@link ADDRESS_RULE}, then the precise reason when there is one), or undefined when it is valid. */
+/** The message of a refused address ({@link ADDRESS_RULE}, then the precise reason when there is one), or undefined when it is valid. @internal */
 export function addressReason(address: string): string | undefined {
   const detail = addressDetail(address);
   if (detail === undefined) return undefined;
@@ -193,6 +195,7 @@ export function addressReason(address: string): string | undefined {
  * Validates one spec and fills its defaults. `path` prefixes field names in
  * messages (`backends[3]`). Unknown fields are rejected: a typo such as
  * `wieght` must not silently mean "weight 1".
+ * @internal
  */
 export function resolveBackendSpec(value: unknown, path = 'backend'): ResolvedBackendSpec {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(path, 'must be an object', value);
@@ -235,6 +238,7 @@ export function resolveBackendSpec(value: unknown, path = 'backend'): ResolvedBa
  * Validates a whole backend list: each spec, then the cross-member laws —
  * unique ids (`DuplicateIdentity`) and one locality weight per (priority,
  * locality) group (`InconsistentTopology`). `path` names the list in messages.
+ * @internal
  */
 export function resolveBackendSpecs(value: unknown, path = 'backends'): ResolvedBackendSpec[] {
   if (!Array.isArray(value)) fail(path, 'must be an array', value);

@@ -12,7 +12,7 @@ import { PoiseError, describe } from './errors.js';
 /** The largest accepted weight, 2^32 − 1. */
 export const MAX_WEIGHT = 0xffff_ffff;
 
-/** The largest exact sum; past it `checkedAdd` throws `WeightOverflow`. */
+/** The largest exact sum; past it `checkedAdd` throws `WeightOverflow`. @internal */
 export const MAX_WEIGHT_SUM = Number.MAX_SAFE_INTEGER;
 
 /** True when `value` is an integer in [1, 2^32 − 1]. */
@@ -38,7 +38,7 @@ export function validateWeight(value: unknown, field = 'weight'): number {
   return value;
 }
 
-/** `a + b` for non-negative integers, throwing `WeightOverflow` past `MAX_WEIGHT_SUM`. */
+/** `a + b` for non-negative integers, throwing `WeightOverflow` past `MAX_WEIGHT_SUM`. @internal */
 export function checkedAdd(a: number, b: number): number {
   const sum = a + b;
   if (sum > MAX_WEIGHT_SUM) {
@@ -47,7 +47,7 @@ export function checkedAdd(a: number, b: number): number {
   return sum;
 }
 
-/** `a × b` for non-negative integers, throwing `WeightOverflow` past `MAX_WEIGHT_SUM`. */
+/** `a × b` for non-negative integers, throwing `WeightOverflow` past `MAX_WEIGHT_SUM`. @internal */
 export function checkedMul(a: number, b: number): number {
   const product = a * b;
   if (product > MAX_WEIGHT_SUM) {
@@ -56,14 +56,14 @@ export function checkedMul(a: number, b: number): number {
   return product;
 }
 
-/** The checked sum of `weightOf(item)` over `items`. */
+/** The checked sum of `weightOf(item)` over `items`. @internal */
 export function checkedSum<T>(items: readonly T[], weightOf: (item: T) => number): number {
   let sum = 0;
   for (let i = 0; i < items.length; i++) sum = checkedAdd(sum, weightOf(items[i] as T));
   return sum;
 }
 
-/** One whole in millionth-share fixed point: 1,000,000 = 100 %. */
+/** One whole in millionth-share fixed point: 1,000,000 = 100 %. @internal */
 export const MILLION = 1_000_000;
 
 /**
@@ -81,6 +81,7 @@ export const MILLION = 1_000_000;
  * @example
  * mulDivFloor(5, 1_400_000, 7);              // 1_000_000: 5/7 at 140 % is exactly full
  * mulDivFloor(2 ** 52, 1_000_000, 2 ** 53 - 1); // exact, though the product is ~2^72
+ * @internal
  */
 export function mulDivFloor(a: number, b: number, c: number): number {
   const p = a * b;

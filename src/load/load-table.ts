@@ -83,7 +83,7 @@ export const EwmaSeries = { ConnectTime: 0, Latency: 1 } as const;
 /** A PeakEWMA series code. */
 export type EwmaSeriesCode = (typeof EwmaSeries)[keyof typeof EwmaSeries];
 
-/** The layout version in header word 0; an attachment with another version is refused. */
+/** The layout version in header word 0; an attachment with another version is refused. @internal */
 export const LAYOUT_VERSION = 0x504f0002;
 
 // Header words.
@@ -118,7 +118,7 @@ const S_LATENCY_AT = 12;
 const S_FAILURES = 13;
 const S_EJECTED_UNTIL = 14;
 const S_PICKS = 15;
-/** Words per slot: 16 × 4 bytes = one 64-byte cache line. */
+/** Words per slot: 16 × 4 bytes = one 64-byte cache line. @internal */
 export const SLOT_WORDS = 16;
 
 const MAX_US = 0x7fffffff;
@@ -126,7 +126,7 @@ const MAX_US = 0x7fffffff;
 const EJECTED_FLAG = 0x40000000;
 const FAILURE_MASK = EJECTED_FLAG - 1;
 
-/** Options of {@link LoadTable.create}. */
+/** Options of {@link LoadTable.create}. @internal */
 export interface LoadTableOptions {
   /** Slots (live backends plus draining tombstones); default 1024, at most 65536. */
   capacity?: number;
@@ -147,7 +147,7 @@ export interface LoadTableOptions {
   layout?: 'padded' | 'unaligned';
 }
 
-/** The per-slot fields the owner writes when it assigns or updates a slot. */
+/** The per-slot fields the owner writes when it assigns or updates a slot. @internal */
 export interface SlotFields {
   weight: number;
   priority: number;
@@ -188,12 +188,19 @@ function cellStride(maxThreads: number): number {
 }
 
 /**
- * The shared table of per-backend load. Create it once in the owner thread
- * (the Balancer does), hand `buffer` to other threads, and {@link LoadTable.attach} there.
+ * The shared table of per-backend load. The Balancer creates it in the owner
+ * thread; other threads {@link LoadTable.attach} to the attachment's buffer.
+ *
+ * Its public members only read. The writers (slot tags and fields, lease
+ * cells, samples, failures, epochs, the spec blob) are internal: the
+ * Balancer and the routers call them, and a stray call from anywhere else
+ * corrupts counters every thread relies on. `balancer.table` is a
+ * {@link LoadTableView}, which has no writers at all.
  *
  * @example
- * const table = LoadTable.create({ capacity: 64 });
- * const again = LoadTable.attach(table.buffer); // in a worker
+ * // in a worker, given balancer.attachment() in workerData
+ * const table = LoadTable.attach(workerData.attachment.buffer);
+ * const inFlight = table.requests(0);
  */
 export class LoadTable {
   /** The shared memory. */
@@ -244,7 +251,7 @@ export class LoadTable {
     this.specWords = Atomics.load(this.i32, H_SPEC_WORDS);
   }
 
-  /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. */
+  /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. @internal */
   static create(opts: LoadTableOptions = {}): LoadTable {
     const capacity = checkInt('capacity', opts.capacity ?? 1024, 1, 65536);
     const maxThreads = checkInt('maxThreads', opts.maxThreads ?? 64, 1, 255);
@@ -282,7 +289,7 @@ export class LoadTable {
 
   // --- epochs ---------------------------------------------------------------
 
-  /** The epoch that moves on every membership or health change: one load per acquire. */
+  /** The epoch that moves on every membership or health change: one load per acquire. @internal */
   changeEpoch(): number {
     // A sequentially consistent load: everything the writer stored before its
     // Atomics.add on this word (slot tags, the spec blob) is visible after it.
@@ -299,7 +306,7 @@ export class LoadTable {
     return Atomics.load(this.i32, H_HEALTH_EPOCH);
   }
 
-  /** Publishes a membership change: bumps the membership epoch, then the change epoch. */
+  /** Publishes a membership change: bumps the membership epoch, then the change epoch. @internal */
   bumpMembershipEpoch(): number {
     // add (not store): several writers may bump; SC ordering makes the
     // membership epoch visible before the change epoch that announces it.
@@ -308,7 +315,7 @@ export class LoadTable {
     return e;
   }
 
-  /** Publishes a health change (an ejection): bumps the health epoch, then the change epoch. */
+  /** Publishes a health change (an ejection): bumps the health epoch, then the change epoch. @internal */
   bumpHealthEpoch(): number {
     // Any router may eject; add keeps concurrent bumps from being lost.
     const e = Atomics.add(this.i32, H_HEALTH_EPOCH, 1) + 1;
@@ -318,20 +325,20 @@ export class LoadTable {
 
   // --- slot identity (written by the owner only) ----------------------------
 
-  /** The tag word `generation << 3 | state`. */
+  /** The tag word `generation << 3 | state`. @internal */
   tag(slot: number): number {
     // Tags are written only by the owner with Atomics.store; a load sees either
     // the old or the new tag, never a mix.
     return Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_TAG);
   }
 
-  /** Owner: sets the tag (generation and state) of a slot. */
+  /** Owner: sets the tag (generation and state) of a slot. @internal */
   setTag(slot: number, generation: number, state: SlotStateCode): void {
     // Single writer (the owner thread); store publishes it to every reader.
     Atomics.store(this.i32, this.slotBase + slot * SLOT_WORDS + S_TAG, ((generation & 0x0fffffff) << 3) | state);
   }
 
-  /** Owner: writes the descriptive fields of a slot. */
+  /** Owner: writes the descriptive fields of a slot. @internal */
   writeFields(slot: number, f: SlotFields): void {
     const o = this.slotBase + slot * SLOT_WORDS;
     // Single writer; readers of these words use them only as statistics (the
@@ -345,6 +352,7 @@ export class LoadTable {
   /**
    * Owner: resets the health and PeakEWMA state of a slot for a new occupant
    * (the counters are never reset: they only move by add/sub pairs).
+   * @internal
    */
   resetHealth(slot: number, nowMs: number): void {
     const o = this.slotBase + slot * SLOT_WORDS;
@@ -367,6 +375,7 @@ export class LoadTable {
    * Takes one lease of `kind` on `slot` for row `row` (the caller's own row):
    * one `Atomics.add` on the caller's cell, nothing else (see the file
    * comment for why that makes counts exact under termination).
+   * @internal
    */
   leaseUp(slot: number, kind: LeaseKindCode, row: number): void {
     // add, not a plain store: this thread is the cell's only writer, but the
@@ -376,19 +385,19 @@ export class LoadTable {
     Atomics.add(this.i32, this.attrBase + slot * this.stride + row * 2 + kind, 1);
   }
 
-  /** Returns one lease of `kind` on `slot` held by row `row` (the caller's own row). */
+  /** Returns one lease of `kind` on `slot` held by row `row` (the caller's own row). @internal */
   leaseDown(slot: number, kind: LeaseKindCode, row: number): void {
     // Mirror of leaseUp: one SC read-modify-write on the caller's own cell.
     Atomics.sub(this.i32, this.attrBase + slot * this.stride + row * 2 + kind, 1);
   }
 
-  /** Adds `n` granted leases to the slot's pick counter (routers batch them). */
+  /** Adds `n` granted leases to the slot's pick counter (routers batch them). @internal */
   countPicks(slot: number, n: number): void {
     // Statistics only; add so concurrent batches on one slot are never lost.
     Atomics.add(this.i32, this.slotBase + slot * SLOT_WORDS + S_PICKS, n);
   }
 
-  /** Leases of `kind` on `slot`: the sum of its cells over the rows in use. */
+  /** Leases of `kind` on `slot`: the sum of its cells over the rows in use. @internal */
   count(slot: number, kind: LeaseKindCode): number {
     const i = this.i32;
     // The rows-in-use word first (SC): a thread raises it before it takes
@@ -472,6 +481,7 @@ export class LoadTable {
    * while writing). Returns false when another writer held the lock: the
    * sample is then dropped — two simultaneous samples on one backend, one of
    * them is enough for an estimate.
+   * @internal
    */
   observe(slot: number, series: EwmaSeriesCode, sampleMs: number, nowMs: number, row: number): boolean {
     const i = this.i32;
@@ -509,14 +519,14 @@ export class LoadTable {
 
   // --- passive health --------------------------------------------------------
 
-  /** Adds one consecutive failure; returns the new count. */
+  /** Adds one consecutive failure; returns the new count. @internal */
   addFailure(slot: number): number {
     // add: concurrent failures from several threads all count (the add
     // leaves the ejection flag in bit 30 as it is).
     return ((Atomics.add(this.i32, this.slotBase + slot * SLOT_WORDS + S_FAILURES, 1) + 1) & FAILURE_MASK);
   }
 
-  /** A success: clears consecutive failures and the ejection exponent (writes only when non-zero). */
+  /** A success: clears consecutive failures and the ejection exponent (writes only when non-zero). @internal */
   clearFailures(slot: number): void {
     const o = this.slotBase + slot * SLOT_WORDS;
     // One SC load first so the common all-clear case writes nothing (no
@@ -537,7 +547,7 @@ export class LoadTable {
     return Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_EJECTIONS);
   }
 
-  /** Ejects a slot until `untilMs` (never stored as 0), resets failures, counts the ejection. */
+  /** Ejects a slot until `untilMs` (never stored as 0), resets failures, counts the ejection. @internal */
   eject(slot: number, untilMs: number): void {
     const o = this.slotBase + slot * SLOT_WORDS;
     const until = untilMs & TIME_MASK || 1;
@@ -563,6 +573,7 @@ export class LoadTable {
   /**
    * Claims (or finds) the attribution row of thread `threadId`, lowest free
    * first; throws `PoiseError` `CapacityExhausted` when all rows are taken.
+   * @internal
    */
   claimRow(threadId: number): number {
     const i = this.i32;
@@ -595,6 +606,7 @@ export class LoadTable {
    * Owner, after thread `threadId` has exited: subtracts every lease it still
    * held from the shared counters, releases a PeakEWMA lock it died holding,
    * and frees its row. Returns the number of leases reclaimed.
+   * @internal
    */
   reclaimRow(threadId: number): number {
     const row = this.rowOf(threadId);
@@ -625,7 +637,7 @@ export class LoadTable {
 
   // --- spec blob (single writer: the owner) ---------------------------------
 
-  /** Bytes available for the spec blob. */
+  /** Bytes available for the spec blob. @internal */
   get specCapacityBytes(): number {
     return this.specWords * 4;
   }
@@ -633,6 +645,7 @@ export class LoadTable {
   /**
    * Owner: publishes the spec blob under the seqlock (odd while writing) and
    * wakes readers that waited on it. Throws `PoiseError` `CapacityExhausted` when it does not fit.
+   * @internal
    */
   publishSpecs(bytes: Uint8Array): void {
     const words = Math.ceil(bytes.length / 4);
@@ -655,7 +668,7 @@ export class LoadTable {
     Atomics.notify(i, H_SPEC_SEQ);
   }
 
-  /** The spec blob sequence number (even when stable). */
+  /** The spec blob sequence number (even when stable). @internal */
   specSeq(): number {
     return Atomics.load(this.i32, H_SPEC_SEQ);
   }
@@ -664,6 +677,7 @@ export class LoadTable {
    * A private copy of the current spec blob (empty before the first publish).
    * Waits with `Atomics.wait` while the owner is writing (never spins), and
    * retries when the sequence moved during the copy.
+   * @internal
    */
   readSpecs(): Uint8Array {
     const i = this.i32;
@@ -718,7 +732,7 @@ function roundUp(n: number, m: number): number {
 /** Entries of the PeakEWMA decay table (32 KiB per table: dt < 4.096 s is looked up). */
 const DECAY_STEPS = 4096;
 
-/** Times are kept modulo 2^30 ms (V8 small integers). */
+/** Times are kept modulo 2^30 ms (V8 small integers). @internal */
 export const TIME_MASK = 0x3fffffff;
 
 /** `now − then` for two times modulo 2^30, as a signed 30-bit difference. */

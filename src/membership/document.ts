@@ -39,12 +39,12 @@ export type DocumentFormat = 'json' | 'yaml';
 /** Default size cap of a document, a Redis snapshot and a change notice: 1 MiB. */
 export const DEFAULT_MAX_DOCUMENT_BYTES = 1024 * 1024;
 
-/** The largest membership version (versions must stay exact as JS numbers). */
+/** The largest membership version (versions must stay exact as JS numbers). @internal */
 export const MAX_VERSION = Number.MAX_SAFE_INTEGER;
 
 const DOCUMENT_FIELDS: ReadonlySet<string> = new Set(['cluster', 'version', 'backends']);
 
-/** Validates a membership version: an integer in [0, 2^53 − 1]. */
+/** Validates a membership version: an integer in [0, 2^53 − 1]. @internal */
 export function validateVersion(value: unknown, field = 'version'): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
     invalidConfig(field, `must be an integer in [0, ${MAX_VERSION}]`, value);
@@ -77,12 +77,12 @@ export function resolveDocument(value: unknown, path = ''): ResolvedDocument {
   return { cluster, version, backends };
 }
 
-/** The format implied by a file name: `.yaml`/`.yml` → YAML, anything else → JSON. */
+/** The format implied by a file name: `.yaml`/`.yml` → YAML, anything else → JSON. @internal */
 export function formatOf(file: string): DocumentFormat {
   return /\.ya?ml$/i.test(file) ? 'yaml' : 'json';
 }
 
-/** Throws `InvalidConfig` when `text` is larger than `maxBytes` (UTF-8). */
+/** Throws `InvalidConfig` when `text` is larger than `maxBytes` (UTF-8). @internal */
 export function checkSize(text: string, maxBytes: number, field = 'document'): void {
   // A cheap bound first: UTF-8 never takes fewer bytes than UTF-16 code units.
   if (text.length * 3 <= maxBytes) return;
@@ -104,11 +104,12 @@ export function parseDocument(text: string, opts: { format?: DocumentFormat; max
   if (opts.format !== undefined && opts.format !== 'json' && opts.format !== 'yaml') {
     invalidConfig('options.format', 'must be "json" or "yaml"', opts.format);
   }
+  /** @internal */
   checkSize(text, opts.maxBytes ?? DEFAULT_MAX_DOCUMENT_BYTES);
   return resolveDocument(parseText(text, opts.format ?? 'json', 'document'));
 }
 
-/** JSON.parse or YAML parse, with the failure reported as `InvalidConfig` on `field`. */
+/** JSON.parse or YAML parse, with the failure reported as `InvalidConfig` on `field`. @internal */
 export function parseText(text: string, format: DocumentFormat, field: string): unknown {
   try {
     return format === 'yaml' ? parseYaml(text, { uniqueKeys: true, maxAliasCount: 100 }) : JSON.parse(text);
@@ -118,7 +119,7 @@ export function parseText(text: string, format: DocumentFormat, field: string): 
   }
 }
 
-/** A spec with its default-valued fields left out: what is stored and sent. */
+/** A spec with its default-valued fields left out: what is stored and sent. @internal */
 export function compactSpec(spec: ResolvedBackendSpec): BackendSpec {
   const out: BackendSpec = { id: spec.id, address: spec.address };
   if (spec.weight !== 1) out.weight = spec.weight;
@@ -131,7 +132,7 @@ export function compactSpec(spec: ResolvedBackendSpec): BackendSpec {
   return out;
 }
 
-/** The canonical JSON of a document without its version (Redis keeps the version beside it). */
+/** The canonical JSON of a document without its version (Redis keeps the version beside it). @internal */
 export function documentJson(doc: { cluster: string; backends: readonly ResolvedBackendSpec[] }): string {
   return JSON.stringify({ cluster: doc.cluster, backends: doc.backends.map(compactSpec) });
 }

@@ -18,10 +18,10 @@ import { PoiseError } from '../core/errors.js';
 import { checkSize, parseText, resolveDocument, validateVersion, type ResolvedDocument } from './document.js';
 import { validateName } from './name.js';
 
-/** Default key prefix. */
+/** Default key prefix. @internal */
 export const DEFAULT_PREFIX = 'poise';
 
-/** A lineage id: 32 lowercase hex digits (128 random bits). */
+/** A lineage id: 32 lowercase hex digits (128 random bits). @internal */
 export const LINEAGE = /^[0-9a-f]{32}$/;
 
 /** The key and channel names of one cluster. */
@@ -32,14 +32,14 @@ export interface MembershipKeys {
   channel: string;
 }
 
-/** Names the key and channel of `cluster` under `prefix` (both validated). */
+/** Names the key and channel of `cluster` under `prefix` (both validated). @internal */
 export function membershipKeys(cluster: string, prefix = DEFAULT_PREFIX): MembershipKeys {
   validateName(cluster, 'cluster');
   validateName(prefix, 'prefix');
   return { snapshot: `${prefix}:${cluster}:snapshot`, channel: `${prefix}:${cluster}:notices` };
 }
 
-/** A decoded snapshot or notice. */
+/** A decoded snapshot or notice. @internal */
 export interface Envelope {
   /** The stored version, in [1, 2^53 − 1]. */
   version: number;
@@ -51,7 +51,7 @@ export interface Envelope {
 
 const ENVELOPE_FIELDS = ['version', 'lineage', 'document'];
 
-/** The JSON of an envelope, in the field order the write script reads back. */
+/** The JSON of an envelope, in the field order the write script reads back. @internal */
 export function envelopeJson(version: number, lineage: string | undefined, documentJson: string): string {
   return `{"version":${version},${lineage === undefined ? '' : `"lineage":"${lineage}",`}"document":${documentJson}}`;
 }
@@ -62,6 +62,7 @@ export function envelopeJson(version: number, lineage: string | undefined, docum
  * its cluster required to be `cluster`. Throws `Corrupt` naming the field
  * (`notice.document.backends[2].weight: ...`); the validation error that
  * found it is the `cause`.
+ * @internal
  */
 export function decodeEnvelope(text: string, opts: { cluster: string; maxBytes: number; what: 'snapshot' | 'notice' }): Envelope {
   try {

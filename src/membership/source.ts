@@ -69,14 +69,14 @@ export interface BindOptions {
   onApplied?: (outcome: MembershipOutcome & { applied: true }) => void;
 }
 
-/** The {@link MembershipOutcome} a listener returned, or undefined when it returned anything else. */
+/** The {@link MembershipOutcome} a listener returned, or undefined when it returned anything else. @internal */
 export function outcomeOf(result: unknown): MembershipOutcome | undefined {
   if (typeof result !== 'object' || result === null) return undefined;
   const r = result as Record<string, unknown>;
   return typeof r['applied'] === 'boolean' && typeof r['version'] === 'number' ? (result as MembershipOutcome) : undefined;
 }
 
-/** The source's name for messages. */
+/** The source's name for messages. @internal */
 export function describeSource(source: MembershipSource): string {
   return source.description ?? source.constructor?.name ?? 'a membership source';
 }
@@ -93,6 +93,7 @@ function offer(target: MembershipTarget, snapshot: MembershipSnapshot): Membersh
  * "membership applied" (info) only when the target applied it, otherwise
  * "membership version N ignored: not newer than M in force" (warn). Returns
  * whether it was applied. Shared by every source of this package.
+ * @internal
  */
 export function reportDelivery(log: Logger, result: unknown, snapshot: MembershipSnapshot, fields: Record<string, unknown> = {}): boolean {
   const outcome = outcomeOf(result);

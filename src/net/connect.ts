@@ -40,7 +40,7 @@ export interface RoutedConnection {
   attempts: number;
 }
 
-/** Validates `attempts` and `connectTimeoutMs` (shared with TcpProxy, which checks them at construction). */
+/** Validates `attempts` and `connectTimeoutMs` (shared with TcpProxy, which checks them at construction). @internal */
 export function checkConnectOptions(opts: Pick<ConnectOptions, 'attempts' | 'connectTimeoutMs'>): { attempts: number; timeout: number } {
   const attempts = opts.attempts ?? 3;
   const timeout = opts.connectTimeoutMs ?? 2000;

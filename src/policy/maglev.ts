@@ -38,7 +38,7 @@ import type { PickContext, Policy } from './types.js';
 
 /** The default table size (Sōzu's and the Maglev paper's), a prime. */
 export const MAGLEV_DEFAULT_TABLE_SIZE = 65537;
-/** The largest accepted requested table size. */
+/** The largest accepted requested table size. @internal */
 export const MAGLEV_MAX_TABLE_SIZE = 1 << 24;
 
 const OFFSET_TAG = 0x0ff5e7;
@@ -52,7 +52,7 @@ export interface MaglevOptions extends KeyedOptions {
   tableSize?: number;
 }
 
-/** The smallest prime >= n (n >= 1). */
+/** The smallest prime >= n (n >= 1). @internal */
 export function nextPrime(n: number): number {
   let p = Math.max(2, n);
   for (;;) {

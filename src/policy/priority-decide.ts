@@ -31,18 +31,18 @@ export interface PriorityDecision {
   readonly mode: PriorityMode;
 }
 
-/** Retained output of a draw (so `pick` allocates nothing). */
+/** Retained output of a draw (so `pick` allocates nothing). @internal */
 export interface DrawResult {
   priority: number;
   panic: boolean;
 }
 
-/** Selectable weight of priority group `p` in its routing mode. */
+/** Selectable weight of priority group `p` in its routing mode. @internal */
 export function priorityCapacity(e: PriorityEngine, p: number): number {
   return e.pPanic[p] === 1 ? e.pPanicW[p]! : e.pEligibleW[p]!;
 }
 
-/** True when some priority with a share can take (or, fail-closed, deliberately reject) traffic. */
+/** True when some priority with a share can take (or, fail-closed, deliberately reject) traffic. @internal */
 export function anySelectable(e: PriorityEngine, o: ResolvedPriorityOptions): boolean {
   const failClosed = o.panicMode === 'failClosed';
   for (let p = 0; p < e.pCount; p++) {
@@ -51,12 +51,12 @@ export function anySelectable(e: PriorityEngine, o: ResolvedPriorityOptions): bo
   return false;
 }
 
-/** `NoEligibleCandidates` for a snapshot with members but nothing selectable. */
+/** `NoEligibleCandidates` for a snapshot with members but nothing selectable. @internal */
 export function noEligible(): PoiseError {
   return new PoiseError('NoEligibleCandidates', 'no eligible candidates: no priority has selectable capacity');
 }
 
-/** `PanicRejected` for fail-closed panic at `priority`. */
+/** `PanicRejected` for fail-closed panic at `priority`. @internal */
 export function panicRejected(priority: number): PoiseError {
   return new PoiseError(
     'PanicRejected',
@@ -68,6 +68,7 @@ export function panicRejected(priority: number): PoiseError {
  * Draws one decision from a sampled engine with computed priority shares;
  * returns the candidate index. The stages share one draw call site (see
  * PriorityTable.pick for why that matters to allocation).
+ * @internal
  */
 export function drawDecision(
   e: PriorityEngine,

@@ -35,7 +35,7 @@ export interface ResolvedPriorityOptions {
   readonly arithmetic: PriorityArithmetic;
 }
 
-/** The largest accepted overprovisioning factor, in percent. */
+/** The largest accepted overprovisioning factor, in percent. @internal */
 export const MAX_OVERPROVISIONING_PERCENT = 100_000;
 
 function integerIn(value: unknown, min: number, max: number, field: string): number {
@@ -49,6 +49,7 @@ function integerIn(value: unknown, min: number, max: number, field: string): num
  * Validates options, filling defaults; throws `InvalidConfig` naming the
  * option (`options.overprovisioningFactorPercent: must be an integer in
  * [100, 100000], got 99`).
+ * @internal
  */
 export function resolvePriorityOptions(options: PriorityOptions = {}): ResolvedPriorityOptions {
   checkOptionKeys(options, ['overprovisioningFactorPercent', 'panicThresholdPercent', 'panicMode', 'arithmetic', 'seed']);

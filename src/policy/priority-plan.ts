@@ -37,7 +37,7 @@ export interface PriorityPlan {
   readonly priorities: readonly PriorityLevelPlan[];
 }
 
-/** Samples `candidates` into `e`, computes every share, and returns the plan (allocates; not for the hot path). */
+/** Samples `candidates` into `e`, computes every share, and returns the plan (allocates; not for the hot path). @internal */
 export function computePlan(
   e: PriorityEngine,
   candidates: readonly PriorityCandidate[],
@@ -49,7 +49,7 @@ export function computePlan(
   return planOf(e, o, withLocality);
 }
 
-/** The plan of an already sampled engine whose priority shares are computed. */
+/** The plan of an already sampled engine whose priority shares are computed. @internal */
 export function planOf(e: PriorityEngine, o: ResolvedPriorityOptions, withLocality: boolean): PriorityPlan {
   const priorities: PriorityLevelPlan[] = [];
   for (let p = 0; p < e.pCount; p++) {

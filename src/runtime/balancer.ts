@@ -10,10 +10,11 @@
  * then the membership epoch — a router that sees the new epoch sees both.
  */
 import { EventEmitter } from 'node:events';
-import type { TransferListItem, Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { PoiseError, describe, invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { resolveBackendSpecs, type BackendSpec, type MembershipOutcome, type MembershipSnapshot, type ResolvedBackendSpec } from '../core/spec.js';
 import { LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
+import { readOnlyView, type LoadTableView } from '../load/table-view.js';
 import { defaultLogger, type Logger } from '../log.js';
 import { clockReader, processClockBuffer, type Clock } from './clock.js';
 import { Router, type RouterAttachment, type RouterOptions } from './router.js';
@@ -89,12 +90,14 @@ const STATE_OF: Record<ResolvedBackendSpec['status'], SlotStateCode> = {
  *   { id: 'db-2', address: '127.0.0.1:5433' },
  * ]);
  * const router = balancer.router();           // this thread
- * const { attachment } = balancer.attachment(); // for a worker: Router.attach(attachment)
+ * const attachment = balancer.attachment();   // for a worker: Router.attach(attachment)
  * balancer.on('reclaim', (e) => console.log(e.leases, 'leases reclaimed'));
  */
 export class Balancer extends EventEmitter {
-  /** The shared table. */
-  readonly table: LoadTable;
+  /** The shared table, read-only: counts, estimates and slot stats (writes belong to the Balancer and its routers). */
+  readonly table: LoadTableView;
+  /** The owner side of the shared table, the one handle that writes. @internal */
+  readonly ownerTable: LoadTable;
   private readonly log: Logger;
   private readonly clock: Clock;
   private readonly customClock: boolean;
@@ -116,7 +119,7 @@ export class Balancer extends EventEmitter {
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
     checkOptionKeys(opts, ['capacity', 'maxThreads', 'specBytes', 'tauMs', 'initialMs', 'logger', 'clock', 'layout']);
     // LoadTable.create throws InvalidConfig naming options.<field> itself.
-    this.table = LoadTable.create({
+    this.ownerTable = LoadTable.create({
       capacity: opts.capacity,
       maxThreads: opts.maxThreads,
       specBytes: opts.specBytes,
@@ -124,6 +127,7 @@ export class Balancer extends EventEmitter {
       initialMs: opts.initialMs,
       layout: opts.layout,
     });
+    this.table = readOnlyView(this.ownerTable, () => this.clock());
     if (opts.clock !== undefined && typeof opts.clock !== 'function') invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
     this.customClock = opts.clock !== undefined;
     this.clockBuffer = processClockBuffer();
@@ -205,7 +209,7 @@ export class Balancer extends EventEmitter {
     }
     const specs = resolveBackendSpecs(backends, 'backends');
     const keep = new Set(specs.map((s) => s.id));
-    const t = this.table;
+    const t = this.ownerTable;
 
     // Plan: every new id needs a free slot or a tombstone that has drained.
     const newcomers = specs.filter((s) => !this.byId.has(s.id)).length;
@@ -319,14 +323,18 @@ export class Balancer extends EventEmitter {
     return { applied: true, version, previous };
   }
 
-  /** What a worker needs to attach a Router (`transferList` is empty: the buffer is shared, not transferred). */
-  attachment(): { attachment: RouterAttachment; transferList: TransferListItem[] } {
-    return { attachment: { buffer: this.table.buffer, layoutVersion: LAYOUT_VERSION, clock: this.clockBuffer }, transferList: [] };
+  /**
+   * What another thread needs to attach a Router: plain structured-clonable
+   * data for `workerData` or `postMessage`. Nothing needs a transfer list —
+   * the table and the clock are SharedArrayBuffers, shared, not moved.
+   */
+  attachment(): RouterAttachment {
+    return { buffer: this.ownerTable.buffer, layoutVersion: LAYOUT_VERSION, clock: this.clockBuffer };
   }
 
   /** A Router in this (owner) thread; it uses the Balancer's clock unless `opts.clock` is given. */
   router(opts: RouterOptions = {}): Router {
-    return Router.attach(this.attachment().attachment, {
+    return Router.attach(this.attachment(), {
       logger: this.log,
       ...(this.customClock ? { clock: this.clock } : {}),
       ...opts,
@@ -352,7 +360,7 @@ export class Balancer extends EventEmitter {
   /** Reclaims the leases of thread `threadId`, which must have exited. Returns the leases reclaimed. */
   reclaim(threadId: number, workerIndex?: number): number {
     const t0 = performance.now();
-    const leases = this.table.reclaimRow(threadId);
+    const leases = this.ownerTable.reclaimRow(threadId);
     const event: ReclaimEvent = { threadId, workerIndex, leases, ms: performance.now() - t0 };
     if (leases > 0) this.log.warn(event, 'poise: reclaimed leases of an exited worker');
     this.emit('reclaim', event);

@@ -22,7 +22,7 @@ import { Worker } from 'node:worker_threads';
 /** A clock in milliseconds. */
 export type Clock = () => number;
 
-/** Shared-clock values are kept below 2^30 (V8 small integers). */
+/** Shared-clock values are kept below 2^30 (V8 small integers). @internal */
 export const CLOCK_MASK = 0x3fffffff;
 
 const TICKER = `
@@ -42,6 +42,7 @@ let buffer: SharedArrayBuffer | undefined;
 /**
  * The process clock's shared buffer, starting the ticker thread on first use
  * (owner thread). Pass it to other threads; read it with {@link clockReader}.
+ * @internal
  */
 export function processClockBuffer(): SharedArrayBuffer {
   if (buffer === undefined) {
@@ -59,6 +60,7 @@ export function processClockBuffer(): SharedArrayBuffer {
  * @example
  * const now = clockReader(processClockBuffer());
  * const t = now(); // ms (mod 2^30), comparable across threads
+ * @internal
  */
 export function clockReader(clock: SharedArrayBuffer): Clock {
   const words = new Int32Array(clock);
@@ -66,7 +68,7 @@ export function clockReader(clock: SharedArrayBuffer): Clock {
   return () => Atomics.load(words, 0);
 }
 
-/** The process clock (starts the ticker on first use). */
+/** The process clock (starts the ticker on first use). @internal */
 export function sharedClock(): Clock {
   return clockReader(processClockBuffer());
 }

@@ -24,10 +24,10 @@ export interface EjectionOptions {
   maxTries?: number;
 }
 
-/** Ejection options with defaults filled in. */
+/** Ejection options with defaults filled in. @internal */
 export type ResolvedEjection = Required<EjectionOptions>;
 
-/** Validates ejection options (`InvalidConfig` naming `options.ejection.<field>`). */
+/** Validates ejection options (`InvalidConfig` naming `options.ejection.<field>`). @internal */
 export function resolveEjection(opts: EjectionOptions | undefined): ResolvedEjection {
   const o = opts ?? {};
   if (typeof o !== 'object') invalidConfig('options.ejection', 'must be an object', o);
@@ -58,6 +58,7 @@ export function resolveEjection(opts: EjectionOptions | undefined): ResolvedEjec
  *
  * @example
  * backoffMs(0, resolveEjection({}), new Rng(1)); // 1000 ms (k = 1: [1, 2) units)
+ * @internal
  */
 export function backoffMs(priorEjections: number, o: ResolvedEjection, rng: Rng): number {
   const k = Math.min(priorEjections + 1, o.maxTries);

@@ -70,7 +70,7 @@ export const POLICY_NAMES: readonly PolicyName[] = [
   'locality',
 ];
 
-/** What the factory returns. */
+/** What the factory returns. @internal */
 export interface PolicySetup {
   /** A fresh policy instance. */
   create(seed: Seed | undefined): Policy<SlotCandidate>;
@@ -86,7 +86,7 @@ const plain = (metric: MetricCode, make: (seed: Seed | undefined) => Policy<Slot
   tiered: false,
 });
 
-/** Resolves a policy name; throws `InvalidConfig` naming `options.policy` for an unknown one. */
+/** Resolves a policy name; throws `InvalidConfig` naming `options.policy` for an unknown one. @internal */
 export function policySetup(name: unknown): PolicySetup {
   switch (name) {
     case 'round-robin':

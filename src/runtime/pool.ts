@@ -86,7 +86,7 @@ function taskUrl(filename: string | URL): string {
  * await pool.close();
  *
  * // task.js
- * import { workerRouter } from 'poise-lb';
+ * import { workerRouter } from 'poise-lb/runtime';
  * export default async function (task) {
  *   const lease = workerRouter().acquire();
  *   try { return await callBackend(lease.host, lease.port, task); }
@@ -108,7 +108,7 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
     invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, opts.policy);
   }
   const data: PoolData = {
-    attachment: balancer.attachment().attachment,
+    attachment: balancer.attachment(),
     filename: taskUrl(opts.filename),
     policy: opts.policy,
     seed: opts.seed,

@@ -124,7 +124,7 @@ function checkSample(value: unknown, field: string): void {
  * const router = balancer.router({ policy: 'p2c:latency' });
  * const lease = router.acquire();
  * lease.release('success', { latencyMs: 12 });
- * // any other thread: Router.attach(attachment) with balancer.attachment().attachment
+ * // any other thread: Router.attach(balancer.attachment()) (pass it in workerData)
  */
 export class Router implements LeaseOwner {
   /** The policy this router was built with. */

@@ -10,7 +10,7 @@
 // carry the old one's sample, failure or ejection.
 import { Worker } from 'node:worker_threads';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Balancer, createLogger } from '../../dist/src/index.js';
+import { Balancer, createLogger } from '../../dist/src/runtime.js';
 
 const logger = createLogger({ level: 'silent' });
 const FIXTURE = new URL('../fixtures/worker-late-release.mjs', import.meta.url);
@@ -31,7 +31,7 @@ describe('late release vs slot reuse (real threads)', () => {
   it('1,000 races (the issue asks for 300): the slot\'s next occupant never inherits the old backend\'s health', async () => {
     const b = new Balancer({ logger, capacity: 1 });
     b.update([{ id: 'r0', address: '127.0.0.1:7000' }]);
-    const w = new Worker(FIXTURE, { workerData: { attachment: b.attachment().attachment } });
+    const w = new Worker(FIXTURE, { workerData: { attachment: b.attachment() } });
     worker = w;
     b.watchWorker(w);
     const contaminated: string[] = [];

@@ -5,7 +5,8 @@
 // build (test/fixtures/*.mjs import dist/), so `npm run build` must have run.
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { Balancer, Rng, createLogger, createWorkerPool, type ReclaimEvent } from '../../dist/src/index.js';
+import { Rng } from '../../dist/src/index.js';
+import { Balancer, createLogger, createWorkerPool, type ReclaimEvent } from '../../dist/src/runtime.js';
 
 const logger = createLogger({ level: 'silent' });
 const LOOP = new URL('../fixtures/worker-terminate.mjs', import.meta.url);
@@ -54,7 +55,7 @@ async function randomMoment(): Promise<void> {
 /** Starts a looping worker, terminates it at a random moment, waits for its reclaim. */
 async function killOnce(b: Balancer, path: 'lease' | 'handle', policy: string, during?: () => Promise<void>): Promise<void> {
   const flag = new Int32Array(new SharedArrayBuffer(4));
-  const w = new Worker(LOOP, { workerData: { attachment: b.attachment().attachment, path, policy, flag: flag.buffer, warmup: rng.below(3000) } });
+  const w = new Worker(LOOP, { workerData: { attachment: b.attachment(), path, policy, flag: flag.buffer, warmup: rng.below(3000) } });
   const tid = w.threadId;
   // A worker that fails on its own (an acquire refused mid-churn, say) is a defect, not a termination.
   w.on('error', (err) => workerErrors.push(String(err)));

@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Balancer, createLogger, createWorkerPool, type ReclaimEvent } from '../../dist/src/index.js';
+import { Balancer, createLogger, createWorkerPool, type ReclaimEvent } from '../../dist/src/runtime.js';
 
 const logger = createLogger({ level: 'silent' });
 const HAMMER = new URL('../fixtures/worker-hammer.mjs', import.meta.url);
@@ -19,7 +19,7 @@ function backends(n: number): { id: string; address: string }[] {
 }
 
 function start(balancer: Balancer, data: Record<string, unknown>): Worker {
-  const w = new Worker(HAMMER, { workerData: { attachment: balancer.attachment().attachment, ...data } });
+  const w = new Worker(HAMMER, { workerData: { attachment: balancer.attachment(), ...data } });
   balancer.watchWorker(w, workers.length);
   workers.push(w);
   return w;

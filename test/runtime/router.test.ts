@@ -237,8 +237,8 @@ describe('membership changes', () => {
     const r = b.router({ ejection: { consecutiveFailures: 1 } });
     const h = r.acquireHandle();
     // Simulate a slot handed to a new occupant (generation moved) while the lease was out.
-    b.table.setTag(0, 7, SlotState.Ready);
-    b.table.leaseUp(0, 0, r.row);
+    b.ownerTable.setTag(0, 7, SlotState.Ready);
+    b.ownerTable.leaseUp(0, 0, r.row);
     expect(r.releaseHandle(h, 'failure')).toBe(true);
     // The lease's own count is returned (the row's cell is exact) ...
     expect(counters(b, 0)).toEqual({ c: 0, r: 1 });

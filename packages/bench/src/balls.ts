@@ -16,7 +16,7 @@
  * degrades gracefully. m = 4n so that the lightest set is small, as in a
  * busy system.
  */
-import { LeastLoaded, PowerOfTwo, Random, Rng, hash53, type Candidate, type Policy } from 'poise-lb';
+import { LeastLoaded, PowerOfTwo, Random, Rng, type Candidate, type Policy } from 'poise-lb';
 
 /** A bin as a candidate: its load is read from whichever view it is bound to. */
 class Bin implements Candidate {
@@ -146,9 +146,9 @@ export interface BallsOptions {
   onProgress?: (label: string) => void;
 }
 
-/** Derives a child seed from a parent seed and a salt: the library's stable 53-bit hash of "seed/salt" (a safe integer). */
+/** Derives a child seed from a parent seed and a salt: a 53-bit multiplicative mix of the two (a safe integer, stable across releases). */
 function derive(seed: number, salt: number): number {
-  return hash53(`${seed}/${salt}`);
+  return Number(BigInt.asUintN(53, BigInt(seed) * 0x9e3779b97f4a7c15n + BigInt(salt) * 0xbf58476d1ce4e5b9n + 1n));
 }
 
 function trialsFor(n: number): number {

@@ -3,7 +3,8 @@
  * warm-up, the measured window with the scenario's timeline and the in-flight
  * sampler, then the workers' results merged into one {@link PolicyResult}.
  */
-import { Balancer, createWorkerPool, type Logger, type MembershipSnapshot, type Status } from 'poise-lb';
+import type { Status } from 'poise-lb';
+import { Balancer, createWorkerPool, type Logger, type MembershipSnapshot } from 'poise-lb/runtime';
 import type { BackendFarm } from './backends.js';
 import type { BenchFlags } from './flags.js';
 import type { RedisFeed } from './membership.js';

@@ -8,7 +8,9 @@
  * id order (slow-backend: the first is 10× slower, the second fails 5 %).
  * Changes published while the run goes are applied live.
  */
-import { PoiseError, RedisMembership, parseAddress, type Logger, type MembershipSnapshot } from 'poise-lb';
+import { PoiseError } from 'poise-lb';
+import { RedisMembership } from 'poise-lb/redis';
+import type { Logger, MembershipSnapshot } from 'poise-lb/runtime';
 import type { BackendFarm } from './backends.js';
 import { BASE_MEDIAN_MS, BASE_SIGMA, FAILING_RATE, SLOW_FACTOR, type BackendModel, type ScenarioName } from './scenarios.js';
 
@@ -38,13 +40,20 @@ function roleModel(id: string, rank: number, scenario: ScenarioName): BackendMod
   };
 }
 
+/** The port of a `127.0.0.1:<port>` address, or undefined for any other address. */
+function loopbackPort(address: string): { port: number } | undefined {
+  const m = /^127\.0\.0\.1:(\d{1,5})$/.exec(address);
+  const port = m === null ? 0 : Number(m[1]);
+  return port >= 1 && port <= 65535 ? { port } : undefined;
+}
+
 /** Serves every member of `snapshot` that the farm does not serve yet. Throws for a non-loopback address. */
 async function serve(farm: BackendFarm, snapshot: MembershipSnapshot, scenario: ScenarioName, models: Map<string, BackendModel>): Promise<void> {
   const ids = snapshot.backends.map((b) => b.id).sort();
   for (const spec of snapshot.backends) {
     if (farm.has(spec.id)) continue;
-    const addr = parseAddress(spec.address);
-    if (addr === undefined || addr.host !== '127.0.0.1') {
+    const addr = loopbackPort(spec.address);
+    if (addr === undefined) {
       throw new Error(`--redis: backend ${JSON.stringify(spec.id)} has address ${JSON.stringify(spec.address)}; the bench serves its backends itself and needs 127.0.0.1:<port>`);
     }
     const model = roleModel(spec.id, ids.indexOf(spec.id), scenario);

@@ -3,7 +3,7 @@
  * so the flag can never drift from what a Router runs — and the set a run
  * compares by default.
  */
-import { POLICY_NAMES as RUNTIME_POLICY_NAMES, type PolicyName } from 'poise-lb';
+import { POLICY_NAMES as RUNTIME_POLICY_NAMES, type PolicyName } from 'poise-lb/runtime';
 
 /** Every policy a Router can run, in the runtime's documentation order. */
 export const POLICY_NAMES: readonly PolicyName[] = RUNTIME_POLICY_NAMES;

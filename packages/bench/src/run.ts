@@ -6,7 +6,7 @@
  * rest and returns what was measured.
  */
 import os from 'node:os';
-import { createLogger, type Logger } from 'poise-lb';
+import { createLogger, type Logger } from 'poise-lb/runtime';
 import { BackendFarm } from './backends.js';
 import { runBalls } from './balls.js';
 import type { BenchFlags } from './flags.js';

@@ -4,7 +4,8 @@
  * and backends starting to fail), and which policies a run compares by
  * default. The runner applies a scenario; nothing here does I/O.
  */
-import type { BackendSpec, Status } from 'poise-lb';
+import type { Status } from 'poise-lb';
+import type { BackendSpec } from 'poise-lb/runtime';
 import { DEFAULT_POLICIES, type BenchPolicyName } from './policies.js';
 
 /** Every `--scenario` value. */

@@ -12,7 +12,8 @@
  * running) and one completed-request counter per worker for progress.
  */
 import type { RecordableHistogram } from 'node:perf_hooks';
-import { Rng, workerRouter, type Lease, type Outcome } from 'poise-lb';
+import { Rng } from 'poise-lb';
+import { workerRouter, type Lease, type Outcome } from 'poise-lb/runtime';
 import type { ConnectionMode } from './flags.js';
 import { LineConnection } from './protocol.js';
 import { latencyHistogram, recordMs } from './stats.js';

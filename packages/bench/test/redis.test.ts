@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BenchResult } from '../src/results.js';
-import { MembershipPublisher } from 'poise-lb';
+import { MembershipPublisher } from 'poise-lb/redis';
 import { CLI } from '../../../test/helpers/cli.js';
 import { freePort, startRedis, type TestRedis } from '../../../test/helpers/redis-server.js';
 

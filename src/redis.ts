@@ -1,0 +1,8 @@
+/**
+ * poise-lb/redis — the Redis control plane: a membership source that
+ * follows a cluster's snapshots and notices, and the publisher that writes
+ * them. The only entry that loads ioredis. Explicit named exports only.
+ */
+export { RedisMembership, type RedisMembershipOptions, type SnapshotOrigin } from './membership/redis-source.js';
+export type { MembershipKeys } from './membership/redis-keys.js';
+export { MembershipPublisher, type MembershipPublisherOptions, type StoredMembership } from './membership/redis-publisher.js';

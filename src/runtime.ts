@@ -1,0 +1,61 @@
+/**
+ * poise-lb/runtime — the Balancer and its routers, the piscina worker pool,
+ * file membership and the logger. Loads pino, piscina and yaml; never
+ * ioredis (the Redis control plane is `poise-lb/redis`). Explicit named
+ * exports only.
+ */
+
+// membership specs (what Balancer.update and every source carry)
+export type { BackendSpec, ResolvedBackendSpec, MembershipSnapshot, MembershipOutcome } from './core/spec.js';
+
+// the shared table, read side
+export type { LoadTableView } from './load/table-view.js';
+export {
+  LoadTable,
+  SlotState,
+  LeaseKind,
+  EwmaSeries,
+  type SlotStats,
+  type SlotStateCode,
+  type LeaseKindCode,
+  type EwmaSeriesCode,
+} from './load/load-table.js';
+
+// owner, routers, leases
+export { Balancer, type BalancerOptions, type ReclaimEvent } from './runtime/balancer.js';
+export {
+  Router,
+  type RouterOptions,
+  type RouterAttachment,
+  type AcquireOptions,
+  type LeaseKindName,
+  type PolicyName,
+  type Outcome,
+} from './runtime/router.js';
+export { Lease, type ReleaseOptions } from './runtime/lease.js';
+export { POLICY_NAMES } from './runtime/policies.js';
+export type { EjectionOptions } from './runtime/health.js';
+export type { Clock } from './runtime/clock.js';
+export { createWorkerPool, workerRouter, poolWorkerData, type WorkerPool, type WorkerPoolOptions } from './runtime/pool.js';
+
+// membership sources: the contract, binding, the file/static source and its document
+export {
+  bindMembership,
+  type MembershipSource,
+  type MembershipTarget,
+  type MembershipBinding,
+  type SnapshotListener,
+  type BindOptions,
+} from './membership/source.js';
+export { StaticMembership, type StaticMembershipInput, type StaticMembershipOptions } from './membership/static.js';
+export {
+  resolveDocument,
+  parseDocument,
+  DEFAULT_MAX_DOCUMENT_BYTES,
+  type MembershipDocument,
+  type ResolvedDocument,
+  type DocumentFormat,
+} from './membership/document.js';
+
+// logging
+export { createLogger, LOG_LEVELS, type Logger, type LoggerOptions, type LogLevel } from './log.js';

@@ -1,0 +1,80 @@
+// The package's entries, as a user imports them (the package name resolves
+// through package.json "exports" to the compiled dist/, so `npm run build`
+// must have run — `npm test` does). Each import runs in a fresh process under
+// test/fixtures/load-probe.mjs, which reports every node_modules package the
+// import loaded, seen both by a module resolve hook and in the CommonJS cache.
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { Backend } from '../../src/core/candidate.js';
+import { PowerOfTwo } from '../../src/policy/power-of-two.js';
+import { INTERNALS, SURFACE } from './surface.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const PROBE = path.join(ROOT, 'test', 'fixtures', 'load-probe.mjs');
+
+interface Probe {
+  packages: string[];
+  resolved: number;
+  exports: string[];
+  result: unknown;
+}
+
+function probe(specifier: string, snippet?: string): Probe {
+  const args = [PROBE, specifier, ...(snippet === undefined ? [] : [snippet])];
+  // cwd = the package root: `poise-lb` resolves to this package by its own name (self-reference).
+  const out = execFileSync(process.execPath, args, { cwd: ROOT, encoding: 'utf8', env: { ...process.env, POISE_LOG_LEVEL: 'silent' } });
+  return JSON.parse(out) as Probe;
+}
+
+/** The I/O dependencies the root entry must never load. */
+const IO_DEPENDENCIES = ['ioredis', 'piscina', 'pino', 'pino-pretty', 'yaml'];
+
+describe('package entries', () => {
+  it('importing PowerOfTwo from the root loads no package at all (so none of ioredis, piscina, pino, yaml), and it picks as the source does', () => {
+    const seed = 7;
+    const snippet = `const p = new m.PowerOfTwo({ seed: ${seed} }); const bs = [0, 1, 2, 3].map((i) => new m.Backend('b' + i, { load: () => i })); return Array.from({ length: 64 }, () => p.pick(bs));`;
+    const r = probe('poise-lb', snippet);
+    // The witnesses were live: the root's own graph (core, policy, load, admission) was resolved through the hook.
+    expect(r.resolved).toBeGreaterThan(20);
+    expect(r.packages).toEqual([]);
+    for (const dep of IO_DEPENDENCIES) expect(r.packages).not.toContain(dep);
+    const p = new PowerOfTwo({ seed });
+    const bs = [0, 1, 2, 3].map((i) => new Backend(`b${i}`, { load: () => i }));
+    expect(r.result).toEqual(Array.from({ length: 64 }, () => p.pick(bs)));
+  });
+
+  it('the probe sees dependencies when they load: poise-lb/runtime loads pino, piscina and yaml, and never ioredis', () => {
+    const r = probe('poise-lb/runtime');
+    for (const dep of ['pino', 'piscina', 'yaml']) expect(r.packages).toContain(dep);
+    expect(r.packages).not.toContain('ioredis');
+  });
+
+  it('only poise-lb/redis loads ioredis; poise-lb/net loads neither ioredis, piscina nor yaml', () => {
+    expect(probe('poise-lb/redis').packages).toContain('ioredis');
+    const net = probe('poise-lb/net').packages;
+    for (const dep of ['ioredis', 'piscina', 'yaml']) expect(net).not.toContain(dep);
+  });
+
+  it.each(Object.keys(SURFACE))('%s exports exactly its documented run-time names, and no internal', (entry) => {
+    const names = probe(entry).exports;
+    expect(names).toEqual([...SURFACE[entry]!].sort());
+    for (const internal of INTERNALS) expect(names).not.toContain(internal);
+  });
+
+  it('package.json maps every entry to its compiled module and its declarations, and exports nothing else', () => {
+    const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { exports: Record<string, unknown> };
+    const entries = Object.keys(SURFACE).map((e) => (e === 'poise-lb' ? '.' : `./${e.slice('poise-lb/'.length)}`));
+    expect(Object.keys(pkg.exports).sort()).toEqual([...entries, './package.json'].sort());
+    for (const e of entries) {
+      const base = e === '.' ? 'index' : e.slice(2);
+      // "types" first: TypeScript takes the first condition that matches.
+      expect(Object.entries(pkg.exports[e] as Record<string, string>)).toEqual([
+        ['types', `./dist/src/${base}.d.ts`],
+        ['import', `./dist/src/${base}.js`],
+      ]);
+    }
+  });
+});

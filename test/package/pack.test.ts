@@ -1,0 +1,225 @@
+// The package as npm ships it: `npm pack` the built tree, install the tarball
+// into an empty project offline (its dependencies come from the npm cache
+// that `npm ci` filled, pinned by this repo's lockfile), then use it from
+// there the way a user would — every entry, the `poise` binary, the
+// declarations under TypeScript, and the source maps. The install omits
+// optional dependencies, so it also proves the package works without
+// pino-pretty. `npm test` builds first (pretest).
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { INTERNALS, SURFACE } from './surface.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const TSC = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+
+interface LockEntry {
+  version?: string;
+  dev?: boolean;
+  devOptional?: boolean;
+  [field: string]: unknown;
+}
+
+interface PackageJson {
+  name: string;
+  version: string;
+  license: string;
+  bin: Record<string, string>;
+  engines: Record<string, string>;
+  dependencies: Record<string, string>;
+  optionalDependencies: Record<string, string>;
+  exports: Record<string, Record<string, string> | string>;
+}
+
+const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as PackageJson;
+
+let work = '';
+let files: string[] = [];
+let project = '';
+let installed = '';
+
+function npm(args: string[], cwd: string): string {
+  return execFileSync('npm', args, { cwd, encoding: 'utf8', env: { ...process.env, npm_config_update_notifier: 'false' } });
+}
+
+/**
+ * A lockfile for a project whose one dependency is the tarball: poise-lb's
+ * own production tree, copied from this repo's lockfile (same versions and
+ * integrity), so `npm ci --offline` needs no registry metadata.
+ */
+function consumerLock(tarball: string): unknown {
+  const repo = JSON.parse(readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> };
+  const packages: Record<string, unknown> = {
+    '': { name: 'consumer', version: '0.0.0', dependencies: { 'poise-lb': tarball } },
+    'node_modules/poise-lb': {
+      version: pkg.version,
+      resolved: tarball,
+      license: pkg.license,
+      dependencies: pkg.dependencies,
+      optionalDependencies: pkg.optionalDependencies,
+      bin: Object.fromEntries(Object.entries(pkg.bin).map(([k, v]) => [k, v.replace(/^\.\//, '')])),
+      engines: pkg.engines,
+    },
+  };
+  for (const [key, entry] of Object.entries(repo.packages)) {
+    if (key === '' || entry.dev === true) continue;
+    const { devOptional: _devOptional, ...rest } = entry;
+    packages[key] = rest;
+  }
+  return { name: 'consumer', version: '0.0.0', lockfileVersion: 3, requires: true, packages };
+}
+
+function run(args: string[], opts: { input?: string } = {}): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, args, { cwd: project, encoding: 'utf8', input: opts.input, env: { ...process.env, POISE_LOG_LEVEL: 'info' } });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+beforeAll(() => {
+  work = mkdtempSync(path.join(os.tmpdir(), 'poise-pack-'));
+  // --ignore-scripts: `prepare` would rebuild dist/ under the other test files running now.
+  const [packed] = JSON.parse(npm(['pack', '--ignore-scripts', '--json', '--pack-destination', work], ROOT)) as [{ filename: string; files: { path: string }[] }];
+  files = packed.files.map((f) => f.path).sort();
+  project = path.join(work, 'consumer');
+  const tarball = `file:../${packed.filename}`;
+  execFileSync('mkdir', [project]);
+  writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '0.0.0', private: true, type: 'module', dependencies: { 'poise-lb': tarball } }));
+  writeFileSync(path.join(project, 'package-lock.json'), JSON.stringify(consumerLock(tarball)));
+  npm(['ci', '--offline', '--omit=optional', '--ignore-scripts', '--no-audit', '--no-fund'], project);
+  installed = path.join(project, 'node_modules', 'poise-lb');
+}, 180_000);
+
+afterAll(() => {
+  if (work !== '') rmSync(work, { recursive: true, force: true });
+});
+
+describe('the packed package', () => {
+  it('ships dist/src (with maps and declarations), src, LICENSE, README and package.json — no tests, benchmarks or build config', () => {
+    for (const f of ['LICENSE', 'README.md', 'package.json', 'dist/src/cli/main.js', 'src/index.ts']) expect(files).toContain(f);
+    const outside = files.filter((f) => !f.startsWith('dist/src/') && !f.startsWith('src/'));
+    expect(outside).toEqual(['LICENSE', 'README.md', 'package.json']);
+    const js = files.filter((f) => f.startsWith('dist/src/') && f.endsWith('.js'));
+    expect(js.length).toBeGreaterThan(50);
+    for (const f of js) {
+      expect(files).toContain(`${f}.map`);
+      expect(files).toContain(f.replace(/\.js$/, '.d.ts'));
+      expect(files).toContain(f.replace(/\.js$/, '.d.ts.map'));
+    }
+    expect(readFileSync(path.join(installed, 'LICENSE'), 'utf8')).toMatch(/^MIT License\n\nCopyright \(c\) 2026 Poise for Node contributors\n/);
+  });
+
+  it('every "exports" entry has declarations and a module that exist in the tarball', () => {
+    for (const [entry, target] of Object.entries(pkg.exports)) {
+      if (entry === './package.json') continue;
+      const t = target as Record<string, string>;
+      expect(Object.keys(t)).toEqual(['types', 'import']);
+      for (const file of [t['types']!, t['import']!]) expect(files).toContain(file.replace(/^\.\//, ''));
+    }
+  });
+
+  it('every source map carries its sources (sourcesContent equal to the shipped src file), and declaration maps point at shipped src', () => {
+    const maps = files.filter((f) => f.endsWith('.js.map') || f.endsWith('.d.ts.map'));
+    for (const m of maps) {
+      const map = JSON.parse(readFileSync(path.join(installed, m), 'utf8')) as { sources: string[]; sourcesContent?: string[]; sourceRoot?: string };
+      expect(map.sources).toHaveLength(1);
+      const source = path.resolve(path.dirname(path.join(installed, m)), map.sourceRoot ?? '', map.sources[0]!);
+      expect(source.startsWith(path.join(installed, 'src') + path.sep)).toBe(true);
+      expect(existsSync(source)).toBe(true);
+      if (m.endsWith('.js.map')) expect({ map: m, content: map.sourcesContent?.[0] }).toEqual({ map: m, content: readFileSync(source, 'utf8') });
+    }
+  });
+
+  it.each(Object.keys(SURFACE))('%s imports from the installed package with exactly its run-time names', (entry) => {
+    const r = run(['--input-type=module', '-e', `const m = await import(${JSON.stringify(entry)}); console.log(JSON.stringify(Object.keys(m).sort()));`]);
+    expect(r.stderr).toBe('');
+    const names = JSON.parse(r.stdout) as string[];
+    expect(names).toEqual([...SURFACE[entry]!].sort());
+    for (const internal of INTERNALS) expect(names).not.toContain(internal);
+  });
+
+  it('a deep import of a module file is refused by the exports map', () => {
+    const r = run(['--input-type=module', '-e', `await import('poise-lb/dist/src/core/weight.js');`]);
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain('ERR_PACKAGE_PATH_NOT_EXPORTED');
+  });
+
+  it('node_modules/.bin/poise --help, run as an executable (the npm link and the shebang), prints the usage and exits 0', () => {
+    const r = spawnSync(path.join(project, 'node_modules', '.bin', 'poise'), ['--help'], { cwd: project, encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^usage: poise <command>/);
+    for (const command of ['bench', 'proxy', 'members']) expect(r.stdout).toContain(`  ${command} `);
+  });
+
+  it('without the optional pino-pretty, createLogger({ pretty: true }) writes JSON instead of crashing', () => {
+    expect(existsSync(path.join(project, 'node_modules', 'pino-pretty'))).toBe(false);
+    const r = run(['--input-type=module', '-e', `import { createLogger } from 'poise-lb/runtime'; createLogger({ pretty: true }).info({ n: 1 }, 'hello');`]);
+    expect(r.status).toBe(0);
+    const line = JSON.parse(r.stderr.trim()) as Record<string, unknown>;
+    expect(line).toMatchObject({ level: 30, name: 'poise', n: 1, msg: 'hello' });
+  });
+
+  it('a stack trace through the package maps to the TypeScript source under --enable-source-maps', () => {
+    const r = run(['--enable-source-maps', '--input-type=module', '-e', `import { PowerOfTwo } from 'poise-lb'; try { new PowerOfTwo({ sed: 1 }); } catch (e) { console.log(e.stack); }`]);
+    expect(r.stdout).toContain('PoiseError: options.sed: unknown option (accepted: seed)');
+    expect(r.stdout).toMatch(/node_modules\/poise-lb\/src\/core\/errors\.ts:\d+:\d+/);
+  });
+
+  it('the declarations type-check a consumer (NodeNext, skipLibCheck off): public names resolve, internals and writers do not', () => {
+    const consumer = `
+import { Backend, PowerOfTwo, PoiseError, Prioritized, PriorityWeightedRandom, holdbackCeilings, type PriorityPlan, type Status } from 'poise-lb';
+import { Balancer, LoadTable, Router, createLogger, type LoadTableView, type RouterAttachment, type SlotStats } from 'poise-lb/runtime';
+import { MembershipPublisher, RedisMembership, type RedisMembershipOptions } from 'poise-lb/redis';
+import { TcpProxy, connect, type ConnectOptions } from 'poise-lb/net';
+// @ts-expect-error internal arithmetic is not exported
+import { checkedAdd } from 'poise-lb';
+// @ts-expect-error the shared clock is not exported
+import { sharedClock } from 'poise-lb/runtime';
+
+const status: Status = 'ready';
+const pick: number = new PowerOfTwo({ seed: 1 }).pick([new Backend('a', { status }), new Backend('b')]);
+const plan: PriorityPlan = new PriorityWeightedRandom({ seed: 1 }).plan([new Prioritized(new Backend('a'), 0)]);
+const ceilings: number[] = holdbackCeilings([2, 1], { minCeiling: 0.5 });
+const balancer = new Balancer({ logger: createLogger({ level: 'silent' }) });
+const view: LoadTableView = balancer.table;
+const stats: SlotStats = view.stats(0);
+const attachment: RouterAttachment = balancer.attachment();
+const router: Router = Router.attach(attachment);
+const reads: number = LoadTable.attach(attachment.buffer).requests(0);
+// @ts-expect-error the view has no writers
+balancer.table.setTag(0, 1, 1);
+// @ts-expect-error the table's writers are internal
+LoadTable.attach(attachment.buffer).leaseUp(0, 0, 0);
+// @ts-expect-error the owner-side table is internal
+balancer.ownerTable;
+// @ts-expect-error attachment() is the RouterAttachment, not a wrapper
+balancer.attachment().transferList;
+const options: RedisMembershipOptions | undefined = undefined;
+const connectOptions: ConnectOptions = {};
+export { pick, plan, ceilings, stats, router, reads, options, connectOptions, PoiseError, MembershipPublisher, RedisMembership, TcpProxy, connect, checkedAdd, sharedClock };
+`;
+    writeFileSync(path.join(project, 'consumer.ts'), consumer);
+    writeFileSync(
+      path.join(project, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          target: 'ES2022',
+          lib: ['ES2023', 'ES2024.SharedMemory'],
+          strict: true,
+          noEmit: true,
+          skipLibCheck: false,
+          types: ['node'],
+          typeRoots: [path.join(ROOT, 'node_modules', '@types')],
+        },
+        files: ['consumer.ts'],
+      }),
+    );
+    const r = spawnSync(process.execPath, [TSC, '-p', project], { cwd: project, encoding: 'utf8' });
+    expect(r.stdout + r.stderr).toBe('');
+    expect(r.status).toBe(0);
+  });
+});

@@ -1,0 +1,24 @@
+// The public run-time surface of each package entry, shared by the entry
+// test (imports through the exports map, in this repo) and the pack test
+// (imports from the installed tarball).
+
+/** The run-time names of each entry, exactly: a name added or leaked shows up here. */
+export const SURFACE: Record<string, string[]> = {
+  'poise-lb': [
+    'Backend', 'DEFAULT_HASH_SEED', 'FlowController', 'LeastLoaded', 'LocalityWeightedRandom', 'Localized',
+    'MAGLEV_DEFAULT_TABLE_SIZE', 'MAX_PRIORITY', 'MAX_WEIGHT', 'Maglev', 'PeakEwma', 'PoiseError', 'PowerOfTwo',
+    'PreparedLocalityWeightedRandom', 'PreparedPriorityWeightedRandom', 'Prioritized', 'PriorityWeightedRandom',
+    'Random', 'Rendezvous', 'Rng', 'RoundRobin', 'SmoothWeightedRoundRobin', 'WeightedRandom', 'decayEstimate',
+    'holdbackCeilings', 'isPoiseError', 'isStatus', 'isValidWeight', 'observeSample', 'validateWeight',
+  ],
+  'poise-lb/runtime': [
+    'Balancer', 'DEFAULT_MAX_DOCUMENT_BYTES', 'EwmaSeries', 'LOG_LEVELS', 'Lease', 'LeaseKind', 'LoadTable',
+    'POLICY_NAMES', 'Router', 'SlotState', 'StaticMembership', 'bindMembership', 'createLogger', 'createWorkerPool',
+    'parseDocument', 'poolWorkerData', 'resolveDocument', 'workerRouter',
+  ],
+  'poise-lb/redis': ['MembershipPublisher', 'RedisMembership'],
+  'poise-lb/net': ['TcpProxy', 'connect'],
+};
+
+/** Internals that used to leak from the root; none may come back through any entry. */
+export const INTERNALS = ['checkedAdd', 'checkedSum', 'mulDivFloor', 'MILLION', 'hash32', 'hash53', 'hash64', 'backoffMs', 'sharedClock', 'membershipKeys', 'resolveEjection', 'rateLimited', 'LAYOUT_VERSION'];
