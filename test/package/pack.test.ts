@@ -65,7 +65,9 @@ function consumerLock(tarball: string): unknown {
     },
   };
   for (const [key, entry] of Object.entries(repo.packages)) {
-    if (key === '' || entry.dev === true) continue;
+    // Only installed packages: not the root, the workspaces (packages/*) or
+    // their links (node_modules/poise-lb is the repo itself), nor dev ones.
+    if (!key.startsWith('node_modules/') || entry['link'] === true || entry.dev === true) continue;
     const { devOptional: _devOptional, ...rest } = entry;
     packages[key] = rest;
   }

@@ -18,6 +18,10 @@ export const SURFACE: Record<string, string[]> = {
   ],
   'poise-lb/redis': ['MembershipPublisher', 'RedisMembership'],
   'poise-lb/net': ['TcpProxy', 'connect'],
+  'poise-lb/cli': [
+    'EXIT', 'EXIT_HELP', 'NAME_RULE', 'UsageError', 'choiceFlag', 'exitCodeOf', 'integerFlag', 'nameFlag', 'parseFlags',
+    'pathFlag', 'redisUrlFlag', 'secondsFlag',
+  ],
 };
 
 /** Internals that used to leak from the root; none may come back through any entry. */

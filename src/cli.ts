@@ -4,7 +4,7 @@
  * parser and its value checks, the usage error, the one exit-code table and
  * the cluster-name rule. Explicit named exports only.
  */
-export type { Command } from './command.js';
+export type { Command } from './cli/command.js';
 export {
   parseFlags,
   integerFlag,
@@ -17,7 +17,7 @@ export {
   type FlagSpecs,
   type FlagValues,
   type ParsedFlags,
-} from './args.js';
-export { UsageError } from './usage.js';
-export { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
-export { NAME_RULE } from '../membership/name.js';
+} from './cli/args.js';
+export { UsageError } from './cli/usage.js';
+export { EXIT, EXIT_HELP, exitCodeOf } from './cli/exit.js';
+export { NAME_RULE } from './membership/name.js';
