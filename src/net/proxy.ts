@@ -14,7 +14,8 @@ import { EventEmitter } from 'node:events';
 import { invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { defaultLogger, type Logger } from '../log.js';
 import type { Router } from '../runtime/router.js';
-import { checkConnectOptions, connect } from './connect.js';
+import { checkConnectOptions } from './connect.js';
+import { serveConnection, type ConnectionHost, type ConnectionStats } from './proxy-connection.js';
 
 /** Options of {@link TcpProxy}. */
 export interface TcpProxyOptions {
@@ -34,13 +35,8 @@ export interface TcpProxyOptions {
 }
 
 /** Counters of a running proxy. */
-export interface TcpProxyStats {
+export interface TcpProxyStats extends ConnectionStats {
   accepted: number;
-  active: number;
-  /** Inbound connections closed because no backend accepted. */
-  failed: number;
-  bytesIn: number;
-  bytesOut: number;
 }
 
 /**
@@ -56,6 +52,7 @@ export class TcpProxy extends EventEmitter {
   private readonly log: Logger;
   private readonly server: net.Server;
   private readonly sockets = new Set<net.Socket>();
+  private readonly host: ConnectionHost;
 
   /** Throws `InvalidConfig` naming a bad option. */
   constructor(opts: TcpProxyOptions) {
@@ -76,6 +73,14 @@ export class TcpProxy extends EventEmitter {
     if (typeof idle !== 'number' || !(idle >= 0) || !Number.isFinite(idle)) invalidConfig('options.idleTimeoutMs', 'must be a finite number >= 0', idle);
     this.opts = opts;
     this.log = opts.logger ?? defaultLogger();
+    this.host = {
+      router: opts.router,
+      settings: opts,
+      log: this.log,
+      stats: this.stats,
+      track: (socket) => this.track(socket),
+      emit: (event, arg) => this.emit(event, arg),
+    };
     this.server = net.createServer({ pauseOnConnect: true, allowHalfOpen: true }, (client) => this.accept(client));
   }
 
@@ -113,66 +118,6 @@ export class TcpProxy extends EventEmitter {
   private accept(client: net.Socket): void {
     this.stats.accepted++;
     this.track(client);
-    client.on('error', () => client.destroy());
-    const key = this.opts.key?.(client);
-    const ac = new AbortController();
-    const onEarlyClose = (): void => ac.abort(new Error('client closed before the upstream connected'));
-    client.once('close', onEarlyClose);
-    connect(this.opts.router, {
-      key,
-      attempts: this.opts.attempts,
-      connectTimeoutMs: this.opts.connectTimeoutMs,
-      signal: ac.signal,
-    }).then(
-      ({ socket: upstream, lease }) => {
-        client.off('close', onEarlyClose);
-        this.track(upstream);
-        this.splice(client, upstream, lease.id);
-      },
-      (err: unknown) => {
-        client.off('close', onEarlyClose);
-        if (ac.signal.aborted) return;
-        this.stats.failed++;
-        this.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'proxy: no backend accepted; closing client');
-        client.destroy();
-        this.emit('failed', err);
-      },
-    );
-  }
-
-  private splice(client: net.Socket, upstream: net.Socket, backend: string): void {
-    this.stats.active++;
-    let open = 2;
-    const closed = (): void => {
-      if (--open === 0) {
-        this.stats.active--;
-        this.emit('closed', backend);
-      }
-    };
-    client.once('close', closed);
-    upstream.once('close', closed);
-    // An error on either side tears down both; a clean end is half-closed through.
-    upstream.on('error', () => {
-      upstream.destroy();
-      client.destroy();
-    });
-    client.on('error', () => upstream.destroy());
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-    client.on('data', (chunk: Buffer) => {
-      this.stats.bytesIn += chunk.length;
-    });
-    upstream.on('data', (chunk: Buffer) => {
-      this.stats.bytesOut += chunk.length;
-    });
-    const idle = this.opts.idleTimeoutMs ?? 0;
-    if (idle > 0) {
-      client.setTimeout(idle, () => client.destroy());
-      upstream.setTimeout(idle, () => upstream.destroy());
-    }
-    client.pipe(upstream);
-    upstream.pipe(client);
-    client.resume();
-    this.emit('spliced', backend);
+    serveConnection(this.host, client);
   }
 }
