@@ -23,6 +23,8 @@ export interface ReleaseOptions {
 export interface LeaseOwner {
   releaseHandle(handle: number, outcome: Outcome, latencyMs?: number, connectMs?: number): boolean;
   recordConnect(handle: number, connectMs: number): void;
+  requestUp(handle: number): boolean;
+  requestDown(handle: number, latencyMs: number | undefined): void;
 }
 
 /**
@@ -44,6 +46,7 @@ export class Lease {
   private readonly handle: number;
   private readonly cand: SlotCandidate;
   private open = true;
+  private request = false;
 
   /** @internal Created by Router.acquire. */
   constructor(owner: LeaseOwner, handle: number, cand: SlotCandidate) {
@@ -86,6 +89,7 @@ export class Lease {
    */
   release(outcome: Outcome, opts?: ReleaseOptions): void {
     if (!this.open) return;
+    if (this.request) this.endRequest();
     this.owner.releaseHandle(this.handle, outcome, opts?.latencyMs, opts?.connectMs);
     this.open = false;
   }
@@ -97,5 +101,30 @@ export class Lease {
    */
   connected(connectMs: number): void {
     if (this.open) this.owner.recordConnect(this.handle, connectMs);
+  }
+
+  /**
+   * Starts one request on this lease's backend while the lease stays open —
+   * for a connection lease that carries request–reply turns (the proxy calls
+   * it on a turn's first client byte): the backend counts one more in-flight
+   * request (what `p2c:requests` and `p2c:latency` compare) until
+   * {@link endRequest}. At most one request per lease is open; a second call
+   * before `endRequest` does nothing, as does a call after release.
+   */
+  beginRequest(): void {
+    if (this.open && !this.request) this.request = this.owner.requestUp(this.handle);
+  }
+
+  /**
+   * Ends the request {@link beginRequest} started; with `latencyMs` (finite,
+   * >= 0) records it as a request-latency PeakEWMA sample, which is what
+   * `p2c:latency` reads. Without a sample (the turn was cut off) it only
+   * returns the count. No-op when no request is open. Throws `InvalidConfig`
+   * for a negative / non-finite sample (the request then stays open).
+   */
+  endRequest(latencyMs?: number): void {
+    if (!this.request) return;
+    this.owner.requestDown(this.handle, latencyMs);
+    this.request = false;
   }
 }

@@ -397,6 +397,32 @@ export class Router implements LeaseOwner {
     this.table.clearFailures(slot);
   }
 
+  /**
+   * Counts one in-flight request on an open lease's backend (see
+   * Lease.beginRequest); false when the handle is not open. The open lease
+   * keeps the slot's generation (the owner reuses a slot only once its counts
+   * read zero), so the request count lands on the lease's own backend.
+   */
+  requestUp(handle: number): boolean {
+    const i = this.book.find(handle);
+    if (i < 0) return false;
+    this.table.leaseUp(this.book.slotOf(i), LeaseKind.Request, this.row);
+    return true;
+  }
+
+  /** Returns a count {@link requestUp} took; records `latencyMs` as a request-latency sample when given. */
+  requestDown(handle: number, latencyMs: number | undefined): void {
+    if (latencyMs !== undefined) checkSample(latencyMs, 'endRequest(latencyMs)');
+    const i = this.book.find(handle);
+    if (i < 0) return;
+    const slot = this.book.slotOf(i);
+    // Sample first, count last (the release order): the lease still holds the slot either way.
+    if (latencyMs !== undefined && this.table.tag(slot) >>> 3 === this.book.generationOf(i)) {
+      this.table.observe(slot, EwmaSeries.Latency, latencyMs, this.now(), this.row);
+    }
+    this.table.leaseDown(slot, LeaseKind.Request, this.row);
+  }
+
   /** Stops new acquires (open leases can still be released) and flushes the batched pick counts. The thread's row stays claimed until the thread exits. */
   close(): void {
     this.closed = true;
