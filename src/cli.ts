@@ -8,7 +8,7 @@ export type { Command } from './cli/command.js';
 export {
   parseFlags,
   integerFlag,
-  secondsFlag,
+  durationFlag, secondsFlag,
   choiceFlag,
   redisUrlFlag,
   nameFlag,

@@ -130,6 +130,23 @@ export function secondsFlag(flag: string, raw: string | undefined, min: number, 
   return v;
 }
 
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/**
+ * `raw` as a duration in milliseconds in [minMs, maxMs]: an integer with an
+ * optional unit, `ms` (the default, as in HAProxy), `s`, `m` or `h` —
+ * `30s`, `2000`, `1.5s`. Undefined when absent. Throws {@link UsageError} naming `flag`.
+ */
+export function durationFlag(flag: string, raw: string | undefined, minMs: number, maxMs: number): number | undefined {
+  if (raw === undefined) return undefined;
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(raw.trim());
+  const v = m === null ? Number.NaN : Math.round(Number(m[1]) * DURATION_UNITS[m[2] ?? 'ms']!);
+  if (!Number.isSafeInteger(v) || v < minMs || v > maxMs) {
+    throw new UsageError(`${flag}: must be a duration in [${minMs}ms, ${maxMs}ms] (a number with unit ms, s, m or h; no unit = ms), got ${JSON.stringify(raw)}`, flag);
+  }
+  return v;
+}
+
 /** `raw` when it is one of `allowed`; undefined when absent. Throws {@link UsageError} listing them. */
 export function choiceFlag<T extends string>(flag: string, raw: string | undefined, allowed: readonly T[]): T | undefined {
   if (raw === undefined) return undefined;

@@ -17,6 +17,7 @@ import type { Logger } from '../log.js';
 import { bindMembership, type MembershipBinding, type MembershipSource } from '../membership/source.js';
 import { StaticMembership } from '../membership/static.js';
 import { RedisMembership } from '../membership/redis-source.js';
+import type { ConnectionOptions } from '../net/proxy-connection.js';
 import { TcpProxy } from '../net/proxy.js';
 import { Balancer } from '../runtime/balancer.js';
 import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
@@ -24,6 +25,7 @@ import { choiceFlag, integerFlag, nameFlag, parseFlags, redisUrlFlag, type FlagS
 import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
 import { cliLogger } from './logger.js';
 import type { Command } from './command.js';
+import { CONNECTION_FLAGS, CONNECTION_HELP, connectionFlags } from './proxy-connection-flags.js';
 import { waitForMembership } from './proxy-wait.js';
 import { UsageError } from './usage.js';
 
@@ -50,15 +52,17 @@ stored snapshot, 1 Redis unavailable).
 flags:
   --listen HOST:PORT       listen address (required)
   --policy NAME            ${POLICY_NAMES.join(' | ')}
-                           (default p2c:connections)
-  --attempts N             backends tried per connection, 1..100 (default 3)
-  --connect-timeout MS     per-attempt connect timeout, 1..600000 (default 2000)
-  --idle-timeout MS        close idle pairs after MS, 0 = never (default 0)
+                           (default p2c:latency: PeakEWMA of each request-reply
+                           turn x in-flight turns; it avoids a slow backend)
   --capacity N             backend slots in the load table, 1..65536 (default 1024)
   --require-membership     fail at start when no valid membership is available (default: wait)
   --wait-log-interval MS   while waiting for a membership, log why every MS, 100..600000 (default 5000)
   --log-level LEVEL        fatal | error | warn | info | debug | trace | silent (default info)
   -h, --help               this text
+
+${CONNECTION_HELP}
+
+See docs/proxy.md for the full reference.
 
 ${EXIT_HELP}
             (0 also after a clean stop on SIGINT/SIGTERM)`;
@@ -71,9 +75,7 @@ const OPTIONS = {
   cluster: { type: 'string' },
   prefix: { type: 'string' },
   policy: { type: 'string' },
-  attempts: { type: 'string' },
-  'connect-timeout': { type: 'string' },
-  'idle-timeout': { type: 'string' },
+  ...CONNECTION_FLAGS,
   capacity: { type: 'string' },
   'require-membership': { type: 'boolean' },
   'wait-log-interval': { type: 'string' },
@@ -86,9 +88,7 @@ type Values = FlagValues<typeof OPTIONS>;
 interface ProxyFlags {
   listen: { host: string; port: number };
   policy: PolicyName;
-  attempts: number;
-  connectTimeoutMs: number;
-  idleTimeoutMs: number;
+  connection: ConnectionOptions;
   capacity: number;
   requireMembership: boolean;
   waitLogMs: number;
@@ -124,13 +124,11 @@ function proxyFlags(values: Values): ProxyFlags {
     const detail = values.listen === undefined ? undefined : addressDetail(values.listen);
     throw new UsageError(`--listen: required, HOST:PORT with a port in [1, 65535], got ${JSON.stringify(values.listen ?? null)}${detail ? ` (${detail})` : ''}`, '--listen');
   }
-  const policy = choiceFlag('--policy', values.policy, POLICY_NAMES) ?? 'p2c:connections';
+  const policy = choiceFlag('--policy', values.policy, POLICY_NAMES) ?? 'p2c:latency';
   const capacity = integerFlag('--capacity', values.capacity, 1, 65536) ?? 1024;
   const requireMembership = values['require-membership'];
   // Every flag is checked before a source is built: a usage error leaves nothing open.
-  const attempts = integerFlag('--attempts', values.attempts, 1, 100) ?? 3;
-  const connectTimeoutMs = integerFlag('--connect-timeout', values['connect-timeout'], 1, 600_000) ?? 2000;
-  const idleTimeoutMs = integerFlag('--idle-timeout', values['idle-timeout'], 0, 86_400_000) ?? 0;
+  const connection = connectionFlags(values, policy);
   const waitLogMs = integerFlag('--wait-log-interval', values['wait-log-interval'], 100, 600_000) ?? 5000;
   const chosen = [values.backend.length > 0, values.file !== undefined, values.redis !== undefined].filter(Boolean).length;
   if (chosen !== 1) throw new UsageError('membership: give exactly one of --backend, --file, --redis');
@@ -149,9 +147,7 @@ function proxyFlags(values: Values): ProxyFlags {
   return {
     listen: at,
     policy,
-    attempts,
-    connectTimeoutMs,
-    idleTimeoutMs,
+    connection,
     capacity,
     requireMembership,
     waitLogMs,
@@ -219,9 +215,7 @@ async function serve(f: ProxyFlags): Promise<number> {
       router,
       host: f.listen.host,
       port: f.listen.port,
-      attempts: f.attempts,
-      connectTimeoutMs: f.connectTimeoutMs,
-      idleTimeoutMs: f.idleTimeoutMs,
+      ...f.connection,
       logger: f.log,
     });
     try {

@@ -27,6 +27,27 @@ export interface ConnectOptions {
   signal?: AbortSignal;
   /** Monotonic milliseconds for the connect-time sample; default `performance.now`. */
   clock?: () => number;
+  /**
+   * Keep the socket writable after the backend's FIN (`net.connect`'s
+   * `allowHalfOpen`); default false. The proxy sets it so a client can still
+   * send after the backend finished.
+   */
+  allowHalfOpen?: boolean;
+  /** Opens the socket; default `net.connect`. A test seam (inject a local error such as EMFILE). */
+  createSocket?: (opts: net.NetConnectOpts) => net.Socket;
+}
+
+/**
+ * Connect errors that are this host's, not the backend's: out of file
+ * descriptors (EMFILE, ENFILE), socket buffers or memory (ENOBUFS, ENOMEM),
+ * ephemeral ports (EADDRNOTAVAIL). They never count against a backend.
+ */
+export const LOCAL_ERROR_CODES: ReadonlySet<string> = new Set(['EMFILE', 'ENFILE', 'ENOBUFS', 'ENOMEM', 'EADDRNOTAVAIL']);
+
+/** True when `err` is a local resource error ({@link LOCAL_ERROR_CODES}). */
+export function isLocalError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && LOCAL_ERROR_CODES.has(code);
 }
 
 /** A connected socket and the lease that counts it. */
@@ -61,7 +82,9 @@ export function checkConnectOptions(opts: Pick<ConnectOptions, 'attempts' | 'con
  * await client.connect();
  */
 export async function connect(router: Router, opts: ConnectOptions = {}): Promise<RoutedConnection> {
-  checkOptionKeys(opts, ['key', 'priority', 'attempts', 'connectTimeoutMs', 'signal', 'clock']);
+  checkOptionKeys(opts, ['key', 'priority', 'attempts', 'connectTimeoutMs', 'signal', 'clock', 'allowHalfOpen', 'createSocket']);
+  const create = opts.createSocket ?? net.connect;
+  const allowHalfOpen = opts.allowHalfOpen === true;
   const { attempts, timeout } = checkConnectOptions(opts);
   const clock = opts.clock ?? (() => performance.now());
   const exclude = new Set<string>();
@@ -78,7 +101,7 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
     }
     const started = clock();
     try {
-      const socket = await openSocket(lease.host, lease.port, timeout, opts.signal);
+      const socket = await openSocket(create, { host: lease.host, port: lease.port, allowHalfOpen }, timeout, opts.signal);
       const connectMs = Math.max(0, clock() - started);
       lease.connected(connectMs);
       let failed = false;
@@ -91,6 +114,15 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
       if (opts.signal?.aborted) {
         lease.release('cancelled');
         throw err;
+      }
+      if (isLocalError(err)) {
+        // Our own descriptors, buffers or ports ran out: the backend did
+        // nothing wrong (no failure, no sample), and another backend would
+        // fail the same way.
+        lease.release('cancelled');
+        throw new PoiseError('CapacityExhausted', `connect: local resource exhausted (${(err as { code: string }).code}); no backend was blamed: ${errorText(err)}`, {
+          cause: err,
+        });
       }
       lease.release('failure');
       exclude.add(lease.id);
@@ -106,10 +138,24 @@ function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-function openSocket(host: string, port: number, timeoutMs: number, signal: AbortSignal | undefined): Promise<net.Socket> {
+function openSocket(
+  create: (opts: net.NetConnectOpts) => net.Socket,
+  at: { host: string; port: number; allowHalfOpen: boolean },
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
-    const socket = net.connect({ host, port });
-    const timer = setTimeout(() => fail(new Error(`connect ${host}:${port} timed out after ${timeoutMs} ms`)), timeoutMs);
+    let socket: net.Socket;
+    try {
+      socket = create(at);
+    } catch (err) {
+      reject(err);
+      return;
+    }
+    const timer = setTimeout(
+      () => fail(Object.assign(new Error(`connect ${at.host}:${at.port} timed out after ${timeoutMs} ms`), { code: 'ETIMEDOUT' })),
+      timeoutMs,
+    );
     const onAbort = (): void => fail(signal?.reason ?? new Error('aborted'));
     signal?.addEventListener('abort', onAbort, { once: true });
     function cleanup(): void {

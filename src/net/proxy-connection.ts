@@ -1,109 +1,618 @@
 /**
  * One proxied connection: the per-connection data path of {@link TcpProxy}.
- * Given an accepted (paused) client socket, it routes an upstream connection
- * through {@link connect} and splices the two sockets until either side
- * closes. The accept / listen side lives in proxy.ts.
+ * Given an accepted (paused) client socket it optionally reads a PROXY
+ * header, routes an upstream connection through {@link connect}, and splices
+ * the two sockets until both directions are finished. The accept / listen /
+ * worker side lives in proxy.ts.
+ *
+ * Along the way it
+ * - sets TCP_NODELAY on both sockets (a proxy must not add Nagle delay to
+ *   small request–reply turns);
+ * - keeps both sockets half-open: a FIN from either side is passed on as a
+ *   FIN and the other direction keeps flowing, byte-exact;
+ * - feeds PeakEWMA: the connect time (ConnectTime series) and, per
+ *   request–reply turn — client bytes after backend bytes start a new turn —
+ *   the time from the turn's first client byte to the first backend byte
+ *   (Latency series), while counting the turn as one in-flight request, so
+ *   `p2c:latency` and `p2c:requests` see the proxy's traffic;
+ * - applies HAProxy-like inactivity timeouts (client, server; connect is
+ *   per attempt in connect()) on one shared coarse wheel per proxy;
+ * - never blames a backend for this host's resource errors (EMFILE, ...);
+ * - rate-limits repeated identical warnings, and writes one access-log
+ *   record per connection with HAProxy's two-letter termination state.
+ *
+ * Listeners are shared module functions (the connection hangs off the
+ * socket), so an idle connection costs one object, not a dozen closures.
  */
 import type net from 'node:net';
-import type { Logger } from '../log.js';
+import { PoiseError, invalidConfig } from '../core/errors.js';
+import { rateLimited, type Logger, type RateLimitedLogger } from '../log.js';
+import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
-import { connect } from './connect.js';
+import { checkConnectOptions, connect, isLocalError, type RoutedConnection } from './connect.js';
+import { encodeProxyV1, encodeProxyV2, parseProxyHeader, plainAddress, V1_MAX, type ProxyEndpoint } from './proxy-protocol.js';
+import { TimeoutWheel, type WheelEntry } from './timeout-wheel.js';
 
-/** The settings a connection reads (validated by TcpProxy). @internal */
-export interface ConnectionSettings {
+/** Built-in affinity keys: the client's IP, or IP and port (after `acceptProxy`, the address the header gave). */
+export type ClientKey = 'client-ip' | 'client-ip:port';
+
+/** Per-connection options of {@link TcpProxy} (all plain data except a custom `key` function and `accessLog`). */
+export interface ConnectionOptions {
+  /** Backends tried per inbound connection; default 3. */
   attempts?: number;
+  /** Per-attempt upstream connect timeout, ms; default 2000 (HAProxy `timeout connect`). */
   connectTimeoutMs?: number;
-  idleTimeoutMs?: number;
-  key?: (socket: net.Socket) => string | number | undefined;
+  /** Client-side inactivity (nothing read from or written to the client), ms; 0 = none; default 30000 (HAProxy `timeout client`). */
+  clientTimeoutMs?: number;
+  /** Server-side inactivity (nothing read from or written to the backend), ms; 0 = none; default 30000 (HAProxy `timeout server`). */
+  serverTimeoutMs?: number;
+  /** Affinity key for `rendezvous` / `maglev`: `'client-ip'`, `'client-ip:port'`, or a function of the client socket. */
+  key?: ClientKey | ((socket: net.Socket) => string | number | undefined);
+  /** Send a PROXY protocol header (`'v1'` text, `'v2'` binary) to the backend before any client byte. */
+  sendProxy?: 'v1' | 'v2';
+  /** Expect a PROXY header (v1 or v2) from every client; a malformed or late one closes the connection. */
+  acceptProxy?: boolean;
+  /** Time allowed for the whole PROXY header, ms; default 5000. */
+  acceptProxyTimeoutMs?: number;
+  /** Largest v2 header accepted (16-byte fixed part + addresses + TLVs), bytes; default 536. v1 lines are at most 107. */
+  acceptProxyMaxBytes?: number;
+  /** One info record per finished connection on this logger (pino), message `'connection'`. */
+  accessLog?: Logger;
 }
 
-/** Counters a connection updates. */
+/** The validated options. @internal */
+export interface ConnectionSettings {
+  attempts: number;
+  connectTimeoutMs: number;
+  clientTimeoutMs: number;
+  serverTimeoutMs: number;
+  key: ConnectionOptions['key'];
+  sendProxy: 'v1' | 'v2' | undefined;
+  acceptProxy: boolean;
+  acceptProxyTimeoutMs: number;
+  acceptProxyMaxBytes: number;
+  accessLog: Logger | undefined;
+}
+
+/** The option names {@link resolveConnectionOptions} reads. @internal */
+export const CONNECTION_OPTION_KEYS = [
+  'attempts',
+  'connectTimeoutMs',
+  'clientTimeoutMs',
+  'serverTimeoutMs',
+  'key',
+  'sendProxy',
+  'acceptProxy',
+  'acceptProxyTimeoutMs',
+  'acceptProxyMaxBytes',
+  'accessLog',
+] as const;
+
+function msOption(value: unknown, field: string, dflt: number, min: number): number {
+  const v = value ?? dflt;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > 2_147_483_647) invalidConfig(field, `must be an integer of milliseconds in [${min}, 2147483647]`, v);
+  return v;
+}
+
+/** Validates the per-connection options; throws `InvalidConfig` naming `options.<field>`. @internal */
+export function resolveConnectionOptions(opts: ConnectionOptions): ConnectionSettings {
+  const { attempts, timeout } = checkConnectOptions(opts);
+  const key = opts.key;
+  if (key !== undefined && key !== 'client-ip' && key !== 'client-ip:port' && typeof key !== 'function') {
+    invalidConfig('options.key', 'must be "client-ip", "client-ip:port" or a function of the client socket', key);
+  }
+  if (opts.sendProxy !== undefined && opts.sendProxy !== 'v1' && opts.sendProxy !== 'v2') invalidConfig('options.sendProxy', 'must be "v1" or "v2"', opts.sendProxy);
+  if (opts.acceptProxy !== undefined && typeof opts.acceptProxy !== 'boolean') invalidConfig('options.acceptProxy', 'must be a boolean', opts.acceptProxy);
+  const maxBytes = opts.acceptProxyMaxBytes ?? 536;
+  if (!Number.isInteger(maxBytes) || maxBytes < 28 || maxBytes > 65_551) invalidConfig('options.acceptProxyMaxBytes', 'must be an integer in [28, 65551]', maxBytes);
+  const log = opts.accessLog;
+  if (log !== undefined && (typeof log !== 'object' || log === null || typeof log.info !== 'function')) invalidConfig('options.accessLog', 'must be a pino logger', log);
+  return {
+    attempts,
+    connectTimeoutMs: timeout,
+    clientTimeoutMs: msOption(opts.clientTimeoutMs, 'options.clientTimeoutMs', 30_000, 0),
+    serverTimeoutMs: msOption(opts.serverTimeoutMs, 'options.serverTimeoutMs', 30_000, 0),
+    key,
+    sendProxy: opts.sendProxy,
+    acceptProxy: opts.acceptProxy === true,
+    acceptProxyTimeoutMs: msOption(opts.acceptProxyTimeoutMs, 'options.acceptProxyTimeoutMs', 5000, 1),
+    acceptProxyMaxBytes: maxBytes,
+    accessLog: log,
+  };
+}
+
+/** Counters a proxy's connections update. */
 export interface ConnectionStats {
+  /** Spliced pairs open now. */
   active: number;
-  /** Inbound connections closed because no backend accepted. */
+  /** Inbound connections closed because no backend accepted (local errors included). */
   failed: number;
+  /** Of `failed`: refused because of this host's resources (EMFILE, ENFILE, ENOBUFS, ...), never blamed on a backend. */
+  localErrors: number;
+  /** Connections closed by the client, server or PROXY-header timeout. */
+  timeouts: number;
+  /** Connections closed for a malformed PROXY header. */
+  badHeaders: number;
+  /** Client → backend bytes. */
   bytesIn: number;
+  /** Backend → client bytes. */
   bytesOut: number;
 }
+
+/** Why a connection ended (the access log's `termination`), with HAProxy's two-letter state. */
+export const TERMINATIONS = {
+  /** The client finished first (FIN), then the backend: a normal end. */
+  'client-close': '--',
+  /** The backend finished first, then the client: a normal end. */
+  'server-close': '--',
+  /** The client reset or failed mid-stream. */
+  'client-error': 'CD',
+  /** The backend reset or failed mid-stream. */
+  'server-error': 'SD',
+  'client-timeout': 'cD',
+  'server-timeout': 'sD',
+  /** Every attempt's connect timed out. */
+  'connect-timeout': 'sC',
+  /** No backend accepted (refused, unreachable, none eligible). */
+  'connect-failed': 'SC',
+  /** The client left before a backend connected. */
+  'client-abort': 'CC',
+  /** This host ran out of a resource (EMFILE, ENFILE, ENOBUFS, ...). */
+  'local-error': 'RC',
+  /** A malformed PROXY header (accept-proxy). */
+  'proxy-header': 'PR',
+  /** No complete PROXY header in time. */
+  'proxy-header-timeout': 'cR',
+  /** Closed by the proxy itself (close() without drain). */
+  shutdown: 'KD',
+} as const;
+/** A termination cause. */
+export type Termination = keyof typeof TERMINATIONS;
 
 /** What a connection needs from the proxy that accepted it. @internal */
 export interface ConnectionHost {
   readonly router: Router;
   readonly settings: ConnectionSettings;
   readonly log: Logger;
+  /** Per-connection warnings, rate-limited (one line, then a count per window). */
+  readonly warn: RateLimitedLogger;
   readonly stats: ConnectionStats;
+  /** Client and server inactivity timers; undefined when both timeouts are 0 and no PROXY header is expected. */
+  readonly wheel: TimeoutWheel | undefined;
   /** Tracks a socket so that closing the proxy can destroy it. */
   track(socket: net.Socket): void;
   /** `'spliced'` / `'closed'` with the backend id, `'failed'` with the error. */
   emit(event: 'spliced' | 'closed' | 'failed', arg: unknown): void;
 }
 
+/** Builds a host for {@link serveConnection} (one wheel and one rate limiter per proxy). @internal */
+export function connectionHost(
+  settings: ConnectionSettings,
+  parts: Pick<ConnectionHost, 'router' | 'log' | 'stats' | 'track' | 'emit'>,
+): ConnectionHost {
+  const timeouts = [settings.clientTimeoutMs, settings.serverTimeoutMs, settings.acceptProxy ? settings.acceptProxyTimeoutMs : 0].filter((t) => t > 0);
+  // A tick of 1/20 of the shortest timeout, within [5 ms, 1 s].
+  const wheel = timeouts.length === 0 ? undefined : new TimeoutWheel({ tickMs: Math.min(1000, Math.max(5, Math.floor(Math.min(...timeouts) / 20))) });
+  return { ...parts, settings, wheel, warn: rateLimited(parts.log) };
+}
+
+/** The stats object of a fresh proxy. @internal */
+export function freshStats(): ConnectionStats {
+  return { active: 0, failed: 0, localErrors: 0, timeouts: 0, badHeaders: 0, bytesIn: 0, bytesOut: 0 };
+}
+
 /**
- * Routes `client` (accepted with `pauseOnConnect`, already tracked) to a
- * backend and splices the pair; closes the client when no backend accepts.
+ * Serves `client` (accepted with `pauseOnConnect` and `allowHalfOpen`,
+ * already tracked): PROXY header if expected, route, splice.
  * @internal
  */
 export function serveConnection(host: ConnectionHost, client: net.Socket): void {
-  client.on('error', () => client.destroy());
-  const key = host.settings.key?.(client);
-  const ac = new AbortController();
-  const onEarlyClose = (): void => ac.abort(new Error('client closed before the upstream connected'));
-  client.once('close', onEarlyClose);
-  connect(host.router, {
-    key,
-    attempts: host.settings.attempts,
-    connectTimeoutMs: host.settings.connectTimeoutMs,
-    signal: ac.signal,
-  }).then(
-    ({ socket: upstream, lease }) => {
-      client.off('close', onEarlyClose);
-      host.track(upstream);
-      splice(host, client, upstream, lease.id);
-    },
-    (err: unknown) => {
-      client.off('close', onEarlyClose);
-      if (ac.signal.aborted) return;
-      host.stats.failed++;
-      host.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'proxy: no backend accepted; closing client');
-      client.destroy();
-      host.emit('failed', err);
-    },
-  );
+  new Connection(host, client).start();
 }
 
-function splice(host: ConnectionHost, client: net.Socket, upstream: net.Socket, backend: string): void {
-  const stats = host.stats;
-  stats.active++;
-  let open = 2;
-  const closed = (): void => {
-    if (--open === 0) {
-      stats.active--;
-      host.emit('closed', backend);
-    }
-  };
-  client.once('close', closed);
-  upstream.once('close', closed);
-  // An error on either side tears down both; a clean end is half-closed through.
-  upstream.on('error', () => {
-    upstream.destroy();
-    client.destroy();
-  });
-  client.on('error', () => upstream.destroy());
-  client.on('close', () => upstream.destroy());
-  upstream.on('close', () => client.destroy());
-  client.on('data', (chunk: Buffer) => {
-    stats.bytesIn += chunk.length;
-  });
-  upstream.on('data', (chunk: Buffer) => {
-    stats.bytesOut += chunk.length;
-  });
-  const idle = host.settings.idleTimeoutMs ?? 0;
-  if (idle > 0) {
-    client.setTimeout(idle, () => client.destroy());
-    upstream.setTimeout(idle, () => upstream.destroy());
+const kConn = Symbol('poise.connection');
+type Tagged = net.Socket & { [kConn]?: Connection };
+
+const enum Phase {
+  Header,
+  Connecting,
+  Data,
+  Done,
+}
+
+function endpoint(address: string | undefined, port: number | undefined): ProxyEndpoint | undefined {
+  return address === undefined || port === undefined ? undefined : { address: plainAddress(address), port };
+}
+
+function text(e: ProxyEndpoint | undefined): string | undefined {
+  if (e === undefined) return undefined;
+  return e.address.includes(':') ? `[${e.address}]:${e.port}` : `${e.address}:${e.port}`;
+}
+
+function errText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+class Connection implements WheelEntry {
+  wheelBucket = -1;
+  private readonly host: ConnectionHost;
+  private readonly client: Tagged;
+  private upstream: Tagged | undefined;
+  private lease: Lease | undefined;
+  private abort: AbortController | undefined;
+  private phase = Phase.Header;
+  private readonly startedAt = performance.now();
+  private wheelStart = 0;
+  private connectMs = -1;
+  private attempts = 0;
+  private bytesIn = 0;
+  private bytesOut = 0;
+  private turns = 0;
+  /** performance.now() of the open turn's first client byte, or -1 when no turn is open. */
+  private turnAt = -1;
+  /** Who sent the last bytes: 0 nobody yet, 1 the client, 2 the backend. */
+  private last = 0;
+  clientSeen = 0;
+  serverSeen = 0;
+  private cause: Termination | undefined;
+  private firstFin: 'client' | 'server' | undefined;
+  private source: ProxyEndpoint | undefined;
+  private destination: ProxyEndpoint | undefined;
+  private proxied = false;
+  private header: Buffer | undefined;
+  private open = 1;
+
+  constructor(host: ConnectionHost, client: net.Socket) {
+    this.host = host;
+    this.client = client as Tagged;
+    this.client[kConn] = this;
   }
-  client.pipe(upstream);
-  upstream.pipe(client);
-  client.resume();
-  host.emit('spliced', backend);
+
+  start(): void {
+    const c = this.client;
+    c.setNoDelay(true);
+    c.on('error', onClientError);
+    c.on('close', onClientClose);
+    this.source = endpoint(c.remoteAddress, c.remotePort);
+    this.destination = endpoint(c.localAddress, c.localPort);
+    if (this.host.settings.acceptProxy) {
+      this.wheelStart = this.host.wheel!.now;
+      this.host.wheel!.add(this);
+      c.on('data', onHeaderData);
+      c.resume();
+      return;
+    }
+    this.route();
+  }
+
+  // --- PROXY header (accept-proxy) ---------------------------------------------
+
+  headerData(chunk: Buffer): void {
+    const buf = this.header === undefined ? chunk : Buffer.concat([this.header, chunk]);
+    let parsed;
+    try {
+      parsed = parseProxyHeader(buf, this.host.settings.acceptProxyMaxBytes);
+      if (parsed === undefined && buf.length > Math.max(V1_MAX, this.host.settings.acceptProxyMaxBytes)) {
+        throw new PoiseError('Corrupt', 'PROXY header: longer than the limit', { field: 'proxy-header' });
+      }
+    } catch (err) {
+      this.host.stats.badHeaders++;
+      this.cause = 'proxy-header';
+      this.host.warn.warn(errText(err), { err: errText(err), peer: text(this.source) }, 'proxy: malformed PROXY header; closing client');
+      this.client.destroy();
+      return;
+    }
+    if (parsed === undefined) {
+      this.header = buf;
+      return;
+    }
+    this.header = undefined;
+    const c = this.client;
+    c.off('data', onHeaderData);
+    c.pause();
+    if (buf.length > parsed.length) c.unshift(buf.subarray(parsed.length));
+    if (parsed.source !== undefined) {
+      this.proxied = true;
+      this.peer = this.source;
+      this.source = parsed.source;
+      this.destination = parsed.destination;
+    }
+    this.host.wheel!.remove(this);
+    this.route();
+  }
+
+  private peer: ProxyEndpoint | undefined;
+
+  // --- routing -----------------------------------------------------------------
+
+  private keyOf(): string | number | undefined {
+    const k = this.host.settings.key;
+    if (k === undefined) return undefined;
+    if (typeof k === 'function') return k(this.client);
+    const src = this.source;
+    if (src === undefined) return undefined;
+    return k === 'client-ip' ? src.address : text(src);
+  }
+
+  private route(): void {
+    this.phase = Phase.Connecting;
+    const s = this.host.settings;
+    const ac = new AbortController();
+    this.abort = ac;
+    let key: string | number | undefined;
+    try {
+      key = this.keyOf();
+    } catch (err) {
+      this.refuse(err);
+      return;
+    }
+    connect(this.host.router, { key, attempts: s.attempts, connectTimeoutMs: s.connectTimeoutMs, signal: ac.signal, allowHalfOpen: true }).then(
+      (routed) => this.connected(routed),
+      (err: unknown) => {
+        if (!ac.signal.aborted) this.refuse(err);
+      },
+    );
+  }
+
+  private refuse(err: unknown): void {
+    const stats = this.host.stats;
+    stats.failed++;
+    const local = err instanceof PoiseError && err.code === 'CapacityExhausted' && isLocalError(err.cause);
+    if (local) {
+      stats.localErrors++;
+      this.cause = 'local-error';
+    } else {
+      const cause = err instanceof PoiseError ? (err.cause as { code?: unknown } | undefined) : undefined;
+      this.cause = cause?.code === 'ETIMEDOUT' ? 'connect-timeout' : 'connect-failed';
+    }
+    const msg = local ? 'proxy: local resource exhausted; refusing client (no backend blamed)' : 'proxy: no backend accepted; closing client';
+    this.host.warn.warn(local ? String((err as PoiseError & { cause: { code: string } }).cause.code) : errText(err), { err: errText(err), client: text(this.source) }, msg);
+    // A clean refusal: read what the client already sent (so the close is a
+    // FIN, not a reset for unread data) and end our side.
+    const c = this.client;
+    c.resume();
+    c.destroySoon();
+    this.host.emit('failed', err);
+  }
+
+  private connected(routed: RoutedConnection): void {
+    const up = routed.socket as Tagged;
+    if (this.phase !== Phase.Connecting || this.client.destroyed) {
+      up.destroy();
+      return;
+    }
+    this.host.track(up);
+    this.upstream = up;
+    this.lease = routed.lease;
+    this.connectMs = routed.connectMs;
+    this.attempts = routed.attempts;
+    this.phase = Phase.Data;
+    this.open++;
+    up[kConn] = this;
+    up.setNoDelay(true);
+    up.on('data', onServerData);
+    up.on('end', onServerEnd);
+    up.on('drain', onServerDrain);
+    up.on('error', onServerError);
+    up.on('close', onServerClose);
+    const s = this.host.settings;
+    if (s.sendProxy !== undefined && this.source !== undefined && this.destination !== undefined) {
+      up.write(s.sendProxy === 'v1' ? encodeProxyV1(this.source, this.destination) : encodeProxyV2(this.source, this.destination));
+    }
+    const c = this.client;
+    c.on('data', onClientData);
+    c.on('end', onClientEnd);
+    c.on('drain', onClientDrain);
+    const wheel = this.host.wheel;
+    if (wheel !== undefined) {
+      this.clientSeen = this.serverSeen = wheel.now;
+      wheel.add(this);
+    }
+    this.host.stats.active++;
+    this.host.emit('spliced', routed.lease.id);
+    c.resume();
+  }
+
+  // --- data --------------------------------------------------------------------
+
+  clientData(chunk: Buffer): void {
+    this.bytesIn += chunk.length;
+    this.host.stats.bytesIn += chunk.length;
+    const wheel = this.host.wheel;
+    if (wheel !== undefined) this.clientSeen = wheel.now;
+    if (this.last !== 1 && this.turnAt < 0) {
+      // Client bytes after backend bytes (or the first ones): a new turn.
+      this.turnAt = performance.now();
+      this.turns++;
+      this.lease!.beginRequest();
+    }
+    this.last = 1;
+    if (this.upstream!.write(chunk)) {
+      if (wheel !== undefined) this.serverSeen = wheel.now;
+    } else {
+      this.client.pause();
+    }
+  }
+
+  serverData(chunk: Buffer): void {
+    this.bytesOut += chunk.length;
+    this.host.stats.bytesOut += chunk.length;
+    const wheel = this.host.wheel;
+    if (wheel !== undefined) this.serverSeen = wheel.now;
+    if (this.turnAt >= 0) {
+      this.lease!.endRequest(Math.max(0, performance.now() - this.turnAt));
+      this.turnAt = -1;
+    }
+    this.last = 2;
+    if (this.client.write(chunk)) {
+      if (wheel !== undefined) this.clientSeen = wheel.now;
+    } else {
+      this.upstream!.pause();
+    }
+  }
+
+  clientDrain(): void {
+    if (this.host.wheel !== undefined) this.clientSeen = this.host.wheel.now;
+    this.upstream?.resume();
+  }
+
+  serverDrain(): void {
+    if (this.host.wheel !== undefined) this.serverSeen = this.host.wheel.now;
+    this.client.resume();
+  }
+
+  clientEnd(): void {
+    this.firstFin ??= 'client';
+    this.upstream?.end();
+  }
+
+  serverEnd(): void {
+    this.firstFin ??= 'server';
+    this.client.end();
+  }
+
+  clientError(err: NodeJS.ErrnoException): void {
+    this.cause ??= this.phase === Phase.Connecting ? 'client-abort' : 'client-error';
+    this.host.log.debug({ err: err.message, client: text(this.source) }, 'proxy: client socket error');
+    this.client.destroy();
+    this.upstream?.destroy();
+  }
+
+  serverError(err: NodeJS.ErrnoException): void {
+    this.cause ??= 'server-error';
+    this.host.warn.warn(`${this.lease?.id}\u0000${err.code ?? err.message}`, { err: err.message, backend: this.lease?.id }, 'proxy: backend socket error');
+    this.upstream!.destroy();
+    this.client.destroy();
+  }
+
+  clientClose(): void {
+    if (this.phase === Phase.Connecting) {
+      this.cause ??= 'client-abort';
+      this.abort?.abort(new Error('client closed before the upstream connected'));
+    }
+    // A clean close (both directions finished) leaves the backend to finish
+    // its own end; anything else tears it down.
+    const c = this.client;
+    if (!(c.readableEnded && c.writableFinished)) this.upstream?.destroy();
+    this.closed();
+  }
+
+  serverClose(): void {
+    const u = this.upstream!;
+    if (!(u.readableEnded && u.writableFinished)) this.client.destroy();
+    this.closed();
+  }
+
+  private closed(): void {
+    if (--this.open > 0) return;
+    const wasData = this.phase === Phase.Data;
+    this.phase = Phase.Done;
+    this.host.wheel?.remove(this);
+    if (wasData) {
+      this.host.stats.active--;
+      this.host.emit('closed', this.lease!.id);
+    }
+    this.logAccess();
+  }
+
+  // --- timeouts ------------------------------------------------------------------
+
+  private clientDue(): number {
+    const t = this.host.settings.clientTimeoutMs;
+    return t > 0 && !this.client.destroyed ? this.clientSeen + t + this.host.wheel!.tickMs : Infinity;
+  }
+
+  private serverDue(): number {
+    const t = this.host.settings.serverTimeoutMs;
+    return t > 0 && this.upstream !== undefined && !this.upstream.destroyed ? this.serverSeen + t + this.host.wheel!.tickMs : Infinity;
+  }
+
+  deadline(): number {
+    if (this.phase === Phase.Header) return this.wheelStart + this.host.settings.acceptProxyTimeoutMs + this.host.wheel!.tickMs;
+    if (this.phase === Phase.Data) return Math.min(this.clientDue(), this.serverDue());
+    return Infinity;
+  }
+
+  expire(now: number): void {
+    if (this.phase === Phase.Header) {
+      this.cause = 'proxy-header-timeout';
+      this.host.stats.timeouts++;
+      this.host.warn.warn('proxy-header-timeout', { peer: text(this.source), timeoutMs: this.host.settings.acceptProxyTimeoutMs }, 'proxy: no PROXY header in time; closing client');
+      this.client.destroy();
+      return;
+    }
+    if (this.phase !== Phase.Data) return;
+    const server = this.clientDue() > now;
+    this.cause ??= server ? 'server-timeout' : 'client-timeout';
+    this.host.stats.timeouts++;
+    // A turn cut off by the server timeout waited at least this long: the sample PeakEWMA must see.
+    if (server && this.turnAt >= 0) this.lease!.endRequest(Math.max(0, performance.now() - this.turnAt));
+    this.turnAt = -1;
+    this.client.destroy();
+    this.upstream?.destroy();
+  }
+
+  // --- access log ----------------------------------------------------------------
+
+  private logAccess(): void {
+    const log = this.host.settings.accessLog;
+    if (log === undefined) return;
+    const termination: Termination = this.cause ?? (this.firstFin === 'client' ? 'client-close' : this.firstFin === 'server' ? 'server-close' : 'shutdown');
+    log.info(
+      {
+        client: text(this.source),
+        ...(this.proxied ? { peer: text(this.peer) } : {}),
+        frontend: text(this.destination),
+        backend: this.lease?.id ?? null,
+        backendAddress: this.lease?.address ?? null,
+        bytesIn: this.bytesIn,
+        bytesOut: this.bytesOut,
+        turns: this.turns,
+        attempts: this.attempts,
+        connectMs: this.connectMs < 0 ? null : Math.round(this.connectMs * 1000) / 1000,
+        durationMs: Math.round((performance.now() - this.startedAt) * 1000) / 1000,
+        termination,
+        state: TERMINATIONS[termination],
+      },
+      'connection',
+    );
+  }
+}
+
+// Shared listeners: `this` is the socket; the connection hangs off it.
+function conn(s: net.Socket): Connection {
+  return (s as Tagged)[kConn]!;
+}
+function onHeaderData(this: net.Socket, chunk: Buffer): void {
+  conn(this).headerData(chunk);
+}
+function onClientData(this: net.Socket, chunk: Buffer): void {
+  conn(this).clientData(chunk);
+}
+function onServerData(this: net.Socket, chunk: Buffer): void {
+  conn(this).serverData(chunk);
+}
+function onClientDrain(this: net.Socket): void {
+  conn(this).clientDrain();
+}
+function onServerDrain(this: net.Socket): void {
+  conn(this).serverDrain();
+}
+function onClientEnd(this: net.Socket): void {
+  conn(this).clientEnd();
+}
+function onServerEnd(this: net.Socket): void {
+  conn(this).serverEnd();
+}
+function onClientError(this: net.Socket, err: NodeJS.ErrnoException): void {
+  conn(this).clientError(err);
+}
+function onServerError(this: net.Socket, err: NodeJS.ErrnoException): void {
+  conn(this).serverError(err);
+}
+function onClientClose(this: net.Socket): void {
+  conn(this).clientClose();
+}
+function onServerClose(this: net.Socket): void {
+  conn(this).serverClose();
 }

@@ -14,23 +14,23 @@ import { EventEmitter } from 'node:events';
 import { invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { defaultLogger, type Logger } from '../log.js';
 import type { Router } from '../runtime/router.js';
-import { checkConnectOptions } from './connect.js';
-import { serveConnection, type ConnectionHost, type ConnectionStats } from './proxy-connection.js';
+import {
+  CONNECTION_OPTION_KEYS,
+  connectionHost,
+  freshStats,
+  resolveConnectionOptions,
+  serveConnection,
+  type ConnectionHost,
+  type ConnectionOptions,
+  type ConnectionStats,
+} from './proxy-connection.js';
 
 /** Options of {@link TcpProxy}. */
-export interface TcpProxyOptions {
+export interface TcpProxyOptions extends ConnectionOptions {
   router: Router;
   /** Listen address; default host 127.0.0.1, port 0 (any free port). */
   host?: string;
   port?: number;
-  /** Backends tried per inbound connection; default 3. */
-  attempts?: number;
-  /** Per-attempt upstream connect timeout, ms; default 2000. */
-  connectTimeoutMs?: number;
-  /** Close a spliced pair idle for this long, ms; default 0 (never). */
-  idleTimeoutMs?: number;
-  /** Affinity key per inbound socket (for `rendezvous` / `maglev`), e.g. the client address. */
-  key?: (socket: net.Socket) => string | number | undefined;
   logger?: Logger;
 }
 
@@ -47,7 +47,7 @@ export interface TcpProxyStats extends ConnectionStats {
  * await proxy.listen();
  */
 export class TcpProxy extends EventEmitter {
-  readonly stats: TcpProxyStats = { accepted: 0, active: 0, failed: 0, bytesIn: 0, bytesOut: 0 };
+  readonly stats: TcpProxyStats = { accepted: 0, ...freshStats() };
   private readonly opts: TcpProxyOptions;
   private readonly log: Logger;
   private readonly server: net.Server;
@@ -58,29 +58,25 @@ export class TcpProxy extends EventEmitter {
   constructor(opts: TcpProxyOptions) {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['router', 'host', 'port', 'attempts', 'connectTimeoutMs', 'idleTimeoutMs', 'key', 'logger']);
+    checkOptionKeys(opts, ['router', 'host', 'port', 'logger', ...CONNECTION_OPTION_KEYS]);
     if (typeof opts.router !== 'object' || opts.router === null || typeof opts.router.acquire !== 'function') {
       invalidConfig('options.router', 'must be a Router', opts.router);
     }
     if (opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) {
       invalidConfig('options.host', 'must be a non-empty string', opts.host);
     }
-    checkConnectOptions(opts);
-    if (opts.key !== undefined && typeof opts.key !== 'function') invalidConfig('options.key', 'must be a function of the client socket', opts.key);
+    const settings = resolveConnectionOptions(opts);
     const port = opts.port ?? 0;
     if (!Number.isInteger(port) || port < 0 || port > 65535) invalidConfig('options.port', 'must be an integer in [0, 65535]', port);
-    const idle = opts.idleTimeoutMs ?? 0;
-    if (typeof idle !== 'number' || !(idle >= 0) || !Number.isFinite(idle)) invalidConfig('options.idleTimeoutMs', 'must be a finite number >= 0', idle);
     this.opts = opts;
     this.log = opts.logger ?? defaultLogger();
-    this.host = {
+    this.host = connectionHost(settings, {
       router: opts.router,
-      settings: opts,
       log: this.log,
       stats: this.stats,
       track: (socket) => this.track(socket),
       emit: (event, arg) => this.emit(event, arg),
-    };
+    });
     this.server = net.createServer({ pauseOnConnect: true, allowHalfOpen: true }, (client) => this.accept(client));
   }
 
@@ -105,7 +101,10 @@ export class TcpProxy extends EventEmitter {
   /** Stops accepting; with `{ drain: false }` (default) also closes every spliced pair. */
   close(opts: { drain?: boolean } = {}): Promise<void> {
     return new Promise((resolve) => {
-      this.server.close(() => resolve());
+      this.server.close(() => {
+        this.host.warn.flush();
+        resolve();
+      });
       if (opts.drain !== true) for (const s of this.sockets) s.destroy();
     });
   }

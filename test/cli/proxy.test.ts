@@ -39,6 +39,13 @@ describe('poise proxy', () => {
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--attempts', '0'], '--attempts: must be an integer in [1, 100], got "0"'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--policy', 'fastest'], '--policy: must be one of round-robin'],
     [['--listen', '127.0.0.1:6000', '--redis', 'redis://127.0.0.1:6379'], '--cluster: required with --redis'],
+    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--timeout-client', '30 s'], '--timeout-client: must be a duration in [0ms, 86400000ms]'],
+    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--timeout-connect', '0'], '--timeout-connect: must be a duration in [1ms, 600000ms]'],
+    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--key', 'client-ip'], '--key: only with --policy rendezvous or maglev (a keyed policy), got --policy p2c:latency'],
+    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--policy', 'maglev', '--key', 'ip'], '--key: must be one of client-ip, client-ip:port, got "ip"'],
+    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--send-proxy', '--send-proxy-v2'], '--send-proxy-v2: give one of --send-proxy and --send-proxy-v2'],
+    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--accept-proxy-timeout', '1s'], '--accept-proxy-timeout and --accept-proxy-max-bytes need --accept-proxy'],
+    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--accept-proxy', '--accept-proxy-max-bytes', '27'], '--accept-proxy-max-bytes: must be an integer in [28, 65551], got "27"'],
     [['--bogus'], 'unknown flag --bogus (accepted: --listen, --backend, --file, --redis, --cluster, --prefix, --policy, --attempts, '],
     [['--listen'], '--listen: needs a value'],
     [['--listen', '127.0.0.1:6000', '--file', 'a.json', '--file', 'b.json'], '--file: given more than once'],
@@ -52,9 +59,11 @@ describe('poise proxy', () => {
   it('--help exits 0 and lists every flag', () => {
     const r = spawnSync(process.execPath, [CLI, 'proxy', '--help'], { encoding: 'utf8' });
     expect(r.status).toBe(0);
-    for (const flag of ['--listen', '--backend', '--file', '--redis', '--cluster', '--policy', '--attempts', '--connect-timeout', '--idle-timeout']) {
-      expect(r.stdout).toContain(flag);
-    }
+    const flags = ['--listen', '--backend', '--file', '--redis', '--cluster', '--policy', '--attempts', '--timeout-connect', '--timeout-client', '--timeout-server'];
+    flags.push('--key', '--send-proxy', '--send-proxy-v2', '--accept-proxy', '--accept-proxy-timeout', '--accept-proxy-max-bytes', '--access-log');
+    for (const flag of flags) expect(r.stdout).toContain(flag);
+    expect(r.stdout).toContain('(default p2c:latency');
+    expect(r.stdout).toContain('(default 30s)');
   });
 
   it('proxies real TCP traffic and stops cleanly with exit 0 on SIGTERM', async () => {

@@ -17,9 +17,9 @@ export const SURFACE: Record<string, string[]> = {
     'parseDocument', 'poolWorkerData', 'resolveDocument', 'workerRouter',
   ],
   'poise-lb/redis': ['MembershipPublisher', 'RedisMembership'],
-  'poise-lb/net': ['TcpProxy', 'connect'],
+  'poise-lb/net': ['LOCAL_ERROR_CODES', 'TERMINATIONS', 'TcpProxy', 'connect', 'encodeProxyV1', 'encodeProxyV2', 'isLocalError', 'parseProxyHeader'],
   'poise-lb/cli': [
-    'EXIT', 'EXIT_HELP', 'NAME_RULE', 'UsageError', 'choiceFlag', 'exitCodeOf', 'integerFlag', 'nameFlag', 'parseFlags',
+    'EXIT', 'EXIT_HELP', 'NAME_RULE', 'UsageError', 'choiceFlag', 'durationFlag', 'exitCodeOf', 'integerFlag', 'nameFlag', 'parseFlags',
     'pathFlag', 'redisUrlFlag', 'secondsFlag',
   ],
 };
