@@ -199,9 +199,10 @@ export class RedisMembership implements MembershipSource {
     sub.on('message', (channel: string, message: string) => this.#onNotice(channel, message));
     sub.on('error', (err: Error) => {
       failed(err.message);
-      this.#log.warn({ err: err.message }, 'redis subscriber connection error');
+      // Rate-limited (one line, then a count per window): an outage repeats it on every retry.
+      this.#rejections.warn(err.message, { err: err.message }, 'redis subscriber connection error');
     });
-    sub.on('reconnecting', (delay: number) => this.#log.warn({ delayMs: delay }, 'redis subscriber reconnecting'));
+    sub.on('reconnecting', (delay: number) => this.#rejections.warn('reconnecting', { delayMs: delay }, 'redis subscriber reconnecting'));
     sub.on('close', () => this.#log.debug('redis subscriber connection closed'));
     cmd.on('error', (err: Error) => this.#log.debug({ err: err.message }, 'redis reader connection error'));
     sub.connect().catch(() => {});

@@ -96,6 +96,42 @@ describe('poise proxy', () => {
     expect(log).toContain('proxy stopping');
   });
 
+  it('wires the connection flags: --send-proxy reaches the backend, --timeout-client closes an idle client, --access-log writes JSON to stdout', async () => {
+    const headers: string[] = [];
+    const pp = net.createServer((s) => {
+      s.once('data', (d) => headers.push(d.toString('latin1')));
+      s.on('error', () => s.destroy());
+    });
+    await new Promise<void>((r) => pp.listen(0, '127.0.0.1', r));
+    const ppPort = (pp.address() as net.AddressInfo).port;
+    const port = await freePort();
+    const args = ['proxy', '--listen', `127.0.0.1:${port}`, '--backend', `a=127.0.0.1:${ppPort}`, '--send-proxy', '--timeout-client', '200ms', '--access-log'];
+    const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, POISE_LOG_LEVEL: 'info' } });
+    let log = '';
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    await new Promise<void>((resolve, reject) => {
+      child.stderr.on('data', (d: Buffer) => {
+        log += d.toString();
+        if (log.includes('proxy ready')) resolve();
+      });
+      child.once('exit', (code) => reject(new Error(`proxy exited early with ${code}: ${log}`)));
+    });
+    const s = net.connect({ host: '127.0.0.1', port });
+    const local = await new Promise<number>((r) => s.once('connect', () => r(s.localPort!)));
+    s.resume();
+    await new Promise<void>((r) => s.once('close', () => r()));
+    const deadline = Date.now() + 10_000;
+    while (!out.includes('\n') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    const record = JSON.parse(out.split('\n')[0]!) as Record<string, unknown>;
+    expect(record).toMatchObject({ msg: 'connection', client: `127.0.0.1:${local}`, backend: 'a', termination: 'client-timeout', state: 'cD', bytesIn: 0 });
+    expect(headers).toEqual([`PROXY TCP4 127.0.0.1 127.0.0.1 ${local} ${port}\r\n`]);
+    const exit = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    child.kill('SIGTERM');
+    expect(await exit).toBe(0);
+    await new Promise<void>((r) => pp.close(() => r()));
+  });
+
   const L = ['--listen', '127.0.0.1:6000'];
   it.each([
     ['duplicate --backend ids', [...L, '--backend', 'a=127.0.0.1:1', '--backend', 'a=127.0.0.1:2'], 3, 'poise proxy: --backend[1].id: duplicate id "a" (first at --backend[0])'],
