@@ -5,7 +5,7 @@
  * parser written from HAProxy's proxy-protocol.txt, independent of src/),
  * client-ip keys, the access log and rate-limited warnings.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Balancer } from '../../src/runtime/balancer.js';
@@ -211,6 +211,57 @@ describe('half-close', () => {
     expect(uploaded!.equals(upload)).toBe(true);
     expect(got.length).toBe(MiB);
     expect(got.equals(reply)).toBe(true);
+  });
+});
+
+describe('half-close under repetition', () => {
+  it('200 concurrent connections, half of each kind of half-close, 64 KiB each way: every byte arrives in order', async () => {
+    const KiB64 = 64 * 1024;
+    const uploads = new Set<string>();
+    const sent = new Set<string>();
+    const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+    const backendPort = await listen(
+      (s) => {
+        // The first byte says who closes first: 'S' the server at once, 'C' the client.
+        s.once('readable', () => {
+          const first = s.read(1) as Buffer | null;
+          const rest = readAll(s);
+          if (first?.toString() === 'S') {
+            s.end(Buffer.alloc(KiB64, 's'));
+            void rest.then((got) => uploads.add(sha(got)));
+          } else {
+            void rest.then((got) => s.end(got));
+          }
+        });
+      },
+      '127.0.0.1',
+      { allowHalfOpen: true },
+    );
+    const router = balancer([{ id: 'a', port: backendPort }]).router({ policy: 'round-robin' });
+    const { proxy, port } = await proxyOn(router);
+    const one = async (i: number): Promise<void> => {
+      const body = randomBytes(KiB64);
+      const client = await dial(port);
+      const download = readAll(client);
+      if (i % 2 === 0) {
+        client.write('S');
+        const got = await download;
+        expect(got.equals(Buffer.alloc(KiB64, 's'))).toBe(true);
+        sent.add(sha(body));
+        client.end(body);
+      } else {
+        client.end(Buffer.concat([Buffer.from('C'), body]));
+        const got = await download;
+        expect(got.equals(body)).toBe(true);
+      }
+      await closed(client);
+    };
+    await Promise.all(Array.from({ length: 200 }, (_, i) => one(i)));
+    await until(() => proxy.stats.active === 0 && router.openLeases === 0, 'every pair to close');
+    expect(proxy.stats.bytesIn).toBe(200 * KiB64 + 200);
+    // What the clients sent after the backend's FIN arrived, byte-exact.
+    await until(() => uploads.size === 100, 'every upload after the backend FIN');
+    expect(uploads).toEqual(sent);
   });
 });
 
