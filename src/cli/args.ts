@@ -17,6 +17,7 @@
 import { parseArgs } from 'node:util';
 import { nameProblem } from '../membership/name.js';
 import { UsageError } from './usage.js';
+import { isIntegerIn } from '../core/validate.js';
 
 /** One flag: a string value (optionally repeatable) or a boolean switch. */
 export interface FlagSpec {
@@ -118,7 +119,7 @@ export function parseFlags<const S extends FlagSpecs>(argv: readonly string[], s
 export function integerFlag(flag: string, raw: string | undefined, min: number, max: number): number | undefined {
   if (raw === undefined) return undefined;
   const v = /^[+-]?\d+$/.test(raw.trim()) ? Number(raw) + 0 : Number.NaN; // + 0: "-0" is 0
-  if (!Number.isSafeInteger(v) || v < min || v > max) throw new UsageError(`${flag}: must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`, flag);
+  if (!isIntegerIn(v, min, max)) throw new UsageError(`${flag}: must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`, flag);
   return v;
 }
 

@@ -8,6 +8,7 @@
  */
 import { PoiseError, describe } from './errors.js';
 import { validateWeight } from './weight.js';
+import { integerIn } from './validate.js';
 
 /** Administrative and health status of a backend. */
 export type Status = 'ready' | 'draining' | 'unavailable';
@@ -120,14 +121,7 @@ export class Backend implements StatusCandidate {
 export const MAX_PRIORITY = 0xffff_ffff;
 
 function validatePriority(priority: unknown): number {
-  if (typeof priority !== 'number' || !Number.isInteger(priority) || priority < 0 || priority > MAX_PRIORITY) {
-    throw new PoiseError(
-      'InvalidConfig',
-      `priority: must be an integer in [0, ${MAX_PRIORITY}], got ${describe(priority)}`,
-      { field: 'priority' },
-    );
-  }
-  return priority;
+  return integerIn(priority, 'priority', 0, MAX_PRIORITY);
 }
 
 function statusOf(c: Candidate): Status | undefined {

@@ -60,6 +60,7 @@
  */
 
 import { PoiseError, invalidConfig } from '../core/errors.js';
+import { integerIn, numberIn } from '../core/validate.js';
 
 /** Slot states (the low 3 bits of the tag word). */
 export const SlotState = {
@@ -175,13 +176,6 @@ export interface SlotStats {
   picks: number;
 }
 
-function checkInt(field: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    invalidConfig(`options.${field}`, `must be an integer in [${min}, ${max}]`, value);
-  }
-  return value;
-}
-
 /** Words of lease cells per slot: two per row, rounded up to whole 64-byte lines. */
 function cellStride(maxThreads: number): number {
   return roundUp(maxThreads * 2, 16);
@@ -253,14 +247,11 @@ export class LoadTable {
 
   /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. @internal */
   static create(opts: LoadTableOptions = {}): LoadTable {
-    const capacity = checkInt('capacity', opts.capacity ?? 1024, 1, 65536);
-    const maxThreads = checkInt('maxThreads', opts.maxThreads ?? 64, 1, 255);
-    const specBytes = checkInt('specBytes', opts.specBytes ?? capacity * 1024, 1024, 1 << 30);
-    const tauMs = checkInt('tauMs', opts.tauMs ?? 1000, 1, 86_400_000);
-    const initialMs = opts.initialMs ?? 50;
-    if (typeof initialMs !== 'number' || !Number.isFinite(initialMs) || initialMs < 0 || initialMs * 1000 > MAX_US) {
-      invalidConfig('options.initialMs', `must be a number in [0, ${MAX_US / 1000}]`, initialMs);
-    }
+    const capacity = integerIn(opts.capacity ?? 1024, 'options.capacity', 1, 65536);
+    const maxThreads = integerIn(opts.maxThreads ?? 64, 'options.maxThreads', 1, 255);
+    const specBytes = integerIn(opts.specBytes ?? capacity * 1024, 'options.specBytes', 1024, 1 << 30);
+    const tauMs = integerIn(opts.tauMs ?? 1000, 'options.tauMs', 1, 86_400_000);
+    const initialMs = numberIn(opts.initialMs ?? 50, 'options.initialMs', 0, MAX_US / 1000);
     const layout = opts.layout ?? 'padded';
     if (layout !== 'padded' && layout !== 'unaligned') invalidConfig('options.layout', 'must be "padded" or "unaligned"', layout);
     const slotBase = HEADER_WORDS + roundUp(maxThreads, 16) + (layout === 'unaligned' ? 8 : 0);

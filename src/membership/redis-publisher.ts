@@ -21,6 +21,7 @@ import { validateName } from './name.js';
 import { redisUnavailable } from './redis-errors.js';
 import { DEFAULT_PREFIX, decodeEnvelope, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
 import { WRITE_SCRIPT } from './redis-script.js';
+import { integerIn } from '../core/validate.js';
 
 /** Options of {@link MembershipPublisher}. */
 export interface MembershipPublisherOptions {
@@ -99,14 +100,8 @@ export class MembershipPublisher {
     }
     this.#cluster = validateName(opts.cluster, 'options.cluster');
     this.#keys = membershipKeys(this.#cluster, validateName(opts.prefix ?? DEFAULT_PREFIX, 'options.prefix'));
-    this.#maxBytes = opts.maxMessageBytes ?? DEFAULT_MAX_DOCUMENT_BYTES;
-    if (!Number.isSafeInteger(this.#maxBytes) || this.#maxBytes < 64) {
-      invalidConfig('options.maxMessageBytes', 'must be an integer >= 64', this.#maxBytes);
-    }
-    this.#maxAttempts = opts.maxAttempts ?? 16;
-    if (!Number.isInteger(this.#maxAttempts) || this.#maxAttempts < 1) {
-      invalidConfig('options.maxAttempts', 'must be an integer >= 1', this.#maxAttempts);
-    }
+    this.#maxBytes = integerIn(opts.maxMessageBytes ?? DEFAULT_MAX_DOCUMENT_BYTES, 'options.maxMessageBytes', 64);
+    this.#maxAttempts = integerIn(opts.maxAttempts ?? 16, 'options.maxAttempts', 1);
     this.#log = (opts.logger ?? defaultLogger()).child({ component: 'membership-publisher', cluster: this.#cluster });
     this.#redis = new Redis(opts.url, { lazyConnect: true, ...opts.redisOptions }) as ScriptClient;
     this.#redis.defineCommand('poiseWrite', { lua: WRITE_SCRIPT, numberOfKeys: 1 });

@@ -37,6 +37,7 @@ import { readFileLimited } from './read-limited.js';
 import { redactUrl } from './redis-errors.js';
 import { DEFAULT_PREFIX, decodeEnvelope, envelopeJson, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
 import { reportDelivery, type MembershipSource, type SnapshotListener } from './source.js';
+import { integerIn } from '../core/validate.js';
 
 export { redactUrl } from './redis-errors.js';
 
@@ -126,17 +127,17 @@ export class RedisMembership implements MembershipSource {
     this.#url = opts.url;
     this.#cluster = validateName(opts.cluster, 'options.cluster');
     this.#keys = membershipKeys(this.#cluster, validateName(opts.prefix ?? DEFAULT_PREFIX, 'options.prefix'));
-    this.#maxBytes = intOption(opts.maxMessageBytes ?? DEFAULT_MAX_DOCUMENT_BYTES, 'options.maxMessageBytes', 64);
-    this.#baseMs = intOption(opts.backoff?.baseMs ?? 100, 'options.backoff.baseMs', 1);
-    this.#maxMs = intOption(opts.backoff?.maxMs ?? 5000, 'options.backoff.maxMs', this.#baseMs);
-    this.#startTimeoutMs = intOption(opts.startTimeoutMs ?? 3000, 'options.startTimeoutMs', 1);
+    this.#maxBytes = integerIn(opts.maxMessageBytes ?? DEFAULT_MAX_DOCUMENT_BYTES, 'options.maxMessageBytes', 64);
+    this.#baseMs = integerIn(opts.backoff?.baseMs ?? 100, 'options.backoff.baseMs', 1);
+    this.#maxMs = integerIn(opts.backoff?.maxMs ?? 5000, 'options.backoff.maxMs', this.#baseMs);
+    this.#startTimeoutMs = integerIn(opts.startTimeoutMs ?? 3000, 'options.startTimeoutMs', 1);
     if (opts.failFast !== undefined && typeof opts.failFast !== 'boolean') invalidConfig('options.failFast', 'must be a boolean', opts.failFast);
     this.#failFast = opts.failFast ?? false;
     this.#fallbackFile = opts.fallbackFile;
     this.#lastKnown = opts.lastKnown;
     this.#redisOptions = opts.redisOptions ?? {};
     this.#log = (opts.logger ?? defaultLogger()).child({ component: 'membership', cluster: this.#cluster });
-    this.#rejections = rateLimited(this.#log, { windowMs: intOption(opts.warnWindowMs ?? 30_000, 'options.warnWindowMs', 1) });
+    this.#rejections = rateLimited(this.#log, { windowMs: integerIn(opts.warnWindowMs ?? 30_000, 'options.warnWindowMs', 1) });
   }
 
   /** The version last applied (0 before the first). */
@@ -471,10 +472,5 @@ export class RedisMembership implements MembershipSource {
     const base = Math.min(this.#maxMs, this.#baseMs * 2 ** Math.min(attempt, 30));
     return Math.round(base + (base * this.#rng.below(201)) / 1000);
   }
-}
-
-function intOption(value: number, field: string, min: number): number {
-  if (!Number.isSafeInteger(value) || value < min) invalidConfig(field, `must be an integer >= ${min}`, value);
-  return value;
 }
 

@@ -11,6 +11,7 @@
  */
 import { invalidConfig, checkOptionKeys } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
+import { integerIn, numberIn, positiveNumber } from '../core/validate.js';
 
 /** Ejection options of a Router. */
 export interface EjectionOptions {
@@ -33,21 +34,10 @@ export function resolveEjection(opts: EjectionOptions | undefined): ResolvedEjec
   if (typeof o !== 'object') invalidConfig('options.ejection', 'must be an object', o);
   checkOptionKeys(o, ['consecutiveFailures', 'baseMs', 'maxMs', 'maxTries'], 'options.ejection');
   const consecutiveFailures = o.consecutiveFailures ?? 5;
-  if (!Number.isInteger(consecutiveFailures) || consecutiveFailures < 1) {
-    invalidConfig('options.ejection.consecutiveFailures', 'must be an integer >= 1', consecutiveFailures);
-  }
-  const baseMs = o.baseMs ?? 1000;
-  if (typeof baseMs !== 'number' || !Number.isFinite(baseMs) || baseMs <= 0) {
-    invalidConfig('options.ejection.baseMs', 'must be a finite number > 0 (milliseconds)', baseMs);
-  }
-  const maxMs = o.maxMs ?? 60_000;
-  if (typeof maxMs !== 'number' || !Number.isFinite(maxMs) || maxMs < baseMs || maxMs > 2 ** 28) {
-    invalidConfig('options.ejection.maxMs', `must be a number in [baseMs, ${2 ** 28}] (milliseconds)`, maxMs);
-  }
-  const maxTries = o.maxTries ?? 6;
-  if (!Number.isInteger(maxTries) || maxTries < 1 || maxTries > 30) {
-    invalidConfig('options.ejection.maxTries', 'must be an integer in [1, 30]', maxTries);
-  }
+  integerIn(consecutiveFailures, 'options.ejection.consecutiveFailures', 1);
+  const baseMs = positiveNumber(o.baseMs ?? 1000, 'options.ejection.baseMs', 'milliseconds');
+  const maxMs = numberIn(o.maxMs ?? 60_000, 'options.ejection.maxMs', baseMs, 2 ** 28, 'milliseconds');
+  const maxTries = integerIn(o.maxTries ?? 6, 'options.ejection.maxTries', 1, 30);
   return { consecutiveFailures, baseMs, maxMs, maxTries };
 }
 

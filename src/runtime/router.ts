@@ -23,6 +23,7 @@ import { LeaseBook } from './lease-book.js';
 import { policySetup, type PolicyName, type PolicySetup } from './policies.js';
 import { blobLines, lineHead, specFromJson, type LineHead } from './spec-blob.js';
 import { LoadEnv, Metric, slotCandidate, type SlotCandidate } from './slot-candidate.js';
+import { integerIn } from '../core/validate.js';
 
 export type { PolicyName } from './policies.js';
 export type { Outcome } from './lease.js';
@@ -511,7 +512,7 @@ export class Router implements LeaseOwner {
   private tier(priority: number): Tier {
     let tier = this.tiers.get(priority);
     if (tier === undefined) {
-      if (!Number.isInteger(priority) || priority < 0) invalidConfig('acquire(options).priority', 'must be an integer >= 0', priority);
+      integerIn(priority, 'acquire(options).priority', 0);
       let policy = this.tierPolicies.get(priority);
       if (policy === undefined) {
         policy = this.setup.create(this.seed === undefined ? undefined : deriveSeed(this.seed, 3 + priority));
