@@ -13,7 +13,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { PoiseError, invalidConfig } from '../core/errors.js';
 import { resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
-import { Rng } from '../core/rng.js';
+import { Backoff } from '../core/backoff.js';
 import { validateWeight } from '../core/weight.js';
 import { defaultLogger } from '../log.js';
 import { DEFAULT_MAX_DOCUMENT_BYTES, MAX_VERSION, compactSpec, documentJson, resolveDocument, validateVersion, type ResolvedDocument } from './document.js';
@@ -89,7 +89,8 @@ export class MembershipPublisher {
   readonly #maxAttempts: number;
   readonly #redis: ScriptClient;
   readonly #log: Logger;
-  readonly #rng = new Rng();
+  /** Retry after a lost conditional write: [1, 2^n) ms, at most 256 ms, from this publisher's own OS-seeded Rng. */
+  readonly #retry = new Backoff({ baseMs: 1, maxMs: 256, maxExponent: 8 });
   readonly #url: string;
   #lastConnectionError: string | undefined;
   #queue: Promise<void> = Promise.resolve();
@@ -247,8 +248,8 @@ export class MembershipPublisher {
   async #modifyNow(what: string, f: (backends: readonly ResolvedBackendSpec[]) => ResolvedBackendSpec[]): Promise<number> {
     for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
       if (attempt > 1) {
-        // Another writer won the race: back off a random 0–(2^attempt) ms so the contenders spread out.
-        await new Promise((resolve) => setTimeout(resolve, this.#rng.below(2 ** Math.min(attempt, 8))));
+        // Another writer won the race: back off a random [1, 2^(attempt − 1)) ms so the contenders spread out.
+        await new Promise((resolve) => setTimeout(resolve, this.#retry.delayMs(attempt - 2)));
       }
       const env = await this.#read('nothing written');
       const current = env?.version ?? 0;
