@@ -16,6 +16,7 @@
  */
 import { parseArgs } from 'node:util';
 import { nameProblem } from '../membership/name.js';
+import { redisUrlProblem } from '../membership/redis-url.js';
 import { UsageError } from './usage.js';
 import { isIntegerIn } from '../core/validate.js';
 
@@ -138,16 +139,11 @@ export function choiceFlag<T extends string>(flag: string, raw: string | undefin
   return raw as T;
 }
 
-/** `raw` when it is a `redis://` or `rediss://` URL; undefined when absent. Throws {@link UsageError}. */
+/** `raw` when it is a Redis URL (the one rule, membership/redis-url.ts); undefined when absent. Throws {@link UsageError}. */
 export function redisUrlFlag(flag: string, raw: string | undefined): string | undefined {
   if (raw === undefined) return undefined;
-  let protocol = '';
-  try {
-    protocol = new URL(raw).protocol;
-  } catch {
-    // not a URL at all: the same refusal below
-  }
-  if (protocol !== 'redis:' && protocol !== 'rediss:') throw new UsageError(`${flag}: must be a redis:// or rediss:// URL, got ${JSON.stringify(raw)}`, flag);
+  const problem = redisUrlProblem(raw);
+  if (problem !== undefined) throw new UsageError(`${flag}: ${problem}, got ${JSON.stringify(raw)}`, flag);
   return raw;
 }
 

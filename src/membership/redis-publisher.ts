@@ -18,6 +18,7 @@ import { validateWeight } from '../core/weight.js';
 import { defaultLogger } from '../log.js';
 import { DEFAULT_MAX_DOCUMENT_BYTES, MAX_VERSION, compactSpec, documentJson, resolveDocument, validateVersion, type ResolvedDocument } from './document.js';
 import { validateName } from './name.js';
+import { validateRedisUrl } from './redis-url.js';
 import { redisUnavailable } from './redis-errors.js';
 import { DEFAULT_PREFIX, decodeEnvelope, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
 import { WRITE_SCRIPT } from './redis-script.js';
@@ -96,9 +97,7 @@ export class MembershipPublisher {
   #queue: Promise<void> = Promise.resolve();
 
   constructor(opts: MembershipPublisherOptions) {
-    if (typeof opts?.url !== 'string' || !/^rediss?:\/\//.test(opts.url)) {
-      invalidConfig('options.url', 'must be a redis:// or rediss:// URL', opts?.url);
-    }
+    validateRedisUrl(opts?.url, 'options.url');
     this.#cluster = validateName(opts.cluster, 'options.cluster');
     this.#keys = membershipKeys(this.#cluster, validateName(opts.prefix ?? DEFAULT_PREFIX, 'options.prefix'));
     this.#maxBytes = integerIn(opts.maxMessageBytes ?? DEFAULT_MAX_DOCUMENT_BYTES, 'options.maxMessageBytes', 64);

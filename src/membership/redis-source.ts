@@ -33,6 +33,7 @@ import type { MembershipSnapshot } from '../core/spec.js';
 import { defaultLogger, rateLimited, type RateLimitedLogger } from '../log.js';
 import { DEFAULT_MAX_DOCUMENT_BYTES, documentJson, formatOf, parseDocument, type ResolvedDocument } from './document.js';
 import { validateName } from './name.js';
+import { validateRedisUrl } from './redis-url.js';
 import { readFileLimited } from './read-limited.js';
 import { redactUrl } from './redis-errors.js';
 import { DEFAULT_PREFIX, decodeEnvelope, envelopeJson, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
@@ -119,9 +120,7 @@ export class RedisMembership implements MembershipSource {
   #subscriptions = 0;
 
   constructor(opts: RedisMembershipOptions) {
-    if (typeof opts?.url !== 'string' || !/^rediss?:\/\//.test(opts.url)) {
-      invalidConfig('options.url', 'must be a redis:// or rediss:// URL', opts?.url);
-    }
+    validateRedisUrl(opts?.url, 'options.url');
     this.#url = opts.url;
     this.#cluster = validateName(opts.cluster, 'options.cluster');
     this.#keys = membershipKeys(this.#cluster, validateName(opts.prefix ?? DEFAULT_PREFIX, 'options.prefix'));
