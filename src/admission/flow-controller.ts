@@ -71,7 +71,7 @@ export class FlowController {
     if (!Array.isArray(priorities) || priorities.length === 0) {
       invalidConfig('options.priorities', 'must be a non-empty array of numbers', priorities);
     }
-    priorities.forEach((p, i) => finiteNumber(p, `options.priorities[${i}]`));
+    for (let i = 0; i < priorities.length; i++) finiteNumber(priorities[i], `options.priorities[${i}]`);
     const sorted = [...priorities].sort((a, b) => b - a);
     for (let i = 1; i < sorted.length; i++) {
       if (sorted[i] === sorted[i - 1]) invalidConfig('options.priorities', `must not repeat ${sorted[i]}`);

@@ -60,9 +60,7 @@ export class Backoff {
 
   /** The upper bound of the delay before attempt `attempt` (0-based). */
   ceilingMs(attempt: number): number {
-    const k = attempt + 1 < this.maxExponent ? attempt + 1 : this.maxExponent;
-    const c = this.baseMs * 2 ** k;
-    return c < this.maxMs ? c : this.maxMs;
+    return Math.min(this.maxMs, this.baseMs * 2 ** Math.min(attempt + 1, this.maxExponent));
   }
 
   /**
@@ -72,7 +70,7 @@ export class Backoff {
    * land on the ceiling itself).
    */
   delayMs(attempt: number): number {
-    const ceiling = this.ceilingMs(attempt > 0 ? attempt : 0);
+    const ceiling = this.ceilingMs(Math.max(attempt, 0));
     return this.baseMs + this.#rng.float() * (ceiling - this.baseMs);
   }
 }
