@@ -54,12 +54,13 @@
  * | 15   | picks          | leases granted on this slot (wraps at 2^32; each router adds in batches of 64) |
  *
  * Times are whole milliseconds of one shared monotonic clock (see
- * `runtime/clock.ts`), kept modulo 2^30 (so they are V8 small integers and
- * never allocate) and compared by wrapping difference, so they stay correct
+ * `runtime/clock.ts`), kept modulo 2^30 (small integers: docs/internals.md) and compared by wrapping difference, so they stay correct
  * for intervals below 2^29 ms (6.2 days).
  */
 
 import { PoiseError, invalidConfig } from '../core/errors.js';
+import { elapsedMs, wrapMs } from '../core/time.js';
+import { integerIn, numberIn } from '../core/validate.js';
 
 /** Slot states (the low 3 bits of the tag word). */
 export const SlotState = {
@@ -175,13 +176,6 @@ export interface SlotStats {
   picks: number;
 }
 
-function checkInt(field: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    invalidConfig(`options.${field}`, `must be an integer in [${min}, ${max}]`, value);
-  }
-  return value;
-}
-
 /** Words of lease cells per slot: two per row, rounded up to whole 64-byte lines. */
 function cellStride(maxThreads: number): number {
   return roundUp(maxThreads * 2, 16);
@@ -253,14 +247,11 @@ export class LoadTable {
 
   /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. @internal */
   static create(opts: LoadTableOptions = {}): LoadTable {
-    const capacity = checkInt('capacity', opts.capacity ?? 1024, 1, 65536);
-    const maxThreads = checkInt('maxThreads', opts.maxThreads ?? 64, 1, 255);
-    const specBytes = checkInt('specBytes', opts.specBytes ?? capacity * 1024, 1024, 1 << 30);
-    const tauMs = checkInt('tauMs', opts.tauMs ?? 1000, 1, 86_400_000);
-    const initialMs = opts.initialMs ?? 50;
-    if (typeof initialMs !== 'number' || !Number.isFinite(initialMs) || initialMs < 0 || initialMs * 1000 > MAX_US) {
-      invalidConfig('options.initialMs', `must be a number in [0, ${MAX_US / 1000}]`, initialMs);
-    }
+    const capacity = integerIn(opts.capacity ?? 1024, 'options.capacity', 1, 65536);
+    const maxThreads = integerIn(opts.maxThreads ?? 64, 'options.maxThreads', 1, 255);
+    const specBytes = integerIn(opts.specBytes ?? capacity * 1024, 'options.specBytes', 1024, 1 << 30);
+    const tauMs = integerIn(opts.tauMs ?? 1000, 'options.tauMs', 1, 86_400_000);
+    const initialMs = numberIn(opts.initialMs ?? 50, 'options.initialMs', 0, MAX_US / 1000);
     const layout = opts.layout ?? 'padded';
     if (layout !== 'padded' && layout !== 'unaligned') invalidConfig('options.layout', 'must be "padded" or "unaligned"', layout);
     const slotBase = HEADER_WORDS + roundUp(maxThreads, 16) + (layout === 'unaligned' ? 8 : 0);
@@ -356,7 +347,7 @@ export class LoadTable {
    */
   resetHealth(slot: number, nowMs: number): void {
     const o = this.slotBase + slot * SLOT_WORDS;
-    const at = nowMs & TIME_MASK;
+    const at = wrapMs(nowMs);
     const init = Atomics.load(this.i32, H_INITIAL_US);
     // The slot is Free or Closing here, so no router takes new samples on it;
     // stores make the fresh values visible before the tag that admits it.
@@ -462,7 +453,7 @@ export class LoadTable {
       at = Atomics.load(i, e + 1);
       if ((v1 & 0xff) === 0 && Atomics.load(i, o + S_EWMA_LOCK) === v1) break;
     }
-    const dt = elapsed(nowMs & TIME_MASK, at);
+    const dt = elapsedMs(wrapMs(nowMs), at);
     if (dt <= 0) return est;
     // The factor is looked up inline (a helper returning a double, if not
     // inlined, would box it); | 0 keeps the result a small integer.
@@ -488,7 +479,7 @@ export class LoadTable {
     const o = this.slotBase + slot * SLOT_WORDS;
     const lock = o + S_EWMA_LOCK;
     const e = o + S_CONNECT_EST + series * 2;
-    const now = nowMs & TIME_MASK;
+    const now = wrapMs(nowMs);
     // Fast path, no write at all: within the same millisecond as the last
     // update (dt = 0, so w = 1) a sample at or below the estimate leaves both
     // words exactly as they are. Under load almost every sample lands here,
@@ -505,7 +496,7 @@ export class LoadTable {
     // release a lock left behind by a thread that died inside this section.
     if (Atomics.compareExchange(i, lock, v, v | (row + 1)) !== v) return false;
     const est = Atomics.load(i, e) / 1000;
-    const dt = elapsed(now, Atomics.load(i, e + 1));
+    const dt = elapsedMs(now, Atomics.load(i, e + 1));
     const w = dt > 0 ? this.decayFactor(dt) : 1;
     const next = sampleMs > est * w ? sampleMs : est * w + sampleMs * (1 - w);
     const us = Math.round(next * 1000);
@@ -550,7 +541,7 @@ export class LoadTable {
   /** Ejects a slot until `untilMs` (never stored as 0), resets failures, counts the ejection. @internal */
   eject(slot: number, untilMs: number): void {
     const o = this.slotBase + slot * SLOT_WORDS;
-    const until = untilMs & TIME_MASK || 1;
+    const until = wrapMs(untilMs) || 1;
     // Each word is one store/add; the health epoch bump that follows (SC)
     // publishes them together to routers that refresh on it. The count first,
     // then the failures word with the flag that tells clearFailures there is
@@ -564,7 +555,7 @@ export class LoadTable {
   ejectedForMs(slot: number, nowMs: number): number {
     const until = Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_EJECTED_UNTIL);
     if (until === 0) return 0;
-    const left = elapsed(until, nowMs & TIME_MASK);
+    const left = elapsedMs(until, wrapMs(nowMs));
     return left > 0 ? left : 0;
   }
 
@@ -732,10 +723,3 @@ function roundUp(n: number, m: number): number {
 /** Entries of the PeakEWMA decay table (32 KiB per table: dt < 4.096 s is looked up). */
 const DECAY_STEPS = 4096;
 
-/** Times are kept modulo 2^30 ms (V8 small integers). @internal */
-export const TIME_MASK = 0x3fffffff;
-
-/** `now − then` for two times modulo 2^30, as a signed 30-bit difference. */
-function elapsed(now: number, then: number): number {
-  return ((now - then) << 2) >> 2;
-}

@@ -26,6 +26,7 @@
  */
 import type net from 'node:net';
 import { PoiseError, invalidConfig } from '../core/errors.js';
+import { integerIn } from '../core/validate.js';
 import { rateLimited, type Logger, type RateLimitedLogger } from '../log.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
@@ -89,9 +90,7 @@ export const CONNECTION_OPTION_KEYS = [
 ] as const;
 
 function msOption(value: unknown, field: string, dflt: number, min: number): number {
-  const v = value ?? dflt;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > 2_147_483_647) invalidConfig(field, `must be an integer of milliseconds in [${min}, 2147483647]`, v);
-  return v;
+  return integerIn(value ?? dflt, field, min, 2_147_483_647, 'milliseconds');
 }
 
 /** Validates the per-connection options; throws `InvalidConfig` naming `options.<field>`. @internal */
@@ -103,8 +102,7 @@ export function resolveConnectionOptions(opts: ConnectionOptions): ConnectionSet
   }
   if (opts.sendProxy !== undefined && opts.sendProxy !== 'v1' && opts.sendProxy !== 'v2') invalidConfig('options.sendProxy', 'must be "v1" or "v2"', opts.sendProxy);
   if (opts.acceptProxy !== undefined && typeof opts.acceptProxy !== 'boolean') invalidConfig('options.acceptProxy', 'must be a boolean', opts.acceptProxy);
-  const maxBytes = opts.acceptProxyMaxBytes ?? 536;
-  if (!Number.isInteger(maxBytes) || maxBytes < 28 || maxBytes > 65_551) invalidConfig('options.acceptProxyMaxBytes', 'must be an integer in [28, 65551]', maxBytes);
+  const maxBytes = integerIn(opts.acceptProxyMaxBytes ?? 536, 'options.acceptProxyMaxBytes', 28, 65_551);
   const log = opts.accessLog;
   if (log !== undefined && (typeof log !== 'object' || log === null || typeof log.info !== 'function')) invalidConfig('options.accessLog', 'must be a pino logger', log);
   return {

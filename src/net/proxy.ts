@@ -24,6 +24,7 @@ import {
   type ConnectionOptions,
   type ConnectionStats,
 } from './proxy-connection.js';
+import { integerIn } from '../core/validate.js';
 
 /** Options of {@link TcpProxy}. */
 export interface TcpProxyOptions extends ConnectionOptions {
@@ -66,8 +67,7 @@ export class TcpProxy extends EventEmitter {
       invalidConfig('options.host', 'must be a non-empty string', opts.host);
     }
     const settings = resolveConnectionOptions(opts);
-    const port = opts.port ?? 0;
-    if (!Number.isInteger(port) || port < 0 || port > 65535) invalidConfig('options.port', 'must be an integer in [0, 65535]', port);
+    integerIn(opts.port ?? 0, 'options.port', 0, 65535);
     this.opts = opts;
     this.log = opts.logger ?? defaultLogger();
     this.host = connectionHost(settings, {

@@ -19,6 +19,7 @@ import { defaultLogger, type Logger } from '../log.js';
 import { clockReader, processClockBuffer, type Clock } from './clock.js';
 import { Router, type RouterAttachment, type RouterOptions } from './router.js';
 import { blobLine, encodeBlobLines, specJson } from './spec-blob.js';
+import { integerIn } from '../core/validate.js';
 
 /** Options of {@link Balancer}. */
 export interface BalancerOptions {
@@ -191,7 +192,7 @@ export class Balancer extends EventEmitter {
     } else if (typeof input === 'object' && input !== null) {
       const snapshot = input as MembershipSnapshot;
       const v = snapshot.version;
-      if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) invalidConfig('membership.version', 'must be a safe integer >= 0', v);
+      integerIn(v, 'membership.version', 0);
       const l = snapshot.lineage;
       if (l !== undefined && (typeof l !== 'string' || l.length === 0 || l.length > 64)) invalidConfig('membership.lineage', 'must be a string of 1 to 64 characters', l);
       const newLine = l !== undefined && l !== this.line;

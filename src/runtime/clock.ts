@@ -2,13 +2,8 @@
  * The shared clock: whole milliseconds, modulo 2^30, the same in every
  * thread, read with one `Atomics.load` and no allocation.
  *
- * Why not `performance.now()` or `Date.now()` in each thread: both cost tens
- * of nanoseconds and allocate a heap number per call (measured: 16 bytes),
- * which would be most of an acquire + release; `performance.now()` also
- * counts from each thread's own start (`performance.timeOrigin` differs per
- * worker) and `Date.now()` follows wall-clock adjustments.
- *
- * So one process-wide ticker thread (started on first use, `unref`ed so it
+ * Why not `performance.now()` or `Date.now()`: docs/internals.md ("The
+ * LoadTable map", the shared clock). One process-wide ticker thread (started on first use, `unref`ed so it
  * never keeps the process alive) stores `process.hrtime` milliseconds —
  * CLOCK_MONOTONIC, one clock for the whole process — into a 2-word
  * SharedArrayBuffer, then sleeps 1 ms with `Atomics.wait`. Every Router reads
@@ -18,12 +13,10 @@
  * small integers; the LoadTable compares them by wrapping difference.
  */
 import { Worker } from 'node:worker_threads';
+import { TIME_MASK } from '../core/time.js';
 
 /** A clock in milliseconds. */
 export type Clock = () => number;
-
-/** Shared-clock values are kept below 2^30 (V8 small integers). @internal */
-export const CLOCK_MASK = 0x3fffffff;
 
 const TICKER = `
 const { workerData } = require('node:worker_threads');
@@ -31,7 +24,7 @@ const words = new Int32Array(workerData.buffer);
 const t0 = process.hrtime.bigint();
 for (;;) {
   // A single store per tick: readers see the old or the new time, never a mix.
-  Atomics.store(words, 0, Number((process.hrtime.bigint() - t0) / 1000000n) & ${CLOCK_MASK});
+  Atomics.store(words, 0, Number((process.hrtime.bigint() - t0) / 1000000n) & ${TIME_MASK});
   // Sleep one millisecond; word 1 is never notified, the timeout is the tick.
   Atomics.wait(words, 1, 0, 1);
 }

@@ -11,13 +11,16 @@
  */
 import { threadId } from 'node:worker_threads';
 import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
+import type { Backoff } from '../core/backoff.js';
 import { Rng, type Seed } from '../core/rng.js';
 import { parseAddress } from '../core/spec.js';
+import { elapsedMs, wrapMs } from '../core/time.js';
+import { integerIn } from '../core/validate.js';
 import { EwmaSeries, LAYOUT_VERSION, LeaseKind, LoadTable, SlotState, type LeaseKindCode } from '../load/load-table.js';
 import type { PickContext, Policy } from '../policy/types.js';
 import { defaultLogger, type Logger } from '../log.js';
-import { CLOCK_MASK, type Clock } from './clock.js';
-import { backoffMs, resolveEjection, type EjectionOptions, type ResolvedEjection } from './health.js';
+import type { Clock } from './clock.js';
+import { ejectionBackoff, resolveEjection, type EjectionOptions, type ResolvedEjection } from './health.js';
 import { Lease, type LeaseOwner, type Outcome } from './lease.js';
 import { LeaseBook } from './lease-book.js';
 import { policySetup, type PolicyName, type PolicySetup } from './policies.js';
@@ -140,6 +143,7 @@ export class Router implements LeaseOwner {
   private readonly customClock: Clock | undefined;
   private readonly log: Logger;
   private readonly ejection: ResolvedEjection;
+  private readonly backoff: Backoff;
   private readonly env: LoadEnv;
   private readonly timed: boolean;
   private readonly defaultKind: LeaseKindCode;
@@ -175,6 +179,7 @@ export class Router implements LeaseOwner {
     this.seed = opts.seed;
     // Seeds are drawn here, in the router's own thread (or derived from a replay seed).
     this.rng = new Rng(opts.seed === undefined ? undefined : deriveSeed(opts.seed, 1));
+    this.backoff = ejectionBackoff(this.ejection, this.rng);
     this.policy = this.setup.create(opts.seed === undefined ? undefined : deriveSeed(opts.seed, 2));
     this.clockWords = new Int32Array(clock);
     this.customClock = opts.clock;
@@ -249,7 +254,7 @@ export class Router implements LeaseOwner {
     // health write, so an unchanged epoch means the prepared view is current.
     // The clock is read only when something needs it: a timed metric's
     // decay, or a known ejection's expiry.
-    if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && ((this.now() - this.expiryAt) << 2) >> 2 >= 0)) this.refresh();
+    if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && elapsedMs(this.now(), this.expiryAt) >= 0)) this.refresh();
     if (this.timed) this.env.now = this.now();
     let cands = this.view;
     let policy = this.policy;
@@ -442,12 +447,12 @@ export class Router implements LeaseOwner {
   /** Shared-clock ms modulo 2^30: one Atomics.load of the ticker's word, or the injected clock. */
   private now(): number {
     // The ticker thread stores each tick with one Atomics.store; a load sees a whole value.
-    return this.customClock === undefined ? Atomics.load(this.clockWords, 0) : this.customClock() & CLOCK_MASK;
+    return this.customClock === undefined ? Atomics.load(this.clockWords, 0) : wrapMs(this.customClock());
   }
 
   private eject(slot: number): void {
     const now = this.now();
-    const ms = backoffMs(this.table.ejections(slot), this.ejection, this.rng);
+    const ms = this.backoff.delayMs(this.table.ejections(slot));
     this.table.eject(slot, now + ms);
     this.table.bumpHealthEpoch();
     this.log.warn({ slot, ejectMs: Math.round(ms), failures: this.ejection.consecutiveFailures }, 'poise: backend ejected after consecutive failures');
@@ -530,14 +535,14 @@ export class Router implements LeaseOwner {
     this.view = view;
     this.tiers = new Map();
     this.hasExpiry = soonest > 0;
-    this.expiryAt = (now + soonest) & CLOCK_MASK;
+    this.expiryAt = wrapMs(now + soonest);
     this.epoch = epoch;
   }
 
   private tier(priority: number): Tier {
     let tier = this.tiers.get(priority);
     if (tier === undefined) {
-      if (!Number.isInteger(priority) || priority < 0) invalidConfig('acquire(options).priority', 'must be an integer >= 0', priority);
+      integerIn(priority, 'acquire(options).priority', 0);
       let policy = this.tierPolicies.get(priority);
       if (policy === undefined) {
         policy = this.setup.create(this.seed === undefined ? undefined : deriveSeed(this.seed, 3 + priority));

@@ -69,7 +69,15 @@ describe('constructor options', () => {
       [{ router, attempts: 0 }, 'options.attempts: must be an integer in [1, 100], got 0'],
       [{ router, connectTimeoutMs: -5 }, 'options.connectTimeoutMs: must be a finite number > 0, got -5'],
       [{ router, host: 7 }, 'options.host: must be a non-empty string, got 7'],
-      [{ router, key: 'ip' }, 'options.key: must be a function of the client socket, got "ip"'],
+      [{ router, key: 'ip' }, 'options.key: must be "client-ip", "client-ip:port" or a function of the client socket, got "ip"'],
+      [{ router, clientTimeoutMs: -1 }, 'options.clientTimeoutMs: must be an integer in [0, 2147483647] (milliseconds), got -1'],
+      [{ router, serverTimeoutMs: 1.5 }, 'options.serverTimeoutMs: must be an integer in [0, 2147483647] (milliseconds), got 1.5'],
+      [{ router, sendProxy: 'v3' }, 'options.sendProxy: must be "v1" or "v2", got "v3"'],
+      [{ router, acceptProxy: 'yes' }, 'options.acceptProxy: must be a boolean, got "yes"'],
+      [{ router, acceptProxy: true, acceptProxyTimeoutMs: 0 }, 'options.acceptProxyTimeoutMs: must be an integer in [1, 2147483647] (milliseconds), got 0'],
+      [{ router, acceptProxyMaxBytes: 27 }, 'options.acceptProxyMaxBytes: must be an integer in [28, 65551], got 27'],
+      [{ router, accessLog: 'stdout' }, 'options.accessLog: must be a pino logger, got "stdout"'],
+      [{ router, idleTimeoutMs: 5 }, 'options.idleTimeoutMs: unknown option (accepted: router, host, port, logger, attempts, connectTimeoutMs, clientTimeoutMs, serverTimeoutMs, key, sendProxy, acceptProxy, acceptProxyTimeoutMs, acceptProxyMaxBytes, accessLog)'],
     ];
     for (const [opts, message] of cases) {
       let err: unknown;
