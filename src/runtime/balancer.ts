@@ -13,7 +13,13 @@ import { EventEmitter } from 'node:events';
 import type { Worker } from 'node:worker_threads';
 import { PoiseError, describe, invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { resolveBackendSpecs, type BackendSpec, type MembershipOutcome, type MembershipSnapshot, type ResolvedBackendSpec } from '../core/spec.js';
-import { LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
+import { parseAddress } from '../core/spec.js';
+import { ActiveChecker } from '../health/active.js';
+import { resolveHealthConfig, type HealthConfig, type ResolvedHealthCheck, type ResolvedOutlier } from '../health/config.js';
+import { OutlierDetector } from '../health/outlier.js';
+import { newCounters, type HealthCounters, type HealthStats } from '../health/stats.js';
+import type { HealthTarget } from '../health/targets.js';
+import { HealthFlag, LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
 import { readOnlyView, type LoadTableView } from '../load/table-view.js';
 import { defaultLogger, type Logger } from '../log.js';
 import { clockReader, processClockBuffer, type Clock } from './clock.js';
@@ -38,6 +44,12 @@ export interface BalancerOptions {
   clock?: Clock;
   /** Slot alignment, for the padding benchmark only; default `'padded'`. */
   layout?: 'padded' | 'unaligned';
+  /**
+   * Active checks and outlier detection, run by this (owner) thread; see
+   * docs/health.md. A membership snapshot that carries `health` (a membership
+   * document's `health` block) replaces it.
+   */
+  health?: HealthConfig;
 }
 
 /** What the owner did when a watched thread exited. */
@@ -76,6 +88,7 @@ function sameSpec(a: ResolvedBackendSpec, b: ResolvedBackendSpec): boolean {
 
 const STATE_OF: Record<ResolvedBackendSpec['status'], SlotStateCode> = {
   ready: SlotState.Ready,
+  degraded: SlotState.Ready,
   unavailable: SlotState.Unavailable,
   draining: SlotState.Draining,
 };
@@ -112,12 +125,18 @@ export class Balancer extends EventEmitter {
   /** Whether any membership has been applied (a first snapshot may carry version 0). */
   private applied = false;
   private closed = false;
+  private readonly healthCounters: HealthCounters = newCounters();
+  /** The JSON form of the health configuration in force (to see whether a snapshot changes it). */
+  private healthKey = '';
+  private checker: ActiveChecker | undefined;
+  private outlier: OutlierDetector | undefined;
 
   /** Throws `InvalidConfig` naming a bad option. */
   constructor(opts: BalancerOptions = {}) {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['capacity', 'maxThreads', 'specBytes', 'tauMs', 'initialMs', 'logger', 'clock', 'layout']);
+    checkOptionKeys(opts, ['capacity', 'maxThreads', 'specBytes', 'tauMs', 'initialMs', 'logger', 'clock', 'layout', 'health']);
+    const health = opts.health === undefined ? {} : resolveHealthConfig(opts.health, 'options.health', false);
     // LoadTable.create throws InvalidConfig naming options.<field> itself.
     this.ownerTable = LoadTable.create({
       capacity: opts.capacity,
@@ -134,6 +153,7 @@ export class Balancer extends EventEmitter {
     this.clock = opts.clock ?? clockReader(this.clockBuffer);
     this.log = opts.logger ?? defaultLogger();
     this.slots = new Array<SlotInfo | undefined>(this.table.capacity).fill(undefined);
+    this.configureHealth(health);
   }
 
   /** Membership version in force (0 before the first update). */
@@ -208,6 +228,8 @@ export class Balancer extends EventEmitter {
       return invalidConfig('membership', 'must be a MembershipSnapshot or an array of BackendSpec', input);
     }
     const specs = resolveBackendSpecs(backends, 'backends');
+    const snapshotHealth = Array.isArray(input) ? undefined : (input as MembershipSnapshot).health;
+    const health = snapshotHealth === undefined ? undefined : resolveHealthConfig(snapshotHealth, 'membership.health', true);
     const keep = new Set(specs.map((s) => s.id));
     const t = this.ownerTable;
 
@@ -302,6 +324,7 @@ export class Balancer extends EventEmitter {
         locality: this.intern(spec.locality),
         localityWeight: spec.localityWeight,
       });
+      t.setHealth(slot, HealthFlag.MemberDegraded, spec.status === 'degraded' ? HealthFlag.MemberDegraded : 0);
       t.setTag(slot, generation, STATE_OF[spec.status]);
       this.slots[slot] = { id: spec.id, generation, removed: false, spec, json: jsons[k]! };
       this.byId.set(spec.id, slot);
@@ -320,6 +343,8 @@ export class Balancer extends EventEmitter {
     this.applied = true;
     const epoch = t.bumpMembershipEpoch();
     this.log.info({ version, previous, backends: specs.length, epoch, ...(lineage === undefined ? {} : { lineage }) }, 'poise: membership applied');
+    if (health !== undefined) this.configureHealth(health);
+    this.syncHealth();
     return { applied: true, version, previous };
   }
 
@@ -367,9 +392,86 @@ export class Balancer extends EventEmitter {
     return leases;
   }
 
-  /** Refuses further updates. Routers keep working on the last membership. */
+  /** Refuses further updates and stops health checks and outlier sweeps. Routers keep working on the last membership. */
   close(): void {
     this.closed = true;
+    this.checker?.close();
+    this.outlier?.close();
+    this.checker = undefined;
+    this.outlier = undefined;
+  }
+
+  /**
+   * Health counters (checks, transitions, ejections) and each live
+   * backend's health as this owner sees it: a fresh snapshot per call.
+   */
+  healthStats(): HealthStats {
+    const now = this.clock();
+    const backends: HealthStats['backends'] = [];
+    for (const [id, slot] of this.byId) {
+      const info = this.slots[slot]!;
+      if (info.removed) continue;
+      const state = this.checker?.stateOf(id);
+      backends.push({
+        id,
+        check: state?.check ?? 'unchecked',
+        degraded: (this.ownerTable.health(slot) & (HealthFlag.CheckDegraded | HealthFlag.MemberDegraded)) !== 0,
+        ejectedForMs: this.ownerTable.ejectedForMs(slot, now),
+        outlierEjections: this.outlier?.multiplierOf(id) ?? 0,
+      });
+    }
+    return { counters: { ...this.healthCounters }, backends };
+  }
+
+  /**
+   * One outlier-detection sweep now (the timer runs them every
+   * `outlier.intervalMs`); returns the ids it ejected. For tests and tools
+   * that drive time by hand; throws `InvalidConfig` when outlier detection is off.
+   */
+  sweepOutliers(): string[] {
+    if (this.outlier === undefined) invalidConfig('options.health.outlier', 'is not configured; nothing to sweep');
+    return this.outlier.sweep();
+  }
+
+  /** Replaces the checker / detector when the configuration changed. */
+  private configureHealth(conf: { check?: ResolvedHealthCheck; outlier?: ResolvedOutlier }): void {
+    // Functions (custom checks, clients) are compared by identity through the object, the rest by value.
+    const key = JSON.stringify(conf, (_k, v: unknown) => (typeof v === 'function' || (typeof v === 'object' && v !== null && 'query' in v) ? `fn:${this.fnId(v)}` : v));
+    if (key === this.healthKey) return;
+    this.healthKey = key;
+    this.checker?.close();
+    this.outlier?.close();
+    this.checker = conf.check === undefined ? undefined : new ActiveChecker(this.ownerTable, conf.check, this.log, this.healthCounters);
+    this.outlier = conf.outlier === undefined ? undefined : new OutlierDetector(this.ownerTable, conf.outlier, this.log, this.healthCounters, this.clock);
+    // With an injected clock time is the caller's: sweeps run through sweepOutliers().
+    if (!this.customClock) this.outlier?.start();
+    this.log.info({ check: conf.check?.kind ?? null, outlier: conf.outlier !== undefined }, 'poise: health configuration applied');
+    this.syncHealth();
+  }
+
+  private readonly fnIds = new WeakMap<object, number>();
+  private fnCount = 0;
+  private fnId(v: object): number {
+    let id = this.fnIds.get(v);
+    if (id === undefined) {
+      id = ++this.fnCount;
+      this.fnIds.set(v, id);
+    }
+    return id;
+  }
+
+  /** Hands the live slots to the checker and the detector. */
+  private syncHealth(): void {
+    if (this.checker === undefined && this.outlier === undefined) return;
+    const targets: HealthTarget[] = [];
+    for (const [id, slot] of this.byId) {
+      const info = this.slots[slot]!;
+      if (info.removed) continue;
+      const a = parseAddress(info.spec.address);
+      targets.push({ slot, generation: info.generation, id, address: info.spec.address, host: a?.host ?? '', port: a?.port ?? 0, priority: info.spec.priority });
+    }
+    this.checker?.sync(targets);
+    this.outlier?.sync(targets);
   }
 
   private intern(locality: string): number {

@@ -13,7 +13,7 @@ import { threadId } from 'node:worker_threads';
 import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { Rng, type Seed } from '../core/rng.js';
 import { parseAddress } from '../core/spec.js';
-import { EwmaSeries, LAYOUT_VERSION, LeaseKind, LoadTable, SlotState, type LeaseKindCode } from '../load/load-table.js';
+import { EwmaSeries, HealthFlag, LAYOUT_VERSION, LeaseKind, LoadTable, SlotState, type LeaseKindCode } from '../load/load-table.js';
 import type { PickContext, Policy } from '../policy/types.js';
 import { defaultLogger, type Logger } from '../log.js';
 import { CLOCK_MASK, type Clock } from './clock.js';
@@ -378,7 +378,9 @@ export class Router implements LeaseOwner {
           if (connectMs !== undefined) t.observe(slot, EwmaSeries.ConnectTime, connectMs, now, this.row);
         }
         t.clearFailures(slot);
+        t.countOutcome(slot, true);
       } else if (outcome === 'failure') {
+        t.countOutcome(slot, false);
         if (t.addFailure(slot) === this.ejection.consecutiveFailures) this.eject(slot);
       }
     }
@@ -473,6 +475,9 @@ export class Router implements LeaseOwner {
     const view: SlotCandidate[] = [];
     let ready = 0;
     let soonest = 0;
+    /** Degraded candidates, and the priorities (or, untiered, the -1 bucket) that still have a healthy one. */
+    let degraded: SlotCandidate[] | undefined;
+    let healthyTiers: Set<number> | undefined;
     for (const c of this.all) {
       const tag = t.tag(c.slot);
       // A slot whose generation is not the blob's belongs to a newer
@@ -485,10 +490,28 @@ export class Router implements LeaseOwner {
       else continue;
       const left = state === SlotState.Ready ? t.ejectedForMs(c.slot, now) : 0;
       if (left > 0 && (soonest === 0 || left < soonest)) soonest = left;
-      c.eligible = state === SlotState.Ready && left === 0;
+      // The owner's health word: an active check's verdict and the
+      // membership's degraded mark. Unhealthy is like ejected; degraded is
+      // eligible only where its tier has no healthy host left (below).
+      const health = state === SlotState.Ready ? t.health(c.slot) : 0;
+      c.eligible = state === SlotState.Ready && left === 0 && (health & HealthFlag.Unhealthy) === 0;
       c.blocked = false;
       if (state === SlotState.Ready) ready++;
+      if (c.eligible) {
+        if ((health & (HealthFlag.CheckDegraded | HealthFlag.MemberDegraded)) !== 0) (degraded ??= []).push(c);
+        else (healthyTiers ??= new Set()).add(tiered ? c.priority : -1);
+      }
       if (tiered ? c.status !== 'draining' : c.eligible) view.push(c);
+    }
+    if (degraded !== undefined) {
+      // Envoy's degraded hosts: used only when no healthy host of their
+      // priority is left (untiered policies have one tier).
+      for (const c of degraded) if (healthyTiers?.has(tiered ? c.priority : -1) === true) c.eligible = false;
+      if (!tiered) {
+        let k = 0;
+        for (const c of view) if (c.eligible) view[k++] = c;
+        view.length = k;
+      }
     }
     if (!tiered && view.length === 0 && ready > 0) {
       // Fail open (as Sōzu does): every ready backend is ejected, so ejection
