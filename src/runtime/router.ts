@@ -185,6 +185,8 @@ export class Router implements LeaseOwner {
     this.defaultKind =
       opts.leaseKind === undefined ? (connectionDefault ? LeaseKind.Connection : LeaseKind.Request) : kindCode(opts.leaseKind, 'options.leaseKind');
     this.row = table.claimRow(threadId);
+    // A router starts with the view of the membership in force.
+    this.rebuild();
   }
 
   /**
@@ -204,9 +206,22 @@ export class Router implements LeaseOwner {
     return new Router(LoadTable.attach(attachment.buffer), attachment.clock, opts);
   }
 
-  /** Membership version of the view the next acquire() will use (refreshes it if an epoch moved). */
+  /**
+   * Membership version of the view in force: the one the last acquire (or
+   * {@link refresh}) built. A pure read; the owner may already have
+   * published a newer membership, which the next acquire picks up.
+   */
   get version(): number {
-    if (this.table.changeEpoch() !== this.epoch) this.refresh();
+    return this.ver;
+  }
+
+  /**
+   * Brings the view up to date now when the table moved since it was built
+   * (the next acquire would do the same), and returns its membership version.
+   * For a thread that waits for a version without routing meanwhile.
+   */
+  refresh(): number {
+    if (this.table.changeEpoch() !== this.epoch) this.rebuild();
     return this.ver;
   }
 
@@ -249,7 +264,7 @@ export class Router implements LeaseOwner {
     // health write, so an unchanged epoch means the prepared view is current.
     // The clock is read only when something needs it: a timed metric's
     // decay, or a known ejection's expiry.
-    if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && ((this.now() - this.expiryAt) << 2) >> 2 >= 0)) this.refresh();
+    if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && ((this.now() - this.expiryAt) << 2) >> 2 >= 0)) this.rebuild();
     if (this.timed) this.env.now = this.now();
     let cands = this.view;
     let policy = this.policy;
@@ -428,7 +443,7 @@ export class Router implements LeaseOwner {
   }
 
   /** Rebuilds the candidate view (a new array, so policies re-prepare). */
-  private refresh(): void {
+  private rebuild(): void {
     const t = this.table;
     // Read the epoch first: a change that lands during the rebuild moves it
     // past the value recorded here, so the next acquire rebuilds again.
