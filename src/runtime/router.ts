@@ -6,13 +6,12 @@
  * no global minimum is ever computed. It keeps a prepared candidate view
  * (eligible slots, with the policy's tables built on them) and rebuilds it
  * only when the table's change epoch moves (one `Atomics.load` per acquire)
- * or an ejection it knows of expires. A slot enters the view only with the
- * spec of its current generation, read from the spec blob.
+ * or an ejection it knows of expires. The view is built off the request
+ * path by candidate-view.ts; this file is the hot path (acquire, release).
  */
 import { threadId } from 'node:worker_threads';
 import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { Rng, type Seed } from '../core/rng.js';
-import { parseAddress } from '../core/spec.js';
 import { EwmaSeries, LAYOUT_VERSION, LeaseKind, LoadTable, SlotState, type LeaseKindCode } from '../load/load-table.js';
 import type { PickContext, Policy } from '../policy/types.js';
 import { defaultLogger, type Logger } from '../log.js';
@@ -21,8 +20,8 @@ import { backoffMs, resolveEjection, type EjectionOptions, type ResolvedEjection
 import { Lease, type LeaseOwner, type Outcome } from './lease.js';
 import { LeaseBook } from './lease-book.js';
 import { policySetup, type PolicyName, type PolicySetup } from './policies.js';
-import { blobLines, lineHead, specFromJson, type LineHead } from './spec-blob.js';
-import { LoadEnv, Metric, slotCandidate, type SlotCandidate } from './slot-candidate.js';
+import { CandidateView } from './candidate-view.js';
+import { LoadEnv, Metric, type SlotCandidate } from './slot-candidate.js';
 
 export type { PolicyName } from './policies.js';
 export type { Outcome } from './lease.js';
@@ -146,16 +145,11 @@ export class Router implements LeaseOwner {
   private readonly book = new LeaseBook();
   private readonly ctx: PickContext = { key: undefined };
   private readonly tierPolicies = new Map<number, Policy<SlotCandidate>>();
+  private readonly candidates: CandidateView;
   private tiers = new Map<number, Tier>();
+  /** The change epoch the view was built at. */
   private epoch = -1;
-  private memberEpoch = -1;
-  private ver = 0;
-  private all: SlotCandidate[] = [];
-  private byId = new Map<string, SlotCandidate>();
-  /** By slot: the blob line each candidate was built from, and the candidate (reused while its line is unchanged). */
-  private lineOf: (string | undefined)[] = [];
-  private candOf: (SlotCandidate | undefined)[] = [];
-  private readonly head: LineHead = { slot: 0, generation: 0, jsonStart: 0 };
+  /** `candidates.members` of the last build (the array the policies are prepared on). */
   private view: SlotCandidate[] = [];
   private hasExpiry = false;
   private expiryAt = 0;
@@ -184,6 +178,7 @@ export class Router implements LeaseOwner {
     const connectionDefault = this.setup.metric === Metric.ConnectTime || this.setup.metric === Metric.Connections;
     this.defaultKind =
       opts.leaseKind === undefined ? (connectionDefault ? LeaseKind.Connection : LeaseKind.Request) : kindCode(opts.leaseKind, 'options.leaseKind');
+    this.candidates = new CandidateView(table, this.env, this.setup.tiered, this.log);
     this.row = table.claimRow(threadId);
     // A router starts with the view of the membership in force.
     this.rebuild();
@@ -212,7 +207,7 @@ export class Router implements LeaseOwner {
    * published a newer membership, which the next acquire picks up.
    */
   get version(): number {
-    return this.ver;
+    return this.candidates.version;
   }
 
   /**
@@ -222,7 +217,7 @@ export class Router implements LeaseOwner {
    */
   refresh(): number {
     if (this.table.changeEpoch() !== this.epoch) this.rebuild();
-    return this.ver;
+    return this.candidates.version;
   }
 
   /** Leases this router holds open. */
@@ -420,10 +415,7 @@ export class Router implements LeaseOwner {
 
   /** Adds this router's not-yet-counted picks to the table's pick counters. */
   flushPicks(): void {
-    for (const c of this.all) {
-      if (c.unflushedPicks > 0 && this.table.tag(c.slot) >>> 3 === c.generation) this.table.countPicks(c.slot, c.unflushedPicks);
-      c.unflushedPicks = 0;
-    }
+    this.candidates.flushPicks();
   }
 
   // --- view --------------------------------------------------------------------
@@ -444,82 +436,16 @@ export class Router implements LeaseOwner {
 
   /** Rebuilds the candidate view (a new array, so policies re-prepare). */
   private rebuild(): void {
-    const t = this.table;
     // Read the epoch first: a change that lands during the rebuild moves it
     // past the value recorded here, so the next acquire rebuilds again.
-    const epoch = t.changeEpoch();
-    const memberEpoch = t.membershipEpoch();
-    if (memberEpoch !== this.memberEpoch) {
-      this.flushPicks();
-      const lines = blobLines(t.readSpecs());
-      const all: SlotCandidate[] = [];
-      const byId = new Map<string, SlotCandidate>();
-      const head = this.head;
-      // Fresh per-slot maps holding only this blob's lines: a kept line is a
-      // slice of the blob's text, so keeping lines of older blobs would keep
-      // those whole texts alive.
-      const lineOf = new Array<string | undefined>(t.capacity);
-      const candOf = new Array<SlotCandidate | undefined>(t.capacity);
-      for (let k = 1; k < lines.length; k++) {
-        const line = lines[k]!;
-        lineHead(line, head);
-        // Same (slot, generation, spec) text as last time: the same candidate
-        // (its picks were just flushed; refresh resets its flags below).
-        let c = this.lineOf[head.slot] === line ? this.candOf[head.slot] : undefined;
-        if (c === undefined) {
-          const spec = specFromJson(line.slice(head.jsonStart));
-          const a = parseAddress(spec.address);
-          c = slotCandidate(this.env, head.slot, head.generation, spec, a?.host ?? '', a?.port ?? 0);
-        }
-        lineOf[head.slot] = line;
-        candOf[head.slot] = c;
-        all.push(c);
-        byId.set(c.id, c);
-      }
-      this.lineOf = lineOf;
-      this.candOf = candOf;
-      this.all = all;
-      this.byId = byId;
-      this.ver = lines.length === 0 ? 0 : Number(lines[0]);
-      this.memberEpoch = memberEpoch;
-    }
+    const epoch = this.table.changeEpoch();
     const now = this.now();
-    const tiered = this.setup.tiered;
-    const view: SlotCandidate[] = [];
-    let ready = 0;
-    let soonest = 0;
-    for (const c of this.all) {
-      const tag = t.tag(c.slot);
-      // A slot whose generation is not the blob's belongs to a newer
-      // membership still being published: leave it out until the epoch moves.
-      if (tag >>> 3 !== c.generation) continue;
-      const state = tag & 7;
-      if (state === SlotState.Ready) c.status = 'ready';
-      else if (state === SlotState.Unavailable) c.status = 'unavailable';
-      else if (state === SlotState.Draining) c.status = 'draining';
-      else continue;
-      const left = state === SlotState.Ready ? t.ejectedForMs(c.slot, now) : 0;
-      if (left > 0 && (soonest === 0 || left < soonest)) soonest = left;
-      c.eligible = state === SlotState.Ready && left === 0;
-      c.blocked = false;
-      if (state === SlotState.Ready) ready++;
-      if (tiered ? c.status !== 'draining' : c.eligible) view.push(c);
-    }
-    if (!tiered && view.length === 0 && ready > 0) {
-      // Fail open (as Sōzu does): every ready backend is ejected, so ejection
-      // is ignored until one of them expires rather than refusing all traffic.
-      for (const c of this.all) {
-        if (c.status === 'ready' && t.tag(c.slot) >>> 3 === c.generation) {
-          c.eligible = true;
-          view.push(c);
-        }
-      }
-      this.log.warn({ backends: view.length }, 'poise: every ready backend is ejected; failing open');
-    }
-    this.view = view;
+    const cv = this.candidates;
+    cv.build(now);
+    this.view = cv.members;
     this.tiers = new Map();
-    this.hasExpiry = soonest > 0;
-    this.expiryAt = (now + soonest) & CLOCK_MASK;
+    this.hasExpiry = cv.soonestExpiryMs > 0;
+    this.expiryAt = (now + cv.soonestExpiryMs) & CLOCK_MASK;
     this.epoch = epoch;
   }
 
@@ -551,7 +477,7 @@ export class Router implements LeaseOwner {
   }
 
   private blockId(id: string): void {
-    const c = this.byId.get(id);
+    const c = this.candidates.byId.get(id);
     if (c !== undefined) this.block(c);
   }
 
@@ -578,7 +504,7 @@ export class Router implements LeaseOwner {
   }
 
   private throwNone(cands: SlotCandidate[]): never {
-    if (this.all.length === 0) throw new PoiseError('Empty', 'acquire: the membership has no backends');
+    if (this.candidates.all.length === 0) throw new PoiseError('Empty', 'acquire: the membership has no backends');
     throw new PoiseError(
       'NoEligibleCandidates',
       `acquire: none of the ${cands.length} candidates may take a lease (draining, unavailable, excluded, ejected or at maxInflight)`,
