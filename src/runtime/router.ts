@@ -80,8 +80,17 @@ interface Tier {
 const PICK_BATCH = 64;
 /** take() result: the view went stale during the draw (see acquireHandle). */
 const STALE = -1;
+/** take() result: a drawn slot's tag changed but the epoch announcing it has not moved yet (see acquireAfterStale). */
+const TAG_MOVED = -2;
 /** Rebuilds of the view one acquire may do when membership moves under it (then it fails as usual). */
 const MAX_STALE_ROUNDS = 16;
+/** Longest one acquire waits, in all, for the owner to publish a change whose tags it already saw (ms). */
+const MAX_PUBLISH_WAIT_MS = 5;
+/** Retry modes of one draw: refuse as usual; return STALE when the epoch moved; also return TAG_MOVED. */
+const NO_RETRY = 0;
+const RETRY_STALE = 1;
+const RETRY_WAIT = 2;
+type RetryMode = typeof NO_RETRY | typeof RETRY_STALE | typeof RETRY_WAIT;
 
 function deriveSeed(seed: Seed, salt: number): bigint {
   return BigInt.asUintN(64, BigInt(seed) * 0x9e3779b97f4a7c15n + BigInt(salt) * 0xbf58476d1ce4e5b9n + 1n);
@@ -243,18 +252,18 @@ export class Router implements LeaseOwner {
    */
   acquireHandle(opts?: AcquireOptions): number {
     if (this.closed) throw new PoiseError('Closed', 'acquire: the router is closed');
-    const handle = this.tryAcquire(opts, true);
-    return handle >= 0 ? handle : this.acquireAfterStale(opts);
+    const handle = this.tryAcquire(opts, RETRY_WAIT);
+    return handle >= 0 ? handle : this.acquireAfterStale(opts, handle);
   }
 
   /**
    * One draw over the current view (rebuilt first if an epoch moved).
-   * Returns a handle, or STALE when the membership moved under the draw and
-   * `mayRetry`. Kept apart from the rare retry loop so that the common path
+   * Returns a handle, or STALE / TAG_MOVED when the membership moved under
+   * the draw and `retry` allows it (see {@link take}). Kept apart from the rare retry loop so that the common path
    * stays small enough for V8 to inline the policy and load() into it
    * (which keeps their numbers unboxed: 0 bytes per acquire).
    */
-  private tryAcquire(opts: AcquireOptions | undefined, mayRetry: boolean): number {
+  private tryAcquire(opts: AcquireOptions | undefined, retry: RetryMode): number {
     // One SC load per acquire: the epoch moves after every membership or
     // health write, so an unchanged epoch means the prepared view is current.
     // The clock is read only when something needs it: a timed metric's
@@ -291,12 +300,12 @@ export class Router implements LeaseOwner {
       if (cands.length === 0) {
         // Emptied by changes published while the view was being built (its
         // blob older than the tags it read): rebuild rather than refuse.
-        if (mayRetry && this.table.changeEpoch() !== this.epoch) return STALE;
+        if (retry !== NO_RETRY && this.table.changeEpoch() !== this.epoch) return STALE;
         this.throwNone(cands);
       }
       // Room in the book before anything is counted in the table.
       this.book.reserve();
-      return this.take(cands, policy, kind, mayRetry);
+      return this.take(cands, policy, kind, retry);
     } finally {
       if (this.nBlocked > 0) this.unblockAll();
     }
@@ -304,23 +313,40 @@ export class Router implements LeaseOwner {
 
   /**
    * The membership moved while an acquire was drawing (a drawn slot changed
-   * generation or state, or the view came out empty, and the epoch moved):
-   * rebuild the view and draw again, a bounded number of times, rather than
-   * fail a request because of a change that is already published.
+   * generation or state, or the view came out empty): rebuild the view and
+   * draw again, a bounded number of times, rather than fail a request
+   * because of a change that is published or being published.
+   *
+   * TAG_MOVED means the slot's tag changed but the epoch has not moved: the
+   * owner (another thread) is between its tag stores and its epoch bump.
+   * Refusing now would fail the request on a change it is about to
+   * announce, so wait for the bump with `Atomics.wait` on the epoch word
+   * (the owner notifies after bumping) — at most MAX_PUBLISH_WAIT_MS in all
+   * per acquire; after that, draws refuse as they always did. Never spins:
+   * every round either sleeps or rebuilds, and rounds are bounded.
    */
-  private acquireAfterStale(opts: AcquireOptions | undefined): number {
+  private acquireAfterStale(opts: AcquireOptions | undefined, code: number): number {
+    let waitedMs = 0;
     for (let round = 1; ; round++) {
-      const handle = this.tryAcquire(opts, round < MAX_STALE_ROUNDS);
-      if (handle >= 0) return handle;
+      if (code === TAG_MOVED) {
+        const t0 = performance.now();
+        this.table.waitForChange(this.epoch, MAX_PUBLISH_WAIT_MS - waitedMs);
+        waitedMs += performance.now() - t0;
+      }
+      const retry = round >= MAX_STALE_ROUNDS ? NO_RETRY : waitedMs < MAX_PUBLISH_WAIT_MS ? RETRY_WAIT : RETRY_STALE;
+      code = this.tryAcquire(opts, retry);
+      if (code >= 0) return code;
     }
   }
 
   /**
    * Draws from `cands` until a slot takes the lease; returns its handle, or
-   * STALE when a refusal coincided with a published change (only while
-   * `mayRetry`), so the caller rebuilds its view and draws again.
+   * (only when `retry` allows) STALE when a refusal coincided with a
+   * published change, so the caller rebuilds its view and draws again, or
+   * TAG_MOVED when the slot's tag no longer matches the view but the epoch
+   * has not moved yet, so the caller waits for the publication first.
    */
-  private take(cands: SlotCandidate[], policy: Policy<SlotCandidate>, kind: LeaseKindCode, mayRetry: boolean): number {
+  private take(cands: SlotCandidate[], policy: Policy<SlotCandidate>, kind: LeaseKindCode, retry: RetryMode): number {
     const t = this.table;
     for (let attempt = 0; ; attempt++) {
       let c = cands[policy.pick(cands, this.ctx)]!;
@@ -335,18 +361,19 @@ export class Router implements LeaseOwner {
       // The cap is checked after the increment: of two threads racing for
       // the last unit, the later sum sees both, so the cap is never exceeded
       // (at worst both back off).
-      if (
-        tag >>> 3 === c.generation &&
-        (state === SlotState.Ready || (state === SlotState.Unavailable && this.setup.tiered)) &&
-        (c.maxInflight === 0 || t.count(c.slot, kind) <= c.maxInflight)
-      ) {
+      const tagOk = tag >>> 3 === c.generation && (state === SlotState.Ready || (state === SlotState.Unavailable && this.setup.tiered));
+      if (tagOk && (c.maxInflight === 0 || t.count(c.slot, kind) <= c.maxInflight)) {
         // The pick counter is statistics: batch it (one shared add per 64 picks).
         if (++c.unflushedPicks === PICK_BATCH) this.flushPick(c);
         this.lastCand = c;
         return this.book.openLease(c, kind);
       }
       t.leaseDown(c.slot, kind, this.row);
-      if (mayRetry && t.changeEpoch() !== this.epoch) return STALE;
+      if (retry !== NO_RETRY) {
+        if (t.changeEpoch() !== this.epoch) return STALE;
+        // Only a tag change is a publication in progress; a full slot (maxInflight) is not.
+        if (!tagOk && retry === RETRY_WAIT) return TAG_MOVED;
+      }
       this.block(c);
       if (attempt >= cands.length) this.throwNone(cands);
     }
