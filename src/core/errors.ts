@@ -104,6 +104,7 @@ export function isPoiseError(err: unknown, code?: PoiseErrorCode): err is PoiseE
 
 /** Throws `InvalidConfig` naming the field and the reason. Shared by every options validator. @internal */
 export function invalidConfig(field: string, reason: string, got?: unknown): never {
+  // biome-ignore lint/complexity/noArguments: arguments.length tells `got: undefined` apart from no `got`
   const suffix = arguments.length >= 3 ? `, got ${describe(got)}` : '';
   throw new PoiseError('InvalidConfig', `${field}: ${reason}${suffix}`, { field });
 }

@@ -37,8 +37,7 @@ const DEFAULT_SEED = toHashSeed(DEFAULT_HASH_SEED);
 
 /**
  * The 64-bit state and output of the allocation-free entry points, [hi, lo].
- * Operands travel through it rather than as arguments: a uint32 above 2^30
- * passed to a call V8 does not inline is boxed (a heap allocation per call).
+ * Operands travel through it rather than as arguments (why: docs/internals.md, "Numbers that do not allocate").
  */
 const out = new Uint32Array(2);
 
@@ -163,8 +162,8 @@ export function hash53(key: string | number, seed: HashSeed = DEFAULT_SEED): num
 
 /**
  * `hash53(key, seed) % m` for an integer m in [1, 2^31): the 53-bit value
- * stays a local of this function and only the small remainder is returned, so
- * nothing is boxed even when the call is not inlined (see `Rng.word`).
+ * stays a local of this function and only the small remainder is returned
+ * (docs/internals.md, "Numbers that do not allocate").
  * @internal
  */
 export function hash53Mod(key: string | number, seed: HashSeed, m: number): number {

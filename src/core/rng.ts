@@ -86,10 +86,7 @@ export class Rng {
   /**
    * The 32 bits of the last {@link step}, as an unsigned integer in a typed
    * array cell. Hot paths call `step()` and read `word[0]` instead of taking
-   * `nextU32()`'s return value: a uint32 above 2^30 is not a V8 small integer,
-   * so returning one from a call the optimiser did not inline boxes it (a heap
-   * allocation per draw), whereas a value read from a Uint32Array stays an
-   * unboxed local. See docs/internals.md ("Numbers that do not allocate").
+   * `nextU32()`'s return value (why: docs/internals.md, "Numbers that do not allocate").
    */
   readonly word = new Uint32Array(1);
   /** xoshiro128** state: four 32-bit words. */

@@ -54,8 +54,7 @@
  * | 15   | picks          | leases granted on this slot (wraps at 2^32; each router adds in batches of 64) |
  *
  * Times are whole milliseconds of one shared monotonic clock (see
- * `runtime/clock.ts`), kept modulo 2^30 (so they are V8 small integers and
- * never allocate) and compared by wrapping difference, so they stay correct
+ * `runtime/clock.ts`), kept modulo 2^30 (small integers: docs/internals.md) and compared by wrapping difference, so they stay correct
  * for intervals below 2^29 ms (6.2 days).
  */
 

@@ -3,9 +3,7 @@
  * consumed, the same rejection of the short last bucket — for counts below
  * 2^30, without boxing.
  *
- * Why: V8 passes a double-typed value (anything loaded from a Float64Array)
- * to a non-inlined callee, or returns one from it, as a fresh HeapNumber —
- * 8 bytes per call, which bench/picks-priority.ts measures. Callers narrow a
+ * Why: docs/internals.md ("Numbers that do not allocate"). Callers narrow a
  * count to a small integer (`n | 0`) at the call site when `n <= SMALL_COUNT`
  * and call `rng.below(n)` otherwise; the draws are identical either way.
  */

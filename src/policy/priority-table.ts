@@ -56,8 +56,7 @@ export class PriorityTable {
    * Per search range — slot 0 the priorities, 1 + p the localities of
    * priority p (locality routing), 1 + k + g endpoint group g — the offset of
    * its guide and 1 / its bucket width. Both live in typed arrays so the pick
-   * loop's variables stay unboxed (a double read from an object field and one
-   * read from a Float64Array would meet in a boxed loop variable).
+   * loop's variables stay unboxed (docs/internals.md).
    */
   private readonly sGuide: Int32Array;
   private readonly sInv: Float64Array;

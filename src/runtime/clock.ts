@@ -2,13 +2,8 @@
  * The shared clock: whole milliseconds, modulo 2^30, the same in every
  * thread, read with one `Atomics.load` and no allocation.
  *
- * Why not `performance.now()` or `Date.now()` in each thread: both cost tens
- * of nanoseconds and allocate a heap number per call (measured: 16 bytes),
- * which would be most of an acquire + release; `performance.now()` also
- * counts from each thread's own start (`performance.timeOrigin` differs per
- * worker) and `Date.now()` follows wall-clock adjustments.
- *
- * So one process-wide ticker thread (started on first use, `unref`ed so it
+ * Why not `performance.now()` or `Date.now()`: docs/internals.md ("The
+ * LoadTable map", the shared clock). One process-wide ticker thread (started on first use, `unref`ed so it
  * never keeps the process alive) stores `process.hrtime` milliseconds —
  * CLOCK_MONOTONIC, one clock for the whole process — into a 2-word
  * SharedArrayBuffer, then sleeps 1 ms with `Atomics.wait`. Every Router reads

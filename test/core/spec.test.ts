@@ -175,7 +175,7 @@ describe('optional fields and arrays', () => {
   });
 
   it('a hole in a sparse array is refused like any non-object, naming its index', () => {
-    // eslint-disable-next-line no-sparse-arrays
+    // biome-ignore lint/suspicious/noSparseArray: the hole is the input under test
     const sparse = [ok(), , ok({ id: 'c' })];
     const err = thrown(() => resolveBackendSpecs(sparse));
     expect([err.code, err.field, err.message]).toEqual(['InvalidConfig', 'backends[1]', 'backends[1]: must be an object, got undefined']);

@@ -35,7 +35,9 @@ describe('SmoothWeightedRoundRobin', () => {
     const swrr = new SmoothWeightedRoundRobin();
     const slice = backends(4, { weights });
     const counts = histogram(4, N, () => swrr.pick(slice));
-    weights.forEach((w, i) => expect(Math.abs(counts[i]! - (N * w) / 22)).toBeLessThan(w));
+    weights.forEach((w, i) => {
+      expect(Math.abs(counts[i]! - (N * w) / 22)).toBeLessThan(w);
+    });
   });
 
   it('migrates state by id on a membership change (a staying member keeps its current weight, a new one starts at 0)', () => {

@@ -39,7 +39,9 @@ describe('WeightedRandom', () => {
           mass[alias[c]!]! += BigInt(total - prob[c]!);
         }
         expect(total).toBe(weights.reduce((a, b) => a + b, 0));
-        weights.forEach((w, i) => expect(mass[i]).toBe(BigInt(w) * BigInt(n)));
+        weights.forEach((w, i) => {
+          expect(mass[i]).toBe(BigInt(w) * BigInt(n));
+        });
       }),
       { numRuns: 200 },
     );

@@ -53,6 +53,7 @@ describe('Balancer.apply', () => {
     expect([full.code, full.field]).toEqual(['CapacityExhausted', 'backends']);
     expect(full.message).toMatch(/^backends: 1 new backends need free slots but only 0 are free \(options\.capacity 2;/);
     // eslint-disable-next-line no-sparse-arrays
+    // biome-ignore lint/suspicious/noSparseArray: the hole is the input under test
     const sparse = thrown(() => b.update([{ id: 'a', address: '127.0.0.1:1' }, , { id: 'b', address: '127.0.0.1:2' }] as never));
     expect([sparse.code, sparse.message]).toEqual(['InvalidConfig', 'backends[1]: must be an object, got undefined']);
     const nul = thrown(() => b.update([{ id: 'a', address: '127.0.0.1:1', weight: null }] as never));

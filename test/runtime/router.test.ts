@@ -4,7 +4,7 @@ import { POLICY_NAMES, type PolicyName } from '../../src/runtime/policies.js';
 import { Router } from '../../src/runtime/router.js';
 import { backoffMs, resolveEjection } from '../../src/runtime/health.js';
 import { Rng } from '../../src/core/rng.js';
-import { PoiseError } from '../../src/core/errors.js';
+import type { PoiseError } from '../../src/core/errors.js';
 import { SlotState } from '../../src/load/load-table.js';
 import { createLogger } from '../../src/log.js';
 import type { BackendSpec } from '../../src/core/spec.js';
@@ -307,7 +307,10 @@ describe('passive health', () => {
     const fail = (id: string): void => {
       for (;;) {
         const l = r.acquire();
-        if (l.id === id) return l.release('failure');
+        if (l.id === id) {
+          l.release('failure');
+          return;
+        }
         l.release('cancelled');
       }
     };

@@ -24,7 +24,7 @@ export function latencyHistogram(): RecordableHistogram {
 /** Records one latency given in ms, rounded to whole µs and clamped to [1 µs, {@link MAX_US}] (NaN and negatives count as 1 µs). */
 export function recordMs(h: RecordableHistogram, ms: number): void {
   const us = Math.round(ms * 1000);
-  h.record(us >= 1 ? (us <= MAX_US ? us : MAX_US) : 1);
+  h.record(us >= 1 ? Math.min(us, MAX_US) : 1); // NaN fails `>= 1`
 }
 
 /** The percentiles the CDF is drawn at: every whole percent, then the tail. */

@@ -136,7 +136,10 @@ export default async function runWorker(task: WorkerTask): Promise<WorkerResult>
       recordMs(histogram, latencyMs);
       requests++;
       let t = tallies.get(lease.id);
-      if (t === undefined) tallies.set(lease.id, (t = { requests: 0, errors: 0 }));
+      if (t === undefined) {
+        t = { requests: 0, errors: 0 };
+        tallies.set(lease.id, t);
+      }
       t.requests++;
       if (outcome !== 'success') {
         t.errors++;
