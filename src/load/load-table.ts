@@ -303,6 +303,7 @@ export class LoadTable {
     // membership epoch visible before the change epoch that announces it.
     const e = Atomics.add(this.i32, H_MEMBER_EPOCH, 1) + 1;
     Atomics.add(this.i32, H_CHANGE_EPOCH, 1);
+    this.wakeChangeWaiters();
     return e;
   }
 
@@ -311,7 +312,39 @@ export class LoadTable {
     // Any router may eject; add keeps concurrent bumps from being lost.
     const e = Atomics.add(this.i32, H_HEALTH_EPOCH, 1) + 1;
     Atomics.add(this.i32, H_CHANGE_EPOCH, 1);
+    this.wakeChangeWaiters();
     return e;
+  }
+
+  /**
+   * Wakes every thread blocked in {@link waitForChange}; returns how many
+   * were woken. The epoch bumps call it after their add. @internal
+   */
+  wakeChangeWaiters(): number {
+    return Atomics.notify(this.i32, H_CHANGE_EPOCH);
+  }
+
+  /**
+   * Blocks this thread until the change epoch differs from `seen`, for at
+   * most `timeoutMs`; returns whether it moved. For a router whose lease was
+   * refused because a slot's tag changed while the epoch that announces the
+   * change has not moved yet: the owner is between its tag stores and its
+   * epoch bump, which is microseconds of straight-line code.
+   * @internal
+   */
+  waitForChange(seen: number, timeoutMs: number): boolean {
+    const i = this.i32;
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      // Atomics.wait compares and sleeps atomically: a bump that lands
+      // before it returns 'not-equal' at once; one that lands after it is
+      // followed by the bumper's notify, so no wake-up is lost. A wake-up
+      // without a bump (another notifier) re-checks and sleeps for the rest.
+      const left = deadline - performance.now();
+      if (Atomics.load(i, H_CHANGE_EPOCH) !== seen) return true;
+      if (left <= 0) return false;
+      Atomics.wait(i, H_CHANGE_EPOCH, seen, left);
+    }
   }
 
   // --- slot identity (written by the owner only) ----------------------------

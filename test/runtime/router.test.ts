@@ -66,7 +66,16 @@ describe('Balancer.update', () => {
     expect(b.table.stats(1).state).toBe(SlotState.Ready);
     // An array after it gets version 1.
     expect(b.update(specs(3))).toBe(1);
+    // version is a pure read of the view in force; refresh() (or the next acquire) moves it.
+    expect(r.version).toBe(0);
+    expect(r.version).toBe(0);
+    expect(r.refresh()).toBe(1);
     expect(r.version).toBe(1);
+    r.acquire().release('cancelled');
+    b.update(specs(2));
+    expect(r.version).toBe(1);
+    r.acquire().release('cancelled');
+    expect(r.version).toBe(2);
   });
 
   it('rejects a membership that needs more slots than are free, naming the capacity', () => {
