@@ -26,6 +26,9 @@ export abstract class PerDecisionPriorityPolicy<C extends PriorityCandidate> imp
     this.withLocality = withLocality;
   }
 
+  /** Nothing to precompute: this form samples, plans and draws on every pick (the prepared classes keep tables). */
+  prepare(_candidates: readonly C[]): void {}
+
   /**
    * An index into `candidates`, sampled, planned and drawn now. Throws
    * `Empty`, `NoEligibleCandidates`, `PanicRejected` (fail-closed panic),
