@@ -10,8 +10,7 @@
  * eligible and panic-selectable weights and counts in one pass and flags
  * contradictory locality weights. Everything is retained: nothing allocates.
  */
-import { F_ELIGIBLE, F_MEMBER, F_PANIC } from './priority-read.js';
-
+import { F_ELIGIBLE, F_MEMBER, F_PANIC } from './flags.js';
 /** Distinct (priority, locality) keys a table holds; more make `find` give up (−1). */
 export const MAX_KEYS = 64;
 

@@ -16,14 +16,11 @@
  * Buffers grow to the high-water candidate count and are then reused: a
  * stable candidate count allocates nothing.
  */
-import type { LocalityCandidate, PriorityCandidate } from '../core/candidate.js';
-import { MAX_PRIORITY } from '../core/candidate.js';
-import { PoiseError, invalidConfig } from '../core/errors.js';
-import { MAX_WEIGHT_SUM, checkedAdd, validateWeight } from '../core/weight.js';
-
-import { F_ELIGIBLE, F_MEMBER, F_PANIC, flagsOf } from './priority-read.js';
-import { KeyTable, MAX_KEYS } from './priority-keys.js';
-
+import { type LocalityCandidate, MAX_PRIORITY, type PriorityCandidate } from '../../core/candidate.js';
+import { invalidConfig, PoiseError } from '../../core/errors.js';
+import { checkedAdd, MAX_WEIGHT_SUM, validateWeight } from '../../core/weight.js';
+import { F_ELIGIBLE, F_MEMBER, F_PANIC, flagsOf } from './flags.js';
+import { KeyTable, MAX_KEYS } from './keys.js';
 /** Panic-mode selectable: a member that is eligible or panic-eligible (panic widens, never narrows). */
 export function panicSelectable(flags: number): boolean {
   return (flags & F_MEMBER) !== 0 && (flags & (F_ELIGIBLE | F_PANIC)) !== 0;
