@@ -127,7 +127,6 @@ export function drawDecision(
       }
       start = e.pStart[p]!;
       end = e.pEnd[p]!;
-      e.drawKey = e.pKey[p]!;
       n = priorityCapacity(e, p);
     } else if (stage === 1) {
       let l = e.pLocStart[p]!;
@@ -135,7 +134,6 @@ export function drawDecision(
       while (acc <= x) acc += e.lShare[++l]!;
       start = e.lStart[l]!;
       end = e.lEnd[l]!;
-      e.drawKey = e.lKey[l]!;
       n = panic ? e.lPanicW[l]! : e.lEligibleW[l]!;
     } else {
       return endpointAt(e, panic, x);
@@ -148,9 +146,7 @@ export function drawDecision(
 
 /**
  * The candidate whose cumulative selectable weight in the group being drawn
- * from first exceeds `w`: the group's `order` range, or — in the unordered
- * layout — the candidates with the group's key in index order, which is the
- * same sequence.
+ * from first exceeds `w`, walking the group's `order` range.
  */
 function endpointAt(e: PriorityEngine, panic: boolean, w: number): number {
   const flags = e.flags;
@@ -158,25 +154,13 @@ function endpointAt(e: PriorityEngine, panic: boolean, w: number): number {
   // Selectable: a member that is eligible, or in panic panic-eligible.
   const mask = panic ? F_ELIGIBLE | F_PANIC : F_ELIGIBLE;
   let sum = 0;
-  if (e.unordered) {
-    const keyOf = e.keyOf;
-    const key = e.drawKey;
-    for (let i = 0; i < e.n; i++) {
-      if (keyOf[i] !== key) continue;
-      const f = flags[i]!;
-      if ((f & F_MEMBER) === 0 || (f & mask) === 0) continue;
-      sum += weight[i]!;
-      if (w < sum) return i;
-    }
-  } else {
-    const order = e.order;
-    for (let k = e.drawStart; k < e.drawEnd; k++) {
-      const i = order[k]!;
-      const f = flags[i]!;
-      if ((f & F_MEMBER) === 0 || (f & mask) === 0) continue;
-      sum += weight[i]!;
-      if (w < sum) return i;
-    }
+  const order = e.order;
+  for (let k = e.drawStart; k < e.drawEnd; k++) {
+    const i = order[k]!;
+    const f = flags[i]!;
+    if ((f & F_MEMBER) === 0 || (f & mask) === 0) continue;
+    sum += weight[i]!;
+    if (w < sum) return i;
   }
   throw noEligible(); // unreachable: w < Σ selectable weight of the group
 }

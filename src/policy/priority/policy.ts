@@ -32,7 +32,7 @@ export abstract class PerDecisionPriorityPolicy<C extends PriorityCandidate> imp
    */
   pick(candidates: readonly C[], context?: PickContext): number {
     void context;
-    this.engine.sampleUnordered(candidates, this.withLocality);
+    this.engine.sample(candidates, this.withLocality);
     computePriorityShares(this.engine, this.options);
     return drawDecision(this.engine, this.options, this.rng, this.withLocality, this.last);
   }
@@ -65,7 +65,7 @@ export abstract class PerDecisionPriorityPolicy<C extends PriorityCandidate> imp
  * denominator), `isEligible()` (healthy capacity) and `isPanicEligible()`.
  * All share arithmetic is integer millionths (`plan()` shows it); sums are
  * checked (`WeightOverflow`). Calculation is O(n) per decision — one read
- * of every candidate and per-group sums without sorting, for up to 64
+ * of every candidate and a counting sort into groups, for up to 64
  * distinct (priority, locality) groups; O(n log n) beyond — with retained scratch;
  * for per-request use see {@link PreparedPriorityWeightedRandom}.
  */
