@@ -495,10 +495,22 @@ if (values.profile) {
   const res = await load(p.port, CASES.short, SECONDS);
   await p.stop();
   progressDone();
+  // CPU.<date>.<time>.<pid>.<thread id>.<seq>.cpuprofile: thread 0 is the main thread, the one that
+  // accepts and splices on a one-thread proxy; other threads (workers, pino's transport) are listed by their busy share.
   const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
-  const merged: CpuProfile = { nodes: [], startTime: 0, endTime: 0 };
-  for (const f of files) merged.nodes.push(...(JSON.parse(readFileSync(path.join(dir, f), 'utf8')) as CpuProfile).nodes);
-  profile = { frames: topFrames(merged, 20), note: `${files.length} thread profile(s), ${res.reqPerSec.toFixed(0)} short req/s while profiling` };
+  const threadOf = (f: string): number => Number(f.split('.').at(-3));
+  const read = (f: string): CpuProfile => JSON.parse(readFileSync(path.join(dir, f), 'utf8')) as CpuProfile;
+  const main = files.find((f) => threadOf(f) === 0);
+  const others = files
+    .filter((f) => f !== main)
+    .map((f) => {
+      const idle = topFrames(read(f), 1000).find((fr) => fr.name === '(idle)')?.selfPct ?? 0;
+      return `thread ${threadOf(f)} ${(100 - idle).toFixed(0)} % busy`;
+    });
+  profile = {
+    frames: main === undefined ? [] : topFrames(read(main), 20),
+    note: `main thread; ${others.length === 0 ? 'no other thread' : others.join(', ')}; ${res.reqPerSec.toFixed(0)} short req/s while profiling`,
+  };
 }
 await slow.close();
 await common.close();
