@@ -296,6 +296,18 @@ function rssBytes(pid: number): number {
   return Number(m[1]) * 1024;
 }
 
+/** CPU ticks (user + system) of every thread of `pid`, by thread id. */
+function threadTicks(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    out.set(Number(tid), Number(f[11]) + Number(f[12])); // fields 14 and 15 (utime, stime), counted from after the name
+  }
+  return out;
+}
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
 // ---------------------------------------------------------------- load
 
 interface Load {
@@ -433,6 +445,7 @@ console.log(
 console.log(`backends: ${HAVE.nginx ? '4 nginx servers (1 worker process)' : '4 Node HTTP servers (nginx is not on PATH)'}; slow/idle cases: 4 Node HTTP servers; load: ${HAVE.wrk ? 'wrk -t1' : 'bench/proxy-client (wrk is not on PATH)'}`);
 console.log(`proxy node ${versions.proxyNode} (${NODE}); bench node ${versions.benchNode}; ${versions.haproxy}`);
 
+const loadAtStart = os.loadavg();
 const common = HAVE.nginx ? await nginxBackends() : await nodeBackends([0, 0, 0, 0]);
 const slow = await nodeBackends(SLOW_DELAYS);
 try {
@@ -492,24 +505,28 @@ if (values.profile) {
   progress('profile: poise p2c:connections ×1 under short connections, node --cpu-prof');
   const sys: SystemSpec = { kind: 'poise', threads: 1, policy: 'p2c:connections' };
   const p = await startSystem(sys, common.ports, ['--cpu-prof', '--cpu-prof-dir', dir]);
+  const cpu0 = threadTicks(p.pid);
+  const t = Date.now();
   const res = await load(p.port, CASES.short, SECONDS);
+  const cpu1 = threadTicks(p.pid);
+  const wall = (Date.now() - t) / 1000;
   await p.stop();
   progressDone();
+  // Per-thread CPU from /proc (the profile cannot say it: a thread blocked in Atomics.wait samples as running JS).
+  const busy = [...cpu1.entries()]
+    .map(([tid, ticks]) => ({ tid, pct: ((ticks - (cpu0.get(tid) ?? 0)) / CLK_TCK / wall) * 100 }))
+    .filter((b) => b.pct >= 1)
+    .sort((a, b) => b.pct - a.pct);
+  const cpuNote = busy.map((b) => `${b.tid === p.pid ? 'main thread' : `thread ${b.tid}`} ${b.pct.toFixed(0)} % of a core`).join(', ');
   // CPU.<date>.<time>.<pid>.<thread id>.<seq>.cpuprofile: thread 0 is the main thread, the one that
-  // accepts and splices on a one-thread proxy; other threads (workers, pino's transport) are listed by their busy share.
+  // accepts and splices on a one-thread proxy.
   const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
   const threadOf = (f: string): number => Number(f.split('.').at(-3));
   const read = (f: string): CpuProfile => JSON.parse(readFileSync(path.join(dir, f), 'utf8')) as CpuProfile;
   const main = files.find((f) => threadOf(f) === 0);
-  const others = files
-    .filter((f) => f !== main)
-    .map((f) => {
-      const idle = topFrames(read(f), 1000).find((fr) => fr.name === '(idle)')?.selfPct ?? 0;
-      return `thread ${threadOf(f)} ${(100 - idle).toFixed(0)} % busy`;
-    });
   profile = {
     frames: main === undefined ? [] : topFrames(read(main), 20),
-    note: `main thread; ${others.length === 0 ? 'no other thread' : others.join(', ')}; ${res.reqPerSec.toFixed(0)} short req/s while profiling`,
+    note: `main thread's frames; CPU while loaded: ${cpuNote}; ${res.reqPerSec.toFixed(0)} short req/s while profiling`,
   };
 }
 await slow.close();
@@ -548,7 +565,7 @@ for (const t of THREADS) {
   }
 }
 
-console.log(`\nmedians of ${ROUNDS} round(s), ± spread = (max − min) / median`);
+console.log(`\nmedians of ${ROUNDS} round(s), ± spread = (max − min) / median; load average ${loadAtStart[0]!.toFixed(1)} at start, ${os.loadavg()[0]!.toFixed(1)} at end on ${os.cpus().length} cores`);
 console.log(formatTable(ratioRows(comparisons)));
 const slowRows = THREADS.flatMap((t) =>
   slowSystems(t).map((s) => ({
@@ -580,6 +597,8 @@ const file = writeResults(values.label === undefined ? 'proxy' : `proxy-${values
     loadGenerator: HAVE.wrk ? 'wrk -t1 --timeout 10s' : 'bench/proxy-client (closed loop)',
     connections: Object.fromEntries(caseNames.map((n) => [n, CASES[n].connections])),
     idleConnections: IDLE,
+    /** 1/5/15-minute load averages: this machine may be shared, and the absolute figures move with it (ratios less so, rounds being interleaved). */
+    loadAverage: { start: loadAtStart, end: os.loadavg() },
     haproxy: HAVE.haproxy ? 'mode tcp, retries 3, option redispatch, timeout connect 2s, client/server 30s, maxconn 8000; balance random(2) (vs p2c:connections) and leastconn' : 'not installed',
   },
   comparisons: comparisons.map((c) => ({ ...c, ratio: c.haproxy === undefined ? null : c.poise.median / c.haproxy.median })),
