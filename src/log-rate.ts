@@ -4,7 +4,7 @@
  * line, then one summary line with the count when the window ends.
  */
 import type { Logger } from 'pino';
-import { invalidConfig } from './core/errors.js';
+import { integerIn } from './core/validate.js';
 
 /** Options of {@link rateLimited}. @internal */
 export interface RateLimitOptions {
@@ -56,8 +56,7 @@ function defaultSchedule(fn: () => void, ms: number): () => void {
  * @internal
  */
 export function rateLimited(logger: Logger, opts: RateLimitOptions = {}): RateLimitedLogger {
-  const windowMs = opts.windowMs ?? 30_000;
-  if (!Number.isSafeInteger(windowMs) || windowMs < 1) invalidConfig('options.windowMs', 'must be an integer >= 1', windowMs);
+  const windowMs = integerIn(opts.windowMs ?? 30_000, 'options.windowMs', 1);
   const schedule = opts.schedule ?? defaultSchedule;
   const windows = new Map<string, Window>();
 

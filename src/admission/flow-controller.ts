@@ -14,6 +14,7 @@
  */
 import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { holdbackCeilings, type HoldbackOptions } from './holdback.js';
+import { integerIn, finiteNumber } from '../core/validate.js';
 
 /** Options of {@link FlowController}. */
 export interface FlowControllerOptions extends HoldbackOptions {
@@ -65,14 +66,12 @@ export class FlowController {
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
     checkOptionKeys(opts, ['capacity', 'priorities', 'maxQueue', 'shape', 'domain', 'minCeiling', 'maxCeiling']);
     const { capacity, priorities, maxQueue = 1024 } = opts;
-    if (!Number.isSafeInteger(capacity) || capacity < 1) invalidConfig('options.capacity', 'must be a positive integer', capacity);
-    if (!Number.isSafeInteger(maxQueue) || maxQueue < 0) invalidConfig('options.maxQueue', 'must be an integer >= 0', maxQueue);
+    integerIn(capacity, 'options.capacity', 1);
+    integerIn(maxQueue, 'options.maxQueue', 0);
     if (!Array.isArray(priorities) || priorities.length === 0) {
       invalidConfig('options.priorities', 'must be a non-empty array of numbers', priorities);
     }
-    priorities.forEach((p, i) => {
-      if (typeof p !== 'number' || !Number.isFinite(p)) invalidConfig(`options.priorities[${i}]`, 'must be a finite number', p);
-    });
+    for (let i = 0; i < priorities.length; i++) finiteNumber(priorities[i], `options.priorities[${i}]`);
     const sorted = [...priorities].sort((a, b) => b - a);
     for (let i = 1; i < sorted.length; i++) {
       if (sorted[i] === sorted[i - 1]) invalidConfig('options.priorities', `must not repeat ${sorted[i]}`);

@@ -11,6 +11,7 @@
  * A single active priority (or all equal values) gets `maxCeiling`.
  */
 import { invalidConfig, checkOptionKeys } from '../core/errors.js';
+import { finiteNumber } from '../core/validate.js';
 
 /** Options of {@link holdbackCeilings}. */
 export interface HoldbackOptions {
@@ -51,7 +52,7 @@ export function holdbackCeilings(prioritiesDescending: readonly number[], option
   const n = prioritiesDescending.length;
   for (let i = 0; i < n; i++) {
     const p = prioritiesDescending[i];
-    if (typeof p !== 'number' || !Number.isFinite(p)) invalidConfig(`prioritiesDescending[${i}]`, 'must be a finite number', p);
+    finiteNumber(p, `prioritiesDescending[${i}]`);
     if (i > 0 && !(p < prioritiesDescending[i - 1]!)) {
       invalidConfig(`prioritiesDescending[${i}]`, `must be strictly below the previous priority ${prioritiesDescending[i - 1]}`, p);
     }

@@ -16,7 +16,9 @@
  */
 import { parseArgs } from 'node:util';
 import { nameProblem } from '../membership/name.js';
+import { redisUrlProblem } from '../membership/redis-url.js';
 import { UsageError } from './usage.js';
+import { isIntegerIn } from '../core/validate.js';
 
 /** One flag: a string value (optionally repeatable) or a boolean switch. */
 export interface FlagSpec {
@@ -118,7 +120,7 @@ export function parseFlags<const S extends FlagSpecs>(argv: readonly string[], s
 export function integerFlag(flag: string, raw: string | undefined, min: number, max: number): number | undefined {
   if (raw === undefined) return undefined;
   const v = /^[+-]?\d+$/.test(raw.trim()) ? Number(raw) + 0 : Number.NaN; // + 0: "-0" is 0
-  if (!Number.isSafeInteger(v) || v < min || v > max) throw new UsageError(`${flag}: must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`, flag);
+  if (!isIntegerIn(v, min, max)) throw new UsageError(`${flag}: must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`, flag);
   return v;
 }
 
@@ -137,16 +139,11 @@ export function choiceFlag<T extends string>(flag: string, raw: string | undefin
   return raw as T;
 }
 
-/** `raw` when it is a `redis://` or `rediss://` URL; undefined when absent. Throws {@link UsageError}. */
+/** `raw` when it is a Redis URL (the one rule, membership/redis-url.ts); undefined when absent. Throws {@link UsageError}. */
 export function redisUrlFlag(flag: string, raw: string | undefined): string | undefined {
   if (raw === undefined) return undefined;
-  let protocol = '';
-  try {
-    protocol = new URL(raw).protocol;
-  } catch {
-    // not a URL at all: the same refusal below
-  }
-  if (protocol !== 'redis:' && protocol !== 'rediss:') throw new UsageError(`${flag}: must be a redis:// or rediss:// URL, got ${JSON.stringify(raw)}`, flag);
+  const problem = redisUrlProblem(raw);
+  if (problem !== undefined) throw new UsageError(`${flag}: ${problem}, got ${JSON.stringify(raw)}`, flag);
   return raw;
 }
 

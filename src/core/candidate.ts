@@ -8,6 +8,7 @@
  */
 import { PoiseError, describe } from './errors.js';
 import { validateWeight } from './weight.js';
+import { integerIn } from './validate.js';
 
 /** Administrative and health status of a backend. */
 export type Status = 'ready' | 'draining' | 'unavailable';
@@ -120,14 +121,7 @@ export class Backend implements StatusCandidate {
 export const MAX_PRIORITY = 0xffff_ffff;
 
 function validatePriority(priority: unknown): number {
-  if (typeof priority !== 'number' || !Number.isInteger(priority) || priority < 0 || priority > MAX_PRIORITY) {
-    throw new PoiseError(
-      'InvalidConfig',
-      `priority: must be an integer in [0, ${MAX_PRIORITY}], got ${describe(priority)}`,
-      { field: 'priority' },
-    );
-  }
-  return priority;
+  return integerIn(priority, 'priority', 0, MAX_PRIORITY);
 }
 
 function statusOf(c: Candidate): Status | undefined {
@@ -136,29 +130,15 @@ function statusOf(c: Candidate): Status | undefined {
 }
 
 /**
- * Wraps any candidate with a failover priority. A draining inner candidate is
- * neither a member of its priority (it leaves the availability denominator)
- * nor panic-eligible; other ineligible members may be revived by use-all
- * panic unless `.withPanicEligibility(false)`.
- *
- * @example
- * const standby = new Prioritized(new Backend('db-standby'), 1).withPanicEligibility(false);
+ * What {@link Prioritized} and {@link Localized} share: an inner candidate
+ * whose identity, weight, status, eligibility and load they pass through
+ * unchanged.
  */
-export class Prioritized<C extends Candidate = Candidate> implements PriorityCandidate {
+export abstract class Wrapping<C extends Candidate> implements Candidate {
   readonly inner: C;
-  readonly priority: number;
-  /** False when panic must never revive this member (a circuit breaker, an admission limit). */
-  readonly panicEligible: boolean;
 
-  constructor(inner: C, priority: number, panicEligible = true) {
+  constructor(inner: C) {
     this.inner = inner;
-    this.priority = validatePriority(priority);
-    this.panicEligible = panicEligible;
-  }
-
-  /** A copy with panic eligibility set. */
-  withPanicEligibility(eligible: boolean): Prioritized<C> {
-    return new Prioritized(this.inner, this.priority, eligible);
   }
 
   get id(): string {
@@ -176,6 +156,33 @@ export class Prioritized<C extends Candidate = Candidate> implements PriorityCan
   load(): number {
     return this.inner.load();
   }
+}
+
+/**
+ * Wraps any candidate with a failover priority. A draining inner candidate is
+ * neither a member of its priority (it leaves the availability denominator)
+ * nor panic-eligible; other ineligible members may be revived by use-all
+ * panic unless `.withPanicEligibility(false)`.
+ *
+ * @example
+ * const standby = new Prioritized(new Backend('db-standby'), 1).withPanicEligibility(false);
+ */
+export class Prioritized<C extends Candidate = Candidate> extends Wrapping<C> implements PriorityCandidate {
+  readonly priority: number;
+  /** False when panic must never revive this member (a circuit breaker, an admission limit). */
+  readonly panicEligible: boolean;
+
+  constructor(inner: C, priority: number, panicEligible = true) {
+    super(inner);
+    this.priority = validatePriority(priority);
+    this.panicEligible = panicEligible;
+  }
+
+  /** A copy with panic eligibility set. */
+  withPanicEligibility(eligible: boolean): Prioritized<C> {
+    return new Prioritized(this.inner, this.priority, eligible);
+  }
+
   isMember(): boolean {
     return statusOf(this.inner) !== 'draining';
   }
@@ -196,8 +203,7 @@ function isPriorityCandidate(c: Candidate): c is PriorityCandidate {
  * @example
  * const e = new Localized(new Prioritized(new Backend('api-west-1'), 0), 'us-west-2').withLocalityWeight(3);
  */
-export class Localized<C extends Candidate = Candidate> implements LocalityCandidate {
-  readonly inner: C;
+export class Localized<C extends Candidate = Candidate> extends Wrapping<C> implements LocalityCandidate {
   readonly locality: string;
   readonly localityWeight: number;
 
@@ -207,7 +213,7 @@ export class Localized<C extends Candidate = Candidate> implements LocalityCandi
         field: 'locality',
       });
     }
-    this.inner = inner;
+    super(inner);
     this.locality = locality;
     this.localityWeight = validateWeight(localityWeight, 'localityWeight');
   }
@@ -217,23 +223,8 @@ export class Localized<C extends Candidate = Candidate> implements LocalityCandi
     return new Localized(this.inner, this.locality, weight);
   }
 
-  get id(): string {
-    return this.inner.id;
-  }
-  get weight(): number {
-    return this.inner.weight;
-  }
   get priority(): number {
     return isPriorityCandidate(this.inner) ? this.inner.priority : 0;
-  }
-  get status(): Status | undefined {
-    return statusOf(this.inner);
-  }
-  isEligible(): boolean {
-    return this.inner.isEligible();
-  }
-  load(): number {
-    return this.inner.load();
   }
   isMember(): boolean {
     return isPriorityCandidate(this.inner) ? this.inner.isMember() : statusOf(this.inner) !== 'draining';

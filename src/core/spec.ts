@@ -10,6 +10,7 @@ import { MAX_PRIORITY, isStatus, type Status } from './candidate.js';
 import { PoiseError, describe } from './errors.js';
 import { isIPv4, isIPv6 } from './ip.js';
 import { MAX_WEIGHT, isValidWeight } from './weight.js';
+import { integerIn } from './validate.js';
 
 /** One backend of a membership snapshot. Only `id` and `address` are required. */
 export interface BackendSpec {
@@ -213,10 +214,7 @@ export function resolveBackendSpec(value: unknown, path = 'backend'): ResolvedBa
   // An optional field is either absent (undefined: the default) or valid; `null` is not "absent".
   const weight = field(spec, 'weight', 1);
   if (!isValidWeight(weight)) fail(`${path}.weight`, `must be an integer in [1, ${MAX_WEIGHT}]`, weight, 'InvalidWeight');
-  const priority = field(spec, 'priority', 0);
-  if (typeof priority !== 'number' || !Number.isInteger(priority) || priority < 0 || priority > MAX_PRIORITY) {
-    fail(`${path}.priority`, `must be an integer in [0, ${MAX_PRIORITY}]`, priority);
-  }
+  const priority = integerIn(field(spec, 'priority', 0), `${path}.priority`, 0, MAX_PRIORITY);
   const locality = field(spec, 'locality', '');
   if (typeof locality !== 'string' || locality.length > 256) fail(`${path}.locality`, 'must be a string of at most 256 characters', locality);
   const localityWeight = field(spec, 'localityWeight', 1);
@@ -225,10 +223,7 @@ export function resolveBackendSpec(value: unknown, path = 'backend'): ResolvedBa
   }
   const status = field(spec, 'status', 'ready');
   if (!isStatus(status)) fail(`${path}.status`, 'must be one of "ready", "draining", "unavailable"', status);
-  const maxInflight = field(spec, 'maxInflight', 0);
-  if (typeof maxInflight !== 'number' || !Number.isInteger(maxInflight) || maxInflight < 0 || maxInflight > MAX_INFLIGHT) {
-    fail(`${path}.maxInflight`, `must be an integer in [0, ${MAX_INFLIGHT}] (0 = unlimited)`, maxInflight);
-  }
+  const maxInflight = integerIn(field(spec, 'maxInflight', 0), `${path}.maxInflight`, 0, MAX_INFLIGHT, '0 = unlimited');
   const panicEligible = field(spec, 'panicEligible', true);
   if (typeof panicEligible !== 'boolean') fail(`${path}.panicEligible`, 'must be a boolean', panicEligible);
   return { id, address, weight, priority, locality, localityWeight, status, maxInflight, panicEligible };

@@ -8,6 +8,7 @@
  * weights is always exact.
  */
 import { PoiseError, describe } from './errors.js';
+import { isIntegerIn } from './validate.js';
 
 /** The largest accepted weight, 2^32 − 1. */
 export const MAX_WEIGHT = 0xffff_ffff;
@@ -17,7 +18,7 @@ export const MAX_WEIGHT_SUM = Number.MAX_SAFE_INTEGER;
 
 /** True when `value` is an integer in [1, 2^32 − 1]. */
 export function isValidWeight(value: unknown): value is number {
-  return typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= MAX_WEIGHT;
+  return isIntegerIn(value, 1, MAX_WEIGHT);
 }
 
 /**

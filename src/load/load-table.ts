@@ -59,6 +59,8 @@
  */
 
 import { PoiseError, invalidConfig } from '../core/errors.js';
+import { elapsedMs, wrapMs } from '../core/time.js';
+import { integerIn, numberIn } from '../core/validate.js';
 
 /** Slot states (the low 3 bits of the tag word). */
 export const SlotState = {
@@ -174,13 +176,6 @@ export interface SlotStats {
   picks: number;
 }
 
-function checkInt(field: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    invalidConfig(`options.${field}`, `must be an integer in [${min}, ${max}]`, value);
-  }
-  return value;
-}
-
 /** Words of lease cells per slot: two per row, rounded up to whole 64-byte lines. */
 function cellStride(maxThreads: number): number {
   return roundUp(maxThreads * 2, 16);
@@ -252,14 +247,11 @@ export class LoadTable {
 
   /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. @internal */
   static create(opts: LoadTableOptions = {}): LoadTable {
-    const capacity = checkInt('capacity', opts.capacity ?? 1024, 1, 65536);
-    const maxThreads = checkInt('maxThreads', opts.maxThreads ?? 64, 1, 255);
-    const specBytes = checkInt('specBytes', opts.specBytes ?? capacity * 1024, 1024, 1 << 30);
-    const tauMs = checkInt('tauMs', opts.tauMs ?? 1000, 1, 86_400_000);
-    const initialMs = opts.initialMs ?? 50;
-    if (typeof initialMs !== 'number' || !Number.isFinite(initialMs) || initialMs < 0 || initialMs * 1000 > MAX_US) {
-      invalidConfig('options.initialMs', `must be a number in [0, ${MAX_US / 1000}]`, initialMs);
-    }
+    const capacity = integerIn(opts.capacity ?? 1024, 'options.capacity', 1, 65536);
+    const maxThreads = integerIn(opts.maxThreads ?? 64, 'options.maxThreads', 1, 255);
+    const specBytes = integerIn(opts.specBytes ?? capacity * 1024, 'options.specBytes', 1024, 1 << 30);
+    const tauMs = integerIn(opts.tauMs ?? 1000, 'options.tauMs', 1, 86_400_000);
+    const initialMs = numberIn(opts.initialMs ?? 50, 'options.initialMs', 0, MAX_US / 1000);
     const layout = opts.layout ?? 'padded';
     if (layout !== 'padded' && layout !== 'unaligned') invalidConfig('options.layout', 'must be "padded" or "unaligned"', layout);
     const slotBase = HEADER_WORDS + roundUp(maxThreads, 16) + (layout === 'unaligned' ? 8 : 0);
@@ -311,6 +303,7 @@ export class LoadTable {
     // membership epoch visible before the change epoch that announces it.
     const e = Atomics.add(this.i32, H_MEMBER_EPOCH, 1) + 1;
     Atomics.add(this.i32, H_CHANGE_EPOCH, 1);
+    this.wakeChangeWaiters();
     return e;
   }
 
@@ -319,7 +312,39 @@ export class LoadTable {
     // Any router may eject; add keeps concurrent bumps from being lost.
     const e = Atomics.add(this.i32, H_HEALTH_EPOCH, 1) + 1;
     Atomics.add(this.i32, H_CHANGE_EPOCH, 1);
+    this.wakeChangeWaiters();
     return e;
+  }
+
+  /**
+   * Wakes every thread blocked in {@link waitForChange}; returns how many
+   * were woken. The epoch bumps call it after their add. @internal
+   */
+  wakeChangeWaiters(): number {
+    return Atomics.notify(this.i32, H_CHANGE_EPOCH);
+  }
+
+  /**
+   * Blocks this thread until the change epoch differs from `seen`, for at
+   * most `timeoutMs`; returns whether it moved. For a router whose lease was
+   * refused because a slot's tag changed while the epoch that announces the
+   * change has not moved yet: the owner is between its tag stores and its
+   * epoch bump, which is microseconds of straight-line code.
+   * @internal
+   */
+  waitForChange(seen: number, timeoutMs: number): boolean {
+    const i = this.i32;
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      // Atomics.wait compares and sleeps atomically: a bump that lands
+      // before it returns 'not-equal' at once; one that lands after it is
+      // followed by the bumper's notify, so no wake-up is lost. A wake-up
+      // without a bump (another notifier) re-checks and sleeps for the rest.
+      const left = deadline - performance.now();
+      if (Atomics.load(i, H_CHANGE_EPOCH) !== seen) return true;
+      if (left <= 0) return false;
+      Atomics.wait(i, H_CHANGE_EPOCH, seen, left);
+    }
   }
 
   // --- slot identity (written by the owner only) ----------------------------
@@ -355,7 +380,7 @@ export class LoadTable {
    */
   resetHealth(slot: number, nowMs: number): void {
     const o = this.slotBase + slot * SLOT_WORDS;
-    const at = nowMs & TIME_MASK;
+    const at = wrapMs(nowMs);
     const init = Atomics.load(this.i32, H_INITIAL_US);
     // The slot is Free or Closing here, so no router takes new samples on it;
     // stores make the fresh values visible before the tag that admits it.
@@ -461,7 +486,7 @@ export class LoadTable {
       at = Atomics.load(i, e + 1);
       if ((v1 & 0xff) === 0 && Atomics.load(i, o + S_EWMA_LOCK) === v1) break;
     }
-    const dt = elapsed(nowMs & TIME_MASK, at);
+    const dt = elapsedMs(wrapMs(nowMs), at);
     if (dt <= 0) return est;
     // The factor is looked up inline (a helper returning a double, if not
     // inlined, would box it); | 0 keeps the result a small integer.
@@ -487,7 +512,7 @@ export class LoadTable {
     const o = this.slotBase + slot * SLOT_WORDS;
     const lock = o + S_EWMA_LOCK;
     const e = o + S_CONNECT_EST + series * 2;
-    const now = nowMs & TIME_MASK;
+    const now = wrapMs(nowMs);
     // Fast path, no write at all: within the same millisecond as the last
     // update (dt = 0, so w = 1) a sample at or below the estimate leaves both
     // words exactly as they are. Under load almost every sample lands here,
@@ -504,7 +529,7 @@ export class LoadTable {
     // release a lock left behind by a thread that died inside this section.
     if (Atomics.compareExchange(i, lock, v, v | (row + 1)) !== v) return false;
     const est = Atomics.load(i, e) / 1000;
-    const dt = elapsed(now, Atomics.load(i, e + 1));
+    const dt = elapsedMs(now, Atomics.load(i, e + 1));
     const w = dt > 0 ? this.decayFactor(dt) : 1;
     const next = sampleMs > est * w ? sampleMs : est * w + sampleMs * (1 - w);
     const us = Math.round(next * 1000);
@@ -549,7 +574,7 @@ export class LoadTable {
   /** Ejects a slot until `untilMs` (never stored as 0), resets failures, counts the ejection. @internal */
   eject(slot: number, untilMs: number): void {
     const o = this.slotBase + slot * SLOT_WORDS;
-    const until = untilMs & TIME_MASK || 1;
+    const until = wrapMs(untilMs) || 1;
     // Each word is one store/add; the health epoch bump that follows (SC)
     // publishes them together to routers that refresh on it. The count first,
     // then the failures word with the flag that tells clearFailures there is
@@ -563,7 +588,7 @@ export class LoadTable {
   ejectedForMs(slot: number, nowMs: number): number {
     const until = Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_EJECTED_UNTIL);
     if (until === 0) return 0;
-    const left = elapsed(until, nowMs & TIME_MASK);
+    const left = elapsedMs(until, wrapMs(nowMs));
     return left > 0 ? left : 0;
   }
 
@@ -731,10 +756,3 @@ function roundUp(n: number, m: number): number {
 /** Entries of the PeakEWMA decay table (32 KiB per table: dt < 4.096 s is looked up). */
 const DECAY_STEPS = 4096;
 
-/** Times are kept modulo 2^30 ms (V8 small integers). @internal */
-export const TIME_MASK = 0x3fffffff;
-
-/** `now − then` for two times modulo 2^30, as a signed 30-bit difference. */
-function elapsed(now: number, then: number): number {
-  return ((now - then) << 2) >> 2;
-}

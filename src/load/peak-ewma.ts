@@ -33,6 +33,7 @@
  * The runtime applies the same functions to values kept in shared memory.
  */
 import { invalidConfig, checkOptionKeys } from '../core/errors.js';
+import { positiveNumber, nonNegativeNumber } from '../core/validate.js';
 
 /**
  * The estimate `estimate` (recorded at `lastMs`) decayed to `nowMs`:
@@ -98,12 +99,8 @@ export class PeakEwma {
   constructor(options: PeakEwmaOptions = {}) {
     checkOptionKeys(options, ['tauMs', 'initialMs', 'clock']);
     const { tauMs = 1000, initialMs = 50, clock = defaultClock } = options;
-    if (typeof tauMs !== 'number' || !Number.isFinite(tauMs) || tauMs <= 0) {
-      invalidConfig('options.tauMs', 'must be a finite number > 0 (milliseconds)', tauMs);
-    }
-    if (typeof initialMs !== 'number' || !Number.isFinite(initialMs) || initialMs < 0) {
-      invalidConfig('options.initialMs', 'must be a finite number >= 0 (milliseconds)', initialMs);
-    }
+    positiveNumber(tauMs, 'options.tauMs', 'milliseconds');
+    nonNegativeNumber(initialMs, 'options.initialMs', 'milliseconds');
     if (typeof clock !== 'function') invalidConfig('options.clock', 'must be a function returning milliseconds', clock);
     this.tauMs = tauMs;
     this.clock = clock;
@@ -113,9 +110,7 @@ export class PeakEwma {
 
   /** Records a latency sample in milliseconds (finite, >= 0; else `InvalidConfig`). */
   observe(sampleMs: number): void {
-    if (typeof sampleMs !== 'number' || !Number.isFinite(sampleMs) || sampleMs < 0) {
-      invalidConfig('sampleMs', 'must be a finite number >= 0 (milliseconds)', sampleMs);
-    }
+    nonNegativeNumber(sampleMs, 'sampleMs', 'milliseconds');
     const now = this.clock();
     this.est = observeSample(this.est, this.lastMs, sampleMs, now, this.tauMs);
     if (now > this.lastMs) this.lastMs = now;

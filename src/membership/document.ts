@@ -12,6 +12,7 @@ import { parse as parseYaml } from 'yaml';
 import { PoiseError, invalidConfig } from '../core/errors.js';
 import { resolveBackendSpecs, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
 import { validateName } from './name.js';
+import { integerIn } from '../core/validate.js';
 
 /** A membership document as written by people and tools. */
 export interface MembershipDocument {
@@ -46,10 +47,7 @@ const DOCUMENT_FIELDS: ReadonlySet<string> = new Set(['cluster', 'version', 'bac
 
 /** Validates a membership version: an integer in [0, 2^53 − 1]. @internal */
 export function validateVersion(value: unknown, field = 'version'): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
-    invalidConfig(field, `must be an integer in [0, ${MAX_VERSION}]`, value);
-  }
-  return value;
+  return integerIn(value, field, 0, MAX_VERSION);
 }
 
 /**

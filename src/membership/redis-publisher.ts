@@ -13,14 +13,16 @@ import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { PoiseError, invalidConfig } from '../core/errors.js';
 import { resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
-import { Rng } from '../core/rng.js';
+import { Backoff } from '../core/backoff.js';
 import { validateWeight } from '../core/weight.js';
 import { defaultLogger } from '../log.js';
 import { DEFAULT_MAX_DOCUMENT_BYTES, MAX_VERSION, compactSpec, documentJson, resolveDocument, validateVersion, type ResolvedDocument } from './document.js';
 import { validateName } from './name.js';
+import { validateRedisUrl } from './redis-url.js';
 import { redisUnavailable } from './redis-errors.js';
 import { DEFAULT_PREFIX, decodeEnvelope, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
 import { WRITE_SCRIPT } from './redis-script.js';
+import { integerIn } from '../core/validate.js';
 
 /** Options of {@link MembershipPublisher}. */
 export interface MembershipPublisherOptions {
@@ -88,25 +90,18 @@ export class MembershipPublisher {
   readonly #maxAttempts: number;
   readonly #redis: ScriptClient;
   readonly #log: Logger;
-  readonly #rng = new Rng();
+  /** Retry after a lost conditional write: [1, 2^n) ms, at most 256 ms, from this publisher's own OS-seeded Rng. */
+  readonly #retry = new Backoff({ baseMs: 1, maxMs: 256, maxExponent: 8 });
   readonly #url: string;
   #lastConnectionError: string | undefined;
   #queue: Promise<void> = Promise.resolve();
 
   constructor(opts: MembershipPublisherOptions) {
-    if (typeof opts?.url !== 'string' || !/^rediss?:\/\//.test(opts.url)) {
-      invalidConfig('options.url', 'must be a redis:// or rediss:// URL', opts?.url);
-    }
+    validateRedisUrl(opts?.url, 'options.url');
     this.#cluster = validateName(opts.cluster, 'options.cluster');
     this.#keys = membershipKeys(this.#cluster, validateName(opts.prefix ?? DEFAULT_PREFIX, 'options.prefix'));
-    this.#maxBytes = opts.maxMessageBytes ?? DEFAULT_MAX_DOCUMENT_BYTES;
-    if (!Number.isSafeInteger(this.#maxBytes) || this.#maxBytes < 64) {
-      invalidConfig('options.maxMessageBytes', 'must be an integer >= 64', this.#maxBytes);
-    }
-    this.#maxAttempts = opts.maxAttempts ?? 16;
-    if (!Number.isInteger(this.#maxAttempts) || this.#maxAttempts < 1) {
-      invalidConfig('options.maxAttempts', 'must be an integer >= 1', this.#maxAttempts);
-    }
+    this.#maxBytes = integerIn(opts.maxMessageBytes ?? DEFAULT_MAX_DOCUMENT_BYTES, 'options.maxMessageBytes', 64);
+    this.#maxAttempts = integerIn(opts.maxAttempts ?? 16, 'options.maxAttempts', 1);
     this.#log = (opts.logger ?? defaultLogger()).child({ component: 'membership-publisher', cluster: this.#cluster });
     this.#redis = new Redis(opts.url, { lazyConnect: true, ...opts.redisOptions }) as ScriptClient;
     this.#redis.defineCommand('poiseWrite', { lua: WRITE_SCRIPT, numberOfKeys: 1 });
@@ -252,8 +247,8 @@ export class MembershipPublisher {
   async #modifyNow(what: string, f: (backends: readonly ResolvedBackendSpec[]) => ResolvedBackendSpec[]): Promise<number> {
     for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
       if (attempt > 1) {
-        // Another writer won the race: back off a random 0–(2^attempt) ms so the contenders spread out.
-        await new Promise((resolve) => setTimeout(resolve, this.#rng.below(2 ** Math.min(attempt, 8))));
+        // Another writer won the race: back off a random [1, 2^(attempt − 1)) ms so the contenders spread out.
+        await new Promise((resolve) => setTimeout(resolve, this.#retry.delayMs(attempt - 2)));
       }
       const env = await this.#read('nothing written');
       const current = env?.version ?? 0;

@@ -28,15 +28,17 @@ import path from 'node:path';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { PoiseError, invalidConfig, isPoiseError } from '../core/errors.js';
-import { Rng } from '../core/rng.js';
+import { Backoff } from '../core/backoff.js';
 import type { MembershipSnapshot } from '../core/spec.js';
 import { defaultLogger, rateLimited, type RateLimitedLogger } from '../log.js';
 import { DEFAULT_MAX_DOCUMENT_BYTES, documentJson, formatOf, parseDocument, type ResolvedDocument } from './document.js';
 import { validateName } from './name.js';
+import { validateRedisUrl } from './redis-url.js';
 import { readFileLimited } from './read-limited.js';
 import { redactUrl } from './redis-errors.js';
 import { DEFAULT_PREFIX, decodeEnvelope, envelopeJson, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
 import { reportDelivery, type MembershipSource, type SnapshotListener } from './source.js';
+import { integerIn } from '../core/validate.js';
 
 export { redactUrl } from './redis-errors.js';
 
@@ -58,7 +60,7 @@ export interface RedisMembershipOptions {
   lastKnown?: string | { version: number; lineage?: string; document: unknown };
   /** Largest accepted notice or snapshot; default 1 MiB. Larger ones are refused. */
   maxMessageBytes?: number;
-  /** Reconnect backoff: `min(maxMs, baseMs · 2^attempt)` plus up to 20 % jitter; default 100 / 5000 ms. */
+  /** Reconnect backoff: uniform in [baseMs, min(maxMs, baseMs · 2^(attempt + 1))) (core/backoff.ts); default 100 / 5000 ms. */
   backoff?: { baseMs?: number; maxMs?: number };
   /** How long start() waits for Redis before falling back; default 3000 ms. */
   startTimeoutMs?: number;
@@ -92,8 +94,7 @@ export class RedisMembership implements MembershipSource {
   readonly #cluster: string;
   readonly #keys: MembershipKeys;
   readonly #maxBytes: number;
-  readonly #baseMs: number;
-  readonly #maxMs: number;
+  readonly #backoff: Backoff;
   readonly #startTimeoutMs: number;
   readonly #failFast: boolean;
   readonly #rejections: RateLimitedLogger;
@@ -101,7 +102,6 @@ export class RedisMembership implements MembershipSource {
   readonly #lastKnown: RedisMembershipOptions['lastKnown'];
   readonly #redisOptions: RedisOptions;
   readonly #log: Logger;
-  readonly #rng = new Rng();
   #sub: Redis | undefined;
   #cmd: Redis | undefined;
   #listener: SnapshotListener | undefined;
@@ -120,23 +120,21 @@ export class RedisMembership implements MembershipSource {
   #subscriptions = 0;
 
   constructor(opts: RedisMembershipOptions) {
-    if (typeof opts?.url !== 'string' || !/^rediss?:\/\//.test(opts.url)) {
-      invalidConfig('options.url', 'must be a redis:// or rediss:// URL', opts?.url);
-    }
+    validateRedisUrl(opts?.url, 'options.url');
     this.#url = opts.url;
     this.#cluster = validateName(opts.cluster, 'options.cluster');
     this.#keys = membershipKeys(this.#cluster, validateName(opts.prefix ?? DEFAULT_PREFIX, 'options.prefix'));
-    this.#maxBytes = intOption(opts.maxMessageBytes ?? DEFAULT_MAX_DOCUMENT_BYTES, 'options.maxMessageBytes', 64);
-    this.#baseMs = intOption(opts.backoff?.baseMs ?? 100, 'options.backoff.baseMs', 1);
-    this.#maxMs = intOption(opts.backoff?.maxMs ?? 5000, 'options.backoff.maxMs', this.#baseMs);
-    this.#startTimeoutMs = intOption(opts.startTimeoutMs ?? 3000, 'options.startTimeoutMs', 1);
+    this.#maxBytes = integerIn(opts.maxMessageBytes ?? DEFAULT_MAX_DOCUMENT_BYTES, 'options.maxMessageBytes', 64);
+    // Jitter from this reader's own OS-seeded Rng: readers that lost Redis together do not reconnect together.
+    this.#backoff = new Backoff({ baseMs: 100, maxMs: 5000, ...opts.backoff });
+    this.#startTimeoutMs = integerIn(opts.startTimeoutMs ?? 3000, 'options.startTimeoutMs', 1);
     if (opts.failFast !== undefined && typeof opts.failFast !== 'boolean') invalidConfig('options.failFast', 'must be a boolean', opts.failFast);
     this.#failFast = opts.failFast ?? false;
     this.#fallbackFile = opts.fallbackFile;
     this.#lastKnown = opts.lastKnown;
     this.#redisOptions = opts.redisOptions ?? {};
     this.#log = (opts.logger ?? defaultLogger()).child({ component: 'membership', cluster: this.#cluster });
-    this.#rejections = rateLimited(this.#log, { windowMs: intOption(opts.warnWindowMs ?? 30_000, 'options.warnWindowMs', 1) });
+    this.#rejections = rateLimited(this.#log, { windowMs: integerIn(opts.warnWindowMs ?? 30_000, 'options.warnWindowMs', 1) });
   }
 
   /** The version last applied (0 before the first). */
@@ -185,7 +183,7 @@ export class RedisMembership implements MembershipSource {
     const timer = setTimeout(() => failed(`no answer within ${this.#startTimeoutMs} ms`), this.#startTimeoutMs);
     const common: RedisOptions = {
       lazyConnect: true,
-      retryStrategy: (times: number) => this.#backoff(times - 1),
+      retryStrategy: (times: number) => this.#backoff.delayMs(times - 1),
       ...this.#redisOptions,
     };
     // The subscriber: own resubscription (see the file comment), no offline queue
@@ -314,7 +312,7 @@ export class RedisMembership implements MembershipSource {
         this.#log.warn({ err: (err as Error).message }, 'snapshot read failed; retrying');
         this.#resyncWanted = true;
         await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, this.#backoff(failures++));
+          const t = setTimeout(resolve, this.#backoff.delayMs(failures++));
           this.#wake = () => {
             clearTimeout(t);
             resolve();
@@ -418,7 +416,7 @@ export class RedisMembership implements MembershipSource {
       if (this.#held) return true; // Redis answered meanwhile.
       if (this.#apply(env, origin)) {
         this.#log.warn(
-          { reason, url: redactUrl(this.#url), origin, version: env.version, retryMaxMs: this.#maxMs },
+          { reason, url: redactUrl(this.#url), origin, version: env.version, retryMaxMs: this.#backoff.maxMs },
           `Redis unavailable at start; running from the ${origin === 'fallback' ? 'fallback file' : 'last known snapshot'} until it answers (retrying with capped backoff)`,
         );
         return true;
@@ -466,15 +464,5 @@ export class RedisMembership implements MembershipSource {
     });
   }
 
-  /** Capped exponential backoff with up to 20 % jitter from our own Rng. */
-  #backoff(attempt: number): number {
-    const base = Math.min(this.#maxMs, this.#baseMs * 2 ** Math.min(attempt, 30));
-    return Math.round(base + (base * this.#rng.below(201)) / 1000);
-  }
-}
-
-function intOption(value: number, field: string, min: number): number {
-  if (!Number.isSafeInteger(value) || value < min) invalidConfig(field, `must be an integer >= ${min}`, value);
-  return value;
 }
 

@@ -22,6 +22,7 @@ import { DEFAULT_MAX_DOCUMENT_BYTES, formatOf, parseDocument, validateVersion, t
 import { validateName } from './name.js';
 import { readFileLimited } from './read-limited.js';
 import { reportDelivery, type MembershipSource, type SnapshotListener } from './source.js';
+import { integerIn } from '../core/validate.js';
 
 /** What a {@link StaticMembership} serves: a document file, or backends in memory. */
 export type StaticMembershipInput =
@@ -93,14 +94,8 @@ export class StaticMembership implements MembershipSource {
       if (input.cluster !== undefined) validateName(input.cluster, 'input.cluster');
       if (input.version !== undefined) validateVersion(input.version, 'input.version');
     }
-    const debounceMs = opts.debounceMs ?? 50;
-    if (!Number.isInteger(debounceMs) || debounceMs < 0 || debounceMs > 60_000) {
-      invalidConfig('options.debounceMs', 'must be an integer in [0, 60000]', debounceMs);
-    }
-    const maxBytes = opts.maxBytes ?? DEFAULT_MAX_DOCUMENT_BYTES;
-    if (!Number.isSafeInteger(maxBytes) || maxBytes < 1 || maxBytes > 512 * 1024 * 1024) {
-      invalidConfig('options.maxBytes', 'must be an integer in [1, 536870912]', maxBytes);
-    }
+    const debounceMs = integerIn(opts.debounceMs ?? 50, 'options.debounceMs', 0, 60_000);
+    const maxBytes = integerIn(opts.maxBytes ?? DEFAULT_MAX_DOCUMENT_BYTES, 'options.maxBytes', 1, 512 * 1024 * 1024);
     const initial = opts.initial ?? 'reject';
     if (initial !== 'reject' && initial !== 'wait') invalidConfig('options.initial', 'must be "reject" or "wait"', initial);
     this.#initial = initial;

@@ -9,9 +9,10 @@
  * mysql2's `stream` option).
  */
 import net from 'node:net';
-import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
+import { PoiseError, checkOptionKeys } from '../core/errors.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
+import { integerIn, positiveNumber } from '../core/validate.js';
 
 /** Options of {@link connect}. */
 export interface ConnectOptions {
@@ -42,12 +43,8 @@ export interface RoutedConnection {
 
 /** Validates `attempts` and `connectTimeoutMs` (shared with TcpProxy, which checks them at construction). @internal */
 export function checkConnectOptions(opts: Pick<ConnectOptions, 'attempts' | 'connectTimeoutMs'>): { attempts: number; timeout: number } {
-  const attempts = opts.attempts ?? 3;
-  const timeout = opts.connectTimeoutMs ?? 2000;
-  if (!Number.isInteger(attempts) || attempts < 1 || attempts > 100) invalidConfig('options.attempts', 'must be an integer in [1, 100]', attempts);
-  if (typeof timeout !== 'number' || !(timeout > 0) || !Number.isFinite(timeout)) {
-    invalidConfig('options.connectTimeoutMs', 'must be a finite number > 0', timeout);
-  }
+  const attempts = integerIn(opts.attempts ?? 3, 'options.attempts', 1, 100);
+  const timeout = positiveNumber(opts.connectTimeoutMs ?? 2000, 'options.connectTimeoutMs');
   return { attempts, timeout };
 }
 

@@ -15,6 +15,7 @@ import { invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { defaultLogger, type Logger } from '../log.js';
 import type { Router } from '../runtime/router.js';
 import { checkConnectOptions, connect } from './connect.js';
+import { integerIn, nonNegativeNumber } from '../core/validate.js';
 
 /** Options of {@link TcpProxy}. */
 export interface TcpProxyOptions {
@@ -70,10 +71,8 @@ export class TcpProxy extends EventEmitter {
     }
     checkConnectOptions(opts);
     if (opts.key !== undefined && typeof opts.key !== 'function') invalidConfig('options.key', 'must be a function of the client socket', opts.key);
-    const port = opts.port ?? 0;
-    if (!Number.isInteger(port) || port < 0 || port > 65535) invalidConfig('options.port', 'must be an integer in [0, 65535]', port);
-    const idle = opts.idleTimeoutMs ?? 0;
-    if (typeof idle !== 'number' || !(idle >= 0) || !Number.isFinite(idle)) invalidConfig('options.idleTimeoutMs', 'must be a finite number >= 0', idle);
+    integerIn(opts.port ?? 0, 'options.port', 0, 65535);
+    nonNegativeNumber(opts.idleTimeoutMs ?? 0, 'options.idleTimeoutMs');
     this.opts = opts;
     this.log = opts.logger ?? defaultLogger();
     this.server = net.createServer({ pauseOnConnect: true, allowHalfOpen: true }, (client) => this.accept(client));

@@ -28,13 +28,14 @@
  * Without `context.key` it falls back to round robin, as Sōzu does.
  */
 import type { Candidate } from '../core/candidate.js';
-import { invalidConfig, checkOptionKeys } from '../core/errors.js';
+import { checkOptionKeys } from '../core/errors.js';
 import { hash53, mix53, type HashSeed } from '../core/hash.js';
 import { checkedAdd, mulDivFloor, validateWeight } from '../core/weight.js';
 import { keyHash, keySlot, resolveHashSeed, type KeyedOptions } from './keyed.js';
 import { RoundRobin } from './round-robin.js';
 import { EligibleIndices, throwEmpty } from './slice.js';
 import type { PickContext, Policy } from './types.js';
+import { integerIn } from '../core/validate.js';
 
 /** The default table size (Sōzu's and the Maglev paper's), a prime. */
 export const MAGLEV_DEFAULT_TABLE_SIZE = 65537;
@@ -93,10 +94,7 @@ export class Maglev implements Policy {
     // `seed` is accepted like every policy's, and means nothing here: keyed policies draw no random numbers.
     checkOptionKeys(options, ['hashSeed', 'tableSize', 'seed']);
     const { tableSize = MAGLEV_DEFAULT_TABLE_SIZE } = options;
-    if (typeof tableSize !== 'number' || !Number.isInteger(tableSize) || tableSize < 1 || tableSize > MAGLEV_MAX_TABLE_SIZE) {
-      invalidConfig('options.tableSize', `must be an integer in [1, ${MAGLEV_MAX_TABLE_SIZE}]`, tableSize);
-    }
-    this.tableSize = nextPrime(tableSize);
+    this.tableSize = nextPrime(integerIn(tableSize, 'options.tableSize', 1, MAGLEV_MAX_TABLE_SIZE));
     this.seed = resolveHashSeed(options.hashSeed);
   }
 

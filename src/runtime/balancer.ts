@@ -18,7 +18,9 @@ import { readOnlyView, type LoadTableView } from '../load/table-view.js';
 import { defaultLogger, type Logger } from '../log.js';
 import { clockReader, processClockBuffer, type Clock } from './clock.js';
 import { Router, type RouterAttachment, type RouterOptions } from './router.js';
-import { blobLine, encodeBlobLines, specJson } from './spec-blob.js';
+import { integerIn } from '../core/validate.js';
+import { assignSlots, reserveSlots, type Assignment, type Reservation, type SlotInfo, type SlotMap } from './slot-allocation.js';
+import { encodeBlobLines } from './spec-blob.js';
 
 /** Options of {@link Balancer}. */
 export interface BalancerOptions {
@@ -48,30 +50,6 @@ export interface ReclaimEvent {
   leases: number;
   /** Time spent reclaiming, ms. */
   ms: number;
-}
-
-interface SlotInfo {
-  id: string;
-  generation: number;
-  removed: boolean;
-  spec: ResolvedBackendSpec;
-  /** `specJson(spec)`, kept so an unchanged spec is not serialised again. */
-  json: string;
-}
-
-/** Field-by-field equality of two resolved specs (every field is a primitive). */
-function sameSpec(a: ResolvedBackendSpec, b: ResolvedBackendSpec): boolean {
-  return (
-    a.id === b.id &&
-    a.address === b.address &&
-    a.weight === b.weight &&
-    a.priority === b.priority &&
-    a.locality === b.locality &&
-    a.localityWeight === b.localityWeight &&
-    a.status === b.status &&
-    a.maxInflight === b.maxInflight &&
-    a.panicEligible === b.panicEligible
-  );
 }
 
 const STATE_OF: Record<ResolvedBackendSpec['status'], SlotStateCode> = {
@@ -104,6 +82,8 @@ export class Balancer extends EventEmitter {
   private readonly clockBuffer: SharedArrayBuffer;
   private readonly slots: (SlotInfo | undefined)[];
   private readonly byId = new Map<string, number>();
+  /** The two above, as slot allocation reads them. */
+  private readonly slotMap: SlotMap;
   private readonly localities = new Map<string, number>();
   private readonly watched = new WeakSet<Worker>();
   private ver = 0;
@@ -134,6 +114,7 @@ export class Balancer extends EventEmitter {
     this.clock = opts.clock ?? clockReader(this.clockBuffer);
     this.log = opts.logger ?? defaultLogger();
     this.slots = new Array<SlotInfo | undefined>(this.table.capacity).fill(undefined);
+    this.slotMap = { slots: this.slots, byId: this.byId };
   }
 
   /** Membership version in force (0 before the first update). */
@@ -191,7 +172,7 @@ export class Balancer extends EventEmitter {
     } else if (typeof input === 'object' && input !== null) {
       const snapshot = input as MembershipSnapshot;
       const v = snapshot.version;
-      if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) invalidConfig('membership.version', 'must be a safe integer >= 0', v);
+      integerIn(v, 'membership.version', 0);
       const l = snapshot.lineage;
       if (l !== undefined && (typeof l !== 'string' || l.length === 0 || l.length > 64)) invalidConfig('membership.lineage', 'must be a string of 1 to 64 characters', l);
       const newLine = l !== undefined && l !== this.line;
@@ -210,75 +191,12 @@ export class Balancer extends EventEmitter {
     const specs = resolveBackendSpecs(backends, 'backends');
     const keep = new Set(specs.map((s) => s.id));
     const t = this.ownerTable;
-
-    // Plan: every new id needs a free slot or a tombstone that has drained.
-    const newcomers = specs.filter((s) => !this.byId.has(s.id)).length;
-    const reserved: number[] = [];
-    const closing: number[] = [];
-    for (let s = 0; s < t.capacity && reserved.length < newcomers; s++) {
-      const info = this.slots[s];
-      if (info === undefined) reserved.push(s);
-    }
-    for (let s = 0; s < t.capacity && reserved.length < newcomers; s++) {
-      const info = this.slots[s];
-      if (info === undefined || !info.removed || keep.has(info.id)) continue;
-      // Close the tombstone before reading its counters: a router that leases
-      // it after this store sees Closing and backs off; one that leased it
-      // before is visible in the counters (both sides are SC).
-      t.setTag(s, info.generation, SlotState.Closing);
-      if (t.connections(s) === 0 && t.requests(s) === 0) {
-        reserved.push(s);
-        closing.push(s);
-      } else {
-        t.setTag(s, info.generation, SlotState.Removed);
-      }
-    }
-    const rollback = (): void => {
-      for (const s of closing) t.setTag(s, this.slots[s]!.generation, SlotState.Removed);
-    };
-    if (reserved.length < newcomers) {
-      rollback();
-      throw new PoiseError(
-        'CapacityExhausted',
-        `backends: ${newcomers} new backends need free slots but only ${reserved.length} are free (options.capacity ${t.capacity}; removed backends keep their slot until their leases end)`,
-        { field: 'backends' },
-      );
-    }
-
-    // Assign and encode before writing anything, so an oversized blob fails cleanly.
-    const n = specs.length;
-    const slotOf = new Int32Array(n);
-    const genOf = new Int32Array(n);
-    /** Per spec: its slot already holds exactly this spec, live, in this generation (nothing to write). */
-    const same = new Uint8Array(n);
-    const jsons: string[] = new Array<string>(n);
-    const lines: string[] = new Array<string>(n);
-    let next = 0;
-    for (let k = 0; k < n; k++) {
-      const spec = specs[k]!;
-      const existing = this.byId.get(spec.id);
-      let json: string | undefined;
-      if (existing !== undefined) {
-        const info = this.slots[existing]!;
-        slotOf[k] = existing;
-        genOf[k] = info.generation;
-        if (sameSpec(info.spec, spec)) {
-          json = info.json;
-          if (!info.removed) same[k] = 1;
-        }
-      } else {
-        const slot = reserved[next++]!;
-        const prev = this.slots[slot];
-        slotOf[k] = slot;
-        genOf[k] = prev === undefined ? 1 : (prev.generation + 1) & 0x0fffffff;
-      }
-      json ??= specJson(spec);
-      jsons[k] = json;
-      lines[k] = blobLine(slotOf[k]!, genOf[k]!, json);
-    }
-    const blob = encodeBlobLines(version, lines);
+    // Plan and assign before writing anything, so a refusal leaves the table as it was.
+    const reservation = reserveSlots(t, this.slotMap, specs, keep);
+    const assignment = assignSlots(this.slotMap, specs, reservation);
+    const blob = encodeBlobLines(version, assignment.lines);
     if (blob.length > t.specCapacityBytes) {
-      rollback();
+      reservation.rollback();
       throw new PoiseError(
         'CapacityExhausted',
         `backends: the membership's strings take ${blob.length} bytes, more than options.specBytes (${t.specCapacityBytes})`,
@@ -286,33 +204,8 @@ export class Balancer extends EventEmitter {
       );
     }
 
-    // Apply: slot words and tags first.
-    const now = this.clock();
-    for (const s of closing) this.byId.delete(this.slots[s]!.id);
-    for (let k = 0; k < n; k++) {
-      // Unchanged, live, same generation: its words and tag already say so.
-      if (same[k] === 1) continue;
-      const spec = specs[k]!;
-      const slot = slotOf[k]!;
-      const generation = genOf[k]!;
-      if (!this.byId.has(spec.id)) t.resetHealth(slot, now);
-      t.writeFields(slot, {
-        weight: spec.weight,
-        priority: spec.priority,
-        locality: this.intern(spec.locality),
-        localityWeight: spec.localityWeight,
-      });
-      t.setTag(slot, generation, STATE_OF[spec.status]);
-      this.slots[slot] = { id: spec.id, generation, removed: false, spec, json: jsons[k]! };
-      this.byId.set(spec.id, slot);
-    }
-    for (const [id, slot] of this.byId) {
-      const info = this.slots[slot]!;
-      if (keep.has(id) || info.removed) continue;
-      t.setTag(slot, info.generation, SlotState.Removed);
-      info.removed = true;
-    }
-    // Then the blob, then the epoch that announces both.
+    // Apply: slot words and tags first (writeSlots), then the blob, then the epoch that announces both.
+    this.writeSlots(specs, keep, reservation, assignment);
     t.publishSpecs(blob);
     const previous = this.ver;
     this.ver = version;
@@ -370,6 +263,37 @@ export class Balancer extends EventEmitter {
   /** Refuses further updates. Routers keep working on the last membership. */
   close(): void {
     this.closed = true;
+  }
+
+  /** Writes each changed slot's words and tag, and marks the backends that left as tombstones. */
+  private writeSlots(specs: readonly ResolvedBackendSpec[], keep: ReadonlySet<string>, reservation: Reservation, assignment: Assignment): void {
+    const t = this.ownerTable;
+    const { slotOf, generationOf, same, jsons } = assignment;
+    const now = this.clock();
+    for (const s of reservation.closing) this.byId.delete(this.slots[s]!.id);
+    for (let k = 0; k < specs.length; k++) {
+      // Unchanged, live, same generation: its words and tag already say so.
+      if (same[k] === 1) continue;
+      const spec = specs[k]!;
+      const slot = slotOf[k]!;
+      const generation = generationOf[k]!;
+      if (!this.byId.has(spec.id)) t.resetHealth(slot, now);
+      t.writeFields(slot, {
+        weight: spec.weight,
+        priority: spec.priority,
+        locality: this.intern(spec.locality),
+        localityWeight: spec.localityWeight,
+      });
+      t.setTag(slot, generation, STATE_OF[spec.status]);
+      this.slots[slot] = { id: spec.id, generation, removed: false, spec, json: jsons[k]! };
+      this.byId.set(spec.id, slot);
+    }
+    for (const [id, slot] of this.byId) {
+      const info = this.slots[slot]!;
+      if (keep.has(id) || info.removed) continue;
+      t.setTag(slot, info.generation, SlotState.Removed);
+      info.removed = true;
+    }
   }
 
   private intern(locality: string): number {

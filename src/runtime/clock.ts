@@ -13,12 +13,10 @@
  * small integers; the LoadTable compares them by wrapping difference.
  */
 import { Worker } from 'node:worker_threads';
+import { TIME_MASK } from '../core/time.js';
 
 /** A clock in milliseconds. */
 export type Clock = () => number;
-
-/** Shared-clock values are kept below 2^30 (V8 small integers). @internal */
-export const CLOCK_MASK = 0x3fffffff;
 
 const TICKER = `
 const { workerData } = require('node:worker_threads');
@@ -26,7 +24,7 @@ const words = new Int32Array(workerData.buffer);
 const t0 = process.hrtime.bigint();
 for (;;) {
   // A single store per tick: readers see the old or the new time, never a mix.
-  Atomics.store(words, 0, Number((process.hrtime.bigint() - t0) / 1000000n) & ${CLOCK_MASK});
+  Atomics.store(words, 0, Number((process.hrtime.bigint() - t0) / 1000000n) & ${TIME_MASK});
   // Sleep one millisecond; word 1 is never notified, the timeout is the tick.
   Atomics.wait(words, 1, 0, 1);
 }

@@ -2,15 +2,17 @@
  * Passive health: consecutive failures eject a backend for an exponential
  * backoff with jitter, Sōzu's retry policy — after the k-th consecutive
  * ejection the wait is uniform in [1, 2^k) units of `baseMs` (k capped at
- * `maxTries`), never above `maxMs`. A success clears the failures and the
+ * `maxTries`), the range capped at `maxMs` (core/backoff.ts). A success clears the failures and the
  * exponent. The jitter comes from the router's own OS-seeded `Rng`, so
  * workers that eject the same backend at once do not readmit it in lockstep.
  *
  * Defaults: 5 consecutive failures (Envoy's outlier detection, mysql2's
  * PoolCluster), 1 s units and 6 tries (Sōzu), at most 60 s.
  */
+import { Backoff, MAX_BACKOFF_MS } from '../core/backoff.js';
 import { invalidConfig, checkOptionKeys } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
+import { integerIn, numberIn, positiveNumber } from '../core/validate.js';
 
 /** Ejection options of a Router. */
 export interface EjectionOptions {
@@ -33,35 +35,22 @@ export function resolveEjection(opts: EjectionOptions | undefined): ResolvedEjec
   if (typeof o !== 'object') invalidConfig('options.ejection', 'must be an object', o);
   checkOptionKeys(o, ['consecutiveFailures', 'baseMs', 'maxMs', 'maxTries'], 'options.ejection');
   const consecutiveFailures = o.consecutiveFailures ?? 5;
-  if (!Number.isInteger(consecutiveFailures) || consecutiveFailures < 1) {
-    invalidConfig('options.ejection.consecutiveFailures', 'must be an integer >= 1', consecutiveFailures);
-  }
-  const baseMs = o.baseMs ?? 1000;
-  if (typeof baseMs !== 'number' || !Number.isFinite(baseMs) || baseMs <= 0) {
-    invalidConfig('options.ejection.baseMs', 'must be a finite number > 0 (milliseconds)', baseMs);
-  }
-  const maxMs = o.maxMs ?? 60_000;
-  if (typeof maxMs !== 'number' || !Number.isFinite(maxMs) || maxMs < baseMs || maxMs > 2 ** 28) {
-    invalidConfig('options.ejection.maxMs', `must be a number in [baseMs, ${2 ** 28}] (milliseconds)`, maxMs);
-  }
-  const maxTries = o.maxTries ?? 6;
-  if (!Number.isInteger(maxTries) || maxTries < 1 || maxTries > 30) {
-    invalidConfig('options.ejection.maxTries', 'must be an integer in [1, 30]', maxTries);
-  }
+  integerIn(consecutiveFailures, 'options.ejection.consecutiveFailures', 1);
+  const baseMs = positiveNumber(o.baseMs ?? 1000, 'options.ejection.baseMs', 'milliseconds');
+  const maxMs = numberIn(o.maxMs ?? 60_000, 'options.ejection.maxMs', baseMs, MAX_BACKOFF_MS, 'milliseconds');
+  const maxTries = integerIn(o.maxTries ?? 6, 'options.ejection.maxTries', 1, 30);
   return { consecutiveFailures, baseMs, maxMs, maxTries };
 }
 
 /**
- * The ejection length after `priorEjections` consecutive ejections:
- * `baseMs × u` with u uniform in [1, 2^k), k = min(priorEjections + 1, maxTries),
- * capped at `maxMs`.
+ * The ejection backoff: `delayMs(priorEjections)` is uniform in
+ * [baseMs, min(maxMs, baseMs · 2^k)), k = min(priorEjections + 1, maxTries)
+ * (core/backoff.ts), with jitter from the router's `rng`.
  *
  * @example
- * backoffMs(0, resolveEjection({}), new Rng(1)); // 1000 ms (k = 1: [1, 2) units)
+ * ejectionBackoff(resolveEjection({}), new Rng(1)).delayMs(0); // in [1000, 2000) ms
  * @internal
  */
-export function backoffMs(priorEjections: number, o: ResolvedEjection, rng: Rng): number {
-  const k = Math.min(priorEjections + 1, o.maxTries);
-  const units = 1 + rng.float() * (2 ** k - 1);
-  return Math.min(o.baseMs * units, o.maxMs);
+export function ejectionBackoff(o: ResolvedEjection, rng: Rng): Backoff {
+  return new Backoff({ baseMs: o.baseMs, maxMs: o.maxMs, maxExponent: o.maxTries }, rng, 'options.ejection');
 }

@@ -25,6 +25,7 @@ import type { Seed } from '../core/rng.js';
 import type { Balancer } from './balancer.js';
 import { Router, type PolicyName, type RouterAttachment, type RouterOptions } from './router.js';
 import { POLICY_NAMES } from './policies.js';
+import { integerIn } from '../core/validate.js';
 
 /** Options of {@link createWorkerPool}. */
 export interface WorkerPoolOptions {
@@ -101,9 +102,7 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
     invalidConfig('options.balancer', 'must be a Balancer', balancer);
   }
   const threads = opts.threads ?? os.availableParallelism();
-  if (!Number.isInteger(threads) || threads < 1 || threads > balancer.table.maxThreads - 1) {
-    invalidConfig('options.threads', `must be an integer in [1, ${balancer.table.maxThreads - 1}]`, threads);
-  }
+  integerIn(threads, 'options.threads', 1, balancer.table.maxThreads - 1);
   if (opts.policy !== undefined && !(POLICY_NAMES as readonly string[]).includes(opts.policy)) {
     invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, opts.policy);
   }

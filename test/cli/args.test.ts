@@ -80,8 +80,8 @@ describe('value checks: name the flag, the accepted range and the raw value', ()
     [() => secondsFlag('--duration', '0', 0.2, 3600), '--duration: must be a number of seconds in [0.2, 3600], got "0"'],
     [() => secondsFlag('--duration', 'NaN', 0.2, 3600), '--duration: must be a number of seconds in [0.2, 3600], got "NaN"'],
     [() => choiceFlag('--connection', 'udp', ['persistent', 'per-request']), '--connection: must be one of persistent, per-request, got "udp"'],
-    [() => redisUrlFlag('--redis', 'http://x'), '--redis: must be a redis:// or rediss:// URL, got "http://x"'],
-    [() => redisUrlFlag('--redis', 'redis//x'), '--redis: must be a redis:// or rediss:// URL, got "redis//x"'],
+    [() => redisUrlFlag('--redis', 'http://x'), '--redis: must be a redis:// or rediss:// URL with a host, got "http://x"'],
+    [() => redisUrlFlag('--redis', 'redis//x'), '--redis: must be a redis:// or rediss:// URL with a host, got "redis//x"'],
     [() => nameFlag('--cluster', 'a:b'), '--cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got "a:b"'],
     [() => pathFlag('--json', ''), '--json: must be a non-empty file path, got ""'],
   ];

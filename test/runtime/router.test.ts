@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { POLICY_NAMES, type PolicyName } from '../../src/runtime/policies.js';
 import { Router } from '../../src/runtime/router.js';
-import { backoffMs, resolveEjection } from '../../src/runtime/health.js';
+import { ejectionBackoff, resolveEjection } from '../../src/runtime/health.js';
 import { Rng } from '../../src/core/rng.js';
 import type { PoiseError } from '../../src/core/errors.js';
 import { SlotState } from '../../src/load/load-table.js';
@@ -37,7 +37,7 @@ describe('Balancer.update', () => {
       'backends[0].address: must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port"), got "nope"',
     );
     expect(() => b.update([{ id: 'x', address: '127.0.0.1:1', weight: -1 }])).toThrow('backends[0].weight: must be an integer in [1, 4294967295], got -1');
-    expect(() => b.update({ version: -1, backends: [] })).toThrow('membership.version: must be a safe integer >= 0, got -1');
+    expect(() => b.update({ version: -1, backends: [] })).toThrow('membership.version: must be an integer >= 0, got -1');
     expect(b.version).toBe(10);
     const r = b.router({ policy: 'random' });
     expect(r.version).toBe(10);
@@ -66,7 +66,16 @@ describe('Balancer.update', () => {
     expect(b.table.stats(1).state).toBe(SlotState.Ready);
     // An array after it gets version 1.
     expect(b.update(specs(3))).toBe(1);
+    // version is a pure read of the view in force; refresh() (or the next acquire) moves it.
+    expect(r.version).toBe(0);
+    expect(r.version).toBe(0);
+    expect(r.refresh()).toBe(1);
     expect(r.version).toBe(1);
+    r.acquire().release('cancelled');
+    b.update(specs(2));
+    expect(r.version).toBe(1);
+    r.acquire().release('cancelled');
+    expect(r.version).toBe(2);
   });
 
   it('rejects a membership that needs more slots than are free, naming the capacity', () => {
@@ -277,16 +286,49 @@ describe('membership changes', () => {
 
 describe('passive health', () => {
   it('backoff is uniform in [1, 2^k) units, k capped at maxTries, never above maxMs', () => {
-    const o = resolveEjection({ baseMs: 100, maxMs: 5000, maxTries: 3 });
-    const rng = new Rng(9);
+    const b = ejectionBackoff(resolveEjection({ baseMs: 100, maxMs: 5000, maxTries: 3 }), new Rng(9));
     for (let i = 0; i < 1000; i++) {
-      expect(backoffMs(0, o, rng)).toBeGreaterThanOrEqual(100);
-      expect(backoffMs(0, o, rng)).toBeLessThan(200);
-      const k3 = backoffMs(10, o, rng);
+      expect(b.delayMs(0)).toBeGreaterThanOrEqual(100);
+      expect(b.delayMs(0)).toBeLessThan(200);
+      const k3 = b.delayMs(10);
       expect(k3).toBeGreaterThanOrEqual(100);
       expect(k3).toBeLessThan(800);
     }
-    expect(backoffMs(20, resolveEjection({ baseMs: 1000, maxMs: 2000, maxTries: 6 }), new Rng(1))).toBeLessThanOrEqual(2000);
+    const capped = ejectionBackoff(resolveEjection({ baseMs: 1000, maxMs: 2000, maxTries: 6 }), new Rng(1));
+    for (let i = 0; i < 1000; i++) expect(capped.delayMs(20)).toBeLessThan(2000);
+  });
+
+  it('an ejection that ends past the 2^30 ms clock wrap expires on time, not 12 days late', () => {
+    // The clock starts 30 ms before the wrap; the ejection of [100, 200) ms ends after it.
+    const clock = manualClock(2 ** 30 - 30);
+    const b = new Balancer({ logger, clock: clock.now });
+    b.update(specs(2));
+    const r = b.router({ policy: 'round-robin', seed: 3, ejection: { consecutiveFailures: 1, baseMs: 100, maxMs: 10_000 } });
+    for (;;) {
+      const l = r.acquire();
+      if (l.id === 'b0') {
+        l.release('failure');
+        break;
+      }
+      l.release('cancelled');
+    }
+    const left = b.table.ejectedForMs(0, clock.now());
+    expect(left).toBeGreaterThanOrEqual(100);
+    expect(left).toBeLessThan(200);
+    expect(b.table.stats(0).ejectedUntilMs).toBeLessThan(200); // stored wrapped
+    clock.advance(left - 1);
+    for (let i = 0; i < 10; i++) {
+      const l = r.acquire();
+      expect(l.id).toBe('b1');
+      l.release('cancelled');
+    }
+    clock.advance(1);
+    const ids = new Set([0, 1, 2, 3].map(() => {
+      const l = r.acquire();
+      l.release('cancelled');
+      return l.id;
+    }));
+    expect(ids).toEqual(new Set(['b0', 'b1']));
   });
 
   it('ejects after consecutive failures for a seeded backoff, readmits at expiry, and a success clears it', () => {
@@ -315,7 +357,7 @@ describe('passive health', () => {
     expect(s.ejections).toBe(1);
     expect(s.failures).toBe(0);
     // The same seed gives the same jitter: first ejection is uniform in [1, 2) × 100 ms.
-    const expected = backoffMs(0, resolveEjection(ejection), new Rng(BigInt.asUintN(64, 11n * 0x9e3779b97f4a7c15n + 0xbf58476d1ce4e5b9n + 1n)));
+    const expected = ejectionBackoff(resolveEjection(ejection), new Rng(BigInt.asUintN(64, 11n * 0x9e3779b97f4a7c15n + 0xbf58476d1ce4e5b9n + 1n))).delayMs(0);
     expect(s.ejectedUntilMs).toBe(Math.trunc(1000 + expected));
     for (let i = 0; i < 20; i++) {
       const l = r.acquire();
