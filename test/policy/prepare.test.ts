@@ -8,9 +8,12 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Backend, Localized, Prioritized, type Candidate, type Status } from '../../src/core/candidate.js';
 import { PoiseError } from '../../src/core/errors.js';
-import { LocalityWeightedRandom } from '../../src/policy/locality.js';
-import { PreparedLocalityWeightedRandom, PreparedPriorityWeightedRandom } from '../../src/policy/priority-prepared.js';
-import { PriorityWeightedRandom } from '../../src/policy/priority.js';
+import {
+  LocalityWeightedRandom,
+  PreparedLocalityWeightedRandom,
+  PreparedPriorityWeightedRandom,
+  PriorityWeightedRandom,
+} from '../../src/policy/priority/policy.js';
 import type { Policy } from '../../src/policy/types.js';
 import { SINGLE_TIER_POLICIES } from '../helpers/policy.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { Backend, Prioritized, type PriorityCandidate, type Status } from '../../src/core/candidate.js';
-import { PriorityWeightedRandom } from '../../src/policy/priority.js';
+import { PriorityWeightedRandom } from '../../src/policy/priority/policy.js';
 import { codeOf } from '../helpers/policy.js';
 
 /** `total` members at `priority`, the first `healthy` ready and the rest unavailable. */
