@@ -87,8 +87,13 @@ export class CandidateView {
       c.blocked = false;
       if (state === SlotState.Ready) ready++;
       if (c.eligible) {
-        if ((health & (HealthFlag.CheckDegraded | HealthFlag.MemberDegraded)) !== 0) (degraded ??= []).push(c);
-        else (healthyTiers ??= new Set()).add(tiered ? c.priority : -1);
+        if ((health & (HealthFlag.CheckDegraded | HealthFlag.MemberDegraded)) !== 0) {
+          degraded ??= [];
+          degraded.push(c);
+        } else {
+          healthyTiers ??= new Set();
+          healthyTiers.add(tiered ? c.priority : -1);
+        }
       }
       if (tiered ? c.status !== 'draining' : c.eligible) members.push(c);
     }
