@@ -36,7 +36,7 @@ export default async function reporter(): Promise<number> {
       if (w.async) await w.value;
       continue;
     }
-    while (router.version < target && Atomics.load(view, STOP) === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    while (router.refresh() < target && Atomics.load(view, STOP) === 0) await new Promise<void>((resolve) => setImmediate(resolve));
     try {
       router.acquire({ key: key++ }).release('success');
     } catch {

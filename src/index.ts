@@ -50,12 +50,12 @@ export { Maglev, MAGLEV_DEFAULT_TABLE_SIZE, type MaglevOptions } from './policy/
 export type { KeyedOptions } from './policy/keyed.js';
 
 // policies (priority and locality)
-export { PriorityWeightedRandom } from './policy/priority.js';
-export { LocalityWeightedRandom } from './policy/locality.js';
-export { PreparedPriorityWeightedRandom, PreparedLocalityWeightedRandom } from './policy/priority-prepared.js';
-export type { PriorityOptions, ResolvedPriorityOptions, PanicMode, PriorityArithmetic } from './policy/priority-options.js';
-export type { PriorityDecision, PriorityMode } from './policy/priority-decide.js';
-export type { PriorityPlan, PriorityLevelPlan, LocalityPlan } from './policy/priority-plan.js';
+export { PriorityWeightedRandom } from './policy/priority/policy.js';
+export { LocalityWeightedRandom } from './policy/priority/policy.js';
+export { PreparedPriorityWeightedRandom, PreparedLocalityWeightedRandom } from './policy/priority/policy.js';
+export type { PriorityOptions, ResolvedPriorityOptions, PanicMode, PriorityArithmetic } from './policy/priority/options.js';
+export type { PriorityDecision, PriorityMode } from './policy/priority/draw.js';
+export type { PriorityPlan, PriorityLevelPlan, LocalityPlan } from './policy/priority/policy.js';
 
 // load measurement
 export { PeakEwma, decayEstimate, observeSample, type PeakEwmaOptions } from './load/peak-ewma.js';

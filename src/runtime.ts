@@ -6,13 +6,14 @@
  */
 
 // membership specs (what Balancer.update and every source carry)
-export type { BackendSpec, ResolvedBackendSpec, MembershipSnapshot, MembershipOutcome } from './core/spec.js';
+export type { BackendSpec, ResolvedBackendSpec, MembershipSnapshot, MembershipOutcome, SpecStatus } from './core/spec.js';
 
 // the shared table, read side
 export type { LoadTableView } from './load/table-view.js';
 export {
   LoadTable,
   SlotState,
+  HealthFlag,
   LeaseKind,
   EwmaSeries,
   type SlotStats,
@@ -36,6 +37,21 @@ export { Lease, type ReleaseOptions } from './runtime/lease.js';
 export { POLICY_NAMES } from './runtime/policies.js';
 export type { EjectionOptions } from './runtime/health.js';
 export type { Clock } from './runtime/clock.js';
+
+// health: active checks, outlier detection, degraded (docs/health.md)
+export type {
+  HealthConfig,
+  HealthCheckOptions,
+  OutlierOptions,
+  ResolvedOutlier,
+  CheckKind,
+  CheckVerdict,
+  CheckTarget,
+  CustomCheck,
+  QueryClient,
+} from './health/config.js';
+export type { HealthStats, HealthCounters, BackendHealth } from './health/stats.js';
+export { findOutliers, ejectionTimeMs, type IntervalSample, type OutlierReason } from './health/outlier.js';
 export { createWorkerPool, workerRouter, poolWorkerData, type WorkerPool, type WorkerPoolOptions } from './runtime/pool.js';
 
 // membership sources: the contract, binding, the file/static source and its document

@@ -28,6 +28,7 @@ import type { Command } from './command.js';
 import { CONNECTION_FLAGS, CONNECTION_HELP, connectionFlags } from './proxy-connection-flags.js';
 import { waitForMembership } from './proxy-wait.js';
 import { UsageError } from './usage.js';
+import type { HealthCheckOptions } from '../health/config.js';
 
 const HELP = `usage: poise proxy --listen HOST:PORT (--backend ID=HOST:PORT ... | --file PATH | --redis URL --cluster NAME) [flags]
 
@@ -57,6 +58,12 @@ flags:
   --capacity N             backend slots in the load table, 1..65536 (default 1024)
   --require-membership     fail at start when no valid membership is available (default: wait)
   --wait-log-interval MS   while waiting for a membership, log why every MS, 100..600000 (default 5000)
+  --check KIND             active health check of every backend: tcp | http:/PATH | redis | postgres
+                           (default none; a document's health block applies too, see docs/health.md)
+  --check-interval MS      between checks, 10..86400000 (default 2000)
+  --check-timeout MS       a check slower than this fails, 1..86400000 (default 1000)
+  --rise N                 passes that bring a down backend back, 1..1000 (default 2)
+  --fall N                 failures that take a backend down, 1..1000 (default 3)
   --log-level LEVEL        fatal | error | warn | info | debug | trace | silent (default info)
   -h, --help               this text
 
@@ -79,6 +86,11 @@ const OPTIONS = {
   capacity: { type: 'string' },
   'require-membership': { type: 'boolean' },
   'wait-log-interval': { type: 'string' },
+  check: { type: 'string' },
+  'check-interval': { type: 'string' },
+  'check-timeout': { type: 'string' },
+  rise: { type: 'string' },
+  fall: { type: 'string' },
   'log-level': { type: 'string' },
 } as const satisfies FlagSpecs;
 
@@ -92,8 +104,39 @@ interface ProxyFlags {
   capacity: number;
   requireMembership: boolean;
   waitLogMs: number;
+  check: HealthCheckOptions | undefined;
   log: Logger;
   source: MembershipSource;
+}
+
+/** `--check` and its companions → an active check (usage errors name the flag). */
+function checkFlags(values: Values): HealthCheckOptions | undefined {
+  const tuning = (['check-interval', 'check-timeout', 'rise', 'fall'] as const).find((k) => values[k] !== undefined);
+  if (values.check === undefined) {
+    if (tuning !== undefined) throw new UsageError(`--${tuning}: needs --check`, `--${tuning}`);
+    return undefined;
+  }
+  const raw = values.check;
+  let check: HealthCheckOptions;
+  if (raw === 'tcp' || raw === 'redis' || raw === 'postgres') check = { kind: raw };
+  else if (raw === 'http' || raw.startsWith('http:')) {
+    const path = raw === 'http' ? '/' : raw.slice(5);
+    if (!/^\/[\x21-\x7e]*$/.test(path)) throw new UsageError(`--check: the http path must start with "/" (printable ASCII, no spaces), got ${JSON.stringify(path)}`, '--check');
+    check = { kind: 'http', path };
+  } else {
+    throw new UsageError(`--check: must be one of tcp, http:/PATH, redis, postgres, got ${JSON.stringify(raw)}`, '--check');
+  }
+  const intervalMs = integerFlag('--check-interval', values['check-interval'], 10, 86_400_000);
+  const timeoutMs = integerFlag('--check-timeout', values['check-timeout'], 1, 86_400_000);
+  const rise = integerFlag('--rise', values.rise, 1, 1000);
+  const fall = integerFlag('--fall', values.fall, 1, 1000);
+  return {
+    ...check,
+    ...(intervalMs === undefined ? {} : { intervalMs }),
+    ...(timeoutMs === undefined ? {} : { timeoutMs }),
+    ...(rise === undefined ? {} : { rise }),
+    ...(fall === undefined ? {} : { fall }),
+  };
 }
 
 /**
@@ -130,6 +173,7 @@ function proxyFlags(values: Values): ProxyFlags {
   // Every flag is checked before a source is built: a usage error leaves nothing open.
   const connection = connectionFlags(values, policy);
   const waitLogMs = integerFlag('--wait-log-interval', values['wait-log-interval'], 100, 600_000) ?? 5000;
+  const check = checkFlags(values);
   const chosen = [values.backend.length > 0, values.file !== undefined, values.redis !== undefined].filter(Boolean).length;
   if (chosen !== 1) throw new UsageError('membership: give exactly one of --backend, --file, --redis');
   const url = redisUrlFlag('--redis', values.redis);
@@ -151,6 +195,7 @@ function proxyFlags(values: Values): ProxyFlags {
     capacity,
     requireMembership,
     waitLogMs,
+    check,
     log,
     source,
   };
@@ -205,7 +250,7 @@ async function firstMembership(f: ProxyFlags, balancer: Balancer, stopped: Promi
 }
 
 async function serve(f: ProxyFlags): Promise<number> {
-  const balancer = new Balancer({ capacity: f.capacity, logger: f.log });
+  const balancer = new Balancer({ capacity: f.capacity, logger: f.log, ...(f.check === undefined ? {} : { health: { check: f.check } }) });
   const { stopped, dispose } = stopSignal(f.log);
   try {
     const binding = await firstMembership(f, balancer, stopped);

@@ -12,6 +12,9 @@ import { isIPv4, isIPv6 } from './ip.js';
 import { MAX_WEIGHT, isValidWeight } from './weight.js';
 import { integerIn } from './validate.js';
 
+/** A backend's status in a membership: a candidate {@link Status}, or `'degraded'`. */
+export type SpecStatus = Status | 'degraded';
+
 /** One backend of a membership snapshot. Only `id` and `address` are required. */
 export interface BackendSpec {
   /** Stable identity; unique within a cluster. 1–256 characters. */
@@ -26,8 +29,12 @@ export interface BackendSpec {
   locality?: string;
   /** The locality's configured weight in [1, 2^32 − 1]; default 1; equal across a (priority, locality) group. */
   localityWeight?: number;
-  /** Default `'ready'`. */
-  status?: Status;
+  /**
+   * Default `'ready'`. `'degraded'` is ready but used only when its priority
+   * has no healthy backend left (Envoy's degraded hosts); candidates see it
+   * as `'ready'`.
+   */
+  status?: SpecStatus;
   /** Cap on concurrent in-flight requests (0 = unlimited); default 0. */
   maxInflight?: number;
   /** May use-all panic revive this backend? Default true. */
@@ -50,6 +57,8 @@ export interface MembershipSnapshot {
   lineage?: string;
   /** Cluster name, when the source has one. */
   cluster?: string;
+  /** The cluster's health block (`{ check?, outlier? }`, see docs/health.md); validated by the Balancer, which replaces its own with it. */
+  health?: unknown;
   backends: readonly BackendSpec[];
 }
 
@@ -222,7 +231,7 @@ export function resolveBackendSpec(value: unknown, path = 'backend'): ResolvedBa
     fail(`${path}.localityWeight`, `must be an integer in [1, ${MAX_WEIGHT}]`, localityWeight, 'InvalidWeight');
   }
   const status = field(spec, 'status', 'ready');
-  if (!isStatus(status)) fail(`${path}.status`, 'must be one of "ready", "draining", "unavailable"', status);
+  if (!isStatus(status) && status !== 'degraded') fail(`${path}.status`, 'must be one of "ready", "degraded", "draining", "unavailable"', status);
   const maxInflight = integerIn(field(spec, 'maxInflight', 0), `${path}.maxInflight`, 0, MAX_INFLIGHT, '0 = unlimited');
   const panicEligible = field(spec, 'panicEligible', true);
   if (typeof panicEligible !== 'boolean') fail(`${path}.panicEligible`, 'must be a boolean', panicEligible);

@@ -9,7 +9,7 @@
  * |--------------|------------------------------------|----------|
  * | header       | 16 (one 64-byte line)              | layout version, capacity, thread rows, change / membership / health epochs, spec seqlock + length, PeakEWMA τ and initial value, rows in use |
  * | row owners   | `maxThreads`, rounded up to 16     | thread id + 1 of the thread that claimed attribution row r (0 = free) |
- * | slots        | 16 per slot (64 bytes, line-aligned)| see the slot table below |
+ * | slots        | 32 per slot (128 bytes, line-aligned)| see the slot table below |
  * | lease cells  | `capacity × cellStride`            | slot s, row r: the connection and request leases thread r holds on s (slot-major, each slot's cells line-aligned) |
  * | spec blob    | `specBytes / 4`                    | the owner's UTF-8 spec text for every live slot, under a seqlock |
  *
@@ -31,8 +31,9 @@
  * the line every writer of that slot touches anyway, as a shared counter's
  * line would be.
  *
- * Slot words (one 64-byte cache line per backend, so two threads hammering
- * two backends never share a line):
+ * Slot words (two 64-byte cache lines per backend, so two threads hammering
+ * two backends never share a line; the hot path touches only the first — the
+ * second holds the owner's health word, read when a view is rebuilt):
  *
  * | word | field          | unit / encoding |
  * |------|----------------|-----------------|
@@ -42,8 +43,8 @@
  * | 3    | locality       | interned index (the Balancer's table of locality strings) |
  * | 4    | locality weight| uint32 bits |
  * | 5    | ejections      | consecutive ejections (the backoff exponent) |
- * | 6    | reserved       | 0 (lease counts live in the per-row cells) |
- * | 7    | reserved       | 0 |
+ * | 6    | interval ok    | successes released since the owner's outlier detector last read it (Atomics.add by routers, Atomics.exchange to 0 by the owner) |
+ * | 7    | interval fail  | failures released since the owner last read it (same protocol) |
  * | 8    | ewma lock      | seqlock word: `version << 8 | (writer row + 1)`; low byte 0 = unlocked |
  * | 9    | connect est    | PeakEWMA connect time, integer microseconds |
  * | 10   | connect at     | its last update, shared-clock milliseconds mod 2^30 |
@@ -52,6 +53,8 @@
  * | 13   | failures       | consecutive failures (bits 0–29); bit 30 set by an ejection until a success clears it, so a success reads one word to learn whether anything needs clearing |
  * | 14   | ejected until  | shared-clock milliseconds mod 2^30; 0 = not ejected |
  * | 15   | picks          | leases granted on this slot (wraps at 2^32; each router adds in batches of 64) |
+ * | 16   | health         | owner-written flags: bit 0 active check unhealthy, bit 1 active check degraded, bit 2 membership degraded |
+ * | 17–31| reserved       | 0 |
  *
  * Times are whole milliseconds of one shared monotonic clock (see
  * `runtime/clock.ts`), kept modulo 2^30 (small integers: docs/internals.md) and compared by wrapping difference, so they stay correct
@@ -85,7 +88,7 @@ export const EwmaSeries = { ConnectTime: 0, Latency: 1 } as const;
 export type EwmaSeriesCode = (typeof EwmaSeries)[keyof typeof EwmaSeries];
 
 /** The layout version in header word 0; an attachment with another version is refused. @internal */
-export const LAYOUT_VERSION = 0x504f0002;
+export const LAYOUT_VERSION = 0x504f0003;
 
 // Header words.
 const H_VERSION = 0;
@@ -111,6 +114,8 @@ const S_PRIORITY = 2;
 const S_LOCALITY = 3;
 const S_LOCALITY_WEIGHT = 4;
 const S_EJECTIONS = 5;
+const S_INTERVAL_OK = 6;
+const S_INTERVAL_FAIL = 7;
 const S_EWMA_LOCK = 8;
 const S_CONNECT_EST = 9;
 const S_CONNECT_AT = 10;
@@ -119,8 +124,19 @@ const S_LATENCY_AT = 12;
 const S_FAILURES = 13;
 const S_EJECTED_UNTIL = 14;
 const S_PICKS = 15;
-/** Words per slot: 16 × 4 bytes = one 64-byte cache line. @internal */
-export const SLOT_WORDS = 16;
+const S_HEALTH = 16;
+/** Words per slot: 32 × 4 bytes = two 64-byte cache lines. @internal */
+export const SLOT_WORDS = 32;
+
+/** Bits of the slot health word (owner-written; routers read them when they rebuild a view). */
+export const HealthFlag = {
+  /** The active check has failed `fall` times in a row (cleared after `rise` passes). */
+  Unhealthy: 1,
+  /** The active check reported degraded (a header, a slow reply, a custom verdict). */
+  CheckDegraded: 2,
+  /** The membership marks the backend `degraded`. */
+  MemberDegraded: 4,
+} as const;
 
 const MAX_US = 0x7fffffff;
 /** Failures word: bit 30 = "ejections to clear" (set by eject, cleared by a success). */
@@ -172,6 +188,11 @@ export interface SlotStats {
   latencyAtMs: number;
   failures: number;
   ejections: number;
+  /** The health word ({@link HealthFlag} bits). */
+  health: number;
+  /** Successes and failures counted since the owner last took the interval. */
+  intervalSuccesses: number;
+  intervalFailures: number;
   ejectedUntilMs: number;
   picks: number;
 }
@@ -303,6 +324,7 @@ export class LoadTable {
     // membership epoch visible before the change epoch that announces it.
     const e = Atomics.add(this.i32, H_MEMBER_EPOCH, 1) + 1;
     Atomics.add(this.i32, H_CHANGE_EPOCH, 1);
+    this.wakeChangeWaiters();
     return e;
   }
 
@@ -311,7 +333,39 @@ export class LoadTable {
     // Any router may eject; add keeps concurrent bumps from being lost.
     const e = Atomics.add(this.i32, H_HEALTH_EPOCH, 1) + 1;
     Atomics.add(this.i32, H_CHANGE_EPOCH, 1);
+    this.wakeChangeWaiters();
     return e;
+  }
+
+  /**
+   * Wakes every thread blocked in {@link waitForChange}; returns how many
+   * were woken. The epoch bumps call it after their add. @internal
+   */
+  wakeChangeWaiters(): number {
+    return Atomics.notify(this.i32, H_CHANGE_EPOCH);
+  }
+
+  /**
+   * Blocks this thread until the change epoch differs from `seen`, for at
+   * most `timeoutMs`; returns whether it moved. For a router whose lease was
+   * refused because a slot's tag changed while the epoch that announces the
+   * change has not moved yet: the owner is between its tag stores and its
+   * epoch bump, which is microseconds of straight-line code.
+   * @internal
+   */
+  waitForChange(seen: number, timeoutMs: number): boolean {
+    const i = this.i32;
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      // Atomics.wait compares and sleeps atomically: a bump that lands
+      // before it returns 'not-equal' at once; one that lands after it is
+      // followed by the bumper's notify, so no wake-up is lost. A wake-up
+      // without a bump (another notifier) re-checks and sleeps for the rest.
+      const left = deadline - performance.now();
+      if (Atomics.load(i, H_CHANGE_EPOCH) !== seen) return true;
+      if (left <= 0) return false;
+      Atomics.wait(i, H_CHANGE_EPOCH, seen, left);
+    }
   }
 
   // --- slot identity (written by the owner only) ----------------------------
@@ -358,6 +412,9 @@ export class LoadTable {
     Atomics.store(this.i32, o + S_FAILURES, 0);
     Atomics.store(this.i32, o + S_EJECTIONS, 0);
     Atomics.store(this.i32, o + S_EJECTED_UNTIL, 0);
+    Atomics.store(this.i32, o + S_INTERVAL_OK, 0);
+    Atomics.store(this.i32, o + S_INTERVAL_FAIL, 0);
+    Atomics.store(this.i32, o + S_HEALTH, 0);
   }
 
   // --- leases (any thread) ---------------------------------------------------
@@ -559,6 +616,48 @@ export class LoadTable {
     return left > 0 ? left : 0;
   }
 
+  // --- outlier-detection intervals and the health word ----------------------
+
+  /** Counts one released outcome in the slot's interval counters (any router; one Atomics.add). @internal */
+  countOutcome(slot: number, success: boolean): void {
+    // add: routers in every thread count into the same word and none may be
+    // lost; the owner's exchange below takes whatever has been added so far.
+    Atomics.add(this.i32, this.slotBase + slot * SLOT_WORDS + (success ? S_INTERVAL_OK : S_INTERVAL_FAIL), 1);
+  }
+
+  /**
+   * Owner: reads and zeroes the slot's interval counters, storing successes
+   * in `out[0]` and failures in `out[1]` (no allocation). Each exchange is one
+   * atomic step, so an outcome counted concurrently lands in exactly one
+   * interval — this one or the next. @internal
+   */
+  takeInterval(slot: number, out: Int32Array): void {
+    const o = this.slotBase + slot * SLOT_WORDS;
+    out[0] = Atomics.exchange(this.i32, o + S_INTERVAL_OK, 0) >>> 0;
+    out[1] = Atomics.exchange(this.i32, o + S_INTERVAL_FAIL, 0) >>> 0;
+  }
+
+  /** The slot's health word ({@link HealthFlag} bits). */
+  health(slot: number): number {
+    // Owner-written with one store; a load sees a whole word.
+    return Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_HEALTH);
+  }
+
+  /**
+   * Owner: replaces the bits of `mask` in the health word with those of
+   * `bits`; returns whether the word changed. The caller bumps the health
+   * epoch after its writes so routers rebuild their views. @internal
+   */
+  setHealth(slot: number, mask: number, bits: number): boolean {
+    const p = this.slotBase + slot * SLOT_WORDS + S_HEALTH;
+    // Single writer (the owner): load + store cannot lose a concurrent update.
+    const old = Atomics.load(this.i32, p);
+    const next = (old & ~mask) | (bits & mask);
+    if (next === old) return false;
+    Atomics.store(this.i32, p, next);
+    return true;
+  }
+
   // --- attribution rows --------------------------------------------------------
 
   /**
@@ -710,6 +809,9 @@ export class LoadTable {
       latencyAtMs: Atomics.load(i, o + S_LATENCY_AT),
       failures: Atomics.load(i, o + S_FAILURES) & FAILURE_MASK,
       ejections: Atomics.load(i, o + S_EJECTIONS),
+      health: Atomics.load(i, o + S_HEALTH),
+      intervalSuccesses: Atomics.load(i, o + S_INTERVAL_OK),
+      intervalFailures: Atomics.load(i, o + S_INTERVAL_FAIL),
       ejectedUntilMs: Atomics.load(i, o + S_EJECTED_UNTIL),
       picks: Atomics.load(i, o + S_PICKS) >>> 0,
     };

@@ -11,6 +11,7 @@
 import { parse as parseYaml } from 'yaml';
 import { PoiseError, invalidConfig } from '../core/errors.js';
 import { resolveBackendSpecs, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
+import { resolveHealthConfig, type HealthConfig } from '../health/config.js';
 import { validateName } from './name.js';
 import { integerIn } from '../core/validate.js';
 
@@ -22,6 +23,8 @@ export interface MembershipDocument {
   version?: number;
   /** The members. */
   backends: BackendSpec[];
+  /** Active check and outlier detection for this cluster (docs/health.md); no function-valued fields. */
+  health?: HealthConfig;
 }
 
 /** A validated document: every backend default filled in. */
@@ -32,6 +35,8 @@ export interface ResolvedDocument {
   version: number | undefined;
   /** The validated backends, defaults filled in, in document order. */
   backends: ResolvedBackendSpec[];
+  /** The health block as written (validated), when the document has one. */
+  health?: HealthConfig;
 }
 
 /** Text formats a document may be written in. */
@@ -43,7 +48,7 @@ export const DEFAULT_MAX_DOCUMENT_BYTES = 1024 * 1024;
 /** The largest membership version (versions must stay exact as JS numbers). @internal */
 export const MAX_VERSION = Number.MAX_SAFE_INTEGER;
 
-const DOCUMENT_FIELDS: ReadonlySet<string> = new Set(['cluster', 'version', 'backends']);
+const DOCUMENT_FIELDS: ReadonlySet<string> = new Set(['cluster', 'version', 'backends', 'health']);
 
 /** Validates a membership version: an integer in [0, 2^53 − 1]. @internal */
 export function validateVersion(value: unknown, field = 'version'): number {
@@ -61,18 +66,21 @@ export function validateVersion(value: unknown, field = 'version'): number {
 export function resolveDocument(value: unknown, path = ''): ResolvedDocument {
   const at = (field: string): string => (path === '' ? field : `${path}.${field}`);
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    invalidConfig(path === '' ? 'document' : path, 'must be an object { cluster, version?, backends }', value);
+    invalidConfig(path === '' ? 'document' : path, 'must be an object { cluster, version?, backends, health? }', value);
   }
   const doc = value as Record<string, unknown>;
   for (const key of Object.keys(doc)) {
     if (!DOCUMENT_FIELDS.has(key)) {
-      throw new PoiseError('InvalidConfig', `${at(key)}: unknown field (accepted: cluster, version, backends)`, { field: at(key) });
+      throw new PoiseError('InvalidConfig', `${at(key)}: unknown field (accepted: cluster, version, backends, health)`, { field: at(key) });
     }
   }
   const cluster = validateName(doc['cluster'], at('cluster'));
   const version = doc['version'] === undefined ? undefined : validateVersion(doc['version'], at('version'));
   const backends = resolveBackendSpecs(doc['backends'], at('backends'));
-  return { cluster, version, backends };
+  if (doc['health'] === undefined) return { cluster, version, backends };
+  // Validated here so a bad block names its field and keeps the last good state; kept as written.
+  resolveHealthConfig(doc['health'], at('health'), true);
+  return { cluster, version, backends, health: doc['health'] as HealthConfig };
 }
 
 /** The format implied by a file name: `.yaml`/`.yml` → YAML, anything else → JSON. @internal */
@@ -131,7 +139,7 @@ export function compactSpec(spec: ResolvedBackendSpec): BackendSpec {
 }
 
 /** The canonical JSON of a document without its version (Redis keeps the version beside it). @internal */
-export function documentJson(doc: { cluster: string; backends: readonly ResolvedBackendSpec[] }): string {
-  return JSON.stringify({ cluster: doc.cluster, backends: doc.backends.map(compactSpec) });
+export function documentJson(doc: { cluster: string; backends: readonly ResolvedBackendSpec[]; health?: HealthConfig }): string {
+  return JSON.stringify({ cluster: doc.cluster, backends: doc.backends.map(compactSpec), ...(doc.health === undefined ? {} : { health: doc.health }) });
 }
 

@@ -371,6 +371,7 @@ export class RedisMembership implements MembershipSource {
     const { version, lineage, document } = env;
     const snapshot: MembershipSnapshot =
       lineage === undefined ? { version, cluster: document.cluster, backends: document.backends } : { version, lineage, cluster: document.cluster, backends: document.backends };
+    if (document.health !== undefined) snapshot.health = document.health;
     let result: unknown;
     try {
       result = this.#listener!(snapshot);

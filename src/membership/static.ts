@@ -234,12 +234,13 @@ export class StaticMembership implements MembershipSource {
     else {
       throw new PoiseError('Conflict', `version: ${doc.version} is not newer than the version in force ${this.#version}`, { field: 'version' });
     }
-    this.#deliver(doc.backends, version, doc.cluster);
+    this.#deliver(doc.backends, version, doc.cluster, doc.health);
     this.#lastText = text;
   }
 
-  #deliver(backends: ResolvedBackendSpec[], version: number, cluster: string | undefined): void {
+  #deliver(backends: ResolvedBackendSpec[], version: number, cluster: string | undefined, health?: unknown): void {
     const snapshot: MembershipSnapshot = cluster === undefined ? { version, backends } : { version, cluster, backends };
+    if (health !== undefined) snapshot.health = health;
     const result = this.#listener!(snapshot);
     this.#version = version;
     this.#delivered = true;

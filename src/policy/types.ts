@@ -20,6 +20,18 @@ export interface PickContext {
 
 /** A selection policy. */
 export interface Policy<C extends Candidate = Candidate> {
+  /**
+   * Builds now whatever the policy precomputes for this slice (alias table,
+   * Maglev table, member hashes, scratch space), so that the next `pick`
+   * with the same array does none of that work. Optional to call: `pick`
+   * prepares by itself when it is handed a different array or length. It
+   * never changes a decision — a seeded policy draws the same sequence with
+   * or without it. Call it when membership or weights change (off the
+   * request path); policies with nothing to precompute make it a no-op.
+   * Throws what `pick` would throw for a malformed slice, and then keeps the
+   * previous prepared state.
+   */
+  prepare(candidates: readonly C[]): void;
   /** An index into `candidates` of an eligible member; throws `PoiseError` when none can be chosen. */
   pick(candidates: readonly C[], context?: PickContext): number;
 }

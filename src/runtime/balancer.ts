@@ -13,13 +13,20 @@ import { EventEmitter } from 'node:events';
 import type { Worker } from 'node:worker_threads';
 import { PoiseError, describe, invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { resolveBackendSpecs, type BackendSpec, type MembershipOutcome, type MembershipSnapshot, type ResolvedBackendSpec } from '../core/spec.js';
-import { LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
+import { parseAddress } from '../core/spec.js';
+import { ActiveChecker } from '../health/active.js';
+import { resolveHealthConfig, type HealthConfig, type ResolvedHealthCheck, type ResolvedOutlier } from '../health/config.js';
+import { OutlierDetector } from '../health/outlier.js';
+import { newCounters, type HealthCounters, type HealthStats } from '../health/stats.js';
+import type { HealthTarget } from '../health/targets.js';
+import { HealthFlag, LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
 import { readOnlyView, type LoadTableView } from '../load/table-view.js';
 import { defaultLogger, type Logger } from '../log.js';
 import { clockReader, processClockBuffer, type Clock } from './clock.js';
 import { Router, type RouterAttachment, type RouterOptions } from './router.js';
-import { blobLine, encodeBlobLines, specJson } from './spec-blob.js';
 import { integerIn } from '../core/validate.js';
+import { assignSlots, reserveSlots, type Assignment, type Reservation, type SlotInfo, type SlotMap } from './slot-allocation.js';
+import { encodeBlobLines } from './spec-blob.js';
 
 /** Options of {@link Balancer}. */
 export interface BalancerOptions {
@@ -39,6 +46,12 @@ export interface BalancerOptions {
   clock?: Clock;
   /** Slot alignment, for the padding benchmark only; default `'padded'`. */
   layout?: 'padded' | 'unaligned';
+  /**
+   * Active checks and outlier detection, run by this (owner) thread; see
+   * docs/health.md. A membership snapshot that carries `health` (a membership
+   * document's `health` block) replaces it.
+   */
+  health?: HealthConfig;
 }
 
 /** What the owner did when a watched thread exited. */
@@ -51,32 +64,9 @@ export interface ReclaimEvent {
   ms: number;
 }
 
-interface SlotInfo {
-  id: string;
-  generation: number;
-  removed: boolean;
-  spec: ResolvedBackendSpec;
-  /** `specJson(spec)`, kept so an unchanged spec is not serialised again. */
-  json: string;
-}
-
-/** Field-by-field equality of two resolved specs (every field is a primitive). */
-function sameSpec(a: ResolvedBackendSpec, b: ResolvedBackendSpec): boolean {
-  return (
-    a.id === b.id &&
-    a.address === b.address &&
-    a.weight === b.weight &&
-    a.priority === b.priority &&
-    a.locality === b.locality &&
-    a.localityWeight === b.localityWeight &&
-    a.status === b.status &&
-    a.maxInflight === b.maxInflight &&
-    a.panicEligible === b.panicEligible
-  );
-}
-
 const STATE_OF: Record<ResolvedBackendSpec['status'], SlotStateCode> = {
   ready: SlotState.Ready,
+  degraded: SlotState.Ready,
   unavailable: SlotState.Unavailable,
   draining: SlotState.Draining,
 };
@@ -105,6 +95,8 @@ export class Balancer extends EventEmitter {
   private readonly clockBuffer: SharedArrayBuffer;
   private readonly slots: (SlotInfo | undefined)[];
   private readonly byId = new Map<string, number>();
+  /** The two above, as slot allocation reads them. */
+  private readonly slotMap: SlotMap;
   private readonly localities = new Map<string, number>();
   private readonly watched = new WeakSet<Worker>();
   private ver = 0;
@@ -113,12 +105,18 @@ export class Balancer extends EventEmitter {
   /** Whether any membership has been applied (a first snapshot may carry version 0). */
   private applied = false;
   private closed = false;
+  private readonly healthCounters: HealthCounters = newCounters();
+  /** The JSON form of the health configuration in force (to see whether a snapshot changes it). */
+  private healthKey = '';
+  private checker: ActiveChecker | undefined;
+  private outlier: OutlierDetector | undefined;
 
   /** Throws `InvalidConfig` naming a bad option. */
   constructor(opts: BalancerOptions = {}) {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['capacity', 'maxThreads', 'specBytes', 'tauMs', 'initialMs', 'logger', 'clock', 'layout']);
+    checkOptionKeys(opts, ['capacity', 'maxThreads', 'specBytes', 'tauMs', 'initialMs', 'logger', 'clock', 'layout', 'health']);
+    const health = opts.health === undefined ? {} : resolveHealthConfig(opts.health, 'options.health', false);
     // LoadTable.create throws InvalidConfig naming options.<field> itself.
     this.ownerTable = LoadTable.create({
       capacity: opts.capacity,
@@ -135,6 +133,8 @@ export class Balancer extends EventEmitter {
     this.clock = opts.clock ?? clockReader(this.clockBuffer);
     this.log = opts.logger ?? defaultLogger();
     this.slots = new Array<SlotInfo | undefined>(this.table.capacity).fill(undefined);
+    this.slotMap = { slots: this.slots, byId: this.byId };
+    this.configureHealth(health);
   }
 
   /** Membership version in force (0 before the first update). */
@@ -209,77 +209,16 @@ export class Balancer extends EventEmitter {
       return invalidConfig('membership', 'must be a MembershipSnapshot or an array of BackendSpec', input);
     }
     const specs = resolveBackendSpecs(backends, 'backends');
+    const snapshotHealth = Array.isArray(input) ? undefined : (input as MembershipSnapshot).health;
+    const health = snapshotHealth === undefined ? undefined : resolveHealthConfig(snapshotHealth, 'membership.health', true);
     const keep = new Set(specs.map((s) => s.id));
     const t = this.ownerTable;
-
-    // Plan: every new id needs a free slot or a tombstone that has drained.
-    const newcomers = specs.filter((s) => !this.byId.has(s.id)).length;
-    const reserved: number[] = [];
-    const closing: number[] = [];
-    for (let s = 0; s < t.capacity && reserved.length < newcomers; s++) {
-      const info = this.slots[s];
-      if (info === undefined) reserved.push(s);
-    }
-    for (let s = 0; s < t.capacity && reserved.length < newcomers; s++) {
-      const info = this.slots[s];
-      if (info === undefined || !info.removed || keep.has(info.id)) continue;
-      // Close the tombstone before reading its counters: a router that leases
-      // it after this store sees Closing and backs off; one that leased it
-      // before is visible in the counters (both sides are SC).
-      t.setTag(s, info.generation, SlotState.Closing);
-      if (t.connections(s) === 0 && t.requests(s) === 0) {
-        reserved.push(s);
-        closing.push(s);
-      } else {
-        t.setTag(s, info.generation, SlotState.Removed);
-      }
-    }
-    const rollback = (): void => {
-      for (const s of closing) t.setTag(s, this.slots[s]!.generation, SlotState.Removed);
-    };
-    if (reserved.length < newcomers) {
-      rollback();
-      throw new PoiseError(
-        'CapacityExhausted',
-        `backends: ${newcomers} new backends need free slots but only ${reserved.length} are free (options.capacity ${t.capacity}; removed backends keep their slot until their leases end)`,
-        { field: 'backends' },
-      );
-    }
-
-    // Assign and encode before writing anything, so an oversized blob fails cleanly.
-    const n = specs.length;
-    const slotOf = new Int32Array(n);
-    const genOf = new Int32Array(n);
-    /** Per spec: its slot already holds exactly this spec, live, in this generation (nothing to write). */
-    const same = new Uint8Array(n);
-    const jsons: string[] = new Array<string>(n);
-    const lines: string[] = new Array<string>(n);
-    let next = 0;
-    for (let k = 0; k < n; k++) {
-      const spec = specs[k]!;
-      const existing = this.byId.get(spec.id);
-      let json: string | undefined;
-      if (existing !== undefined) {
-        const info = this.slots[existing]!;
-        slotOf[k] = existing;
-        genOf[k] = info.generation;
-        if (sameSpec(info.spec, spec)) {
-          json = info.json;
-          if (!info.removed) same[k] = 1;
-        }
-      } else {
-        const slot = reserved[next++]!;
-        const prev = this.slots[slot];
-        slotOf[k] = slot;
-        genOf[k] = prev === undefined ? 1 : (prev.generation + 1) & 0x0fffffff;
-      }
-      json ??= specJson(spec);
-      jsons[k] = json;
-      lines[k] = blobLine(slotOf[k]!, genOf[k]!, json);
-    }
-    const blob = encodeBlobLines(version, lines);
+    // Plan and assign before writing anything, so a refusal leaves the table as it was.
+    const reservation = reserveSlots(t, this.slotMap, specs, keep);
+    const assignment = assignSlots(this.slotMap, specs, reservation);
+    const blob = encodeBlobLines(version, assignment.lines);
     if (blob.length > t.specCapacityBytes) {
-      rollback();
+      reservation.rollback();
       throw new PoiseError(
         'CapacityExhausted',
         `backends: the membership's strings take ${blob.length} bytes, more than options.specBytes (${t.specCapacityBytes})`,
@@ -287,33 +226,8 @@ export class Balancer extends EventEmitter {
       );
     }
 
-    // Apply: slot words and tags first.
-    const now = this.clock();
-    for (const s of closing) this.byId.delete(this.slots[s]!.id);
-    for (let k = 0; k < n; k++) {
-      // Unchanged, live, same generation: its words and tag already say so.
-      if (same[k] === 1) continue;
-      const spec = specs[k]!;
-      const slot = slotOf[k]!;
-      const generation = genOf[k]!;
-      if (!this.byId.has(spec.id)) t.resetHealth(slot, now);
-      t.writeFields(slot, {
-        weight: spec.weight,
-        priority: spec.priority,
-        locality: this.intern(spec.locality),
-        localityWeight: spec.localityWeight,
-      });
-      t.setTag(slot, generation, STATE_OF[spec.status]);
-      this.slots[slot] = { id: spec.id, generation, removed: false, spec, json: jsons[k]! };
-      this.byId.set(spec.id, slot);
-    }
-    for (const [id, slot] of this.byId) {
-      const info = this.slots[slot]!;
-      if (keep.has(id) || info.removed) continue;
-      t.setTag(slot, info.generation, SlotState.Removed);
-      info.removed = true;
-    }
-    // Then the blob, then the epoch that announces both.
+    // Apply: slot words and tags first (writeSlots), then the blob, then the epoch that announces both.
+    this.writeSlots(specs, keep, reservation, assignment);
     t.publishSpecs(blob);
     const previous = this.ver;
     this.ver = version;
@@ -321,6 +235,8 @@ export class Balancer extends EventEmitter {
     this.applied = true;
     const epoch = t.bumpMembershipEpoch();
     this.log.info({ version, previous, backends: specs.length, epoch, ...(lineage === undefined ? {} : { lineage }) }, 'poise: membership applied');
+    if (health !== undefined) this.configureHealth(health);
+    this.syncHealth();
     return { applied: true, version, previous };
   }
 
@@ -368,9 +284,118 @@ export class Balancer extends EventEmitter {
     return leases;
   }
 
-  /** Refuses further updates. Routers keep working on the last membership. */
+  /** Refuses further updates and stops health checks and outlier sweeps. Routers keep working on the last membership. */
   close(): void {
     this.closed = true;
+    this.checker?.close();
+    this.outlier?.close();
+    this.checker = undefined;
+    this.outlier = undefined;
+  }
+
+  /**
+   * Health counters (checks, transitions, ejections) and each live
+   * backend's health as this owner sees it: a fresh snapshot per call.
+   */
+  healthStats(): HealthStats {
+    const now = this.clock();
+    const backends: HealthStats['backends'] = [];
+    for (const [id, slot] of this.byId) {
+      const info = this.slots[slot]!;
+      if (info.removed) continue;
+      const state = this.checker?.stateOf(id);
+      backends.push({
+        id,
+        check: state?.check ?? 'unchecked',
+        degraded: (this.ownerTable.health(slot) & (HealthFlag.CheckDegraded | HealthFlag.MemberDegraded)) !== 0,
+        ejectedForMs: this.ownerTable.ejectedForMs(slot, now),
+        outlierEjections: this.outlier?.multiplierOf(id) ?? 0,
+      });
+    }
+    return { counters: { ...this.healthCounters }, backends };
+  }
+
+  /**
+   * One outlier-detection sweep now (the timer runs them every
+   * `outlier.intervalMs`); returns the ids it ejected. For tests and tools
+   * that drive time by hand; throws `InvalidConfig` when outlier detection is off.
+   */
+  sweepOutliers(): string[] {
+    if (this.outlier === undefined) invalidConfig('options.health.outlier', 'is not configured; nothing to sweep');
+    return this.outlier.sweep();
+  }
+
+  /** Replaces the checker / detector when the configuration changed. */
+  private configureHealth(conf: { check?: ResolvedHealthCheck; outlier?: ResolvedOutlier }): void {
+    // Functions (custom checks, clients) are compared by identity through the object, the rest by value.
+    const key = JSON.stringify(conf, (_k, v: unknown) => (typeof v === 'function' || (typeof v === 'object' && v !== null && 'query' in v) ? `fn:${this.fnId(v)}` : v));
+    if (key === this.healthKey) return;
+    this.healthKey = key;
+    this.checker?.close();
+    this.outlier?.close();
+    this.checker = conf.check === undefined ? undefined : new ActiveChecker(this.ownerTable, conf.check, this.log, this.healthCounters);
+    this.outlier = conf.outlier === undefined ? undefined : new OutlierDetector(this.ownerTable, conf.outlier, this.log, this.healthCounters, this.clock);
+    // With an injected clock time is the caller's: sweeps run through sweepOutliers().
+    if (!this.customClock) this.outlier?.start();
+    this.log.info({ check: conf.check?.kind ?? null, outlier: conf.outlier !== undefined }, 'poise: health configuration applied');
+    this.syncHealth();
+  }
+
+  private readonly fnIds = new WeakMap<object, number>();
+  private fnCount = 0;
+  private fnId(v: object): number {
+    let id = this.fnIds.get(v);
+    if (id === undefined) {
+      id = ++this.fnCount;
+      this.fnIds.set(v, id);
+    }
+    return id;
+  }
+
+  /** Hands the live slots to the checker and the detector. */
+  private syncHealth(): void {
+    if (this.checker === undefined && this.outlier === undefined) return;
+    const targets: HealthTarget[] = [];
+    for (const [id, slot] of this.byId) {
+      const info = this.slots[slot]!;
+      if (info.removed) continue;
+      const a = parseAddress(info.spec.address);
+      targets.push({ slot, generation: info.generation, id, address: info.spec.address, host: a?.host ?? '', port: a?.port ?? 0, priority: info.spec.priority });
+    }
+    this.checker?.sync(targets);
+    this.outlier?.sync(targets);
+  }
+
+  /** Writes each changed slot's words and tag, and marks the backends that left as tombstones. */
+  private writeSlots(specs: readonly ResolvedBackendSpec[], keep: ReadonlySet<string>, reservation: Reservation, assignment: Assignment): void {
+    const t = this.ownerTable;
+    const { slotOf, generationOf, same, jsons } = assignment;
+    const now = this.clock();
+    for (const s of reservation.closing) this.byId.delete(this.slots[s]!.id);
+    for (let k = 0; k < specs.length; k++) {
+      // Unchanged, live, same generation: its words and tag already say so.
+      if (same[k] === 1) continue;
+      const spec = specs[k]!;
+      const slot = slotOf[k]!;
+      const generation = generationOf[k]!;
+      if (!this.byId.has(spec.id)) t.resetHealth(slot, now);
+      t.writeFields(slot, {
+        weight: spec.weight,
+        priority: spec.priority,
+        locality: this.intern(spec.locality),
+        localityWeight: spec.localityWeight,
+      });
+      t.setHealth(slot, HealthFlag.MemberDegraded, spec.status === 'degraded' ? HealthFlag.MemberDegraded : 0);
+      t.setTag(slot, generation, STATE_OF[spec.status]);
+      this.slots[slot] = { id: spec.id, generation, removed: false, spec, json: jsons[k]! };
+      this.byId.set(spec.id, slot);
+    }
+    for (const [id, slot] of this.byId) {
+      const info = this.slots[slot]!;
+      if (keep.has(id) || info.removed) continue;
+      t.setTag(slot, info.generation, SlotState.Removed);
+      info.removed = true;
+    }
   }
 
   private intern(locality: string): number {

@@ -26,7 +26,7 @@ import type { Seed } from '../core/rng.js';
 import { LeastLoaded } from '../policy/least-loaded.js';
 import { Maglev } from '../policy/maglev.js';
 import { PowerOfTwo } from '../policy/power-of-two.js';
-import { PreparedLocalityWeightedRandom, PreparedPriorityWeightedRandom } from '../policy/priority-prepared.js';
+import { PreparedLocalityWeightedRandom, PreparedPriorityWeightedRandom } from '../policy/priority/policy.js';
 import { Random } from '../policy/random.js';
 import { Rendezvous } from '../policy/rendezvous.js';
 import { RoundRobin } from '../policy/round-robin.js';

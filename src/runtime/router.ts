@@ -6,14 +6,13 @@
  * no global minimum is ever computed. It keeps a prepared candidate view
  * (eligible slots, with the policy's tables built on them) and rebuilds it
  * only when the table's change epoch moves (one `Atomics.load` per acquire)
- * or an ejection it knows of expires. A slot enters the view only with the
- * spec of its current generation, read from the spec blob.
+ * or an ejection it knows of expires. The view is built off the request
+ * path by candidate-view.ts; this file is the hot path (acquire, release).
  */
 import { threadId } from 'node:worker_threads';
 import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
 import type { Backoff } from '../core/backoff.js';
 import { Rng, type Seed } from '../core/rng.js';
-import { parseAddress } from '../core/spec.js';
 import { elapsedMs, wrapMs } from '../core/time.js';
 import { integerIn } from '../core/validate.js';
 import { EwmaSeries, LAYOUT_VERSION, LeaseKind, LoadTable, SlotState, type LeaseKindCode } from '../load/load-table.js';
@@ -24,8 +23,8 @@ import { ejectionBackoff, resolveEjection, type EjectionOptions, type ResolvedEj
 import { Lease, type LeaseOwner, type Outcome } from './lease.js';
 import { LeaseBook } from './lease-book.js';
 import { policySetup, type PolicyName, type PolicySetup } from './policies.js';
-import { blobLines, lineHead, specFromJson, type LineHead } from './spec-blob.js';
-import { LoadEnv, Metric, slotCandidate, type SlotCandidate } from './slot-candidate.js';
+import { CandidateView } from './candidate-view.js';
+import { LoadEnv, Metric, type SlotCandidate } from './slot-candidate.js';
 
 export type { PolicyName } from './policies.js';
 export type { Outcome } from './lease.js';
@@ -84,8 +83,17 @@ interface Tier {
 const PICK_BATCH = 64;
 /** take() result: the view went stale during the draw (see acquireHandle). */
 const STALE = -1;
+/** take() result: a drawn slot's tag changed but the epoch announcing it has not moved yet (see acquireAfterStale). */
+const TAG_MOVED = -2;
 /** Rebuilds of the view one acquire may do when membership moves under it (then it fails as usual). */
 const MAX_STALE_ROUNDS = 16;
+/** Longest one acquire waits, in all, for the owner to publish a change whose tags it already saw (ms). */
+const MAX_PUBLISH_WAIT_MS = 5;
+/** Retry modes of one draw: refuse as usual; return STALE when the epoch moved; also return TAG_MOVED. */
+const NO_RETRY = 0;
+const RETRY_STALE = 1;
+const RETRY_WAIT = 2;
+type RetryMode = typeof NO_RETRY | typeof RETRY_STALE | typeof RETRY_WAIT;
 
 function deriveSeed(seed: Seed, salt: number): bigint {
   return BigInt.asUintN(64, BigInt(seed) * 0x9e3779b97f4a7c15n + BigInt(salt) * 0xbf58476d1ce4e5b9n + 1n);
@@ -150,16 +158,11 @@ export class Router implements LeaseOwner {
   private readonly book = new LeaseBook();
   private readonly ctx: PickContext = { key: undefined };
   private readonly tierPolicies = new Map<number, Policy<SlotCandidate>>();
+  private readonly candidates: CandidateView;
   private tiers = new Map<number, Tier>();
+  /** The change epoch the view was built at. */
   private epoch = -1;
-  private memberEpoch = -1;
-  private ver = 0;
-  private all: SlotCandidate[] = [];
-  private byId = new Map<string, SlotCandidate>();
-  /** By slot: the blob line each candidate was built from, and the candidate (reused while its line is unchanged). */
-  private lineOf: (string | undefined)[] = [];
-  private candOf: (SlotCandidate | undefined)[] = [];
-  private readonly head: LineHead = { slot: 0, generation: 0, jsonStart: 0 };
+  /** `candidates.members` of the last build (the array the policies are prepared on). */
   private view: SlotCandidate[] = [];
   private hasExpiry = false;
   private expiryAt = 0;
@@ -189,7 +192,10 @@ export class Router implements LeaseOwner {
     const connectionDefault = this.setup.metric === Metric.ConnectTime || this.setup.metric === Metric.Connections;
     this.defaultKind =
       opts.leaseKind === undefined ? (connectionDefault ? LeaseKind.Connection : LeaseKind.Request) : kindCode(opts.leaseKind, 'options.leaseKind');
+    this.candidates = new CandidateView(table, this.env, this.setup.tiered, this.log);
     this.row = table.claimRow(threadId);
+    // A router starts with the view of the membership in force.
+    this.rebuild();
   }
 
   /**
@@ -209,10 +215,23 @@ export class Router implements LeaseOwner {
     return new Router(LoadTable.attach(attachment.buffer), attachment.clock, opts);
   }
 
-  /** Membership version of the view the next acquire() will use (refreshes it if an epoch moved). */
+  /**
+   * Membership version of the view in force: the one the last acquire (or
+   * {@link refresh}) built. A pure read; the owner may already have
+   * published a newer membership, which the next acquire picks up.
+   */
   get version(): number {
-    if (this.table.changeEpoch() !== this.epoch) this.refresh();
-    return this.ver;
+    return this.candidates.version;
+  }
+
+  /**
+   * Brings the view up to date now when the table moved since it was built
+   * (the next acquire would do the same), and returns its membership version.
+   * For a thread that waits for a version without routing meanwhile.
+   */
+  refresh(): number {
+    if (this.table.changeEpoch() !== this.epoch) this.rebuild();
+    return this.candidates.version;
   }
 
   /** Leases this router holds open. */
@@ -238,23 +257,23 @@ export class Router implements LeaseOwner {
    */
   acquireHandle(opts?: AcquireOptions): number {
     if (this.closed) throw new PoiseError('Closed', 'acquire: the router is closed');
-    const handle = this.tryAcquire(opts, true);
-    return handle >= 0 ? handle : this.acquireAfterStale(opts);
+    const handle = this.tryAcquire(opts, RETRY_WAIT);
+    return handle >= 0 ? handle : this.acquireAfterStale(opts, handle);
   }
 
   /**
    * One draw over the current view (rebuilt first if an epoch moved).
-   * Returns a handle, or STALE when the membership moved under the draw and
-   * `mayRetry`. Kept apart from the rare retry loop so that the common path
+   * Returns a handle, or STALE / TAG_MOVED when the membership moved under
+   * the draw and `retry` allows it (see {@link take}). Kept apart from the rare retry loop so that the common path
    * stays small enough for V8 to inline the policy and load() into it
    * (which keeps their numbers unboxed: 0 bytes per acquire).
    */
-  private tryAcquire(opts: AcquireOptions | undefined, mayRetry: boolean): number {
+  private tryAcquire(opts: AcquireOptions | undefined, retry: RetryMode): number {
     // One SC load per acquire: the epoch moves after every membership or
     // health write, so an unchanged epoch means the prepared view is current.
     // The clock is read only when something needs it: a timed metric's
     // decay, or a known ejection's expiry.
-    if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && elapsedMs(this.now(), this.expiryAt) >= 0)) this.refresh();
+    if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && elapsedMs(this.now(), this.expiryAt) >= 0)) this.rebuild();
     if (this.timed) this.env.now = this.now();
     let cands = this.view;
     let policy = this.policy;
@@ -286,12 +305,12 @@ export class Router implements LeaseOwner {
       if (cands.length === 0) {
         // Emptied by changes published while the view was being built (its
         // blob older than the tags it read): rebuild rather than refuse.
-        if (mayRetry && this.table.changeEpoch() !== this.epoch) return STALE;
+        if (retry !== NO_RETRY && this.table.changeEpoch() !== this.epoch) return STALE;
         this.throwNone(cands);
       }
       // Room in the book before anything is counted in the table.
       this.book.reserve();
-      return this.take(cands, policy, kind, mayRetry);
+      return this.take(cands, policy, kind, retry);
     } finally {
       if (this.nBlocked > 0) this.unblockAll();
     }
@@ -299,23 +318,40 @@ export class Router implements LeaseOwner {
 
   /**
    * The membership moved while an acquire was drawing (a drawn slot changed
-   * generation or state, or the view came out empty, and the epoch moved):
-   * rebuild the view and draw again, a bounded number of times, rather than
-   * fail a request because of a change that is already published.
+   * generation or state, or the view came out empty): rebuild the view and
+   * draw again, a bounded number of times, rather than fail a request
+   * because of a change that is published or being published.
+   *
+   * TAG_MOVED means the slot's tag changed but the epoch has not moved: the
+   * owner (another thread) is between its tag stores and its epoch bump.
+   * Refusing now would fail the request on a change it is about to
+   * announce, so wait for the bump with `Atomics.wait` on the epoch word
+   * (the owner notifies after bumping) — at most MAX_PUBLISH_WAIT_MS in all
+   * per acquire; after that, draws refuse as they always did. Never spins:
+   * every round either sleeps or rebuilds, and rounds are bounded.
    */
-  private acquireAfterStale(opts: AcquireOptions | undefined): number {
+  private acquireAfterStale(opts: AcquireOptions | undefined, code: number): number {
+    let waitedMs = 0;
     for (let round = 1; ; round++) {
-      const handle = this.tryAcquire(opts, round < MAX_STALE_ROUNDS);
-      if (handle >= 0) return handle;
+      if (code === TAG_MOVED) {
+        const t0 = performance.now();
+        this.table.waitForChange(this.epoch, MAX_PUBLISH_WAIT_MS - waitedMs);
+        waitedMs += performance.now() - t0;
+      }
+      const retry = round >= MAX_STALE_ROUNDS ? NO_RETRY : waitedMs < MAX_PUBLISH_WAIT_MS ? RETRY_WAIT : RETRY_STALE;
+      code = this.tryAcquire(opts, retry);
+      if (code >= 0) return code;
     }
   }
 
   /**
    * Draws from `cands` until a slot takes the lease; returns its handle, or
-   * STALE when a refusal coincided with a published change (only while
-   * `mayRetry`), so the caller rebuilds its view and draws again.
+   * (only when `retry` allows) STALE when a refusal coincided with a
+   * published change, so the caller rebuilds its view and draws again, or
+   * TAG_MOVED when the slot's tag no longer matches the view but the epoch
+   * has not moved yet, so the caller waits for the publication first.
    */
-  private take(cands: SlotCandidate[], policy: Policy<SlotCandidate>, kind: LeaseKindCode, mayRetry: boolean): number {
+  private take(cands: SlotCandidate[], policy: Policy<SlotCandidate>, kind: LeaseKindCode, retry: RetryMode): number {
     const t = this.table;
     for (let attempt = 0; ; attempt++) {
       let c = cands[policy.pick(cands, this.ctx)]!;
@@ -330,18 +366,19 @@ export class Router implements LeaseOwner {
       // The cap is checked after the increment: of two threads racing for
       // the last unit, the later sum sees both, so the cap is never exceeded
       // (at worst both back off).
-      if (
-        tag >>> 3 === c.generation &&
-        (state === SlotState.Ready || (state === SlotState.Unavailable && this.setup.tiered)) &&
-        (c.maxInflight === 0 || t.count(c.slot, kind) <= c.maxInflight)
-      ) {
+      const tagOk = tag >>> 3 === c.generation && (state === SlotState.Ready || (state === SlotState.Unavailable && this.setup.tiered));
+      if (tagOk && (c.maxInflight === 0 || t.count(c.slot, kind) <= c.maxInflight)) {
         // The pick counter is statistics: batch it (one shared add per 64 picks).
         if (++c.unflushedPicks === PICK_BATCH) this.flushPick(c);
         this.lastCand = c;
         return this.book.openLease(c, kind);
       }
       t.leaseDown(c.slot, kind, this.row);
-      if (mayRetry && t.changeEpoch() !== this.epoch) return STALE;
+      if (retry !== NO_RETRY) {
+        if (t.changeEpoch() !== this.epoch) return STALE;
+        // Only a tag change is a publication in progress; a full slot (maxInflight) is not.
+        if (!tagOk && retry === RETRY_WAIT) return TAG_MOVED;
+      }
       this.block(c);
       if (attempt >= cands.length) this.throwNone(cands);
     }
@@ -383,7 +420,9 @@ export class Router implements LeaseOwner {
           if (connectMs !== undefined) t.observe(slot, EwmaSeries.ConnectTime, connectMs, now, this.row);
         }
         t.clearFailures(slot);
+        t.countOutcome(slot, true);
       } else if (outcome === 'failure') {
+        t.countOutcome(slot, false);
         if (t.addFailure(slot) === this.ejection.consecutiveFailures) this.eject(slot);
       }
     }
@@ -436,10 +475,7 @@ export class Router implements LeaseOwner {
 
   /** Adds this router's not-yet-counted picks to the table's pick counters. */
   flushPicks(): void {
-    for (const c of this.all) {
-      if (c.unflushedPicks > 0 && this.table.tag(c.slot) >>> 3 === c.generation) this.table.countPicks(c.slot, c.unflushedPicks);
-      c.unflushedPicks = 0;
-    }
+    this.candidates.flushPicks();
   }
 
   // --- view --------------------------------------------------------------------
@@ -459,83 +495,17 @@ export class Router implements LeaseOwner {
   }
 
   /** Rebuilds the candidate view (a new array, so policies re-prepare). */
-  private refresh(): void {
-    const t = this.table;
+  private rebuild(): void {
     // Read the epoch first: a change that lands during the rebuild moves it
     // past the value recorded here, so the next acquire rebuilds again.
-    const epoch = t.changeEpoch();
-    const memberEpoch = t.membershipEpoch();
-    if (memberEpoch !== this.memberEpoch) {
-      this.flushPicks();
-      const lines = blobLines(t.readSpecs());
-      const all: SlotCandidate[] = [];
-      const byId = new Map<string, SlotCandidate>();
-      const head = this.head;
-      // Fresh per-slot maps holding only this blob's lines: a kept line is a
-      // slice of the blob's text, so keeping lines of older blobs would keep
-      // those whole texts alive.
-      const lineOf = new Array<string | undefined>(t.capacity);
-      const candOf = new Array<SlotCandidate | undefined>(t.capacity);
-      for (let k = 1; k < lines.length; k++) {
-        const line = lines[k]!;
-        lineHead(line, head);
-        // Same (slot, generation, spec) text as last time: the same candidate
-        // (its picks were just flushed; refresh resets its flags below).
-        let c = this.lineOf[head.slot] === line ? this.candOf[head.slot] : undefined;
-        if (c === undefined) {
-          const spec = specFromJson(line.slice(head.jsonStart));
-          const a = parseAddress(spec.address);
-          c = slotCandidate(this.env, head.slot, head.generation, spec, a?.host ?? '', a?.port ?? 0);
-        }
-        lineOf[head.slot] = line;
-        candOf[head.slot] = c;
-        all.push(c);
-        byId.set(c.id, c);
-      }
-      this.lineOf = lineOf;
-      this.candOf = candOf;
-      this.all = all;
-      this.byId = byId;
-      this.ver = lines.length === 0 ? 0 : Number(lines[0]);
-      this.memberEpoch = memberEpoch;
-    }
+    const epoch = this.table.changeEpoch();
     const now = this.now();
-    const tiered = this.setup.tiered;
-    const view: SlotCandidate[] = [];
-    let ready = 0;
-    let soonest = 0;
-    for (const c of this.all) {
-      const tag = t.tag(c.slot);
-      // A slot whose generation is not the blob's belongs to a newer
-      // membership still being published: leave it out until the epoch moves.
-      if (tag >>> 3 !== c.generation) continue;
-      const state = tag & 7;
-      if (state === SlotState.Ready) c.status = 'ready';
-      else if (state === SlotState.Unavailable) c.status = 'unavailable';
-      else if (state === SlotState.Draining) c.status = 'draining';
-      else continue;
-      const left = state === SlotState.Ready ? t.ejectedForMs(c.slot, now) : 0;
-      if (left > 0 && (soonest === 0 || left < soonest)) soonest = left;
-      c.eligible = state === SlotState.Ready && left === 0;
-      c.blocked = false;
-      if (state === SlotState.Ready) ready++;
-      if (tiered ? c.status !== 'draining' : c.eligible) view.push(c);
-    }
-    if (!tiered && view.length === 0 && ready > 0) {
-      // Fail open (as Sōzu does): every ready backend is ejected, so ejection
-      // is ignored until one of them expires rather than refusing all traffic.
-      for (const c of this.all) {
-        if (c.status === 'ready' && t.tag(c.slot) >>> 3 === c.generation) {
-          c.eligible = true;
-          view.push(c);
-        }
-      }
-      this.log.warn({ backends: view.length }, 'poise: every ready backend is ejected; failing open');
-    }
-    this.view = view;
+    const cv = this.candidates;
+    cv.build(now);
+    this.view = cv.members;
     this.tiers = new Map();
-    this.hasExpiry = soonest > 0;
-    this.expiryAt = wrapMs(now + soonest);
+    this.hasExpiry = cv.soonestExpiryMs > 0;
+    this.expiryAt = wrapMs(now + cv.soonestExpiryMs);
     this.epoch = epoch;
   }
 
@@ -567,7 +537,7 @@ export class Router implements LeaseOwner {
   }
 
   private blockId(id: string): void {
-    const c = this.byId.get(id);
+    const c = this.candidates.byId.get(id);
     if (c !== undefined) this.block(c);
   }
 
@@ -594,7 +564,7 @@ export class Router implements LeaseOwner {
   }
 
   private throwNone(cands: SlotCandidate[]): never {
-    if (this.all.length === 0) throw new PoiseError('Empty', 'acquire: the membership has no backends');
+    if (this.candidates.all.length === 0) throw new PoiseError('Empty', 'acquire: the membership has no backends');
     throw new PoiseError(
       'NoEligibleCandidates',
       `acquire: none of the ${cands.length} candidates may take a lease (draining, unavailable, excluded, ejected or at maxInflight)`,

@@ -37,7 +37,7 @@ describe('resolveBackendSpec', () => {
     [ok({ priority: -1 }), 'b', 'InvalidConfig', 'b.priority: must be an integer in [0, 4294967295], got -1'],
     [ok({ locality: 7 }), 'b', 'InvalidConfig', 'b.locality: must be a string of at most 256 characters, got 7'],
     [ok({ localityWeight: 0 }), 'b', 'InvalidWeight', 'b.localityWeight: must be an integer in [1, 4294967295], got 0'],
-    [ok({ status: 'up' }), 'b', 'InvalidConfig', 'b.status: must be one of "ready", "draining", "unavailable", got "up"'],
+    [ok({ status: 'up' }), 'b', 'InvalidConfig', 'b.status: must be one of "ready", "degraded", "draining", "unavailable", got "up"'],
     [ok({ maxInflight: -1 }), 'b', 'InvalidConfig', 'b.maxInflight: must be an integer in [0, 2147483647] (0 = unlimited), got -1'],
     [ok({ panicEligible: 'yes' }), 'b', 'InvalidConfig', 'b.panicEligible: must be a boolean, got "yes"'],
     [
@@ -166,7 +166,7 @@ describe('optional fields and arrays', () => {
     ['priority', 'InvalidConfig', 'backends[0].priority: must be an integer in [0, 4294967295], got null'],
     ['locality', 'InvalidConfig', 'backends[0].locality: must be a string of at most 256 characters, got null'],
     ['localityWeight', 'InvalidWeight', 'backends[0].localityWeight: must be an integer in [1, 4294967295], got null'],
-    ['status', 'InvalidConfig', 'backends[0].status: must be one of "ready", "draining", "unavailable", got null'],
+    ['status', 'InvalidConfig', 'backends[0].status: must be one of "ready", "degraded", "draining", "unavailable", got null'],
     ['maxInflight', 'InvalidConfig', 'backends[0].maxInflight: must be an integer in [0, 2147483647] (0 = unlimited), got null'],
     ['panicEligible', 'InvalidConfig', 'backends[0].panicEligible: must be a boolean, got null'],
   ])('%s: null is refused, never the default', (field, code, message) => {

@@ -28,7 +28,7 @@ describe('bindMembership with a Balancer', () => {
 
     writeFileSync(file, doc(['a', 'b', 'c']));
     await until(() => balancer.version === 2, 'balancer at version 2');
-    expect(router.version).toBe(2);
+    expect(router.refresh()).toBe(2);
     const picked = new Set<string>();
     for (let k = 0; k < 300; k++) {
       const lease = router.acquire({ key: k });

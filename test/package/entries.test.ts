@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { PowerOfTwo } from '../../src/policy/power-of-two.js';
-import { INTERNALS, SURFACE } from './surface.js';
+import { INTERNALS, SURFACE } from '../helpers/surface.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const PROBE = path.join(ROOT, 'test', 'fixtures', 'load-probe.mjs');

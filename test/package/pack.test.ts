@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { INTERNALS, SURFACE } from './surface.js';
+import { INTERNALS, SURFACE } from '../helpers/surface.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const TSC = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { LeastLoaded } from '../../src/policy/least-loaded.js';
-import { agreements, backends, binomialSigma, codeOf, histogram } from './helpers.js';
+import { agreements, backends, binomialSigma, codeOf, histogram } from '../helpers/policy.js';
 
 describe('LeastLoaded', () => {
   it('returns the strictly least loaded eligible member, reading every eligible load once', () => {

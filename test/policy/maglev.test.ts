@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { Maglev, nextPrime } from '../../src/policy/maglev.js';
-import { backends, codeOf } from './helpers.js';
+import { backends, codeOf } from '../helpers/policy.js';
 
 const KEYS = Array.from({ length: 50_000 }, (_, i) => `key-${i}`);
 const owners = (p: Maglev, slice: readonly Backend[], keys = KEYS): string[] => keys.map((key) => slice[p.pick(slice, { key })]!.id);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { Rng } from '../../src/core/rng.js';
 import { PowerOfTwo } from '../../src/policy/power-of-two.js';
-import { agreements, backends, binomialSigma, codeOf } from './helpers.js';
+import { agreements, backends, binomialSigma, codeOf } from '../helpers/policy.js';
 
 describe('PowerOfTwo', () => {
   it('calls load() exactly twice per pick, on two distinct members, over 64 candidates', () => {

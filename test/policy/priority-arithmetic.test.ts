@@ -44,7 +44,7 @@ describe('mulDivFloor (exact fixed-point)', () => {
 describe('drawSmall', () => {
   it('draws exactly what Rng.below draws, word for word, for the same seed', async () => {
     const { Rng } = await import('../../src/core/rng.js');
-    const { drawSmall, SMALL_COUNT } = await import('../../src/policy/priority-draw.js');
+    const { drawSmall, SMALL_COUNT } = await import('../../src/policy/priority/draw.js');
     fc.assert(
       fc.property(fc.integer(), fc.array(fc.integer({ min: 1, max: SMALL_COUNT }), { minLength: 1, maxLength: 50 }), (seed, ns) => {
         const a = new Rng(seed);

@@ -2,26 +2,10 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Backend, type Status } from '../../src/core/candidate.js';
 import { PoiseError } from '../../src/core/errors.js';
-import { LeastLoaded } from '../../src/policy/least-loaded.js';
-import { Maglev } from '../../src/policy/maglev.js';
-import { PowerOfTwo } from '../../src/policy/power-of-two.js';
-import { Random } from '../../src/policy/random.js';
-import { Rendezvous } from '../../src/policy/rendezvous.js';
-import { RoundRobin } from '../../src/policy/round-robin.js';
-import { SmoothWeightedRoundRobin } from '../../src/policy/smooth-weighted.js';
 import type { Policy } from '../../src/policy/types.js';
-import { WeightedRandom } from '../../src/policy/weighted-random.js';
+import { SINGLE_TIER_POLICIES } from '../helpers/policy.js';
 
-const POLICIES: Record<string, (seed: number) => Policy> = {
-  RoundRobin: () => new RoundRobin(),
-  SmoothWeightedRoundRobin: () => new SmoothWeightedRoundRobin(),
-  Random: (seed) => new Random({ seed }),
-  WeightedRandom: (seed) => new WeightedRandom({ seed }),
-  LeastLoaded: (seed) => new LeastLoaded({ seed }),
-  PowerOfTwo: (seed) => new PowerOfTwo({ seed }),
-  Rendezvous: () => new Rendezvous(),
-  Maglev: () => new Maglev({ tableSize: 31 }),
-};
+const POLICIES = SINGLE_TIER_POLICIES;
 
 const member = fc.record({
   weight: fc.oneof(fc.integer({ min: 1, max: 10 }), fc.constant(0xffff_ffff)),

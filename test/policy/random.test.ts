@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Random } from '../../src/policy/random.js';
-import { agreements, backends, binomialSigma, codeOf, histogram } from './helpers.js';
+import { agreements, backends, binomialSigma, codeOf, histogram } from '../helpers/policy.js';
 
 describe('Random', () => {
   it('is uniform: each of 8 members within 5σ of N/8 over 80,000 picks', () => {

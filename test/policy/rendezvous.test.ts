@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { Rendezvous } from '../../src/policy/rendezvous.js';
-import { backends, binomialSigma, codeOf } from './helpers.js';
+import { backends, binomialSigma, codeOf } from '../helpers/policy.js';
 
 const KEYS = Array.from({ length: 20_000 }, (_, i) => `key-${i}`);
 const owners = (p: Rendezvous, slice: readonly Backend[], keys = KEYS): string[] => keys.map((key) => slice[p.pick(slice, { key })]!.id);

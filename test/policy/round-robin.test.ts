@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { RoundRobin } from '../../src/policy/round-robin.js';
-import { backends, codeOf } from './helpers.js';
+import { backends, codeOf } from '../helpers/policy.js';
 
 const ids = (slice: readonly Backend[], picks: readonly number[]): string[] => picks.map((i) => slice[i]!.id);
 const named = (...names: string[]): Backend[] => names.map((n) => new Backend(n));

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { SmoothWeightedRoundRobin } from '../../src/policy/smooth-weighted.js';
-import { backends, codeOf, histogram } from './helpers.js';
+import { backends, codeOf, histogram } from '../helpers/policy.js';
 
 const weighted = (spec: Record<string, number>): Backend[] => Object.entries(spec).map(([id, weight]) => new Backend(id, { weight }));
 const run = (p: SmoothWeightedRoundRobin, slice: readonly Backend[], k: number): string[] =>

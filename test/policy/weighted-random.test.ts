@@ -3,7 +3,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { MAX_WEIGHT } from '../../src/core/weight.js';
 import { WeightedRandom } from '../../src/policy/weighted-random.js';
-import { agreements, backends, binomialSigma, codeOf, histogram } from './helpers.js';
+import { agreements, backends, binomialSigma, codeOf, histogram } from '../helpers/policy.js';
 
 interface AliasInternals {
   prob: Float64Array;

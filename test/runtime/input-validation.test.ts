@@ -5,7 +5,7 @@ import { holdbackCeilings } from '../../src/admission/holdback.js';
 import { PeakEwma } from '../../src/load/peak-ewma.js';
 import { Maglev } from '../../src/policy/maglev.js';
 import { PowerOfTwo } from '../../src/policy/power-of-two.js';
-import { PriorityWeightedRandom } from '../../src/policy/priority.js';
+import { PriorityWeightedRandom } from '../../src/policy/priority/policy.js';
 import { Rendezvous } from '../../src/policy/rendezvous.js';
 import { RoundRobin } from '../../src/policy/round-robin.js';
 import { PoiseError } from '../../src/core/errors.js';

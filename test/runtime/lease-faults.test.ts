@@ -6,6 +6,8 @@ import { Balancer } from '../../src/runtime/balancer.js';
 import { MAX_OPEN_LEASES } from '../../src/runtime/lease-book.js';
 import { createLogger } from '../../src/log.js';
 import { isPoiseError } from '../../src/core/errors.js';
+import { SlotState } from '../../src/load/load-table.js';
+import { thrown } from '../helpers/thrown.js';
 
 const logger = createLogger({ level: 'silent' });
 
@@ -119,6 +121,25 @@ describe('membership moving during an acquire', () => {
     expect(['c', 'd']).toContain(lease.id);
     lease.release('cancelled');
     for (let s = 0; s < 4; s++) expect(b.table.outstanding(s)).toBe(0);
+  });
+
+  it('a tag change that no epoch bump ever announces is waited for only briefly, then refused as before', () => {
+    const b = new Balancer({ logger, capacity: 4 });
+    b.update([at('a', 7000)]);
+    const r = b.router({ policy: 'round-robin' });
+    r.acquire().release('cancelled');
+    // A slot retired behind the router's back with no publication (not what
+    // the owner does; the bound on the wait is what is under test here).
+    const t = b.ownerTable;
+    const epoch = t.changeEpoch();
+    t.setTag(0, t.tag(0) >>> 3, SlotState.Draining);
+    for (let k = 0; k < 3; k++) expect(thrown(() => r.acquire()).code).toBe('NoEligibleCandidates');
+    expect(t.changeEpoch()).toBe(epoch);
+    for (let s = 0; s < 4; s++) expect(b.table.outstanding(s)).toBe(0);
+    // Once it is published, the router sees the drained membership as such.
+    t.bumpHealthEpoch();
+    expect(thrown(() => r.acquire()).code).toBe('NoEligibleCandidates');
+    expect(r.openLeases).toBe(0);
   });
 });
 

@@ -51,7 +51,7 @@ describe('incremental membership (unchanged specs are neither re-encoded by the 
             const byId = new Map(change.map((c) => [`id,${c.n}\n`, c]));
             const docs = [...byId].map(([id, c]) => ({ id, address: `127.0.0.1:${7000 + c.n}`, weight: c.w, status: c.d ? ('draining' as const) : ('ready' as const) }));
             const v = b.update(docs);
-            expect(r.version).toBe(v);
+            expect(r.refresh()).toBe(v);
             const ready = docs.filter((d) => d.status === 'ready');
             if (ready.length === 0) {
               expect(() => r.acquire()).toThrow();

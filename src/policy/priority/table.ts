@@ -3,7 +3,7 @@
  * cumulative arrays, built once from a sampled engine.
  *
  * A pick is three guide-table lookups (priority shares, locality shares,
- * endpoint weight prefix sums; see priority-guide.ts — a range of at most
+ * endpoint weight prefix sums; see guide.ts — a range of at most
  * four entries is simply walked): expected O(1), flat in n, and no
  * allocation. Each lookup returns exactly what a binary search
  * for the first cumulative value exceeding the draw returns, it consumes
@@ -11,22 +11,14 @@
  * values the per-decision form computes for the same snapshot, so both
  * forms return the same index for the same seed.
  */
-import type { Rng } from '../core/rng.js';
-import { MILLION } from '../core/weight.js';
-import { SMALL_COUNT, drawSmall } from './priority-draw.js';
-import type { PriorityEngine } from './priority-engine.js';
-import { F_ELIGIBLE, F_MEMBER, F_PANIC } from './priority-read.js';
-import { fillGuide, guideBuckets, guideSize, guideWidth } from './priority-guide.js';
-import {
-  type DrawResult,
-  anySelectable,
-  noEligible,
-  panicRejected,
-  priorityCapacity,
-} from './priority-decide.js';
-import type { ResolvedPriorityOptions } from './priority-options.js';
-import { computeLocalityShares } from './locality-shares.js';
-
+import type { Rng } from '../../core/rng.js';
+import { MILLION } from '../../core/weight.js';
+import { anySelectable, type DrawResult, drawSmall, noEligible, panicRejected, priorityCapacity, SMALL_COUNT } from './draw.js';
+import { F_ELIGIBLE, F_MEMBER, F_PANIC } from './flags.js';
+import { fillGuide, guideBuckets, guideSize, guideWidth } from './guide.js';
+import type { ResolvedPriorityOptions } from './options.js';
+import { computeLocalityShares } from './plan.js';
+import type { PriorityEngine } from './sample.js';
 /** Ranges of at most this many entries are searched by a forward walk instead of their guide. */
 const SHORT = 4;
 

@@ -12,9 +12,9 @@ export const SURFACE: Record<string, string[]> = {
     'holdbackCeilings', 'isPoiseError', 'isStatus', 'isValidWeight', 'observeSample', 'validateWeight',
   ],
   'poise-lb/runtime': [
-    'Balancer', 'DEFAULT_MAX_DOCUMENT_BYTES', 'EwmaSeries', 'LOG_LEVELS', 'Lease', 'LeaseKind', 'LoadTable',
+    'Balancer', 'DEFAULT_MAX_DOCUMENT_BYTES', 'EwmaSeries', 'HealthFlag', 'LOG_LEVELS', 'Lease', 'LeaseKind', 'LoadTable',
     'POLICY_NAMES', 'Router', 'SlotState', 'StaticMembership', 'bindMembership', 'createLogger', 'createWorkerPool',
-    'parseDocument', 'poolWorkerData', 'resolveDocument', 'workerRouter',
+    'ejectionTimeMs', 'findOutliers', 'parseDocument', 'poolWorkerData', 'resolveDocument', 'workerRouter',
   ],
   'poise-lb/redis': ['MembershipPublisher', 'RedisMembership'],
   'poise-lb/net': ['LOCAL_ERROR_CODES', 'TERMINATIONS', 'TcpProxy', 'connect', 'encodeProxyV1', 'encodeProxyV2', 'isLocalError', 'parseProxyHeader'],

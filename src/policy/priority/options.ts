@@ -2,9 +2,8 @@
  * Options of the priority and locality policies, and their validation.
  * Shared by the per-decision and the prepared forms.
  */
-import { invalidConfig, checkOptionKeys } from '../core/errors.js';
-import type { SeedOptions } from './types.js';
-
+import { checkOptionKeys, invalidConfig } from '../../core/errors.js';
+import type { SeedOptions } from '../types.js';
 /** What use-all panic does when traffic lands on a panicking priority. */
 export type PanicMode = 'useAll' | 'failClosed';
 

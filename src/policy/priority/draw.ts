@@ -1,4 +1,37 @@
 /**
+ * `drawSmall(rng, n)`: the value `rng.below(n)` would draw — the same words
+ * consumed, the same rejection of the short last bucket — for counts below
+ * 2^30, without boxing.
+ *
+ * Why: docs/internals.md ("Numbers that do not allocate"). Callers narrow a
+ * count to a small integer (`n | 0`) at the call site when `n <= SMALL_COUNT`
+ * and call `rng.below(n)` otherwise; the draws are identical either way.
+ */
+import { PoiseError } from '../../core/errors.js';
+import type { Rng } from '../../core/rng.js';
+import { MILLION } from '../../core/weight.js';
+import { F_ELIGIBLE, F_MEMBER, F_PANIC } from './flags.js';
+import type { ResolvedPriorityOptions } from './options.js';
+import { computeLocalityShares } from './plan.js';
+import type { PriorityEngine } from './sample.js';
+const TWO_32 = 4294967296;
+/** Counts up to this (2^30 − 1) are small-integer (Smi) values in V8 and draw through {@link drawSmall}. */
+export const SMALL_COUNT = 0x3fff_ffff;
+
+/** Uniform in [0, n) for an integer 1 <= n <= SMALL_COUNT; identical to `rng.below(n)`. */
+export function drawSmall(rng: Rng, n: number): number {
+  // limit is the largest multiple of n not above 2^32; words at or past it are redrawn.
+  const limit = TWO_32 - (TWO_32 % n);
+  // r is read from the generator's word, never returned as a uint32 (see Rng.word).
+  let r: number;
+  do {
+    rng.step();
+    r = rng.word[0]!;
+  } while (r >= limit);
+  return r % n;
+}
+
+/**
  * The per-decision draw shared by `PriorityWeightedRandom` and
  * `LocalityWeightedRandom`, and the errors both forms throw.
  *
@@ -10,14 +43,6 @@
  * weight `W` of the chosen group picks the endpoint (first, in candidate
  * order, whose cumulative weight exceeds it).
  */
-import { PoiseError } from '../core/errors.js';
-import { SMALL_COUNT, drawSmall } from './priority-draw.js';
-import type { Rng } from '../core/rng.js';
-import { MILLION } from '../core/weight.js';
-import type { PriorityEngine } from './priority-engine.js';
-import { F_ELIGIBLE, F_MEMBER, F_PANIC } from './priority-read.js';
-import type { ResolvedPriorityOptions } from './priority-options.js';
-import { computeLocalityShares } from './locality-shares.js';
 
 /** How the chosen priority routed: its eligible members, or use-all panic. */
 export type PriorityMode = 'healthy' | 'panic';
@@ -102,7 +127,6 @@ export function drawDecision(
       }
       start = e.pStart[p]!;
       end = e.pEnd[p]!;
-      e.drawKey = e.pKey[p]!;
       n = priorityCapacity(e, p);
     } else if (stage === 1) {
       let l = e.pLocStart[p]!;
@@ -110,7 +134,6 @@ export function drawDecision(
       while (acc <= x) acc += e.lShare[++l]!;
       start = e.lStart[l]!;
       end = e.lEnd[l]!;
-      e.drawKey = e.lKey[l]!;
       n = panic ? e.lPanicW[l]! : e.lEligibleW[l]!;
     } else {
       return endpointAt(e, panic, x);
@@ -123,9 +146,7 @@ export function drawDecision(
 
 /**
  * The candidate whose cumulative selectable weight in the group being drawn
- * from first exceeds `w`: the group's `order` range, or — in the unordered
- * layout — the candidates with the group's key in index order, which is the
- * same sequence.
+ * from first exceeds `w`, walking the group's `order` range.
  */
 function endpointAt(e: PriorityEngine, panic: boolean, w: number): number {
   const flags = e.flags;
@@ -133,25 +154,13 @@ function endpointAt(e: PriorityEngine, panic: boolean, w: number): number {
   // Selectable: a member that is eligible, or in panic panic-eligible.
   const mask = panic ? F_ELIGIBLE | F_PANIC : F_ELIGIBLE;
   let sum = 0;
-  if (e.unordered) {
-    const keyOf = e.keyOf;
-    const key = e.drawKey;
-    for (let i = 0; i < e.n; i++) {
-      if (keyOf[i] !== key) continue;
-      const f = flags[i]!;
-      if ((f & F_MEMBER) === 0 || (f & mask) === 0) continue;
-      sum += weight[i]!;
-      if (w < sum) return i;
-    }
-  } else {
-    const order = e.order;
-    for (let k = e.drawStart; k < e.drawEnd; k++) {
-      const i = order[k]!;
-      const f = flags[i]!;
-      if ((f & F_MEMBER) === 0 || (f & mask) === 0) continue;
-      sum += weight[i]!;
-      if (w < sum) return i;
-    }
+  const order = e.order;
+  for (let k = e.drawStart; k < e.drawEnd; k++) {
+    const i = order[k]!;
+    const f = flags[i]!;
+    if ((f & F_MEMBER) === 0 || (f & mask) === 0) continue;
+    sum += weight[i]!;
+    if (w < sum) return i;
   }
   throw noEligible(); // unreachable: w < Σ selectable weight of the group
 }

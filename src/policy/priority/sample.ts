@@ -6,24 +6,19 @@
  * `flagsOf`) and, for locality routing, locality and locality weight — into
  * retained typed arrays. `sample()` then orders the indices by (priority,
  * locality, index) and folds them into priority groups (and locality groups
- * inside each priority) with checked weight sums and host counts: the layout
- * `plan()` and the prepared tables use. `sampleUnordered()`, the per-decision
- * pick's path, sums the same groups per (priority, locality) key in linear
- * passes without ordering anything. Nothing later re-reads a candidate, so a health
+ * inside each priority) with checked weight sums and host counts: the one layout
+ * `plan()`, the per-decision draw and the prepared tables all use. Nothing later re-reads a candidate, so a health
  * signal that changes mid-decision cannot make the plan and the endpoint
  * choice disagree.
  *
  * Buffers grow to the high-water candidate count and are then reused: a
  * stable candidate count allocates nothing.
  */
-import type { LocalityCandidate, PriorityCandidate } from '../core/candidate.js';
-import { MAX_PRIORITY } from '../core/candidate.js';
-import { PoiseError, invalidConfig } from '../core/errors.js';
-import { MAX_WEIGHT_SUM, checkedAdd, validateWeight } from '../core/weight.js';
-
-import { F_ELIGIBLE, F_MEMBER, F_PANIC, flagsOf } from './priority-read.js';
-import { KeyTable, MAX_KEYS } from './priority-keys.js';
-
+import { type LocalityCandidate, MAX_PRIORITY, type PriorityCandidate } from '../../core/candidate.js';
+import { invalidConfig, PoiseError } from '../../core/errors.js';
+import { checkedAdd, validateWeight } from '../../core/weight.js';
+import { F_ELIGIBLE, F_MEMBER, F_PANIC, flagsOf } from './flags.js';
+import { KeyTable, MAX_KEYS } from './keys.js';
 /** Panic-mode selectable: a member that is eligible or panic-eligible (panic widens, never narrows). */
 export function panicSelectable(flags: number): boolean {
   return (flags & F_MEMBER) !== 0 && (flags & (F_ELIGIBLE | F_PANIC)) !== 0;
@@ -72,13 +67,6 @@ export class PriorityEngine {
   /** The `order` range of the group being drawn from (priority or locality). */
   drawStart = 0;
   drawEnd = 0;
-  /** Set by {@link sampleUnordered}: groups are keys (`keyOf`), not `order` ranges. */
-  unordered = false;
-  /** Unordered layout: the key of each priority group (without locality) and of each locality group. */
-  pKey = new Int32Array(0);
-  lKey = new Int32Array(0);
-  /** Unordered layout: the key of the group being drawn from. */
-  drawKey = 0;
   /** Candidate → (priority, locality) key, valid after a key scan. */
   keyOf = new Int32Array(0);
   /** Locality groups, contiguous per priority (`pLocStart..pLocEnd`). */
@@ -101,27 +89,6 @@ export class PriorityEngine {
    */
   sample(candidates: readonly PriorityCandidate[], withLocality: boolean): void {
     this.read(candidates, withLocality);
-    this.sortAndGroup(withLocality);
-  }
-
-  /**
-   * Like {@link sample}, for a single draw: the priority and locality groups
-   * are summed per (priority, locality) key (KeyTable) in linear passes,
-   * without ordering the candidates (`unordered` is then true: `order`, `pStart`,
-   * `pEnd`, `lStart` and `lEnd` are not filled, and the endpoint scan walks
-   * the candidates in index order filtered by `keyOf`, which visits a group's
-   * members in the same order as the sorted layout). Every per-group value
-   * is the one {@link sample} computes; exact sums make the summation order
-   * irrelevant. A snapshot with more distinct keys than the key table holds,
-   * a weight sum past 2^53 or contradictory locality weights takes the
-   * sorted path on the values already read, so the same error is thrown.
-   */
-  sampleUnordered(candidates: readonly PriorityCandidate[], withLocality: boolean): void {
-    this.read(candidates, withLocality);
-    if (this.aggregate(withLocality)) {
-      this.unordered = true;
-      return;
-    }
     this.sortAndGroup(withLocality);
   }
 
@@ -161,7 +128,6 @@ export class PriorityEngine {
   }
 
   private sortAndGroup(withLocality: boolean): void {
-    this.unordered = false;
     const order = this.order;
     for (let i = 0; i < this.n; i++) order[i] = i;
     if (!this.bucketOrder(withLocality)) this.heapSort(withLocality);
@@ -180,8 +146,6 @@ export class PriorityEngine {
     while (this.loc.length < cap) this.loc.push('');
     this.order = new Int32Array(cap);
     this.keyOf = new Int32Array(cap);
-    this.pKey = new Int32Array(cap);
-    this.lKey = new Int32Array(cap);
     this.pValue = new Uint32Array(cap);
     this.pStart = new Int32Array(cap);
     this.pEnd = new Int32Array(cap);
@@ -249,61 +213,6 @@ export class PriorityEngine {
       acc += c;
     }
     for (let i = 0; i < n; i++) this.order[start[this.keyRank[keyOf[i]!]!]!++] = i;
-    return true;
-  }
-
-  /**
-   * The unordered layout of {@link sampleUnordered}: per-key sums in one
-   * pass, then priority and locality groups filled in key order. Returns
-   * false (nothing usable filled) when the sorted path must decide.
-   */
-  private aggregate(withLocality: boolean): boolean {
-    const keys = this.keys;
-    const k = keys.find(this.n, this.prio, this.loc, withLocality, this.keyOf);
-    if (k < 0) return false;
-    keys.sum(k, this.n, this.keyOf, this.flags, this.weight, this.locWeight, withLocality);
-    keys.sort(k);
-    const keyOrder = keys.order;
-    let p = -1;
-    for (let r = 0; r < k; r++) {
-      const j = keyOrder[r]!;
-      if (keys.conflict[j] === 1) return false;
-      const pv = keys.prio[j]!;
-      if (p < 0 || this.pValue[p] !== pv) {
-        p++;
-        this.pValue[p] = pv;
-        this.pKey[p] = j;
-        this.pMemberW[p] = this.pEligibleW[p] = this.pPanicW[p] = 0;
-        this.pAllN[p] = this.pMemberN[p] = this.pEligibleN[p] = 0;
-        this.pLocStart[p] = r;
-      }
-      this.pAllN[p]! += keys.allN[j]!;
-      this.pMemberN[p]! += keys.memberN[j]!;
-      this.pEligibleN[p]! += keys.eligibleN[j]!;
-      this.pMemberW[p]! += keys.memberW[j]!;
-      this.pEligibleW[p]! += keys.eligibleW[j]!;
-      this.pPanicW[p]! += keys.panicW[j]!;
-      // Every other sum is at most its priority's member weight: one check covers them all.
-      if (this.pMemberW[p]! > MAX_WEIGHT_SUM) return false;
-      if (withLocality) {
-        this.lKey[r] = j;
-        this.lWeight[r] = keys.locW[j]!;
-        this.lMemberW[r] = keys.memberW[j]!;
-        this.lEligibleW[r] = keys.eligibleW[j]!;
-        this.lPanicW[r] = keys.panicW[j]!;
-        this.lMemberN[r] = keys.memberN[j]!;
-        this.lEligibleN[r] = keys.eligibleN[j]!;
-        this.lPanicN[r] = keys.panicN[j]!;
-      }
-    }
-    this.pCount = p + 1;
-    if (withLocality) {
-      this.lCount = k;
-      for (let q = 0; q < this.pCount; q++) this.pLocEnd[q] = q + 1 < this.pCount ? this.pLocStart[q + 1]! : k;
-    } else {
-      this.lCount = 0;
-      for (let q = 0; q < this.pCount; q++) this.pLocEnd[q] = this.pLocStart[q] = 0;
-    }
     return true;
   }
 

@@ -6,11 +6,9 @@
  * verified guess (the key that followed the previous candidate's key in the
  * last scan), so a stable snapshot costs about one comparison per candidate.
  * `sort` orders the keys by (priority, locality) and is skipped when the
- * table is unchanged since the last sort. `sum` adds up every key's member,
- * eligible and panic-selectable weights and counts in one pass and flags
- * contradictory locality weights. Everything is retained: nothing allocates.
+ * table is unchanged since the last sort. The sampling stage uses the
+ * keys for a counting sort of the candidates. Everything is retained: nothing allocates.
  */
-import { F_ELIGIBLE, F_MEMBER, F_PANIC } from './priority-read.js';
 
 /** Distinct (priority, locality) keys a table holds; more make `find` give up (−1). */
 export const MAX_KEYS = 64;
@@ -22,20 +20,6 @@ export class KeyTable {
   readonly loc: string[] = new Array<string>(MAX_KEYS).fill('');
   /** Keys in (priority, locality) order after {@link sort}. */
   readonly order = new Int32Array(MAX_KEYS);
-  /** Per key, after {@link sum}: weights and counts of members, eligible members, panic-selectable members. */
-  readonly memberW = new Float64Array(MAX_KEYS);
-  readonly eligibleW = new Float64Array(MAX_KEYS);
-  readonly panicW = new Float64Array(MAX_KEYS);
-  readonly allN = new Float64Array(MAX_KEYS);
-  readonly memberN = new Float64Array(MAX_KEYS);
-  readonly eligibleN = new Float64Array(MAX_KEYS);
-  readonly panicN = new Float64Array(MAX_KEYS);
-  /** The locality weight of the key's first candidate, and 1 when a later one disagrees. */
-  readonly locW = new Float64Array(MAX_KEYS);
-  readonly conflict = new Uint8Array(MAX_KEYS);
-  /** One histogram cell per (key, flags): a count and a weight sum. */
-  private readonly hCount = new Float64Array(8 * MAX_KEYS);
-  private readonly hWeight = new Float64Array(8 * MAX_KEYS);
   /** Scan hint: the key that last followed key j (slot MAX_KEYS: the first key). Only a guess, always verified. */
   private readonly next = new Int32Array(MAX_KEYS + 1);
   /** Distinct keys found by the last scan (the valid prefix of prio / loc). */
@@ -113,69 +97,5 @@ export class KeyTable {
     const pa = this.prio[a]!;
     const pb = this.prio[b]!;
     return pa !== pb ? pa < pb : this.loc[a]! < this.loc[b]!;
-  }
-
-  /**
-   * Per-key sums over the `n` candidates keyed by {@link find} (`k` keys):
-   * plain float sums, exact while they stay below 2^53 (the caller checks).
-   */
-  sum(
-    k: number,
-    n: number,
-    keyOf: Int32Array,
-    flags: Uint8Array,
-    weight: Float64Array,
-    locWeight: Float64Array,
-    withLocality: boolean,
-  ): void {
-    const hCount = this.hCount;
-    const hWeight = this.hWeight;
-    hCount.fill(0, 0, 8 * k);
-    hWeight.fill(0, 0, 8 * k);
-    const locW = this.locW;
-    const conflict = this.conflict;
-    for (let j = 0; j < k; j++) {
-      locW[j] = -1;
-      conflict[j] = 0;
-    }
-    if (withLocality) {
-      for (let i = 0; i < n; i++) {
-        const j = keyOf[i]!;
-        const cell = (j << 3) | flags[i]!;
-        hCount[cell]! += 1;
-        hWeight[cell]! += weight[i]!;
-        const lw = locWeight[i]!;
-        if (locW[j]! < 0) locW[j] = lw;
-        else if (locW[j] !== lw) conflict[j] = 1;
-      }
-    } else {
-      for (let i = 0; i < n; i++) {
-        const cell = (keyOf[i]! << 3) | flags[i]!;
-        hCount[cell]! += 1;
-        hWeight[cell]! += weight[i]!;
-      }
-    }
-    // Cell (j << 3) | f holds flags f. With F_MEMBER = 1, F_ELIGIBLE = 2 and
-    // F_PANIC = 4 the members are the odd cells, eligible members cells 3 and
-    // 7, panic-selectable members (eligible or panic-eligible) cells 3, 5, 7.
-    const M = F_MEMBER;
-    const E = F_MEMBER | F_ELIGIBLE;
-    const P = F_MEMBER | F_PANIC;
-    const EP = F_MEMBER | F_ELIGIBLE | F_PANIC;
-    for (let j = 0; j < k; j++) {
-      const b = j << 3;
-      this.allN[j] =
-        hCount[b]! + hCount[b + 1]! + hCount[b + 2]! + hCount[b + 3]! + hCount[b + 4]! + hCount[b + 5]! + hCount[b + 6]! + hCount[b + 7]!;
-      const eligibleN = hCount[b + E]! + hCount[b + EP]!;
-      const eligibleW = hWeight[b + E]! + hWeight[b + EP]!;
-      const panicN = eligibleN + hCount[b + P]!;
-      const panicW = eligibleW + hWeight[b + P]!;
-      this.eligibleN[j] = eligibleN;
-      this.eligibleW[j] = eligibleW;
-      this.panicN[j] = panicN;
-      this.panicW[j] = panicW;
-      this.memberN[j] = panicN + hCount[b + M]!;
-      this.memberW[j] = panicW + hWeight[b + M]!;
-    }
   }
 }

@@ -12,9 +12,7 @@
  * six nested calls and two status validations per candidate. Any other
  * candidate has its three methods called, in that order.
  */
-import type { PriorityCandidate } from '../core/candidate.js';
-import { Backend, Localized, Prioritized } from '../core/candidate.js';
-
+import { Backend, Localized, Prioritized, type PriorityCandidate } from '../../core/candidate.js';
 /** Flag bit: counts in its priority's configured capacity. */
 export const F_MEMBER = 1;
 /** Flag bit: selectable for ordinary (healthy) traffic. */

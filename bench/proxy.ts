@@ -1,0 +1,610 @@
+/**
+ * bench/proxy: `poise proxy` side by side with HAProxy (`mode tcp`) on the
+ * same loopback backends and the same load generator.
+ *
+ *   npm run bench:proxy [-- --quick] [--rounds N] [--seconds S] [--node PATH]
+ *                       [--poise-bin PATH] [--label NAME] [--profile]
+ *                       [--idle-connections N] [--without haproxy,nginx,wrk]
+ *
+ * Backends: 4 nginx servers (one nginx, one worker process) when `nginx` is
+ * on PATH, else 4 Node HTTP servers in a child process (bench/proxy-backend);
+ * the slow-backend and idle-memory cases always use the Node servers (they
+ * need a delay and an open-connection count). Load: wrk (1 thread) when on
+ * PATH, else bench/proxy-client. HAProxy runs when `haproxy` is on PATH,
+ * with `nbthread` equal to poise's `--workers` (1, and 2 where
+ * `poise proxy --help` lists `--workers`). Nothing is installed here.
+ *
+ * Cases, each a fresh proxy per system per round, rounds interleaved (the
+ * order of the systems rotates every round):
+ * - short: `Connection: close`, 64 connections: req/s, p50, p99.
+ * - keep-alive: 64 connections: req/s, p99.
+ * - 1 MiB (64 connections) and 16 MiB (16 connections) bodies: MiB/s.
+ * - slow: 4 Node backends, one 40 ms, three 4 ms; short connections: req/s,
+ *   p99 and the slow backend's share of connections; poise p2c:latency,
+ *   p2c:connections, least-loaded against HAProxy leastconn and random(2).
+ * - idle: RSS of the proxy process before and after N idle client
+ *   connections (each spliced to a backend): KB per connection.
+ * `--without` ignores installed peers (to run the fallbacks).
+ * `--profile` then runs one short-connection load against poise under
+ * `node --cpu-prof` and prints the top self-time frames.
+ *
+ * Results: bench/results/proxy.json (proxy-<label>.json with --label).
+ */
+import { type ChildProcess, fork, spawn, spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { integerFlag, parseFlags, secondsFlag } from '../src/cli/args.js';
+import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
+import { type Comparison, type CpuProfile, type Frame, type LoadResult, parseWrk, ratioRows, summarize, topFrames, type Target } from './lib/proxy-stats.js';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO = path.resolve(HERE, ...(HERE.includes(`${path.sep}dist${path.sep}`) ? ['..', '..'] : ['..']));
+
+const { values } = parseFlags(process.argv.slice(2), {
+  quick: { type: 'boolean' },
+  rounds: { type: 'string' },
+  seconds: { type: 'string' },
+  node: { type: 'string' },
+  'poise-bin': { type: 'string' },
+  label: { type: 'string' },
+  profile: { type: 'boolean' },
+  'idle-connections': { type: 'string' },
+  without: { type: 'string' },
+});
+if (values.help) {
+  process.stdout.write(`${readFileSync(fileURLToPath(import.meta.url), 'utf8').split('*/')[0]!.replace(/^\/\*\*\n/, '').replace(/^ \* ?/gm, '')}\n`);
+  process.exit(0);
+}
+const quick = values.quick;
+const ROUNDS = integerFlag('--rounds', values.rounds, 1, 50) ?? (quick ? 1 : 3);
+const SECONDS = secondsFlag('--seconds', values.seconds, 1, 600) ?? (quick ? 1 : 5);
+const IDLE = integerFlag('--idle-connections', values['idle-connections'], 10, 8000) ?? (quick ? 300 : 2000);
+const NODE = values.node ?? process.execPath;
+const POISE = path.resolve(values['poise-bin'] ?? path.join(REPO, 'dist', 'src', 'cli', 'main.js'));
+const CONNECTIONS = 64;
+const SLOW_DELAYS = [40, 4, 4, 4];
+
+// ---------------------------------------------------------------- environment
+
+function onPath(cmd: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
+}
+
+function firstLine(cmd: string, args: string[]): string {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  return `${r.stdout ?? ''}${r.stderr ?? ''}`.split('\n')[0]!.trim();
+}
+
+const PEERS = ['haproxy', 'nginx', 'wrk'] as const;
+const without = (values.without ?? '').split(',').filter((w) => w !== '');
+for (const w of without) if (!(PEERS as readonly string[]).includes(w)) throw new Error(`--without: must list some of ${PEERS.join(', ')}, got ${JSON.stringify(w)}`);
+/** Which peers are used: on PATH and not excluded by --without (which exercises the fallbacks). */
+const HAVE = Object.fromEntries(PEERS.map((p) => [p, !without.includes(p) && onPath(p)])) as Record<(typeof PEERS)[number], boolean>;
+const versions = {
+  benchNode: process.version,
+  proxyNode: firstLine(NODE, ['--version']),
+  proxyNodePath: NODE,
+  poiseBin: POISE,
+  haproxy: HAVE.haproxy ? firstLine('haproxy', ['-v']) : 'not installed',
+  nginx: HAVE.nginx ? firstLine('nginx', ['-v']) : 'not installed',
+  wrk: HAVE.wrk ? firstLine('wrk', ['-v']) : 'not installed',
+};
+const proxyHelp = spawnSync(NODE, [POISE, 'proxy', '--help'], { encoding: 'utf8' }).stdout ?? '';
+if (!proxyHelp.includes('--listen')) throw new Error(`${POISE}: \`poise proxy --help\` did not answer (build first: npm run build)`);
+const WORKERS_FLAG = /--workers\b/.test(proxyHelp);
+const THREADS = WORKERS_FLAG ? [1, 2] : [1];
+
+const tmp = mkdtempSync(path.join(os.tmpdir(), 'poise-bench-proxy-'));
+chmodSync(tmp, 0o755); // nginx's workers run as another user and read the bodies from here
+const children = new Set<ChildProcess>();
+function cleanup(): void {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  rmSync(tmp, { recursive: true, force: true });
+}
+process.on('exit', cleanup);
+for (const s of ['SIGINT', 'SIGTERM'] as const)
+  process.once(s, () => {
+    cleanup();
+    process.exit(130);
+  });
+
+function track<C extends ChildProcess>(c: C): C {
+  children.add(c);
+  c.once('exit', () => children.delete(c));
+  return c;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen({ host: '127.0.0.1', port: 0 }, () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Resolves once 127.0.0.1:port accepts; throws after `ms` or when `child` exits first. */
+async function accepting(port: number, child: ChildProcess, what: string, ms = 15_000): Promise<void> {
+  const until = Date.now() + ms;
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${what} exited (${child.exitCode ?? child.signalCode}) before listening`);
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = net.connect({ host: '127.0.0.1', port }, () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    if (Date.now() > until) throw new Error(`${what} is not listening on ${port} after ${ms} ms`);
+    await sleep(50);
+  }
+}
+
+/** SIGTERM; a second SIGTERM after 3 s (poise: "exit at once"), SIGKILL after 6 s. */
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const t1 = setTimeout(() => child.kill('SIGTERM'), 3000);
+  const t2 = setTimeout(() => child.kill('SIGKILL'), 6000);
+  await exited;
+  clearTimeout(t1);
+  clearTimeout(t2);
+}
+
+// ---------------------------------------------------------------- backends
+
+interface Backends {
+  kind: 'nginx' | 'node';
+  ports: number[];
+  counts(): Promise<{ connections: number[]; open: number[] }>;
+  reset(): Promise<void>;
+  close(): Promise<void>;
+}
+
+async function nodeBackends(delaysMs: number[]): Promise<Backends> {
+  const child = track(fork(path.join(HERE, 'proxy-backend.js'), [JSON.stringify({ delaysMs })], { execPath: process.execPath, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] }));
+  const ask = <T>(m: string): Promise<T> =>
+    new Promise((resolve) => {
+      child.once('message', (r) => resolve(r as T));
+      child.send(m);
+    });
+  const { ports } = await new Promise<{ ports: number[] }>((resolve, reject) => {
+    child.once('message', (m) => resolve(m as { ports: number[] }));
+    child.once('exit', (code) => reject(new Error(`node backends exited with ${code}`)));
+  });
+  return {
+    kind: 'node',
+    ports,
+    counts: () => ask('counts'),
+    reset: async () => void (await ask('reset')),
+    close: async () => {
+      child.disconnect();
+      await stop(child);
+    },
+  };
+}
+
+async function nginxBackends(): Promise<Backends> {
+  const dir = path.join(tmp, 'nginx');
+  mkdirSync(path.join(dir, 'www'), { recursive: true });
+  mkdirSync(path.join(dir, 'tmp'), { recursive: true });
+  writeFileSync(path.join(dir, 'www', '1m'), Buffer.alloc(2 ** 20, 0x61));
+  writeFileSync(path.join(dir, 'www', '16m'), Buffer.alloc(2 ** 24, 0x61));
+  const ports = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const t = path.join(dir, 'tmp');
+  const conf = `daemon off;
+worker_processes 1;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 16384; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  keepalive_requests 10000000;
+  keepalive_timeout 120s;
+  default_type text/plain;
+  client_body_temp_path ${t}/body; proxy_temp_path ${t}/proxy; fastcgi_temp_path ${t}/fastcgi; uwsgi_temp_path ${t}/uwsgi; scgi_temp_path ${t}/scgi;
+${ports.map((p) => `  server { listen 127.0.0.1:${p} backlog=4096; root ${dir}/www; location = / { return 200 "ok\\n"; } }`).join('\n')}
+}
+`;
+  writeFileSync(path.join(dir, 'nginx.conf'), conf);
+  const child = track(spawn('nginx', ['-e', `${dir}/error.log`, '-p', dir, '-c', path.join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'inherit'] }));
+  for (const p of ports) await accepting(p, child, 'nginx');
+  const none = async (): Promise<never> => {
+    throw new Error('nginx backends keep no counts');
+  };
+  return { kind: 'nginx', ports, counts: none, reset: none, close: () => stop(child) };
+}
+
+// ---------------------------------------------------------------- proxies
+
+interface SystemSpec {
+  kind: 'poise' | 'haproxy';
+  threads: number;
+  /** poise --policy or HAProxy `balance`. */
+  policy: string;
+}
+
+const label = (s: SystemSpec): string => `${s.kind} ${s.policy} ×${s.threads}`;
+
+interface Running {
+  port: number;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+async function startSystem(s: SystemSpec, ports: number[], extraNodeArgs: string[] = []): Promise<Running> {
+  const port = await freePort();
+  let child: ChildProcess;
+  if (s.kind === 'poise') {
+    const args = [
+      ...extraNodeArgs,
+      POISE,
+      'proxy',
+      '--listen',
+      `127.0.0.1:${port}`,
+      ...ports.flatMap((p, i) => ['--backend', `b${i}=127.0.0.1:${p}`]),
+      '--policy',
+      s.policy,
+      '--log-level',
+      'error',
+      ...(WORKERS_FLAG ? ['--workers', String(s.threads)] : []),
+    ];
+    child = track(spawn(NODE, args, { stdio: ['ignore', 'ignore', 'inherit'] }));
+  } else {
+    const cfg = path.join(tmp, `haproxy-${port}.cfg`);
+    writeFileSync(
+      cfg,
+      `global
+  nbthread ${s.threads}
+  maxconn 8000
+defaults
+  mode tcp
+  retries 3
+  option redispatch
+  timeout connect 2s
+  timeout client 30s
+  timeout server 30s
+frontend fe
+  bind 127.0.0.1:${port}
+  default_backend be
+backend be
+  balance ${s.policy}
+${ports.map((p, i) => `  server b${i} 127.0.0.1:${p}`).join('\n')}
+`,
+    );
+    child = track(spawn('haproxy', ['-db', '-f', cfg], { stdio: ['ignore', 'ignore', 'inherit'] }));
+  }
+  await accepting(port, child, label(s));
+  await sleep(200); // other workers' listeners, HAProxy's threads
+  return { port, pid: child.pid!, stop: () => stop(child) };
+}
+
+function rssBytes(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (m === null) throw new Error(`no VmRSS for ${pid}`);
+  return Number(m[1]) * 1024;
+}
+
+/** CPU ticks (user + system) of every thread of `pid`, by thread id. */
+function threadTicks(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    out.set(Number(tid), Number(f[11]) + Number(f[12])); // fields 14 and 15 (utime, stime), counted from after the name
+  }
+  return out;
+}
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+// ---------------------------------------------------------------- load
+
+interface Load {
+  path: string;
+  connections: number;
+  close: boolean;
+}
+
+const CASES = {
+  short: { path: '/', connections: CONNECTIONS, close: true },
+  keepalive: { path: '/', connections: CONNECTIONS, close: false },
+  '1MiB': { path: '/1m', connections: CONNECTIONS, close: false },
+  '16MiB': { path: '/16m', connections: 16, close: false },
+} as const satisfies Record<string, Load>;
+type CaseName = keyof typeof CASES;
+
+function run(cmd: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const c = track(spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'] }));
+    let out = '';
+    c.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
+    c.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} exited with ${code}: ${out}`))));
+  });
+}
+
+async function load(port: number, l: Load, seconds: number): Promise<LoadResult> {
+  if (HAVE.wrk) {
+    const out = await run('wrk', [
+      '-t1',
+      `-c${l.connections}`,
+      `-d${Math.max(1, Math.round(seconds))}s`,
+      '--latency',
+      '--timeout',
+      '10s',
+      ...(l.close ? ['-H', 'Connection: close'] : []),
+      `http://127.0.0.1:${port}${l.path}`,
+    ]);
+    return checked(parseWrk(out), l);
+  }
+  const out = await run(process.execPath, [path.join(HERE, 'proxy-client.js'), JSON.stringify({ port, ...l, seconds })]);
+  return checked(JSON.parse(out) as LoadResult, l);
+}
+
+/** A reply that is not 2xx/3xx is a set-up fault (a body nginx cannot read, a wrong path), never a figure. */
+function checked(r: LoadResult, l: Load): LoadResult {
+  if (r.non2xx > 0) throw new Error(`GET ${l.path}: ${r.non2xx} of ${r.requests} replies were not 2xx/3xx; the backends are misconfigured`);
+  if (r.requests === 0 && r.bytesPerSec === 0) throw new Error(`GET ${l.path}: nothing was read`);
+  return r;
+}
+
+/**
+ * Opens `n` idle client connections through the proxy, 100 at a time (each
+ * batch connected before the next, so no accept backlog overflows), waits
+ * until the backends hold as many as connected, and divides the RSS growth
+ * by that number.
+ */
+async function idleRss(sys: Running, backends: Backends, n: number): Promise<{ idleRssBytes: number; perConnBytes: number; held: number }> {
+  await sleep(500);
+  const before = rssBytes(sys.pid);
+  const openAtBackends = async (): Promise<number> => (await backends.counts()).open.reduce((a, b) => a + b, 0);
+  const base = await openAtBackends();
+  const sockets: net.Socket[] = [];
+  let connected = 0;
+  for (let i = 0; i < n; i += 100) {
+    const batch = Array.from({ length: Math.min(100, n - i) }, () => {
+      const s = net.connect({ host: '127.0.0.1', port: sys.port });
+      sockets.push(s);
+      return new Promise<void>((resolve) => {
+        s.once('connect', () => {
+          connected++;
+          resolve();
+        });
+        s.once('error', () => resolve());
+      });
+    });
+    await Promise.all(batch);
+  }
+  const until = Date.now() + 30_000;
+  let held = await openAtBackends() - base;
+  while (held < connected && Date.now() < until) {
+    await sleep(100);
+    held = (await openAtBackends()) - base;
+  }
+  await sleep(1000);
+  const after = rssBytes(sys.pid);
+  held = Math.min(connected, (await openAtBackends()) - base);
+  for (const s of sockets) s.destroy();
+  await sleep(300);
+  if (held < n * 0.9) throw new Error(`idle: only ${held} of ${n} connections reached the backends (${connected} connected to the proxy)`);
+  return { idleRssBytes: before, perConnBytes: (after - before) / held, held };
+}
+
+// ---------------------------------------------------------------- rounds
+
+type Figures = Record<string, number[]>;
+/** raw[system label][figure] = one value per round. */
+const raw: Record<string, Figures> = {};
+const errors: Record<string, number> = {};
+function record(sys: SystemSpec, figure: string, v: number): void {
+  const f = raw[label(sys)] ?? {};
+  raw[label(sys)] = f;
+  const list = f[figure] ?? [];
+  f[figure] = list;
+  list.push(v);
+}
+
+const pairs = (threads: number): SystemSpec[] => [
+  { kind: 'poise', threads, policy: 'p2c:connections' },
+  ...(HAVE.haproxy ? [{ kind: 'haproxy' as const, threads, policy: 'random(2)' }] : []),
+];
+const slowSystems = (threads: number): SystemSpec[] => [
+  { kind: 'poise', threads, policy: 'p2c:latency' },
+  { kind: 'poise', threads, policy: 'p2c:connections' },
+  { kind: 'poise', threads, policy: 'least-loaded' },
+  ...(HAVE.haproxy ? (['leastconn', 'random(2)'] as const).map((policy) => ({ kind: 'haproxy' as const, threads, policy })) : []),
+];
+const rotate = <T>(xs: T[], by: number): T[] => xs.map((_, i) => xs[(i + by) % xs.length]!);
+
+const caseNames = Object.keys(CASES) as CaseName[];
+const stepsPerRound = THREADS.reduce((a, t) => a + pairs(t).length * (caseNames.length + 1) + slowSystems(t).length, 0);
+const totalSteps = stepsPerRound * ROUNDS;
+let step = 0;
+const t0 = Date.now();
+function tick(what: string): void {
+  step++;
+  const elapsed = (Date.now() - t0) / 1000;
+  const eta = step > 1 ? ((elapsed / (step - 1)) * (totalSteps - step + 1)).toFixed(0) : '?';
+  progress(`[${step}/${totalSteps}] ${what} (elapsed ${elapsed.toFixed(0)} s, ~${eta} s left)`);
+}
+
+console.log(
+  `bench:proxy — poise proxy${HAVE.haproxy ? ' vs HAProxy (mode tcp)' : ' alone: haproxy is not on PATH, so there is nothing to compare against'}; ` +
+    `${ROUNDS} interleaved round(s) of ${SECONDS} s per case; threads ${THREADS.join(', ')}${WORKERS_FLAG ? '' : ' (this poise proxy has no --workers: one thread only)'}`,
+);
+console.log(`backends: ${HAVE.nginx ? '4 nginx servers (1 worker process)' : '4 Node HTTP servers (nginx is not on PATH)'}; slow/idle cases: 4 Node HTTP servers; load: ${HAVE.wrk ? 'wrk -t1' : 'bench/proxy-client (wrk is not on PATH)'}`);
+console.log(`proxy node ${versions.proxyNode} (${NODE}); bench node ${versions.benchNode}; ${versions.haproxy}`);
+
+const loadAtStart = os.loadavg();
+const common = HAVE.nginx ? await nginxBackends() : await nodeBackends([0, 0, 0, 0]);
+const slow = await nodeBackends(SLOW_DELAYS);
+try {
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const threads of THREADS) {
+      for (const sys of rotate(pairs(threads), r)) {
+        const p = await startSystem(sys, common.ports);
+        await load(p.port, CASES.short, 1); // warm-up, not counted
+        for (const name of caseNames) {
+          tick(`round ${r + 1}: ${label(sys)} ${name}`);
+          // A 16 MiB reply takes most of a second here: at least 3 s, so that whole replies dominate the bytes read.
+          const res = await load(p.port, CASES[name], name === '16MiB' ? Math.max(3, SECONDS) : SECONDS);
+          errors[label(sys)] = (errors[label(sys)] ?? 0) + res.errors;
+          if (name === 'short' || name === 'keepalive') {
+            record(sys, `${name}.reqPerSec`, res.reqPerSec);
+            record(sys, `${name}.p50Ms`, res.p50Ms);
+            record(sys, `${name}.p99Ms`, res.p99Ms);
+          } else record(sys, `${name}.MiBps`, res.bytesPerSec / 2 ** 20);
+        }
+        await p.stop();
+        tick(`round ${r + 1}: ${label(sys)} idle memory`);
+        const m = await startSystem(sys, slow.ports);
+        const mem = await idleRss(m, slow, IDLE);
+        await m.stop();
+        record(sys, 'idle.rssMB', mem.idleRssBytes / 1e6);
+        record(sys, 'idle.KBperConn', mem.perConnBytes / 1024);
+        record(sys, 'idle.held', mem.held);
+      }
+      for (const sys of rotate(slowSystems(threads), r)) {
+        tick(`round ${r + 1}: ${label(sys)} slow backend`);
+        const p = await startSystem(sys, slow.ports);
+        await load(p.port, CASES.short, 1);
+        await slow.reset();
+        const res = await load(p.port, CASES.short, SECONDS);
+        const { connections } = await slow.counts();
+        await p.stop();
+        const total = connections.reduce((a, b) => a + b, 0);
+        errors[label(sys)] = (errors[label(sys)] ?? 0) + res.errors;
+        record(sys, 'slow.reqPerSec', res.reqPerSec);
+        record(sys, 'slow.p99Ms', res.p99Ms);
+        record(sys, 'slow.sharePct', total === 0 ? Number.NaN : (connections[0]! / total) * 100);
+      }
+    }
+  }
+  progressDone();
+} catch (err) {
+  progressDone();
+  throw err;
+}
+
+// ---------------------------------------------------------------- profile
+
+let profile: { frames: Frame[]; note: string } | undefined;
+if (values.profile) {
+  const dir = path.join(tmp, 'prof');
+  mkdirSync(dir);
+  progress('profile: poise p2c:connections ×1 under short connections, node --cpu-prof');
+  const sys: SystemSpec = { kind: 'poise', threads: 1, policy: 'p2c:connections' };
+  const p = await startSystem(sys, common.ports, ['--cpu-prof', '--cpu-prof-dir', dir]);
+  const cpu0 = threadTicks(p.pid);
+  const t = Date.now();
+  const res = await load(p.port, CASES.short, SECONDS);
+  const cpu1 = threadTicks(p.pid);
+  const wall = (Date.now() - t) / 1000;
+  await p.stop();
+  progressDone();
+  // Per-thread CPU from /proc (the profile cannot say it: a thread blocked in Atomics.wait samples as running JS).
+  const busy = [...cpu1.entries()]
+    .map(([tid, ticks]) => ({ tid, pct: ((ticks - (cpu0.get(tid) ?? 0)) / CLK_TCK / wall) * 100 }))
+    .filter((b) => b.pct >= 1)
+    .sort((a, b) => b.pct - a.pct);
+  const cpuNote = busy.map((b) => `${b.tid === p.pid ? 'main thread' : `thread ${b.tid}`} ${b.pct.toFixed(0)} % of a core`).join(', ');
+  // CPU.<date>.<time>.<pid>.<thread id>.<seq>.cpuprofile: thread 0 is the main thread, the one that
+  // accepts and splices on a one-thread proxy.
+  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
+  const threadOf = (f: string): number => Number(f.split('.').at(-3));
+  const read = (f: string): CpuProfile => JSON.parse(readFileSync(path.join(dir, f), 'utf8')) as CpuProfile;
+  const main = files.find((f) => threadOf(f) === 0);
+  profile = {
+    frames: main === undefined ? [] : topFrames(read(main), 20),
+    note: `main thread's frames; CPU while loaded: ${cpuNote}; ${res.reqPerSec.toFixed(0)} short req/s while profiling`,
+  };
+}
+await slow.close();
+await common.close();
+
+// ---------------------------------------------------------------- report
+
+const fig = (sys: SystemSpec, figure: string): ReturnType<typeof summarize> | undefined => {
+  const v = raw[label(sys)]?.[figure];
+  return v === undefined ? undefined : summarize(v);
+};
+const comparisons: Comparison[] = [];
+const add = (scenario: string, metric: string, unit: string, better: 'higher' | 'lower', poiseSys: SystemSpec, hapSys: SystemSpec | undefined, figure: string, target?: Target): void => {
+  const poise = fig(poiseSys, figure);
+  if (poise === undefined) return;
+  const haproxy = hapSys === undefined ? undefined : fig(hapSys, figure);
+  comparisons.push({ scenario, metric, unit, threads: poiseSys.threads, better, poise, ...(haproxy === undefined ? {} : { haproxy }), ...(target === undefined ? {} : { target }) });
+};
+for (const t of THREADS) {
+  const [ps, hs] = pairs(t) as [SystemSpec, SystemSpec | undefined];
+  add('short', 'req/s', 'req/s', 'higher', ps, hs, 'short.reqPerSec', { kind: 'ratio', op: '>=', value: 0.8 });
+  add('short', 'p50', 'ms', 'lower', ps, hs, 'short.p50Ms');
+  add('short', 'p99', 'ms', 'lower', ps, hs, 'short.p99Ms');
+  add('keep-alive', 'req/s', 'req/s', 'higher', ps, hs, 'keepalive.reqPerSec', { kind: 'ratio', op: '>=', value: 0.9 });
+  add('keep-alive', 'p99', 'ms', 'lower', ps, hs, 'keepalive.p99Ms');
+  add('1 MiB', 'throughput', 'MiB/s', 'higher', ps, hs, '1MiB.MiBps', { kind: 'ratio', op: '>=', value: 0.8 });
+  add('16 MiB', 'throughput', 'MiB/s', 'higher', ps, hs, '16MiB.MiBps', { kind: 'ratio', op: '>=', value: 0.8 });
+  add('idle', 'per connection', 'KB', 'lower', ps, hs, 'idle.KBperConn', { kind: 'absolute', op: '<=', value: 6 });
+  add('idle', 'RSS before', 'MB', 'lower', ps, hs, 'idle.rssMB');
+  const leastconn: SystemSpec | undefined = HAVE.haproxy ? { kind: 'haproxy', threads: t, policy: 'leastconn' } : undefined;
+  for (const policy of ['p2c:latency', 'p2c:connections', 'least-loaded']) {
+    const s: SystemSpec = { kind: 'poise', threads: t, policy };
+    add(`slow ${policy} vs leastconn`, 'req/s', 'req/s', 'higher', s, leastconn, 'slow.reqPerSec', { kind: 'ratio', op: '>=', value: 1 });
+    add(`slow ${policy} vs leastconn`, 'p99', 'ms', 'lower', s, leastconn, 'slow.p99Ms');
+    add(`slow ${policy} vs leastconn`, 'slow share', '%', 'lower', s, leastconn, 'slow.sharePct', { kind: 'ratio', op: '<=', value: 1 });
+  }
+}
+
+console.log(`\nmedians of ${ROUNDS} round(s), ± spread = (max − min) / median; load average ${loadAtStart[0]!.toFixed(1)} at start, ${os.loadavg()[0]!.toFixed(1)} at end on ${os.cpus().length} cores`);
+console.log(formatTable(ratioRows(comparisons)));
+const slowRows = THREADS.flatMap((t) =>
+  slowSystems(t).map((s) => ({
+    system: label(s),
+    'req/s': fig(s, 'slow.reqPerSec')!.median,
+    'p99 ms': fig(s, 'slow.p99Ms')!.median,
+    'slow share %': fig(s, 'slow.sharePct')!.median,
+    errors: errors[label(s)] ?? 0,
+  })),
+);
+console.log(`\nslow backend (b0 ${SLOW_DELAYS[0]} ms, others ${SLOW_DELAYS[1]} ms; short connections), medians:`);
+console.log(formatTable(slowRows));
+const errorRuns = Object.entries(errors).filter(([, n]) => n > 0);
+if (errorRuns.length > 0) console.log(`\nload-generator errors (all rounds): ${errorRuns.map(([k, n]) => `${k}: ${n}`).join('; ')}`);
+if (profile !== undefined) {
+  console.log(`\nprofile (${profile.note}): top self time`);
+  console.log(formatTable(profile.frames.map((f) => ({ 'self %': f.selfPct, frame: f.name }))));
+}
+
+const file = writeResults(values.label === undefined ? 'proxy' : `proxy-${values.label}`, {
+  versions,
+  config: {
+    rounds: ROUNDS,
+    secondsPerCase: SECONDS,
+    threads: THREADS,
+    workersFlag: WORKERS_FLAG,
+    backends: common.kind === 'nginx' ? '4 nginx servers, 1 worker process' : '4 Node HTTP servers (bench/proxy-backend)',
+    slowAndIdleBackends: `4 Node HTTP servers, delays ${SLOW_DELAYS.join('/')} ms (slow) and the same servers for idle`,
+    loadGenerator: HAVE.wrk ? 'wrk -t1 --timeout 10s' : 'bench/proxy-client (closed loop)',
+    connections: Object.fromEntries(caseNames.map((n) => [n, CASES[n].connections])),
+    idleConnections: IDLE,
+    /** 1/5/15-minute load averages: this machine may be shared, and the absolute figures move with it (ratios less so, rounds being interleaved). */
+    loadAverage: { start: loadAtStart, end: os.loadavg() },
+    haproxy: HAVE.haproxy ? 'mode tcp, retries 3, option redispatch, timeout connect 2s, client/server 30s, maxconn 8000; balance random(2) (vs p2c:connections) and leastconn' : 'not installed',
+  },
+  comparisons: comparisons.map((c) => ({ ...c, ratio: c.haproxy === undefined ? null : c.poise.median / c.haproxy.median })),
+  slow: slowRows,
+  errors,
+  raw,
+  ...(profile === undefined ? {} : { profile }),
+});
+console.log(`\nresults: ${file}`);

@@ -1,0 +1,187 @@
+/**
+ * Active health checks, run by the Balancer's owner thread on timers —
+ * never in a routing path. HAProxy's state machine: a backend starts up;
+ * `fall` consecutive failures take it down, `rise` consecutive passes bring
+ * it back. The next check is due after `intervalMs` while steadily up,
+ * `fastIntervalMs` while in transition, `unhealthyIntervalMs` while down,
+ * each stretched by up to `jitterPercent` % from an OS-seeded stream so the
+ * checks of many backends (and many processes) do not line up.
+ *
+ * A verdict lands in the slot's health word (`HealthFlag.Unhealthy`,
+ * `HealthFlag.CheckDegraded`) followed by a health-epoch bump, so every
+ * router in every thread rebuilds its view at its next acquire. Every
+ * transition is logged once and counted.
+ */
+import { Rng } from '../core/rng.js';
+import { HealthFlag, type LoadTable } from '../load/load-table.js';
+import type { Logger } from '../log.js';
+import type { CheckTarget, CheckVerdict, ResolvedHealthCheck } from './config.js';
+import { probe } from './probes.js';
+import type { HealthCounters } from './stats.js';
+import type { HealthTarget } from './targets.js';
+
+const CHECK_BITS = HealthFlag.Unhealthy | HealthFlag.CheckDegraded;
+
+interface Watch {
+  target: HealthTarget;
+  check: CheckTarget;
+  up: boolean;
+  /** Whether any check has completed. */
+  checked: boolean;
+  degraded: boolean;
+  /** Consecutive passes while down / failures while up. */
+  streak: number;
+  timer: NodeJS.Timeout | undefined;
+  abort: AbortController | undefined;
+  stopped: boolean;
+}
+
+/** The owner's active checker for one cluster. @internal */
+export class ActiveChecker {
+  private readonly watches = new Map<string, Watch>();
+  private readonly rng = new Rng();
+  private closed = false;
+
+  constructor(
+    private readonly table: LoadTable,
+    readonly config: ResolvedHealthCheck,
+    private readonly log: Logger,
+    private readonly counters: HealthCounters,
+  ) {}
+
+  /** Starts checking new targets, stops removed ones; a target whose slot generation changed starts afresh. */
+  sync(targets: readonly HealthTarget[]): void {
+    if (this.closed) return;
+    const keep = new Set<string>();
+    for (const t of targets) {
+      const key = `${t.slot}:${t.generation}`;
+      keep.add(key);
+      const w = this.watches.get(key);
+      if (w !== undefined) {
+        if (w.target.address === t.address) continue;
+        this.stop(key, w);
+      }
+      const watch: Watch = {
+        target: t,
+        check: { id: t.id, host: t.host, port: t.port, address: t.address },
+        up: true, checked: false, degraded: false, streak: 0, timer: undefined, abort: undefined, stopped: false,
+      };
+      this.watches.set(key, watch);
+      // HAProxy spreads the first checks over the interval; a new backend is
+      // probed within its first jitter window rather than a whole interval later.
+      this.schedule(watch, 1 + this.rng.float() * this.config.intervalMs * (this.config.jitterPercent / 100));
+    }
+    for (const [key, w] of this.watches) if (!keep.has(key)) this.stop(key, w);
+  }
+
+  /** The check's view of a backend, by id (`unchecked` before its first result). */
+  stateOf(id: string): { check: 'up' | 'down' | 'unchecked'; degraded: boolean } | undefined {
+    for (const w of this.watches.values()) {
+      if (w.target.id === id) return { check: !w.checked ? 'unchecked' : w.up ? 'up' : 'down', degraded: w.degraded };
+    }
+    return undefined;
+  }
+
+  /** Stops every timer and aborts checks in flight; clears the check bits it set. */
+  close(): void {
+    this.closed = true;
+    for (const [key, w] of this.watches) this.stop(key, w);
+  }
+
+  private stop(key: string, w: Watch): void {
+    w.stopped = true;
+    if (w.timer !== undefined) clearTimeout(w.timer);
+    w.abort?.abort();
+    this.watches.delete(key);
+    this.write(w, 0);
+  }
+
+  private schedule(w: Watch, ms: number): void {
+    // unref: health checks never keep a process alive on their own.
+    w.timer = setTimeout(() => void this.run(w), ms).unref();
+  }
+
+  private nextDelay(w: Watch): number {
+    const c = this.config;
+    const base = !w.up ? (w.streak > 0 ? c.fastIntervalMs : c.unhealthyIntervalMs) : w.streak > 0 ? c.fastIntervalMs : c.intervalMs;
+    return base * (1 + (this.rng.float() * c.jitterPercent) / 100);
+  }
+
+  private async run(w: Watch): Promise<void> {
+    w.timer = undefined;
+    if (w.stopped) return;
+    const abort = new AbortController();
+    w.abort = abort;
+    let timedOut = false;
+    const timeout = setTimeout(() => {
+      timedOut = true;
+      abort.abort();
+    }, this.config.timeoutMs).unref();
+    let verdict: CheckVerdict;
+    let reason: string | undefined;
+    try {
+      verdict = await Promise.race([
+        probe(this.config, w.check, abort.signal),
+        new Promise<never>((_, reject) => abort.signal.addEventListener('abort', () => reject(new Error('timed out')), { once: true })),
+      ]);
+    } catch (e) {
+      verdict = 'unhealthy';
+      reason = timedOut ? `timed out after ${this.config.timeoutMs} ms` : e instanceof Error ? e.message : String(e);
+    } finally {
+      clearTimeout(timeout);
+      w.abort = undefined;
+    }
+    if (w.stopped) return;
+    this.record(w, verdict, reason, timedOut);
+    this.schedule(w, this.nextDelay(w));
+  }
+
+  /** Applies one check result to the state machine, the table, the log and the counters. */
+  private record(w: Watch, verdict: CheckVerdict, reason: string | undefined, timedOut: boolean): void {
+    const c = this.counters;
+    const id = w.target.id;
+    c.checks++;
+    w.checked = true;
+    const ok = verdict !== 'unhealthy';
+    if (ok) c.checksPassed++;
+    else {
+      c.checksFailed++;
+      if (timedOut) c.checksTimedOut++;
+    }
+    if (w.up) {
+      w.streak = ok ? 0 : w.streak + 1;
+      if (w.streak >= this.config.fall) {
+        w.up = false;
+        w.streak = 0;
+        c.markedDown++;
+        this.log.warn({ backend: id, check: this.config.kind, fall: this.config.fall, reason }, 'poise: backend down (active check)');
+      }
+    } else {
+      w.streak = ok ? w.streak + 1 : 0;
+      if (w.streak >= this.config.rise) {
+        w.up = true;
+        w.streak = 0;
+        c.markedUp++;
+        this.log.info({ backend: id, check: this.config.kind, rise: this.config.rise }, 'poise: backend up (active check)');
+      }
+    }
+    // Degraded is a property of an up backend's passing replies; a failure keeps the last word until it decides.
+    const degraded = w.up && (ok ? verdict === 'degraded' : w.degraded);
+    if (degraded !== w.degraded) {
+      w.degraded = degraded;
+      if (degraded) c.markedDegraded++;
+      else c.clearedDegraded++;
+      this.log.info({ backend: id, check: this.config.kind }, degraded ? 'poise: backend degraded (active check)' : 'poise: backend no longer degraded (active check)');
+    }
+    this.write(w, (w.up ? 0 : HealthFlag.Unhealthy) | (w.degraded ? HealthFlag.CheckDegraded : 0));
+  }
+
+  /** Writes the check bits of the watch's slot, if the slot still holds its generation, and announces a change. */
+  private write(w: Watch, bits: number): void {
+    const t = this.table;
+    // The owner is the only writer of tags and health words: a generation
+    // that still matches cannot change between this check and the store.
+    if (t.tag(w.target.slot) >>> 3 !== w.target.generation) return;
+    if (t.setHealth(w.target.slot, CHECK_BITS, bits)) t.bumpHealthEpoch();
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * The probes behind active checks: one function per kind, each resolving a
+ * {@link CheckVerdict} and rejecting on any failure (refused, reset, wrong
+ * reply, aborted by the timeout signal). Owner thread only; never on a
+ * routing path. Every socket is destroyed when the probe settles.
+ */
+import { request } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import type { CheckTarget, CheckVerdict, ResolvedHealthCheck } from './config.js';
+
+/** The most a probe reads from a reply (an HTTP body, a Redis or PostgreSQL reply). */
+const MAX_READ = 64 * 1024;
+
+/** A verdict from a passing probe: degraded when it was slower than `degradedAfterMs`. */
+function passed(c: ResolvedHealthCheck, startedMs: number, degraded = false): CheckVerdict {
+  if (degraded) return 'degraded';
+  return c.degradedAfterMs !== undefined && performance.now() - startedMs > c.degradedAfterMs ? 'degraded' : 'healthy';
+}
+
+/** Runs one probe of `c` against `t`; `signal` aborts it (the timeout). */
+export function probe(c: ResolvedHealthCheck, t: CheckTarget, signal: AbortSignal): Promise<CheckVerdict> {
+  const started = performance.now();
+  switch (c.kind) {
+    case 'tcp':
+      return socketProbe(t, signal, undefined, () => true).then(() => passed(c, started));
+    case 'redis':
+      // RESP array form of PING; a healthy server answers the simple string +PONG.
+      return socketProbe(t, signal, Buffer.from('*1\r\n$4\r\nPING\r\n'), (buf) => {
+        if (buf.length < 7) return false;
+        const line = buf.subarray(0, buf.indexOf(13)).toString('latin1');
+        if (line === '+PONG') return true;
+        throw new Error(`redis replied ${JSON.stringify(line.slice(0, 80))}, not +PONG`);
+      }).then(() => passed(c, started));
+    case 'postgres':
+      if (c.client !== undefined) return c.client.query('SELECT 1').then(() => passed(c, started));
+      return socketProbe(t, signal, startupMessage(c.user, c.database), readyForQuery, TERMINATE).then(() => passed(c, started));
+    case 'http':
+      return httpProbe(c, t, signal).then((degraded) => passed(c, started, degraded));
+    case 'custom':
+      return c.check!(t, signal).then((v) => {
+        if (v === true || v === 'healthy') return passed(c, started);
+        if (v === 'degraded') return 'degraded';
+        throw new Error(`custom check returned ${JSON.stringify(v)}`);
+      });
+  }
+}
+
+/**
+ * Connects, writes `hello` (if any), and feeds everything read to `done`
+ * until it returns true (the reply is complete and good) or throws (bad
+ * reply). Writes `bye` before closing, when given.
+ */
+function socketProbe(t: CheckTarget, signal: AbortSignal, hello: Buffer | undefined, done: (buf: Buffer) => boolean, bye?: Buffer): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (signal.aborted) return reject(new Error('timed out'));
+    const sock: Socket = connect({ host: t.host, port: t.port });
+    let buf = Buffer.alloc(0);
+    let settled = false;
+    const finish = (err?: Error): void => {
+      if (settled) return;
+      settled = true;
+      signal.removeEventListener('abort', onAbort);
+      if (err === undefined && bye !== undefined) sock.end(bye);
+      sock.destroy();
+      if (err === undefined) resolve();
+      else reject(err);
+    };
+    const onAbort = (): void => finish(new Error('timed out'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    sock.once('error', (e) => finish(e));
+    sock.once('close', () => finish(new Error('connection closed before a complete reply')));
+    sock.once('connect', () => {
+      if (hello === undefined) return finish();
+      sock.write(hello);
+    });
+    sock.on('data', (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      try {
+        if (done(buf)) finish();
+        else if (buf.length > MAX_READ) finish(new Error(`reply longer than ${MAX_READ} bytes`));
+      } catch (e) {
+        finish(e as Error);
+      }
+    });
+  });
+}
+
+/** PostgreSQL protocol 3.0 StartupMessage: length, 196608, then user/database pairs, a final NUL. */
+function startupMessage(user: string, database: string): Buffer {
+  const body = Buffer.from(`user\0${user}\0database\0${database}\0application_name\0poise-health\0\0`, 'utf8');
+  const msg = Buffer.alloc(8 + body.length);
+  msg.writeInt32BE(msg.length, 0);
+  msg.writeInt32BE(196608, 4);
+  body.copy(msg, 8);
+  return msg;
+}
+
+/** Terminate ('X', length 4): a polite goodbye after ReadyForQuery. */
+const TERMINATE = Buffer.from([0x58, 0, 0, 0, 4]);
+
+/**
+ * Walks backend messages: AuthenticationOk (R, 0), ParameterStatus,
+ * BackendKeyData, NoticeResponse, then ReadyForQuery ('Z') = healthy. An
+ * ErrorResponse ('E') or an authentication request other than Ok (the
+ * check sends no password) is a failure naming it.
+ */
+function readyForQuery(buf: Buffer): boolean {
+  let p = 0;
+  while (p + 5 <= buf.length) {
+    const type = buf[p]!;
+    const len = buf.readInt32BE(p + 1);
+    if (len < 4) throw new Error('postgres: malformed message length');
+    if (p + 1 + len > buf.length) return false;
+    if (type === 0x5a) return true; // 'Z' ReadyForQuery
+    if (type === 0x45) {
+      // 'E' ErrorResponse: fields of (code byte, cstring); report the message ('M').
+      const fields = buf.subarray(p + 5, p + 1 + len).toString('utf8').split('\0');
+      const m = fields.find((f) => f.startsWith('M'));
+      throw new Error(`postgres: ${m === undefined ? 'error response' : m.slice(1)}`);
+    }
+    if (type === 0x52 && len >= 8 && buf.readInt32BE(p + 5) !== 0) {
+      throw new Error(`postgres: the server asks for authentication (method ${buf.readInt32BE(p + 5)}); use a trust rule or options.client`);
+    }
+    p += 1 + len;
+  }
+  return false;
+}
+
+/** GET the path; resolves whether the reply marks the backend degraded; rejects on a bad status or body. */
+function httpProbe(c: ResolvedHealthCheck, t: CheckTarget, signal: AbortSignal): Promise<boolean> {
+  return new Promise<boolean>((resolve, reject) => {
+    const req = request({ host: t.host, port: t.port, path: c.path, method: 'GET', signal, agent: false, headers: { 'user-agent': 'poise-health', connection: 'close' } }, (res) => {
+      const status = res.statusCode ?? 0;
+      const [lo, hi] = c.expectedStatus;
+      if (status < lo || status > hi) {
+        res.destroy();
+        return reject(new Error(`http: status ${status} outside [${lo}, ${hi}]`));
+      }
+      const degraded = res.headers[c.degradedHeader] !== undefined;
+      if (c.bodyIncludes === undefined) {
+        res.resume();
+        res.once('end', () => resolve(degraded));
+        res.once('error', reject);
+        return;
+      }
+      const want = c.bodyIncludes;
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (s: string) => {
+        if (body.length < MAX_READ) body += s;
+        if (body.includes(want)) {
+          res.destroy();
+          resolve(degraded);
+        }
+      });
+      res.once('end', () => (body.includes(want) ? resolve(degraded) : reject(new Error(`http: body does not contain ${JSON.stringify(want)}`))));
+      res.once('error', reject);
+    });
+    req.once('error', (e) => reject(signal.aborted ? new Error('timed out') : e));
+    req.end();
+  });
+}

@@ -1,0 +1,313 @@
+/**
+ * The per-decision form shared by `PriorityWeightedRandom` and
+ * `LocalityWeightedRandom`: sample, plan and draw on every call.
+ */
+import type { LocalityCandidate, PriorityCandidate } from '../../core/candidate.js';
+import { Rng } from '../../core/rng.js';
+import type { PickContext, Policy } from '../types.js';
+import { drawDecision, type DrawResult, type PriorityDecision } from './draw.js';
+import { type PriorityOptions, type ResolvedPriorityOptions, resolvePriorityOptions } from './options.js';
+import { computeLocalityShares, computePriorityShares } from './plan.js';
+import { PriorityEngine } from './sample.js';
+import { PriorityTable } from './table.js';
+/** Common body of the per-decision priority and locality policies. */
+export abstract class PerDecisionPriorityPolicy<C extends PriorityCandidate> implements Policy<C> {
+  /** The validated options in force. */
+  readonly options: ResolvedPriorityOptions;
+  private readonly rng: Rng;
+  private readonly engine = new PriorityEngine();
+  private readonly last: DrawResult = { priority: 0, panic: false };
+  private readonly withLocality: boolean;
+
+  protected constructor(options: PriorityOptions | undefined, withLocality: boolean) {
+    this.options = resolvePriorityOptions(options);
+    this.rng = new Rng(options?.seed);
+    this.withLocality = withLocality;
+  }
+
+  /** Nothing to precompute: this form samples, plans and draws on every pick (the prepared classes keep tables). */
+  prepare(_candidates: readonly C[]): void {}
+
+  /**
+   * An index into `candidates`, sampled, planned and drawn now. Throws
+   * `Empty`, `NoEligibleCandidates`, `PanicRejected` (fail-closed panic),
+   * `InconsistentTopology`, `WeightOverflow`. Allocates nothing after warm-up.
+   */
+  pick(candidates: readonly C[], context?: PickContext): number {
+    void context;
+    this.engine.sample(candidates, this.withLocality);
+    computePriorityShares(this.engine, this.options);
+    return drawDecision(this.engine, this.options, this.rng, this.withLocality, this.last);
+  }
+
+  /** Like {@link pick}, also reporting the chosen priority and whether it routed healthy or in panic. */
+  decide(candidates: readonly C[]): PriorityDecision {
+    const index = this.pick(candidates);
+    return { index, priority: this.last.priority, mode: this.last.panic ? 'panic' : 'healthy' };
+  }
+
+  /** The share computation for `candidates`, without drawing. */
+  plan(candidates: readonly C[]): PriorityPlan {
+    return computePlan(this.engine, candidates, this.options, this.withLocality);
+  }
+}
+
+/**
+ * PriorityWeightedRandom: ordered failover groups with overprovisioning and
+ * panic, then weighted random choice inside the chosen priority.
+ *
+ * Priority 0 (lower is preferred) receives traffic first; a lower priority
+ * receives only what higher ones cannot cover according to their weighted
+ * availability × the overprovisioning factor (default 140 %, so a priority
+ * keeps all traffic down to 5/7 ≈ 71.4 % available). Panic is considered
+ * only under a global shortage (combined effective availability < 100 %): a
+ * priority whose raw availability is strictly below the threshold (default
+ * 50 %) then routes over its panic-eligible members (`'useAll'`) or sheds
+ * with `PanicRejected` (`'failClosed'`). Three predicates are sampled once
+ * per decision and kept distinct: `isMember()` (the availability
+ * denominator), `isEligible()` (healthy capacity) and `isPanicEligible()`.
+ * All share arithmetic is integer millionths (`plan()` shows it); sums are
+ * checked (`WeightOverflow`). Calculation is O(n) per decision — one read
+ * of every candidate and a counting sort into groups, for up to 64
+ * distinct (priority, locality) groups; O(n log n) beyond — with retained scratch;
+ * for per-request use see {@link PreparedPriorityWeightedRandom}.
+ */
+
+/**
+ * Priority failover with weighted random endpoint choice, planned per decision.
+ *
+ * @example
+ * const policy = new PriorityWeightedRandom({ panicMode: 'failClosed', seed: 1 });
+ * const members = [
+ *   new Prioritized(new Backend('db-a', { weight: 2 }), 0),
+ *   new Prioritized(new Backend('db-standby'), 1).withPanicEligibility(false),
+ * ];
+ * const { index, priority, mode } = policy.decide(members);
+ */
+export class PriorityWeightedRandom<C extends PriorityCandidate = PriorityCandidate> extends PerDecisionPriorityPolicy<C> {
+  /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given. */
+  constructor(options?: PriorityOptions) {
+    super(options, false);
+  }
+}
+
+/**
+ * LocalityWeightedRandom: priority → health-adjusted locality → weighted
+ * endpoint.
+ *
+ * The priority is chosen first with exactly the rules of
+ * `PriorityWeightedRandom`, so a large locality weight in a failover priority
+ * never steals traffic from a fully provisioned primary. Inside the chosen
+ * priority each locality gets
+ * `localityWeight × min(100 %, overprovisioning × selectable / members)`
+ * (integer millionths; a locality with any selectable member never rounds to
+ * zero), and an endpoint is then drawn by `Candidate.weight` among that
+ * locality's selectable members. Locality weight (the control plane's share
+ * between localities) and endpoint weight (capacity inside one locality)
+ * stay separate. Members of one (priority, locality) that disagree on the
+ * locality weight throw `InconsistentTopology`, whatever their order.
+ */
+
+/**
+ * Locality-weighted routing inside failover priorities, planned per decision.
+ *
+ * @example
+ * const policy = new LocalityWeightedRandom({ seed: 7 });
+ * const endpoints = [
+ *   new Localized(new Prioritized(new Backend('west-1'), 0), 'us-west-2').withLocalityWeight(2),
+ *   new Localized(new Prioritized(new Backend('east-1'), 0), 'us-east-1'),
+ * ];
+ * const i = policy.pick(endpoints);
+ * policy.plan(endpoints).priorities[0]?.localities; // [{ locality: 'us-east-1', ... }, ...]
+ */
+export class LocalityWeightedRandom<C extends LocalityCandidate = LocalityCandidate> extends PerDecisionPriorityPolicy<C> {
+  /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given. */
+  constructor(options?: PriorityOptions) {
+    super(options, true);
+  }
+}
+
+/**
+ * The prepared form of the priority and locality policies: plan once per
+ * membership/health epoch, then pick in expected O(1) — flat in n, through
+ * guide tables — with no allocation.
+ *
+ * `prepare(candidates)` samples every predicate once, computes the plan and
+ * builds cumulative tables. `pick(candidates)` re-prepares only when handed a
+ * different array (identity) or a different length, so the runtime passes a
+ * fresh array whenever membership or health changes and the same array
+ * otherwise. Health read at `prepare` time stays in force until the next
+ * prepare: that is the point (no per-request scan), and it is also why, for
+ * the same snapshot and seed, the prepared form returns exactly the index
+ * sequence of the per-decision form.
+ */
+
+/** Common body of the prepared priority and locality policies. */
+export abstract class PreparedPriorityPolicy<C extends PriorityCandidate> implements Policy<C> {
+  /** The validated options in force. */
+  readonly options: ResolvedPriorityOptions;
+  private readonly rng: Rng;
+  private readonly engine = new PriorityEngine();
+  private readonly last: DrawResult = { priority: 0, panic: false };
+  private readonly withLocality: boolean;
+  private table: PriorityTable | undefined;
+  private preparedPlan: PriorityPlan | undefined;
+  private source: readonly C[] | undefined;
+  private sourceLength = -1;
+
+  protected constructor(options: PriorityOptions | undefined, withLocality: boolean) {
+    this.options = resolvePriorityOptions(options);
+    this.rng = new Rng(options?.seed);
+    this.withLocality = withLocality;
+  }
+
+  /**
+   * Samples `candidates` and builds the pick tables. Throws what the
+   * per-decision form throws for a bad snapshot (`Empty`,
+   * `InconsistentTopology`, `WeightOverflow`, `InvalidWeight`); the previous
+   * prepared state stays in force when it does.
+   */
+  prepare(candidates: readonly C[]): void {
+    this.engine.sample(candidates, this.withLocality);
+    computePriorityShares(this.engine, this.options);
+    const table = new PriorityTable(this.engine, this.options, this.withLocality);
+    const plan = planOf(this.engine, this.options, this.withLocality);
+    this.table = table;
+    this.preparedPlan = plan;
+    this.source = candidates;
+    this.sourceLength = candidates.length;
+  }
+
+  /** An index into `candidates`; expected O(1) and allocation-free while the same array is passed. */
+  pick(candidates: readonly C[], context?: PickContext): number {
+    void context;
+    if (candidates !== this.source || candidates.length !== this.sourceLength || this.table === undefined) {
+      this.prepare(candidates);
+    }
+    return this.table!.pick(this.rng, this.last);
+  }
+
+  /** Like {@link pick}, also reporting the chosen priority and its mode. */
+  decide(candidates: readonly C[]): PriorityDecision {
+    const index = this.pick(candidates);
+    return { index, priority: this.last.priority, mode: this.last.panic ? 'panic' : 'healthy' };
+  }
+
+  /** The plan in force for `candidates` (prepares first when they are not the prepared array). */
+  plan(candidates: readonly C[]): PriorityPlan {
+    if (candidates !== this.source || candidates.length !== this.sourceLength || this.preparedPlan === undefined) {
+      this.prepare(candidates);
+    }
+    return this.preparedPlan!;
+  }
+}
+
+/**
+ * {@link PriorityWeightedRandom} with the plan prepared once per snapshot.
+ *
+ * @example
+ * const policy = new PreparedPriorityWeightedRandom({ seed: 1 });
+ * policy.prepare(members);          // on every membership/health epoch (or pass a new array)
+ * const i = policy.pick(members);   // expected O(1), no allocation
+ */
+export class PreparedPriorityWeightedRandom<
+  C extends PriorityCandidate = PriorityCandidate,
+> extends PreparedPriorityPolicy<C> {
+  /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given. */
+  constructor(options?: PriorityOptions) {
+    super(options, false);
+  }
+}
+
+/**
+ * {@link LocalityWeightedRandom} with the plan prepared once per snapshot.
+ *
+ * @example
+ * const policy = new PreparedLocalityWeightedRandom({ seed: 1 });
+ * const i = policy.pick(endpoints); // prepares on first use and on a new array
+ */
+export class PreparedLocalityWeightedRandom<
+  C extends LocalityCandidate = LocalityCandidate,
+> extends PreparedPriorityPolicy<C> {
+  /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given. */
+  constructor(options?: PriorityOptions) {
+    super(options, true);
+  }
+}
+
+/**
+ * `PriorityPlan`: the deterministic share computation behind a decision,
+ * for operators and tests.
+ */
+
+/** One locality of a priority. */
+export interface LocalityPlan {
+  readonly locality: string;
+  /** Millionths of its priority's traffic; the localities of a selectable priority sum to 1,000,000. */
+  readonly shareMillionths: number;
+}
+
+/** One priority, ascending. */
+export interface PriorityLevelPlan {
+  readonly priority: number;
+  /** Eligible member weight / member weight, in millionths (host counts with `arithmetic: 'envoy'`). */
+  readonly rawAvailabilityMillionths: number;
+  /** min(100 %, overprovisioning × raw), in millionths (Envoy's integer health × 10,000 with `'envoy'`). */
+  readonly effectiveAvailabilityMillionths: number;
+  /** Millionths of all traffic. */
+  readonly shareMillionths: number;
+  /** True when this priority routes in panic (only ever under a global shortage). */
+  readonly panic: boolean;
+  /** Present for `LocalityWeightedRandom`: locality shares in ascending locality order. */
+  readonly localities?: readonly LocalityPlan[];
+}
+
+/** The share computation for one snapshot. Priority shares sum to exactly 1,000,000 whenever anything is selectable. */
+export interface PriorityPlan {
+  /** Combined effective availability below 100 %: panic thresholds apply. */
+  readonly globalShortage: boolean;
+  readonly priorities: readonly PriorityLevelPlan[];
+}
+
+/** Samples `candidates` into `e`, computes every share, and returns the plan (allocates; not for the hot path). @internal */
+export function computePlan(
+  e: PriorityEngine,
+  candidates: readonly PriorityCandidate[],
+  o: ResolvedPriorityOptions,
+  withLocality: boolean,
+): PriorityPlan {
+  e.sample(candidates, withLocality);
+  computePriorityShares(e, o);
+  return planOf(e, o, withLocality);
+}
+
+/** The plan of an already sampled engine whose priority shares are computed. @internal */
+export function planOf(e: PriorityEngine, o: ResolvedPriorityOptions, withLocality: boolean): PriorityPlan {
+  const priorities: PriorityLevelPlan[] = [];
+  for (let p = 0; p < e.pCount; p++) {
+    const level: {
+      priority: number;
+      rawAvailabilityMillionths: number;
+      effectiveAvailabilityMillionths: number;
+      shareMillionths: number;
+      panic: boolean;
+      localities?: LocalityPlan[];
+    } = {
+      priority: e.pValue[p]!,
+      rawAvailabilityMillionths: e.pRaw[p]!,
+      effectiveAvailabilityMillionths: e.pEff[p]!,
+      shareMillionths: e.pShare[p]!,
+      panic: e.pPanic[p] === 1,
+    };
+    if (withLocality) {
+      computeLocalityShares(e, p, o);
+      const localities: LocalityPlan[] = [];
+      for (let l = e.pLocStart[p]!; l < e.pLocEnd[p]!; l++) {
+        localities.push({ locality: e.loc[e.order[e.lStart[l]!]!]!, shareMillionths: e.lShare[l]! });
+      }
+      level.localities = localities;
+    }
+    priorities.push(level);
+  }
+  return { globalShortage: e.globalShortage, priorities };
+}

@@ -1,0 +1,166 @@
+/**
+ * CandidateView: one router's picture of the LoadTable, built off the
+ * request path.
+ *
+ * It holds a SlotCandidate for every slot of the membership in force (read
+ * from the spec blob) and, after each {@link CandidateView.build}, the list
+ * of members a lease may be taken on, with their eligibility fixed for that
+ * build. The Router rebuilds it only when the table's change epoch moves or
+ * a known ejection expires; between builds the list is the same array, so
+ * prepared policies keep their tables. A slot enters the list only with the
+ * spec of its current generation.
+ */
+import { parseAddress } from '../core/spec.js';
+import { HealthFlag, SlotState, type LoadTable } from '../load/load-table.js';
+import type { Logger } from '../log.js';
+import { blobLines, lineHead, specFromJson, type LineHead } from './spec-blob.js';
+import { slotCandidate, type LoadEnv, type SlotCandidate } from './slot-candidate.js';
+
+/** The candidate view of one router (its thread only). */
+export class CandidateView {
+  /** Every candidate of the membership in force, whatever its state. */
+  all: SlotCandidate[] = [];
+  /** The same candidates by backend id. */
+  byId = new Map<string, SlotCandidate>();
+  /** Membership version of the blob the candidates were built from (0 before any). */
+  version = 0;
+  /** The members a lease may be taken on, as of the last build: a new array per build. */
+  members: SlotCandidate[] = [];
+  /** Milliseconds until the soonest ejection of a ready member ends, as of the last build; 0 when none. */
+  soonestExpiryMs = 0;
+  private readonly table: LoadTable;
+  private readonly env: LoadEnv;
+  private readonly tiered: boolean;
+  private readonly log: Logger;
+  private memberEpoch = -1;
+  /** By slot: the blob line each candidate was built from, and the candidate (reused while its line is unchanged). */
+  private lineOf: (string | undefined)[] = [];
+  private candOf: (SlotCandidate | undefined)[] = [];
+  private readonly head: LineHead = { slot: 0, generation: 0, jsonStart: 0 };
+
+  /** `tiered`: the policy plans over priorities, so unavailable members stay in the list (panic may use them). */
+  constructor(table: LoadTable, env: LoadEnv, tiered: boolean, log: Logger) {
+    this.table = table;
+    this.env = env;
+    this.tiered = tiered;
+    this.log = log;
+  }
+
+  /**
+   * Rebuilds the member list at shared-clock instant `now`: re-reads the
+   * spec blob first when the membership epoch moved (flushing the batched
+   * pick counts of the candidates it replaces), then every candidate's tag
+   * and ejection.
+   */
+  build(now: number): void {
+    const t = this.table;
+    const memberEpoch = t.membershipEpoch();
+    if (memberEpoch !== this.memberEpoch) {
+      this.flushPicks();
+      this.readMembership();
+      this.memberEpoch = memberEpoch;
+    }
+    const tiered = this.tiered;
+    const members: SlotCandidate[] = [];
+    let ready = 0;
+    let soonest = 0;
+    /** Degraded candidates, and the priorities (or, untiered, the -1 bucket) that still have a healthy one. */
+    let degraded: SlotCandidate[] | undefined;
+    let healthyTiers: Set<number> | undefined;
+    for (const c of this.all) {
+      const tag = t.tag(c.slot);
+      // A slot whose generation is not the blob's belongs to a newer
+      // membership still being published: leave it out until the epoch moves.
+      if (tag >>> 3 !== c.generation) continue;
+      const state = tag & 7;
+      if (state === SlotState.Ready) c.status = 'ready';
+      else if (state === SlotState.Unavailable) c.status = 'unavailable';
+      else if (state === SlotState.Draining) c.status = 'draining';
+      else continue;
+      const left = state === SlotState.Ready ? t.ejectedForMs(c.slot, now) : 0;
+      if (left > 0 && (soonest === 0 || left < soonest)) soonest = left;
+      // The owner's health word: an active check's verdict and the
+      // membership's degraded mark. Unhealthy is like ejected; degraded is
+      // eligible only where its tier has no healthy host left (below).
+      const health = state === SlotState.Ready ? t.health(c.slot) : 0;
+      c.eligible = state === SlotState.Ready && left === 0 && (health & HealthFlag.Unhealthy) === 0;
+      c.blocked = false;
+      if (state === SlotState.Ready) ready++;
+      if (c.eligible) {
+        if ((health & (HealthFlag.CheckDegraded | HealthFlag.MemberDegraded)) !== 0) {
+          degraded ??= [];
+          degraded.push(c);
+        } else {
+          healthyTiers ??= new Set();
+          healthyTiers.add(tiered ? c.priority : -1);
+        }
+      }
+      if (tiered ? c.status !== 'draining' : c.eligible) members.push(c);
+    }
+    if (degraded !== undefined) {
+      // Envoy's degraded hosts: used only when no healthy host of their
+      // priority is left (untiered policies have one tier).
+      for (const c of degraded) if (healthyTiers?.has(tiered ? c.priority : -1) === true) c.eligible = false;
+      if (!tiered) {
+        let k = 0;
+        for (const c of members) if (c.eligible) members[k++] = c;
+        members.length = k;
+      }
+    }
+    if (!tiered && members.length === 0 && ready > 0) {
+      // Fail open (as Sōzu does): every ready backend is ejected, so ejection
+      // is ignored until one of them expires rather than refusing all traffic.
+      for (const c of this.all) {
+        if (c.status === 'ready' && t.tag(c.slot) >>> 3 === c.generation) {
+          c.eligible = true;
+          members.push(c);
+        }
+      }
+      this.log.warn({ backends: members.length }, 'poise: every ready backend is ejected; failing open');
+    }
+    this.members = members;
+    this.soonestExpiryMs = soonest;
+  }
+
+  /** Adds the candidates' not-yet-counted picks to the table's pick counters (only to their own generation). */
+  flushPicks(): void {
+    for (const c of this.all) {
+      if (c.unflushedPicks > 0 && this.table.tag(c.slot) >>> 3 === c.generation) this.table.countPicks(c.slot, c.unflushedPicks);
+      c.unflushedPicks = 0;
+    }
+  }
+
+  /** Builds the candidates from the spec blob, reusing each one whose (slot, generation, spec) line is unchanged. */
+  private readMembership(): void {
+    const lines = blobLines(this.table.readSpecs());
+    const all: SlotCandidate[] = [];
+    const byId = new Map<string, SlotCandidate>();
+    const head = this.head;
+    // Fresh per-slot maps holding only this blob's lines: a kept line is a
+    // slice of the blob's text, so keeping lines of older blobs would keep
+    // those whole texts alive.
+    const lineOf = new Array<string | undefined>(this.table.capacity);
+    const candOf = new Array<SlotCandidate | undefined>(this.table.capacity);
+    for (let k = 1; k < lines.length; k++) {
+      const line = lines[k]!;
+      lineHead(line, head);
+      // Same (slot, generation, spec) text as last time: the same candidate
+      // (its picks were just flushed; build() resets its flags).
+      let c = this.lineOf[head.slot] === line ? this.candOf[head.slot] : undefined;
+      if (c === undefined) {
+        const spec = specFromJson(line.slice(head.jsonStart));
+        const a = parseAddress(spec.address);
+        c = slotCandidate(this.env, head.slot, head.generation, spec, a?.host ?? '', a?.port ?? 0);
+      }
+      lineOf[head.slot] = line;
+      candOf[head.slot] = c;
+      all.push(c);
+      byId.set(c.id, c);
+    }
+    this.lineOf = lineOf;
+    this.candOf = candOf;
+    this.all = all;
+    this.byId = byId;
+    this.version = lines.length === 0 ? 0 : Number(lines[0]);
+  }
+}

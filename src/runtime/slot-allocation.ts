@@ -1,0 +1,144 @@
+/**
+ * Slot allocation for the Balancer: which LoadTable slot and generation each
+ * backend of a new membership gets, decided before anything is written.
+ *
+ * Slots are stable per id. A new id takes a never-used slot first, then a
+ * removed backend's tombstone whose leases have all ended; reusing a slot
+ * bumps its generation, so a stale lease can never touch the new occupant.
+ */
+import { PoiseError } from '../core/errors.js';
+import type { ResolvedBackendSpec } from '../core/spec.js';
+import { SlotState, type LoadTable } from '../load/load-table.js';
+import { blobLine, specJson } from './spec-blob.js';
+
+/** What the owner remembers about a slot it has used. */
+export interface SlotInfo {
+  id: string;
+  generation: number;
+  removed: boolean;
+  spec: ResolvedBackendSpec;
+  /** `specJson(spec)`, kept so an unchanged spec is not serialised again. */
+  json: string;
+}
+
+/** The owner's slot bookkeeping: by slot, and slot by live or tombstoned id. */
+export interface SlotMap {
+  readonly slots: readonly (SlotInfo | undefined)[];
+  readonly byId: ReadonlyMap<string, number>;
+}
+
+/** Slots reserved for the newcomers of one membership. */
+export interface Reservation {
+  /** One slot per newcomer, in the order they are met. */
+  readonly reserved: readonly number[];
+  /** Of those, the tombstones closed for reuse (their ids leave the map when the membership is written). */
+  readonly closing: readonly number[];
+  /** Reopens the closed tombstones, when the membership is refused after all. */
+  rollback(): void;
+}
+
+/** Where each spec of a membership goes, and its blob line. */
+export interface Assignment {
+  readonly slotOf: Int32Array;
+  readonly generationOf: Int32Array;
+  /** Per spec: 1 when its slot already holds exactly this spec, live, in this generation (nothing to write). */
+  readonly same: Uint8Array;
+  /** Per spec: its `specJson`. */
+  readonly jsons: readonly string[];
+  /** Per spec: its blob line. */
+  readonly lines: readonly string[];
+}
+
+/** Field-by-field equality of two resolved specs (every field is a primitive). */
+export function sameSpec(a: ResolvedBackendSpec, b: ResolvedBackendSpec): boolean {
+  return (
+    a.id === b.id &&
+    a.address === b.address &&
+    a.weight === b.weight &&
+    a.priority === b.priority &&
+    a.locality === b.locality &&
+    a.localityWeight === b.localityWeight &&
+    a.status === b.status &&
+    a.maxInflight === b.maxInflight &&
+    a.panicEligible === b.panicEligible
+  );
+}
+
+/**
+ * Reserves a slot for every id of `specs` not in the map: free slots first,
+ * then tombstones of ids `specs` does not bring back whose leases have
+ * ended. Throws `CapacityExhausted` (with every tombstone reopened) when
+ * there are too few.
+ */
+export function reserveSlots(t: LoadTable, map: SlotMap, specs: readonly ResolvedBackendSpec[], keep: ReadonlySet<string>): Reservation {
+  const newcomers = specs.filter((s) => !map.byId.has(s.id)).length;
+  const reserved: number[] = [];
+  const closing: number[] = [];
+  for (let s = 0; s < t.capacity && reserved.length < newcomers; s++) {
+    if (map.slots[s] === undefined) reserved.push(s);
+  }
+  for (let s = 0; s < t.capacity && reserved.length < newcomers; s++) {
+    const info = map.slots[s];
+    if (info === undefined || !info.removed || keep.has(info.id)) continue;
+    // Close the tombstone before reading its counters: a router that leases
+    // it after this store sees Closing and backs off; one that leased it
+    // before is visible in the counters (both sides are SC).
+    t.setTag(s, info.generation, SlotState.Closing);
+    if (t.connections(s) === 0 && t.requests(s) === 0) {
+      reserved.push(s);
+      closing.push(s);
+    } else {
+      t.setTag(s, info.generation, SlotState.Removed);
+    }
+  }
+  const rollback = (): void => {
+    for (const s of closing) t.setTag(s, map.slots[s]!.generation, SlotState.Removed);
+  };
+  if (reserved.length < newcomers) {
+    rollback();
+    throw new PoiseError(
+      'CapacityExhausted',
+      `backends: ${newcomers} new backends need free slots but only ${reserved.length} are free (options.capacity ${t.capacity}; removed backends keep their slot until their leases end)`,
+      { field: 'backends' },
+    );
+  }
+  return { reserved, closing, rollback };
+}
+
+/**
+ * Gives every spec its slot and generation — its own for a known id, the
+ * next reserved one (generation + 1) for a newcomer — and its blob line.
+ * Writes nothing.
+ */
+export function assignSlots(map: SlotMap, specs: readonly ResolvedBackendSpec[], reservation: Reservation): Assignment {
+  const n = specs.length;
+  const slotOf = new Int32Array(n);
+  const generationOf = new Int32Array(n);
+  const same = new Uint8Array(n);
+  const jsons: string[] = new Array<string>(n);
+  const lines: string[] = new Array<string>(n);
+  let next = 0;
+  for (let k = 0; k < n; k++) {
+    const spec = specs[k]!;
+    const existing = map.byId.get(spec.id);
+    let json: string | undefined;
+    if (existing !== undefined) {
+      const info = map.slots[existing]!;
+      slotOf[k] = existing;
+      generationOf[k] = info.generation;
+      if (sameSpec(info.spec, spec)) {
+        json = info.json;
+        if (!info.removed) same[k] = 1;
+      }
+    } else {
+      const slot = reservation.reserved[next++]!;
+      const prev = map.slots[slot];
+      slotOf[k] = slot;
+      generationOf[k] = prev === undefined ? 1 : (prev.generation + 1) & 0x0fffffff;
+    }
+    json ??= specJson(spec);
+    jsons[k] = json;
+    lines[k] = blobLine(slotOf[k]!, generationOf[k]!, json);
+  }
+  return { slotOf, generationOf, same, jsons, lines };
+}

@@ -1,0 +1,19 @@
+import type { Balancer } from '../../src/runtime/balancer.js';
+import type { BackendSpec } from '../../src/core/spec.js';
+
+/** `n` backend specs `b0 .. b{n-1}` on loopback ports 7000 + i, each with `extra` merged in. */
+export function specs(n: number, extra: Partial<BackendSpec> = {}): BackendSpec[] {
+  return Array.from({ length: n }, (_, i) => ({ id: `b${i}`, address: `127.0.0.1:${7000 + i}`, ...extra }));
+}
+
+/** A clock the test moves by hand: `now()` reads it, `advance(ms)` moves it forward. */
+export function manualClock(start = 1000): { now: () => number; advance: (ms: number) => void } {
+  let t = start;
+  return { now: () => t, advance: (ms) => void (t += ms) };
+}
+
+/** The connection (`c`) and request (`r`) counters of one LoadTable slot. */
+export function counters(b: Balancer, slot: number): { c: number; r: number } {
+  const s = b.table.stats(slot);
+  return { c: s.connections, r: s.requests };
+}
