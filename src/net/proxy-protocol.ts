@@ -102,7 +102,9 @@ function ipBytes(address: string, fam: 4 | 6): Buffer {
     words = [...head, ...new Array<number>(8 - head.length - rest.length).fill(0), ...rest];
   }
   const out = Buffer.alloc(16);
-  words.forEach((w, i) => out.writeUInt16BE(w, 2 * i));
+  words.forEach((w, i) => {
+    out.writeUInt16BE(w, 2 * i);
+  });
   return out;
 }
 

@@ -28,7 +28,9 @@ async function echoBackend(name: string): Promise<number> {
     s.on('data', () => s.write(name));
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  cleanups.push(() => new Promise<void>((r) => (sockets.forEach((s) => s.destroy()), server.close(() => r()))));
+  cleanups.push(() => new Promise<void>((r) => (sockets.forEach((s) => {
+      s.destroy();
+    }), server.close(() => r()))));
   return (server.address() as net.AddressInfo).port;
 }
 
@@ -79,7 +81,9 @@ describe('local errors on connect', () => {
     const ports = await Promise.all(['a', 'b', 'c', 'd'].map(echoBackend));
     const listen = await freePort();
     const args = [CLI, 'proxy', '--listen', `127.0.0.1:${listen}`, '--policy', 'round-robin', '--log-level', 'info'];
-    ports.forEach((p, i) => args.push('--backend', `${'abcd'[i]}=127.0.0.1:${p}`));
+    ports.forEach((p, i) => {
+      args.push('--backend', `${'abcd'[i]}=127.0.0.1:${p}`);
+    });
     const quoted = [process.execPath, ...args].map((a) => `'${a}'`).join(' ');
     const child = spawn('sh', ['-c', `ulimit -n 64 && exec ${quoted}`], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, POISE_LOG_LEVEL: 'info' } });
     cleanups.push(() => child.exitCode === null && child.kill('SIGKILL'));

@@ -28,7 +28,9 @@ async function listen(onConnection: (s: net.Socket) => void, host = '127.0.0.1',
     onConnection(s);
   });
   await new Promise<void>((r) => server.listen(0, host, r));
-  cleanups.push(() => new Promise<void>((r) => (sockets.forEach((s) => s.destroy()), server.close(() => r()))));
+  cleanups.push(() => new Promise<void>((r) => (sockets.forEach((s) => {
+      s.destroy();
+    }), server.close(() => r()))));
   return (server.address() as net.AddressInfo).port;
 }
 

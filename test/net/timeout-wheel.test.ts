@@ -19,7 +19,9 @@ describe('TimeoutWheel', () => {
           const fired: Array<[number, number]> = [];
           // Each entry: a deadline, pushed later once by "activity" at `bump` ms.
           const dues = specs.map(([d]) => d + 1);
-          specs.forEach(([, bump], i) => wheel.add(entry(() => dues[i]!, fired, i)));
+          specs.forEach(([, bump], i) => {
+            wheel.add(entry(() => dues[i]!, fired, i));
+          });
           expect(running).toBe(1);
           for (now = 0; now <= 9000; now += tick) {
             specs.forEach(([d, bump], i) => {
