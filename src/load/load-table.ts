@@ -480,6 +480,22 @@ export class LoadTable {
     return n;
   }
 
+  /**
+   * Leases of `kind` over every slot and row (the pool's in-flight total).
+   * Stand-in that sums every cell until main's per-row totals land (same
+   * name and meaning there, an O(threads) read).
+   */
+  totalLeases(kind: LeaseKindCode): number {
+    let n = 0;
+    for (let s = 0; s < this.capacity; s++) n += this.count(s, kind);
+    return n;
+  }
+
+  /** Connection plus request leases over every slot and row (see {@link totalLeases}). */
+  totalOutstanding(): number {
+    return this.totalLeases(LeaseKind.Connection) + this.totalLeases(LeaseKind.Request);
+  }
+
   /** Rows in use (one more than the highest row ever claimed). */
   rowsInUse(): number {
     return Atomics.load(this.i32, H_ROWS);
