@@ -348,7 +348,7 @@ export class AdmissionGate implements AdmissionHook {
       } catch (err) {
         // Admitted on a figure another thread made stale (it took the last
         // unit first): wait for capacity like everyone else.
-        if (!this.lostRace(err)) return Promise.reject(this.reject(band, reasonOf(err), err));
+        if (!this.lostRace(err, acquireOpts)) return Promise.reject(this.reject(band, reasonOf(err), err));
       }
     }
     if (band.live >= this.maxQueue) {
@@ -466,9 +466,19 @@ export class AdmissionGate implements AdmissionHook {
     return this.router.admissionLoad(this.kind) < band.limit;
   }
 
-  /** After an admission the acquire found every backend full: another thread took the last unit first. */
-  private lostRace(err: unknown): boolean {
-    return err instanceof PoiseError && (err.code === 'NoEligibleCandidates' || err.code === 'Empty') && this.saturation() >= 1;
+  /**
+   * After an admission the acquire found every backend full: another thread
+   * took the last units first (the two reads are not one instant). For a
+   * request free to use any backend, a refusal while the pool has finite
+   * capacity can only mean that; a request restricted by `exclude` or a
+   * failover tier is a lost race only when the pool now reads full.
+   */
+  private lostRace(err: unknown, opts: AcquireOptions | undefined): boolean {
+    if (!(err instanceof PoiseError) || (err.code !== 'NoEligibleCandidates' && err.code !== 'Empty')) return false;
+    const eligible = this.router.admissionCapacity();
+    if (eligible === 0) return true;
+    if (opts === undefined || (opts.exclude === undefined && opts.priority === undefined)) return eligible !== Number.POSITIVE_INFINITY;
+    return this.saturation() >= 1;
   }
 
   /** Does `band` or a more important one have waiters? (A new arrival must not pass them.) */
@@ -497,7 +507,7 @@ export class AdmissionGate implements AdmissionHook {
         try {
           lease = this.router.acquire(w.opts);
         } catch (err) {
-          if (this.lostRace(err)) {
+          if (this.lostRace(err, w.opts)) {
             this.arm();
             return;
           }
