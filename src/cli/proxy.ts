@@ -26,6 +26,7 @@ import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
 import { cliLogger } from './logger.js';
 import type { Command } from './command.js';
 import { CONNECTION_FLAGS, CONNECTION_HELP, connectionFlags } from './proxy-connection-flags.js';
+import { ADMISSION_FLAGS, ADMISSION_HELP, admissionFlags, proxyAdmission, type AdmissionFlags } from './proxy-admission-flags.js';
 import { waitForMembership } from './proxy-wait.js';
 import { UsageError } from './usage.js';
 import type { HealthCheckOptions } from '../health/config.js';
@@ -69,6 +70,8 @@ flags:
 
 ${CONNECTION_HELP}
 
+${ADMISSION_HELP}
+
 See docs/proxy.md for the full reference.
 
 ${EXIT_HELP}
@@ -83,6 +86,7 @@ const OPTIONS = {
   prefix: { type: 'string' },
   policy: { type: 'string' },
   ...CONNECTION_FLAGS,
+  ...ADMISSION_FLAGS,
   capacity: { type: 'string' },
   'require-membership': { type: 'boolean' },
   'wait-log-interval': { type: 'string' },
@@ -101,6 +105,7 @@ interface ProxyFlags {
   listen: { host: string; port: number };
   policy: PolicyName;
   connection: ConnectionOptions;
+  admission: AdmissionFlags | undefined;
   capacity: number;
   requireMembership: boolean;
   waitLogMs: number;
@@ -172,6 +177,7 @@ function proxyFlags(values: Values): ProxyFlags {
   const requireMembership = values['require-membership'];
   // Every flag is checked before a source is built: a usage error leaves nothing open.
   const connection = connectionFlags(values, policy);
+  const admission = admissionFlags(values);
   const waitLogMs = integerFlag('--wait-log-interval', values['wait-log-interval'], 100, 600_000) ?? 5000;
   const check = checkFlags(values);
   const chosen = [values.backend.length > 0, values.file !== undefined, values.redis !== undefined].filter(Boolean).length;
@@ -192,6 +198,7 @@ function proxyFlags(values: Values): ProxyFlags {
     listen: at,
     policy,
     connection,
+    admission,
     capacity,
     requireMembership,
     waitLogMs,
@@ -256,12 +263,14 @@ async function serve(f: ProxyFlags): Promise<number> {
     const binding = await firstMembership(f, balancer, stopped);
     if (binding === undefined) return EXIT.ok;
     const router = balancer.router({ policy: f.policy, logger: f.log });
+    const admission = proxyAdmission(router, f.admission, f.log, (host, port, band) => new TcpProxy({ router, host, port, ...f.connection, logger: f.log, admission: band }));
     const proxy = new TcpProxy({
       router,
       host: f.listen.host,
       port: f.listen.port,
       ...f.connection,
       logger: f.log,
+      admission: admission.main,
     });
     try {
       await proxy.listen();
@@ -269,9 +278,15 @@ async function serve(f: ProxyFlags): Promise<number> {
       await binding.close();
       throw new PoiseError('Unavailable', `--listen: cannot listen on ${f.listen.host}:${f.listen.port}: ${(err as Error).message}`, { field: '--listen', cause: err });
     }
+    try {
+      await admission.listen();
+    } catch (err) {
+      await Promise.all([proxy.close(), admission.close(), binding.close()]);
+      throw err;
+    }
     f.log.info({ policy: f.policy, version: balancer.version }, 'proxy ready');
     await stopped;
-    await proxy.close();
+    await Promise.all([proxy.close(), admission.close()]);
     await binding.close();
     return EXIT.ok;
   } finally {
