@@ -85,7 +85,7 @@ export function admissionFlags(values: FlagValues<typeof ADMISSION_FLAGS>): Admi
   };
   const bands: ProxyBand[] = [];
   const listeners: BandListener[] = [];
-  values.band.forEach((raw, i) =>
+  for (const [i, raw] of values.band.entries()) {
     attempt(() => {
       const m = /^([A-Za-z0-9_.-]{1,64})=([+-]?\d+)(?::(.+))?$/.exec(raw);
       if (m === null) throw new UsageError(`--band #${i + 1}: must be NAME=PRIORITY or NAME=PRIORITY:HOST:PORT (NAME of letters, digits, _ . -), got ${JSON.stringify(raw)}`, '--band');
@@ -98,11 +98,11 @@ export function admissionFlags(values: FlagValues<typeof ADMISSION_FLAGS>): Admi
         if (at === undefined) throw new UsageError(`--band #${i + 1}: the listen address must be HOST:PORT with a port in [1, 65535], got ${JSON.stringify(m[3])}`, '--band');
         listeners.push({ band, host: at.host, port: at.port });
       }
-    }),
-  );
+    });
+  }
   const names = new Set(bands.map((b) => b.name));
   const cidrs: { cidr: string; band: string }[] = [];
-  values['band-cidr'].forEach((raw, i) =>
+  for (const [i, raw] of values['band-cidr'].entries()) {
     attempt(() => {
       const eq = raw.lastIndexOf('=');
       const cidr = eq > 0 ? raw.slice(0, eq) : raw;
@@ -110,8 +110,8 @@ export function admissionFlags(values: FlagValues<typeof ADMISSION_FLAGS>): Admi
       if (parseCidr(cidr) === undefined) throw new UsageError(`--band-cidr #${i + 1}: must be CIDR=NAME with an IPv4 /0..32 or IPv6 /0..128 CIDR, got ${JSON.stringify(raw)}`, '--band-cidr');
       if (!names.has(band)) throw new UsageError(`--band-cidr #${i + 1}: ${JSON.stringify(band)} is not a --band name`, '--band-cidr');
       cidrs.push({ cidr, band });
-    }),
-  );
+    });
+  }
   const defaultBand = values['band-default'];
   if (defaultBand !== undefined && !names.has(defaultBand)) problems.push(new UsageError(`--band-default: ${JSON.stringify(defaultBand)} is not a --band name`, '--band-default'));
   const minCeiling = attempt(() => ceilingFlag('--admission-ceiling-min', values['admission-ceiling-min'], false, true));

@@ -62,7 +62,7 @@ export class TcpProxy extends EventEmitter {
   constructor(opts: TcpProxyOptions) {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['router', 'admission', 'host', 'port', 'logger', ...CONNECTION_OPTION_KEYS]);
+    checkOptionKeys(opts, ['router', 'host', 'port', 'logger', 'admission', ...CONNECTION_OPTION_KEYS]);
     if (typeof opts.router !== 'object' || opts.router === null || typeof opts.router.acquire !== 'function') {
       invalidConfig('options.router', 'must be a Router', opts.router);
     }
