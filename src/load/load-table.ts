@@ -602,6 +602,7 @@ export class LoadTable {
     const us = Math.round(next * 1000);
     // Stores inside the lock; the unlocking store (new version, low byte 0)
     // is SC, so a reader that sees it also sees both words.
+    // biome-ignore lint/complexity/useMathMinMax: hot path; a compare keeps the value a small integer (docs/internals.md, numbers that do not allocate)
     Atomics.store(i, e, us > MAX_US ? MAX_US : us);
     if (dt > 0) Atomics.store(i, e + 1, now);
     Atomics.store(i, lock, (v + 0x100) & ~0xff);
@@ -656,6 +657,7 @@ export class LoadTable {
     const until = Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_EJECTED_UNTIL);
     if (until === 0) return 0;
     const left = elapsedMs(until, wrapMs(nowMs));
+    // biome-ignore lint/complexity/useMathMinMax: read on every pick's view check; same reason as observe()
     return left > 0 ? left : 0;
   }
 
