@@ -33,6 +33,8 @@ export interface BandReport {
   priority: number;
   offered: number;
   admitted: number;
+  /** Admitted while arrivals were still being offered (the throughput window). */
+  admittedInWindow: number;
   rejected: Record<string, number>;
   /** Queue wait of every admitted request, ms. */
   waits: number[];
@@ -54,7 +56,7 @@ const gate = new AdmissionGate(
     ? { priorities: plan.priorities, minCeiling: plan.minCeiling ?? 0, timeoutMs: plan.timeoutMs, maxQueue: plan.maxQueue }
     : { priorities: plan.priorities, ceilings: plan.ceilings, timeoutMs: plan.timeoutMs, maxQueue: plan.maxQueue },
 );
-const bands: BandReport[] = plan.priorities.map((priority) => ({ priority, offered: 0, admitted: 0, rejected: {}, waits: [] }));
+const bands: BandReport[] = plan.priorities.map((priority) => ({ priority, offered: 0, admitted: 0, admittedInWindow: 0, rejected: {}, waits: [] }));
 let pending = 0;
 let started = 0;
 let finish: () => void = () => {};
@@ -75,6 +77,7 @@ function offer(band: BandReport): void {
   router.acquireAsync({ priority: { admission: band.priority } }).then(
     (lease) => {
       band.admitted++;
+      if (ticking) band.admittedInWindow++;
       band.waits.push(performance.now() - t0);
       setTimeout(() => {
         lease.release('success');

@@ -374,6 +374,42 @@ describe('AdmissionGate: refusals, each with its code, and nothing left behind',
   });
 });
 
+describe('AdmissionGate: statistics', () => {
+  it('queue length and oldest wait per band on the injected clock; admitted and rejected by reason; the pool figures', async () => {
+    const { holder, router } = pool(1, 2);
+    let now = 1000;
+    const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0, clock: () => now });
+    const held = hold(holder, 2);
+    const a = router.acquireAsync({ priority: { admission: 0 } });
+    now = 1250;
+    const b2 = router.acquireAsync({ priority: { admission: 0 } });
+    const c = router.acquireAsync({ priority: { admission: 1 } });
+    now = 1400;
+    expect(gate.admissionStats()).toEqual({
+      saturation: 1,
+      capacity: 2,
+      load: 2,
+      waiting: 3,
+      bands: [
+        { priority: 1, ceiling: 1, queued: 1, oldestWaitMs: 150, admitted: 0, admittedAfterWait: 0, rejected: { QueueFull: 0, QueueTimeout: 0, Cancelled: 0, NoEligibleCandidates: 0, Closed: 0, Other: 0 } },
+        { priority: 0, ceiling: 0, queued: 2, oldestWaitMs: 400, admitted: 0, admittedAfterWait: 0, rejected: { QueueFull: 0, QueueTimeout: 0, Cancelled: 0, NoEligibleCandidates: 0, Closed: 0, Other: 0 } },
+      ],
+    });
+    held[0]!.release('success');
+    const lc = await c; // the top band first
+    expect(gate.admissionStats().bands.map((x) => [x.queued, x.oldestWaitMs, x.admitted])).toEqual([
+      [0, 0, 1],
+      [2, 400, 0],
+    ]);
+    gate.close();
+    expect((await rejection(a)).code).toBe('Closed');
+    expect((await rejection(b2)).code).toBe('Closed');
+    lc.release('success');
+    held[1]!.release('success');
+    expect(gate.admissionStats()).toMatchObject({ saturation: 0, load: 0, waiting: 0 });
+  });
+});
+
 describe('AdmissionGate: options', () => {
   it('names every bad option at once', () => {
     const { router } = pool(1, 1);

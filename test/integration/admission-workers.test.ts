@@ -10,7 +10,7 @@ import type { Lease } from '../../src/runtime/lease.js';
 import type { LoadPlan, LoadReport } from '../../bench/admission-worker.js';
 import { specs } from '../helpers/runtime.js';
 
-const HOLDER = new URL('../fixtures/admission-holder.mjs', import.meta.url);
+const HOLDER = new URL('../../dist/bench/admission-holder.js', import.meta.url);
 const LOAD = new URL('../../dist/bench/admission-worker.js', import.meta.url);
 const silent = createLogger({ level: 'silent' });
 const workers: Worker[] = [];
@@ -20,7 +20,7 @@ afterAll(async () => {
 
 function ask(w: Worker, msg: object): Promise<{ held: number; error?: string }> {
   return new Promise((resolve, reject) => {
-    w.once('message', resolve);
+    w.once('message', ({ held, error }) => resolve(error === undefined ? { held } : { held, error }));
     w.once('error', reject);
     w.postMessage(msg);
   });
