@@ -321,6 +321,20 @@ describe('AdmissionGate: refusals, each with its code, and nothing left behind',
     }
   });
 
+  it('an admission whose acquire then finds every backend full (a unit lost to another thread) waits instead of failing', async () => {
+    const { holder, router } = pool(1, 1);
+    // A saturation that reads 0 while the one unit is taken: the stale figure a racing thread would see.
+    const gate = new AdmissionGate(router, { priorities: [1], minCeiling: 0, saturation: () => 0 });
+    const held = hold(holder, 1);
+    const p = router.acquireAsync({ timeoutMs: 5000 });
+    await settle(5);
+    expect(gate.admissionStats().waiting).toBe(1);
+    held[0]!.release('success'); // freed by a router without the gate: the poll notices
+    const lease = await p;
+    expect(gate.admissionStats().bands[0]).toMatchObject({ admitted: 1, admittedAfterWait: 1, rejected: { NoEligibleCandidates: 0 } });
+    lease.release('success');
+  });
+
   it('a waiter whose acquire cannot succeed for its own reasons (every backend excluded) rejects with NoEligibleCandidates', async () => {
     const { holder, router } = pool(2, 1);
     const gate = new AdmissionGate(router, { priorities: [1], minCeiling: 0 });

@@ -44,7 +44,7 @@ describe('admission with saturation held by another worker thread', () => {
     b.watchWorker(holder);
     const router = b.router({ policy: 'round-robin', leaseKind: 'request' });
     const gate = new AdmissionGate(router, { priorities: [3, 2, 1], minCeiling: 0.5, pollMs: 1 });
-    for (let round = 0; round < 20; round++) {
+    for (let round = 0; round < 100; round++) {
       expect(await ask(holder, { hold: 12 })).toEqual({ held: 12 }); // saturation 0.6, from the other thread
       const order: string[] = [];
       const named = (name: string, band: number): Promise<Lease> =>
