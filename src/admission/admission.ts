@@ -64,7 +64,9 @@ export type AdmissionRejection = 'QueueFull' | 'QueueTimeout' | 'Cancelled' | 'N
 
 /** Counters of one band, plain numbers. */
 export interface AdmissionBandStats {
+  /** The band's admission priority. */
   priority: number;
+  /** Its ceiling in [0, 1]. */
   ceiling: number;
   /** Waiting now in this gate's queue. */
   queued: number;

@@ -47,17 +47,25 @@ export const ADMISSION_HELP = `admission (priority holdback on the pool's satura
 
 /** A band with its own listener. */
 export interface BandListener {
+  /** The band every client of this listener is in. */
   band: ProxyBand;
+  /** Listen host. */
   host: string;
+  /** Listen port. */
   port: number;
 }
 
 /** The validated admission settings of one run. */
 export interface AdmissionFlags {
+  /** Every --band. */
   bands: ProxyBand[];
+  /** The bands given a listen address. */
   listeners: BandListener[];
+  /** Every --band-cidr. */
   cidrs: { cidr: string; band: string }[];
+  /** --band-default. */
   defaultBand: string | undefined;
+  /** The AdmissionGate options from the --admission-* flags. */
   gate: Omit<AdmissionGateOptions, 'priorities'>;
 }
 

@@ -17,6 +17,7 @@ export interface ProxyBandSelector {
 
 /** A named band. */
 export interface ProxyBand {
+  /** The band's name (for flags and CIDR maps). */
   name: string;
   /** Admission priority (higher = more important). */
   priority: number;
@@ -24,6 +25,7 @@ export interface ProxyBand {
 
 /** Options of {@link CidrBands}. */
 export interface CidrBandsOptions {
+  /** Every band, each name and priority once. */
   bands: readonly ProxyBand[];
   /** `CIDR → band name`, e.g. `{ cidr: '10.8.0.0/16', band: 'batch' }`; the longest matching prefix wins. */
   cidrs: readonly { cidr: string; band: string }[];
@@ -56,6 +58,7 @@ export class CidrBands implements ProxyBandSelector {
   private readonly entries: Entry[] = [];
   private readonly fallback: number;
 
+  /** Throws one `InvalidConfig` naming every bad band, CIDR and default. */
   constructor(opts: CidrBandsOptions) {
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
     checkOptionKeys(opts, ['bands', 'cidrs', 'defaultBand']);
