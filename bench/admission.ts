@@ -26,13 +26,14 @@
  * thread's queued request is admitted, with the default pollMs 2 and with
  * pollMs 1), and the release path's cost (acquireHandle + releaseHandle
  * without a gate, with an idle gate attached, and with the Atomics.add +
- * Atomics.notify per release that an Atomics.waitAsync wake-up would add).
+ * Atomics.notify per release that an Atomics.waitAsync wake-up would add;
+ * and heap bytes per pair, without and with the gate).
  */
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { AdmissionGate, Balancer, createLogger, type Router } from '../src/runtime.js';
 import type { BandReport, LoadPlan, LoadReport } from './admission-worker.js';
-import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
+import { formatTable, heapBytesPerOp, progress, progressDone, writeResults } from './lib/harness.js';
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -190,9 +191,13 @@ function releasePath(): Record<string, number> {
     runs[2]!.push(once(plain.router, true));
   }
   const median = (xs: number[]): number => Number(xs.sort((x, y) => x - y)[Math.floor(xs.length / 2)]!.toFixed(1));
+  const pair = (router: Router) => (): void => {
+    router.releaseHandle(router.acquireHandle(), 'success');
+  };
+  const heap = { noGateHeapBytesPerPair: heapBytesPerOp(pair(plain.router)), idleGateHeapBytesPerPair: heapBytesPerOp(pair(gated.router)) };
   plain.b.close();
   gated.b.close();
-  return { noGateNsPerPair: median(runs[0]!), idleGateNsPerPair: median(runs[1]!), noGatePlusAddNotifyNsPerPair: median(runs[2]!) };
+  return { noGateNsPerPair: median(runs[0]!), idleGateNsPerPair: median(runs[1]!), noGatePlusAddNotifyNsPerPair: median(runs[2]!), ...heap };
 }
 
 progress('release path');
