@@ -8,6 +8,7 @@ import { AdmissionGate } from '../../src/admission/admission.js';
 import { createLogger } from '../../src/log.js';
 import { connect } from '../../src/net/connect.js';
 import { CidrBands, fixedBand } from '../../src/net/proxy-admission.js';
+import { encodeProxyV1 } from '../../src/net/proxy-protocol.js';
 import { TcpProxy } from '../../src/net/proxy.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { CLI } from '../helpers/cli.js';
@@ -115,6 +116,37 @@ describe('admission where connections enter', () => {
       for (const c of [...batched, waiting]) await closed(c.socket);
     } finally {
       await Promise.all([web.close(), batch.close()]);
+      gate.close();
+      b.close();
+    }
+  });
+
+  it('a CIDR map bands each client by its address — the PROXY header\'s source when accepted', async () => {
+    const b = new Balancer({ capacity: 8, logger: silent });
+    b.update([{ id: 'a', address: `127.0.0.1:${backendPort}`, maxInflight: 8 }]);
+    const router = b.router({ policy: 'p2c:connections', logger: silent });
+    const gate = new AdmissionGate(router, { priorities: [10, 1], minCeiling: 0.5, kind: 'connection' });
+    const bands = new CidrBands({ bands: [{ name: 'web', priority: 10 }, { name: 'batch', priority: 1 }], cidrs: [{ cidr: '10.8.0.0/16', band: 'batch' }] });
+    const proxy = new TcpProxy({ router, admission: bands, acceptProxy: true, logger: silent });
+    const port = (await proxy.listen()).port;
+    try {
+      const via = (source: string): Promise<net.Socket> =>
+        new Promise((resolve, reject) => {
+          const s = net.connect({ host: '127.0.0.1', port }, () => {
+            s.write(encodeProxyV1({ address: source, port: 40000 }, { address: '127.0.0.1', port }));
+            s.write('hello');
+          });
+          s.once('data', (d) => (d.toString() === 'echo:hello' ? resolve(s) : reject(new Error(d.toString()))));
+          s.once('error', reject);
+        });
+      const sockets = [await via('10.8.1.1'), await via('10.8.200.3'), await via('192.168.1.1'), await via('10.9.0.1')];
+      expect(gate.admissionStats().bands.map((x) => [x.priority, x.admitted])).toEqual([
+        [10, 2],
+        [1, 2],
+      ]);
+      for (const s of sockets) await closed(s);
+    } finally {
+      await proxy.close();
       gate.close();
       b.close();
     }
