@@ -378,7 +378,7 @@ export class AdmissionGate implements AdmissionHook {
     });
   }
 
-  /** A lease of the router was released: serve the queues in a microtask (never inside the release). @internal */
+  /** A lease of the router was released: serve the queues in a microtask (never inside the release). Called by the router. */
   released(): void {
     if (this.waiting > 0 && !this.scheduled) {
       this.scheduled = true;
@@ -386,7 +386,7 @@ export class AdmissionGate implements AdmissionHook {
     }
   }
 
-  /** The router was closed: same as {@link close}. @internal */
+  /** The router was closed: same as {@link close}. Called by the router. */
   routerClosed(): void {
     this.close();
   }

@@ -30,8 +30,8 @@ export interface AcquireAsyncOptions extends Omit<AcquireOptions, 'priority'> {
 }
 
 /**
- * What a Router calls on its admission gate. Implemented by `AdmissionGate`.
- * @internal
+ * What a Router calls on its admission gate. Implemented by `AdmissionGate`;
+ * applications use the gate, not this interface.
  */
 export interface AdmissionHook {
   /** Admits (now or after queueing) and takes the lease, or rejects with a `PoiseError`. */
