@@ -14,7 +14,7 @@ import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
 import type { Backoff } from '../core/backoff.js';
 import { Rng, type Seed } from '../core/rng.js';
 import { elapsedMs, wrapMs } from '../core/time.js';
-import { integerIn } from '../core/validate.js';
+import { integerIn, positiveNumber } from '../core/validate.js';
 import { EwmaSeries, LAYOUT_VERSION, LeaseKind, LoadTable, SlotState, type LeaseKindCode } from '../load/load-table.js';
 import type { PickContext, Policy } from '../policy/types.js';
 import { defaultLogger, type Logger } from '../log.js';
@@ -276,6 +276,7 @@ export class Router implements LeaseOwner {
       if (typeof priority === 'object' && priority !== null && priority.admission !== undefined) {
         invalidConfig('acquireAsync(options).priority.admission', 'needs an AdmissionGate attached to this router', priority.admission);
       }
+      if (timeoutMs !== undefined) positiveNumber(timeoutMs, 'acquireAsync(options).timeoutMs');
       if (signal?.aborted) throw new PoiseError('Cancelled', 'acquireAsync: the signal was aborted', { cause: signal.reason });
       const failover = typeof priority === 'object' && priority !== null ? priority.failover : priority;
       return Promise.resolve(this.acquire(failover === undefined ? rest : { ...rest, priority: failover }));

@@ -466,6 +466,8 @@ describe('AdmissionGate: options', () => {
     const { b, router } = pool(1, 1);
     const bare = b.router();
     expect((await rejection(bare.acquireAsync({ priority: { admission: 1 } }))).message).toContain('needs an AdmissionGate');
+    expect((await rejection(bare.acquireAsync({ timeoutMs: 0 }))).message).toContain('acquireAsync(options).timeoutMs');
+    expect((await rejection(bare.acquireAsync({ signal: AbortSignal.abort() }))).code).toBe('Cancelled');
     const lease = await bare.acquireAsync({ priority: 0 });
     lease.release('success');
     new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0 });
