@@ -118,7 +118,7 @@ describe('admission with saturation held by another worker thread', () => {
 });
 
 describe('a 3-band overload over two workers', () => {
-  async function run(b: Balancer, perTick: number[], tickMs: number): Promise<LoadReport[]> {
+  async function run(b: Balancer, perTick: number[], tickMs: number, over: Partial<LoadPlan> = {}): Promise<LoadReport[]> {
     const plan: Omit<LoadPlan, 'attachment'> = {
       priorities: [3, 2, 1],
       minCeiling: 0.5,
@@ -128,6 +128,7 @@ describe('a 3-band overload over two workers', () => {
       serviceMs: 20,
       timeoutMs: 250,
       maxQueue: 64,
+      ...over,
     };
     const pair = [0, 1].map(() => new Worker(LOAD, { workerData: { ...plan, attachment: b.attachment() } }));
     for (const w of pair) {
@@ -176,6 +177,24 @@ describe('a 3-band overload over two workers', () => {
     // Measured here: light 0.333, heavy 0.99 (the top band alone offers more than the capacity).
     expect(light).toBeLessThan(0.4);
     expect(heavy).toBeGreaterThan(0.8);
+    b.close();
+  });
+
+  it('two workers contending for a single unit: every request is admitted in the end, none refused by a lost race', async () => {
+    // Capacity 1: both gates often read "one unit free" at once; the loser of the acquire must wait, not fail.
+    const b = new Balancer({ capacity: 16, maxThreads: 8, logger: silent });
+    b.update(specs(1, { maxInflight: 1 }));
+    const reports = await run(b, [1], 1, { priorities: [1], minCeiling: 0, durationMs: 600, serviceMs: 0, timeoutMs: 30_000, maxQueue: 100_000 });
+    let admitted = 0;
+    for (const r of reports) {
+      const band = r.bands[0]!;
+      expect(band.rejected).toEqual({});
+      expect(band.admitted).toBe(band.offered);
+      expect(r.openLeases).toBe(0);
+      admitted += band.admitted;
+    }
+    expect(admitted).toBeGreaterThan(100); // ticks of 1 ms in two workers, fewer on a loaded machine
+    expect(totalRequests(b, 1)).toBe(0);
     b.close();
   });
 });
