@@ -39,7 +39,13 @@ export type PoiseErrorCode =
    * notice, a last-known snapshot file) is not a valid snapshot. Not the
    * caller's input: nothing was applied or written, the last good state is kept.
    */
-  | 'Corrupt';
+  | 'Corrupt'
+  /**
+   * A write was applied on the Redis master but fewer replicas than required
+   * (`waitReplicas`) acknowledged it in time: it is stored, and a failover
+   * before it replicates can lose it.
+   */
+  | 'NotReplicated';
 
 /** Every code, for validation and exhaustive tables. */
 export const POISE_ERROR_CODES: readonly PoiseErrorCode[] = [
@@ -58,6 +64,7 @@ export const POISE_ERROR_CODES: readonly PoiseErrorCode[] = [
   'CapacityExhausted',
   'Unavailable',
   'Corrupt',
+  'NotReplicated',
 ];
 
 /**

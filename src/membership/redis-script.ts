@@ -5,7 +5,11 @@
  * two writers can both "bump 6 → 7".
  *
  * KEYS[1]  snapshot key
- * ARGV[1]  channel
+ * KEYS[2]  notice channel (declared as a key: in a Redis Cluster it hashes to
+ *          the snapshot key's slot through the `{cluster}` tag, and a sharded
+ *          channel must live on the node that runs the script)
+ * ARGV[1]  the publish command: PUBLISH (one server, Sentinel) or SPUBLISH
+ *          (Cluster: sharded pub/sub, delivered only inside the slot's shard)
  * ARGV[2]  document JSON (already validated by the caller; never parsed here)
  * ARGV[3]  expected current version, or "" for any (0 = the key must not exist)
  * ARGV[4]  requested new version (decimal digits, <= ARGV[6]), or "" for current + 1
@@ -67,6 +71,6 @@ else
 end
 local payload = '{"version":' .. nvText .. ',"lineage":"' .. lineage .. '","document":' .. ARGV[2] .. '}'
 redis.call('SET', KEYS[1], payload)
-redis.call('PUBLISH', ARGV[1], payload)
+redis.call(ARGV[1], KEYS[2], payload)
 return {'1', nvText, lineage}
 `;

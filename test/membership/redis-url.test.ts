@@ -12,14 +12,14 @@ const BAD: unknown[] = ['http://x', 'redis//x', 'redis:x', 'redis://', 'redis://
 describe('the one Redis URL rule', () => {
   it('accepts redis:// and rediss:// URLs with a host, and nothing else', () => {
     for (const u of GOOD) expect(redisUrlProblem(u)).toBeUndefined();
-    for (const u of BAD) expect(redisUrlProblem(u)).toBe('must be a redis:// or rediss:// URL with a host');
+    for (const u of BAD) expect(redisUrlProblem(u)).toBe('must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N]');
   });
 
   it('validateRedisUrl names the field and the value', () => {
     const err = thrown(() => validateRedisUrl('redis:x', 'options.url'));
     expect(err.code).toBe('InvalidConfig');
     expect(err.field).toBe('options.url');
-    expect(err.message).toBe('options.url: must be a redis:// or rediss:// URL with a host, got "redis:x"');
+    expect(err.message).toBe('options.url: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N], got "redis:x"');
     expect(validateRedisUrl(GOOD[0])).toBe(GOOD[0]);
   });
 
