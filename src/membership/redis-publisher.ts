@@ -78,7 +78,7 @@ const ENVELOPE_BYTES = 80;
 
 /** What the script answered: written (new version, lineage), or the expected version did not match. */
 type WriteReply = { written: true; version: number; lineage: string } | { written: false; current: string };
-type WriteArgs = [key: string, channel: string, publish: string, doc: string, expected: string, requested: string, lineage: string, max: string];
+type WriteArgs = [key: string, channel: string, publish: string, doc: string, expected: string, requested: string, lineage: string, max: string, floor: string, floorLineage: string];
 type ScriptClient = RedisClient & { poiseWrite(...args: WriteArgs): Promise<unknown> };
 
 /** A version written by the script, as its digits: exact, and inside [0, 2^53 − 1] or refused. */
@@ -117,6 +117,8 @@ export class MembershipPublisher {
   readonly #waitReplicas: number;
   readonly #waitTimeoutMs: number;
   #lastConnectionError: string | undefined;
+  /** The highest version this publisher wrote, and its lineage: the floor of the next "current + 1" (see WRITE_SCRIPT, ARGV[7]). */
+  #highWater: { version: number; lineage: string } | undefined;
   #queue: Promise<void> = Promise.resolve();
 
   constructor(opts: MembershipPublisherOptions) {
@@ -311,7 +313,9 @@ export class MembershipPublisher {
     }
     // A fresh lineage on every call: the script keeps the stored one and uses this only for a cluster's first version.
     const lineage = randomBytes(16).toString('hex');
-    const args: WriteArgs = [this.#keys.snapshot, this.#keys.channel, this.#publish, docJson, expected, requested, lineage, String(MAX_VERSION)];
+    const hw = this.#highWater;
+    const floor = hw === undefined ? ['', ''] : [String(hw.version), hw.lineage];
+    const args = [this.#keys.snapshot, this.#keys.channel, this.#publish, docJson, expected, requested, lineage, String(MAX_VERSION), ...floor] as WriteArgs;
     if (this.#waitReplicas > 0) return this.#writeAndWait(args);
     let reply: unknown;
     try {
@@ -319,7 +323,14 @@ export class MembershipPublisher {
     } catch (err) {
       throw this.#scriptError(err);
     }
-    return parseReply(reply);
+    return this.#noteWritten(parseReply(reply));
+  }
+
+  /** Raises the high-water mark to a written version (a new lineage replaces it). */
+  #noteWritten(reply: WriteReply): WriteReply {
+    const hw = this.#highWater;
+    if (reply.written && (hw === undefined || hw.lineage !== reply.lineage || reply.version > hw.version)) this.#highWater = { version: reply.version, lineage: reply.lineage };
+    return reply;
   }
 
   /**
@@ -340,7 +351,8 @@ export class MembershipPublisher {
     }
     const [script, wait] = results ?? [];
     if (script === undefined || script[0] !== null) throw this.#scriptError(script?.[0] ?? new Error('the pipeline returned no reply'));
-    const reply = parseReply(script[1]);
+    // Published even when not replicated: the high-water mark must cover it.
+    const reply = this.#noteWritten(parseReply(script[1]));
     if (!reply.written) return reply;
     const acked = wait !== undefined && wait[0] === null ? Number(wait[1]) : -1;
     if (acked >= this.#waitReplicas) return reply;

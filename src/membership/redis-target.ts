@@ -7,8 +7,8 @@
  *
  * What changes with the form:
  * - Sentinel: ioredis asks the sentinels for the master's address on every
- *   (re)connection and, with `failoverDetector`, drops the connection when a
- *   sentinel announces `+switch-master`; the keys and channel are the
+ *   (re)connection (a failover closes the old master's connections: killed,
+ *   or demoted with CLIENT KILL by Sentinel); the keys and channel are the
  *   standalone ones.
  * - Cluster: keys carry a `{cluster}` hash tag (one slot for the snapshot key
  *   and the channel), the notice goes out with SPUBLISH and is received with
@@ -110,8 +110,10 @@ export function createRedisClient(t: RedisTarget, options: RedisOptions, extra: 
         db: t.db,
         ...(t.username === undefined ? {} : { username: t.username }),
         ...(t.password === undefined ? {} : { password: t.password }),
-        // Drop the master connection as soon as a sentinel announces +switch-master, instead of waiting for it to fail.
-        failoverDetector: true,
+        // No failoverDetector: in ioredis 6 its disconnect during a reconnection can leave the client
+        // closed for good (seen in test/integration/redis-sentinel.test.ts). A killed master closes the
+        // connection itself; on a manual failover Sentinel sends CLIENT KILL TYPE normal and pubsub to
+        // the demoted master, which closes ours, and ioredis then asks the sentinels again.
         ...options,
       });
     case 'cluster': {

@@ -70,7 +70,7 @@ describe('Redis Cluster: sharded pub/sub, one hash slot per cluster', () => {
     const readers = await Promise.all(names.map((n) => reader(n)));
     for (const r of readers) expect(r.source.version).toBe(1);
     // 20 changes per cluster, interleaved; every reader must see exactly its own versions 2..21, in order, from notices.
-    for (let v = 2; v <= 21; v++) for (const [i, n] of names.entries()) expect(await pubs[i]!.add(be(`b${v}`, v))).toBe(v);
+    for (let v = 2; v <= 21; v++) for (const i of names.keys()) expect(await pubs[i]!.add(be(`b${v}`, v))).toBe(v);
     for (const [i, r] of readers.entries()) {
       await until(() => r.source.version === 21, `reader of ${names[i]} at version 21`);
       expect(r.seen.map((s) => s.version)).toEqual(Array.from({ length: 21 }, (_, k) => k + 1));
