@@ -32,3 +32,37 @@ describe('the one Redis URL rule', () => {
     for (const url of GOOD) expect(redisUrlFlag('--redis', url)).toBe(url);
   });
 });
+
+describe('the redis+sentinel:// URL', () => {
+  it('parses sentinels, the master name, db and the master credentials (percent-decoded)', async () => {
+    const { parseSentinelUrl } = await import('../../src/membership/redis-url.js');
+    expect(parseSentinelUrl('redis+sentinel://app:p%40ss@10.0.0.1:26379,[::1]:26380/my.master?db=3')).toEqual({
+      sentinels: [
+        { host: '10.0.0.1', port: 26379 },
+        { host: '::1', port: 26380 },
+      ],
+      name: 'my.master',
+      db: 3,
+      username: 'app',
+      password: 'p@ss',
+    });
+    expect(parseSentinelUrl('redis+sentinel://:secret@h:1/m')).toEqual({ sentinels: [{ host: 'h', port: 1 }], name: 'm', db: 0, username: undefined, password: 'secret' });
+    expect(parseSentinelUrl('REDIS+SENTINEL://h:1/m')).toMatchObject({ name: 'm', db: 0 });
+  });
+
+  it('the reader, the publisher and the flag accept and refuse the same sentinel URLs', () => {
+    const good = ['redis+sentinel://h:1/m', 'redis+sentinel://h:1,h:2/m?db=0'];
+    const bad = ['redis+sentinel://h:1', 'redis+sentinel://h/m', 'redis+sentinel://h:1,h:1/m', 'redis+sentinel://h:1/m?db=100', 'redis+sentinel:///m', 'redis+sentinel://h:1/m/extra'];
+    for (const url of good) {
+      expect(redisUrlProblem(url)).toBeUndefined();
+      expect(redisUrlFlag('--redis', url)).toBe(url);
+      expect(() => new RedisMembership({ url, cluster: 'c' })).not.toThrow();
+    }
+    for (const url of bad) {
+      expect(redisUrlProblem(url)).toMatch(/^must be a redis:\/\/ or rediss:\/\/ URL with a host, or redis\+sentinel:\/\/.* \(.+\)$/);
+      expect(thrown(() => new RedisMembership({ url, cluster: 'c' })).field).toBe('options.url');
+      expect(thrown(() => new MembershipPublisher({ url, cluster: 'c' })).field).toBe('options.url');
+      expect(() => redisUrlFlag('--redis', url)).toThrow(UsageError);
+    }
+  });
+});
