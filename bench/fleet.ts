@@ -2,19 +2,19 @@
  * Fleet fan-out: one membership change reaching a fleet of balancer
  * processes through Redis pub/sub, 1,000 backends by default.
  *
- *   node dist/bench/fleet.js [--quick] [--readers N] [--processes P] [--backends N] [--changes N] [--warmup N]
+ *   node dist/bench/fleet.js [--quick] [--readers N] [--processes P] [--backends N] [--changes N] [--warmup N] [--policy NAME]
  *
  * Two scenarios in one run, against one private redis-server:
  * - one reader: 1 process (a RedisMembership bound to a Balancer with 2
  *   worker routers), 1 subscriber connection;
  * - the fleet: P processes (default 4), each a RedisMembership + Balancer +
  *   2 worker routers, and together N subscriber connections (default 200):
- *   the P readers' own plus N − P plain SUBSCRIBE connections spread over
- *   the processes. The plain ones stand in for the readers of the other
- *   fleet members (one per machine in a real fleet, whose decode cost runs
- *   on their own cores, not on this machine's two): Redis writes each of
- *   them the same notice bytes, so the Redis side of the fan-out is the
- *   real one.
+ *   the P readers' own plus N − P raw SUBSCRIBE sockets spread over the
+ *   processes. The raw ones stand in for the readers of the other fleet
+ *   members (one per machine in a real fleet, whose decode cost runs on
+ *   their own cores, not on this machine's two): Redis writes each of them
+ *   the same notice bytes, so the Redis side of the fan-out is the real one;
+ *   they only frame the reply and read its version.
  *
  * One sample = one `setWeight` (read-modify-write through the write script):
  * from before the publisher call until both workers of every process route
@@ -44,6 +44,8 @@ const BACKENDS = Number(arg('backends') ?? 1000);
 const CHANGES = Number(arg('changes') ?? (quick ? 30 : 150));
 const WARMUP = Number(arg('warmup') ?? 10);
 const THREADS = 2;
+/** The workers' policy: the pool default (PeakEWMA power of two choices) unless --policy names another (maglev rebuilds a 65,537-entry table per change). */
+const POLICY = arg('policy') ?? 'p2c:latency';
 const CLUSTER = 'fleet';
 const PREFIX = `poise-fleet-${process.pid}`;
 const TARGET_P99_MS = 50;
@@ -69,7 +71,7 @@ class Fleet {
       // Extra subscribers spread evenly; the first (extra % processes) get one more.
       const subscribers = Math.floor(extra / processes) + (p < extra % processes ? 1 : 0);
       if (subscribers > 0) subsProcs++;
-      const cfg = { url, cluster: CLUSTER, prefix: PREFIX, channel, subscribers, threads: THREADS, capacity: BACKENDS * 2 };
+      const cfg = { url, cluster: CLUSTER, prefix: PREFIX, channel, subscribers, threads: THREADS, capacity: BACKENDS * 2, policy: POLICY };
       const child = fork(new URL('./fleet-process.js', import.meta.url), [JSON.stringify(cfg)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
       process.on('exit', () => child.kill('SIGKILL'));
       child.on('message', (m: Report) => this.#onReport(m));
@@ -208,7 +210,7 @@ async function main(): Promise<void> {
   own.child.kill('SIGKILL');
 
   const fleetRow = results[`${READERS} readers`] as { everything: { p99: number } };
-  console.log(`\nfleet fan-out: ${BACKENDS} backends, ${CHANGES} setWeight changes per scenario after ${WARMUP} warm-up, ${THREADS} worker routers per process, loopback Redis`);
+  console.log(`\nfleet fan-out: ${BACKENDS} backends, ${CHANGES} setWeight changes per scenario after ${WARMUP} warm-up, ${THREADS} worker routers per process (${POLICY}), loopback Redis`);
   console.log(formatTable(rows));
   console.log(`p99 at ${READERS} readers: ${fleetRow.everything.p99.toFixed(2)} ms (target <= ${TARGET_P99_MS} ms); load average ${loadavg().map((l) => l.toFixed(2)).join(' ')} on ${cpus().length} cpus`);
   const file = writeResults('fleet', {
@@ -217,9 +219,9 @@ async function main(): Promise<void> {
     warmupChanges: WARMUP,
     readers: READERS,
     processes: PROCESSES,
-    policy: 'maglev',
+    policy: POLICY,
     method:
-      'performance.timeOrigin + performance.now() (one clock for all processes) from before publisher.setWeight until both worker routers of every process routed a Maglev pick with the new version and every subscriber connection received its notice',
+      'performance.timeOrigin + performance.now() (one clock for all processes) from before publisher.setWeight until both worker routers of every process routed a pick with the new version and every subscriber connection received its notice',
     targetP99Ms: TARGET_P99_MS,
     loadAverage: loadavg(),
     results,
