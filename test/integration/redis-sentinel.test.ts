@@ -262,3 +262,48 @@ describe('waitReplicas on a server without enough replicas', () => {
     }
   });
 });
+
+describe("the publisher's high-water floor (one server, Redis set back by hand)", () => {
+  let redis: TestRedis;
+  let admin: Redis;
+  beforeAll(async () => {
+    redis = await startRedis();
+    admin = new Redis(redis.url);
+  });
+  afterAll(async () => {
+    admin?.disconnect();
+    await redis?.stop();
+  });
+
+  it('after the stored value goes back in its lineage, the next write is above the highest version this publisher wrote; a new lineage starts at 1', async () => {
+    const pub = new MembershipPublisher({ url: redis.url, cluster: 'hw', logger: captureLog('error').logger });
+    const other = new MembershipPublisher({ url: redis.url, cluster: 'hw', logger: captureLog('error').logger });
+    const seen: MembershipSnapshot[] = [];
+    const source = new RedisMembership({ url: redis.url, cluster: 'hw', logger: captureLog('error').logger });
+    try {
+      expect(await pub.apply({ cluster: 'hw', backends: [be('a', 1)] })).toBe(1);
+      const v1 = (await admin.get(pub.keys.snapshot))!;
+      await source.start((s) => seen.push(s));
+      expect(await pub.add(be('b', 2))).toBe(2);
+      expect(await pub.add(be('c', 3))).toBe(3);
+      await until(() => source.version === 3, 'reader at 3');
+      // What a failover that lost versions 2 and 3 leaves behind: version 1 of the same lineage.
+      await admin.set(pub.keys.snapshot, v1);
+      expect(await pub.add(be('d', 4))).toBe(4);
+      await until(() => source.version === 4, 'reader at 4');
+      expect(seen.at(-1)!.backends.map((b) => b.id)).toEqual(['a', 'd']);
+      // Another publisher has no high-water mark of its own beyond what it wrote: stored + 1.
+      await admin.set(pub.keys.snapshot, v1);
+      expect(await other.add(be('e', 5))).toBe(2);
+      // Redis emptied: a new lineage, from version 1, whatever the publisher wrote before.
+      await admin.flushall();
+      expect(await pub.apply({ cluster: 'hw', backends: [be('z', 9)] })).toBe(1);
+      await until(() => seen.at(-1)!.backends[0]!.id === 'z', 'the new lineage adopted');
+      expect(seen.at(-1)!.version).toBe(1);
+    } finally {
+      await source.close();
+      await pub.close();
+      await other.close();
+    }
+  });
+});
