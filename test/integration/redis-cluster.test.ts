@@ -105,6 +105,14 @@ describe('Redis Cluster: sharded pub/sub, one hash slot per cluster', () => {
     expect(classic).toEqual([]);
   });
 
+  it('waitReplicas on a Cluster: the script and WAIT travel in one pipeline to the slot master (no replicas here: NotReplicated, and the write is stored)', async () => {
+    const pub = publisher('waited', { waitReplicas: 1, waitTimeoutMs: 50 });
+    const err = await pub.apply({ cluster: 'waited', backends: [be('a', 1)] }).catch((e: unknown) => e);
+    expect((err as { code?: string }).code).toBe('NotReplicated');
+    expect((err as Error).message).toContain('waitReplicas: version 1 was written on the master but acknowledged by 0 of 1 replicas within 50 ms');
+    expect((await publisher('waited').show())?.version).toBe(1);
+  });
+
   it('validation: an empty list, a bad host:port and a repeated node are refused, naming redisCluster', () => {
     const msg = (f: () => unknown) => {
       try {
