@@ -25,6 +25,7 @@
  * socket), so an idle connection costs one object, not a dozen closures.
  */
 import type net from 'node:net';
+import { pino } from 'pino';
 import { PoiseError, invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 import { rateLimited, type Logger, type RateLimitedLogger } from '../log.js';
@@ -57,8 +58,12 @@ export interface ConnectionOptions {
   acceptProxyTimeoutMs?: number;
   /** Largest v2 header accepted (16-byte fixed part + addresses + TLVs), bytes; default 536. v1 lines are at most 107. */
   acceptProxyMaxBytes?: number;
-  /** One info record per finished connection on this logger (pino), message `'connection'`. */
-  accessLog?: Logger;
+  /**
+   * One info record per finished connection, message `'connection'`: on this
+   * pino logger, or `'stdout'` for JSON lines on fd 1 (the form that reaches
+   * proxy worker threads, each writing whole lines synchronously).
+   */
+  accessLog?: Logger | 'stdout';
 }
 
 /** The validated options. @internal */
@@ -103,8 +108,8 @@ export function resolveConnectionOptions(opts: ConnectionOptions): ConnectionSet
   if (opts.sendProxy !== undefined && opts.sendProxy !== 'v1' && opts.sendProxy !== 'v2') invalidConfig('options.sendProxy', 'must be "v1" or "v2"', opts.sendProxy);
   if (opts.acceptProxy !== undefined && typeof opts.acceptProxy !== 'boolean') invalidConfig('options.acceptProxy', 'must be a boolean', opts.acceptProxy);
   const maxBytes = integerIn(opts.acceptProxyMaxBytes ?? 536, 'options.acceptProxyMaxBytes', 28, 65_551);
-  const log = opts.accessLog;
-  if (log !== undefined && (typeof log !== 'object' || log === null || typeof log.info !== 'function')) invalidConfig('options.accessLog', 'must be a pino logger', log);
+  const log = opts.accessLog === 'stdout' ? pino({ base: null }, pino.destination({ fd: 1, sync: true })) : opts.accessLog;
+  if (log !== undefined && (typeof log !== 'object' || log === null || typeof log.info !== 'function')) invalidConfig('options.accessLog', 'must be a pino logger or "stdout"', log);
   return {
     attempts,
     connectTimeoutMs: timeout,
@@ -181,12 +186,14 @@ export interface ConnectionHost {
   track(socket: net.Socket): void;
   /** `'spliced'` / `'closed'` with the backend id, `'failed'` with the error. */
   emit(event: 'spliced' | 'closed' | 'failed', arg: unknown): void;
+  /** Called once per connection when both of its sockets are closed (frees its `--max-connections` slot). */
+  finished(): void;
 }
 
 /** Builds a host for {@link serveConnection} (one wheel and one rate limiter per proxy). @internal */
 export function connectionHost(
   settings: ConnectionSettings,
-  parts: Pick<ConnectionHost, 'router' | 'log' | 'stats' | 'track' | 'emit'>,
+  parts: Pick<ConnectionHost, 'router' | 'log' | 'stats' | 'track' | 'emit' | 'finished'>,
 ): ConnectionHost {
   const timeouts = [settings.clientTimeoutMs, settings.serverTimeoutMs, settings.acceptProxy ? settings.acceptProxyTimeoutMs : 0].filter((t) => t > 0);
   // A tick of 1/20 of the shortest timeout, within [5 ms, 1 s].
@@ -505,6 +512,7 @@ class Connection implements WheelEntry {
     if (--this.open > 0) return;
     const wasData = this.phase === Phase.Data;
     this.phase = Phase.Done;
+    this.host.finished();
     this.host.wheel?.remove(this);
     if (wasData) {
       this.host.stats.active--;

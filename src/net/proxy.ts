@@ -1,43 +1,68 @@
 /**
  * TcpProxy: inbound routing — `poise proxy`. Accepts TCP connections on a
- * listening address and splices each onto a backend chosen by the Router
+ * listening address and splices each onto a backend chosen by a Router
  * (through {@link connect}, so connect failures retry on another backend and
  * feed passive health, and every spliced connection holds a connection lease
  * until either side closes).
  *
- * Node 20 has no `reusePort`, so one proxy listens in one thread; the Router
- * still shares the LoadTable with every other router of the Balancer, so a
- * proxy and embedded routers in workers see one another's load.
+ * Threads: with `workers: N` and a `balancer`, on Node >= 22.12 on Linux, N
+ * worker threads each listen on the same port with `reusePort` and each
+ * route with its own Router over the Balancer's LoadTable (Sōzu's shape:
+ * the kernel spreads connections, no thread computes a global minimum). On
+ * older Node one thread — this one — accepts, and the proxy says so in one
+ * log line. `maxConnections` is one counter shared by every thread.
  */
-import net from 'node:net';
 import { EventEmitter } from 'node:events';
-import { invalidConfig, checkOptionKeys } from '../core/errors.js';
-import { defaultLogger, type Logger } from '../log.js';
-import type { Router } from '../runtime/router.js';
-import {
-  CONNECTION_OPTION_KEYS,
-  connectionHost,
-  freshStats,
-  resolveConnectionOptions,
-  serveConnection,
-  type ConnectionHost,
-  type ConnectionOptions,
-  type ConnectionStats,
-} from './proxy-connection.js';
+import type net from 'node:net';
+import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
+import { defaultLogger, type Logger } from '../log.js';
+import type { Balancer } from '../runtime/balancer.js';
+import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
+import type { Router } from '../runtime/router.js';
+import { ConnectionGate } from './connection-gate.js';
+import { CONNECTION_OPTION_KEYS, resolveConnectionOptions, type ConnectionOptions } from './proxy-connection.js';
+import { ProxyListener, freshProxyStats, type TcpProxyStats } from './proxy-listener.js';
+import { ProxyWorkers, reusePortSupported } from './proxy-workers.js';
 
-/** Options of {@link TcpProxy}. */
+export type { TcpProxyStats } from './proxy-listener.js';
+export { reusePortSupported } from './proxy-workers.js';
+
+/** Options of {@link TcpProxy}: give `router` (this thread) or `balancer` (any number of threads). */
 export interface TcpProxyOptions extends ConnectionOptions {
-  router: Router;
+  /** Route with this Router, in this thread (then `workers` must be 1). */
+  router?: Router;
+  /** Route with routers attached to this Balancer's table: one in this thread, or one per worker. */
+  balancer?: Balancer;
+  /** With `balancer`: every router's policy; default `'p2c:latency'`. */
+  policy?: PolicyName;
+  /**
+   * Accepting threads, 1..(table threads - 1); default 1. More than 1 needs
+   * `balancer` and, for the threads to exist, Node >= 22.12 on Linux
+   * (`reusePort`); elsewhere this thread accepts alone and one warn line
+   * says so. In worker mode `key` must be a string form and `accessLog`
+   * `'stdout'` (functions and loggers cannot cross threads).
+   */
+  workers?: number;
+  /**
+   * Connections served at once, all threads together (HAProxy `maxconn`);
+   * 0 = no limit (default). A client over the limit is accepted and held
+   * unread — no backend connect — until a slot frees, then served in order;
+   * none is reset.
+   */
+  maxConnections?: number;
   /** Listen address; default host 127.0.0.1, port 0 (any free port). */
   host?: string;
   port?: number;
   logger?: Logger;
 }
 
-/** Counters of a running proxy. */
-export interface TcpProxyStats extends ConnectionStats {
-  accepted: number;
+/** Options of {@link TcpProxy.close}. */
+export interface TcpProxyCloseOptions {
+  /** Let open connections finish (default false: close them at once). */
+  drain?: boolean;
+  /** With `drain`: after this many ms close whatever is still open; default no limit. */
+  graceMs?: number;
 }
 
 /**
@@ -46,77 +71,133 @@ export interface TcpProxyStats extends ConnectionStats {
  * balancer.update([{ id: 'a', address: '127.0.0.1:7001' }, { id: 'b', address: '127.0.0.1:7002' }]);
  * const proxy = new TcpProxy({ router: balancer.router({ policy: 'p2c:connections' }), port: 6000 });
  * await proxy.listen();
+ * // Several accepting threads (Node >= 22.12, Linux), at most 10,000 connections in all:
+ * const wide = new TcpProxy({ balancer, workers: 4, maxConnections: 10_000, port: 6001 });
+ * await wide.listen();
  */
 export class TcpProxy extends EventEmitter {
-  readonly stats: TcpProxyStats = { accepted: 0, ...freshStats() };
+  /**
+   * Counters of the connections this thread serves. In worker mode the
+   * workers serve them all (these stay 0): use {@link collectStats}. The
+   * `'spliced'` / `'closed'` / `'failed'` events, likewise, are this thread's.
+   */
+  readonly stats: TcpProxyStats;
+  /** Accepting threads in use (after `listen`): 1 when this thread accepts. */
+  threads = 1;
   private readonly opts: TcpProxyOptions;
   private readonly log: Logger;
-  private readonly server: net.Server;
-  private readonly sockets = new Set<net.Socket>();
-  private readonly host: ConnectionHost;
+  private readonly gate: ConnectionGate;
+  private readonly requested: number;
+  private listener: ProxyListener | undefined;
+  private pool: ProxyWorkers | undefined;
+  private readonly ownRouter: Router | undefined;
 
   /** Throws `InvalidConfig` naming a bad option. */
   constructor(opts: TcpProxyOptions) {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['router', 'host', 'port', 'logger', ...CONNECTION_OPTION_KEYS]);
-    if (typeof opts.router !== 'object' || opts.router === null || typeof opts.router.acquire !== 'function') {
-      invalidConfig('options.router', 'must be a Router', opts.router);
+    checkOptionKeys(opts, ['router', 'balancer', 'policy', 'workers', 'maxConnections', 'host', 'port', 'logger', ...CONNECTION_OPTION_KEYS]);
+    const { router, balancer } = opts;
+    if (router !== undefined && (typeof router !== 'object' || router === null || typeof router.acquire !== 'function')) {
+      invalidConfig('options.router', 'must be a Router', router);
+    }
+    if (balancer !== undefined && (typeof balancer !== 'object' || balancer === null || typeof balancer.attachment !== 'function')) {
+      invalidConfig('options.balancer', 'must be a Balancer', balancer);
+    }
+    if ((router === undefined) === (balancer === undefined)) invalidConfig('options.router', 'give exactly one of options.router and options.balancer', router);
+    if (opts.policy !== undefined) {
+      if (balancer === undefined) invalidConfig('options.policy', 'only with options.balancer (a Router has its policy)', opts.policy);
+      if (!(POLICY_NAMES as readonly string[]).includes(opts.policy)) invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, opts.policy);
+    }
+    this.requested = integerIn(opts.workers ?? 1, 'options.workers', 1, balancer === undefined ? 1 : balancer.table.maxThreads - 1);
+    if (this.requested > 1) {
+      if (typeof opts.key === 'function') invalidConfig('options.key', 'a function cannot reach worker threads (options.workers > 1); use "client-ip" or "client-ip:port"', 'function');
+      if (opts.accessLog !== undefined && opts.accessLog !== 'stdout') invalidConfig('options.accessLog', 'a logger cannot reach worker threads (options.workers > 1); use "stdout"', typeof opts.accessLog);
     }
     if (opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) {
       invalidConfig('options.host', 'must be a non-empty string', opts.host);
     }
-    const settings = resolveConnectionOptions(opts);
     integerIn(opts.port ?? 0, 'options.port', 0, 65535);
+    const max = integerIn(opts.maxConnections ?? 0, 'options.maxConnections', 0, 2_147_483_647);
+    const settings = resolveConnectionOptions(opts);
     this.opts = opts;
     this.log = opts.logger ?? defaultLogger();
-    this.host = connectionHost(settings, {
-      router: opts.router,
-      log: this.log,
-      stats: this.stats,
-      track: (socket) => this.track(socket),
-      emit: (event, arg) => this.emit(event, arg),
-    });
-    this.server = net.createServer({ pauseOnConnect: true, allowHalfOpen: true }, (client) => this.accept(client));
+    this.gate = new ConnectionGate(max);
+    const multi = this.requested > 1 && reusePortSupported();
+    if (multi) {
+      this.stats = freshProxyStats();
+    } else {
+      this.ownRouter = router === undefined ? balancer!.router({ logger: this.log, ...(opts.policy === undefined ? {} : { policy: opts.policy }) }) : undefined;
+      this.listener = new ProxyListener(settings, router ?? this.ownRouter!, this.log, this.gate, (event, arg) => this.emit(event, arg));
+      this.stats = this.listener.stats;
+    }
   }
 
-  /** Starts listening; resolves with the bound address. */
-  listen(): Promise<net.AddressInfo> {
-    return new Promise((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen({ host: this.opts.host ?? '127.0.0.1', port: this.opts.port ?? 0 }, () => {
-        this.server.off('error', reject);
-        const address = this.server.address() as net.AddressInfo;
-        this.log.info({ address: `${address.address}:${address.port}` }, 'proxy listening');
-        resolve(address);
+  /** Starts listening (every worker, in worker mode); resolves with the bound address. */
+  async listen(): Promise<net.AddressInfo> {
+    const host = this.opts.host ?? '127.0.0.1';
+    const port = this.opts.port ?? 0;
+    let address: net.AddressInfo;
+    if (this.listener === undefined) {
+      this.pool = await ProxyWorkers.start({
+        balancer: this.opts.balancer!,
+        policy: this.opts.policy,
+        connection: connectionData(this.opts),
+        host,
+        port,
+        threads: this.requested,
+        gate: this.gate,
+        log: this.log,
       });
-    });
+      this.threads = this.pool.threads;
+      address = this.pool.address();
+    } else {
+      if (this.requested > 1) {
+        this.log.warn(
+          { workers: this.requested, node: process.version, platform: process.platform, requires: 'Node >= 22.12 on Linux (server.listen reusePort)' },
+          `proxy: one thread accepts: workers ${this.requested} needs Node >= 22.12 on Linux (reusePort); this is Node ${process.version} on ${process.platform}`,
+        );
+      }
+      address = await this.listener.listen({ host, port, reusePort: false });
+    }
+    this.log.info({ address: `${address.address}:${address.port}`, threads: this.threads, maxConnections: this.gate.max }, 'proxy listening');
+    return address;
   }
 
   /** The bound address (after `listen`). */
   address(): net.AddressInfo {
-    return this.server.address() as net.AddressInfo;
+    return this.pool?.address() ?? this.listener!.address();
   }
 
-  /** Stops accepting; with `{ drain: false }` (default) also closes every spliced pair. */
-  close(opts: { drain?: boolean } = {}): Promise<void> {
-    return new Promise((resolve) => {
-      this.server.close(() => {
-        this.host.warn.flush();
-        resolve();
-      });
-      if (opts.drain !== true) for (const s of this.sockets) s.destroy();
-    });
+  /** Connections admitted now, all threads (the `maxConnections` count). */
+  get connections(): number {
+    return this.gate.count;
   }
 
-  private track(socket: net.Socket): void {
-    this.sockets.add(socket);
-    socket.once('close', () => this.sockets.delete(socket));
+  /** Counters summed over every accepting thread, and each thread's (`threads[i]` is worker i, or this thread). */
+  async collectStats(): Promise<{ total: TcpProxyStats; threads: TcpProxyStats[] }> {
+    const threads = this.pool === undefined ? [{ ...this.stats }] : await this.pool.stats();
+    const total = freshProxyStats();
+    for (const t of threads) for (const k of Object.keys(total) as (keyof TcpProxyStats)[]) total[k] += t[k];
+    return { total, threads };
   }
 
-  private accept(client: net.Socket): void {
-    this.stats.accepted++;
-    this.track(client);
-    serveConnection(this.host, client);
+  /**
+   * Stops accepting in every thread. Without `drain` (default) closes every
+   * connection at once; with `drain`, open and held connections finish on
+   * their own for up to `graceMs`, then the rest are closed. Resolves when
+   * all are closed, with how many the end of the grace cut.
+   */
+  async close(opts: TcpProxyCloseOptions = {}): Promise<{ cut: number }> {
+    const done = this.pool !== undefined ? await this.pool.close(opts) : this.listener !== undefined ? await this.listener.close(opts) : { cut: 0 };
+    this.ownRouter?.close();
+    return done;
   }
+}
+
+/** The connection options as structured-clonable data for the workers. */
+function connectionData(o: TcpProxyOptions): ConnectionOptions {
+  const out: Record<string, unknown> = {};
+  for (const k of CONNECTION_OPTION_KEYS) if (o[k] !== undefined) out[k] = o[k];
+  return out as ConnectionOptions;
 }
