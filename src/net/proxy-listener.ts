@@ -28,6 +28,15 @@ export function freshProxyStats(): TcpProxyStats {
 /** How long a thread holding clients sleeps at most before it looks at the shared count again (ms). */
 const HELD_RECHECK_MS = 1000;
 
+const kListener = Symbol('poise.listener');
+const kClient = Symbol('poise.client');
+/** A socket that knows its listener (so the listeners are shared functions, not per-socket closures). */
+type Tracked = net.Socket & { [kListener]?: ProxyListener; [kClient]?: boolean };
+
+function onTrackedClose(this: Tracked): void {
+  this[kListener]!.untrack(this);
+}
+
 function onHeldError(this: net.Socket): void {
   this.destroy();
 }
@@ -36,7 +45,7 @@ function onHeldError(this: net.Socket): void {
 export class ProxyListener {
   readonly stats: TcpProxyStats = freshProxyStats();
   private readonly server: net.Server;
-  private readonly sockets = new Set<net.Socket>();
+  private readonly sockets = new Set<Tracked>();
   private readonly host: ConnectionHost;
   private readonly gate: ConnectionGate;
   /** Held clients, FIFO: `held[heldHead..]`. */
@@ -84,15 +93,17 @@ export class ProxyListener {
    * Stops accepting. Without `drain`, closes every socket at once. With
    * `drain`, open connections (held ones included) finish on their own for
    * up to `graceMs` (default: no limit), then the rest are closed. Resolves
-   * when every socket of this thread is closed; `cut` is how many the end of
-   * the grace closed.
+   * when every socket of this thread is closed; `cut` is how many client
+   * connections were closed by the proxy rather than by their ends.
    */
   close(opts: { drain?: boolean; graceMs?: number } = {}): Promise<{ cut: number }> {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     let cut = 0;
     const cutAll = (): void => {
-      cut = this.sockets.size;
-      for (const s of this.sockets) s.destroy();
+      for (const s of this.sockets) {
+        if (s[kClient] === true) cut++;
+        s.destroy();
+      }
     };
     if (opts.drain !== true) cutAll();
     let timer: NodeJS.Timeout | undefined;
@@ -118,15 +129,21 @@ export class ProxyListener {
   private onEmpty: (() => void) | undefined;
 
   private track(socket: net.Socket): void {
-    this.sockets.add(socket);
-    socket.once('close', () => {
-      this.sockets.delete(socket);
-      if (this.sockets.size === 0) this.onEmpty?.();
-    });
+    const s = socket as Tracked;
+    s[kListener] = this;
+    this.sockets.add(s);
+    s.once('close', onTrackedClose);
+  }
+
+  /** @internal */
+  untrack(socket: Tracked): void {
+    this.sockets.delete(socket);
+    if (this.sockets.size === 0) this.onEmpty?.();
   }
 
   private accept(client: net.Socket): void {
     this.stats.accepted++;
+    (client as Tracked)[kClient] = true;
     this.track(client);
     if (this.heldHead === this.held.length && this.gate.tryTake()) {
       serveConnection(this.host, client);

@@ -10,20 +10,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Balancer, type Balancer as BalancerType } from '../../dist/src/runtime.js';
 import { reusePortSupported, TcpProxy } from '../../dist/src/net.js';
 import { ConnectionGate } from '../../src/net/connection-gate.js';
+import { countingBackend, tally, type CountingBackend } from '../helpers/counting-backend.js';
 import { captureLog, until } from '../helpers/log-capture.js';
 
 const MULTI = reusePortSupported();
 const MiB = 1 << 20;
 
-interface Backend {
-  server: net.Server;
-  port: number;
-  /** Bytes received, connections accepted, open now, most open at once. */
-  bytes: number;
-  accepted: number;
-  open: number;
-  maxOpen: number;
-}
+type Backend = CountingBackend;
 
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -31,30 +24,12 @@ afterEach(async () => {
 });
 
 /** An echo backend that counts what it really received; `replyDelayMs` delays each echoed chunk. */
-async function backend(replyDelayMs = 0): Promise<Backend> {
-  const b: Backend = { server: undefined as unknown as net.Server, port: 0, bytes: 0, accepted: 0, open: 0, maxOpen: 0 };
-  b.server = net.createServer((s) => {
-    b.accepted++;
-    b.maxOpen = Math.max(b.maxOpen, ++b.open);
-    let counted = true;
-    const gone = (): void => {
-      if (counted) b.open--;
-      counted = false;
-    };
-    // 'end' (the proxy's FIN) comes before this backend's own FIN back, so
-    // the proxy cannot free the slot before this count went down.
-    s.on('end', gone);
-    s.on('close', gone);
-    s.on('error', () => {});
-    s.on('data', (d) => {
-      b.bytes += d.length;
-      if (replyDelayMs === 0) s.write(d);
-      else setTimeout(() => s.writable && s.write(d), replyDelayMs);
-    });
-  });
-  await new Promise<void>((r) => b.server.listen(0, '127.0.0.1', r));
-  b.port = (b.server.address() as net.AddressInfo).port;
-  cleanup.push(() => new Promise<void>((r) => b.server.close(() => r())));
+async function backend(replyDelayMs = 0, shared?: CountingBackend): Promise<Backend> {
+  const b = await countingBackend((s, d) => {
+    if (replyDelayMs === 0) s.write(d);
+    else setTimeout(() => s.writable && s.write(d), replyDelayMs);
+  }, shared);
+  cleanup.push(() => b.close());
   return b;
 }
 
@@ -141,31 +116,18 @@ describe.each([1, 2])('TcpProxy with workers: %i', (workers) => {
   it('maxConnections 3, all threads together: a peak counter over both backends reaches 3 and never more; 5 rounds of 40 clients all served', async () => {
     // One peak across both backends; a backend counts a connection gone at the
     // proxy's FIN, which comes before the proxy can free the slot.
-    let open = 0;
-    let peak = 0;
-    let served = 0;
-    const servers: net.Server[] = [];
-    for (let i = 0; i < 2; i++) {
-      const server = net.createServer((s) => {
-        peak = Math.max(peak, ++open);
-        let counted = true;
-        const gone = (): void => {
-          if (counted) open--;
-          counted = false;
-        };
-        s.on('end', gone);
-        s.on('close', gone);
-        s.on('error', () => {});
-        s.on('data', (d) => setTimeout(() => s.writable && (served++, s.write(d)), 10));
-      });
-      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-      servers.push(server);
-      cleanup.push(() => new Promise<void>((r) => server.close(() => r())));
-    }
-    const bal = new Balancer();
-    bal.update(servers.map((s, i) => ({ id: `b${i}`, address: `127.0.0.1:${(s.address() as net.AddressInfo).port}` })));
-    cleanup.push(() => bal.close());
+    const all = tally();
+    const bal = balancerOver(await Promise.all([0, 1].map(() => backend(10, all))));
     const { proxy, port } = await startProxy(bal, workers, { maxConnections: 3 });
+    // Meanwhile, sample how many clients the threads hold (accepted, unread).
+    let maxHeld = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        maxHeld = Math.max(maxHeld, (await proxy.collectStats()).total.held);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
     for (let round = 0; round < 5; round++) {
       const got = await Promise.all(
         Array.from(
@@ -183,8 +145,14 @@ describe.each([1, 2])('TcpProxy with workers: %i', (workers) => {
       );
       expect(got).toEqual(Array.from({ length: 40 }, (_, i) => `r${round}c${i}`));
     }
-    expect(peak).toBe(3);
-    expect(served).toBe(200);
+    sampling = false;
+    await sampler;
+    expect(maxHeld).toBeGreaterThan(0);
+    expect(all.peak).toBe(3);
+    expect(all.accepted).toBe(200);
+    let sent = 0;
+    for (let round = 0; round < 5; round++) for (let i = 0; i < 40; i++) sent += `r${round}c${i}`.length;
+    expect(all.bytes).toBe(sent);
     // The last pairs close after their clients saw the reply; then every slot is free again.
     await until(() => proxy.connections === 0, 'every slot freed');
     const { total } = await proxy.collectStats();
@@ -192,7 +160,6 @@ describe.each([1, 2])('TcpProxy with workers: %i', (workers) => {
     expect(total.held).toBe(0);
     expect(total.failed).toBe(0);
   });
-
 });
 
 describe('ConnectionGate', () => {
