@@ -57,10 +57,11 @@ flags:
                            (default p2c:latency: PeakEWMA of each request-reply
                            turn x in-flight turns; it avoids a slow backend)
   --capacity N             backend slots in the load table, 1..65536 (default 1024)
-  --workers N              accepting threads, 1..64 (default: the number of cores). On
-                           Node >= 22.12 on Linux each listens on the same port
-                           (reusePort) with its own router over the shared load table;
-                           on older Node one thread accepts and one log line says so
+  --workers N              accepting worker threads, 0..64 (default: the number of cores;
+                           0 = the main thread). On Node >= 22.12 on Linux each listens
+                           on the same port (reusePort) with its own router over the
+                           shared load table; on older Node one thread accepts and one
+                           log line says so
   --max-connections N      connections served at once, all workers together, 0 = no
                            limit (default 0); clients over it wait unread, never reset
   --grace D                on SIGTERM/SIGINT stop accepting and let open connections
@@ -186,7 +187,7 @@ function proxyFlags(values: Values): ProxyFlags {
   const policy = choiceFlag('--policy', values.policy, POLICY_NAMES) ?? 'p2c:latency';
   const capacity = integerFlag('--capacity', values.capacity, 1, 65536) ?? 1024;
   const requireMembership = values['require-membership'];
-  const workers = integerFlag('--workers', values.workers, 1, 64) ?? Math.min(64, os.availableParallelism());
+  const workers = integerFlag('--workers', values.workers, 0, 64) ?? Math.min(64, os.availableParallelism());
   const maxConnections = integerFlag('--max-connections', values['max-connections'], 0, 2_147_483_647) ?? 0;
   const graceMs = durationFlag('--grace', values.grace, 0, 86_400_000) ?? 30_000;
   // Every flag is checked before a source is built: a usage error leaves nothing open.

@@ -184,6 +184,8 @@ export interface ConnectionHost {
   readonly wheel: TimeoutWheel | undefined;
   /** Tracks a socket so that closing the proxy can destroy it. */
   track(socket: net.Socket): void;
+  /** Forgets a tracked socket once it closed (the connection's own 'close' listeners call it: one listener per socket, not two). */
+  untrack(socket: net.Socket): void;
   /** `'spliced'` / `'closed'` with the backend id, `'failed'` with the error. */
   emit(event: 'spliced' | 'closed' | 'failed', arg: unknown): void;
   /** Called once per connection when both of its sockets are closed (frees its `--max-connections` slot). */
@@ -193,7 +195,7 @@ export interface ConnectionHost {
 /** Builds a host for {@link serveConnection} (one wheel and one rate limiter per proxy). @internal */
 export function connectionHost(
   settings: ConnectionSettings,
-  parts: Pick<ConnectionHost, 'router' | 'log' | 'stats' | 'track' | 'emit' | 'finished'>,
+  parts: Pick<ConnectionHost, 'router' | 'log' | 'stats' | 'track' | 'untrack' | 'emit' | 'finished'>,
 ): ConnectionHost {
   const timeouts = [settings.clientTimeoutMs, settings.serverTimeoutMs, settings.acceptProxy ? settings.acceptProxyTimeoutMs : 0].filter((t) => t > 0);
   // A tick of 1/20 of the shortest timeout, within [5 ms, 1 s].
@@ -266,6 +268,7 @@ class Connection implements WheelEntry {
   private proxied = false;
   private header: Buffer | undefined;
   private open = 1;
+  private upstreamFailed = false;
 
   constructor(host: ConnectionHost, client: net.Socket) {
     this.host = host;
@@ -278,8 +281,11 @@ class Connection implements WheelEntry {
     c.setNoDelay(true);
     c.on('error', onClientError);
     c.on('close', onClientClose);
-    this.source = endpoint(c.remoteAddress, c.remotePort);
-    this.destination = endpoint(c.localAddress, c.localPort);
+    // The addresses cost two objects and their strings per connection: read
+    // them only when something needs them (key, PROXY header, access log);
+    // warnings read them on demand (see endpoints()).
+    const st = this.host.settings;
+    if (st.accessLog !== undefined || st.sendProxy !== undefined || typeof st.key === 'string') this.endpoints();
     if (this.host.settings.acceptProxy) {
       this.wheelStart = this.host.wheel!.now;
       this.host.wheel!.add(this);
@@ -303,7 +309,7 @@ class Connection implements WheelEntry {
     } catch (err) {
       this.host.stats.badHeaders++;
       this.cause = 'proxy-header';
-      this.host.warn.warn(errText(err), { err: errText(err), peer: text(this.source) }, 'proxy: malformed PROXY header; closing client');
+      this.host.warn.warn(errText(err), { err: errText(err), peer: this.clientText() }, 'proxy: malformed PROXY header; closing client');
       this.client.destroy();
       return;
     }
@@ -317,6 +323,7 @@ class Connection implements WheelEntry {
     c.pause();
     if (buf.length > parsed.length) c.unshift(buf.subarray(parsed.length));
     if (parsed.source !== undefined) {
+      this.endpoints();
       this.proxied = true;
       this.peer = this.source;
       this.source = parsed.source;
@@ -327,6 +334,22 @@ class Connection implements WheelEntry {
   }
 
   private peer: ProxyEndpoint | undefined;
+  private resolved = false;
+
+  /** Reads the client's address pair from the socket once (a PROXY header may replace it later). */
+  private endpoints(): void {
+    if (this.resolved) return;
+    this.resolved = true;
+    const c = this.client;
+    this.source = endpoint(c.remoteAddress, c.remotePort);
+    this.destination = endpoint(c.localAddress, c.localPort);
+  }
+
+  /** The client address as text, for a warning. */
+  private clientText(): string | undefined {
+    this.endpoints();
+    return text(this.source);
+  }
 
   // --- routing -----------------------------------------------------------------
 
@@ -351,7 +374,7 @@ class Connection implements WheelEntry {
       this.refuse(err);
       return;
     }
-    connect(this.host.router, { key, attempts: s.attempts, connectTimeoutMs: s.connectTimeoutMs, signal: ac.signal, allowHalfOpen: true }).then(
+    connect(this.host.router, { key, attempts: s.attempts, connectTimeoutMs: s.connectTimeoutMs, signal: ac.signal, allowHalfOpen: true, manualRelease: true }).then(
       (routed) => this.connected(routed),
       (err: unknown) => {
         if (!ac.signal.aborted) this.refuse(err);
@@ -371,7 +394,7 @@ class Connection implements WheelEntry {
       this.cause = cause?.code === 'ETIMEDOUT' ? 'connect-timeout' : 'connect-failed';
     }
     const msg = local ? 'proxy: local resource exhausted; refusing client (no backend blamed)' : 'proxy: no backend accepted; closing client';
-    this.host.warn.warn(local ? String((err as PoiseError & { cause: { code: string } }).cause.code) : errText(err), { err: errText(err), client: text(this.source) }, msg);
+    this.host.warn.warn(local ? String((err as PoiseError & { cause: { code: string } }).cause.code) : errText(err), { err: errText(err), client: this.clientText() }, msg);
     // A clean refusal: read what the client already sent (so the close is a
     // FIN, not a reset for unread data) and end our side.
     const c = this.client;
@@ -382,8 +405,10 @@ class Connection implements WheelEntry {
 
   private connected(routed: RoutedConnection): void {
     const up = routed.socket as Tagged;
+    this.abort = undefined; // the connect is over: nothing left to abort (and one object less per idle connection)
     if (this.phase !== Phase.Connecting || this.client.destroyed) {
       up.destroy();
+      routed.lease.release('cancelled');
       return;
     }
     this.host.track(up);
@@ -478,12 +503,13 @@ class Connection implements WheelEntry {
 
   clientError(err: NodeJS.ErrnoException): void {
     this.cause ??= this.phase === Phase.Connecting ? 'client-abort' : 'client-error';
-    this.host.log.debug({ err: err.message, client: text(this.source) }, 'proxy: client socket error');
+    if (this.host.log.isLevelEnabled('debug')) this.host.log.debug({ err: err.message, client: this.clientText() }, 'proxy: client socket error');
     this.client.destroy();
     this.upstream?.destroy();
   }
 
   serverError(err: NodeJS.ErrnoException): void {
+    this.upstreamFailed = true;
     this.cause ??= 'server-error';
     this.host.warn.warn(`${this.lease?.id}\u0000${err.code ?? err.message}`, { err: err.message, backend: this.lease?.id }, 'proxy: backend socket error');
     this.upstream!.destroy();
@@ -498,12 +524,16 @@ class Connection implements WheelEntry {
     // A clean close (both directions finished) leaves the backend to finish
     // its own end; anything else tears it down.
     const c = this.client;
+    this.host.untrack(c);
     if (!(c.readableEnded && c.writableFinished)) this.upstream?.destroy();
     this.closed();
   }
 
   serverClose(): void {
+    // connect() left the lease to us (manualRelease): a socket error is the backend's failure.
+    this.lease!.release(this.upstreamFailed ? 'failure' : 'success');
     const u = this.upstream!;
+    this.host.untrack(u);
     if (!(u.readableEnded && u.writableFinished)) this.client.destroy();
     this.closed();
   }
@@ -543,7 +573,7 @@ class Connection implements WheelEntry {
     if (this.phase === Phase.Header) {
       this.cause = 'proxy-header-timeout';
       this.host.stats.timeouts++;
-      this.host.warn.warn('proxy-header-timeout', { peer: text(this.source), timeoutMs: this.host.settings.acceptProxyTimeoutMs }, 'proxy: no PROXY header in time; closing client');
+      this.host.warn.warn('proxy-header-timeout', { peer: this.clientText(), timeoutMs: this.host.settings.acceptProxyTimeoutMs }, 'proxy: no PROXY header in time; closing client');
       this.client.destroy();
       return;
     }

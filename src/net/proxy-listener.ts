@@ -30,10 +30,10 @@ const HELD_RECHECK_MS = 1000;
 
 const kListener = Symbol('poise.listener');
 const kClient = Symbol('poise.client');
-/** A socket that knows its listener (so the listeners are shared functions, not per-socket closures). */
+/** A socket that knows its listener while held (so the listeners are shared functions, not per-socket closures). */
 type Tracked = net.Socket & { [kListener]?: ProxyListener; [kClient]?: boolean };
 
-function onTrackedClose(this: Tracked): void {
+function onHeldClose(this: Tracked): void {
   this[kListener]!.untrack(this);
 }
 
@@ -60,6 +60,7 @@ export class ProxyListener {
       log,
       stats: this.stats,
       track: (socket) => this.track(socket),
+      untrack: (socket) => this.untrack(socket),
       emit,
       finished: () => this.finished(),
     });
@@ -74,6 +75,8 @@ export class ProxyListener {
       if (at.reusePort) opts.reusePort = true;
       this.server.listen(opts, () => {
         this.server.off('error', reject);
+        // An accept error (EMFILE, ...) reaches here instead of crashing the thread.
+        this.server.on('error', (err: NodeJS.ErrnoException) => this.host.warn.warn(`accept\u0000${err.code}`, { err: err.message }, 'proxy: accept failed'));
         resolve(this.server.address() as net.AddressInfo);
       });
     });
@@ -129,28 +132,29 @@ export class ProxyListener {
   private onEmpty: (() => void) | undefined;
 
   private track(socket: net.Socket): void {
-    const s = socket as Tracked;
-    s[kListener] = this;
-    this.sockets.add(s);
-    s.once('close', onTrackedClose);
+    this.sockets.add(socket as Tracked);
   }
 
   /** @internal */
-  untrack(socket: Tracked): void {
+  untrack(socket: net.Socket): void {
     this.sockets.delete(socket);
     if (this.sockets.size === 0) this.onEmpty?.();
   }
 
   private accept(client: net.Socket): void {
     this.stats.accepted++;
-    (client as Tracked)[kClient] = true;
-    this.track(client);
+    const c = client as Tracked;
+    c[kClient] = true;
+    this.track(c);
     if (this.heldHead === this.held.length && this.gate.tryTake()) {
-      serveConnection(this.host, client);
+      serveConnection(this.host, c);
       return;
     }
     // Over the limit (or others already wait: keep the order): hold it unread.
-    client.on('error', onHeldError);
+    // Until a connection serves it, this listener untracks it if it closes.
+    c[kListener] = this;
+    c.on('error', onHeldError);
+    c.on('close', onHeldClose);
     this.held.push(client);
     this.stats.held++;
     this.pump();
@@ -184,6 +188,7 @@ export class ProxyListener {
       }
       this.dequeue();
       next.off('error', onHeldError);
+      next.off('close', onHeldClose);
       serveConnection(this.host, next);
     }
     this.held.length = 0;

@@ -1,9 +1,10 @@
 /**
  * The thread entry of a proxy worker (started by proxy-workers.ts): attaches
  * this thread's own Router — its own policy, seeded from the OS here — to
- * the Balancer's LoadTable, and accepts on the shared port with `reusePort`,
- * so the kernel spreads connections over the workers and no thread computes
- * a global minimum. Membership changes, drain and ejection arrive through
+ * the Balancer's LoadTable, and accepts on the shared port with `reusePort`
+ * (Node >= 22.12; older Node runs one worker, without it), so the kernel
+ * spreads connections over the workers and no thread computes a global
+ * minimum. Membership changes, drain and ejection arrive through
  * the table's epochs, exactly as for any embedded router.
  *
  * Messages from the owner: `{ type: 'stats', id }` → `{ type: 'stats', id, stats }`;
@@ -38,7 +39,7 @@ port.on('message', (m: OwnerMessage) => {
 });
 
 try {
-  const address = await listener.listen({ host: d.host, port: d.port, reusePort: true });
+  const address = await listener.listen({ host: d.host, port: d.port, reusePort: d.reusePort });
   post({ type: 'listening', address });
 } catch (err) {
   const e = err as NodeJS.ErrnoException;

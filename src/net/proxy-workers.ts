@@ -8,7 +8,7 @@
  * @internal
  */
 import type net from 'node:net';
-import { Worker } from 'node:worker_threads';
+import { Worker, type ResourceLimits } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from '../log.js';
 import type { Balancer } from '../runtime/balancer.js';
@@ -31,6 +31,7 @@ export interface ProxyWorkerData {
   connection: ConnectionOptions;
   host: string;
   port: number;
+  reusePort: boolean;
   gate: SharedArrayBuffer;
   maxConnections: number;
   logName: string;
@@ -56,6 +57,8 @@ export interface ProxyWorkersOptions {
   host: string;
   port: number;
   threads: number;
+  reusePort: boolean;
+  youngGenerationMb: number;
   gate: ConnectionGate;
   log: Logger;
 }
@@ -83,15 +86,17 @@ export class ProxyWorkers {
       connection: o.connection,
       host: o.host,
       port,
+      reusePort: o.reusePort,
       gate: o.gate.buffer,
       maxConnections: o.gate.max,
       logName: typeof name === 'string' ? name : 'poise',
       logLevel: o.log.level,
     });
     try {
-      const first = await pw.spawn(o.balancer, data(0, o.port));
+      const limits = { maxYoungGenerationSizeMb: o.youngGenerationMb };
+      const first = await pw.spawn(o.balancer, data(0, o.port), limits);
       pw.bound = first;
-      await Promise.all(Array.from({ length: o.threads - 1 }, (_, i) => pw.spawn(o.balancer, data(i + 1, first.port))));
+      await Promise.all(Array.from({ length: o.threads - 1 }, (_, i) => pw.spawn(o.balancer, data(i + 1, first.port), limits)));
     } catch (err) {
       await pw.close({ drain: false });
       throw err;
@@ -154,8 +159,8 @@ export class ProxyWorkers {
     return { cut: cuts.reduce((a, b) => a + b, 0) };
   }
 
-  private spawn(balancer: Balancer, data: ProxyWorkerData): Promise<net.AddressInfo> {
-    const w = new Worker(ENTRY, { workerData: { poiseProxy: data } });
+  private spawn(balancer: Balancer, data: ProxyWorkerData, resourceLimits: ResourceLimits): Promise<net.AddressInfo> {
+    const w = new Worker(ENTRY, { workerData: { poiseProxy: data }, resourceLimits });
     balancer.watchWorker(w, data.index);
     this.workers.push(w);
     return new Promise((resolve, reject) => {

@@ -9,8 +9,9 @@
  * worker threads each listen on the same port with `reusePort` and each
  * route with its own Router over the Balancer's LoadTable (Sōzu's shape:
  * the kernel spreads connections, no thread computes a global minimum). On
- * older Node one thread — this one — accepts, and the proxy says so in one
- * log line. `maxConnections` is one counter shared by every thread.
+ * older Node one worker thread accepts, and the proxy says so in one log
+ * line. `workers: 0` (the default) accepts in this thread.
+ * `maxConnections` is one counter shared by every thread.
  */
 import { EventEmitter } from 'node:events';
 import type net from 'node:net';
@@ -37,11 +38,13 @@ export interface TcpProxyOptions extends ConnectionOptions {
   /** With `balancer`: every router's policy; default `'p2c:latency'`. */
   policy?: PolicyName;
   /**
-   * Accepting threads, 1..(table threads - 1); default 1. More than 1 needs
-   * `balancer` and, for the threads to exist, Node >= 22.12 on Linux
-   * (`reusePort`); elsewhere this thread accepts alone and one warn line
-   * says so. In worker mode `key` must be a string form and `accessLog`
-   * `'stdout'` (functions and loggers cannot cross threads).
+   * Accepting worker threads, 0..(table threads - 1); default 0: this thread
+   * accepts (the only choice with `router`). N >= 1 needs `balancer`: N
+   * worker threads each listen on the same port with `reusePort` and route
+   * with their own Router — on Node >= 22.12 on Linux. Elsewhere one worker
+   * thread accepts, and (for N > 1) one warn line says so. With workers,
+   * `key` must be a string form and `accessLog` `'stdout'` (functions and
+   * loggers cannot cross threads).
    */
   workers?: number;
   /**
@@ -51,6 +54,13 @@ export interface TcpProxyOptions extends ConnectionOptions {
    * none is reset.
    */
   maxConnections?: number;
+  /**
+   * Each worker's V8 young generation, MB (`resourceLimits.maxYoungGenerationSizeMb`);
+   * default 4. V8 grows the young generation of a busy thread to tens of MB,
+   * which is most of a Node proxy's resident memory per connection; a small
+   * one costs more frequent (cheap) scavenges.
+   */
+  youngGenerationMb?: number;
   /** Listen address; default host 127.0.0.1, port 0 (any free port). */
   host?: string;
   port?: number;
@@ -77,17 +87,18 @@ export interface TcpProxyCloseOptions {
  */
 export class TcpProxy extends EventEmitter {
   /**
-   * Counters of the connections this thread serves. In worker mode the
+   * Counters of the connections this thread serves. With workers the
    * workers serve them all (these stay 0): use {@link collectStats}. The
    * `'spliced'` / `'closed'` / `'failed'` events, likewise, are this thread's.
    */
   readonly stats: TcpProxyStats;
-  /** Accepting threads in use (after `listen`): 1 when this thread accepts. */
+  /** Accepting threads in use (after `listen`): worker threads, or 1 when this thread accepts. */
   threads = 1;
   private readonly opts: TcpProxyOptions;
   private readonly log: Logger;
   private readonly gate: ConnectionGate;
   private readonly requested: number;
+  private readonly youngMb: number;
   private listener: ProxyListener | undefined;
   private pool: ProxyWorkers | undefined;
   private readonly ownRouter: Router | undefined;
@@ -96,7 +107,7 @@ export class TcpProxy extends EventEmitter {
   constructor(opts: TcpProxyOptions) {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['router', 'balancer', 'policy', 'workers', 'maxConnections', 'host', 'port', 'logger', ...CONNECTION_OPTION_KEYS]);
+    checkOptionKeys(opts, ['router', 'balancer', 'policy', 'workers', 'maxConnections', 'youngGenerationMb', 'host', 'port', 'logger', ...CONNECTION_OPTION_KEYS]);
     const { router, balancer } = opts;
     if (router !== undefined && (typeof router !== 'object' || router === null || typeof router.acquire !== 'function')) {
       invalidConfig('options.router', 'must be a Router', router);
@@ -109,10 +120,11 @@ export class TcpProxy extends EventEmitter {
       if (balancer === undefined) invalidConfig('options.policy', 'only with options.balancer (a Router has its policy)', opts.policy);
       if (!(POLICY_NAMES as readonly string[]).includes(opts.policy)) invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, opts.policy);
     }
-    this.requested = integerIn(opts.workers ?? 1, 'options.workers', 1, balancer === undefined ? 1 : balancer.table.maxThreads - 1);
-    if (this.requested > 1) {
-      if (typeof opts.key === 'function') invalidConfig('options.key', 'a function cannot reach worker threads (options.workers > 1); use "client-ip" or "client-ip:port"', 'function');
-      if (opts.accessLog !== undefined && opts.accessLog !== 'stdout') invalidConfig('options.accessLog', 'a logger cannot reach worker threads (options.workers > 1); use "stdout"', typeof opts.accessLog);
+    this.requested = integerIn(opts.workers ?? 0, 'options.workers', 0, balancer === undefined ? 0 : balancer.table.maxThreads - 1);
+    this.youngMb = integerIn(opts.youngGenerationMb ?? 4, 'options.youngGenerationMb', 1, 1024);
+    if (this.requested > 0) {
+      if (typeof opts.key === 'function') invalidConfig('options.key', 'a function cannot reach worker threads (options.workers > 0); use "client-ip" or "client-ip:port"', 'function');
+      if (opts.accessLog !== undefined && opts.accessLog !== 'stdout') invalidConfig('options.accessLog', 'a logger cannot reach worker threads (options.workers > 0); use "stdout"', typeof opts.accessLog);
     }
     if (opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) {
       invalidConfig('options.host', 'must be a non-empty string', opts.host);
@@ -123,8 +135,7 @@ export class TcpProxy extends EventEmitter {
     this.opts = opts;
     this.log = opts.logger ?? defaultLogger();
     this.gate = new ConnectionGate(max);
-    const multi = this.requested > 1 && reusePortSupported();
-    if (multi) {
+    if (this.requested > 0) {
       this.stats = freshProxyStats();
     } else {
       this.ownRouter = router === undefined ? balancer!.router({ logger: this.log, ...(opts.policy === undefined ? {} : { policy: opts.policy }) }) : undefined;
@@ -139,25 +150,28 @@ export class TcpProxy extends EventEmitter {
     const port = this.opts.port ?? 0;
     let address: net.AddressInfo;
     if (this.listener === undefined) {
+      const reusePort = reusePortSupported();
+      if (this.requested > 1 && !reusePort) {
+        this.log.warn(
+          { workers: this.requested, node: process.version, platform: process.platform, requires: 'Node >= 22.12 on Linux (server.listen reusePort)' },
+          `proxy: one thread accepts: workers ${this.requested} needs Node >= 22.12 on Linux (reusePort); this is Node ${process.version} on ${process.platform}`,
+        );
+      }
       this.pool = await ProxyWorkers.start({
         balancer: this.opts.balancer!,
         policy: this.opts.policy,
         connection: connectionData(this.opts),
         host,
         port,
-        threads: this.requested,
+        threads: reusePort ? this.requested : 1,
+        reusePort,
+        youngGenerationMb: this.youngMb,
         gate: this.gate,
         log: this.log,
       });
       this.threads = this.pool.threads;
       address = this.pool.address();
     } else {
-      if (this.requested > 1) {
-        this.log.warn(
-          { workers: this.requested, node: process.version, platform: process.platform, requires: 'Node >= 22.12 on Linux (server.listen reusePort)' },
-          `proxy: one thread accepts: workers ${this.requested} needs Node >= 22.12 on Linux (reusePort); this is Node ${process.version} on ${process.platform}`,
-        );
-      }
       address = await this.listener.listen({ host, port, reusePort: false });
     }
     this.log.info({ address: `${address.address}:${address.port}`, threads: this.threads, maxConnections: this.gate.max }, 'proxy listening');

@@ -46,7 +46,7 @@ describe('poise proxy', () => {
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--send-proxy', '--send-proxy-v2'], '--send-proxy-v2: give one of --send-proxy and --send-proxy-v2'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--accept-proxy-timeout', '1s'], '--accept-proxy-timeout and --accept-proxy-max-bytes need --accept-proxy'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--accept-proxy', '--accept-proxy-max-bytes', '27'], '--accept-proxy-max-bytes: must be an integer in [28, 65551], got "27"'],
-    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--workers', '0'], '--workers: must be an integer in [1, 64], got "0"'],
+    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--workers', '65'], '--workers: must be an integer in [0, 64], got "65"'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--max-connections', '-1'], '--max-connections: must be an integer in [0, 2147483647], got "-1"'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--grace', '30 s'], '--grace: must be a duration in [0ms, 86400000ms]'],
     [['--bogus'], 'unknown flag --bogus (accepted: --listen, --backend, --file, --redis, --cluster, --prefix, --policy, --attempts, '],

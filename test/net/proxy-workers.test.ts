@@ -76,11 +76,12 @@ async function startProxy(bal: BalancerType, workers: number, extra: Record<stri
 /** The thread count a proxy asked for `workers` must have, and the fallback line it must (not) log. */
 function expectThreads(proxy: TcpProxy, log: ReturnType<typeof captureLog>, workers: number): void {
   const fallback = log.find('one thread accepts');
-  if (workers === 1 || MULTI) {
-    expect(proxy.threads).toBe(workers);
+  if (workers <= 1 || MULTI) {
+    // workers 0: this thread; 1: one worker thread; N with reusePort: N worker threads.
+    expect(proxy.threads).toBe(Math.max(1, workers));
     expect(fallback).toHaveLength(0);
   } else {
-    // Node < 22.12: exactly one line, naming this Node and the requirement.
+    // Node < 22.12: one worker thread, and exactly one line naming this Node and the requirement.
     expect(proxy.threads).toBe(1);
     expect(fallback).toHaveLength(1);
     expect(fallback[0]!['msg']).toBe(`proxy: one thread accepts: workers ${workers} needs Node >= 22.12 on Linux (reusePort); this is Node ${process.version} on ${process.platform}`);
@@ -88,7 +89,7 @@ function expectThreads(proxy: TcpProxy, log: ReturnType<typeof captureLog>, work
   }
 }
 
-describe.each([1, 2])('TcpProxy with workers: %i', (workers) => {
+describe.each([0, 1, 2])('TcpProxy with workers: %i', (workers) => {
   it('200 concurrent clients echo 1 MiB each through 4 backends: every byte back in order, every backend received its share', async () => {
     const backs = await Promise.all([0, 1, 2, 3].map(() => backend()));
     const { proxy, port, log } = await startProxy(balancerOver(backs), workers);
@@ -207,6 +208,7 @@ describe('membership reaches every worker', () => {
     const backs = await Promise.all([0, 1, 2].map(() => backend()));
     const bal = balancerOver(backs);
     const { proxy, port } = await startProxy(bal, 2);
+    expect(proxy.threads).toBe(MULTI ? 2 : 1);
     bal.update([
       { id: 'b1', address: `127.0.0.1:${backs[1]!.port}`, status: 'draining' },
       { id: 'b2', address: `127.0.0.1:${backs[2]!.port}` },
@@ -224,8 +226,8 @@ describe('membership reaches every worker', () => {
 
 describe('TcpProxy options', () => {
   it.each([
-    [{ workers: 2 }, 'options.workers'],
-    [{ workers: 0 }, 'options.workers'],
+    [{ workers: 1 }, 'options.workers'],
+    [{ workers: -1 }, 'options.workers'],
     [{ maxConnections: -1 }, 'options.maxConnections'],
     [{ maxConnections: 1.5 }, 'options.maxConnections'],
     [{ policy: 'p2c' }, 'options.policy'],
@@ -238,8 +240,9 @@ describe('TcpProxy options', () => {
   });
 
   it.each([
-    ['a key function with workers 2', { workers: 2, key: () => 'k' }, 'options.key: a function cannot reach worker threads'],
-    ['a logger as accessLog with workers 2', { workers: 2, accessLog: captureLog().logger }, 'options.accessLog: a logger cannot reach worker threads'],
+    ['a key function with workers 1', { workers: 1, key: () => 'k' }, 'options.key: a function cannot reach worker threads'],
+    ['a logger as accessLog with workers 1', { workers: 1, accessLog: captureLog().logger }, 'options.accessLog: a logger cannot reach worker threads'],
+    ['youngGenerationMb 0', { workers: 1, youngGenerationMb: 0 }, 'options.youngGenerationMb'],
     ['workers 1000', { workers: 1000 }, 'options.workers'],
     ['an unknown policy', { policy: 'fastest' }, 'options.policy: must be one of'],
   ])('with a balancer, %s is refused naming the option', (_label, extra, message) => {
