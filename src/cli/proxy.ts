@@ -305,6 +305,7 @@ async function serve(f: ProxyFlags): Promise<number> {
     }
     f.log.info({ policy: f.policy, version: balancer.version, threads: proxy.threads }, 'proxy ready');
     await stopped;
+    await proxy.stopAccepting();
     f.log.info({ graceMs: f.graceMs, connections: proxy.connections }, 'proxy draining: not accepting; open connections finish within the grace');
     const { cut } = await proxy.close({ drain: true, graceMs: f.graceMs });
     f.log.info({ cut }, 'proxy drained');

@@ -100,7 +100,7 @@ export class ProxyListener {
    * connections were closed by the proxy rather than by their ends.
    */
   close(opts: { drain?: boolean; graceMs?: number } = {}): Promise<{ cut: number }> {
-    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    const closed = this.stopAccepting();
     let cut = 0;
     const cutAll = (): void => {
       for (const s of this.sockets) {
@@ -130,6 +130,13 @@ export class ProxyListener {
   }
 
   private onEmpty: (() => void) | undefined;
+  private serverClosed: Promise<void> | undefined;
+
+  /** Closes the listening socket now (new clients are refused); resolves when the server has closed. */
+  stopAccepting(): Promise<void> {
+    this.serverClosed ??= new Promise<void>((resolve) => this.server.close(() => resolve()));
+    return this.serverClosed;
+  }
 
   private track(socket: net.Socket): void {
     this.sockets.add(socket as Tracked);

@@ -8,6 +8,7 @@
  * the table's epochs, exactly as for any embedded router.
  *
  * Messages from the owner: `{ type: 'stats', id }` → `{ type: 'stats', id, stats }`;
+ * `{ type: 'stop' }` → `{ type: 'stopped' }` once the listening socket is closed;
  * `{ type: 'close', drain, graceMs }` → `{ type: 'closed', cut }`.
  * @internal
  */
@@ -30,6 +31,11 @@ const listener = new ProxyListener(resolveConnectionOptions(d.connection), route
 port.on('message', (m: OwnerMessage) => {
   if (m.type === 'stats') {
     post({ type: 'stats', id: m.id, stats: listener.stats });
+    return;
+  }
+  if (m.type === 'stop') {
+    void listener.stopAccepting();
+    post({ type: 'stopped' });
     return;
   }
   void listener.close(m).then(({ cut }) => {

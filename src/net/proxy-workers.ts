@@ -39,12 +39,13 @@ export interface ProxyWorkerData {
 }
 
 /** Owner → worker. @internal */
-export type OwnerMessage = { type: 'stats'; id: number } | { type: 'close'; drain: boolean; graceMs?: number };
+export type OwnerMessage = { type: 'stats'; id: number } | { type: 'stop' } | { type: 'close'; drain: boolean; graceMs?: number };
 /** Worker → owner. @internal */
 export type WorkerMessage =
   | { type: 'listening'; address: net.AddressInfo }
   | { type: 'error'; message: string; code: string | undefined }
   | { type: 'stats'; id: number; stats: TcpProxyStats }
+  | { type: 'stopped' }
   | { type: 'closed'; cut: number };
 
 const ENTRY = fileURLToPath(new URL('./proxy-worker.js', import.meta.url));
@@ -131,6 +132,32 @@ export class ProxyWorkers {
           }),
       ),
     );
+  }
+
+  /** Closes every worker's listening socket; resolves once none accepts (a worker that is gone counts as stopped). */
+  stopAccepting(): Promise<void> {
+    return Promise.all(
+      this.workers.map(
+        (w) =>
+          new Promise<void>((resolve) => {
+            if (w.threadId < 0) {
+              resolve();
+              return;
+            }
+            const done = (): void => {
+              w.off('exit', done);
+              w.off('message', on);
+              resolve();
+            };
+            const on = (m: WorkerMessage): void => {
+              if (m.type === 'stopped') done();
+            };
+            w.once('exit', done);
+            w.on('message', on);
+            w.postMessage({ type: 'stop' } satisfies OwnerMessage);
+          }),
+      ),
+    ).then(() => undefined);
   }
 
   /** Closes every worker's listener (see ProxyListener.close), then ends the threads; resolves with the connections cut in all. */

@@ -197,6 +197,16 @@ export class TcpProxy extends EventEmitter {
   }
 
   /**
+   * Closes the listening socket of every thread; resolves once none accepts
+   * (new clients are refused, not accepted and reset). Open connections are
+   * untouched: follow with {@link close}.
+   */
+  async stopAccepting(): Promise<void> {
+    if (this.pool !== undefined) await this.pool.stopAccepting();
+    else void this.listener?.stopAccepting();
+  }
+
+  /**
    * Stops accepting in every thread. Without `drain` (default) closes every
    * connection at once; with `drain`, open and held connections finish on
    * their own for up to `graceMs`, then the rest are closed. Resolves when
