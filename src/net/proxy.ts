@@ -115,7 +115,8 @@ export class TcpProxy extends EventEmitter {
     if (balancer !== undefined && (typeof balancer !== 'object' || balancer === null || typeof balancer.attachment !== 'function')) {
       invalidConfig('options.balancer', 'must be a Balancer', balancer);
     }
-    if ((router === undefined) === (balancer === undefined)) invalidConfig('options.router', 'give exactly one of options.router and options.balancer', router);
+    if (router === undefined && balancer === undefined) invalidConfig('options.router', 'must be a Router (or give options.balancer)', router);
+    if (router !== undefined && balancer !== undefined) invalidConfig('options.balancer', 'give options.router or options.balancer, not both', 'both');
     if (opts.policy !== undefined) {
       if (balancer === undefined) invalidConfig('options.policy', 'only with options.balancer (a Router has its policy)', opts.policy);
       if (!(POLICY_NAMES as readonly string[]).includes(opts.policy)) invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, opts.policy);

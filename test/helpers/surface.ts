@@ -17,7 +17,7 @@ export const SURFACE: Record<string, string[]> = {
     'ejectionTimeMs', 'findOutliers', 'parseDocument', 'poolWorkerData', 'resolveDocument', 'workerRouter',
   ],
   'poise-lb/redis': ['MembershipPublisher', 'RedisMembership'],
-  'poise-lb/net': ['LOCAL_ERROR_CODES', 'TERMINATIONS', 'TcpProxy', 'connect', 'encodeProxyV1', 'encodeProxyV2', 'isLocalError', 'parseProxyHeader'],
+  'poise-lb/net': ['LOCAL_ERROR_CODES', 'TERMINATIONS', 'TcpProxy', 'connect', 'encodeProxyV1', 'encodeProxyV2', 'isLocalError', 'parseProxyHeader', 'reusePortSupported'],
   'poise-lb/cli': [
     'EXIT', 'EXIT_HELP', 'NAME_RULE', 'UsageError', 'choiceFlag', 'durationFlag', 'exitCodeOf', 'integerFlag', 'nameFlag', 'parseFlags',
     'pathFlag', 'redisUrlFlag', 'secondsFlag',

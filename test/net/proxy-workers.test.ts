@@ -256,8 +256,8 @@ describe('TcpProxy options', () => {
   it('refuses both router and balancer, and neither', () => {
     const bal = new Balancer();
     cleanup.push(() => bal.close());
-    expect(thrown(() => new TcpProxy({ router: bal.router(), balancer: bal })).message).toContain('give exactly one of options.router and options.balancer');
-    expect(thrown(() => new TcpProxy({})).message).toContain('give exactly one of options.router and options.balancer');
+    expect(thrown(() => new TcpProxy({ router: bal.router(), balancer: bal })).message).toContain('options.balancer: give options.router or options.balancer, not both');
+    expect(thrown(() => new TcpProxy({})).message).toContain('options.router: must be a Router (or give options.balancer)');
   });
 
   it('reusePortSupported: Node >= 22.12 on Linux only', () => {
