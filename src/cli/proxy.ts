@@ -22,12 +22,14 @@ import type { ConnectionOptions } from '../net/proxy-connection.js';
 import { TcpProxy } from '../net/proxy.js';
 import { Balancer } from '../runtime/balancer.js';
 import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
-import { choiceFlag, durationFlag, integerFlag, nameFlag, parseFlags, redisUrlFlag, type FlagSpecs, type FlagValues } from './args.js';
+import { choiceFlag, durationFlag, integerFlag, nameFlag, parseFlags, type FlagSpecs, type FlagValues } from './args.js';
 import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
 import { cliLogger } from './logger.js';
 import type { Command } from './command.js';
 import { CONNECTION_FLAGS, CONNECTION_HELP, connectionFlags } from './proxy-connection-flags.js';
+import { ADMISSION_FLAGS, ADMISSION_HELP, admissionFlags, proxyAdmission, type AdmissionFlags } from './proxy-admission-flags.js';
 import { waitForMembership } from './proxy-wait.js';
+import { REDIS_FLAGS, redisFlags } from './redis-flags.js';
 import { UsageError } from './usage.js';
 import type { HealthCheckOptions } from '../health/config.js';
 
@@ -41,7 +43,10 @@ membership (exactly one source):
   --backend ID=HOST:PORT   a backend, repeatable (weight 1, priority 0)
   --file PATH              a membership document (JSON or YAML), watched for changes
   --redis URL --cluster NAME [--prefix P]
-                           the Redis control plane (see \`poise members\`)
+                           the Redis control plane (see \`poise members\`); URL may be
+                           redis+sentinel://host:port[,host:port...]/master-name[?db=N]
+  --sentinel HOST:PORT,... --sentinel-name NAME   (instead of --redis) the master these sentinels monitor
+  --redis-cluster HOST:PORT,...                   (instead of --redis) a Redis Cluster, by seed nodes
 
 Until a first valid membership is applied (nothing stored in Redis, a stored value
 that is not a valid snapshot, a missing or invalid --file, Redis down), the proxy
@@ -80,6 +85,8 @@ flags:
 
 ${CONNECTION_HELP}
 
+${ADMISSION_HELP}
+
 See docs/proxy.md for the full reference.
 
 ${EXIT_HELP}
@@ -89,11 +96,12 @@ const OPTIONS = {
   listen: { type: 'string' },
   backend: { type: 'string', multiple: true },
   file: { type: 'string' },
-  redis: { type: 'string' },
+  ...REDIS_FLAGS,
   cluster: { type: 'string' },
   prefix: { type: 'string' },
   policy: { type: 'string' },
   ...CONNECTION_FLAGS,
+  ...ADMISSION_FLAGS,
   capacity: { type: 'string' },
   workers: { type: 'string' },
   'max-connections': { type: 'string' },
@@ -115,6 +123,7 @@ interface ProxyFlags {
   listen: { host: string; port: number };
   policy: PolicyName;
   connection: ConnectionOptions;
+  admission: AdmissionFlags | undefined;
   capacity: number;
   workers: number;
   maxConnections: number;
@@ -192,17 +201,18 @@ function proxyFlags(values: Values): ProxyFlags {
   const graceMs = durationFlag('--grace', values.grace, 0, 86_400_000) ?? 30_000;
   // Every flag is checked before a source is built: a usage error leaves nothing open.
   const connection = connectionFlags(values, policy);
+  const admission = admissionFlags(values);
   const waitLogMs = integerFlag('--wait-log-interval', values['wait-log-interval'], 100, 600_000) ?? 5000;
   const check = checkFlags(values);
-  const chosen = [values.backend.length > 0, values.file !== undefined, values.redis !== undefined].filter(Boolean).length;
-  if (chosen !== 1) throw new UsageError('membership: give exactly one of --backend, --file, --redis');
-  const url = redisUrlFlag('--redis', values.redis);
-  if (url !== undefined && values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
+  const redis = redisFlags(values);
+  const chosen = [values.backend.length > 0, values.file !== undefined, redis !== undefined].filter(Boolean).length;
+  if (chosen !== 1) throw new UsageError('membership: give exactly one of --backend, --file, --redis (or --sentinel, --redis-cluster)');
+  if (redis !== undefined && values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
   const cluster = nameFlag('--cluster', values.cluster);
   const prefix = nameFlag('--prefix', values.prefix);
   let source: MembershipSource;
-  if (url !== undefined && cluster !== undefined) {
-    source = new RedisMembership({ url, cluster, prefix, logger: log, failFast: requireMembership });
+  if (redis !== undefined && cluster !== undefined) {
+    source = new RedisMembership({ ...redis, cluster, prefix, logger: log, failFast: requireMembership });
   } else if (values.file !== undefined) {
     source = new StaticMembership({ file: values.file }, { watch: true, logger: log, initial: requireMembership ? 'reject' : 'wait' });
   } else {
@@ -212,6 +222,7 @@ function proxyFlags(values: Values): ProxyFlags {
     listen: at,
     policy,
     connection,
+    admission,
     capacity,
     workers,
     maxConnections,
@@ -287,15 +298,22 @@ async function serve(f: ProxyFlags): Promise<number> {
   try {
     const binding = await firstMembership(f, balancer, stopped);
     if (binding === undefined) return EXIT.ok;
+    // Admission bands gate through an AdmissionGate on one router in this
+    // thread, so with --band the proxy accepts here and --workers is not used.
+    const router = f.admission === undefined ? undefined : balancer.router({ policy: f.policy, logger: f.log });
+    if (router !== undefined && f.workers > 0) f.log.warn({ workers: f.workers }, 'proxy: --band admission gates in the main thread: it accepts there, --workers is not used');
+    const admission =
+      router === undefined
+        ? { main: undefined, listen: async () => {}, close: async () => {} }
+        : proxyAdmission(router, f.admission, f.log, (host, port, band) => new TcpProxy({ router, host, port, ...f.connection, logger: f.log, admission: band }));
     const proxy = new TcpProxy({
-      balancer,
-      policy: f.policy,
-      workers: f.workers,
+      ...(router === undefined ? { balancer, policy: f.policy, workers: f.workers } : { router }),
       maxConnections: f.maxConnections,
       host: f.listen.host,
       port: f.listen.port,
       ...f.connection,
       logger: f.log,
+      admission: admission.main,
     });
     try {
       await proxy.listen();
@@ -303,11 +321,17 @@ async function serve(f: ProxyFlags): Promise<number> {
       await binding.close();
       throw new PoiseError('Unavailable', `--listen: cannot listen on ${f.listen.host}:${f.listen.port}: ${(err as Error).message}`, { field: '--listen', cause: err });
     }
+    try {
+      await admission.listen();
+    } catch (err) {
+      await Promise.all([proxy.close(), admission.close(), binding.close()]);
+      throw err;
+    }
     f.log.info({ policy: f.policy, version: balancer.version, threads: proxy.threads }, 'proxy ready');
     await stopped;
     await proxy.stopAccepting();
     f.log.info({ graceMs: f.graceMs, connections: proxy.connections }, 'proxy draining: not accepting; open connections finish within the grace');
-    const { cut } = await proxy.close({ drain: true, graceMs: f.graceMs });
+    const [{ cut }] = await Promise.all([proxy.close({ drain: true, graceMs: f.graceMs }), admission.close()]);
     f.log.info({ cut }, 'proxy drained');
     await binding.close();
     return EXIT.ok;

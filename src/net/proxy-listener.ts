@@ -10,6 +10,7 @@ import net from 'node:net';
 import type { Logger } from '../log.js';
 import type { Router } from '../runtime/router.js';
 import type { ConnectionGate } from './connection-gate.js';
+import type { ProxyBandSelector } from './proxy-admission.js';
 import { connectionHost, freshStats, serveConnection, type ConnectionHost, type ConnectionSettings, type ConnectionStats } from './proxy-connection.js';
 
 /** Counters of one accepting thread (a proxy's are the sum over its threads). */
@@ -53,10 +54,11 @@ export class ProxyListener {
   private heldHead = 0;
   private waiting = false;
 
-  constructor(settings: ConnectionSettings, router: Router, log: Logger, gate: ConnectionGate, emit: ConnectionHost['emit']) {
+  constructor(settings: ConnectionSettings, router: Router, log: Logger, gate: ConnectionGate, emit: ConnectionHost['emit'], admission?: ProxyBandSelector) {
     this.gate = gate;
     this.host = connectionHost(settings, {
       router,
+      admission,
       log,
       stats: this.stats,
       track: (socket) => this.track(socket),

@@ -25,6 +25,7 @@ import { ConnectionGate } from './connection-gate.js';
 import { CONNECTION_OPTION_KEYS, resolveConnectionOptions, type ConnectionOptions } from './proxy-connection.js';
 import { ProxyListener, freshProxyStats, type TcpProxyStats } from './proxy-listener.js';
 import { ProxyWorkers, reusePortSupported } from './proxy-workers.js';
+import type { ProxyBandSelector } from './proxy-admission.js';
 
 export type { TcpProxyStats } from './proxy-listener.js';
 export { reusePortSupported } from './proxy-workers.js';
@@ -61,6 +62,8 @@ export interface TcpProxyOptions extends ConnectionOptions {
    * one costs more frequent (cheap) scavenges.
    */
   youngGenerationMb?: number;
+  /** Admission band of each client (`fixedBand(p)`, `new CidrBands(...)`); needs an `AdmissionGate` on the router, so this thread only (`workers: 0`). Default: none. */
+  admission?: ProxyBandSelector;
   /** Listen address; default host 127.0.0.1, port 0 (any free port). */
   host?: string;
   port?: number;
@@ -107,7 +110,7 @@ export class TcpProxy extends EventEmitter {
   constructor(opts: TcpProxyOptions) {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['router', 'balancer', 'policy', 'workers', 'maxConnections', 'youngGenerationMb', 'host', 'port', 'logger', ...CONNECTION_OPTION_KEYS]);
+    checkOptionKeys(opts, ['router', 'balancer', 'policy', 'workers', 'maxConnections', 'youngGenerationMb', 'admission', 'host', 'port', 'logger', ...CONNECTION_OPTION_KEYS]);
     const { router, balancer } = opts;
     if (router !== undefined && (typeof router !== 'object' || router === null || typeof router.acquire !== 'function')) {
       invalidConfig('options.router', 'must be a Router', router);
@@ -124,9 +127,11 @@ export class TcpProxy extends EventEmitter {
     this.requested = integerIn(opts.workers ?? 0, 'options.workers', 0, balancer === undefined ? 0 : balancer.table.maxThreads - 1);
     this.youngMb = integerIn(opts.youngGenerationMb ?? 4, 'options.youngGenerationMb', 1, 1024);
     if (this.requested > 0) {
+      if (opts.admission !== undefined) invalidConfig('options.admission', 'needs the router in this thread (options.workers 0): an AdmissionGate cannot reach worker threads', 'admission');
       if (typeof opts.key === 'function') invalidConfig('options.key', 'a function cannot reach worker threads (options.workers > 0); use "client-ip" or "client-ip:port"', 'function');
       if (opts.accessLog !== undefined && opts.accessLog !== 'stdout') invalidConfig('options.accessLog', 'a logger cannot reach worker threads (options.workers > 0); use "stdout"', typeof opts.accessLog);
     }
+    if (opts.admission !== undefined && typeof opts.admission?.bandOf !== 'function') invalidConfig('options.admission', 'must have a bandOf(address) method', opts.admission);
     if (opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) {
       invalidConfig('options.host', 'must be a non-empty string', opts.host);
     }
@@ -140,7 +145,7 @@ export class TcpProxy extends EventEmitter {
       this.stats = freshProxyStats();
     } else {
       this.ownRouter = router === undefined ? balancer!.router({ logger: this.log, ...(opts.policy === undefined ? {} : { policy: opts.policy }) }) : undefined;
-      this.listener = new ProxyListener(settings, router ?? this.ownRouter!, this.log, this.gate, (event, arg) => this.emit(event, arg));
+      this.listener = new ProxyListener(settings, router ?? this.ownRouter!, this.log, this.gate, (event, arg) => this.emit(event, arg), opts.admission);
       this.stats = this.listener.stats;
     }
   }

@@ -49,7 +49,7 @@ describe('poise proxy', () => {
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--workers', '65'], '--workers: must be an integer in [0, 64], got "65"'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--max-connections', '-1'], '--max-connections: must be an integer in [0, 2147483647], got "-1"'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--grace', '30 s'], '--grace: must be a duration in [0ms, 86400000ms]'],
-    [['--bogus'], 'unknown flag --bogus (accepted: --listen, --backend, --file, --redis, --cluster, --prefix, --policy, --attempts, '],
+    [['--bogus'], 'unknown flag --bogus (accepted: --listen, --backend, --file, --redis, --sentinel, --sentinel-name, --redis-cluster, --cluster, --prefix, --policy, --attempts, '],
     [['--listen'], '--listen: needs a value'],
     [['--listen', '127.0.0.1:6000', '--file', 'a.json', '--file', 'b.json'], '--file: given more than once'],
     [['--listen', '127.0.0.1:6000', 'extra'], 'unexpected argument "extra" (this command takes flags only)'],

@@ -12,12 +12,15 @@ export const SURFACE: Record<string, string[]> = {
     'holdbackCeilings', 'isPoiseError', 'isStatus', 'isValidWeight', 'observeSample', 'validateWeight',
   ],
   'poise-lb/runtime': [
-    'Balancer', 'DEFAULT_MAX_DOCUMENT_BYTES', 'EwmaSeries', 'HealthFlag', 'LOG_LEVELS', 'Lease', 'LeaseKind', 'LoadTable',
+    'AdmissionGate', 'Balancer', 'DEFAULT_MAX_DOCUMENT_BYTES', 'EwmaSeries', 'HealthFlag', 'LOG_LEVELS', 'Lease', 'LeaseKind', 'LoadTable',
     'POLICY_NAMES', 'Router', 'SlotState', 'StaticMembership', 'bindMembership', 'createLogger', 'createWorkerPool',
     'ejectionTimeMs', 'findOutliers', 'parseDocument', 'poolWorkerData', 'resolveDocument', 'workerRouter',
   ],
   'poise-lb/redis': ['MembershipPublisher', 'RedisMembership'],
-  'poise-lb/net': ['LOCAL_ERROR_CODES', 'TERMINATIONS', 'TcpProxy', 'connect', 'encodeProxyV1', 'encodeProxyV2', 'isLocalError', 'parseProxyHeader', 'reusePortSupported'],
+  'poise-lb/net': [
+    'CidrBands', 'LOCAL_ERROR_CODES', 'TERMINATIONS', 'TcpProxy', 'connect', 'encodeProxyV1', 'encodeProxyV2', 'fixedBand', 'isLocalError',
+    'parseProxyHeader', 'reusePortSupported',
+  ],
   'poise-lb/cli': [
     'EXIT', 'EXIT_HELP', 'NAME_RULE', 'UsageError', 'choiceFlag', 'durationFlag', 'exitCodeOf', 'integerFlag', 'nameFlag', 'parseFlags',
     'pathFlag', 'redisUrlFlag', 'secondsFlag',
