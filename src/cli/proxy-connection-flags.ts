@@ -3,7 +3,6 @@
  * protocol and the access log (the data path in net/proxy-connection.ts).
  * Kept apart from the listener / worker flags in proxy.ts.
  */
-import { pino } from 'pino';
 import type { ConnectionOptions } from '../net/proxy-connection.js';
 import type { PolicyName } from '../runtime/policies.js';
 import { choiceFlag, durationFlag, integerFlag, type FlagSpecs, type FlagValues } from './args.js';
@@ -67,6 +66,6 @@ export function connectionFlags(values: FlagValues<typeof CONNECTION_FLAGS>, pol
     acceptProxy,
     acceptProxyTimeoutMs: durationFlag('--accept-proxy-timeout', values['accept-proxy-timeout'], 1, 600_000) ?? 5000,
     acceptProxyMaxBytes: integerFlag('--accept-proxy-max-bytes', values['accept-proxy-max-bytes'], 28, 65_551) ?? 536,
-    accessLog: values['access-log'] ? pino({ base: null }, pino.destination({ fd: 1, sync: true })) : undefined,
+    accessLog: values['access-log'] ? 'stdout' : undefined,
   };
 }

@@ -11,6 +11,7 @@
  * when one is applied — or, with `--require-membership`, exits at once with
  * the reason's exit code. Exit codes come from exit.ts (the one table).
  */
+import os from 'node:os';
 import { PoiseError, isPoiseError } from '../core/errors.js';
 import { addressDetail, parseAddress, resolveBackendSpecs, type BackendSpec } from '../core/spec.js';
 import type { Logger } from '../log.js';
@@ -21,7 +22,7 @@ import type { ConnectionOptions } from '../net/proxy-connection.js';
 import { TcpProxy } from '../net/proxy.js';
 import { Balancer } from '../runtime/balancer.js';
 import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
-import { choiceFlag, integerFlag, nameFlag, parseFlags, type FlagSpecs, type FlagValues } from './args.js';
+import { choiceFlag, durationFlag, integerFlag, nameFlag, parseFlags, type FlagSpecs, type FlagValues } from './args.js';
 import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
 import { cliLogger } from './logger.js';
 import type { Command } from './command.js';
@@ -61,6 +62,16 @@ flags:
                            (default p2c:latency: PeakEWMA of each request-reply
                            turn x in-flight turns; it avoids a slow backend)
   --capacity N             backend slots in the load table, 1..65536 (default 1024)
+  --workers N              accepting worker threads, 0..64 (default: the number of cores;
+                           0 = the main thread). On Node >= 22.12 on Linux each listens
+                           on the same port (reusePort) with its own router over the
+                           shared load table; on older Node one thread accepts and one
+                           log line says so
+  --max-connections N      connections served at once, all workers together, 0 = no
+                           limit (default 0); clients over it wait unread, never reset
+  --grace D                on SIGTERM/SIGINT stop accepting and let open connections
+                           finish for D, then close the rest and exit 0 (default 30s;
+                           a second signal exits at once)
   --require-membership     fail at start when no valid membership is available (default: wait)
   --wait-log-interval MS   while waiting for a membership, log why every MS, 100..600000 (default 5000)
   --check KIND             active health check of every backend: tcp | http:/PATH | redis | postgres
@@ -92,6 +103,9 @@ const OPTIONS = {
   ...CONNECTION_FLAGS,
   ...ADMISSION_FLAGS,
   capacity: { type: 'string' },
+  workers: { type: 'string' },
+  'max-connections': { type: 'string' },
+  grace: { type: 'string' },
   'require-membership': { type: 'boolean' },
   'wait-log-interval': { type: 'string' },
   check: { type: 'string' },
@@ -111,6 +125,9 @@ interface ProxyFlags {
   connection: ConnectionOptions;
   admission: AdmissionFlags | undefined;
   capacity: number;
+  workers: number;
+  maxConnections: number;
+  graceMs: number;
   requireMembership: boolean;
   waitLogMs: number;
   check: HealthCheckOptions | undefined;
@@ -179,6 +196,9 @@ function proxyFlags(values: Values): ProxyFlags {
   const policy = choiceFlag('--policy', values.policy, POLICY_NAMES) ?? 'p2c:latency';
   const capacity = integerFlag('--capacity', values.capacity, 1, 65536) ?? 1024;
   const requireMembership = values['require-membership'];
+  const workers = integerFlag('--workers', values.workers, 0, 64) ?? Math.min(64, os.availableParallelism());
+  const maxConnections = integerFlag('--max-connections', values['max-connections'], 0, 2_147_483_647) ?? 0;
+  const graceMs = durationFlag('--grace', values.grace, 0, 86_400_000) ?? 30_000;
   // Every flag is checked before a source is built: a usage error leaves nothing open.
   const connection = connectionFlags(values, policy);
   const admission = admissionFlags(values);
@@ -204,6 +224,9 @@ function proxyFlags(values: Values): ProxyFlags {
     connection,
     admission,
     capacity,
+    workers,
+    maxConnections,
+    graceMs,
     requireMembership,
     waitLogMs,
     check,
@@ -212,17 +235,26 @@ function proxyFlags(values: Values): ProxyFlags {
   };
 }
 
-/** Resolves on the first SIGINT or SIGTERM; `dispose` removes the handlers. */
+/**
+ * `stopped` resolves on the first SIGINT or SIGTERM (the drain starts); a
+ * second one exits at once (code 0, open connections cut). `dispose`
+ * removes the handlers.
+ */
 function stopSignal(log: Logger): { stopped: Promise<void>; dispose: () => void } {
+  let signals = 0;
   let onSignal: (signal: string) => void = () => {};
   const stopped = new Promise<void>((resolve) => {
     onSignal = (signal: string): void => {
+      if (++signals > 1) {
+        log.warn({ signal }, 'proxy: second signal, exiting at once');
+        process.exit(EXIT.ok);
+      }
       log.info({ signal }, 'proxy stopping');
       resolve();
     };
   });
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   return { stopped, dispose: () => (process.off('SIGINT', onSignal), process.off('SIGTERM', onSignal)) };
 }
 
@@ -266,10 +298,17 @@ async function serve(f: ProxyFlags): Promise<number> {
   try {
     const binding = await firstMembership(f, balancer, stopped);
     if (binding === undefined) return EXIT.ok;
-    const router = balancer.router({ policy: f.policy, logger: f.log });
-    const admission = proxyAdmission(router, f.admission, f.log, (host, port, band) => new TcpProxy({ router, host, port, ...f.connection, logger: f.log, admission: band }));
+    // Admission bands gate through an AdmissionGate on one router in this
+    // thread, so with --band the proxy accepts here and --workers is not used.
+    const router = f.admission === undefined ? undefined : balancer.router({ policy: f.policy, logger: f.log });
+    if (router !== undefined && f.workers > 0) f.log.warn({ workers: f.workers }, 'proxy: --band admission gates in the main thread: it accepts there, --workers is not used');
+    const admission =
+      router === undefined
+        ? { main: undefined, listen: async () => {}, close: async () => {} }
+        : proxyAdmission(router, f.admission, f.log, (host, port, band) => new TcpProxy({ router, host, port, ...f.connection, logger: f.log, admission: band }));
     const proxy = new TcpProxy({
-      router,
+      ...(router === undefined ? { balancer, policy: f.policy, workers: f.workers } : { router }),
+      maxConnections: f.maxConnections,
       host: f.listen.host,
       port: f.listen.port,
       ...f.connection,
@@ -288,9 +327,12 @@ async function serve(f: ProxyFlags): Promise<number> {
       await Promise.all([proxy.close(), admission.close(), binding.close()]);
       throw err;
     }
-    f.log.info({ policy: f.policy, version: balancer.version }, 'proxy ready');
+    f.log.info({ policy: f.policy, version: balancer.version, threads: proxy.threads }, 'proxy ready');
     await stopped;
-    await Promise.all([proxy.close(), admission.close()]);
+    await proxy.stopAccepting();
+    f.log.info({ graceMs: f.graceMs, connections: proxy.connections }, 'proxy draining: not accepting; open connections finish within the grace');
+    const [{ cut }] = await Promise.all([proxy.close({ drain: true, graceMs: f.graceMs }), admission.close()]);
+    f.log.info({ cut }, 'proxy drained');
     await binding.close();
     return EXIT.ok;
   } finally {

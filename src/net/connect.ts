@@ -46,6 +46,13 @@ export interface ConnectOptions {
   allowHalfOpen?: boolean;
   /** Opens the socket; default `net.connect`. A test seam (inject a local error such as EMFILE). */
   createSocket?: (opts: net.NetConnectOpts) => net.Socket;
+  /**
+   * The caller releases the lease itself when the socket closes (`'failure'`
+   * after a socket error, else `'success'`), so no listener or closure of
+   * connect() stays on the socket. Used by TcpProxy to keep idle
+   * connections small. @internal
+   */
+  manualRelease?: boolean;
 }
 
 /**
@@ -89,7 +96,7 @@ export function checkConnectOptions(opts: Pick<ConnectOptions, 'attempts' | 'con
  * await client.connect();
  */
 export async function connect(router: Router, opts: ConnectOptions = {}): Promise<RoutedConnection> {
-  checkOptionKeys(opts, ['key', 'priority', 'attempts', 'connectTimeoutMs', 'signal', 'clock', 'allowHalfOpen', 'createSocket', 'admissionPriority', 'admissionTimeoutMs']);
+  checkOptionKeys(opts, ['key', 'priority', 'attempts', 'connectTimeoutMs', 'signal', 'clock', 'allowHalfOpen', 'createSocket', 'manualRelease', 'admissionPriority', 'admissionTimeoutMs']);
   if (opts.admissionPriority !== undefined) finiteNumber(opts.admissionPriority, 'options.admissionPriority');
   if (opts.admissionTimeoutMs !== undefined) positiveNumber(opts.admissionTimeoutMs, 'options.admissionTimeoutMs');
   const create = opts.createSocket ?? net.connect;
@@ -122,6 +129,7 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
       const socket = await openSocket(create, { host: lease.host, port: lease.port, allowHalfOpen }, timeout, opts.signal);
       const connectMs = Math.max(0, clock() - started);
       lease.connected(connectMs);
+      if (opts.manualRelease === true) return { socket, lease, connectMs, attempts: attempt };
       let failed = false;
       socket.once('error', () => {
         failed = true;

@@ -25,6 +25,7 @@
  * socket), so an idle connection costs one object, not a dozen closures.
  */
 import type net from 'node:net';
+import { pino } from 'pino';
 import { PoiseError, invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 import { rateLimited, type Logger, type RateLimitedLogger } from '../log.js';
@@ -58,8 +59,12 @@ export interface ConnectionOptions {
   acceptProxyTimeoutMs?: number;
   /** Largest v2 header accepted (16-byte fixed part + addresses + TLVs), bytes; default 536. v1 lines are at most 107. */
   acceptProxyMaxBytes?: number;
-  /** One info record per finished connection on this logger (pino), message `'connection'`. */
-  accessLog?: Logger;
+  /**
+   * One info record per finished connection, message `'connection'`: on this
+   * pino logger, or `'stdout'` for JSON lines on fd 1 (the form that reaches
+   * proxy worker threads, each writing whole lines synchronously).
+   */
+  accessLog?: Logger | 'stdout';
 }
 
 /** The validated options. @internal */
@@ -104,8 +109,8 @@ export function resolveConnectionOptions(opts: ConnectionOptions): ConnectionSet
   if (opts.sendProxy !== undefined && opts.sendProxy !== 'v1' && opts.sendProxy !== 'v2') invalidConfig('options.sendProxy', 'must be "v1" or "v2"', opts.sendProxy);
   if (opts.acceptProxy !== undefined && typeof opts.acceptProxy !== 'boolean') invalidConfig('options.acceptProxy', 'must be a boolean', opts.acceptProxy);
   const maxBytes = integerIn(opts.acceptProxyMaxBytes ?? 536, 'options.acceptProxyMaxBytes', 28, 65_551);
-  const log = opts.accessLog;
-  if (log !== undefined && (typeof log !== 'object' || log === null || typeof log.info !== 'function')) invalidConfig('options.accessLog', 'must be a pino logger', log);
+  const log = opts.accessLog === 'stdout' ? pino({ base: null }, pino.destination({ fd: 1, sync: true })) : opts.accessLog;
+  if (log !== undefined && (typeof log !== 'object' || log === null || typeof log.info !== 'function')) invalidConfig('options.accessLog', 'must be a pino logger or "stdout"', log);
   return {
     attempts,
     connectTimeoutMs: timeout,
@@ -182,14 +187,18 @@ export interface ConnectionHost {
   readonly wheel: TimeoutWheel | undefined;
   /** Tracks a socket so that closing the proxy can destroy it. */
   track(socket: net.Socket): void;
+  /** Forgets a tracked socket once it closed (the connection's own 'close' listeners call it: one listener per socket, not two). */
+  untrack(socket: net.Socket): void;
   /** `'spliced'` / `'closed'` with the backend id, `'failed'` with the error. */
   emit(event: 'spliced' | 'closed' | 'failed', arg: unknown): void;
+  /** Called once per connection when both of its sockets are closed (frees its `--max-connections` slot). */
+  finished(): void;
 }
 
 /** Builds a host for {@link serveConnection} (one wheel and one rate limiter per proxy). @internal */
 export function connectionHost(
   settings: ConnectionSettings,
-  parts: Pick<ConnectionHost, 'router' | 'admission' | 'log' | 'stats' | 'track' | 'emit'>,
+  parts: Pick<ConnectionHost, 'router' | 'admission' | 'log' | 'stats' | 'track' | 'untrack' | 'emit' | 'finished'>,
 ): ConnectionHost {
   const timeouts = [settings.clientTimeoutMs, settings.serverTimeoutMs, settings.acceptProxy ? settings.acceptProxyTimeoutMs : 0].filter((t) => t > 0);
   // A tick of 1/20 of the shortest timeout, within [5 ms, 1 s].
@@ -262,6 +271,7 @@ class Connection implements WheelEntry {
   private proxied = false;
   private header: Buffer | undefined;
   private open = 1;
+  private upstreamFailed = false;
 
   constructor(host: ConnectionHost, client: net.Socket) {
     this.host = host;
@@ -274,8 +284,11 @@ class Connection implements WheelEntry {
     c.setNoDelay(true);
     c.on('error', onClientError);
     c.on('close', onClientClose);
-    this.source = endpoint(c.remoteAddress, c.remotePort);
-    this.destination = endpoint(c.localAddress, c.localPort);
+    // The addresses cost two objects and their strings per connection: read
+    // them only when something needs them (key, PROXY header, access log);
+    // warnings read them on demand (see endpoints()).
+    const st = this.host.settings;
+    if (st.accessLog !== undefined || st.sendProxy !== undefined || typeof st.key === 'string' || this.host.admission !== undefined) this.endpoints();
     if (this.host.settings.acceptProxy) {
       this.wheelStart = this.host.wheel!.now;
       this.host.wheel!.add(this);
@@ -299,7 +312,7 @@ class Connection implements WheelEntry {
     } catch (err) {
       this.host.stats.badHeaders++;
       this.cause = 'proxy-header';
-      this.host.warn.warn(errText(err), { err: errText(err), peer: text(this.source) }, 'proxy: malformed PROXY header; closing client');
+      this.host.warn.warn(errText(err), { err: errText(err), peer: this.clientText() }, 'proxy: malformed PROXY header; closing client');
       this.client.destroy();
       return;
     }
@@ -313,6 +326,7 @@ class Connection implements WheelEntry {
     c.pause();
     if (buf.length > parsed.length) c.unshift(buf.subarray(parsed.length));
     if (parsed.source !== undefined) {
+      this.endpoints();
       this.proxied = true;
       this.peer = this.source;
       this.source = parsed.source;
@@ -323,6 +337,22 @@ class Connection implements WheelEntry {
   }
 
   private peer: ProxyEndpoint | undefined;
+  private resolved = false;
+
+  /** Reads the client's address pair from the socket once (a PROXY header may replace it later). */
+  private endpoints(): void {
+    if (this.resolved) return;
+    this.resolved = true;
+    const c = this.client;
+    this.source = endpoint(c.remoteAddress, c.remotePort);
+    this.destination = endpoint(c.localAddress, c.localPort);
+  }
+
+  /** The client address as text, for a warning. */
+  private clientText(): string | undefined {
+    this.endpoints();
+    return text(this.source);
+  }
 
   // --- routing -----------------------------------------------------------------
 
@@ -348,7 +378,7 @@ class Connection implements WheelEntry {
       return;
     }
     const admissionPriority = this.host.admission?.bandOf(this.source?.address);
-    connect(this.host.router, { key, attempts: s.attempts, connectTimeoutMs: s.connectTimeoutMs, signal: ac.signal, allowHalfOpen: true, admissionPriority }).then(
+    connect(this.host.router, { key, attempts: s.attempts, connectTimeoutMs: s.connectTimeoutMs, signal: ac.signal, allowHalfOpen: true, manualRelease: true, admissionPriority }).then(
       (routed) => this.connected(routed),
       (err: unknown) => {
         if (!ac.signal.aborted) this.refuse(err);
@@ -368,7 +398,7 @@ class Connection implements WheelEntry {
       this.cause = cause?.code === 'ETIMEDOUT' ? 'connect-timeout' : 'connect-failed';
     }
     const msg = local ? 'proxy: local resource exhausted; refusing client (no backend blamed)' : 'proxy: no backend accepted; closing client';
-    this.host.warn.warn(local ? String((err as PoiseError & { cause: { code: string } }).cause.code) : errText(err), { err: errText(err), client: text(this.source) }, msg);
+    this.host.warn.warn(local ? String((err as PoiseError & { cause: { code: string } }).cause.code) : errText(err), { err: errText(err), client: this.clientText() }, msg);
     // A clean refusal: read what the client already sent (so the close is a
     // FIN, not a reset for unread data) and end our side.
     const c = this.client;
@@ -379,8 +409,10 @@ class Connection implements WheelEntry {
 
   private connected(routed: RoutedConnection): void {
     const up = routed.socket as Tagged;
+    this.abort = undefined; // the connect is over: nothing left to abort (and one object less per idle connection)
     if (this.phase !== Phase.Connecting || this.client.destroyed) {
       up.destroy();
+      routed.lease.release('cancelled');
       return;
     }
     this.host.track(up);
@@ -475,12 +507,13 @@ class Connection implements WheelEntry {
 
   clientError(err: NodeJS.ErrnoException): void {
     this.cause ??= this.phase === Phase.Connecting ? 'client-abort' : 'client-error';
-    this.host.log.debug({ err: err.message, client: text(this.source) }, 'proxy: client socket error');
+    if (this.host.log.isLevelEnabled('debug')) this.host.log.debug({ err: err.message, client: this.clientText() }, 'proxy: client socket error');
     this.client.destroy();
     this.upstream?.destroy();
   }
 
   serverError(err: NodeJS.ErrnoException): void {
+    this.upstreamFailed = true;
     this.cause ??= 'server-error';
     this.host.warn.warn(`${this.lease?.id}\u0000${err.code ?? err.message}`, { err: err.message, backend: this.lease?.id }, 'proxy: backend socket error');
     this.upstream!.destroy();
@@ -495,12 +528,16 @@ class Connection implements WheelEntry {
     // A clean close (both directions finished) leaves the backend to finish
     // its own end; anything else tears it down.
     const c = this.client;
+    this.host.untrack(c);
     if (!(c.readableEnded && c.writableFinished)) this.upstream?.destroy();
     this.closed();
   }
 
   serverClose(): void {
+    // connect() left the lease to us (manualRelease): a socket error is the backend's failure.
+    this.lease!.release(this.upstreamFailed ? 'failure' : 'success');
     const u = this.upstream!;
+    this.host.untrack(u);
     if (!(u.readableEnded && u.writableFinished)) this.client.destroy();
     this.closed();
   }
@@ -509,6 +546,7 @@ class Connection implements WheelEntry {
     if (--this.open > 0) return;
     const wasData = this.phase === Phase.Data;
     this.phase = Phase.Done;
+    this.host.finished();
     this.host.wheel?.remove(this);
     if (wasData) {
       this.host.stats.active--;
@@ -539,7 +577,7 @@ class Connection implements WheelEntry {
     if (this.phase === Phase.Header) {
       this.cause = 'proxy-header-timeout';
       this.host.stats.timeouts++;
-      this.host.warn.warn('proxy-header-timeout', { peer: text(this.source), timeoutMs: this.host.settings.acceptProxyTimeoutMs }, 'proxy: no PROXY header in time; closing client');
+      this.host.warn.warn('proxy-header-timeout', { peer: this.clientText(), timeoutMs: this.host.settings.acceptProxyTimeoutMs }, 'proxy: no PROXY header in time; closing client');
       this.client.destroy();
       return;
     }

@@ -1,36 +1,68 @@
 /**
  * TcpProxy: inbound routing — `poise proxy`. Accepts TCP connections on a
- * listening address and splices each onto a backend chosen by the Router
+ * listening address and splices each onto a backend chosen by a Router
  * (through {@link connect}, so connect failures retry on another backend and
  * feed passive health, and every spliced connection holds a connection lease
  * until either side closes).
  *
- * Node 20 has no `reusePort`, so one proxy listens in one thread; the Router
- * still shares the LoadTable with every other router of the Balancer, so a
- * proxy and embedded routers in workers see one another's load.
+ * Threads: with `workers: N` and a `balancer`, on Node >= 22.12 on Linux, N
+ * worker threads each listen on the same port with `reusePort` and each
+ * route with its own Router over the Balancer's LoadTable (Sōzu's shape:
+ * the kernel spreads connections, no thread computes a global minimum). On
+ * older Node one worker thread accepts, and the proxy says so in one log
+ * line. `workers: 0` (the default) accepts in this thread.
+ * `maxConnections` is one counter shared by every thread.
  */
-import net from 'node:net';
 import { EventEmitter } from 'node:events';
-import { invalidConfig, checkOptionKeys } from '../core/errors.js';
-import { defaultLogger, type Logger } from '../log.js';
-import type { Router } from '../runtime/router.js';
-import {
-  CONNECTION_OPTION_KEYS,
-  connectionHost,
-  freshStats,
-  resolveConnectionOptions,
-  serveConnection,
-  type ConnectionHost,
-  type ConnectionOptions,
-  type ConnectionStats,
-} from './proxy-connection.js';
+import type net from 'node:net';
+import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
+import { defaultLogger, type Logger } from '../log.js';
+import type { Balancer } from '../runtime/balancer.js';
+import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
+import type { Router } from '../runtime/router.js';
+import { ConnectionGate } from './connection-gate.js';
+import { CONNECTION_OPTION_KEYS, resolveConnectionOptions, type ConnectionOptions } from './proxy-connection.js';
+import { ProxyListener, freshProxyStats, type TcpProxyStats } from './proxy-listener.js';
+import { ProxyWorkers, reusePortSupported } from './proxy-workers.js';
 import type { ProxyBandSelector } from './proxy-admission.js';
 
-/** Options of {@link TcpProxy}. */
+export type { TcpProxyStats } from './proxy-listener.js';
+export { reusePortSupported } from './proxy-workers.js';
+
+/** Options of {@link TcpProxy}: give `router` (this thread) or `balancer` (any number of threads). */
 export interface TcpProxyOptions extends ConnectionOptions {
-  router: Router;
-  /** Admission band of each client (`fixedBand(p)`, `new CidrBands(...)`); needs an `AdmissionGate` on the router. Default: none. */
+  /** Route with this Router, in this thread (then `workers` must be 1). */
+  router?: Router;
+  /** Route with routers attached to this Balancer's table: one in this thread, or one per worker. */
+  balancer?: Balancer;
+  /** With `balancer`: every router's policy; default `'p2c:latency'`. */
+  policy?: PolicyName;
+  /**
+   * Accepting worker threads, 0..(table threads - 1); default 0: this thread
+   * accepts (the only choice with `router`). N >= 1 needs `balancer`: N
+   * worker threads each listen on the same port with `reusePort` and route
+   * with their own Router — on Node >= 22.12 on Linux. Elsewhere one worker
+   * thread accepts, and (for N > 1) one warn line says so. With workers,
+   * `key` must be a string form and `accessLog` `'stdout'` (functions and
+   * loggers cannot cross threads).
+   */
+  workers?: number;
+  /**
+   * Connections served at once, all threads together (HAProxy `maxconn`);
+   * 0 = no limit (default). A client over the limit is accepted and held
+   * unread — no backend connect — until a slot frees, then served in order;
+   * none is reset.
+   */
+  maxConnections?: number;
+  /**
+   * Each worker's V8 young generation, MB (`resourceLimits.maxYoungGenerationSizeMb`);
+   * default 4. V8 grows the young generation of a busy thread to tens of MB,
+   * which is most of a Node proxy's resident memory per connection; a small
+   * one costs more frequent (cheap) scavenges.
+   */
+  youngGenerationMb?: number;
+  /** Admission band of each client (`fixedBand(p)`, `new CidrBands(...)`); needs an `AdmissionGate` on the router, so this thread only (`workers: 0`). Default: none. */
   admission?: ProxyBandSelector;
   /** Listen address; default host 127.0.0.1, port 0 (any free port). */
   host?: string;
@@ -38,9 +70,12 @@ export interface TcpProxyOptions extends ConnectionOptions {
   logger?: Logger;
 }
 
-/** Counters of a running proxy. */
-export interface TcpProxyStats extends ConnectionStats {
-  accepted: number;
+/** Options of {@link TcpProxy.close}. */
+export interface TcpProxyCloseOptions {
+  /** Let open connections finish (default false: close them at once). */
+  drain?: boolean;
+  /** With `drain`: after this many ms close whatever is still open; default no limit. */
+  graceMs?: number;
 }
 
 /**
@@ -49,79 +84,150 @@ export interface TcpProxyStats extends ConnectionStats {
  * balancer.update([{ id: 'a', address: '127.0.0.1:7001' }, { id: 'b', address: '127.0.0.1:7002' }]);
  * const proxy = new TcpProxy({ router: balancer.router({ policy: 'p2c:connections' }), port: 6000 });
  * await proxy.listen();
+ * // Several accepting threads (Node >= 22.12, Linux), at most 10,000 connections in all:
+ * const wide = new TcpProxy({ balancer, workers: 4, maxConnections: 10_000, port: 6001 });
+ * await wide.listen();
  */
 export class TcpProxy extends EventEmitter {
-  readonly stats: TcpProxyStats = { accepted: 0, ...freshStats() };
+  /**
+   * Counters of the connections this thread serves. With workers the
+   * workers serve them all (these stay 0): use {@link collectStats}. The
+   * `'spliced'` / `'closed'` / `'failed'` events, likewise, are this thread's.
+   */
+  readonly stats: TcpProxyStats;
+  /** Accepting threads in use (after `listen`): worker threads, or 1 when this thread accepts. */
+  threads = 1;
   private readonly opts: TcpProxyOptions;
   private readonly log: Logger;
-  private readonly server: net.Server;
-  private readonly sockets = new Set<net.Socket>();
-  private readonly host: ConnectionHost;
+  private readonly gate: ConnectionGate;
+  private readonly requested: number;
+  private readonly youngMb: number;
+  private listener: ProxyListener | undefined;
+  private pool: ProxyWorkers | undefined;
+  private readonly ownRouter: Router | undefined;
 
   /** Throws `InvalidConfig` naming a bad option. */
   constructor(opts: TcpProxyOptions) {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['router', 'host', 'port', 'logger', 'admission', ...CONNECTION_OPTION_KEYS]);
-    if (typeof opts.router !== 'object' || opts.router === null || typeof opts.router.acquire !== 'function') {
-      invalidConfig('options.router', 'must be a Router', opts.router);
+    checkOptionKeys(opts, ['router', 'balancer', 'policy', 'workers', 'maxConnections', 'youngGenerationMb', 'admission', 'host', 'port', 'logger', ...CONNECTION_OPTION_KEYS]);
+    const { router, balancer } = opts;
+    if (router !== undefined && (typeof router !== 'object' || router === null || typeof router.acquire !== 'function')) {
+      invalidConfig('options.router', 'must be a Router', router);
+    }
+    if (balancer !== undefined && (typeof balancer !== 'object' || balancer === null || typeof balancer.attachment !== 'function')) {
+      invalidConfig('options.balancer', 'must be a Balancer', balancer);
+    }
+    if (router === undefined && balancer === undefined) invalidConfig('options.router', 'must be a Router (or give options.balancer)', router);
+    if (router !== undefined && balancer !== undefined) invalidConfig('options.balancer', 'give options.router or options.balancer, not both', 'both');
+    if (opts.policy !== undefined) {
+      if (balancer === undefined) invalidConfig('options.policy', 'only with options.balancer (a Router has its policy)', opts.policy);
+      if (!(POLICY_NAMES as readonly string[]).includes(opts.policy)) invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, opts.policy);
+    }
+    this.requested = integerIn(opts.workers ?? 0, 'options.workers', 0, balancer === undefined ? 0 : balancer.table.maxThreads - 1);
+    this.youngMb = integerIn(opts.youngGenerationMb ?? 4, 'options.youngGenerationMb', 1, 1024);
+    if (this.requested > 0) {
+      if (opts.admission !== undefined) invalidConfig('options.admission', 'needs the router in this thread (options.workers 0): an AdmissionGate cannot reach worker threads', 'admission');
+      if (typeof opts.key === 'function') invalidConfig('options.key', 'a function cannot reach worker threads (options.workers > 0); use "client-ip" or "client-ip:port"', 'function');
+      if (opts.accessLog !== undefined && opts.accessLog !== 'stdout') invalidConfig('options.accessLog', 'a logger cannot reach worker threads (options.workers > 0); use "stdout"', typeof opts.accessLog);
     }
     if (opts.admission !== undefined && typeof opts.admission?.bandOf !== 'function') invalidConfig('options.admission', 'must have a bandOf(address) method', opts.admission);
     if (opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) {
       invalidConfig('options.host', 'must be a non-empty string', opts.host);
     }
-    const settings = resolveConnectionOptions(opts);
     integerIn(opts.port ?? 0, 'options.port', 0, 65535);
+    const max = integerIn(opts.maxConnections ?? 0, 'options.maxConnections', 0, 2_147_483_647);
+    const settings = resolveConnectionOptions(opts);
     this.opts = opts;
     this.log = opts.logger ?? defaultLogger();
-    this.host = connectionHost(settings, {
-      router: opts.router,
-      admission: opts.admission,
-      log: this.log,
-      stats: this.stats,
-      track: (socket) => this.track(socket),
-      emit: (event, arg) => this.emit(event, arg),
-    });
-    this.server = net.createServer({ pauseOnConnect: true, allowHalfOpen: true }, (client) => this.accept(client));
+    this.gate = new ConnectionGate(max);
+    if (this.requested > 0) {
+      this.stats = freshProxyStats();
+    } else {
+      this.ownRouter = router === undefined ? balancer!.router({ logger: this.log, ...(opts.policy === undefined ? {} : { policy: opts.policy }) }) : undefined;
+      this.listener = new ProxyListener(settings, router ?? this.ownRouter!, this.log, this.gate, (event, arg) => this.emit(event, arg), opts.admission);
+      this.stats = this.listener.stats;
+    }
   }
 
-  /** Starts listening; resolves with the bound address. */
-  listen(): Promise<net.AddressInfo> {
-    return new Promise((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen({ host: this.opts.host ?? '127.0.0.1', port: this.opts.port ?? 0 }, () => {
-        this.server.off('error', reject);
-        const address = this.server.address() as net.AddressInfo;
-        this.log.info({ address: `${address.address}:${address.port}` }, 'proxy listening');
-        resolve(address);
+  /** Starts listening (every worker, in worker mode); resolves with the bound address. */
+  async listen(): Promise<net.AddressInfo> {
+    const host = this.opts.host ?? '127.0.0.1';
+    const port = this.opts.port ?? 0;
+    let address: net.AddressInfo;
+    if (this.listener === undefined) {
+      const reusePort = reusePortSupported();
+      if (this.requested > 1 && !reusePort) {
+        this.log.warn(
+          { workers: this.requested, node: process.version, platform: process.platform, requires: 'Node >= 22.12 on Linux (server.listen reusePort)' },
+          `proxy: one thread accepts: workers ${this.requested} needs Node >= 22.12 on Linux (reusePort); this is Node ${process.version} on ${process.platform}`,
+        );
+      }
+      this.pool = await ProxyWorkers.start({
+        balancer: this.opts.balancer!,
+        policy: this.opts.policy,
+        connection: connectionData(this.opts),
+        host,
+        port,
+        threads: reusePort ? this.requested : 1,
+        reusePort,
+        youngGenerationMb: this.youngMb,
+        gate: this.gate,
+        log: this.log,
       });
-    });
+      this.threads = this.pool.threads;
+      address = this.pool.address();
+    } else {
+      address = await this.listener.listen({ host, port, reusePort: false });
+    }
+    this.log.info({ address: `${address.address}:${address.port}`, threads: this.threads, maxConnections: this.gate.max }, 'proxy listening');
+    return address;
   }
 
   /** The bound address (after `listen`). */
   address(): net.AddressInfo {
-    return this.server.address() as net.AddressInfo;
+    return this.pool?.address() ?? this.listener!.address();
   }
 
-  /** Stops accepting; with `{ drain: false }` (default) also closes every spliced pair. */
-  close(opts: { drain?: boolean } = {}): Promise<void> {
-    return new Promise((resolve) => {
-      this.server.close(() => {
-        this.host.warn.flush();
-        resolve();
-      });
-      if (opts.drain !== true) for (const s of this.sockets) s.destroy();
-    });
+  /** Connections admitted now, all threads (the `maxConnections` count). */
+  get connections(): number {
+    return this.gate.count;
   }
 
-  private track(socket: net.Socket): void {
-    this.sockets.add(socket);
-    socket.once('close', () => this.sockets.delete(socket));
+  /** Counters summed over every accepting thread, and each thread's (`threads[i]` is worker i, or this thread). */
+  async collectStats(): Promise<{ total: TcpProxyStats; threads: TcpProxyStats[] }> {
+    const threads = this.pool === undefined ? [{ ...this.stats }] : await this.pool.stats();
+    const total = freshProxyStats();
+    for (const t of threads) for (const k of Object.keys(total) as (keyof TcpProxyStats)[]) total[k] += t[k];
+    return { total, threads };
   }
 
-  private accept(client: net.Socket): void {
-    this.stats.accepted++;
-    this.track(client);
-    serveConnection(this.host, client);
+  /**
+   * Closes the listening socket of every thread; resolves once none accepts
+   * (new clients are refused, not accepted and reset). Open connections are
+   * untouched: follow with {@link close}.
+   */
+  async stopAccepting(): Promise<void> {
+    if (this.pool !== undefined) await this.pool.stopAccepting();
+    else void this.listener?.stopAccepting();
   }
+
+  /**
+   * Stops accepting in every thread. Without `drain` (default) closes every
+   * connection at once; with `drain`, open and held connections finish on
+   * their own for up to `graceMs`, then the rest are closed. Resolves when
+   * all are closed, with how many the end of the grace cut.
+   */
+  async close(opts: TcpProxyCloseOptions = {}): Promise<{ cut: number }> {
+    const done = this.pool !== undefined ? await this.pool.close(opts) : this.listener !== undefined ? await this.listener.close(opts) : { cut: 0 };
+    this.ownRouter?.close();
+    return done;
+  }
+}
+
+/** The connection options as structured-clonable data for the workers. */
+function connectionData(o: TcpProxyOptions): ConnectionOptions {
+  const out: Record<string, unknown> = {};
+  for (const k of CONNECTION_OPTION_KEYS) if (o[k] !== undefined) out[k] = o[k];
+  return out as ConnectionOptions;
 }

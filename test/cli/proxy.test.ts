@@ -46,6 +46,9 @@ describe('poise proxy', () => {
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--send-proxy', '--send-proxy-v2'], '--send-proxy-v2: give one of --send-proxy and --send-proxy-v2'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--accept-proxy-timeout', '1s'], '--accept-proxy-timeout and --accept-proxy-max-bytes need --accept-proxy'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--accept-proxy', '--accept-proxy-max-bytes', '27'], '--accept-proxy-max-bytes: must be an integer in [28, 65551], got "27"'],
+    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--workers', '65'], '--workers: must be an integer in [0, 64], got "65"'],
+    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--max-connections', '-1'], '--max-connections: must be an integer in [0, 2147483647], got "-1"'],
+    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--grace', '30 s'], '--grace: must be a duration in [0ms, 86400000ms]'],
     [['--bogus'], 'unknown flag --bogus (accepted: --listen, --backend, --file, --redis, --sentinel, --sentinel-name, --redis-cluster, --cluster, --prefix, --policy, --attempts, '],
     [['--listen'], '--listen: needs a value'],
     [['--listen', '127.0.0.1:6000', '--file', 'a.json', '--file', 'b.json'], '--file: given more than once'],
@@ -60,6 +63,7 @@ describe('poise proxy', () => {
     const r = spawnSync(process.execPath, [CLI, 'proxy', '--help'], { encoding: 'utf8' });
     expect(r.status).toBe(0);
     const flags = ['--listen', '--backend', '--file', '--redis', '--cluster', '--policy', '--attempts', '--timeout-connect', '--timeout-client', '--timeout-server'];
+    flags.push('--workers', '--max-connections', '--grace');
     flags.push('--key', '--send-proxy', '--send-proxy-v2', '--accept-proxy', '--accept-proxy-timeout', '--accept-proxy-max-bytes', '--access-log');
     for (const flag of flags) expect(r.stdout).toContain(flag);
     expect(r.stdout).toContain('(default p2c:latency');

@@ -19,7 +19,7 @@ export const SURFACE: Record<string, string[]> = {
   'poise-lb/redis': ['MembershipPublisher', 'RedisMembership'],
   'poise-lb/net': [
     'CidrBands', 'LOCAL_ERROR_CODES', 'TERMINATIONS', 'TcpProxy', 'connect', 'encodeProxyV1', 'encodeProxyV2', 'fixedBand', 'isLocalError',
-    'parseProxyHeader',
+    'parseProxyHeader', 'reusePortSupported',
   ],
   'poise-lb/cli': [
     'EXIT', 'EXIT_HELP', 'NAME_RULE', 'UsageError', 'choiceFlag', 'durationFlag', 'exitCodeOf', 'integerFlag', 'nameFlag', 'parseFlags',

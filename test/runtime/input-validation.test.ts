@@ -65,7 +65,10 @@ describe('constructor options', () => {
     const router = routerOver(['a']);
     const cases: [unknown, string][] = [
       [undefined, 'options: must be an object, got undefined'],
-      [{}, 'options.router: must be a Router, got undefined'],
+      [{}, 'options.router: must be a Router (or give options.balancer), got undefined'],
+      [{ router: {} }, 'options.router: must be a Router, got a object'],
+      [{ router, workers: 1 }, 'options.workers: must be an integer in [0, 0], got 1'],
+      [{ router, maxConnections: -1 }, 'options.maxConnections: must be an integer in [0, 2147483647], got -1'],
       [{ router, attempts: 0 }, 'options.attempts: must be an integer in [1, 100], got 0'],
       [{ router, connectTimeoutMs: -5 }, 'options.connectTimeoutMs: must be a finite number > 0, got -5'],
       [{ router, host: 7 }, 'options.host: must be a non-empty string, got 7'],
@@ -76,8 +79,8 @@ describe('constructor options', () => {
       [{ router, acceptProxy: 'yes' }, 'options.acceptProxy: must be a boolean, got "yes"'],
       [{ router, acceptProxy: true, acceptProxyTimeoutMs: 0 }, 'options.acceptProxyTimeoutMs: must be an integer in [1, 2147483647] (milliseconds), got 0'],
       [{ router, acceptProxyMaxBytes: 27 }, 'options.acceptProxyMaxBytes: must be an integer in [28, 65551], got 27'],
-      [{ router, accessLog: 'stdout' }, 'options.accessLog: must be a pino logger, got "stdout"'],
-      [{ router, idleTimeoutMs: 5 }, 'options.idleTimeoutMs: unknown option (accepted: router, host, port, logger, admission, attempts, connectTimeoutMs, clientTimeoutMs, serverTimeoutMs, key, sendProxy, acceptProxy, acceptProxyTimeoutMs, acceptProxyMaxBytes, accessLog)'],
+      [{ router, accessLog: 'stderr' }, 'options.accessLog: must be a pino logger or "stdout", got "stderr"'],
+      [{ router, idleTimeoutMs: 5 }, 'options.idleTimeoutMs: unknown option (accepted: router, balancer, policy, workers, maxConnections, youngGenerationMb, admission, host, port, logger, attempts, connectTimeoutMs, clientTimeoutMs, serverTimeoutMs, key, sendProxy, acceptProxy, acceptProxyTimeoutMs, acceptProxyMaxBytes, accessLog)'],
     ];
     for (const [opts, message] of cases) {
       let err: unknown;

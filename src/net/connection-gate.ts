@@ -1,0 +1,95 @@
+/**
+ * The proxy's connection limit (`--max-connections`, HAProxy `maxconn`), one
+ * counter shared by every accepting thread: three Int32 words over a
+ * SharedArrayBuffer that the owner creates and every proxy worker receives
+ * in its `workerData`.
+ *
+ * - word 0, `count`: connections admitted and not yet finished, all threads;
+ * - word 1, `generation`: bumped on every release, the word waiters sleep on;
+ * - word 2, `waiters`: listeners that hold clients and sleep on `generation`
+ *   (a release notifies only when some do).
+ *
+ * An over-limit client is accepted by the kernel and by Node (Node 20 / 24
+ * cannot stop a listening handle from accepting: `readStop()` on the server
+ * handle does not), but it is held paused — nothing read, no backend
+ * connected — in its listener's FIFO until a slot frees in any thread; then
+ * it is served in order. Nobody is reset.
+ * @internal
+ */
+
+const COUNT = 0;
+const GENERATION = 1;
+const WAITERS = 2;
+const WORDS = 3;
+
+/** The shared words of one limit; `max` 0 means unlimited (the count is still kept). @internal */
+export class ConnectionGate {
+  /** The shared memory (pass it to workers; it is shared, not copied). */
+  readonly buffer: SharedArrayBuffer;
+  /** Admitted connections at most, all threads; 0 = no limit. */
+  readonly max: number;
+  private readonly words: Int32Array;
+
+  constructor(max: number, buffer?: SharedArrayBuffer) {
+    this.max = max;
+    this.buffer = buffer ?? new SharedArrayBuffer(WORDS * Int32Array.BYTES_PER_ELEMENT);
+    this.words = new Int32Array(this.buffer);
+  }
+
+  /** Connections admitted now, all threads. */
+  get count(): number {
+    return Atomics.load(this.words, COUNT);
+  }
+
+  /**
+   * Admits one connection if the shared count is below `max`. The check and
+   * the increment are one compare-and-swap on the single `count` word: of two
+   * threads that both read `max - 1`, exactly one swap succeeds and the other
+   * re-reads and sees `max`. The only invariant is `count <= max` on that
+   * one word, so no lock and no second word take part.
+   */
+  tryTake(): boolean {
+    const w = this.words;
+    if (this.max === 0) {
+      Atomics.add(w, COUNT, 1);
+      return true;
+    }
+    for (;;) {
+      const c = Atomics.load(w, COUNT);
+      if (c >= this.max) return false;
+      if (Atomics.compareExchange(w, COUNT, c, c + 1) === c) return true;
+    }
+  }
+
+  /** Releases one admitted connection and wakes the listeners that hold clients. */
+  give(): void {
+    const w = this.words;
+    Atomics.sub(w, COUNT, 1);
+    // Bump before notifying: a waiter that read the old generation either
+    // sleeps and is woken, or finds the word changed and does not sleep.
+    Atomics.add(w, GENERATION, 1);
+    if (Atomics.load(w, WAITERS) > 0) Atomics.notify(w, GENERATION);
+  }
+
+  /** The generation now (read before trying, then {@link wait} on it). */
+  generation(): number {
+    return Atomics.load(this.words, GENERATION);
+  }
+
+  /**
+   * Resolves once the generation is no longer `seen` (a release happened
+   * somewhere) or after `timeoutMs`; never blocks the event loop
+   * (`Atomics.waitAsync`).
+   */
+  wait(seen: number, timeoutMs: number): Promise<unknown> {
+    const w = this.words;
+    Atomics.add(w, WAITERS, 1);
+    const r = Atomics.waitAsync(w, GENERATION, seen, timeoutMs);
+    const done = (): void => void Atomics.sub(w, WAITERS, 1);
+    if (!r.async) {
+      done();
+      return Promise.resolve(r.value);
+    }
+    return r.value.then(done);
+  }
+}

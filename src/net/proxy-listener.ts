@@ -1,0 +1,215 @@
+/**
+ * One accepting thread of {@link TcpProxy}: a listening server, the sockets
+ * it must close, the per-connection host, and the `--max-connections` gate's
+ * queue of held clients. The owner thread runs one when the proxy accepts in
+ * one thread; every proxy worker (proxy-worker.ts) runs one on the same port
+ * with `reusePort`.
+ * @internal
+ */
+import net from 'node:net';
+import type { Logger } from '../log.js';
+import type { Router } from '../runtime/router.js';
+import type { ConnectionGate } from './connection-gate.js';
+import type { ProxyBandSelector } from './proxy-admission.js';
+import { connectionHost, freshStats, serveConnection, type ConnectionHost, type ConnectionSettings, type ConnectionStats } from './proxy-connection.js';
+
+/** Counters of one accepting thread (a proxy's are the sum over its threads). */
+export interface TcpProxyStats extends ConnectionStats {
+  /** Client connections accepted (held ones included). */
+  accepted: number;
+  /** Accepted clients held now, unread, because `maxConnections` were in use. */
+  held: number;
+}
+
+/** A fresh stats object. @internal */
+export function freshProxyStats(): TcpProxyStats {
+  return { accepted: 0, held: 0, ...freshStats() };
+}
+
+/** How long a thread holding clients sleeps at most before it looks at the shared count again (ms). */
+const HELD_RECHECK_MS = 1000;
+
+const kListener = Symbol('poise.listener');
+const kClient = Symbol('poise.client');
+/** A socket that knows its listener while held (so the listeners are shared functions, not per-socket closures). */
+type Tracked = net.Socket & { [kListener]?: ProxyListener; [kClient]?: boolean };
+
+function onHeldClose(this: Tracked): void {
+  this[kListener]!.untrack(this);
+}
+
+function onHeldError(this: net.Socket): void {
+  this.destroy();
+}
+
+/** @internal */
+export class ProxyListener {
+  readonly stats: TcpProxyStats = freshProxyStats();
+  private readonly server: net.Server;
+  private readonly sockets = new Set<Tracked>();
+  private readonly host: ConnectionHost;
+  private readonly gate: ConnectionGate;
+  /** Held clients, FIFO: `held[heldHead..]`. */
+  private held: net.Socket[] = [];
+  private heldHead = 0;
+  private waiting = false;
+
+  constructor(settings: ConnectionSettings, router: Router, log: Logger, gate: ConnectionGate, emit: ConnectionHost['emit'], admission?: ProxyBandSelector) {
+    this.gate = gate;
+    this.host = connectionHost(settings, {
+      router,
+      admission,
+      log,
+      stats: this.stats,
+      track: (socket) => this.track(socket),
+      untrack: (socket) => this.untrack(socket),
+      emit,
+      finished: () => this.finished(),
+    });
+    this.server = net.createServer({ pauseOnConnect: true, allowHalfOpen: true }, (client) => this.accept(client));
+  }
+
+  /** Starts listening; with `reusePort` (Node >= 22.12, Linux) several threads may bind the same port. */
+  listen(at: { host: string; port: number; reusePort: boolean }): Promise<net.AddressInfo> {
+    return new Promise((resolve, reject) => {
+      this.server.once('error', reject);
+      const opts: net.ListenOptions & { reusePort?: boolean } = { host: at.host, port: at.port };
+      if (at.reusePort) opts.reusePort = true;
+      this.server.listen(opts, () => {
+        this.server.off('error', reject);
+        // An accept error (EMFILE, ...) reaches here instead of crashing the thread.
+        this.server.on('error', (err: NodeJS.ErrnoException) => this.host.warn.warn(`accept\u0000${err.code}`, { err: err.message }, 'proxy: accept failed'));
+        resolve(this.server.address() as net.AddressInfo);
+      });
+    });
+  }
+
+  /** The bound address. */
+  address(): net.AddressInfo {
+    return this.server.address() as net.AddressInfo;
+  }
+
+  /** Open connections of this thread (client sockets and upstream sockets). */
+  get openSockets(): number {
+    return this.sockets.size;
+  }
+
+  /**
+   * Stops accepting. Without `drain`, closes every socket at once. With
+   * `drain`, open connections (held ones included) finish on their own for
+   * up to `graceMs` (default: no limit), then the rest are closed. Resolves
+   * when every socket of this thread is closed; `cut` is how many client
+   * connections were closed by the proxy rather than by their ends.
+   */
+  close(opts: { drain?: boolean; graceMs?: number } = {}): Promise<{ cut: number }> {
+    const closed = this.stopAccepting();
+    let cut = 0;
+    const cutAll = (): void => {
+      for (const s of this.sockets) {
+        if (s[kClient] === true) cut++;
+        s.destroy();
+      }
+    };
+    if (opts.drain !== true) cutAll();
+    let timer: NodeJS.Timeout | undefined;
+    if (opts.drain === true && opts.graceMs !== undefined) {
+      timer = setTimeout(cutAll, opts.graceMs);
+      timer.unref();
+    }
+    const idle = new Promise<void>((resolve) => {
+      const check = (): void => {
+        if (this.sockets.size === 0) resolve();
+        else this.onEmpty = check;
+      };
+      check();
+    });
+    return Promise.all([closed, idle]).then(() => {
+      if (timer !== undefined) clearTimeout(timer);
+      this.onEmpty = undefined;
+      this.host.warn.flush();
+      return { cut };
+    });
+  }
+
+  private onEmpty: (() => void) | undefined;
+  private serverClosed: Promise<void> | undefined;
+
+  /** Closes the listening socket now (new clients are refused); resolves when the server has closed. */
+  stopAccepting(): Promise<void> {
+    this.serverClosed ??= new Promise<void>((resolve) => this.server.close(() => resolve()));
+    return this.serverClosed;
+  }
+
+  private track(socket: net.Socket): void {
+    this.sockets.add(socket as Tracked);
+  }
+
+  /** @internal */
+  untrack(socket: net.Socket): void {
+    this.sockets.delete(socket);
+    if (this.sockets.size === 0) this.onEmpty?.();
+  }
+
+  private accept(client: net.Socket): void {
+    this.stats.accepted++;
+    const c = client as Tracked;
+    c[kClient] = true;
+    this.track(c);
+    if (this.heldHead === this.held.length && this.gate.tryTake()) {
+      serveConnection(this.host, c);
+      return;
+    }
+    // Over the limit (or others already wait: keep the order): hold it unread.
+    // Until a connection serves it, this listener untracks it if it closes.
+    c[kListener] = this;
+    c.on('error', onHeldError);
+    c.on('close', onHeldClose);
+    this.held.push(client);
+    this.stats.held++;
+    this.pump();
+  }
+
+  private finished(): void {
+    this.gate.give();
+    this.pump();
+  }
+
+  /** Serves held clients while slots are free; sleeps on the shared generation while some wait. */
+  private pump(): void {
+    const gate = this.gate;
+    while (this.heldHead < this.held.length) {
+      const next = this.held[this.heldHead]!;
+      if (next.destroyed) {
+        this.dequeue();
+        continue;
+      }
+      // Read the generation before trying: a release after this read makes the wait return at once.
+      const seen = gate.generation();
+      if (!gate.tryTake()) {
+        if (!this.waiting) {
+          this.waiting = true;
+          void gate.wait(seen, HELD_RECHECK_MS).then(() => {
+            this.waiting = false;
+            this.pump();
+          });
+        }
+        return;
+      }
+      this.dequeue();
+      next.off('error', onHeldError);
+      next.off('close', onHeldClose);
+      serveConnection(this.host, next);
+    }
+    this.held.length = 0;
+    this.heldHead = 0;
+  }
+
+  private dequeue(): void {
+    this.held[this.heldHead++] = undefined as unknown as net.Socket;
+    this.stats.held--;
+    if (this.heldHead > 1024 && this.heldHead * 2 > this.held.length) {
+      this.held = this.held.slice(this.heldHead);
+      this.heldHead = 0;
+    }
+  }
+}

@@ -1,0 +1,53 @@
+/**
+ * The thread entry of a proxy worker (started by proxy-workers.ts): attaches
+ * this thread's own Router — its own policy, seeded from the OS here — to
+ * the Balancer's LoadTable, and accepts on the shared port with `reusePort`
+ * (Node >= 22.12; older Node runs one worker, without it), so the kernel
+ * spreads connections over the workers and no thread computes a global
+ * minimum. Membership changes, drain and ejection arrive through
+ * the table's epochs, exactly as for any embedded router.
+ *
+ * Messages from the owner: `{ type: 'stats', id }` → `{ type: 'stats', id, stats }`;
+ * `{ type: 'stop' }` → `{ type: 'stopped' }` once the listening socket is closed;
+ * `{ type: 'close', drain, graceMs }` → `{ type: 'closed', cut }`.
+ * @internal
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { createLogger } from '../log.js';
+import { Router } from '../runtime/router.js';
+import { ConnectionGate } from './connection-gate.js';
+import { resolveConnectionOptions } from './proxy-connection.js';
+import { ProxyListener } from './proxy-listener.js';
+import type { OwnerMessage, ProxyWorkerData, WorkerMessage } from './proxy-workers.js';
+
+const d = (workerData as { poiseProxy: ProxyWorkerData }).poiseProxy;
+const port = parentPort!;
+const post = (m: WorkerMessage): void => port.postMessage(m);
+
+const log = createLogger({ name: d.logName, level: d.logLevel }).child({ worker: d.index });
+const router = Router.attach(d.attachment, { ...d.router, logger: log });
+const listener = new ProxyListener(resolveConnectionOptions(d.connection), router, log, new ConnectionGate(d.maxConnections, d.gate), () => {});
+
+port.on('message', (m: OwnerMessage) => {
+  if (m.type === 'stats') {
+    post({ type: 'stats', id: m.id, stats: listener.stats });
+    return;
+  }
+  if (m.type === 'stop') {
+    void listener.stopAccepting();
+    post({ type: 'stopped' });
+    return;
+  }
+  void listener.close(m).then(({ cut }) => {
+    router.close();
+    post({ type: 'closed', cut });
+  });
+});
+
+try {
+  const address = await listener.listen({ host: d.host, port: d.port, reusePort: d.reusePort });
+  post({ type: 'listening', address });
+} catch (err) {
+  const e = err as NodeJS.ErrnoException;
+  post({ type: 'error', message: e.message, code: e.code });
+}

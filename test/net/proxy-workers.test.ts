@@ -1,0 +1,270 @@
+// TcpProxy with worker threads (`workers: N`) and the shared connection limit,
+// over real loopback sockets. The workers run the compiled build (dist/), so
+// `npm run build` must have run. On Node >= 22.12 (Linux) N threads accept
+// with reusePort; on older Node the same tests assert the one-thread fallback
+// and its one log line instead.
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { Worker } from 'node:worker_threads';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Balancer, type Balancer as BalancerType } from '../../dist/src/runtime.js';
+import { reusePortSupported, TcpProxy } from '../../dist/src/net.js';
+import { ConnectionGate } from '../../src/net/connection-gate.js';
+import { countingBackend, tally, type CountingBackend } from '../helpers/counting-backend.js';
+import { captureLog, until } from '../helpers/log-capture.js';
+
+const MULTI = reusePortSupported();
+const MiB = 1 << 20;
+
+type Backend = CountingBackend;
+
+const cleanup: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const f of cleanup.splice(0).reverse()) await f();
+});
+
+/** An echo backend that counts what it really received; `replyDelayMs` delays each echoed chunk. */
+async function backend(replyDelayMs = 0, shared?: CountingBackend): Promise<Backend> {
+  const b = await countingBackend((s, d) => {
+    if (replyDelayMs === 0) s.write(d);
+    else setTimeout(() => s.writable && s.write(d), replyDelayMs);
+  }, shared);
+  cleanup.push(() => b.close());
+  return b;
+}
+
+function balancerOver(backends: Backend[]): BalancerType {
+  const bal = new Balancer();
+  bal.update(backends.map((b, i) => ({ id: `b${i}`, address: `127.0.0.1:${b.port}` })));
+  cleanup.push(() => bal.close());
+  return bal;
+}
+
+/** Sends `body`, half-closes, resolves with everything echoed back. */
+function roundTrip(port: number, body: Buffer): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    const s = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () => s.end(body));
+    s.on('data', (d) => parts.push(d));
+    s.on('end', () => {
+      s.end();
+      resolve(Buffer.concat(parts));
+    });
+    s.on('error', reject);
+  });
+}
+
+/** The PoiseError-shaped error `fn` throws (the compiled build's class, so matched by code). */
+function thrown(fn: () => unknown): { code: string; message: string } {
+  try {
+    fn();
+  } catch (err) {
+    if (typeof (err as { code?: unknown }).code === 'string') return err as { code: string; message: string };
+    throw err;
+  }
+  throw new Error('expected a PoiseError');
+}
+
+async function startProxy(bal: BalancerType, workers: number, extra: Record<string, unknown> = {}) {
+  const log = captureLog('info');
+  const proxy = new TcpProxy({ balancer: bal, policy: 'p2c:connections', workers, logger: log.logger, clientTimeoutMs: 0, serverTimeoutMs: 0, ...extra });
+  const address = await proxy.listen();
+  cleanup.push(async () => void (await proxy.close()));
+  return { proxy, port: address.port, log };
+}
+
+/** The thread count a proxy asked for `workers` must have, and the fallback line it must (not) log. */
+function expectThreads(proxy: TcpProxy, log: ReturnType<typeof captureLog>, workers: number): void {
+  const fallback = log.find('one thread accepts');
+  if (workers <= 1 || MULTI) {
+    // workers 0: this thread; 1: one worker thread; N with reusePort: N worker threads.
+    expect(proxy.threads).toBe(Math.max(1, workers));
+    expect(fallback).toHaveLength(0);
+  } else {
+    // Node < 22.12: one worker thread, and exactly one line naming this Node and the requirement.
+    expect(proxy.threads).toBe(1);
+    expect(fallback).toHaveLength(1);
+    expect(fallback[0]!['msg']).toBe(`proxy: one thread accepts: workers ${workers} needs Node >= 22.12 on Linux (reusePort); this is Node ${process.version} on ${process.platform}`);
+    expect(fallback[0]!['level']).toBe(40);
+  }
+}
+
+describe.each([0, 1, 2])('TcpProxy with workers: %i', (workers) => {
+  it('200 concurrent clients echo 1 MiB each through 4 backends: every byte back in order, every backend received its share', async () => {
+    const backs = await Promise.all([0, 1, 2, 3].map(() => backend()));
+    const { proxy, port, log } = await startProxy(balancerOver(backs), workers);
+    expectThreads(proxy, log, workers);
+    // Client i sends a random 1 MiB block rotated by i * 4099 bytes: a lost,
+    // repeated or reordered chunk, or a chunk of another client, cannot match.
+    const base = randomBytes(MiB);
+    const body = (i: number): Buffer => Buffer.concat([base.subarray((i * 4099) % MiB), base.subarray(0, (i * 4099) % MiB)]);
+    const exact = await Promise.all(Array.from({ length: 200 }, (_, i) => roundTrip(port, body(i)).then((echo) => echo.equals(body(i)))));
+    expect(exact).toEqual(Array.from({ length: 200 }, () => true));
+    // What the backends really received: exactly 200 MiB, 200 connections, spread over all four.
+    expect(backs.reduce((a, b) => a + b.bytes, 0)).toBe(200 * MiB);
+    expect(backs.reduce((a, b) => a + b.accepted, 0)).toBe(200);
+    for (const b of backs) expect(b.accepted).toBeGreaterThan(0);
+    const { total, threads } = await proxy.collectStats();
+    expect(total.accepted).toBe(200);
+    expect(total.bytesIn).toBe(200 * MiB);
+    expect(total.bytesOut).toBe(200 * MiB);
+    expect(threads).toHaveLength(proxy.threads);
+    // The kernel spread the connections: every accepting thread took some.
+    for (const t of threads) expect(t.accepted).toBeGreaterThan(0);
+    expect(threads.reduce((a, t) => a + t.accepted, 0)).toBe(200);
+  });
+
+  it('maxConnections 3, all threads together: a peak counter over both backends reaches 3 and never more; 5 rounds of 40 clients all served', async () => {
+    // One peak across both backends; a backend counts a connection gone at the
+    // proxy's FIN, which comes before the proxy can free the slot.
+    const all = tally();
+    const bal = balancerOver(await Promise.all([0, 1].map(() => backend(10, all))));
+    const { proxy, port } = await startProxy(bal, workers, { maxConnections: 3 });
+    // Meanwhile, sample how many clients the threads hold (accepted, unread).
+    let maxHeld = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        maxHeld = Math.max(maxHeld, (await proxy.collectStats()).total.held);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    for (let round = 0; round < 5; round++) {
+      const got = await Promise.all(
+        Array.from(
+          { length: 40 },
+          (_, i) =>
+            new Promise<string>((resolve, reject) => {
+              const s = net.connect({ port, host: '127.0.0.1' }, () => s.write(`r${round}c${i}`));
+              s.once('data', (d) => {
+                resolve(d.toString());
+                s.end();
+              });
+              s.on('error', reject);
+            }),
+        ),
+      );
+      expect(got).toEqual(Array.from({ length: 40 }, (_, i) => `r${round}c${i}`));
+    }
+    sampling = false;
+    await sampler;
+    expect(maxHeld).toBeGreaterThan(0);
+    expect(all.peak).toBe(3);
+    expect(all.accepted).toBe(200);
+    let sent = 0;
+    for (let round = 0; round < 5; round++) for (let i = 0; i < 40; i++) sent += `r${round}c${i}`.length;
+    expect(all.bytes).toBe(sent);
+    // The last pairs close after their clients saw the reply; then every slot is free again.
+    await until(() => proxy.connections === 0, 'every slot freed');
+    const { total } = await proxy.collectStats();
+    expect(total.accepted).toBe(200);
+    expect(total.held).toBe(0);
+    expect(total.failed).toBe(0);
+  });
+});
+
+describe('ConnectionGate', () => {
+  it('the CAS admits at most max across 4 real threads hammering one gate (200 rounds each)', async () => {
+    const gate = new ConnectionGate(3);
+    const inside = new Int32Array(new SharedArrayBuffer(8)); // [inside now, violations]
+    const code = `
+      const { workerData, parentPort } = require('node:worker_threads');
+      import(workerData.url).then(({ ConnectionGate }) => {
+        const gate = new ConnectionGate(3, workerData.gate);
+        const inside = new Int32Array(workerData.inside);
+        let admitted = 0;
+        for (let round = 0; round < 200; round++) {
+          for (let i = 0; i < 500; i++) {
+            if (!gate.tryTake()) continue;
+            admitted++;
+            if (Atomics.add(inside, 0, 1) + 1 > 3) Atomics.add(inside, 1, 1);
+            Atomics.sub(inside, 0, 1);
+            gate.give();
+          }
+        }
+        parentPort.postMessage(admitted);
+      });`;
+    // The threads run the compiled gate on the same words.
+    const url = new URL('../../dist/src/net/connection-gate.js', import.meta.url).href;
+    const admitted = await Promise.all(
+      Array.from(
+        { length: 4 },
+        () =>
+          new Promise<number>((resolve, reject) => {
+            const w = new Worker(code, { eval: true, workerData: { url, gate: gate.buffer, inside: inside.buffer } });
+            w.once('message', resolve);
+            w.once('error', reject);
+          }),
+      ),
+    );
+    expect(Atomics.load(inside, 1)).toBe(0);
+    expect(gate.count).toBe(0);
+    for (const a of admitted) expect(a).toBeGreaterThan(0);
+  });
+});
+
+describe('membership reaches every worker', () => {
+  it('a removed backend and a draining one get no new connection from any thread', async () => {
+    const backs = await Promise.all([0, 1, 2].map(() => backend()));
+    const bal = balancerOver(backs);
+    const { proxy, port } = await startProxy(bal, 2);
+    expect(proxy.threads).toBe(MULTI ? 2 : 1);
+    bal.update([
+      { id: 'b1', address: `127.0.0.1:${backs[1]!.port}`, status: 'draining' },
+      { id: 'b2', address: `127.0.0.1:${backs[2]!.port}` },
+    ]);
+    const before = backs.map((b) => b.accepted);
+    const out = await Promise.all(Array.from({ length: 100 }, (_, i) => roundTrip(port, Buffer.from(`m${i}`))));
+    expect(out.map(String)).toEqual(Array.from({ length: 100 }, (_, i) => `m${i}`));
+    expect(backs[0]!.accepted - before[0]!).toBe(0);
+    expect(backs[1]!.accepted - before[1]!).toBe(0);
+    expect(backs[2]!.accepted - before[2]!).toBe(100);
+    const { threads } = await proxy.collectStats();
+    expect(threads).toHaveLength(MULTI ? 2 : 1);
+  });
+});
+
+describe('TcpProxy options', () => {
+  it.each([
+    [{ workers: 1 }, 'options.workers'],
+    [{ workers: -1 }, 'options.workers'],
+    [{ maxConnections: -1 }, 'options.maxConnections'],
+    [{ maxConnections: 1.5 }, 'options.maxConnections'],
+    [{ policy: 'p2c' }, 'options.policy'],
+  ])('with a router, %j is refused naming %s', async (extra, field) => {
+    const bal = new Balancer();
+    cleanup.push(() => bal.close());
+    const e = thrown(() => new TcpProxy({ router: bal.router(), ...(extra as object) }));
+    expect(e.code).toBe('InvalidConfig');
+    expect(e.message).toContain(field);
+  });
+
+  it.each([
+    ['a key function with workers 1', { workers: 1, key: () => 'k' }, 'options.key: a function cannot reach worker threads'],
+    ['a logger as accessLog with workers 1', { workers: 1, accessLog: captureLog().logger }, 'options.accessLog: a logger cannot reach worker threads'],
+    ['youngGenerationMb 0', { workers: 1, youngGenerationMb: 0 }, 'options.youngGenerationMb'],
+    ['workers 1000', { workers: 1000 }, 'options.workers'],
+    ['an unknown policy', { policy: 'fastest' }, 'options.policy: must be one of'],
+  ])('with a balancer, %s is refused naming the option', (_label, extra, message) => {
+    const bal = new Balancer();
+    cleanup.push(() => bal.close());
+    const e = thrown(() => new TcpProxy({ balancer: bal, ...(extra as object) }));
+    expect(e.code).toBe('InvalidConfig');
+    expect(e.message).toContain(message);
+  });
+
+  it('refuses both router and balancer, and neither', () => {
+    const bal = new Balancer();
+    cleanup.push(() => bal.close());
+    expect(thrown(() => new TcpProxy({ router: bal.router(), balancer: bal })).message).toContain('options.balancer: give options.router or options.balancer, not both');
+    expect(thrown(() => new TcpProxy({})).message).toContain('options.router: must be a Router (or give options.balancer)');
+  });
+
+  it('reusePortSupported: Node >= 22.12 on Linux only', () => {
+    expect(reusePortSupported('20.20.2', 'linux')).toBe(false);
+    expect(reusePortSupported('22.11.0', 'linux')).toBe(false);
+    expect(reusePortSupported('22.12.0', 'linux')).toBe(true);
+    expect(reusePortSupported('24.0.0', 'linux')).toBe(true);
+    expect(reusePortSupported('24.0.0', 'darwin')).toBe(false);
+  });
+});
