@@ -7,3 +7,4 @@ export { connect, isLocalError, LOCAL_ERROR_CODES, type ConnectOptions, type Rou
 export { TcpProxy, type TcpProxyOptions, type TcpProxyStats } from './net/proxy.js';
 export { TERMINATIONS, type ClientKey, type ConnectionOptions, type ConnectionStats, type Termination } from './net/proxy-connection.js';
 export { encodeProxyV1, encodeProxyV2, parseProxyHeader, type ProxyEndpoint, type ProxyHeader } from './net/proxy-protocol.js';
+export { routedStream, RoutedSocket, type RoutedStreamOptions } from './net/routed-stream.js';
