@@ -85,6 +85,7 @@ export class RoutedSocket extends net.Socket {
   #timer: NodeJS.Timeout | undefined;
   #timeoutError: Error | undefined;
   #failed = false;
+  #connected = false;
   #lastError: unknown;
 
   /** @internal Use {@link routedStream}. */
@@ -96,7 +97,7 @@ export class RoutedSocket extends net.Socket {
 
   /** The lease of the connected backend (undefined until `'connect'`, and after routing failed). */
   get lease(): Lease | undefined {
-    return this.#state === UP || this.#state === DONE ? this.#lease : undefined;
+    return this.#connected ? this.#lease : undefined;
   }
 
   /** Attempts made so far (1 when the first backend answered). */
@@ -155,6 +156,7 @@ export class RoutedSocket extends net.Socket {
         if (event === 'connect') {
           this.#clearTimer();
           this.#state = UP;
+          this.#connected = true;
           this.#lease!.connected(Math.max(0, this.#s.clock() - this.#started));
         }
         break;

@@ -28,7 +28,7 @@ export interface TestDbServer {
   readonly dir: string;
   /** PEM of the server's self-signed certificate when started with `ssl`. */
   readonly ca: string | undefined;
-  /** SIGKILL: the server dies as in a crash, its open connections reset. Resolves when it exited. */
+  /** The server dies at once as in a crash (mariadbd: SIGKILL; postgres: SIGQUIT, immediate shutdown), its open connections drop. Resolves when it exited. */
   kill(): Promise<void>;
   /** Kills it (if alive) and removes its directory. Idempotent. */
   stop(): Promise<void>;
@@ -143,15 +143,16 @@ export async function startPostgres(opts: { ssl?: boolean } = {}): Promise<TestD
     rmSync(dir, { recursive: true, force: true });
     throw err;
   }
-  const kill = killer(child, 'SIGKILL');
+  // SIGQUIT: immediate shutdown, the postmaster and every backend exit at once
+  // (their connections drop as in a crash); a SIGKILLed postmaster would orphan its backends.
+  const kill = killer(child, 'SIGQUIT');
   return {
     port,
     dir,
     ca,
     kill,
     async stop() {
-      // SIGQUIT: immediate shutdown of the postmaster and its children; SIGKILL would orphan the backends.
-      await killer(child, 'SIGQUIT')();
+      await kill();
       rmSync(dir, { recursive: true, force: true });
     },
   };
