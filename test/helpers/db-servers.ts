@@ -158,8 +158,12 @@ export async function startPostgres(opts: { ssl?: boolean } = {}): Promise<TestD
   };
 }
 
-/** A MariaDB server on a free port (user root, no password), with its own datadir and socket. */
-export async function startMariadb(): Promise<TestDbServer> {
+/**
+ * A MariaDB server on a free port (user root, no password), with its own
+ * datadir and socket. With `ssl`, a fresh self-signed certificate (PEM in
+ * `ca`) and `require_secure_transport`: plain TCP connections are refused.
+ */
+export async function startMariadb(opts: { ssl?: boolean } = {}): Promise<TestDbServer> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-mariadb-'));
   const data = path.join(dir, 'data');
   const log = path.join(dir, 'error.log');
@@ -170,10 +174,18 @@ export async function startMariadb(): Promise<TestDbServer> {
   );
   if (init.error !== undefined || init.status !== 0) throw new Error(`mariadb-install-db failed: ${init.error ?? init.stdout}`);
   const port = await freePort();
+  const tlsArgs: string[] = [];
+  let ca: string | undefined;
+  if (opts.ssl) {
+    const c = selfSignedCert(dir);
+    ca = c.pem;
+    tlsArgs.push(`--ssl-cert=${c.cert}`, `--ssl-key=${c.key}`, '--require-secure-transport=ON');
+  }
   const child = launch(
     'mariadbd',
     [
-      '--no-defaults',
+      '--no-defaults', // must come first
+      ...tlsArgs,
       `--datadir=${data}`,
       `--port=${port}`,
       '--bind-address=127.0.0.1',
@@ -187,7 +199,7 @@ export async function startMariadb(): Promise<TestDbServer> {
     { log },
   );
   const probe = async (): Promise<void> => {
-    const conn = await mysql.createConnection({ host: '127.0.0.1', port, user: 'root', password: '', connectTimeout: 1000 });
+    const conn = await mysql.createConnection({ socketPath: path.join(dir, 'mysqld.sock'), user: 'root', password: '', connectTimeout: 1000 });
     try {
       await conn.query('SELECT 1');
     } finally {
@@ -205,7 +217,7 @@ export async function startMariadb(): Promise<TestDbServer> {
   return {
     port,
     dir,
-    ca: undefined,
+    ca,
     kill,
     async stop() {
       await kill();

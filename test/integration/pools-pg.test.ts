@@ -14,7 +14,9 @@ let b: TestDbServer;
 let tlsServer: TestDbServer;
 
 beforeAll(async () => {
-  [b, tlsServer] = await Promise.all([startPostgres(), startPostgres({ ssl: true })]);
+  // One after the other: a start that fails must not leave the other unstoppable.
+  b = await startPostgres();
+  tlsServer = await startPostgres({ ssl: true });
 }, 90_000);
 afterAll(async () => {
   await Promise.all([b?.stop(), tlsServer?.stop()]);
@@ -153,9 +155,10 @@ describe('pg.Pool with stream: routedStream(router)', () => {
     expect(answeredAfterKill.length).toBeGreaterThan(0);
     expect(answeredAfterKill.every((port) => port === MAIN_PORT)).toBe(true);
     // The pool replaced the dead connections, and every new one landed on the live server.
-    const replaced = sockets.filter((s) => s.afterKill);
-    expect(replaced.length).toBeGreaterThan(0);
-    expect(replaced.every((s) => s.socket.lease?.id === 'pg-main')).toBe(true);
+    // The pool replaced the dead connections on the live server (it held 10 before the kill),
+    // and every connection opened after the server was gone landed there.
+    expect(sockets.filter((s) => s.socket.lease?.id === 'pg-main').length).toBeGreaterThan(10);
+    expect(sockets.filter((s) => s.afterKill).every((s) => s.socket.lease?.id === 'pg-main')).toBe(true);
     await pool.end();
     expect(await leasesBack(balancer)).toBe(0);
     balancer.close();
