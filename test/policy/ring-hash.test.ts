@@ -15,7 +15,7 @@ function servers(n: number, weight: (i: number) => number): { id: string; weight
 }
 
 function oracleMap(list: { id: string; weight: number }[]): Map<string, string> {
-  const ring = new HashRing(Object.fromEntries(list.map((s) => [s.id, s.weight])), 'md5');
+  const ring = new HashRing(Object.fromEntries(list.map((s) => [s.id, { weight: s.weight }])), 'md5');
   return new Map(KEYS.map((k) => [k, ring.get(k)]));
 }
 
