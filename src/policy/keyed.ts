@@ -106,21 +106,24 @@ export class Successors {
   }
 
   /**
-   * The first acceptable member at or after `start` in `owners[0..length)`.
+   * The first acceptable member at or after position `start` of a circular
+   * list of `length` positions whose member index at position p is
+   * `owners[p * stride + stride - 1]` (Maglev's table: stride 1; the ring's
+   * interleaved point/owner pairs: stride 2).
    * Unbounded: the first eligible one. Bounded: the first eligible one whose
    * load is below capacity; if none is (loads moved under the walk), the
    * first eligible one. Throws `NoEligibleCandidates` when no member is.
    */
-  pick(candidates: readonly Candidate[], owners: Int32Array, length: number, start: number): number {
-    const first = owners[start]!;
+  pick(candidates: readonly Candidate[], owners: Int32Array, stride: number, length: number, start: number): number {
+    const first = owners[start * stride + stride - 1]!;
     const c = candidates[first]!;
     if (this.factor === 0) {
       if (c.isEligible()) return first;
     } else if (c.isEligible() && c.load() + 1 <= this.capacity(candidates)) return first;
-    return this.walk(candidates, owners, length, start);
+    return this.walk(candidates, owners, stride, length, start);
   }
 
-  private walk(candidates: readonly Candidate[], owners: Int32Array, length: number, start: number): number {
+  private walk(candidates: readonly Candidate[], owners: Int32Array, stride: number, length: number, start: number): number {
     const bounded = this.factor > 0;
     const cap = bounded ? this.capacity(candidates) : 0;
     if (++this.epoch === 0x7fffffff) {
@@ -134,7 +137,7 @@ export class Successors {
     let seen = 0;
     let distinct = 0;
     for (let p = 0, at = start; p < length; p++, at = at + 1 === length ? 0 : at + 1) {
-      const i = owners[at]!;
+      const i = owners[at * stride + stride - 1]!;
       if (stamp[i] === epoch) continue;
       stamp[i] = epoch;
       distinct++;

@@ -165,7 +165,7 @@ export class Maglev implements Policy {
     const key = context?.key;
     if (key === undefined) return this.fallback.pick(candidates);
     const slot = (keyHash32(key, this.seed32) >>> 0) % this.tableSize;
-    if (this.successors.factor > 0) return this.successors.pick(candidates, this.table, this.tableSize, slot);
+    if (this.successors.factor > 0) return this.successors.pick(candidates, this.table, 1, this.tableSize, slot);
     const i = this.table[slot]!;
     if (candidates[i]!.isEligible()) return i;
     return this.probe(candidates, slot, key);

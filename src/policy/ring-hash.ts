@@ -83,10 +83,12 @@ export class RingHash implements Policy {
   private readonly fallback = new RoundRobin();
   private slice: readonly Candidate[] | undefined;
   private sliceLength = -1;
-  /** Sorted points, sign-flipped (int32 order = unsigned order). */
-  private points = new Int32Array(0);
-  /** owners[j]: the member index of point j. */
-  private owners = new Int32Array(0);
+  /**
+   * The ring as interleaved pairs, one cache line for both: `ring[2j]` the
+   * j-th point in ascending order, sign-flipped (int32 order = unsigned
+   * order), `ring[2j + 1]` its member index.
+   */
+  private ring = new Int32Array(0);
   /** bucket[k]: the first point whose position >= k << shift; bucket[B] = size. */
   private bucket = new Int32Array(1);
   private shift = 31;
@@ -156,13 +158,12 @@ export class RingHash implements Policy {
       }
     }
     packed.sort();
-    const sorted = new Int32Array(points);
-    const owners = new Int32Array(points);
+    const ring = new Int32Array(points * 2);
     for (let j = 0; j < points; j++) {
       const v = packed[j]!;
       const r = v % 2097152;
-      sorted[j] = ((v - r) / 2097152) ^ FLIP;
-      owners[j] = order[r]!;
+      ring[2 * j] = ((v - r) / 2097152) ^ FLIP;
+      ring[2 * j + 1] = order[r]!;
     }
     // Bucket index: about one point per bucket, 2^8 .. 2^22 buckets.
     const bits = Math.min(22, Math.max(8, Math.ceil(Math.log2(Math.max(1, points)))));
@@ -173,12 +174,11 @@ export class RingHash implements Policy {
     for (let k = 0; k < buckets; k++) {
       // First point whose unsigned position >= k << shift.
       const lo = ((k << shift) | 0) ^ FLIP;
-      while (j < points && sorted[j]! < lo) j++;
+      while (j < points && ring[2 * j]! < lo) j++;
       bucket[k] = j;
     }
     bucket[buckets] = points;
-    this.points = sorted;
-    this.owners = owners;
+    this.ring = ring;
     this.bucket = bucket;
     this.shift = shift;
     this.size = points;
@@ -197,17 +197,17 @@ export class RingHash implements Policy {
     if (this.size === 0) return this.fallback.pick(candidates);
     const h = this.md5 ? md5Key(key) : keyHash32(key, this.seed32);
     const start = this.find(h);
-    return this.successors.pick(candidates, this.owners, this.size, start);
+    return this.successors.pick(candidates, this.ring, 2, this.size, start);
   }
 
   /** Index of the first point at or after unsigned position `h` (an int32), wrapping to 0. */
   private find(h: number): number {
     const b = h >>> this.shift;
     const flipped = h ^ FLIP;
-    const points = this.points;
+    const ring = this.ring;
     let j = this.bucket[b]!;
     const end = this.bucket[b + 1]!;
-    while (j < end && points[j]! < flipped) j++;
+    while (j < end && ring[2 * j]! < flipped) j++;
     return j === this.size ? 0 : j;
   }
 }
