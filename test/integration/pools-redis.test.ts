@@ -3,6 +3,7 @@
  * three real redis-server instances: cache shards keyed by a key prefix with
  * `maglev`, and read replicas under `p2c:connections` with one killed mid-run.
  */
+import tls from 'node:tls';
 import { AbstractConnector, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
@@ -12,19 +13,21 @@ import type { Router } from '../../src/runtime/router.js';
 import { routedStream, type RoutedSocket, type RoutedStreamOptions } from '../../src/net/routed-stream.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 
-/** The README's recipe: every connection (and reconnection) of the client is routed. */
+/** The README's recipe: every connection (and reconnection) of the client is routed; ioredis's `tls` option upgrades it. */
 function routedConnector(router: Router, opts?: RoutedStreamOptions, onSocket?: (s: RoutedSocket) => void) {
   const open = routedStream(router, opts);
   return class RoutedConnector extends AbstractConnector {
-    constructor() {
+    private readonly tlsOptions: tls.ConnectionOptions | undefined;
+    constructor(options: { tls?: tls.ConnectionOptions }) {
       super(0);
+      this.tlsOptions = options.tls;
     }
     connect() {
       this.connecting = true;
       const socket = open();
       onSocket?.(socket);
-      this.stream = socket;
-      return Promise.resolve(socket);
+      this.stream = this.tlsOptions === undefined ? socket : tls.connect({ ...this.tlsOptions, socket });
+      return Promise.resolve(this.stream);
     }
   };
 }
@@ -157,5 +160,27 @@ describe('ioredis with a routed Connector', () => {
     expect(await leasesBack(balancer)).toBe(0);
     balancer.close();
     await victim.restart();
+  }, 60_000);
+
+  it('TLS: ioredis with its tls option over a routed socket, the server CA verified (the server speaks TLS only)', async () => {
+    const secure = await startRedis({ tls: true });
+    try {
+      const balancer = new Balancer({ capacity: 4 });
+      balancer.update([{ id: 'r-tls', address: `127.0.0.1:${secure.port}` }]);
+      const router = balancer.router({ policy: 'p2c:connections' });
+      const sockets: RoutedSocket[] = [];
+      const client = new Redis({ Connector: routedConnector(router, undefined, (s) => sockets.push(s)), tls: { ca: secure.ca, servername: '127.0.0.1' } });
+      client.on('error', () => {});
+      await client.set('over', 'tls');
+      expect(await client.get('over')).toBe('tls');
+      expect(sockets.length).toBe(1);
+      expect(sockets[0]!.lease?.id).toBe('r-tls');
+      expect(balancer.table.connections(0)).toBe(1);
+      await client.quit();
+      expect(await leasesBack(balancer)).toBe(0);
+      balancer.close();
+    } finally {
+      await secure.stop();
+    }
   }, 60_000);
 });
