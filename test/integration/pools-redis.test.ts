@@ -18,9 +18,9 @@ function routedConnector(router: Router, opts?: RoutedStreamOptions, onSocket?: 
   const open = routedStream(router, opts);
   return class RoutedConnector extends AbstractConnector {
     private readonly tlsOptions: tls.ConnectionOptions | undefined;
-    constructor(options: { tls?: tls.ConnectionOptions }) {
+    constructor(options: unknown) {
       super(0);
-      this.tlsOptions = options.tls;
+      this.tlsOptions = (options as { tls?: tls.ConnectionOptions }).tls;
     }
     connect() {
       this.connecting = true;
