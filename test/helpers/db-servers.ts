@@ -98,6 +98,37 @@ function killer(child: ChildProcess, signal: NodeJS.Signals): () => Promise<void
 }
 
 /**
+ * Waits for a launched server to answer `probe`, then hands out its handle;
+ * a server that does not come up is killed and its directory removed.
+ */
+async function supervise(
+  what: string,
+  child: ChildProcess,
+  probe: () => Promise<void>,
+  at: { port: number; dir: string; log: string; ca: string | undefined },
+  killSignal: NodeJS.Signals,
+): Promise<TestDbServer> {
+  try {
+    await waitFor(what, probe, child, at.log);
+  } catch (err) {
+    child.kill('SIGKILL');
+    rmSync(at.dir, { recursive: true, force: true });
+    throw err;
+  }
+  const kill = killer(child, killSignal);
+  return {
+    port: at.port,
+    dir: at.dir,
+    ca: at.ca,
+    kill,
+    async stop() {
+      await kill();
+      rmSync(at.dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
  * A PostgreSQL 'postgres' superuser cluster with trust auth on a free port,
  * database `postgres`. With `ssl`, the server has `ssl = on` and a fresh
  * self-signed certificate (its PEM in `ca`).
@@ -136,26 +167,9 @@ export async function startPostgres(opts: { ssl?: boolean } = {}): Promise<TestD
       await client.end().catch(() => {});
     }
   };
-  try {
-    await waitFor(`postgres on port ${port}`, probe, child, log);
-  } catch (err) {
-    child.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-    throw err;
-  }
   // SIGQUIT: immediate shutdown, the postmaster and every backend exit at once
   // (their connections drop as in a crash); a SIGKILLed postmaster would orphan its backends.
-  const kill = killer(child, 'SIGQUIT');
-  return {
-    port,
-    dir,
-    ca,
-    kill,
-    async stop() {
-      await kill();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  return supervise(`postgres on port ${port}`, child, probe, { port, dir, log, ca }, 'SIGQUIT');
 }
 
 /**
@@ -206,22 +220,5 @@ export async function startMariadb(opts: { ssl?: boolean } = {}): Promise<TestDb
       await conn.end().catch(() => {});
     }
   };
-  try {
-    await waitFor(`mariadbd on port ${port}`, probe, child, log);
-  } catch (err) {
-    child.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-    throw err;
-  }
-  const kill = killer(child, 'SIGKILL');
-  return {
-    port,
-    dir,
-    ca,
-    kill,
-    async stop() {
-      await kill();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  return supervise(`mariadbd on port ${port}`, child, probe, { port, dir, log, ca }, 'SIGKILL');
 }

@@ -6,8 +6,10 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Balancer } from '../../src/runtime/balancer.js';
+import { leasesBack, openLeases } from '../helpers/leases.js';
 import { routedStream, type RoutedSocket } from '../../src/net/routed-stream.js';
 import { startPostgres, type TestDbServer } from '../helpers/db-servers.js';
+import { expectEvenSpread, expectKillLaws, killMidway, tracking, type Checkout } from '../helpers/pool-kill.js';
 
 const MAIN_PORT = 5432;
 let b: TestDbServer;
@@ -22,21 +24,7 @@ afterAll(async () => {
   await Promise.all([b?.stop(), tlsServer?.stop()]);
 });
 
-function openLeases(balancer: Balancer): number {
-  let sum = 0;
-  for (let s = 0; s < balancer.table.capacity; s++) sum += balancer.table.connections(s);
-  return sum;
-}
 
-/**
- * pool.end() resolves once the pool has ended its clients, before their
- * sockets have closed; the leases come back on each socket's close.
- */
-async function leasesBack(balancer: Balancer, deadlineMs = 10_000): Promise<number> {
-  const end = Date.now() + deadlineMs;
-  while (openLeases(balancer) !== 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
-  return openLeases(balancer);
-}
 
 /** The routed socket under a checked-out pg client. */
 function streamOf(client: pg.PoolClient): RoutedSocket {
@@ -57,26 +45,9 @@ describe('pg.Pool with stream: routedStream(router)', () => {
     const balancer = twoServers();
     const router = balancer.router({ policy: 'p2c:connections' });
     const pool = new pg.Pool({ stream: routedStream(router), user: 'postgres', database: 'postgres', max: 20 });
-    const perPort = new Map<number, number>();
-    const connections = new Set<string>();
-    // 20 lanes of 50 queries: the pool opens all 20 connections at once.
-    await Promise.all(
-      Array.from({ length: 20 }, async () => {
-        for (let i = 0; i < 50; i++) {
-          const { rows } = await pool.query<{ port: number; pid: number }>('SELECT inet_server_port() AS port, pg_backend_pid() AS pid');
-          const { port, pid } = rows[0]!;
-          perPort.set(port, (perPort.get(port) ?? 0) + 1);
-          connections.add(`${port}/${pid}`);
-        }
-      }),
-    );
-    expect((perPort.get(MAIN_PORT) ?? 0) + (perPort.get(b.port) ?? 0)).toBe(1000);
-    expect(perPort.get(MAIN_PORT)).toBeGreaterThan(0);
-    expect(perPort.get(b.port)).toBeGreaterThan(0);
-    // Two choices among two backends compare both: the 20 connections split exactly.
-    const byServer = (port: number): number => [...connections].filter((c) => c.startsWith(`${port}/`)).length;
-    expect(byServer(MAIN_PORT)).toBe(10);
-    expect(byServer(b.port)).toBe(10);
+    const ask = async (): Promise<{ port: number; id: number }> =>
+      (await pool.query<{ port: number; id: number }>('SELECT inet_server_port() AS port, pg_backend_pid() AS id')).rows[0]!;
+    await expectEvenSpread(ask, MAIN_PORT, b.port);
     expect(openLeases(balancer)).toBe(20);
     await pool.end();
     expect(await leasesBack(balancer)).toBe(0);
@@ -86,79 +57,23 @@ describe('pg.Pool with stream: routedStream(router)', () => {
   it('a server killed mid-run fails only queries on its own connections; new connections go to the other; counters exact at the end', async () => {
     const balancer = twoServers();
     const router = balancer.router({ policy: 'p2c:connections', ejection: { consecutiveFailures: 2, baseMs: 60_000 } });
-    const factory = routedStream(router);
-    const sockets: { socket: RoutedSocket; afterKill: boolean; errors: number }[] = [];
-    let killed = false;
-    const pool = new pg.Pool({
-      stream: () => {
-        const socket = factory();
-        const entry = { socket, afterKill: killed, errors: 0 };
-        socket.on('error', () => entry.errors++);
-        sockets.push(entry);
-        return socket;
-      },
-      user: 'postgres',
-      database: 'postgres',
-      max: 20,
-    });
-    pool.on('error', () => {}); // idle clients whose server died (counted per socket above)
+    const track = tracking(routedStream(router));
+    const pool = new pg.Pool({ stream: track.stream, user: 'postgres', database: 'postgres', max: 20 });
+    pool.on('error', () => {}); // idle clients whose server died (counted per socket)
     const watched = new WeakSet<pg.PoolClient>();
-    const failedOn: string[] = [];
-    const connectErrors: string[] = [];
-    const answeredAfterKill: number[] = [];
-    let done = 0;
-    let killing: Promise<void> | undefined;
-    await Promise.all(
-      Array.from({ length: 20 }, async () => {
-        for (let i = 0; i < 50; i++) {
-          let client: pg.PoolClient;
-          try {
-            client = await pool.connect();
-          } catch (err) {
-            // A connection the dying server accepted and then refused ("shutting down").
-            connectErrors.push((err as Error).message);
-            continue;
-          }
-          if (!watched.has(client)) {
-            watched.add(client);
-            client.on('error', () => {}); // a checked-out client whose server died between queries
-          }
-          const backend = streamOf(client).lease?.id ?? '?';
-          const afterKill = killed;
-          try {
-            const { rows } = await client.query<{ port: number }>('SELECT inet_server_port() AS port');
-            if (afterKill) answeredAfterKill.push(rows[0]!.port);
-            client.release();
-          } catch (err) {
-            failedOn.push(backend);
-            client.release(err as Error);
-          }
-          if (++done === 300) {
-            killing = b.kill();
-            await killing;
-            killed = true;
-          }
-        }
-      }),
-    );
-    await killing;
-    expect(killed).toBe(true);
-    // Errors only on the dead server's connections: every socket that saw an error was routed to it.
-    const errored = sockets.filter((s) => s.errors > 0);
-    expect(errored.every((s) => s.socket.lease?.id === 'pg-b')).toBe(true);
-    expect(failedOn.every((id) => id === 'pg-b')).toBe(true);
-    for (const m of connectErrors) expect(m).toMatch(/shutting down|terminat|ECONNRESET|EPIPE/);
-    // At most one failed checkout or query per connection the dead server held.
-    const onDead = sockets.filter((s) => s.socket.lease?.id === 'pg-b').length;
-    expect(failedOn.length + connectErrors.length).toBeLessThanOrEqual(onDead);
-    // Every query issued after the kill was answered by the other server.
-    expect(answeredAfterKill.length).toBeGreaterThan(0);
-    expect(answeredAfterKill.every((port) => port === MAIN_PORT)).toBe(true);
-    // The pool replaced the dead connections, and every new one landed on the live server.
-    // The pool replaced the dead connections on the live server (it held 10 before the kill),
-    // and every connection opened after the server was gone landed there.
-    expect(sockets.filter((s) => s.socket.lease?.id === 'pg-main').length).toBeGreaterThan(10);
-    expect(sockets.filter((s) => s.afterKill).every((s) => s.socket.lease?.id === 'pg-main')).toBe(true);
+    const checkout = async (): Promise<Checkout> => {
+      const client = await pool.connect();
+      if (!watched.has(client)) {
+        watched.add(client);
+        client.on('error', () => {}); // a checked-out client whose server died between queries
+      }
+      return {
+        backend: streamOf(client).lease?.id ?? '?',
+        port: async () => (await client.query<{ port: number }>('SELECT inet_server_port() AS port')).rows[0]!.port,
+        release: (err) => client.release(err),
+      };
+    };
+    expectKillLaws(await killMidway(track, checkout, () => b.kill()), 'pg-b', 'pg-main', MAIN_PORT);
     await pool.end();
     expect(await leasesBack(balancer)).toBe(0);
     balancer.close();

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { Maglev } from '../../src/policy/maglev.js';
 import { Balancer } from '../../src/runtime/balancer.js';
+import { leasesBack } from '../helpers/leases.js';
 import type { Router } from '../../src/runtime/router.js';
 import { routedStream, type RoutedSocket, type RoutedStreamOptions } from '../../src/net/routed-stream.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
@@ -41,17 +42,7 @@ afterAll(async () => {
   servers = [];
 });
 
-function openLeases(balancer: Balancer): number {
-  let sum = 0;
-  for (let s = 0; s < balancer.table.capacity; s++) sum += balancer.table.connections(s);
-  return sum;
-}
 
-async function leasesBack(balancer: Balancer, deadlineMs = 10_000): Promise<number> {
-  const end = Date.now() + deadlineMs;
-  while (openLeases(balancer) !== 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
-  return openLeases(balancer);
-}
 
 function threeServers(): Balancer {
   const balancer = new Balancer({ capacity: 8 });

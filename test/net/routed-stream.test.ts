@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Balancer } from '../../src/runtime/balancer.js';
+import { openLeases } from '../helpers/leases.js';
 import { routedStream, type RoutedSocket } from '../../src/net/routed-stream.js';
 import { PoiseError } from '../../src/core/errors.js';
 import { thrown } from '../helpers/thrown.js';
@@ -40,12 +41,6 @@ function balancerWith(backends: { id: string; port: number }[]): Balancer {
   return balancer;
 }
 
-/** Every slot's connection leases, summed. */
-function openLeases(balancer: Balancer): number {
-  let sum = 0;
-  for (let s = 0; s < balancer.table.capacity; s++) sum += balancer.table.connections(s);
-  return sum;
-}
 
 /** What a driver sees: the events in order. */
 function watch(socket: net.Socket): { events: string[]; errors: unknown[]; closed: Promise<void> } {
