@@ -34,7 +34,7 @@ export {
   type Outcome,
 } from './runtime/router.js';
 export { Lease, type ReleaseOptions } from './runtime/lease.js';
-export { POLICY_NAMES } from './runtime/policies.js';
+export { KEYED_POLICY_NAMES, POLICY_NAMES } from './runtime/policies.js';
 export type { EjectionOptions } from './runtime/health.js';
 export type { Clock } from './runtime/clock.js';
 

@@ -5,7 +5,7 @@
  */
 import { pino } from 'pino';
 import type { ConnectionOptions } from '../net/proxy-connection.js';
-import type { PolicyName } from '../runtime/policies.js';
+import { KEYED_POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
 import { choiceFlag, durationFlag, integerFlag, type FlagSpecs, type FlagValues } from './args.js';
 import { UsageError } from './usage.js';
 
@@ -45,7 +45,7 @@ export const CONNECTION_HELP = `connections (durations: a number with ms, s, m o
                            bytes, connect time, duration, termination)`;
 
 const DAY = 86_400_000;
-const KEYED: readonly PolicyName[] = ['rendezvous', 'maglev', 'maglev:bounded', 'ring-hash', 'ring-hash:bounded'];
+const KEYED: readonly PolicyName[] = KEYED_POLICY_NAMES;
 
 /** Validated per-connection options of one run; throws {@link UsageError} naming the flag. */
 export function connectionFlags(values: FlagValues<typeof CONNECTION_FLAGS>, policy: PolicyName): ConnectionOptions {

@@ -87,6 +87,9 @@ export const POLICY_NAMES: readonly PolicyName[] = [
   'locality',
 ];
 
+/** The keyed policies: each pick needs an affinity key (`acquire({ key })`), without one they fall back to round robin. */
+export const KEYED_POLICY_NAMES: readonly PolicyName[] = ['rendezvous', 'maglev', 'maglev:bounded', 'ring-hash', 'ring-hash:bounded'];
+
 /** What the factory returns. @internal */
 export interface PolicySetup {
   /** A fresh policy instance over the router's load environment. */
