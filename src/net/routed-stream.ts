@@ -86,6 +86,7 @@ export class RoutedSocket extends net.Socket {
   #timeoutError: Error | undefined;
   #failed = false;
   #connected = false;
+  #closeSwallowed = false;
   #lastError: unknown;
 
   /** @internal Use {@link routedStream}. */
@@ -131,11 +132,21 @@ export class RoutedSocket extends net.Socket {
       this.#clearTimer();
       this.#state = DONE;
       this.#lease?.release('cancelled');
-    } else if (this.#state === REDIAL && this.#next !== undefined && !this.destroyed) {
-      // Should not happen (REDIAL is entered by destroying), kept total.
-      this.#next.release('cancelled');
+    } else if (this.#state === REDIAL) {
+      // Between a failed attempt and the next: the next one never starts.
+      this.#next?.release('cancelled');
       this.#next = undefined;
       this.#state = DONE;
+      if (this.#closeSwallowed) {
+        // The failed attempt's close was hidden: the driver gets its own.
+        process.nextTick(() => {
+          if (error !== undefined) super.emit('error', error);
+          super.emit('close', error !== undefined);
+        });
+      } else if (error !== undefined) {
+        process.nextTick(() => super.emit('error', error));
+      }
+      return this;
     }
     return super.destroy(error);
   }
@@ -148,6 +159,7 @@ export class RoutedSocket extends net.Socket {
       case REDIAL:
         if (event === 'error') return true;
         if (event === 'close') {
+          this.#closeSwallowed = true;
           process.nextTick(() => this.#redial());
           return true;
         }
@@ -207,6 +219,7 @@ export class RoutedSocket extends net.Socket {
   }
 
   #redial(): void {
+    this.#closeSwallowed = false;
     const lease = this.#next;
     this.#next = undefined;
     if (lease !== undefined) this.#dial(lease);
@@ -220,6 +233,8 @@ export class RoutedSocket extends net.Socket {
   #isAttemptError(error: Error | undefined): boolean {
     if (error === undefined) return false;
     if (error === this.#timeoutError) return true;
+    // Every address of a multi-address host failed (autoSelectFamily).
+    if (error instanceof AggregateError) return true;
     const e = error as { syscall?: unknown; port?: unknown; hostname?: unknown };
     const lease = this.#lease!;
     if (e.syscall === 'connect') return e.port === lease.port || isLocalError(error);

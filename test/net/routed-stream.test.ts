@@ -229,6 +229,33 @@ describe('routedStream', () => {
     balancer.close();
   });
 
+  it('a driver destroy at any moment of a retry cancels it: one close, no connect, every lease back (200 runs over the gaps)', async () => {
+    const dead = await closedPort();
+    const balancer = balancerWith([
+      { id: 'dead', port: dead },
+      { id: 'a', port: a.port },
+    ]);
+    // Round robin from 'dead': every socket's first attempt fails and the second goes to 'a'.
+    const router = balancer.router({ policy: 'round-robin', ejection: { consecutiveFailures: 100_000 } });
+    const factory = routedStream(router);
+    for (let i = 0; i < 200; i++) {
+      const s = factory();
+      const seen = watch(s);
+      // Destroy after 0..7 turns of the loop: before the refusal, in the gap, while redialling, after connect.
+      for (let k = 0; k < i % 8; k++) await new Promise((r) => setImmediate(r));
+      const wasUp = seen.events.includes('connect');
+      s.destroy(i % 2 === 0 ? undefined : new Error('pool ending'));
+      await seen.closed;
+      await new Promise((r) => setImmediate(r));
+      expect(seen.events.filter((e) => e === 'close').length).toBe(1);
+      if (!wasUp) expect(seen.events).not.toContain('connect');
+      if (i % 2 === 1) expect(seen.errors.map((e) => (e as Error).message)).toEqual(['pool ending']);
+      else expect(seen.errors).toEqual([]);
+      expect(openLeases(balancer)).toBe(0);
+    }
+    balancer.close();
+  });
+
   it('a connected socket reset by its backend releases its lease as a failure, once', async () => {
     const balancer = balancerWith([{ id: 'a', port: a.port }]);
     const socket = routedStream(balancer.router({ policy: 'round-robin', ejection: { consecutiveFailures: 10 } }))();
