@@ -52,6 +52,12 @@ export const RING_HASH_DEFAULT_MIN_SIZE = 1024;
 export const RING_HASH_MAX_SIZE = 8388608;
 /** libketama's groups per member at equal weight (4 points each). */
 const KETAMA_GROUPS = 40;
+/**
+ * At most 2^16 buckets (256 KiB, inside L2): past 65,536 points a bucket
+ * holds a few points, scanned in one or two cache lines of the ring, which
+ * costs less than a bucket table too big for the cache.
+ */
+const BUCKET_BITS_MAX = 16;
 /** Flips the sign bit so unsigned 32-bit order becomes int32 order. */
 const FLIP = 0x80000000 | 0;
 
@@ -165,8 +171,8 @@ export class RingHash implements Policy {
       ring[2 * j] = ((v - r) / 2097152) ^ FLIP;
       ring[2 * j + 1] = order[r]!;
     }
-    // Bucket index: about one point per bucket, 2^8 .. 2^22 buckets.
-    const bits = Math.min(22, Math.max(8, Math.ceil(Math.log2(Math.max(1, points)))));
+    // Bucket index: about one point per bucket, 2^8 .. 2^16 buckets.
+    const bits = Math.min(BUCKET_BITS_MAX, Math.max(8, Math.ceil(Math.log2(Math.max(1, points)))));
     const shift = 32 - bits;
     const buckets = 1 << bits;
     const bucket = new Int32Array(buckets + 1);
