@@ -4,6 +4,7 @@
  * named exports only.
  */
 export { connect, isLocalError, LOCAL_ERROR_CODES, type ConnectOptions, type RoutedConnection } from './net/connect.js';
+export { CidrBands, fixedBand, type CidrBandsOptions, type ProxyBand, type ProxyBandSelector } from './net/proxy-admission.js';
 export { TcpProxy, type TcpProxyOptions, type TcpProxyStats } from './net/proxy.js';
 export { TERMINATIONS, type ClientKey, type ConnectionOptions, type ConnectionStats, type Termination } from './net/proxy-connection.js';
 export { encodeProxyV1, encodeProxyV2, parseProxyHeader, type ProxyEndpoint, type ProxyHeader } from './net/proxy-protocol.js';

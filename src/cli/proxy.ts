@@ -21,12 +21,14 @@ import type { ConnectionOptions } from '../net/proxy-connection.js';
 import { TcpProxy } from '../net/proxy.js';
 import { Balancer } from '../runtime/balancer.js';
 import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
-import { choiceFlag, integerFlag, nameFlag, parseFlags, redisUrlFlag, type FlagSpecs, type FlagValues } from './args.js';
+import { choiceFlag, integerFlag, nameFlag, parseFlags, type FlagSpecs, type FlagValues } from './args.js';
 import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
 import { cliLogger } from './logger.js';
 import type { Command } from './command.js';
 import { CONNECTION_FLAGS, CONNECTION_HELP, connectionFlags } from './proxy-connection-flags.js';
+import { ADMISSION_FLAGS, ADMISSION_HELP, admissionFlags, proxyAdmission, type AdmissionFlags } from './proxy-admission-flags.js';
 import { waitForMembership } from './proxy-wait.js';
+import { REDIS_FLAGS, redisFlags } from './redis-flags.js';
 import { UsageError } from './usage.js';
 import type { HealthCheckOptions } from '../health/config.js';
 
@@ -40,7 +42,10 @@ membership (exactly one source):
   --backend ID=HOST:PORT   a backend, repeatable (weight 1, priority 0)
   --file PATH              a membership document (JSON or YAML), watched for changes
   --redis URL --cluster NAME [--prefix P]
-                           the Redis control plane (see \`poise members\`)
+                           the Redis control plane (see \`poise members\`); URL may be
+                           redis+sentinel://host:port[,host:port...]/master-name[?db=N]
+  --sentinel HOST:PORT,... --sentinel-name NAME   (instead of --redis) the master these sentinels monitor
+  --redis-cluster HOST:PORT,...                   (instead of --redis) a Redis Cluster, by seed nodes
 
 Until a first valid membership is applied (nothing stored in Redis, a stored value
 that is not a valid snapshot, a missing or invalid --file, Redis down), the proxy
@@ -69,6 +74,8 @@ flags:
 
 ${CONNECTION_HELP}
 
+${ADMISSION_HELP}
+
 See docs/proxy.md for the full reference.
 
 ${EXIT_HELP}
@@ -78,11 +85,12 @@ const OPTIONS = {
   listen: { type: 'string' },
   backend: { type: 'string', multiple: true },
   file: { type: 'string' },
-  redis: { type: 'string' },
+  ...REDIS_FLAGS,
   cluster: { type: 'string' },
   prefix: { type: 'string' },
   policy: { type: 'string' },
   ...CONNECTION_FLAGS,
+  ...ADMISSION_FLAGS,
   capacity: { type: 'string' },
   'require-membership': { type: 'boolean' },
   'wait-log-interval': { type: 'string' },
@@ -101,6 +109,7 @@ interface ProxyFlags {
   listen: { host: string; port: number };
   policy: PolicyName;
   connection: ConnectionOptions;
+  admission: AdmissionFlags | undefined;
   capacity: number;
   requireMembership: boolean;
   waitLogMs: number;
@@ -172,17 +181,18 @@ function proxyFlags(values: Values): ProxyFlags {
   const requireMembership = values['require-membership'];
   // Every flag is checked before a source is built: a usage error leaves nothing open.
   const connection = connectionFlags(values, policy);
+  const admission = admissionFlags(values);
   const waitLogMs = integerFlag('--wait-log-interval', values['wait-log-interval'], 100, 600_000) ?? 5000;
   const check = checkFlags(values);
-  const chosen = [values.backend.length > 0, values.file !== undefined, values.redis !== undefined].filter(Boolean).length;
-  if (chosen !== 1) throw new UsageError('membership: give exactly one of --backend, --file, --redis');
-  const url = redisUrlFlag('--redis', values.redis);
-  if (url !== undefined && values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
+  const redis = redisFlags(values);
+  const chosen = [values.backend.length > 0, values.file !== undefined, redis !== undefined].filter(Boolean).length;
+  if (chosen !== 1) throw new UsageError('membership: give exactly one of --backend, --file, --redis (or --sentinel, --redis-cluster)');
+  if (redis !== undefined && values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
   const cluster = nameFlag('--cluster', values.cluster);
   const prefix = nameFlag('--prefix', values.prefix);
   let source: MembershipSource;
-  if (url !== undefined && cluster !== undefined) {
-    source = new RedisMembership({ url, cluster, prefix, logger: log, failFast: requireMembership });
+  if (redis !== undefined && cluster !== undefined) {
+    source = new RedisMembership({ ...redis, cluster, prefix, logger: log, failFast: requireMembership });
   } else if (values.file !== undefined) {
     source = new StaticMembership({ file: values.file }, { watch: true, logger: log, initial: requireMembership ? 'reject' : 'wait' });
   } else {
@@ -192,6 +202,7 @@ function proxyFlags(values: Values): ProxyFlags {
     listen: at,
     policy,
     connection,
+    admission,
     capacity,
     requireMembership,
     waitLogMs,
@@ -256,12 +267,14 @@ async function serve(f: ProxyFlags): Promise<number> {
     const binding = await firstMembership(f, balancer, stopped);
     if (binding === undefined) return EXIT.ok;
     const router = balancer.router({ policy: f.policy, logger: f.log });
+    const admission = proxyAdmission(router, f.admission, f.log, (host, port, band) => new TcpProxy({ router, host, port, ...f.connection, logger: f.log, admission: band }));
     const proxy = new TcpProxy({
       router,
       host: f.listen.host,
       port: f.listen.port,
       ...f.connection,
       logger: f.log,
+      admission: admission.main,
     });
     try {
       await proxy.listen();
@@ -269,9 +282,15 @@ async function serve(f: ProxyFlags): Promise<number> {
       await binding.close();
       throw new PoiseError('Unavailable', `--listen: cannot listen on ${f.listen.host}:${f.listen.port}: ${(err as Error).message}`, { field: '--listen', cause: err });
     }
+    try {
+      await admission.listen();
+    } catch (err) {
+      await Promise.all([proxy.close(), admission.close(), binding.close()]);
+      throw err;
+    }
     f.log.info({ policy: f.policy, version: balancer.version }, 'proxy ready');
     await stopped;
-    await proxy.close();
+    await Promise.all([proxy.close(), admission.close()]);
     await binding.close();
     return EXIT.ok;
   } finally {

@@ -31,6 +31,7 @@ import { rateLimited, type Logger, type RateLimitedLogger } from '../log.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
 import { checkConnectOptions, connect, isLocalError, type RoutedConnection } from './connect.js';
+import type { ProxyBandSelector } from './proxy-admission.js';
 import { encodeProxyV1, encodeProxyV2, parseProxyHeader, plainAddress, V1_MAX, type ProxyEndpoint } from './proxy-protocol.js';
 import { TimeoutWheel, type WheelEntry } from './timeout-wheel.js';
 
@@ -170,6 +171,8 @@ export type Termination = keyof typeof TERMINATIONS;
 /** What a connection needs from the proxy that accepted it. @internal */
 export interface ConnectionHost {
   readonly router: Router;
+  /** The admission band of each client (proxy-admission.ts); undefined: no admission. */
+  readonly admission?: ProxyBandSelector | undefined;
   readonly settings: ConnectionSettings;
   readonly log: Logger;
   /** Per-connection warnings, rate-limited (one line, then a count per window). */
@@ -186,7 +189,7 @@ export interface ConnectionHost {
 /** Builds a host for {@link serveConnection} (one wheel and one rate limiter per proxy). @internal */
 export function connectionHost(
   settings: ConnectionSettings,
-  parts: Pick<ConnectionHost, 'router' | 'log' | 'stats' | 'track' | 'emit'>,
+  parts: Pick<ConnectionHost, 'router' | 'admission' | 'log' | 'stats' | 'track' | 'emit'>,
 ): ConnectionHost {
   const timeouts = [settings.clientTimeoutMs, settings.serverTimeoutMs, settings.acceptProxy ? settings.acceptProxyTimeoutMs : 0].filter((t) => t > 0);
   // A tick of 1/20 of the shortest timeout, within [5 ms, 1 s].
@@ -344,7 +347,8 @@ class Connection implements WheelEntry {
       this.refuse(err);
       return;
     }
-    connect(this.host.router, { key, attempts: s.attempts, connectTimeoutMs: s.connectTimeoutMs, signal: ac.signal, allowHalfOpen: true }).then(
+    const admissionPriority = this.host.admission?.bandOf(this.source?.address);
+    connect(this.host.router, { key, attempts: s.attempts, connectTimeoutMs: s.connectTimeoutMs, signal: ac.signal, allowHalfOpen: true, admissionPriority }).then(
       (routed) => this.connected(routed),
       (err: unknown) => {
         if (!ac.signal.aborted) this.refuse(err);

@@ -12,14 +12,15 @@ export const SURFACE: Record<string, string[]> = {
     'holdbackCeilings', 'isPoiseError', 'isStatus', 'isValidWeight', 'observeSample', 'validateWeight',
   ],
   'poise-lb/runtime': [
-    'Balancer', 'DEFAULT_MAX_DOCUMENT_BYTES', 'EwmaSeries', 'HealthFlag', 'KEYED_POLICY_NAMES', 'LOG_LEVELS', 'Lease', 'LeaseKind', 'LoadTable',
+    'AdmissionGate', 'Balancer', 'DEFAULT_MAX_DOCUMENT_BYTES', 'EwmaSeries', 'HealthFlag', 'KEYED_POLICY_NAMES', 'LOG_LEVELS', 'Lease', 'LeaseKind',
+    'LoadTable',
     'POLICY_NAMES', 'Router', 'SlotState', 'StaticMembership', 'bindMembership', 'createLogger', 'createWorkerPool',
     'ejectionTimeMs', 'findOutliers', 'parseDocument', 'poolWorkerData', 'resolveDocument', 'workerRouter',
   ],
   'poise-lb/redis': ['MembershipPublisher', 'RedisMembership'],
   'poise-lb/net': [
-    'LOCAL_ERROR_CODES', 'RoutedSocket', 'TERMINATIONS', 'TcpProxy', 'connect', 'encodeProxyV1', 'encodeProxyV2', 'isLocalError', 'parseProxyHeader',
-    'routedStream',
+    'CidrBands', 'LOCAL_ERROR_CODES', 'RoutedSocket', 'TERMINATIONS', 'TcpProxy', 'connect', 'encodeProxyV1', 'encodeProxyV2', 'fixedBand',
+    'isLocalError', 'parseProxyHeader', 'routedStream',
   ],
   'poise-lb/cli': [
     'EXIT', 'EXIT_HELP', 'NAME_RULE', 'UsageError', 'choiceFlag', 'durationFlag', 'exitCodeOf', 'integerFlag', 'nameFlag', 'parseFlags',
