@@ -34,7 +34,7 @@ describe('poise bench flags', () => {
     [['--scenario', 'chaos'], '--scenario: must be one of slow-backend, uniform, failover, membership-churn, balls, got "chaos"'],
     [['--connection', 'udp'], '--connection: must be one of persistent, per-request, got "udp"'],
     [['--seed', '-3'], `--seed: must be an integer in [0, ${Number.MAX_SAFE_INTEGER}], got "-3"`],
-    [['--redis', 'http://x'], '--redis: must be a redis:// or rediss:// URL with a host, got "http://x"'],
+    [['--redis', 'http://x'], '--redis: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N], got "http://x"'],
     [['--redis', 'redis://127.0.0.1:6379'], '--cluster: --redis URL and --cluster NAME must be given together'],
     [['--cluster', 'db'], '--redis: --redis URL and --cluster NAME must be given together'],
     [['--cluster', 'a b', '--redis', 'redis://127.0.0.1'], '--cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got "a b"'],
