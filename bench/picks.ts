@@ -18,13 +18,14 @@
  */
 import { Bench } from 'tinybench';
 import type { Candidate } from '../src/core/candidate.js';
-import { DEFAULT_HASH_SEED, hash53, toHashSeed } from '../src/core/hash.js';
+import { DEFAULT_HASH_SEED, hash53, murmur3Key, seed32Of, toHashSeed } from '../src/core/hash.js';
 import { Rng } from '../src/core/rng.js';
 import { LeastLoaded } from '../src/policy/least-loaded.js';
 import { Maglev } from '../src/policy/maglev.js';
 import { PowerOfTwo } from '../src/policy/power-of-two.js';
 import { Random } from '../src/policy/random.js';
 import { Rendezvous } from '../src/policy/rendezvous.js';
+import { RingHash } from '../src/policy/ring-hash.js';
 import { RoundRobin } from '../src/policy/round-robin.js';
 import { SmoothWeightedRoundRobin } from '../src/policy/smooth-weighted.js';
 import type { PickContext } from '../src/policy/types.js';
@@ -33,7 +34,8 @@ import { formatTable, heapBytesPerOp, progress, progressDone, writeResults } fro
 
 const QUICK = process.argv.includes('--quick');
 const SIZES = [8, 64, 512, 4096];
-const KEYS = Array.from({ length: 4096 }, (_, i) => `session-${i}`);
+/** 16-character keys (16 UTF-16 units), the size the keyed targets name. */
+const KEYS = Array.from({ length: 4096 }, (_, i) => `session-${String(i).padStart(8, '0')}`);
 
 /** A candidate whose load is one Int32Array read, like the runtime's LoadTable-backed candidates. */
 class CounterBackend implements Candidate {
@@ -80,6 +82,44 @@ const SUBJECTS: Subject[] = [
       };
     },
   },
+  {
+    name: 'RingHash',
+    scan: false,
+    make: (slice) => {
+      const p = new RingHash();
+      const ctx: PickContext = { key: '' };
+      return (i) => {
+        ctx.key = KEYS[i & 4095]!;
+        return p.pick(slice, ctx);
+      };
+    },
+  },
+  {
+    name: 'Maglev (bounded, c = 1.25)',
+    scan: false,
+    make: (slice) => {
+      const total = totalOf(slice);
+      const p = new Maglev({ balanceFactor: 1.25, totalLoad: () => total });
+      const ctx: PickContext = { key: '' };
+      return (i) => {
+        ctx.key = KEYS[i & 4095]!;
+        return p.pick(slice, ctx);
+      };
+    },
+  },
+  {
+    name: 'RingHash (bounded, c = 1.25)',
+    scan: false,
+    make: (slice) => {
+      const total = totalOf(slice);
+      const p = new RingHash({ balanceFactor: 1.25, totalLoad: () => total });
+      const ctx: PickContext = { key: '' };
+      return (i) => {
+        ctx.key = KEYS[i & 4095]!;
+        return p.pick(slice, ctx);
+      };
+    },
+  },
   { name: 'SmoothWeightedRoundRobin', scan: true, make: (slice) => { const p = new SmoothWeightedRoundRobin(); return () => p.pick(slice); } },
   { name: 'LeastLoaded', scan: true, make: (slice) => { const p = new LeastLoaded(); return () => p.pick(slice); } },
   {
@@ -96,10 +136,26 @@ const SUBJECTS: Subject[] = [
   },
 ];
 
-/** Context row: the cost of hashing a key (hash53 of a 12-character string), part of every keyed pick. */
+/**
+ * The loads' sum, fixed for the run (loads do not move here): stands in for
+ * `LoadTable.totalOutstanding()`, the O(rows) read the runtime passes.
+ */
+function totalOf(slice: readonly CounterBackend[]): number {
+  let t = 0;
+  for (const c of slice) t += c.load();
+  return t;
+}
+
+/** Context row: the 53-bit FNV hash of a 16-character key (Rendezvous's key hash; Maglev's until this release). */
 function keyHashOp(): Op {
   const seed = toHashSeed(DEFAULT_HASH_SEED);
   return (i) => hash53(KEYS[i & 4095]!, seed) & 1;
+}
+
+/** Context row: the 32-bit MurmurHash3 of a 16-character key, part of every Maglev and ring-hash pick. */
+function murmurOp(): Op {
+  const seed = seed32Of(toHashSeed(DEFAULT_HASH_SEED));
+  return (i) => murmur3Key(KEYS[i & 4095]!, seed) & 1;
 }
 
 let sink = 0;
@@ -119,6 +175,7 @@ interface Row {
 
 const BASELINE = 'baseline (2 draws + 2 reads)';
 const KEY_HASH = '(key hash53 alone)';
+const KEY_MURMUR = '(key murmur3 alone)';
 
 /** Times and measures every subject at one n; returns rows (none for the calibration pass). */
 async function measure(n: number, record: boolean): Promise<Row[]> {
@@ -135,6 +192,7 @@ async function measure(n: number, record: boolean): Promise<Row[]> {
   const entries: { name: string; op: Op; per: number; scan: boolean }[] = [
     { name: BASELINE, op: baseline, per: 1000, scan: false },
     { name: KEY_HASH, op: keyHashOp(), per: 1000, scan: false },
+    { name: KEY_MURMUR, op: murmurOp(), per: 1000, scan: false },
   ];
   for (const s of SUBJECTS) {
     const op = s.make(slice);
@@ -184,7 +242,7 @@ async function main(): Promise<void> {
     row['vs n=8'] = row['ns/pick'] / at8['ns/pick'];
   }
   progressDone();
-  const names = [BASELINE, KEY_HASH, ...SUBJECTS.map((s) => s.name)];
+  const names = [BASELINE, KEY_HASH, KEY_MURMUR, ...SUBJECTS.map((s) => s.name)];
   const ordered = names.flatMap((p) => rows.filter((r) => r.policy === p));
   console.log(formatTable(ordered as unknown as Record<string, unknown>[]));
   const file = writeResults('picks', {
@@ -194,9 +252,9 @@ async function main(): Promise<void> {
       time: 'tinybench median iteration time / picks per iteration (1,000 for O(1) policies; max(16, 64,000 / n) for O(n) ones); every entry through the same loop and call shape',
       heap: 'heapBytesPerOp: median process.memoryUsage().heapUsed delta per chunk after warm-up, minus an empty op',
       baseline: 'two Rng.below(n) draws and two Int32Array reads',
-      candidates: 'load() reads an Int32Array slot; weights uniform in [1, 10]; loads uniform in [0, 15]; keys: 4,096 strings of 12 characters',
+      candidates: 'load() reads an Int32Array slot; weights uniform in [1, 10]; loads uniform in [0, 15]; keys: 4,096 strings of 16 characters; bounded rows: totalLoad a constant (the loads do not move), c = 1.25',
     },
-    targets: 'PowerOfTwo, Random, WeightedRandom, RoundRobin, Maglev: n = 4096 within 1.5x of n = 8; within 3x of baseline; 0 bytes/pick',
+    targets: 'PowerOfTwo, Random, WeightedRandom, RoundRobin, Maglev, RingHash: n = 4096 within 1.5x of n = 8; within 3x of baseline; 0 bytes/pick',
     rows: ordered,
     sink,
   });

@@ -47,7 +47,8 @@ export { LeastLoaded } from './policy/least-loaded.js';
 export { PowerOfTwo } from './policy/power-of-two.js';
 export { Rendezvous } from './policy/rendezvous.js';
 export { Maglev, MAGLEV_DEFAULT_TABLE_SIZE, type MaglevOptions } from './policy/maglev.js';
-export type { KeyedOptions } from './policy/keyed.js';
+export { RingHash, RING_HASH_DEFAULT_MIN_SIZE, RING_HASH_MAX_SIZE, type RingHashOptions } from './policy/ring-hash.js';
+export type { BoundedLoadOptions, KeyedOptions } from './policy/keyed.js';
 
 // policies (priority and locality)
 export { PriorityWeightedRandom } from './policy/priority/policy.js';

@@ -8,3 +8,4 @@ export { CidrBands, fixedBand, type CidrBandsOptions, type ProxyBand, type Proxy
 export { reusePortSupported, TcpProxy, type TcpProxyCloseOptions, type TcpProxyOptions, type TcpProxyStats } from './net/proxy.js';
 export { TERMINATIONS, type ClientKey, type ConnectionOptions, type ConnectionStats, type Termination } from './net/proxy-connection.js';
 export { encodeProxyV1, encodeProxyV2, parseProxyHeader, type ProxyEndpoint, type ProxyHeader } from './net/proxy-protocol.js';
+export { routedStream, RoutedSocket, type RoutedStreamOptions } from './net/routed-stream.js';

@@ -45,7 +45,7 @@ export {
   type AdmissionRejection,
   type AdmissionLoadKind,
 } from './admission/admission.js';
-export { POLICY_NAMES } from './runtime/policies.js';
+export { KEYED_POLICY_NAMES, POLICY_NAMES } from './runtime/policies.js';
 export type { EjectionOptions } from './runtime/health.js';
 export type { Clock } from './runtime/clock.js';
 

@@ -4,7 +4,7 @@
  * Kept apart from the listener / worker flags in proxy.ts.
  */
 import type { ConnectionOptions } from '../net/proxy-connection.js';
-import type { PolicyName } from '../runtime/policies.js';
+import { KEYED_POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
 import { choiceFlag, durationFlag, integerFlag, type FlagSpecs, type FlagValues } from './args.js';
 import { UsageError } from './usage.js';
 
@@ -30,8 +30,9 @@ export const CONNECTION_HELP = `connections (durations: a number with ms, s, m o
   --timeout-client D       client-side inactivity, 0 = none, ..24h (default 30s)
   --timeout-server D       server-side inactivity, 0 = none, ..24h (default 30s)
   --key client-ip|client-ip:port
-                           affinity key for rendezvous / maglev (default client-ip
-                           with those policies; refused with the others)
+                           affinity key for the keyed policies (rendezvous, maglev,
+                           maglev:bounded, ring-hash, ring-hash:bounded; default
+                           client-ip with those; refused with the others)
   --send-proxy             send a PROXY protocol v1 header to backends
   --send-proxy-v2          send a PROXY protocol v2 (binary) header to backends
   --accept-proxy           expect a PROXY v1 or v2 header from clients; its address
@@ -43,13 +44,13 @@ export const CONNECTION_HELP = `connections (durations: a number with ms, s, m o
                            bytes, connect time, duration, termination)`;
 
 const DAY = 86_400_000;
-const KEYED: readonly PolicyName[] = ['rendezvous', 'maglev'];
+const KEYED: readonly PolicyName[] = KEYED_POLICY_NAMES;
 
 /** Validated per-connection options of one run; throws {@link UsageError} naming the flag. */
 export function connectionFlags(values: FlagValues<typeof CONNECTION_FLAGS>, policy: PolicyName): ConnectionOptions {
   let key = choiceFlag('--key', values.key, ['client-ip', 'client-ip:port'] as const);
   const keyed = KEYED.includes(policy);
-  if (key !== undefined && !keyed) throw new UsageError(`--key: only with --policy rendezvous or maglev (a keyed policy), got --policy ${policy}`, '--key');
+  if (key !== undefined && !keyed) throw new UsageError(`--key: only with a keyed --policy (${KEYED.join(', ')}), got --policy ${policy}`, '--key');
   if (keyed) key ??= 'client-ip';
   if (values['send-proxy'] && values['send-proxy-v2']) throw new UsageError('--send-proxy-v2: give one of --send-proxy and --send-proxy-v2', '--send-proxy-v2');
   const acceptProxy = values['accept-proxy'];

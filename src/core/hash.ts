@@ -161,17 +161,6 @@ export function hash53(key: string | number, seed: HashSeed = DEFAULT_SEED): num
 }
 
 /**
- * `hash53(key, seed) % m` for an integer m in [1, 2^31): the 53-bit value
- * stays a local of this function and only the small remainder is returned
- * (docs/internals.md, "Numbers that do not allocate").
- * @internal
- */
-export function hash53Mod(key: string | number, seed: HashSeed, m: number): number {
-  hashInto(key, seed);
-  return (out[0]! * 2097152 + (out[1]! >>> 11)) % m;
-}
-
-/**
  * Mixes two 53-bit values (say a key hash and a backend hash) into a fresh
  * 53-bit value with the splitmix64 finaliser. Allocation-free.
  * @internal
@@ -194,4 +183,44 @@ export function mix53(a: number, b: number): number {
  */
 export function unitInterval(x53: number): number {
   return (Math.floor(x53 / 2) + 0.5) / TWO_52;
+}
+
+/**
+ * MurmurHash3 (x86, 32-bit) of `key`'s UTF-16LE bytes with a 32-bit seed:
+ * the keyed policies' per-pick key hash. It reads two UTF-16 units per
+ * 32-bit block straight from `charCodeAt` (no UTF-8 encoding, no 64-bit
+ * arithmetic), so a 16-character key costs 8 multiply-rotate rounds and
+ * the finaliser; allocation-free. Numbers are hashed as their decimal
+ * string: `5` and `"5"` agree. Part of the keyed contract: the same key and
+ * seed give the same value on every machine, process and Node version.
+ * @internal
+ */
+export function murmur3Key(key: string | number, seed32: number): number {
+  const s = typeof key === 'string' ? key : String(key);
+  const n = s.length;
+  let h = seed32 | 0;
+  let i = 0;
+  for (; i + 1 < n; i += 2) {
+    let k = s.charCodeAt(i) | (s.charCodeAt(i + 1) << 16);
+    k = Math.imul(k, 0xcc9e2d51);
+    k = (k << 15) | (k >>> 17);
+    h ^= Math.imul(k, 0x1b873593);
+    h = (h << 13) | (h >>> 19);
+    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
+  }
+  if (i < n) {
+    let k = s.charCodeAt(i);
+    k = Math.imul(k, 0xcc9e2d51);
+    k = (k << 15) | (k >>> 17);
+    h ^= Math.imul(k, 0x1b873593);
+  }
+  h ^= n << 1; // the length in bytes
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+/** The 32-bit seed of {@link murmur3Key} derived from a 64-bit hash seed (its halves XORed). @internal */
+export function seed32Of(seed: HashSeed): number {
+  return (seed.hi ^ seed.lo) | 0;
 }

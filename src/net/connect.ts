@@ -121,7 +121,7 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
           : router.acquire({ key: opts.key, priority: opts.priority, exclude, kind: 'connection' });
     } catch (err) {
       // Nothing left to try: report the connect error that got us here, if any.
-      if (lastError !== undefined && err instanceof PoiseError && (err.code === 'NoEligibleCandidates' || err.code === 'Empty')) break;
+      if (lastError !== undefined && isExhausted(err)) break;
       throw err;
     }
     const started = clock();
@@ -146,16 +146,34 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
         // nothing wrong (no failure, no sample), and another backend would
         // fail the same way.
         lease.release('cancelled');
-        throw new PoiseError('CapacityExhausted', `connect: local resource exhausted (${(err as { code: string }).code}); no backend was blamed: ${errorText(err)}`, {
-          cause: err,
-        });
+        throw localExhausted('connect', err);
       }
       lease.release('failure');
       exclude.add(lease.id);
       lastError = err;
     }
   }
-  throw new PoiseError('NoEligibleCandidates', `connect: no backend accepted a connection (${exclude.size} tried): ${errorText(lastError)}`, {
+  throw noBackendAccepted('connect', exclude.size, lastError);
+}
+
+/**
+ * Whether an acquire refusal after at least one failed connect means "nothing
+ * left to try" (then the connect error is the one to report). @internal
+ */
+export function isExhausted(err: unknown): boolean {
+  return err instanceof PoiseError && (err.code === 'NoEligibleCandidates' || err.code === 'Empty');
+}
+
+/** The `CapacityExhausted` error for a local resource error ({@link isLocalError}); no backend is blamed. @internal */
+export function localExhausted(what: string, err: unknown): PoiseError {
+  return new PoiseError('CapacityExhausted', `${what}: local resource exhausted (${(err as { code: string }).code}); no backend was blamed: ${errorText(err)}`, {
+    cause: err,
+  });
+}
+
+/** The `NoEligibleCandidates` error after `tried` backends refused, carrying the last connect error. @internal */
+export function noBackendAccepted(what: string, tried: number, lastError: unknown): PoiseError {
+  return new PoiseError('NoEligibleCandidates', `${what}: no backend accepted a connection (${tried} tried): ${errorText(lastError)}`, {
     cause: lastError,
   });
 }

@@ -15,7 +15,10 @@
  *   full. Id order (not slice order) makes the table identical for every
  *   instance holding the same members, however it ordered them.
  *
- * A pick reads `table[hash(key) mod M]`. If that member is ineligible
+ * A pick reads `table[hash(key) mod M]`, where the key hash is the 32-bit
+ * MurmurHash3 of the key's UTF-16 units with the fleet-wide seed
+ * (`murmur3Key`; until 0.2 it was the 64-bit FNV-1a, see CHANGELOG.md). If
+ * that member is ineligible
  * (health changed and the caller did not prepare a new slice, or a
  * standalone caller), the following slots are probed until an eligible owner
  * is found — no rebuild; its keys spread over the other members' slots.
@@ -25,13 +28,19 @@
  * within a few percent of each member's share when M ≫ n (the paper suggests
  * M > 100·n); with M < n some members own no slot at all.
  *
+ * Bounded loads (`balanceFactor`, `maglev:bounded` in the runtime): the
+ * owner takes the key unless its load would pass ⌈c × (total + 1) / n⌉;
+ * then the next slots' owners are tried in table order (see
+ * {@link BoundedLoadOptions}).
+ *
  * Without `context.key` it falls back to round robin, as Sōzu does.
  */
 import type { Candidate } from '../core/candidate.js';
 import { checkOptionKeys } from '../core/errors.js';
 import { hash53, mix53, type HashSeed } from '../core/hash.js';
 import { checkedAdd, mulDivFloor, validateWeight } from '../core/weight.js';
-import { keyHash, keySlot, resolveHashSeed, type KeyedOptions } from './keyed.js';
+import { seed32Of } from '../core/hash.js';
+import { BOUNDED_KEYS, keyHash32, resolveHashSeed, Successors, type BoundedLoadOptions, type KeyedOptions } from './keyed.js';
 import { RoundRobin } from './round-robin.js';
 import { EligibleIndices, throwEmpty } from './slice.js';
 import type { PickContext, Policy } from './types.js';
@@ -48,7 +57,7 @@ const SKIP_TAG = 0x5c1b;
 const QUICK_PROBES = 32;
 
 /** Options of {@link Maglev}. */
-export interface MaglevOptions extends KeyedOptions {
+export interface MaglevOptions extends KeyedOptions, BoundedLoadOptions {
   /** Requested table size M, an integer in [1, 2^24], rounded up to a prime; default 65537. */
   tableSize?: number;
 }
@@ -75,6 +84,8 @@ export class Maglev implements Policy {
   /** The table size actually used: the requested size rounded up to a prime. */
   readonly tableSize: number;
   private readonly seed: HashSeed;
+  private readonly seed32: number;
+  private readonly successors: Successors;
   private readonly fallback = new RoundRobin();
   private readonly eligible = new EligibleIndices();
   private slice: readonly Candidate[] | undefined;
@@ -92,10 +103,12 @@ export class Maglev implements Policy {
   /** Throws `InvalidConfig` naming the option for a bad `tableSize` or `hashSeed`. */
   constructor(options: MaglevOptions = {}) {
     // `seed` is accepted like every policy's, and means nothing here: keyed policies draw no random numbers.
-    checkOptionKeys(options, ['hashSeed', 'tableSize', 'seed']);
+    checkOptionKeys(options, ['hashSeed', 'tableSize', 'seed', ...BOUNDED_KEYS]);
     const { tableSize = MAGLEV_DEFAULT_TABLE_SIZE } = options;
     this.tableSize = nextPrime(integerIn(tableSize, 'options.tableSize', 1, MAGLEV_MAX_TABLE_SIZE));
     this.seed = resolveHashSeed(options.hashSeed);
+    this.seed32 = seed32Of(this.seed);
+    this.successors = new Successors(options);
   }
 
   /** Builds the lookup table for `candidates` (throws `InvalidWeight` / `WeightOverflow`; the old table stays then). */
@@ -137,6 +150,7 @@ export class Maglev implements Policy {
       fill(table, this.taken, ids, pos, skip, left, m);
     }
     this.eligible.reserve(n);
+    this.successors.prepare(candidates);
     this.spare = this.table;
     this.table = table;
     this.slice = candidates;
@@ -150,8 +164,8 @@ export class Maglev implements Policy {
     if (n === 0) throwEmpty();
     const key = context?.key;
     if (key === undefined) return this.fallback.pick(candidates);
-    // Only the slot crosses the call (the 53-bit hash would be boxed).
-    const slot = keySlot(key, this.seed, this.tableSize);
+    const slot = (keyHash32(key, this.seed32) >>> 0) % this.tableSize;
+    if (this.successors.factor > 0) return this.successors.pick(candidates, this.table, 1, this.tableSize, slot);
     const i = this.table[slot]!;
     if (candidates[i]!.isEligible()) return i;
     return this.probe(candidates, slot, key);
@@ -167,7 +181,7 @@ export class Maglev implements Policy {
       if (candidates[i]!.isEligible()) return i;
     }
     const count = this.eligible.collect(candidates);
-    return this.eligible.at(keyHash(key, this.seed) % count);
+    return this.eligible.at((keyHash32(key, this.seed32) >>> 0) % count);
   }
 }
 

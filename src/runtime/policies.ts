@@ -15,6 +15,9 @@
  * | `p2c:latency`       | PowerOfTwo (the default)        | PeakEWMA latency × (requests + 1) |
  * | `rendezvous`        | Rendezvous (needs `key`)        | — |
  * | `maglev`            | Maglev (needs `key`)            | — |
+ * | `maglev:bounded`    | Maglev, bounded loads c = 1.25  | connections + requests, total from the table's row totals |
+ * | `ring-hash`         | RingHash (ketama; needs `key`)  | — |
+ * | `ring-hash:bounded` | RingHash, bounded loads c = 1.25 | connections + requests, total from the table's row totals |
  * | `priority`          | PreparedPriorityWeightedRandom  | — (reads health, priorities) |
  * | `locality`          | PreparedLocalityWeightedRandom  | — (also localities) |
  *
@@ -33,7 +36,15 @@ import { RoundRobin } from '../policy/round-robin.js';
 import { SmoothWeightedRoundRobin } from '../policy/smooth-weighted.js';
 import type { Policy } from '../policy/types.js';
 import { WeightedRandom } from '../policy/weighted-random.js';
-import { Metric, type MetricCode, type SlotCandidate } from './slot-candidate.js';
+import { RingHash } from '../policy/ring-hash.js';
+import { Metric, type LoadEnv, type MetricCode, type SlotCandidate } from './slot-candidate.js';
+
+/**
+ * c of the bounded-load names: a backend takes a key while its load stays
+ * within 25 % above the average (the value Mirrokni et al. and Vimeo's
+ * HAProxy deployment used; HAProxy suggests 125-200 for hash-balance-factor).
+ */
+export const BOUNDED_FACTOR = 1.25;
 
 /** Every policy name a Router accepts. */
 export type PolicyName =
@@ -49,6 +60,9 @@ export type PolicyName =
   | 'p2c:latency'
   | 'rendezvous'
   | 'maglev'
+  | 'maglev:bounded'
+  | 'ring-hash'
+  | 'ring-hash:bounded'
   | 'priority'
   | 'locality';
 
@@ -66,21 +80,27 @@ export const POLICY_NAMES: readonly PolicyName[] = [
   'p2c:latency',
   'rendezvous',
   'maglev',
+  'maglev:bounded',
+  'ring-hash',
+  'ring-hash:bounded',
   'priority',
   'locality',
 ];
 
+/** The keyed policies: each pick needs an affinity key (`acquire({ key })`), without one they fall back to round robin. */
+export const KEYED_POLICY_NAMES: readonly PolicyName[] = ['rendezvous', 'maglev', 'maglev:bounded', 'ring-hash', 'ring-hash:bounded'];
+
 /** What the factory returns. @internal */
 export interface PolicySetup {
-  /** A fresh policy instance. */
-  create(seed: Seed | undefined): Policy<SlotCandidate>;
+  /** A fresh policy instance over the router's load environment. */
+  create(seed: Seed | undefined, env: LoadEnv): Policy<SlotCandidate>;
   /** The metric candidates' load() reports. */
   metric: MetricCode;
   /** Priority-aware: the view keeps unavailable and ejected members (they count in availability). */
   tiered: boolean;
 }
 
-const plain = (metric: MetricCode, make: (seed: Seed | undefined) => Policy<SlotCandidate>): PolicySetup => ({
+const plain = (metric: MetricCode, make: (seed: Seed | undefined, env: LoadEnv) => Policy<SlotCandidate>): PolicySetup => ({
   create: make,
   metric,
   tiered: false,
@@ -113,6 +133,12 @@ export function policySetup(name: unknown): PolicySetup {
       return plain(Metric.Outstanding, () => new Rendezvous());
     case 'maglev':
       return plain(Metric.Outstanding, () => new Maglev());
+    case 'maglev:bounded':
+      return plain(Metric.Outstanding, (_, env) => new Maglev({ balanceFactor: BOUNDED_FACTOR, totalLoad: () => env.table.totalOutstanding() }));
+    case 'ring-hash':
+      return plain(Metric.Outstanding, () => new RingHash());
+    case 'ring-hash:bounded':
+      return plain(Metric.Outstanding, (_, env) => new RingHash({ balanceFactor: BOUNDED_FACTOR, totalLoad: () => env.table.totalOutstanding() }));
     case 'priority':
       return { create: (seed) => new PreparedPriorityWeightedRandom<SlotCandidate>({ seed }), metric: Metric.Outstanding, tiered: true };
     case 'locality':

@@ -198,11 +198,11 @@ export class Router implements LeaseOwner {
     // Seeds are drawn here, in the router's own thread (or derived from a replay seed).
     this.rng = new Rng(opts.seed === undefined ? undefined : deriveSeed(opts.seed, 1));
     this.backoff = ejectionBackoff(this.ejection, this.rng);
-    this.policy = this.setup.create(opts.seed === undefined ? undefined : deriveSeed(opts.seed, 2));
+    this.env = new LoadEnv(table, this.setup.metric);
+    this.policy = this.setup.create(opts.seed === undefined ? undefined : deriveSeed(opts.seed, 2), this.env);
     this.clockWords = new Int32Array(clock);
     this.customClock = opts.clock;
     this.log = opts.logger ?? defaultLogger();
-    this.env = new LoadEnv(table, this.setup.metric);
     this.timed = this.setup.metric === Metric.ConnectTime || this.setup.metric === Metric.Latency;
     const connectionDefault = this.setup.metric === Metric.ConnectTime || this.setup.metric === Metric.Connections;
     this.defaultKind =
@@ -604,7 +604,7 @@ export class Router implements LeaseOwner {
       integerIn(priority, 'acquire(options).priority', 0);
       let policy = this.tierPolicies.get(priority);
       if (policy === undefined) {
-        policy = this.setup.create(this.seed === undefined ? undefined : deriveSeed(this.seed, 3 + priority));
+        policy = this.setup.create(this.seed === undefined ? undefined : deriveSeed(this.seed, 3 + priority), this.env);
         this.tierPolicies.set(priority, policy);
       }
       tier = { cands: this.view.filter((c) => c.priority === priority), policy };

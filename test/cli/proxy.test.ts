@@ -41,7 +41,7 @@ describe('poise proxy', () => {
     [['--listen', '127.0.0.1:6000', '--redis', 'redis://127.0.0.1:6379'], '--cluster: required with --redis'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--timeout-client', '30 s'], '--timeout-client: must be a duration in [0ms, 86400000ms]'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--timeout-connect', '0'], '--timeout-connect: must be a duration in [1ms, 600000ms]'],
-    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--key', 'client-ip'], '--key: only with --policy rendezvous or maglev (a keyed policy), got --policy p2c:latency'],
+    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--key', 'client-ip'], '--key: only with a keyed --policy (rendezvous, maglev, maglev:bounded, ring-hash, ring-hash:bounded), got --policy p2c:latency'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--policy', 'maglev', '--key', 'ip'], '--key: must be one of client-ip, client-ip:port, got "ip"'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--send-proxy', '--send-proxy-v2'], '--send-proxy-v2: give one of --send-proxy and --send-proxy-v2'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--accept-proxy-timeout', '1s'], '--accept-proxy-timeout and --accept-proxy-max-bytes need --accept-proxy'],

@@ -3,7 +3,7 @@
  * so the flag can never drift from what a Router runs — and the set a run
  * compares by default.
  */
-import { POLICY_NAMES as RUNTIME_POLICY_NAMES, type PolicyName } from 'poise-lb/runtime';
+import { KEYED_POLICY_NAMES, POLICY_NAMES as RUNTIME_POLICY_NAMES, type PolicyName } from 'poise-lb/runtime';
 
 /** Every policy a Router can run, in the runtime's documentation order. */
 export const POLICY_NAMES: readonly PolicyName[] = RUNTIME_POLICY_NAMES;
@@ -23,5 +23,5 @@ export const DEFAULT_POLICIES: readonly BenchPolicyName[] = [
 
 /** Keyed policies need an affinity key per request. */
 export function isKeyed(policy: BenchPolicyName): boolean {
-  return policy === 'rendezvous' || policy === 'maglev';
+  return KEYED_POLICY_NAMES.includes(policy);
 }

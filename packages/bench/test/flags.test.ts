@@ -30,7 +30,7 @@ describe('poise bench flags', () => {
     [['--concurrency', '-1'], `--concurrency: must be an integer in [1, 1024], got "-1"`],
     [['--duration', 'abc'], `--duration: must be a number of seconds in [0.2, 3600], got "abc"`],
     [['--duration', '0'], `--duration: must be a number of seconds in [0.2, 3600], got "0"`],
-    [['--policy', 'fastest'], '--policy: must be one of round-robin, smooth-weighted, random, weighted, least-loaded, p2c, p2c:connections, p2c:requests, p2c:connectionTime, p2c:latency, rendezvous, maglev, priority, locality, got "fastest"'],
+    [['--policy', 'fastest'], '--policy: must be one of round-robin, smooth-weighted, random, weighted, least-loaded, p2c, p2c:connections, p2c:requests, p2c:connectionTime, p2c:latency, rendezvous, maglev, maglev:bounded, ring-hash, ring-hash:bounded, priority, locality, got "fastest"'],
     [['--scenario', 'chaos'], '--scenario: must be one of slow-backend, uniform, failover, membership-churn, balls, got "chaos"'],
     [['--connection', 'udp'], '--connection: must be one of persistent, per-request, got "udp"'],
     [['--seed', '-3'], `--seed: must be an integer in [0, ${Number.MAX_SAFE_INTEGER}], got "-3"`],

@@ -1,0 +1,297 @@
+/**
+ * routedStream(): a stream factory for client pools (`pg.Pool`,
+ * `mysql2.createPool`, an ioredis `Connector`). A pool opens its connections
+ * itself and asks for a stream synchronously, so `connect()` (which returns a
+ * promise) cannot sit under it; this factory hands out a {@link RoutedSocket}
+ * instead: an ordinary `net.Socket` that starts routing the moment it is
+ * created and whose `connect()` ignores the driver's host and port.
+ *
+ * Routing is the same as `connect()`'s: a connection lease from the Router
+ * (its key, priority, exclusions), a per-attempt connect timeout, the connect
+ * time fed to the connect-time PeakEWMA, a refused or timed-out connect
+ * counted as a passive-health failure and retried on a different backend,
+ * and local resource errors (EMFILE, ...) blamed on no backend. The retry
+ * reconnects the same socket after its `'close'` (Node's documented way to
+ * reuse a `net.Socket`); the failed attempts' `'error'` and `'close'` are
+ * not shown to the driver. What the driver sees is one `'connect'` when a
+ * backend accepted, or one `'error'` (a `PoiseError`) and `'close'` when
+ * none did.
+ *
+ * The lease lives exactly as long as the socket: released once, on the
+ * socket's final `'close'` — `'failure'` if the connected socket saw an
+ * error (the backend died under it), else `'success'`; `'cancelled'` when
+ * the driver destroys the socket before it connected (its own connect
+ * timeout, a pool shutting down).
+ *
+ * TLS: drivers upgrade the stream they were given (`pg`'s `ssl`, mysql2's
+ * `ssl` call `tls.connect({ socket })` after their protocol's TLS request);
+ * that works on a RoutedSocket like on any socket. Bytes a driver writes
+ * before `'connect'` are not kept across a retry (none of these drivers
+ * write first).
+ */
+import net from 'node:net';
+import { checkOptionKeys } from '../core/errors.js';
+import type { Lease } from '../runtime/lease.js';
+import type { Router } from '../runtime/router.js';
+import { checkConnectOptions, isExhausted, isLocalError, localExhausted, noBackendAccepted } from './connect.js';
+
+/** Options of {@link routedStream}. */
+export interface RoutedStreamOptions {
+  /** Affinity key for `rendezvous` / `maglev` / `ring-hash` routers: every socket of this factory routes by it. */
+  key?: string | number;
+  /** Only backends of this failover priority. */
+  priority?: number;
+  /** Backends to try per socket before giving up, each a different one; default 3. */
+  attempts?: number;
+  /** Per-attempt connect timeout, ms; default 2000. */
+  connectTimeoutMs?: number;
+  /** Monotonic milliseconds for the connect-time sample; default `performance.now`. */
+  clock?: () => number;
+}
+
+/** The driver-facing state of a RoutedSocket. */
+const IDLE = 0;
+/** An attempt is connecting. */
+const DIALING = 1;
+/** An attempt failed; its error and close are swallowed, then the next lease is dialled. */
+const REDIAL = 2;
+/** Connected; the lease is held until the final close. */
+const UP = 3;
+/** Routing ended without a connection (lease already released), or the socket was closed. */
+const DONE = 4;
+type State = typeof IDLE | typeof DIALING | typeof REDIAL | typeof UP | typeof DONE;
+
+interface Settings {
+  router: Router;
+  key: string | number | undefined;
+  priority: number | undefined;
+  attempts: number;
+  timeout: number;
+  clock: () => number;
+}
+
+/**
+ * A `net.Socket` routed by a Router (see the module comment). Created by the
+ * {@link routedStream} factory; it is already connecting when returned.
+ */
+export class RoutedSocket extends net.Socket {
+  readonly #s: Settings;
+  #state: State = IDLE;
+  #lease: Lease | undefined;
+  #next: Lease | undefined;
+  #exclude = new Set<string>();
+  #tries = 0;
+  #started = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #timeoutError: Error | undefined;
+  #failed = false;
+  #connected = false;
+  #closeSwallowed = false;
+  #lastError: unknown;
+
+  /** @internal Use {@link routedStream}. */
+  constructor(settings: Settings) {
+    super();
+    this.#s = settings;
+    this.#start();
+  }
+
+  /** The lease of the connected backend (undefined until `'connect'`, and after routing failed). */
+  get lease(): Lease | undefined {
+    return this.#connected ? this.#lease : undefined;
+  }
+
+  /** Attempts made so far (1 when the first backend answered). */
+  get attempts(): number {
+    return this.#tries;
+  }
+
+  /**
+   * Ignores the driver's host, port or path: the socket is already routing.
+   * A listener is added for `'connect'`; when the socket is already up,
+   * `'connect'` is emitted again on the next tick for a driver that called
+   * this late (a `pg.Client` created long before its `connect()`).
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: net.Socket's connect overloads
+  override connect(...args: any[]): this {
+    const listener = args.find((a) => typeof a === 'function') as (() => void) | undefined;
+    if (listener !== undefined) this.once('connect', listener);
+    if (this.#state === UP) process.nextTick(() => this.#state === UP && super.emit('connect'));
+    return this;
+  }
+
+  /**
+   * Destroys the socket. Before it connected this cancels the routing (the
+   * lease is released as `'cancelled'`); Node's own destroy of a failed
+   * attempt is told apart by its error and leads to the next attempt.
+   */
+  override destroy(error?: Error): this {
+    if (this.#state === DIALING) {
+      if (this.#isAttemptError(error)) return this.#attemptFailed(error as Error);
+      // The driver gave up (its own timeout, a pool ending): nobody to blame.
+      this.#clearTimer();
+      this.#state = DONE;
+      this.#lease?.release('cancelled');
+    } else if (this.#state === REDIAL) {
+      // Between a failed attempt and the next: the next one never starts.
+      this.#next?.release('cancelled');
+      this.#next = undefined;
+      this.#state = DONE;
+      if (this.#closeSwallowed) {
+        // The failed attempt's close was hidden: the driver gets its own.
+        process.nextTick(() => {
+          if (error !== undefined) super.emit('error', error);
+          super.emit('close', error !== undefined);
+        });
+      } else if (error !== undefined) {
+        process.nextTick(() => super.emit('error', error));
+      }
+      return this;
+    }
+    return super.destroy(error);
+  }
+
+  /** Hides the failed attempts' events; counts the connected socket's lease. @internal */
+  override emit(event: string | symbol, ...args: unknown[]): boolean {
+    // net.Socket's constructor may emit before this class's fields exist.
+    if (!(#state in this)) return super.emit(event, ...args);
+    switch (this.#state) {
+      case REDIAL:
+        if (event === 'error') return true;
+        if (event === 'close') {
+          this.#closeSwallowed = true;
+          process.nextTick(() => this.#redial());
+          return true;
+        }
+        break;
+      case DIALING:
+        if (event === 'connect') {
+          this.#clearTimer();
+          this.#state = UP;
+          this.#connected = true;
+          this.#lease!.connected(Math.max(0, this.#s.clock() - this.#started));
+        }
+        break;
+      case UP:
+        if (event === 'error') this.#failed = true;
+        else if (event === 'close') {
+          this.#state = DONE;
+          this.#lease!.release(this.#failed ? 'failure' : 'success');
+        }
+        break;
+    }
+    return super.emit(event, ...args);
+  }
+
+  #start(): void {
+    const lease = this.#acquire();
+    if (lease instanceof Error) {
+      this.#state = DONE;
+      // Asynchronously, so the driver has attached its listeners.
+      process.nextTick(() => super.destroy(lease));
+      return;
+    }
+    this.#dial(lease);
+  }
+
+  /** The next lease, or the error to fail the socket with: after a failed attempt, "none left" reports that attempt's error. */
+  #acquire(): Lease | Error {
+    const { router, key, priority } = this.#s;
+    try {
+      return router.acquire({ key, priority, exclude: this.#exclude, kind: 'connection' });
+    } catch (err) {
+      return this.#lastError !== undefined && isExhausted(err) ? noBackendAccepted('routedStream', this.#exclude.size, this.#lastError) : (err as Error);
+    }
+  }
+
+  #dial(lease: Lease): void {
+    this.#state = DIALING;
+    this.#lease = lease;
+    this.#tries++;
+    this.#started = this.#s.clock();
+    const timeout = this.#s.timeout;
+    this.#timeoutError = undefined;
+    this.#timer = setTimeout(() => {
+      this.#timeoutError = Object.assign(new Error(`connect ${lease.host}:${lease.port} timed out after ${timeout} ms`), { code: 'ETIMEDOUT' });
+      this.destroy(this.#timeoutError);
+    }, timeout);
+    super.connect({ host: lease.host, port: lease.port });
+  }
+
+  #redial(): void {
+    this.#closeSwallowed = false;
+    const lease = this.#next;
+    this.#next = undefined;
+    if (lease !== undefined) this.#dial(lease);
+  }
+
+  /**
+   * Node destroys a socket whose connect failed with an error naming the
+   * syscall and the address it tried (connect, lookup), or our timeout does.
+   * Anything else is the driver's own destroy.
+   */
+  #isAttemptError(error: Error | undefined): boolean {
+    if (error === undefined) return false;
+    if (error === this.#timeoutError) return true;
+    // Every address of a multi-address host failed (autoSelectFamily).
+    if (error instanceof AggregateError) return true;
+    const e = error as { syscall?: unknown; port?: unknown; hostname?: unknown };
+    const lease = this.#lease!;
+    if (e.syscall === 'connect') return e.port === lease.port || isLocalError(error);
+    return (e.syscall === 'getaddrinfo' || e.syscall === 'lookup') && e.hostname === lease.host;
+  }
+
+  #attemptFailed(error: Error): this {
+    this.#clearTimer();
+    const lease = this.#lease!;
+    if (isLocalError(error)) {
+      // Our own descriptors or ports ran out: another backend fails the same way.
+      lease.release('cancelled');
+      this.#state = DONE;
+      return super.destroy(localExhausted('routedStream', error));
+    }
+    lease.release('failure');
+    this.#exclude.add(lease.id);
+    this.#lastError = error;
+    if (this.#tries >= this.#s.attempts) {
+      this.#state = DONE;
+      return super.destroy(noBackendAccepted('routedStream', this.#exclude.size, error));
+    }
+    const next = this.#acquire();
+    if (next instanceof Error) {
+      this.#state = DONE;
+      return super.destroy(next);
+    }
+    this.#next = next;
+    this.#state = REDIAL;
+    return super.destroy(error);
+  }
+
+  #clearTimer(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+}
+
+/**
+ * A stream factory for client pools: every call returns a new
+ * {@link RoutedSocket}, already connecting to a backend chosen by `router`.
+ * Throws `InvalidConfig` naming the option for a bad one (checked once, here).
+ *
+ * @example
+ * const pool = new pg.Pool({ stream: routedStream(router), user: 'postgres', database: 'test', max: 20 });
+ * const mysqlPool = mysql.createPool({ stream: routedStream(mysqlRouter), user: 'root' });
+ */
+export function routedStream(router: Router, opts: RoutedStreamOptions = {}): (driverOptions?: unknown) => RoutedSocket {
+  checkOptionKeys(opts, ['key', 'priority', 'attempts', 'connectTimeoutMs', 'clock']);
+  const { attempts, timeout } = checkConnectOptions(opts);
+  const settings: Settings = {
+    router,
+    key: opts.key,
+    priority: opts.priority,
+    attempts,
+    timeout,
+    clock: opts.clock ?? (() => performance.now()),
+  };
+  return () => new RoutedSocket(settings);
+}

@@ -1,0 +1,224 @@
+/**
+ * Starts extra PostgreSQL and MariaDB servers on free loopback ports for the
+ * routed-pool tests, beside the machine's own on 5432 and 3306 (Debian
+ * binaries: `initdb` + `postgres` run as user `postgres`, which root cannot
+ * be; `mariadb-install-db` + `mariadbd --user=root`). Each lives in its own
+ * temporary directory (data, unix socket, log). A missing binary or a server
+ * that does not come up throws with its log: the tests fail loudly, they
+ * never skip. Every server is SIGKILLed when the test process exits even if
+ * a test failed before its afterAll; call `stop()` in afterAll anyway.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import mysql from 'mysql2/promise';
+import pg from 'pg';
+import { freePort } from './redis-server.js';
+
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+
+/** A database server started by this helper. */
+export interface TestDbServer {
+  readonly port: number;
+  /** Temporary directory holding data, socket and log. */
+  readonly dir: string;
+  /** PEM of the server's self-signed certificate when started with `ssl`. */
+  readonly ca: string | undefined;
+  /** The server dies at once as in a crash (mariadbd: SIGKILL; postgres: SIGQUIT, immediate shutdown), its open connections drop. Resolves when it exited. */
+  kill(): Promise<void>;
+  /** Kills it (if alive) and removes its directory. Idempotent. */
+  stop(): Promise<void>;
+}
+
+function pgBin(name: string): string {
+  const root = '/usr/lib/postgresql';
+  if (!existsSync(root)) throw new Error(`PostgreSQL server binaries not found under ${root} (apt-get install postgresql)`);
+  const versions = readdirSync(root).sort((a, b) => Number(b) - Number(a));
+  for (const v of versions) {
+    const bin = path.join(root, v, 'bin', name);
+    if (existsSync(bin)) return bin;
+  }
+  throw new Error(`${name} not found under ${root}/*/bin`);
+}
+
+function uidOf(user: string): { uid: number; gid: number } {
+  const id = spawnSync('id', ['-u', user], { encoding: 'utf8' });
+  const gid = spawnSync('id', ['-g', user], { encoding: 'utf8' });
+  if (id.status !== 0 || gid.status !== 0) throw new Error(`user "${user}" does not exist (needed to run the server)`);
+  return { uid: Number(id.stdout.trim()), gid: Number(gid.stdout.trim()) };
+}
+
+function selfSignedCert(dir: string): { cert: string; key: string; pem: string } {
+  const cert = path.join(dir, 'server.crt');
+  const key = path.join(dir, 'server.key');
+  const made = spawnSync(
+    'openssl',
+    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
+    { stdio: 'ignore' },
+  );
+  if (made.status !== 0) throw new Error('openssl could not create a test certificate');
+  return { cert, key, pem: readFileSync(cert, 'utf8') };
+}
+
+async function waitFor(what: string, probe: () => Promise<void>, child: ChildProcess, log: string, deadlineMs = 30_000): Promise<void> {
+  const deadline = Date.now() + deadlineMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) break;
+    try {
+      await probe();
+      return;
+    } catch (err) {
+      last = err;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  const text = existsSync(log) ? readFileSync(log, 'utf8').slice(-2000) : '(no log)';
+  throw new Error(`${what} did not come up (${String(last)}); log tail:\n${text}`);
+}
+
+function launch(cmd: string, args: string[], opts: { uid?: number; gid?: number; log: string }): ChildProcess {
+  const child = spawn(cmd, args, { stdio: 'ignore', uid: opts.uid, gid: opts.gid, detached: false });
+  live.add(child);
+  child.on('exit', () => live.delete(child));
+  return child;
+}
+
+function killer(child: ChildProcess, signal: NodeJS.Signals): () => Promise<void> {
+  return () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once('exit', () => resolve());
+      child.kill(signal);
+    });
+}
+
+/**
+ * Waits for a launched server to answer `probe`, then hands out its handle;
+ * a server that does not come up is killed and its directory removed.
+ */
+async function supervise(
+  what: string,
+  child: ChildProcess,
+  probe: () => Promise<void>,
+  at: { port: number; dir: string; log: string; ca: string | undefined },
+  killSignal: NodeJS.Signals,
+): Promise<TestDbServer> {
+  try {
+    await waitFor(what, probe, child, at.log);
+  } catch (err) {
+    child.kill('SIGKILL');
+    rmSync(at.dir, { recursive: true, force: true });
+    throw err;
+  }
+  const kill = killer(child, killSignal);
+  return {
+    port: at.port,
+    dir: at.dir,
+    ca: at.ca,
+    kill,
+    async stop() {
+      await kill();
+      rmSync(at.dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * A PostgreSQL 'postgres' superuser cluster with trust auth on a free port,
+ * database `postgres`. With `ssl`, the server has `ssl = on` and a fresh
+ * self-signed certificate (its PEM in `ca`).
+ */
+export async function startPostgres(opts: { ssl?: boolean } = {}): Promise<TestDbServer> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-pg-'));
+  const { uid, gid } = uidOf('postgres');
+  chownSync(dir, uid, gid);
+  const data = path.join(dir, 'data');
+  const log = path.join(dir, 'server.log');
+  const init = spawnSync(pgBin('initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8'], { uid, gid, encoding: 'utf8' });
+  if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr}`);
+  const port = await freePort();
+  const args = ['-D', data, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=60'];
+  let ca: string | undefined;
+  if (opts.ssl) {
+    const c = selfSignedCert(dir);
+    chownSync(c.cert, uid, gid);
+    chownSync(c.key, uid, gid);
+    chmodSync(c.key, 0o600);
+    ca = c.pem;
+    args.push('-c', 'ssl=on', '-c', `ssl_cert_file=${c.cert}`, '-c', `ssl_key_file=${c.key}`);
+    // TLS only: a plain connection is refused, so a passing query proves the upgrade.
+    writeFileSync(path.join(data, 'pg_hba.conf'), 'local all all trust\nhostssl all all 127.0.0.1/32 trust\n');
+  }
+  writeFileSync(log, '');
+  chownSync(log, uid, gid);
+  const child = launch(pgBin('postgres'), [...args, '-c', 'logging_collector=off'], { uid, gid, log });
+  const probe = async (): Promise<void> => {
+    const client = new pg.Client({ host: dir, port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 1000 });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      await client.query('SELECT 1');
+    } finally {
+      await client.end().catch(() => {});
+    }
+  };
+  // SIGQUIT: immediate shutdown, the postmaster and every backend exit at once
+  // (their connections drop as in a crash); a SIGKILLed postmaster would orphan its backends.
+  return supervise(`postgres on port ${port}`, child, probe, { port, dir, log, ca }, 'SIGQUIT');
+}
+
+/**
+ * A MariaDB server on a free port (user root, no password), with its own
+ * datadir and socket. With `ssl`, a fresh self-signed certificate (PEM in
+ * `ca`) and `require_secure_transport`: plain TCP connections are refused.
+ */
+export async function startMariadb(opts: { ssl?: boolean } = {}): Promise<TestDbServer> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-mariadb-'));
+  const data = path.join(dir, 'data');
+  const log = path.join(dir, 'error.log');
+  const init = spawnSync(
+    'mariadb-install-db',
+    ['--no-defaults', `--datadir=${data}`, '--auth-root-authentication-method=normal', '--user=root', '--skip-test-db'],
+    { encoding: 'utf8' },
+  );
+  if (init.error !== undefined || init.status !== 0) throw new Error(`mariadb-install-db failed: ${init.error ?? init.stdout}`);
+  const port = await freePort();
+  const tlsArgs: string[] = [];
+  let ca: string | undefined;
+  if (opts.ssl) {
+    const c = selfSignedCert(dir);
+    ca = c.pem;
+    tlsArgs.push(`--ssl-cert=${c.cert}`, `--ssl-key=${c.key}`, '--require-secure-transport=ON');
+  }
+  const child = launch(
+    'mariadbd',
+    [
+      '--no-defaults', // must come first
+      ...tlsArgs,
+      `--datadir=${data}`,
+      `--port=${port}`,
+      '--bind-address=127.0.0.1',
+      `--socket=${path.join(dir, 'mysqld.sock')}`,
+      `--pid-file=${path.join(dir, 'mysqld.pid')}`,
+      '--user=root',
+      '--skip-log-bin',
+      '--innodb-buffer-pool-size=16M',
+      `--log-error=${log}`,
+    ],
+    { log },
+  );
+  const probe = async (): Promise<void> => {
+    const conn = await mysql.createConnection({ socketPath: path.join(dir, 'mysqld.sock'), user: 'root', password: '', connectTimeout: 1000 });
+    try {
+      await conn.query('SELECT 1');
+    } finally {
+      await conn.end().catch(() => {});
+    }
+  };
+  return supervise(`mariadbd on port ${port}`, child, probe, { port, dir, log, ca }, 'SIGKILL');
+}

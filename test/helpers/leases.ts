@@ -1,0 +1,20 @@
+/** Lease counts of a Balancer's table, for tests that count what routed connections hold. */
+import type { Balancer } from '../../src/runtime/balancer.js';
+
+/** Every slot's connection leases, summed over all threads. */
+export function openLeases(balancer: Balancer): number {
+  let sum = 0;
+  for (let s = 0; s < balancer.table.capacity; s++) sum += balancer.table.connections(s);
+  return sum;
+}
+
+/**
+ * Waits until no connection lease is open and returns the count then (0, or
+ * what was left at the deadline). A pool's `end()` resolves once it has
+ * ended its clients, before their sockets closed; leases come back on close.
+ */
+export async function leasesBack(balancer: Balancer, deadlineMs = 10_000): Promise<number> {
+  const end = Date.now() + deadlineMs;
+  while (openLeases(balancer) !== 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
+  return openLeases(balancer);
+}

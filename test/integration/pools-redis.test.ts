@@ -1,0 +1,177 @@
+/**
+ * ioredis over routedStream (a custom `Connector`, the README recipe) against
+ * three real redis-server instances: cache shards keyed by a key prefix with
+ * `maglev`, and read replicas under `p2c:connections` with one killed mid-run.
+ */
+import tls from 'node:tls';
+import { AbstractConnector, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Backend } from '../../src/core/candidate.js';
+import { Maglev } from '../../src/policy/maglev.js';
+import { Balancer } from '../../src/runtime/balancer.js';
+import { leasesBack } from '../helpers/leases.js';
+import type { Router } from '../../src/runtime/router.js';
+import { routedStream, type RoutedSocket, type RoutedStreamOptions } from '../../src/net/routed-stream.js';
+import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+
+/** The README's recipe: every connection (and reconnection) of the client is routed; ioredis's `tls` option upgrades it. */
+function routedConnector(router: Router, opts?: RoutedStreamOptions, onSocket?: (s: RoutedSocket) => void) {
+  const open = routedStream(router, opts);
+  return class RoutedConnector extends AbstractConnector {
+    private readonly tlsOptions: tls.ConnectionOptions | undefined;
+    constructor(options: unknown) {
+      super(0);
+      this.tlsOptions = (options as { tls?: tls.ConnectionOptions }).tls;
+    }
+    connect() {
+      this.connecting = true;
+      const socket = open();
+      onSocket?.(socket);
+      this.stream = this.tlsOptions === undefined ? socket : tls.connect({ ...this.tlsOptions, socket });
+      return Promise.resolve(this.stream);
+    }
+  };
+}
+
+let servers: TestRedis[] = [];
+beforeAll(async () => {
+  for (let i = 0; i < 3; i++) servers.push(await startRedis());
+}, 60_000);
+afterAll(async () => {
+  await Promise.all(servers.map((s) => s.stop()));
+  servers = [];
+});
+
+
+
+function threeServers(): Balancer {
+  const balancer = new Balancer({ capacity: 8 });
+  balancer.update(servers.map((s, i) => ({ id: `r${i}`, address: `127.0.0.1:${s.port}` })));
+  return balancer;
+}
+
+describe('ioredis with a routed Connector', () => {
+  it('cache shards: maglev keyed by the key prefix puts every key on the server the policy names, as the servers report', async () => {
+    for (const s of servers) {
+      const direct = new Redis(s.port, '127.0.0.1');
+      await direct.flushall();
+      direct.disconnect();
+    }
+    const balancer = threeServers();
+    const router = balancer.router({ policy: 'maglev' });
+    const clients = new Map<string, Redis>();
+    const shard = (prefix: string): Redis => {
+      let c = clients.get(prefix);
+      if (c === undefined) {
+        c = new Redis({ Connector: routedConnector(router, { key: prefix }), maxRetriesPerRequest: 2 });
+        clients.set(prefix, c);
+      }
+      return c;
+    };
+    const prefixes = Array.from({ length: 30 }, (_, i) => `tenant-${i}`);
+    for (const p of prefixes) for (let j = 0; j < 5; j++) await shard(p).set(`${p}:k${j}`, String(j));
+    // What the policy says, computed apart from the router: the same ids in Maglev.
+    const ids = servers.map((_, i) => `r${i}`);
+    const maglev = new Maglev();
+    const backends = ids.map((id) => new Backend(id));
+    const expected = servers.map(() => new Set<string>());
+    for (const p of prefixes) for (let j = 0; j < 5; j++) expected[maglev.pick(backends, { key: p })]!.add(`${p}:k${j}`);
+    for (let i = 0; i < servers.length; i++) {
+      const direct = new Redis(servers[i]!.port, '127.0.0.1');
+      const keys = new Set(await direct.keys('*'));
+      direct.disconnect();
+      expect(keys).toEqual(expected[i]);
+      expect(keys.size).toBeGreaterThan(0);
+    }
+    for (const c of clients.values()) await c.quit();
+    expect(await leasesBack(balancer)).toBe(0);
+    balancer.close();
+  }, 60_000);
+
+  it('read replicas: a killed server fails only its own clients, which reconnect to the others; counters exact at the end', async () => {
+    for (const s of servers) {
+      const direct = new Redis(s.port, '127.0.0.1');
+      await direct.set('whoami', String(s.port));
+      direct.disconnect();
+    }
+    const balancer = threeServers();
+    const router = balancer.router({ policy: 'p2c:connections', ejection: { consecutiveFailures: 2, baseMs: 60_000 } });
+    const victim = servers[2]!;
+    let killed = false;
+    const sockets: { socket: RoutedSocket; afterKill: boolean; errors: number }[] = [];
+    // 12 clients: a server stays without one only if every draw after the third
+    // misses it (each pair misses a given one of three with probability 1/3): < 2e-5.
+    const clients = Array.from({ length: 12 }, () => {
+      const errors: unknown[] = [];
+      const onSocket = (socket: RoutedSocket): void => {
+        const entry = { socket, afterKill: killed, errors: 0 };
+        socket.on('error', () => entry.errors++);
+        sockets.push(entry);
+      };
+      const redis = new Redis({ Connector: routedConnector(router, undefined, onSocket), retryStrategy: () => 10, maxRetriesPerRequest: 5 });
+      redis.on('error', (e) => errors.push(e));
+      return { redis, errors };
+    });
+    const before: number[] = [];
+    const after: number[] = [];
+    let done = 0;
+    let killing: Promise<void> | undefined;
+    const failures: string[] = [];
+    await Promise.all(
+      clients.map(async ({ redis }) => {
+        for (let i = 0; i < 50; i++) {
+          const wasKilled = killed;
+          try {
+            const port = Number(await redis.get('whoami'));
+            (wasKilled ? after : before).push(port);
+          } catch (err) {
+            failures.push((err as Error).message);
+          }
+          if (++done === 200) {
+            killing = victim.kill();
+            await killing;
+            killed = true;
+          }
+        }
+      }),
+    );
+    expect(killed).toBe(true);
+    // Before the kill all three served; after it, only the two left.
+    expect(new Set(before)).toEqual(new Set(servers.map((s) => s.port)));
+    expect(after.length).toBeGreaterThan(0);
+    expect(after.every((p) => p !== victim.port)).toBe(true);
+    // Socket errors only on connections routed to the killed server.
+    expect(sockets.filter((s) => s.errors > 0).every((s) => s.socket.lease?.id === 'r2')).toBe(true);
+    // The reconnections after the kill went to the others.
+    expect(sockets.filter((s) => s.afterKill && s.socket.lease !== undefined).every((s) => s.socket.lease!.id !== 'r2')).toBe(true);
+    // Clients that reconnected elsewhere: more sockets than clients, and the victim's share moved.
+    expect(sockets.length).toBeGreaterThan(clients.length);
+    for (const m of failures) expect(m).toMatch(/ECONNRESET|Connection is closed|max retries/i);
+    for (const c of clients) c.redis.disconnect();
+    expect(await leasesBack(balancer)).toBe(0);
+    balancer.close();
+    await victim.restart();
+  }, 60_000);
+
+  it('TLS: ioredis with its tls option over a routed socket, the server CA verified (the server speaks TLS only)', async () => {
+    const secure = await startRedis({ tls: true });
+    try {
+      const balancer = new Balancer({ capacity: 4 });
+      balancer.update([{ id: 'r-tls', address: `127.0.0.1:${secure.port}` }]);
+      const router = balancer.router({ policy: 'p2c:connections' });
+      const sockets: RoutedSocket[] = [];
+      const client = new Redis({ Connector: routedConnector(router, undefined, (s) => sockets.push(s)), tls: { ca: secure.ca, servername: '127.0.0.1' } });
+      client.on('error', () => {});
+      await client.set('over', 'tls');
+      expect(await client.get('over')).toBe('tls');
+      expect(sockets.length).toBe(1);
+      expect(sockets[0]!.lease?.id).toBe('r-tls');
+      expect(balancer.table.connections(0)).toBe(1);
+      await client.quit();
+      expect(await leasesBack(balancer)).toBe(0);
+      balancer.close();
+    } finally {
+      await secure.stop();
+    }
+  }, 60_000);
+});
