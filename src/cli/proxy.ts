@@ -26,6 +26,9 @@ import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
 import { cliLogger } from './logger.js';
 import type { Command } from './command.js';
 import { CONNECTION_FLAGS, CONNECTION_HELP, connectionFlags } from './proxy-connection-flags.js';
+import { METRICS_FLAGS, METRICS_HELP, metricsFlag, startMetrics } from './proxy-metrics-flags.js';
+import { ProxyCounters } from '../net/proxy-counters.js';
+import type { MetricsServer } from '../metrics/server.js';
 import { waitForMembership } from './proxy-wait.js';
 import { UsageError } from './usage.js';
 import type { HealthCheckOptions } from '../health/config.js';
@@ -69,6 +72,8 @@ flags:
 
 ${CONNECTION_HELP}
 
+${METRICS_HELP}
+
 See docs/proxy.md for the full reference.
 
 ${EXIT_HELP}
@@ -83,6 +88,7 @@ const OPTIONS = {
   prefix: { type: 'string' },
   policy: { type: 'string' },
   ...CONNECTION_FLAGS,
+  ...METRICS_FLAGS,
   capacity: { type: 'string' },
   'require-membership': { type: 'boolean' },
   'wait-log-interval': { type: 'string' },
@@ -107,6 +113,10 @@ interface ProxyFlags {
   check: HealthCheckOptions | undefined;
   log: Logger;
   source: MembershipSource;
+  /** `--metrics`: where to serve /metrics and /healthz. */
+  metrics: { host: string; port: number } | undefined;
+  /** The `cluster` label of the metrics (`--cluster`, else "default"). */
+  cluster: string;
 }
 
 /** `--check` and its companions → an active check (usage errors name the flag). */
@@ -174,6 +184,7 @@ function proxyFlags(values: Values): ProxyFlags {
   const connection = connectionFlags(values, policy);
   const waitLogMs = integerFlag('--wait-log-interval', values['wait-log-interval'], 100, 600_000) ?? 5000;
   const check = checkFlags(values);
+  const metrics = metricsFlag(values);
   const chosen = [values.backend.length > 0, values.file !== undefined, values.redis !== undefined].filter(Boolean).length;
   if (chosen !== 1) throw new UsageError('membership: give exactly one of --backend, --file, --redis');
   const url = redisUrlFlag('--redis', values.redis);
@@ -198,6 +209,8 @@ function proxyFlags(values: Values): ProxyFlags {
     check,
     log,
     source,
+    metrics,
+    cluster: cluster ?? 'default',
   };
 }
 
@@ -252,15 +265,24 @@ async function firstMembership(f: ProxyFlags, balancer: Balancer, stopped: Promi
 async function serve(f: ProxyFlags): Promise<number> {
   const balancer = new Balancer({ capacity: f.capacity, logger: f.log, ...(f.check === undefined ? {} : { health: { check: f.check } }) });
   const { stopped, dispose } = stopSignal(f.log);
+  const counters = ProxyCounters.create();
+  let proxy: TcpProxy | undefined;
+  let metrics: MetricsServer | undefined;
   try {
+    // Up before the first membership, so /healthz can say why the proxy is not ready yet.
+    if (f.metrics !== undefined) {
+      metrics = await startMetrics(f.metrics, { balancer, counters, source: f.source, cluster: f.cluster, listening: () => proxy?.listening === true });
+      f.log.info({ address: `${metrics.address().address}:${metrics.address().port}` }, 'metrics listening');
+    }
     const binding = await firstMembership(f, balancer, stopped);
     if (binding === undefined) return EXIT.ok;
     const router = balancer.router({ policy: f.policy, logger: f.log });
-    const proxy = new TcpProxy({
+    proxy = new TcpProxy({
       router,
       host: f.listen.host,
       port: f.listen.port,
       ...f.connection,
+      counters,
       logger: f.log,
     });
     try {
@@ -276,6 +298,7 @@ async function serve(f: ProxyFlags): Promise<number> {
     return EXIT.ok;
   } finally {
     dispose();
+    await metrics?.close();
     balancer.close();
   }
 }

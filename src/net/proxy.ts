@@ -25,6 +25,7 @@ import {
   type ConnectionStats,
 } from './proxy-connection.js';
 import { integerIn } from '../core/validate.js';
+import { ProxyCounters } from './proxy-counters.js';
 
 /** Options of {@link TcpProxy}. */
 export interface TcpProxyOptions extends ConnectionOptions {
@@ -33,6 +34,14 @@ export interface TcpProxyOptions extends ConnectionOptions {
   host?: string;
   port?: number;
   logger?: Logger;
+  /**
+   * Shared counters to count into (metrics read them from any thread);
+   * default a fresh one-row {@link ProxyCounters}. A proxy of several
+   * workers gives each worker the same counters and its own `worker` row.
+   */
+  counters?: ProxyCounters;
+  /** This proxy's row in `counters`, in [0, counters.workers); default 0. */
+  worker?: number;
 }
 
 /** Counters of a running proxy. */
@@ -49,6 +58,10 @@ export interface TcpProxyStats extends ConnectionStats {
  */
 export class TcpProxy extends EventEmitter {
   readonly stats: TcpProxyStats = { accepted: 0, ...freshStats() };
+  /** The shared counters this proxy counts into (its row: {@link TcpProxy.worker}). */
+  readonly counters: ProxyCounters;
+  /** This proxy's row in {@link TcpProxy.counters}. */
+  readonly worker: number;
   private readonly opts: TcpProxyOptions;
   private readonly log: Logger;
   private readonly server: net.Server;
@@ -59,7 +72,7 @@ export class TcpProxy extends EventEmitter {
   constructor(opts: TcpProxyOptions) {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['router', 'host', 'port', 'logger', ...CONNECTION_OPTION_KEYS]);
+    checkOptionKeys(opts, ['router', 'host', 'port', 'logger', 'counters', 'worker', ...CONNECTION_OPTION_KEYS]);
     if (typeof opts.router !== 'object' || opts.router === null || typeof opts.router.acquire !== 'function') {
       invalidConfig('options.router', 'must be a Router', opts.router);
     }
@@ -68,16 +81,26 @@ export class TcpProxy extends EventEmitter {
     }
     const settings = resolveConnectionOptions(opts);
     integerIn(opts.port ?? 0, 'options.port', 0, 65535);
+    if (opts.counters !== undefined && !(opts.counters instanceof ProxyCounters)) invalidConfig('options.counters', 'must be a ProxyCounters', opts.counters);
+    this.counters = opts.counters ?? ProxyCounters.create();
+    this.worker = this.counters.checkWorker(opts.worker ?? 0, 'options.worker');
     this.opts = opts;
     this.log = opts.logger ?? defaultLogger();
     this.host = connectionHost(settings, {
       router: opts.router,
       log: this.log,
       stats: this.stats,
+      counters: this.counters,
+      worker: this.worker,
       track: (socket) => this.track(socket),
       emit: (event, arg) => this.emit(event, arg),
     });
     this.server = net.createServer({ pauseOnConnect: true, allowHalfOpen: true }, (client) => this.accept(client));
+  }
+
+  /** Whether the listener is bound (after `listen`, before `close`). */
+  get listening(): boolean {
+    return this.server.listening;
   }
 
   /** Starts listening; resolves with the bound address. */
@@ -116,6 +139,7 @@ export class TcpProxy extends EventEmitter {
 
   private accept(client: net.Socket): void {
     this.stats.accepted++;
+    this.counters.accepted(this.worker);
     this.track(client);
     serveConnection(this.host, client);
   }

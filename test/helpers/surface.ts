@@ -17,7 +17,11 @@ export const SURFACE: Record<string, string[]> = {
     'ejectionTimeMs', 'findOutliers', 'parseDocument', 'poolWorkerData', 'resolveDocument', 'workerRouter',
   ],
   'poise-lb/redis': ['MembershipPublisher', 'RedisMembership'],
-  'poise-lb/net': ['LOCAL_ERROR_CODES', 'TERMINATIONS', 'TcpProxy', 'connect', 'encodeProxyV1', 'encodeProxyV2', 'isLocalError', 'parseProxyHeader'],
+  'poise-lb/net': [
+    'DURATION_BUCKETS_SECONDS', 'LOCAL_ERROR_CODES', 'ProxyCounter', 'ProxyCounters', 'REFUSAL_REASONS', 'TERMINATIONS', 'TcpProxy', 'connect',
+    'encodeProxyV1', 'encodeProxyV2', 'isLocalError', 'parseProxyHeader',
+  ],
+  'poise-lb/metrics': ['BACKEND_STATES', 'MetricsServer', 'collectMetrics', 'parseMetricsText'],
   'poise-lb/cli': [
     'EXIT', 'EXIT_HELP', 'NAME_RULE', 'UsageError', 'choiceFlag', 'durationFlag', 'exitCodeOf', 'integerFlag', 'nameFlag', 'parseFlags',
     'pathFlag', 'redisUrlFlag', 'secondsFlag',
