@@ -175,7 +175,7 @@ export function parseMetricsText(text: string): Map<string, MetricFamily> {
     let labels: Record<string, string> = {};
     if (rest.startsWith('{')) ({ labels, rest } = parseLabels(rest, n));
     const parts = rest.split(' ');
-    if (parts[0] !== '' || parts.length < 2 || parts.length > 3) fail(n, 'expected one space, a value and an optional timestamp after the name and labels');
+    if (parts[0] !== '' || parts.length < 2 || parts.length > 3 || parts.slice(1).includes('')) fail(n, 'expected one space, a value and an optional timestamp after the name and labels');
     const value = parseValue(parts[1]!, n);
     if (parts.length === 3 && !/^-?\d+$/.test(parts[2]!)) fail(n, `timestamp ${JSON.stringify(parts[2])} is not an integer`);
     const family = open(familyOf(name, families), n);
