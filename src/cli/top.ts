@@ -77,11 +77,21 @@ export function backendsFromMetrics(families: ReadonlyMap<string, MetricFamily>,
   each('backend_state', (r, v, l) => {
     if (v === 1) r.state = l['state'] ?? '?';
   });
-  each('backend_connections', (r, v) => void (r.connections = v));
-  each('backend_requests_in_flight', (r, v) => void (r.inFlight = v));
-  each('backend_latency_ewma_seconds', (r, v) => void (r.ewmaMs = v * 1000));
-  each('backend_picks_total', (r, v) => void (r.picks = v));
-  each('backend_ejections_total', (r, v) => void (r.ejections = v));
+  each('backend_connections', (r, v) => {
+    r.connections = v;
+  });
+  each('backend_requests_in_flight', (r, v) => {
+    r.inFlight = v;
+  });
+  each('backend_latency_ewma_seconds', (r, v) => {
+    r.ewmaMs = v * 1000;
+  });
+  each('backend_picks_total', (r, v) => {
+    r.picks = v;
+  });
+  each('backend_ejections_total', (r, v) => {
+    r.ejections = v;
+  });
   return [...rows.values()];
 }
 

@@ -165,8 +165,14 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
     names.push(full);
   };
   const perBackend = (name: string, help: string, value: (r: BackendRow) => number, kind: 'gauge' | 'counter' = 'gauge'): void => {
-    if (kind === 'gauge') gauge(name, help, BL, (g, s) => s.rows.forEach((r) => g.set(r.labels, value(r))));
-    else counter(name, help, BL, (c, s) => s.rows.forEach((r) => c.inc(r.labels, value(r))));
+    if (kind === 'gauge') gauge(name, help, BL, (g, s) => {
+      for (const r of s.rows) g.set(r.labels, value(r));
+    });
+    else {
+      counter(name, help, BL, (c, s) => {
+        for (const r of s.rows) c.inc(r.labels, value(r));
+      });
+    }
   };
 
   // --- per backend -----------------------------------------------------------
@@ -275,11 +281,15 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
   // --- admission -------------------------------------------------------------
   if (admission !== undefined) {
     const B = ['band'] as const;
-    gauge('admission_queue_length', 'Requests waiting for admission, per band.', B, (g, s) => s.admission.forEach((b) => g.set({ band: b.band }, b.queueLength)));
-    gauge('admission_oldest_wait_seconds', 'How long the oldest waiter of each band has waited; 0 when its queue is empty.', B, (g, s) =>
-      s.admission.forEach((b) => g.set({ band: b.band }, b.oldestWaitMs / 1000)),
-    );
-    counter('admission_admitted_total', 'Requests admitted, per band.', B, (c, s) => s.admission.forEach((b) => c.inc({ band: b.band }, b.admitted)));
+    gauge('admission_queue_length', 'Requests waiting for admission, per band.', B, (g, s) => {
+      for (const b of s.admission) g.set({ band: b.band }, b.queueLength);
+    });
+    gauge('admission_oldest_wait_seconds', 'How long the oldest waiter of each band has waited; 0 when its queue is empty.', B, (g, s) => {
+      for (const b of s.admission) g.set({ band: b.band }, b.oldestWaitMs / 1000);
+    });
+    counter('admission_admitted_total', 'Requests admitted, per band.', B, (c, s) => {
+      for (const b of s.admission) c.inc({ band: b.band }, b.admitted);
+    });
     counter('admission_rejected_total', 'Requests rejected, per band and reason.', ['band', 'reason'], (c, s) => {
       for (const b of s.admission) for (const [reason, n] of Object.entries(b.rejected)) c.inc({ band: b.band, reason }, n);
     });

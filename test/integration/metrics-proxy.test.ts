@@ -34,7 +34,7 @@ async function countingBackend(): Promise<{ port: number; open: () => number }> 
     s.on('close', () => open--);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  cleanups.push(() => new Promise<void>((r) => (server.close(() => r()), server.closeAllConnections?.())));
+  cleanups.push(() => new Promise<void>((r) => server.close(() => r())));
   return { port: (server.address() as net.AddressInfo).port, open: () => open };
 }
 
@@ -96,7 +96,9 @@ describe('metrics of a running proxy and two router worker threads', () => {
     // Two worker threads with their own routers hold 7 and 5 connections.
     const [w1, w2] = await Promise.all([holder(balancer, 7), holder(balancer, 5)]);
     const clients: net.Socket[] = [];
-    cleanups.push(() => clients.forEach((c) => c.destroy()));
+    cleanups.push(() => {
+      for (const c of clients) c.destroy();
+    });
     let sent = 0;
     for (let round = 0; round < 5; round++) {
       // Each round adds 4 clients through the proxy and echoes a few bytes on each.
@@ -136,7 +138,9 @@ describe('metrics of a running proxy and two router worker threads', () => {
     await until(() => backends.every((b) => b.open() === 0), 'backends at 0');
     await until(async () => value((await scrape(port)).families, 'poise_proxy_active_connections', { worker: '0' }) === 0, 'proxy active 0');
     const after = (await scrape(port)).families;
-    backends.forEach((_b, i) => expect(value(after, 'poise_backend_connections', { backend: `b${i}` })).toBe(0));
+    backends.forEach((_b, i) => {
+      expect(value(after, 'poise_backend_connections', { backend: `b${i}` })).toBe(0);
+    });
     expect(value(after, 'poise_proxy_connection_duration_seconds_count', {})).toBe(20);
     expect(value(after, 'poise_proxy_connection_duration_seconds_bucket', { le: '+Inf' })).toBe(20);
   });

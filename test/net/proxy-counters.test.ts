@@ -21,7 +21,9 @@ describe('ProxyCounters', () => {
     REFUSAL_REASONS.forEach((r, i) => {
       for (let k = 0; k <= i; k++) c.refused(1, r);
     });
-    REFUSAL_REASONS.forEach((r, i) => expect(c.refusals(r)).toBe(i + 1));
+    REFUSAL_REASONS.forEach((r, i) => {
+      expect(c.refusals(r)).toBe(i + 1);
+    });
     c.opened(0);
     c.opened(0);
     c.opened(1);
