@@ -4,6 +4,7 @@
  * reclaims), every scrape valid under the strict parser, Prometheus naming
  * conventions, option refusals, and the AdmissionStats plumbing.
  */
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { Worker } from 'node:worker_threads';
 import { Registry } from 'prom-client';
@@ -144,6 +145,17 @@ describe('collectMetrics', () => {
     expect(v(f, 'poise_backend_connections', { backend: 'a' })).toBe(0);
     for (const sock of socks) sock.destroy();
     await new Promise((r) => server.close(r));
+  });
+
+  it('the README "Monitoring" table lists exactly the metrics registered (with a source, a proxy and admission)', () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const section = readme.slice(readme.indexOf('## Monitoring'), readme.indexOf('\n## ', readme.indexOf('## Monitoring') + 5));
+    const documented = [...section.matchAll(/^\| `(poise_[a-z_]+)` \|/gm)].map((m) => m[1]);
+    const b = new Balancer({ logger });
+    const source = { start: async () => {}, close: async () => {}, version: 0, description: 'file members.json' };
+    const admission: AdmissionStats = { admissionStats: () => [] };
+    const c = collectMetrics(b, { registry: new Registry(), source, proxy: ProxyCounters.create(), admission });
+    expect(documented.sort()).toEqual([...c.names].sort());
   });
 
   it('refuses bad options, naming them', () => {
