@@ -26,7 +26,7 @@ export function isIPv6(text: string): boolean {
   let count = all.length;
   // Only the very last group of the text may be an IPv4 tail (not one before "::").
   const last = halves.length === 2 ? tail[tail.length - 1] : head[head.length - 1];
-  if (last !== undefined && last.includes('.')) {
+  if (last?.includes('.')) {
     if (!isIPv4(last)) return false;
     all.pop();
     count += 1; // an IPv4 tail takes two groups

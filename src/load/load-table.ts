@@ -9,6 +9,7 @@
  * |--------------|------------------------------------|----------|
  * | header       | 16 (one 64-byte line)              | layout version, capacity, thread rows, change / membership / health epochs, spec seqlock + length, PeakEWMA τ and initial value, rows in use |
  * | row owners   | `maxThreads`, rounded up to 16     | thread id + 1 of the thread that claimed attribution row r (0 = free) |
+ * | row totals   | 16 per row (one 64-byte line each) | row r: word 0 the request leases, word 1 the connection leases thread r holds over all slots |
  * | slots        | 32 per slot (128 bytes, line-aligned)| see the slot table below |
  * | lease cells  | `capacity × cellStride`            | slot s, row r: the connection and request leases thread r holds on s (slot-major, each slot's cells line-aligned) |
  * | spec blob    | `specBytes / 4`                    | the owner's UTF-8 spec text for every live slot, under a seqlock |
@@ -24,6 +25,14 @@
  * its row's cells (`reclaimRow`), which is exact because no other thread
  * writes them and the dead one never will again. Cells never go negative: a
  * lease is released by the router (so the thread) that took it.
+ *
+ * Each row also keeps its totals over all slots (the row-totals region), so
+ * the pool-wide figure an admission gate or a bounded-load hash needs is a
+ * sum over rows in use, not a scan of every backend. A lease is then two
+ * single-writer adds (cell, then the row total). A thread terminated between
+ * the two leaves its own total one off its cells only until the owner
+ * reclaims the row, which zeroes both: exactness after reclaim is unchanged,
+ * and while the thread lives its own next operation finishes the pair.
  *
  * The price is on the read side: a count is `rows in use` loads instead of
  * one. Rows are claimed lowest-first and a slot's first 8 rows share one
@@ -89,7 +98,7 @@ export const EwmaSeries = { ConnectTime: 0, Latency: 1 } as const;
 export type EwmaSeriesCode = (typeof EwmaSeries)[keyof typeof EwmaSeries];
 
 /** The layout version in header word 0; an attachment with another version is refused. @internal */
-export const LAYOUT_VERSION = 0x504f0003;
+export const LAYOUT_VERSION = 0x504f0004;
 
 // Header words.
 const H_VERSION = 0;
@@ -107,6 +116,8 @@ const H_ROWS = 10;
 const H_SLOT_BASE = 12;
 const H_SPEC_WORDS = 13;
 const HEADER_WORDS = 16;
+/** Words of one row's totals: a whole line, so rows never share one. */
+const TOTAL_WORDS = 16;
 
 // Slot words.
 const S_TAG = 0;
@@ -234,6 +245,7 @@ export class LoadTable {
   readonly initialMs: number;
   private readonly i32: Int32Array;
   private readonly ownerBase: number;
+  private readonly totalsBase: number;
   private readonly slotBase: number;
   private readonly attrBase: number;
   /** Words of lease cells per slot. */
@@ -263,6 +275,7 @@ export class LoadTable {
     this.decay = new Float64Array(DECAY_STEPS);
     for (let k = 0; k < DECAY_STEPS; k++) this.decay[k] = Math.exp(-k / this.tauMs);
     this.ownerBase = HEADER_WORDS;
+    this.totalsBase = HEADER_WORDS + roundUp(this.maxThreads, 16);
     this.slotBase = Atomics.load(this.i32, H_SLOT_BASE);
     this.attrBase = roundUp(this.slotBase + this.capacity * SLOT_WORDS, 16);
     this.stride = cellStride(this.maxThreads);
@@ -279,7 +292,7 @@ export class LoadTable {
     const initialMs = numberIn(opts.initialMs ?? 50, 'options.initialMs', 0, MAX_US / 1000);
     const layout = opts.layout ?? 'padded';
     if (layout !== 'padded' && layout !== 'unaligned') invalidConfig('options.layout', 'must be "padded" or "unaligned"', layout);
-    const slotBase = HEADER_WORDS + roundUp(maxThreads, 16) + (layout === 'unaligned' ? 8 : 0);
+    const slotBase = HEADER_WORDS + roundUp(maxThreads, 16) + maxThreads * TOTAL_WORDS + (layout === 'unaligned' ? 8 : 0);
     const attrBase = roundUp(slotBase + capacity * SLOT_WORDS, 16);
     const specWords = Math.ceil(specBytes / 4);
     const words = attrBase + capacity * cellStride(maxThreads) + specWords;
@@ -436,12 +449,16 @@ export class LoadTable {
     // the SC read-modify-write orders it before this thread's next SC load
     // (the router's tag check), which the tombstone handshake relies on.
     Atomics.add(this.i32, this.attrBase + slot * this.stride + row * 2 + kind, 1);
+    // The row's total, also written only by this thread (see the file comment
+    // for why the pair stays exact under termination).
+    Atomics.add(this.i32, this.totalsBase + row * TOTAL_WORDS + kind, 1);
   }
 
   /** Returns one lease of `kind` on `slot` held by row `row` (the caller's own row). @internal */
   leaseDown(slot: number, kind: LeaseKindCode, row: number): void {
     // Mirror of leaseUp: one SC read-modify-write on the caller's own cell.
     Atomics.sub(this.i32, this.attrBase + slot * this.stride + row * 2 + kind, 1);
+    Atomics.sub(this.i32, this.totalsBase + row * TOTAL_WORDS + kind, 1);
   }
 
   /** Adds `n` granted leases to the slot's pick counter (routers batch them). @internal */
@@ -482,6 +499,32 @@ export class LoadTable {
     const end = base + Atomics.load(i, H_ROWS) * 2;
     let n = 0;
     for (let p = base; p < end; p++) n += Atomics.load(i, p);
+    return n;
+  }
+
+  /**
+   * Leases of `kind` held on all slots by all threads: a sum over the rows in
+   * use (at most `maxThreads` loads, never a scan of the backends). Like
+   * count(), not one instant's total while threads move, and exact whenever
+   * they are quiescent.
+   */
+  totalLeases(kind: LeaseKindCode): number {
+    const i = this.i32;
+    const rows = Atomics.load(i, H_ROWS);
+    let n = 0;
+    for (let r = 0; r < rows; r++) n += Atomics.load(i, this.totalsBase + r * TOTAL_WORDS + kind);
+    return n;
+  }
+
+  /** Connection plus request leases on all slots (the pool-wide `outstanding`). */
+  totalOutstanding(): number {
+    const i = this.i32;
+    const rows = Atomics.load(i, H_ROWS);
+    let n = 0;
+    for (let r = 0; r < rows; r++) {
+      const p = this.totalsBase + r * TOTAL_WORDS;
+      n += Atomics.load(i, p) + Atomics.load(i, p + 1);
+    }
     return n;
   }
 
@@ -564,6 +607,7 @@ export class LoadTable {
     const us = Math.round(next * 1000);
     // Stores inside the lock; the unlocking store (new version, low byte 0)
     // is SC, so a reader that sees it also sees both words.
+    // biome-ignore lint/complexity/useMathMinMax: hot path; a compare keeps the value a small integer (docs/internals.md, numbers that do not allocate)
     Atomics.store(i, e, us > MAX_US ? MAX_US : us);
     if (dt > 0) Atomics.store(i, e + 1, now);
     Atomics.store(i, lock, (v + 0x100) & ~0xff);
@@ -625,6 +669,7 @@ export class LoadTable {
     const until = Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_EJECTED_UNTIL);
     if (until === 0) return 0;
     const left = elapsedMs(until, wrapMs(nowMs));
+    // biome-ignore lint/complexity/useMathMinMax: read on every pick's view check; same reason as observe()
     return left > 0 ? left : 0;
   }
 
@@ -727,6 +772,10 @@ export class LoadTable {
       // writer's lock is never touched.
       if ((v & 0xff) === row + 1) Atomics.compareExchange(i, o + S_EWMA_LOCK, v, (v + 0x100) & ~0xff);
     }
+    // Its totals are exactly what the cells held (or one off, if it died
+    // between the two adds of a lease): zero them with the cells.
+    Atomics.store(i, this.totalsBase + row * TOTAL_WORDS, 0);
+    Atomics.store(i, this.totalsBase + row * TOTAL_WORDS + 1, 0);
     // Free the row last, once its cells are zero.
     Atomics.store(i, this.ownerBase + row, 0);
     return reclaimed;

@@ -49,6 +49,10 @@ export interface LoadTableView {
   estimateUs(slot: number, series: EwmaSeriesCode, nowMs?: number): number;
   /** Milliseconds of passive-health ejection left on a slot at `nowMs` (default: now on the Balancer's clock); 0 when not ejected. */
   ejectedForMs(slot: number, nowMs?: number): number;
+  /** Leases of `kind` (`LeaseKind`) on all slots, summed over every thread (a sum over thread rows, not backends). */
+  totalLeases(kind: LeaseKindCode): number;
+  /** Connection plus request leases on all slots, summed over every thread. */
+  totalOutstanding(): number;
   /** Attribution rows in use (one more than the highest row ever claimed). */
   rowsInUse(): number;
   /** The attribution row of thread `threadId`, or -1 when it has none (never attached, or reclaimed). */
@@ -104,6 +108,14 @@ class ReadOnlyLoadTable implements LoadTableView {
 
   ejectedForMs(slot: number, nowMs: number = this.#clock()): number {
     return this.#table.ejectedForMs(slot, nowMs);
+  }
+
+  totalLeases(kind: LeaseKindCode): number {
+    return this.#table.totalLeases(kind);
+  }
+
+  totalOutstanding(): number {
+    return this.#table.totalOutstanding();
   }
 
   rowsInUse(): number {

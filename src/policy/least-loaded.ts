@@ -12,7 +12,7 @@
  * same member. LeastLoaded suits a single selector with a small slice.
  */
 import type { Candidate } from '../core/candidate.js';
-import { Rng } from '../core/rng.js';
+import type { Rng } from '../core/rng.js';
 import { throwEmpty, throwNoEligible, rngFromOptions } from './slice.js';
 import type { Policy, SeedOptions } from './types.js';
 

@@ -43,9 +43,8 @@
  * draw (standalone callers only) falls back to P2C over the eligible members.
  */
 import type { Candidate } from '../core/candidate.js';
-import { Rng, rejectionLimit32 } from '../core/rng.js';
-import { EligibleIndices, throwEmpty, throwNoEligible, rngFromOptions } from './slice.js';
-import type { Policy, SeedOptions } from './types.js';
+import { rejectionLimit32 } from '../core/rng.js';
+import { EligibleDraw, throwEmpty, throwNoEligible } from './slice.js';
 
 /**
  * Power of two choices.
@@ -54,24 +53,12 @@ import type { Policy, SeedOptions } from './types.js';
  * const p2c = new PowerOfTwo();   // OS-seeded
  * const i = p2c.pick(backends);   // reads backends[a].load() and backends[b].load()
  */
-export class PowerOfTwo implements Policy {
-  private readonly rng: Rng;
-  private readonly eligible = new EligibleIndices();
+export class PowerOfTwo extends EligibleDraw {
   /** Slice length the limits below were computed for. */
   private n = -1;
   /** `below(n)`'s and `below(n − 1)`'s rejection limits. */
   private limitFirst = 0;
   private limitSecond = 0;
-
-  /** OS-seeded unless `seed` is given (never seed it from a shared constant in production). */
-  constructor(options: SeedOptions = {}) {
-    this.rng = rngFromOptions(options);
-  }
-
-  /** Reserves scratch space for a slice (optional; picks need no table). */
-  prepare(candidates: readonly Candidate[]): void {
-    this.eligible.reserve(candidates.length);
-  }
 
   /** The lighter of two distinct random eligible members; `Empty` / `NoEligibleCandidates` when none. */
   pick(candidates: readonly Candidate[]): number {

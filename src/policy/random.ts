@@ -10,9 +10,8 @@
  * uniform over the eligible members either way.
  */
 import type { Candidate } from '../core/candidate.js';
-import { Rng, rejectionLimit32 } from '../core/rng.js';
-import { EligibleIndices, throwEmpty, rngFromOptions } from './slice.js';
-import type { Policy, SeedOptions } from './types.js';
+import { rejectionLimit32 } from '../core/rng.js';
+import { EligibleDraw, throwEmpty } from './slice.js';
 
 /**
  * Uniform random selection.
@@ -21,23 +20,11 @@ import type { Policy, SeedOptions } from './types.js';
  * const policy = new Random({ seed: 1 });
  * const i = policy.pick(backends);
  */
-export class Random implements Policy {
-  private readonly rng: Rng;
-  private readonly eligible = new EligibleIndices();
+export class Random extends EligibleDraw {
   /** Slice length `limit` was computed for. */
   private n = -1;
   /** `below(n)`'s rejection limit. */
   private limit = 0;
-
-  /** OS-seeded unless `seed` is given. */
-  constructor(options: SeedOptions = {}) {
-    this.rng = rngFromOptions(options);
-  }
-
-  /** Reserves scratch space for a slice (optional; picks need no table). */
-  prepare(candidates: readonly Candidate[]): void {
-    this.eligible.reserve(candidates.length);
-  }
 
   /** A uniformly random eligible index; `Empty` / `NoEligibleCandidates` when none. */
   pick(candidates: readonly Candidate[]): number {

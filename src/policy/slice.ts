@@ -11,7 +11,7 @@
 import type { Candidate } from '../core/candidate.js';
 import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { Rng } from '../core/rng.js';
-import type { SeedOptions } from './types.js';
+import type { Policy, SeedOptions } from './types.js';
 
 /** Throws `Empty`. */
 export function throwEmpty(): never {
@@ -63,4 +63,29 @@ export function rngFromOptions(options: SeedOptions, extra: readonly string[] = 
   if (typeof options !== 'object' || options === null) invalidConfig('options', 'must be an object', options);
   checkOptionKeys(options, ['seed', ...extra]);
   return new Rng(options.seed);
+}
+
+/**
+ * The common body of the policies that draw among eligible indices with a
+ * stream of their own (`Random`, `PowerOfTwo`): the seeded stream, the
+ * retained eligible-index scratch, and `prepare`, which only reserves it.
+ */
+export abstract class EligibleDraw implements Policy {
+  /** This policy's own stream. */
+  protected readonly rng: Rng;
+  /** Scratch for the slow path (some candidate ineligible). */
+  protected readonly eligible = new EligibleIndices();
+
+  /** OS-seeded unless `seed` is given (never seed it from a shared constant in production). */
+  constructor(options: SeedOptions = {}) {
+    this.rng = rngFromOptions(options);
+  }
+
+  /** Reserves scratch space for a slice (optional; picks need no table). */
+  prepare(candidates: readonly Candidate[]): void {
+    this.eligible.reserve(candidates.length);
+  }
+
+  /** An index into `candidates`. */
+  abstract pick(candidates: readonly Candidate[]): number;
 }

@@ -68,7 +68,7 @@ export class SmoothWeightedRoundRobin implements Policy {
     for (let i = 0; i < n; i++) {
       ids[i] = candidates[i]!.id;
       const c = carried.get(ids[i]!) ?? 0;
-      current[i] = c > total ? total : c < -total ? -total : c;
+      current[i] = Math.min(total, Math.max(-total, c));
     }
     this.ids = ids;
     this.slice = candidates;

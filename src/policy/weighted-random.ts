@@ -16,7 +16,7 @@
  * eligible members by a linear scan.
  */
 import type { Candidate } from '../core/candidate.js';
-import { Rng } from '../core/rng.js';
+import type { Rng } from '../core/rng.js';
 import { checkedAdd, checkedMul, validateWeight } from '../core/weight.js';
 import { throwEmpty, throwNoEligible, rngFromOptions } from './slice.js';
 import type { Policy, SeedOptions } from './types.js';

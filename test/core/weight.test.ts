@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_WEIGHT, MAX_WEIGHT_SUM, checkedAdd, checkedMul, checkedSum, isValidWeight, mulDivFloor, validateWeight } from '../../src/core/weight.js';
+import { MAX_WEIGHT, MAX_WEIGHT_SUM, MILLION, checkedAdd, checkedMul, checkedSum, isValidWeight, mulDivFloor, validateWeight } from '../../src/core/weight.js';
 import { thrown } from '../helpers/thrown.js';
 
 
@@ -64,3 +64,24 @@ describe('weights', () => {
     expect(mulDivFloor(2 ** 52, 1_000_000, 2 ** 53 - 1)).toBe(Number((2n ** 52n * 1_000_000n) / (2n ** 53n - 1n)));
   });
 });
+
+describe('mulDivFloor at the edges', () => {
+  it('is exact where a double product would round (near 2^53 denominators)', () => {
+    // a × 1e6 = 379,499 × c − 1 exactly; the double product rounds up to 379,499 × c.
+    const a = 1_709_111_554_987_477;
+    const c = 4_503_599_627_370_499;
+    expect(Math.floor((a * MILLION) / c)).toBe(379_499);
+    expect(mulDivFloor(a, MILLION, c)).toBe(379_498);
+  });
+
+  it('just below 5/7 at 140 % is not full', () => {
+    expect(mulDivFloor(714_285, 1_400_000, 1_000_000)).toBe(999_999);
+  });
+
+  it('throws WeightOverflow when the quotient itself is unsafe', () => {
+    expect(() => mulDivFloor(Number.MAX_SAFE_INTEGER, 4, 2)).toThrow(
+      expect.objectContaining({ code: 'WeightOverflow' }),
+    );
+  });
+});
+

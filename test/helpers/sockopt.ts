@@ -6,7 +6,7 @@
  */
 import { execFileSync } from 'node:child_process';
 
-const SCRIPT = String.raw`
+const SCRIPT = `
 import os, sys, json, socket, ctypes
 pid = int(sys.argv[1]); want = json.loads(sys.argv[2])
 inodes = {}

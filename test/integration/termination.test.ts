@@ -6,7 +6,7 @@
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { Rng } from '../../dist/src/index.js';
-import { Balancer, createLogger, createWorkerPool, type ReclaimEvent } from '../../dist/src/runtime.js';
+import { Balancer, createLogger, createWorkerPool, LeaseKind, type ReclaimEvent } from '../../dist/src/runtime.js';
 
 const logger = createLogger({ level: 'silent' });
 const LOOP = new URL('../fixtures/worker-terminate.mjs', import.meta.url);
@@ -24,6 +24,8 @@ function counters(b: Balancer): string {
     const st = b.table.stats(s);
     out.push(`${s}:${st.connections}/${st.requests}`);
   }
+  // The pool-wide totals (per-row sums) must come back exactly too.
+  out.push(`total:${b.table.totalLeases(LeaseKind.Connection)}/${b.table.totalLeases(LeaseKind.Request)}/${b.table.totalOutstanding()}`);
   return out.join(' ');
 }
 

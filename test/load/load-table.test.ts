@@ -101,7 +101,7 @@ describe('counters: random operation sequences equal a model', () => {
     fc.record({ op: fc.constant('reclaim' as const), row: fc.nat(ROWS - 1) }),
   );
 
-  it('leaseUp / leaseDown / reclaimRow keep slot counters = Σ rows = the model', () => {
+  it('leaseUp / leaseDown / reclaimRow keep slot counters = Σ rows = the model, and the pool totals = Σ slots', () => {
     fc.assert(
       fc.property(fc.array(opArb, { maxLength: 300 }), (ops) => {
         const t = LoadTable.create({ capacity: CAP, maxThreads: ROWS });
@@ -136,6 +136,15 @@ describe('counters: random operation sequences equal a model', () => {
               expect(sum).toBe(model[s * 2 + kind]);
             }
           }
+          let req = 0;
+          let conn = 0;
+          for (let s = 0; s < CAP; s++) {
+            req += model[s * 2 + LeaseKind.Request]!;
+            conn += model[s * 2 + LeaseKind.Connection]!;
+          }
+          expect(t.totalLeases(LeaseKind.Request)).toBe(req);
+          expect(t.totalLeases(LeaseKind.Connection)).toBe(conn);
+          expect(t.totalOutstanding()).toBe(req + conn);
         }
       }),
       { numRuns: 150 },

@@ -24,6 +24,8 @@ const VIEW_METHODS = [
   'outstanding',
   'requests',
   'rowLeases',
+  'totalLeases',
+  'totalOutstanding',
   'rowOf',
   'rowsInUse',
   'stats',
@@ -62,13 +64,18 @@ describe('LoadTableView (balancer.table)', () => {
     const router = b.router({ policy: 'random', seed: 11, ejection: { consecutiveFailures: 3 } });
     const rng = new Rng(5);
     const open: ReturnType<Router['acquire']>[] = [];
+    const kinds: ('request' | 'connection')[] = [];
     for (let step = 0; step < 4000; step++) {
       now += rng.below(3);
       if (open.length > 0 && rng.below(2) === 0) {
-        const lease = open.splice(rng.below(open.length), 1)[0]!;
+        const at = rng.below(open.length);
+        const lease = open.splice(at, 1)[0]!;
+        kinds.splice(at, 1);
         lease.release(rng.below(4) === 0 ? 'failure' : 'success', { latencyMs: rng.below(200) });
       } else {
-        open.push(router.acquire({ kind: rng.below(2) === 0 ? 'request' : 'connection' }));
+        const kind = rng.below(2) === 0 ? 'request' : 'connection';
+        open.push(router.acquire({ kind }));
+        kinds.push(kind);
       }
       if (step % 97 !== 0) continue;
       expect(b.table.rowsInUse()).toBe(owner.rowsInUse());
@@ -76,6 +83,9 @@ describe('LoadTableView (balancer.table)', () => {
       expect(b.table.healthEpoch()).toBe(owner.healthEpoch());
       expect(b.table.rowOf(threadId)).toBe(router.row);
       expect(b.table.rowOf(threadId + 1000)).toBe(-1);
+      expect(b.table.totalLeases(LeaseKind.Request)).toBe(kinds.filter((k) => k === 'request').length);
+      expect(b.table.totalLeases(LeaseKind.Connection)).toBe(kinds.filter((k) => k === 'connection').length);
+      expect(b.table.totalOutstanding()).toBe(owner.totalOutstanding());
       for (let s = 0; s < b.table.capacity; s++) {
         expect(b.table.stats(s)).toEqual(owner.stats(s));
         expect(b.table.connections(s)).toBe(owner.connections(s));
@@ -106,6 +116,7 @@ describe('LoadTableView (balancer.table)', () => {
     });
     for (const l of open) l.release('cancelled');
     for (let s = 0; s < 5; s++) expect(b.table.outstanding(s)).toBe(0);
+    expect(b.table.totalOutstanding()).toBe(0);
   });
 });
 

@@ -19,7 +19,7 @@ describe('TimeoutWheel', () => {
           const fired: Array<[number, number]> = [];
           // Each entry: a deadline, pushed later once by "activity" at `bump` ms.
           const dues = specs.map(([d]) => d + 1);
-          specs.forEach(([, bump], i) => {
+          specs.forEach((_spec, i) => {
             wheel.add(entry(() => dues[i]!, fired, i));
           });
           expect(running).toBe(1);

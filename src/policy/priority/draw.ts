@@ -13,7 +13,7 @@ import { MILLION } from '../../core/weight.js';
 import { F_ELIGIBLE, F_MEMBER, F_PANIC } from './flags.js';
 import type { ResolvedPriorityOptions } from './options.js';
 import { computeLocalityShares } from './plan.js';
-import type { PriorityEngine } from './sample.js';
+import type { Sample, Sampled } from './sample.js';
 const TWO_32 = 4294967296;
 /** Counts up to this (2^30 − 1) are small-integer (Smi) values in V8 and draw through {@link drawSmall}. */
 export const SMALL_COUNT = 0x3fff_ffff;
@@ -63,12 +63,12 @@ export interface DrawResult {
 }
 
 /** Selectable weight of priority group `p` in its routing mode. @internal */
-export function priorityCapacity(e: PriorityEngine, p: number): number {
+export function priorityCapacity(e: Sample, p: number): number {
   return e.pPanic[p] === 1 ? e.pPanicW[p]! : e.pEligibleW[p]!;
 }
 
 /** True when some priority with a share can take (or, fail-closed, deliberately reject) traffic. @internal */
-export function anySelectable(e: PriorityEngine, o: ResolvedPriorityOptions): boolean {
+export function anySelectable(e: Sample, o: ResolvedPriorityOptions): boolean {
   const failClosed = o.panicMode === 'failClosed';
   for (let p = 0; p < e.pCount; p++) {
     if (e.pShare[p]! > 0 && ((failClosed && e.pPanic[p] === 1) || priorityCapacity(e, p) > 0)) return true;
@@ -96,7 +96,7 @@ export function panicRejected(priority: number): PoiseError {
  * @internal
  */
 export function drawDecision(
-  e: PriorityEngine,
+  e: Sample,
   o: ResolvedPriorityOptions,
   rng: Rng,
   withLocality: boolean,
@@ -107,10 +107,10 @@ export function drawDecision(
   let stage = 0;
   let p = 0;
   let panic = false;
+  let start = 0;
+  let end = 0;
   for (;;) {
     const x = n <= SMALL_COUNT ? drawSmall(rng, n | 0) : rng.below(n);
-    let start: number;
-    let end: number;
     if (stage === 0) {
       p = 0;
       let acc = e.pShare[0]!;
@@ -136,26 +136,24 @@ export function drawDecision(
       end = e.lEnd[l]!;
       n = panic ? e.lPanicW[l]! : e.lEligibleW[l]!;
     } else {
-      return endpointAt(e, panic, x);
+      return endpointAt(e, panic, x, start, end);
     }
-    e.drawStart = start;
-    e.drawEnd = end;
     stage = 2;
   }
 }
 
 /**
  * The candidate whose cumulative selectable weight in the group being drawn
- * from first exceeds `w`, walking the group's `order` range.
+ * from (`order[start .. end)`) first exceeds `w`.
  */
-function endpointAt(e: PriorityEngine, panic: boolean, w: number): number {
+function endpointAt(e: Sampled, panic: boolean, w: number, start: number, end: number): number {
   const flags = e.flags;
   const weight = e.weight;
   // Selectable: a member that is eligible, or in panic panic-eligible.
   const mask = panic ? F_ELIGIBLE | F_PANIC : F_ELIGIBLE;
   let sum = 0;
   const order = e.order;
-  for (let k = e.drawStart; k < e.drawEnd; k++) {
+  for (let k = start; k < end; k++) {
     const i = order[k]!;
     const f = flags[i]!;
     if ((f & F_MEMBER) === 0 || (f & mask) === 0) continue;

@@ -16,9 +16,9 @@
  */
 import { checkedAdd, checkedMul, MILLION, mulDivFloor } from '../../core/weight.js';
 import type { ResolvedPriorityOptions } from './options.js';
-import type { PriorityEngine } from './sample.js';
+import type { Sample } from './sample.js';
 /** Fills `pRaw`, `pEff`, `pShare`, `pPanic` and `globalShortage` of a sampled engine. */
-export function computePriorityShares(e: PriorityEngine, o: ResolvedPriorityOptions): void {
+export function computePriorityShares(e: Sample, o: ResolvedPriorityOptions): void {
   if (o.arithmetic === 'envoy') {
     envoyPriorityShares(e, o);
     return;
@@ -68,7 +68,7 @@ export function computePriorityShares(e: PriorityEngine, o: ResolvedPriorityOpti
 }
 
 /** `pShare[p] = floor(1e6 × basis[p] / total)`, the rounding remainder to the first nonzero basis. */
-function splitProportionally(e: PriorityEngine, basis: Float64Array, total: number): void {
+function splitProportionally(e: Sample, basis: Float64Array, total: number): void {
   let sum = 0;
   let first = -1;
   for (let p = 0; p < e.pCount; p++) {
@@ -108,7 +108,7 @@ function splitProportionally(e: PriorityEngine, basis: Float64Array, total: numb
 const PERCENT = 10_000;
 
 /** Fills `pRaw`, `pEff`, `pShare`, `pPanic` and `globalShortage` the way Envoy computes priority load. */
-export function envoyPriorityShares(e: PriorityEngine, o: ResolvedPriorityOptions): void {
+export function envoyPriorityShares(e: Sample, o: ResolvedPriorityOptions): void {
   const k = e.pCount;
   const factor = o.overprovisioningFactorPercent;
   let sum = 0;
@@ -182,7 +182,7 @@ export function envoyPriorityShares(e: PriorityEngine, o: ResolvedPriorityOption
  */
 
 /** Fills `lEff` and `lShare` for the localities of priority group `p`; returns Σ effective. */
-export function computeLocalityShares(e: PriorityEngine, p: number, o: ResolvedPriorityOptions): number {
+export function computeLocalityShares(e: Sample, p: number, o: ResolvedPriorityOptions): number {
   const from = e.pLocStart[p]!;
   const to = e.pLocEnd[p]!;
   const panic = e.pPanic[p] === 1;

@@ -1,43 +1,87 @@
 /**
- * The per-decision form shared by `PriorityWeightedRandom` and
- * `LocalityWeightedRandom`: sample, plan and draw on every call.
+ * The priority and locality policies in their two forms, one class body:
+ * sample every candidate once (sample.ts), compute the priority shares
+ * (plan.ts), then
+ *
+ * - per decision (`PriorityWeightedRandom`, `LocalityWeightedRandom`): draw
+ *   directly from the sample (draw.ts), on every pick, so every predicate is
+ *   read at that pick;
+ * - prepared (`Prepared…`): load cumulative tables once per snapshot (a new
+ *   array identity or length, or `prepare()`; table.ts), then expected-O(1)
+ *   picks through them.
+ *
+ * The draw and the tables consume random numbers identically and search the
+ * same (priority, locality, index) order, so for one snapshot and seed both
+ * forms return the same index sequence. Loading the tables per decision
+ * instead of drawing directly was measured and is slower (the tables cost
+ * guide building and every locality's shares; the draw computes only the
+ * chosen priority's): docs/priority.md, "Two forms".
  */
 import type { LocalityCandidate, PriorityCandidate } from '../../core/candidate.js';
 import { Rng } from '../../core/rng.js';
 import type { PickContext, Policy } from '../types.js';
-import { drawDecision, type DrawResult, type PriorityDecision } from './draw.js';
+import { type DrawResult, drawDecision, type PriorityDecision } from './draw.js';
 import { type PriorityOptions, type ResolvedPriorityOptions, resolvePriorityOptions } from './options.js';
 import { computeLocalityShares, computePriorityShares } from './plan.js';
-import { PriorityEngine } from './sample.js';
+import { PriorityEngine, type Sample } from './sample.js';
 import { PriorityTable } from './table.js';
-/** Common body of the per-decision priority and locality policies. */
-export abstract class PerDecisionPriorityPolicy<C extends PriorityCandidate> implements Policy<C> {
+
+/** Which of the two forms a policy object is. */
+type Form = 'per-decision' | 'prepared';
+
+/** Common body of the four priority and locality policies. */
+export abstract class PriorityPolicyBase<C extends PriorityCandidate> implements Policy<C> {
   /** The validated options in force. */
   readonly options: ResolvedPriorityOptions;
   private readonly rng: Rng;
   private readonly engine = new PriorityEngine();
+  private readonly table = new PriorityTable();
   private readonly last: DrawResult = { priority: 0, panic: false };
   private readonly withLocality: boolean;
+  private readonly perDecision: boolean;
+  private preparedPlan: PriorityPlan | undefined;
+  private source: readonly C[] | undefined;
+  private sourceLength = -1;
 
-  protected constructor(options: PriorityOptions | undefined, withLocality: boolean) {
+  protected constructor(options: PriorityOptions | undefined, withLocality: boolean, form: Form) {
     this.options = resolvePriorityOptions(options);
     this.rng = new Rng(options?.seed);
     this.withLocality = withLocality;
+    this.perDecision = form === 'per-decision';
   }
 
-  /** Nothing to precompute: this form samples, plans and draws on every pick (the prepared classes keep tables). */
-  prepare(_candidates: readonly C[]): void {}
+  /**
+   * Prepared form: samples `candidates` and loads the pick tables, kept until
+   * the next prepare. Throws what a pick throws for a bad snapshot (`Empty`,
+   * `InconsistentTopology`, `WeightOverflow`, `InvalidWeight`); the previous
+   * prepared state stays in force when it does (a failed sample never reaches
+   * the tables). Per-decision form: nothing to keep — every pick samples.
+   */
+  prepare(candidates: readonly C[]): void {
+    if (this.perDecision) return;
+    this.engine.sample(candidates, this.withLocality);
+    computePriorityShares(this.engine, this.options);
+    this.table.load(this.engine, this.options, this.withLocality);
+    this.preparedPlan = planOf(this.engine, this.options, this.withLocality);
+    this.source = candidates;
+    this.sourceLength = candidates.length;
+  }
 
   /**
-   * An index into `candidates`, sampled, planned and drawn now. Throws
-   * `Empty`, `NoEligibleCandidates`, `PanicRejected` (fail-closed panic),
-   * `InconsistentTopology`, `WeightOverflow`. Allocates nothing after warm-up.
+   * An index into `candidates`. Throws `Empty`, `NoEligibleCandidates`,
+   * `PanicRejected` (fail-closed panic), `InconsistentTopology`,
+   * `WeightOverflow`. Allocates nothing after warm-up; the prepared form is
+   * expected O(1) while the same array is passed.
    */
   pick(candidates: readonly C[], context?: PickContext): number {
     void context;
-    this.engine.sample(candidates, this.withLocality);
-    computePriorityShares(this.engine, this.options);
-    return drawDecision(this.engine, this.options, this.rng, this.withLocality, this.last);
+    if (this.perDecision) {
+      this.engine.sample(candidates, this.withLocality);
+      computePriorityShares(this.engine, this.options);
+      return drawDecision(this.engine, this.options, this.rng, this.withLocality, this.last);
+    }
+    if (candidates !== this.source || candidates.length !== this.sourceLength) this.prepare(candidates);
+    return this.table.pick(this.rng, this.last);
   }
 
   /** Like {@link pick}, also reporting the chosen priority and whether it routed healthy or in panic. */
@@ -46,9 +90,13 @@ export abstract class PerDecisionPriorityPolicy<C extends PriorityCandidate> imp
     return { index, priority: this.last.priority, mode: this.last.panic ? 'panic' : 'healthy' };
   }
 
-  /** The share computation for `candidates`, without drawing. */
+  /** The share computation: for the per-decision form of `candidates` now; for the prepared form the plan in force (prepared first when `candidates` is not the prepared array). */
   plan(candidates: readonly C[]): PriorityPlan {
-    return computePlan(this.engine, candidates, this.options, this.withLocality);
+    if (this.perDecision) return computePlan(this.engine, candidates, this.options, this.withLocality);
+    if (candidates !== this.source || candidates.length !== this.sourceLength || this.preparedPlan === undefined) {
+      this.prepare(candidates);
+    }
+    return this.preparedPlan!;
   }
 }
 
@@ -84,10 +132,10 @@ export abstract class PerDecisionPriorityPolicy<C extends PriorityCandidate> imp
  * ];
  * const { index, priority, mode } = policy.decide(members);
  */
-export class PriorityWeightedRandom<C extends PriorityCandidate = PriorityCandidate> extends PerDecisionPriorityPolicy<C> {
+export class PriorityWeightedRandom<C extends PriorityCandidate = PriorityCandidate> extends PriorityPolicyBase<C> {
   /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given. */
   constructor(options?: PriorityOptions) {
-    super(options, false);
+    super(options, false, 'per-decision');
   }
 }
 
@@ -120,85 +168,10 @@ export class PriorityWeightedRandom<C extends PriorityCandidate = PriorityCandid
  * const i = policy.pick(endpoints);
  * policy.plan(endpoints).priorities[0]?.localities; // [{ locality: 'us-east-1', ... }, ...]
  */
-export class LocalityWeightedRandom<C extends LocalityCandidate = LocalityCandidate> extends PerDecisionPriorityPolicy<C> {
+export class LocalityWeightedRandom<C extends LocalityCandidate = LocalityCandidate> extends PriorityPolicyBase<C> {
   /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given. */
   constructor(options?: PriorityOptions) {
-    super(options, true);
-  }
-}
-
-/**
- * The prepared form of the priority and locality policies: plan once per
- * membership/health epoch, then pick in expected O(1) — flat in n, through
- * guide tables — with no allocation.
- *
- * `prepare(candidates)` samples every predicate once, computes the plan and
- * builds cumulative tables. `pick(candidates)` re-prepares only when handed a
- * different array (identity) or a different length, so the runtime passes a
- * fresh array whenever membership or health changes and the same array
- * otherwise. Health read at `prepare` time stays in force until the next
- * prepare: that is the point (no per-request scan), and it is also why, for
- * the same snapshot and seed, the prepared form returns exactly the index
- * sequence of the per-decision form.
- */
-
-/** Common body of the prepared priority and locality policies. */
-export abstract class PreparedPriorityPolicy<C extends PriorityCandidate> implements Policy<C> {
-  /** The validated options in force. */
-  readonly options: ResolvedPriorityOptions;
-  private readonly rng: Rng;
-  private readonly engine = new PriorityEngine();
-  private readonly last: DrawResult = { priority: 0, panic: false };
-  private readonly withLocality: boolean;
-  private table: PriorityTable | undefined;
-  private preparedPlan: PriorityPlan | undefined;
-  private source: readonly C[] | undefined;
-  private sourceLength = -1;
-
-  protected constructor(options: PriorityOptions | undefined, withLocality: boolean) {
-    this.options = resolvePriorityOptions(options);
-    this.rng = new Rng(options?.seed);
-    this.withLocality = withLocality;
-  }
-
-  /**
-   * Samples `candidates` and builds the pick tables. Throws what the
-   * per-decision form throws for a bad snapshot (`Empty`,
-   * `InconsistentTopology`, `WeightOverflow`, `InvalidWeight`); the previous
-   * prepared state stays in force when it does.
-   */
-  prepare(candidates: readonly C[]): void {
-    this.engine.sample(candidates, this.withLocality);
-    computePriorityShares(this.engine, this.options);
-    const table = new PriorityTable(this.engine, this.options, this.withLocality);
-    const plan = planOf(this.engine, this.options, this.withLocality);
-    this.table = table;
-    this.preparedPlan = plan;
-    this.source = candidates;
-    this.sourceLength = candidates.length;
-  }
-
-  /** An index into `candidates`; expected O(1) and allocation-free while the same array is passed. */
-  pick(candidates: readonly C[], context?: PickContext): number {
-    void context;
-    if (candidates !== this.source || candidates.length !== this.sourceLength || this.table === undefined) {
-      this.prepare(candidates);
-    }
-    return this.table!.pick(this.rng, this.last);
-  }
-
-  /** Like {@link pick}, also reporting the chosen priority and its mode. */
-  decide(candidates: readonly C[]): PriorityDecision {
-    const index = this.pick(candidates);
-    return { index, priority: this.last.priority, mode: this.last.panic ? 'panic' : 'healthy' };
-  }
-
-  /** The plan in force for `candidates` (prepares first when they are not the prepared array). */
-  plan(candidates: readonly C[]): PriorityPlan {
-    if (candidates !== this.source || candidates.length !== this.sourceLength || this.preparedPlan === undefined) {
-      this.prepare(candidates);
-    }
-    return this.preparedPlan!;
+    super(options, true, 'per-decision');
   }
 }
 
@@ -212,10 +185,10 @@ export abstract class PreparedPriorityPolicy<C extends PriorityCandidate> implem
  */
 export class PreparedPriorityWeightedRandom<
   C extends PriorityCandidate = PriorityCandidate,
-> extends PreparedPriorityPolicy<C> {
+> extends PriorityPolicyBase<C> {
   /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given. */
   constructor(options?: PriorityOptions) {
-    super(options, false);
+    super(options, false, 'prepared');
   }
 }
 
@@ -228,10 +201,10 @@ export class PreparedPriorityWeightedRandom<
  */
 export class PreparedLocalityWeightedRandom<
   C extends LocalityCandidate = LocalityCandidate,
-> extends PreparedPriorityPolicy<C> {
+> extends PriorityPolicyBase<C> {
   /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given. */
   constructor(options?: PriorityOptions) {
-    super(options, true);
+    super(options, true, 'prepared');
   }
 }
 
@@ -282,7 +255,7 @@ export function computePlan(
 }
 
 /** The plan of an already sampled engine whose priority shares are computed. @internal */
-export function planOf(e: PriorityEngine, o: ResolvedPriorityOptions, withLocality: boolean): PriorityPlan {
+export function planOf(e: Sample, o: ResolvedPriorityOptions, withLocality: boolean): PriorityPlan {
   const priorities: PriorityLevelPlan[] = [];
   for (let p = 0; p < e.pCount; p++) {
     const level: {

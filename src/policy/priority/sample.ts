@@ -24,7 +24,54 @@ export function panicSelectable(flags: number): boolean {
   return (flags & F_MEMBER) !== 0 && (flags & (F_ELIGIBLE | F_PANIC)) !== 0;
 }
 
-/** Retained per-decision scratch: candidate samples, priority groups, locality groups, shares. */
+/**
+ * The sample's fields that the later stages read. Only this file writes
+ * them (the type makes every reference read-only elsewhere); plan.ts writes
+ * the {@link Shares}; draw.ts and table.ts read both.
+ * @internal
+ */
+export type Sampled = Readonly<
+  Pick<
+    PriorityEngine,
+    | 'n'
+    | 'weight'
+    | 'prio'
+    | 'flags'
+    | 'locWeight'
+    | 'loc'
+    | 'order'
+    | 'pCount'
+    | 'pValue'
+    | 'pStart'
+    | 'pEnd'
+    | 'pMemberW'
+    | 'pEligibleW'
+    | 'pPanicW'
+    | 'pAllN'
+    | 'pMemberN'
+    | 'pEligibleN'
+    | 'pLocStart'
+    | 'pLocEnd'
+    | 'lCount'
+    | 'lStart'
+    | 'lEnd'
+    | 'lWeight'
+    | 'lMemberW'
+    | 'lEligibleW'
+    | 'lPanicW'
+    | 'lMemberN'
+    | 'lEligibleN'
+    | 'lPanicN'
+  >
+>;
+
+/** The share stage's outputs, in the engine's buffers: written by plan.ts only. @internal */
+export type Shares = Pick<PriorityEngine, 'pRaw' | 'pEff' | 'pShare' | 'pPanic' | 'globalShortage' | 'lEff' | 'lShare'>;
+
+/** A sampled engine as the plan, draw and table stages see it. @internal */
+export type Sample = Sampled & Shares;
+
+/** Retained per-decision scratch: candidate samples, priority groups, locality groups, shares. @internal */
 export class PriorityEngine {
   /** Candidates in the last sample. */
   n = 0;
@@ -64,9 +111,6 @@ export class PriorityEngine {
   pLocEnd = new Int32Array(0);
   /** True when combined effective availability is below 100 %. */
   globalShortage = false;
-  /** The `order` range of the group being drawn from (priority or locality). */
-  drawStart = 0;
-  drawEnd = 0;
   /** Candidate → (priority, locality) key, valid after a key scan. */
   keyOf = new Int32Array(0);
   /** Locality groups, contiguous per priority (`pLocStart..pLocEnd`). */

@@ -18,7 +18,7 @@ import { F_ELIGIBLE, F_MEMBER, F_PANIC } from './flags.js';
 import { fillGuide, guideBuckets, guideSize, guideWidth } from './guide.js';
 import type { ResolvedPriorityOptions } from './options.js';
 import { computeLocalityShares } from './plan.js';
-import type { PriorityEngine } from './sample.js';
+import type { Sample } from './sample.js';
 /** Ranges of at most this many entries are searched by a forward walk instead of their guide. */
 const SHORT = 4;
 
@@ -27,49 +27,65 @@ const PANIC = 1;
 const REJECT = 2;
 const EMPTY = 3;
 
-/** Cumulative tables of one prepared snapshot. */
+/** Grows `a` to at least `n` entries (doubling; contents are not kept). */
+function grownF64(a: Float64Array<ArrayBuffer>, n: number): Float64Array<ArrayBuffer> {
+  return a.length >= n ? a : new Float64Array(Math.max(n, 2 * a.length));
+}
+function grownI32(a: Int32Array<ArrayBuffer>, n: number): Int32Array<ArrayBuffer> {
+  return a.length >= n ? a : new Int32Array(Math.max(n, 2 * a.length));
+}
+
+/**
+ * Cumulative tables of one snapshot, in buffers that grow to the high-water
+ * size and are then reused: {@link PriorityTable.load} allocates nothing
+ * for a snapshot no larger than one it has held, so the per-decision form
+ * can load and pick on every call.
+ */
 export class PriorityTable {
-  private readonly any: boolean;
-  private readonly k: number;
-  private readonly cum: Float64Array;
-  private readonly value: Uint32Array;
-  private readonly mode: Uint8Array;
-  private readonly gFrom: Int32Array;
-  private readonly gTo: Int32Array;
-  private readonly gCum: Float64Array;
-  private readonly gOff: Int32Array;
-  private readonly gLen: Int32Array;
-  private readonly members: Int32Array;
-  private readonly prefix: Float64Array;
-  private readonly withLocality: boolean;
+  private any = false;
+  private k = 0;
+  private cum = new Float64Array(8);
+  private value = new Uint32Array(8);
+  private mode = new Uint8Array(8);
+  private gFrom = new Int32Array(8);
+  private gTo = new Int32Array(8);
+  private gCum = new Float64Array(8);
+  private gOff = new Int32Array(8);
+  private gLen = new Int32Array(8);
+  private members = new Int32Array(8);
+  private prefix = new Float64Array(8);
+  private withLocality = false;
   /** Guide tables of every stage, back to back: priorities, then localities, then endpoint groups. */
-  private readonly guide: Int32Array;
+  private guide = new Int32Array(64);
   /**
    * Per search range — slot 0 the priorities, 1 + p the localities of
    * priority p (locality routing), 1 + k + g endpoint group g — the offset of
    * its guide and 1 / its bucket width. Both live in typed arrays so the pick
    * loop's variables stay unboxed (docs/internals.md).
    */
-  private readonly sGuide: Int32Array;
-  private readonly sInv: Float64Array;
+  private sGuide = new Int32Array(16);
+  private sInv = new Float64Array(16);
 
-  /** Builds from an engine that has sampled and computed priority shares. */
-  constructor(e: PriorityEngine, o: ResolvedPriorityOptions, withLocality: boolean) {
+  /** Loads the tables of an engine that has sampled and computed priority shares. */
+  load(e: Sample, o: ResolvedPriorityOptions, withLocality: boolean): void {
     this.withLocality = withLocality;
     this.any = anySelectable(e, o);
     const k = e.pCount;
     this.k = k;
-    this.cum = new Float64Array(k);
-    this.value = new Uint32Array(k);
-    this.mode = new Uint8Array(k);
-    this.gFrom = new Int32Array(k);
-    this.gTo = new Int32Array(k);
+    if (this.value.length < k) {
+      const cap = Math.max(k, 2 * this.value.length);
+      this.value = new Uint32Array(cap);
+      this.mode = new Uint8Array(cap);
+    }
+    this.cum = grownF64(this.cum, k);
+    this.gFrom = grownI32(this.gFrom, k);
+    this.gTo = grownI32(this.gTo, k);
     const groups = withLocality ? e.lCount : k;
-    this.gCum = new Float64Array(groups);
-    this.gOff = new Int32Array(groups);
-    this.gLen = new Int32Array(groups);
-    this.members = new Int32Array(e.n);
-    this.prefix = new Float64Array(e.n);
+    this.gCum = grownF64(this.gCum, groups);
+    this.gOff = grownI32(this.gOff, groups);
+    this.gLen = grownI32(this.gLen, groups);
+    this.members = grownI32(this.members, e.n);
+    this.prefix = grownF64(this.prefix, e.n);
     let acc = 0;
     let m = 0;
     for (let p = 0; p < k; p++) {
@@ -98,12 +114,12 @@ export class PriorityTable {
     // Guide tables: priorities over [0, 1e6), each priority's localities over
     // [0, 1e6), each endpoint group over [0, its selectable weight).
     const slots = 1 + k + groups;
-    this.sGuide = new Int32Array(slots);
-    this.sInv = new Float64Array(slots);
+    this.sGuide = grownI32(this.sGuide, slots);
+    this.sInv = grownF64(this.sInv, slots);
     let size = guideSize(MILLION, k);
     for (let p = 0; p < k && withLocality; p++) size += guideSize(MILLION, this.gTo[p]! - this.gFrom[p]!);
     for (let g = 0; g < groups; g++) size += this.gLen[g]! > 0 ? guideSize(this.groupTotal(g), this.gLen[g]!) : 0;
-    this.guide = new Int32Array(size);
+    this.guide = grownI32(this.guide, size);
     let at = this.build(0, this.cum, 0, k, MILLION, 0);
     for (let p = 0; p < k && withLocality; p++) at = this.build(1 + p, this.gCum, this.gFrom[p]!, this.gTo[p]!, MILLION, at);
     for (let g = 0; g < groups; g++) {
@@ -128,7 +144,7 @@ export class PriorityTable {
     return at + buckets;
   }
 
-  private fill(e: PriorityEngine, g: number, start: number, end: number, panic: boolean, m: number): number {
+  private fill(e: Sample, g: number, start: number, end: number, panic: boolean, m: number): number {
     this.gOff[g] = m;
     let sum = 0;
     for (let k = start; k < end; k++) {

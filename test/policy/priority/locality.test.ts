@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { Backend, Localized, Prioritized, type LocalityCandidate, type Status } from '../../src/core/candidate.js';
-import { LocalityWeightedRandom } from '../../src/policy/priority/policy.js';
-import { codeOf } from '../helpers/policy.js';
+import { Backend, Localized, Prioritized, type LocalityCandidate, type Status } from '../../../src/core/candidate.js';
+import { LocalityWeightedRandom } from '../../../src/policy/priority/policy.js';
+import { codeOf } from '../../helpers/policy.js';
 
 /** `total` endpoints of one (priority, locality), the first `healthy` ready. */
 function zone(priority: number, locality: string, localityWeight: number, total: number, healthy: number, weight = 1): Localized[] {

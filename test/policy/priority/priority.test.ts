@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { Backend, Prioritized, type PriorityCandidate, type Status } from '../../src/core/candidate.js';
-import { PriorityWeightedRandom } from '../../src/policy/priority/policy.js';
-import { codeOf } from '../helpers/policy.js';
+import { Backend, Prioritized, type PriorityCandidate, type Status } from '../../../src/core/candidate.js';
+import { PriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
+import { codeOf } from '../../helpers/policy.js';
 
 /** `total` members at `priority`, the first `healthy` ready and the rest unavailable. */
 function level(priority: number, total: number, healthy: number, weight = 1, tag = `p${priority}`): Prioritized[] {

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { Backend, Localized, Prioritized, type Status } from '../../src/core/candidate.js';
-import { LocalityWeightedRandom } from '../../src/policy/priority/policy.js';
-import { PreparedLocalityWeightedRandom, PreparedPriorityWeightedRandom } from '../../src/policy/priority/policy.js';
-import type { PriorityOptions } from '../../src/policy/priority/options.js';
-import { PriorityWeightedRandom } from '../../src/policy/priority/policy.js';
+import { Backend, Localized, Prioritized, type Status } from '../../../src/core/candidate.js';
+import { LocalityWeightedRandom } from '../../../src/policy/priority/policy.js';
+import { PreparedLocalityWeightedRandom, PreparedPriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
+import type { PriorityOptions } from '../../../src/policy/priority/options.js';
+import { PriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
 
 /** Index, or the error code, of each of `n` picks. */
 function run(pick: () => number, n: number): (number | string)[] {

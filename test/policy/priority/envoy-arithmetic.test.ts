@@ -7,10 +7,10 @@
  * a "healthy %" row uses 100 hosts so that healthy hosts = percent.
  */
 import { describe, expect, it } from 'vitest';
-import { Backend, Localized, Prioritized, type Status } from '../../src/core/candidate.js';
-import { LocalityWeightedRandom } from '../../src/policy/priority/policy.js';
-import type { PriorityOptions } from '../../src/policy/priority/options.js';
-import { PriorityWeightedRandom } from '../../src/policy/priority/policy.js';
+import { Backend, Localized, Prioritized, type Status } from '../../../src/core/candidate.js';
+import { LocalityWeightedRandom } from '../../../src/policy/priority/policy.js';
+import type { PriorityOptions } from '../../../src/policy/priority/options.js';
+import { PriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
 
 /** Envoy host set: `hosts` hosts of which `healthy` healthy and `excluded` excluded (draining here). */
 function hostSet(priority: number, hosts: number, healthy: number, excluded = 0): Prioritized[] {

@@ -7,7 +7,7 @@ import {
   guideSize,
   guideWidth,
   upperBound,
-} from '../../src/policy/priority/guide.js';
+} from '../../../src/policy/priority/guide.js';
 
 /** Cumulative sums of `steps` (exact: the generators keep totals below 2^53). */
 function cumulative(steps: readonly number[]): Float64Array {

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { Backend, Localized, Prioritized, type LocalityCandidate, type PriorityCandidate, type Status } from '../../src/core/candidate.js';
-import { LocalityWeightedRandom } from '../../src/policy/priority/policy.js';
-import { F_ELIGIBLE, F_MEMBER, F_PANIC, flagsOf } from '../../src/policy/priority/flags.js';
-import { PreparedLocalityWeightedRandom, PreparedPriorityWeightedRandom } from '../../src/policy/priority/policy.js';
-import { PriorityWeightedRandom } from '../../src/policy/priority/policy.js';
+import { Backend, Localized, Prioritized, type LocalityCandidate, type PriorityCandidate, type Status } from '../../../src/core/candidate.js';
+import { LocalityWeightedRandom } from '../../../src/policy/priority/policy.js';
+import { F_ELIGIBLE, F_MEMBER, F_PANIC, flagsOf } from '../../../src/policy/priority/flags.js';
+import { PreparedLocalityWeightedRandom, PreparedPriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
+import { PriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
 
 /** The three predicates called one by one: what flagsOf must equal. */
 function called(c: PriorityCandidate): number {
