@@ -147,6 +147,47 @@ describe('collectMetrics', () => {
     await new Promise((r) => server.close(r));
   });
 
+  it('a scrape writes nothing to shared memory: the LoadTable and the proxy counters are byte-identical before and after', async () => {
+    const b = new Balancer({ logger });
+    b.update(specs(4, { priority: 0 }).map((x, i) => ({ ...x, priority: i % 2 })));
+    const r = b.router({ policy: 'p2c:latency' });
+    const held = [r.acquire(), r.acquire({ kind: 'connection' })];
+    r.acquire().release('failure');
+    const counters = ProxyCounters.create({ workers: 2 });
+    counters.accepted(1);
+    const registry = new Registry();
+    collectMetrics(b, { registry, proxy: counters });
+    const buffer = b.attachment().buffer;
+    const table = new Uint8Array(buffer).slice();
+    const proxy = new Uint8Array(counters.buffer).slice();
+    for (let i = 0; i < 5; i++) parseMetricsText(await registry.metrics());
+    expect(Buffer.compare(new Uint8Array(buffer), table)).toBe(0);
+    expect(Buffer.compare(new Uint8Array(counters.buffer), proxy)).toBe(0);
+    for (const l of held) l.release('cancelled');
+  });
+
+  it('an ejection shows in the very next scrape: 200 rounds, 40 balancers x 5 backends ejected one at a time (only those ejected so far show it)', async () => {
+    const ids = specs(5).map((x) => x.id);
+    for (let block = 0; block < 40; block++) {
+      const b = new Balancer({ logger });
+      b.update(specs(5));
+      const registry = new Registry();
+      collectMetrics(b, { registry });
+      const r = b.router({ policy: 'round-robin', ejection: { consecutiveFailures: 1, baseMs: 60_000, maxMs: 60_000 } });
+      for (let k = 0; k < 5; k++) {
+        const victim = ids[(block + k) % 5]!;
+        r.acquire({ exclude: ids.filter((id) => id !== victim) }).release('failure');
+        const f = await families(registry);
+        const ejected = f.get('poise_backend_state')!.samples.filter((x) => x.labels['state'] === 'ejected' && x.value === 1).map((x) => x.labels['backend']);
+        const round = `round ${block * 5 + k}`;
+        expect(ejected.sort(), round).toEqual(ids.filter((_id, i) => (((i - block) % 5) + 5) % 5 <= k).sort());
+        expect(v(f, 'poise_backend_ejections_total', { backend: victim }), round).toBe(1);
+        expect(v(f, 'poise_backend_state', { backend: victim, state: 'ready' }), round).toBe(0);
+      }
+      b.close();
+    }
+  });
+
   it('the README "Monitoring" table lists exactly the metrics registered (with a source, a proxy and admission)', () => {
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     const section = readme.slice(readme.indexOf('## Monitoring'), readme.indexOf('\n## ', readme.indexOf('## Monitoring') + 5));
