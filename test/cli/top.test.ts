@@ -4,6 +4,7 @@
  * figures the table holds (connections, in-flight, EWMA, the share of the
  * picks made between the two scrapes, ejections, state).
  */
+import { spawn } from 'node:child_process';
 import { Registry, Gauge } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MembershipPublisher } from '../../src/membership/redis-publisher.js';
@@ -11,7 +12,8 @@ import { collectMetrics } from '../../src/metrics/collect.js';
 import { MetricsServer } from '../../src/metrics/server.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { createLogger } from '../../src/log.js';
-import { runCli } from '../helpers/cli.js';
+import { CLI, runCli } from '../helpers/cli.js';
+import { until } from '../helpers/log-capture.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 
 const logger = createLogger({ level: 'silent' });
@@ -77,6 +79,36 @@ describe('poise top', () => {
       for (const l of held) l.release('cancelled');
       await server.close();
       b.close();
+    }
+  });
+
+  it('on a TTY (a pty from script(1)) it clears once, then redraws each frame in place: cursor home, the table, clear below', async () => {
+    const b = new Balancer({ logger, tauMs: 86_400_000 });
+    b.update([{ id: 'b0', address: '127.0.0.1:7000' }]);
+    const registry = new Registry();
+    collectMetrics(b, { registry });
+    const server = new MetricsServer({ registry });
+    const { port } = await server.listen();
+    const cmd = `${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} top --metrics http://127.0.0.1:${port} --interval 100ms`;
+    const child = spawn('script', ['-qfec', cmd, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    try {
+      await until(() => out.split('\x1b[H').length >= 6, 'four frames on the pty', 15_000);
+    } finally {
+      process.kill(-child.pid!, 'SIGKILL');
+      await server.close();
+      b.close();
+    }
+    expect(out.startsWith('\x1b[H\x1b[2J\x1b[H')).toBe(true);
+    // Frames after the first: each starts at home and ends by clearing what is below it.
+    const frames = out.split('\x1b[H').slice(2, -1);
+    expect(frames.length).toBeGreaterThanOrEqual(2);
+    for (const f of frames) {
+      expect(f).toMatch(/^poise top {2}http:\/\/127\.0\.0\.1:\d+\/metrics {2}every 100 ms/);
+      expect(f).toMatch(/BACKEND +PRIO +STATE/);
+      expect(f).toMatch(/b0 +0 +ready +0 +0 +50\.0/);
+      expect(f.endsWith('\x1b[J')).toBe(true);
     }
   });
 

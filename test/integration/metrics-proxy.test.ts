@@ -183,6 +183,51 @@ describe('metrics of a running proxy and two router worker threads', () => {
     expect(value(later, 'poise_backend_ejections_total', { backend: 'bad' })).toBe(1);
   });
 
+  it('scraping while two worker threads hammer acquire/release: 100 scrapes all parse, every gauge stays within what the threads can hold; exact 0 after they exit', async () => {
+    const balancer = new Balancer({ logger });
+    cleanups.push(() => balancer.close());
+    balancer.update(Array.from({ length: 4 }, (_, i) => ({ id: `h${i}`, address: `127.0.0.1:${7300 + i}` })));
+    const registry = new Registry();
+    collectMetrics(balancer, { registry });
+    const hold = 6;
+    const workers = [0, 1].map(() => new Worker(new URL('../fixtures/worker-hammer.mjs', import.meta.url), { workerData: { attachment: balancer.attachment(), mode: 'spin', hold, policy: 'p2c' } }));
+    const exited = workers.map((w) => new Promise((r) => w.once('exit', r)));
+    for (const w of workers) balancer.watchWorker(w);
+    cleanups.push(() => Promise.all(workers.map((w) => w.terminate())).then(() => undefined));
+    await Promise.all(workers.map((w) => new Promise((resolve, reject) => (w.once('error', reject), w.once('message', resolve)))));
+    let picksBefore = 0;
+    for (let i = 0; i < 100; i++) {
+      const f = parseMetricsText(await registry.metrics());
+      let held = 0;
+      let picks = 0;
+      for (const id of ['h0', 'h1', 'h2', 'h3']) {
+        const c = value(f, 'poise_backend_connections', { backend: id })!;
+        const r = value(f, 'poise_backend_requests_in_flight', { backend: id })!;
+        expect(c).toBeGreaterThanOrEqual(0);
+        expect(r).toBeGreaterThanOrEqual(0);
+        held += c + r;
+        picks += value(f, 'poise_backend_picks_total', { backend: id })!;
+      }
+      // Each spinning thread holds its `hold` leases plus at most 16 of its hammer's.
+      expect(held).toBeLessThanOrEqual(2 * (hold + 16));
+      expect(held).toBeGreaterThanOrEqual(1);
+      // A counter never goes backwards between scrapes.
+      expect(picks).toBeGreaterThanOrEqual(picksBefore);
+      picksBefore = picks;
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    expect(picksBefore).toBeGreaterThan(0);
+    await Promise.all(workers.map((w) => w.terminate()));
+    await Promise.all(exited);
+    await until(() => balancer.reclaimStats().events === 2, 'both reclaims');
+    const f = parseMetricsText(await registry.metrics());
+    for (const id of ['h0', 'h1', 'h2', 'h3']) {
+      expect(value(f, 'poise_backend_connections', { backend: id })).toBe(0);
+      expect(value(f, 'poise_backend_requests_in_flight', { backend: id })).toBe(0);
+    }
+    expect(value(f, 'poise_reclaims_total', {})).toBe(2);
+  });
+
   it('/healthz is 503 with the reason until a membership is in force and the listener is up, then 200; unknown paths 404, POST 405', async () => {
     const balancer = new Balancer({ logger });
     cleanups.push(() => balancer.close());

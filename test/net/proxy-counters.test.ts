@@ -2,6 +2,9 @@
 import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { TcpProxy } from '../../src/net/proxy.js';
+import { Balancer } from '../../src/runtime/balancer.js';
 import { DURATION_BUCKETS_SECONDS, ProxyCounter, ProxyCounters, REFUSAL_REASONS } from '../../src/net/proxy-counters.js';
 
 describe('ProxyCounters', () => {
@@ -70,6 +73,21 @@ describe('ProxyCounters', () => {
       // 2..5 ms all fall in the (1 ms, 5 ms] bucket.
       expect(c.durationBuckets()[1]).toBe(4 * n);
     }
+  });
+
+  it('TcpProxy counts into the counters and row it is given, and refuses anything else naming the option', () => {
+    const b = new Balancer({ logger: createLogger({ level: 'silent' }) });
+    b.update([{ id: 'a', address: '127.0.0.1:1' }]);
+    const router = b.router();
+    const counters = ProxyCounters.create({ workers: 2 });
+    const p = new TcpProxy({ router, counters, worker: 1 });
+    expect(p.counters).toBe(counters);
+    expect(p.worker).toBe(1);
+    expect(new TcpProxy({ router }).counters.workers).toBe(1);
+    expect(() => new TcpProxy({ router, counters: {} as ProxyCounters })).toThrow('options.counters: must be a ProxyCounters');
+    expect(() => new TcpProxy({ router, counters, worker: 2 })).toThrow('options.worker');
+    expect(() => new TcpProxy({ router, worker: 1 })).toThrow('options.worker');
+    b.close();
   });
 
   it('refuses a bad row count, a row out of range and a foreign buffer, naming them', () => {
