@@ -21,6 +21,7 @@ import { PriorityWeightedRandom } from '../policy/priority/policy.js';
 import type { PriorityPlan } from '../policy/priority/policy.js';
 import type { Balancer } from '../runtime/balancer.js';
 import type { AdmissionBandStats, AdmissionStats } from '../admission/admission-stats.js';
+import type { HealthCounters } from '../health/stats.js';
 import { proxyDurationHistogram } from './histogram.js';
 
 /** The `state` label values of `poise_backend_state` (exactly one is 1 per backend). */
@@ -73,6 +74,8 @@ interface Snapshot {
   plan: PriorityPlan | undefined;
   nowWallMs: number;
   admission: readonly AdmissionBandStats[];
+  health: HealthCounters;
+  reclaims: { events: number; leases: number };
 }
 
 const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
@@ -223,8 +226,8 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
     g.set({ cluster, state: 'tombstone' }, tomb);
     g.set({ cluster, state: 'free' }, balancer.table.capacity - live - tomb);
   });
-  counter('reclaims_total', 'Exited worker threads whose leases the owner reclaimed.', C, (c) => c.inc({ cluster }, balancer.reclaimStats().events));
-  counter('reclaimed_leases_total', 'Leases subtracted from the shared counters on behalf of exited threads.', C, (c) => c.inc({ cluster }, balancer.reclaimStats().leases));
+  counter('reclaims_total', 'Exited worker threads whose leases the owner reclaimed.', C, (c, s) => c.inc({ cluster }, s.reclaims.events));
+  counter('reclaimed_leases_total', 'Leases subtracted from the shared counters on behalf of exited threads.', C, (c, s) => c.inc({ cluster }, s.reclaims.leases));
   gauge('priority_availability_ratio', 'Effective availability of each priority (overprovisioned, capped at 1) in the priority plan.', ['cluster', 'priority'], (g, s) => {
     for (const p of s.plan?.priorities ?? []) g.set({ cluster, priority: String(p.priority) }, p.effectiveAvailabilityMillionths / 1e6);
   });
@@ -234,27 +237,25 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
   gauge('priority_panic', 'Whether the priority is in panic (1): its traffic goes to all its hosts, healthy or not.', ['cluster', 'priority'], (g, s) => {
     for (const p of s.plan?.priorities ?? []) g.set({ cluster, priority: String(p.priority) }, p.panic ? 1 : 0);
   });
-  counter('health_checks_total', 'Active health checks completed, by result.', ['cluster', 'result'], (c) => {
-    const h = balancer.healthStats().counters;
+  counter('health_checks_total', 'Active health checks completed, by result.', ['cluster', 'result'], (c, s) => {
+    const h = s.health;
     c.inc({ cluster, result: 'passed' }, h.checksPassed);
     c.inc({ cluster, result: 'failed' }, h.checksFailed);
   });
-  counter('health_check_timeouts_total', 'Active health checks that failed by reaching their timeout.', C, (c) => c.inc({ cluster }, balancer.healthStats().counters.checksTimedOut));
-  counter('health_transitions_total', 'Active-check transitions: down, up, degraded, not_degraded.', ['cluster', 'to'], (c) => {
-    const h = balancer.healthStats().counters;
+  counter('health_check_timeouts_total', 'Active health checks that failed by reaching their timeout.', C, (c, s) => c.inc({ cluster }, s.health.checksTimedOut));
+  counter('health_transitions_total', 'Active-check transitions: down, up, degraded, not_degraded.', ['cluster', 'to'], (c, s) => {
+    const h = s.health;
     c.inc({ cluster, to: 'down' }, h.markedDown);
     c.inc({ cluster, to: 'up' }, h.markedUp);
     c.inc({ cluster, to: 'degraded' }, h.markedDegraded);
     c.inc({ cluster, to: 'not_degraded' }, h.clearedDegraded);
   });
-  counter('outlier_ejections_total', 'Outlier-detection ejections, by detector.', ['cluster', 'reason'], (c) => {
-    const h = balancer.healthStats().counters;
+  counter('outlier_ejections_total', 'Outlier-detection ejections, by detector.', ['cluster', 'reason'], (c, s) => {
+    const h = s.health;
     c.inc({ cluster, reason: 'success_rate' }, h.ejectedSuccessRate);
     c.inc({ cluster, reason: 'failure_percentage' }, h.ejectedFailurePercentage);
   });
-  counter('outlier_ejections_skipped_total', 'Outliers left routable because maxEjectionPercent was reached.', C, (c) =>
-    c.inc({ cluster }, balancer.healthStats().counters.ejectionsSkippedMaxPercent),
-  );
+  counter('outlier_ejections_skipped_total', 'Outliers left routable because maxEjectionPercent was reached.', C, (c, s) => c.inc({ cluster }, s.health.ejectionsSkippedMaxPercent));
 
   // --- proxy ---------------------------------------------------------------------
   if (proxy !== undefined) {
@@ -332,5 +333,5 @@ function takeSnapshot(balancer: Balancer, cluster: string, planner: PriorityWeig
     // Nothing selectable at all (e.g. every backend draining): no plan to show.
     if (!(err instanceof PoiseError)) throw err;
   }
-  return { rows, plan, nowWallMs: Date.now(), admission: admission?.admissionStats() ?? [] };
+  return { rows, plan, nowWallMs: Date.now(), admission: admission?.admissionStats() ?? [], health: balancer.healthStats().counters, reclaims: balancer.reclaimStats() };
 }

@@ -188,6 +188,29 @@ describe('collectMetrics', () => {
     }
   });
 
+  it('an active check taking a backend down: state "unhealthy", health counters equal healthStats(), the transition counted', async () => {
+    let up = true;
+    const b = new Balancer({ logger, health: { check: { kind: 'custom', intervalMs: 10, jitterPercent: 0, rise: 1, fall: 2, check: async (t) => t.id !== 'b1' || up } } });
+    b.update(specs(2));
+    const registry = new Registry();
+    collectMetrics(b, { registry });
+    up = false;
+    const deadline = Date.now() + 10_000;
+    while (b.healthStats().counters.markedDown === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    // The scrape reads its snapshot synchronously inside metrics(): healthStats() right after it sees the same counters.
+    const text = registry.metrics();
+    const h = b.healthStats().counters;
+    const f = parseMetricsText(await text);
+    b.close();
+    expect(h.markedDown).toBe(1);
+    expect(v(f, 'poise_backend_state', { backend: 'b1', state: 'unhealthy' })).toBe(1);
+    expect(v(f, 'poise_backend_state', { backend: 'b0', state: 'ready' })).toBe(1);
+    expect(v(f, 'poise_health_transitions_total', { to: 'down' })).toBe(1);
+    expect(v(f, 'poise_health_checks_total', { result: 'passed' })).toBe(h.checksPassed);
+    expect(v(f, 'poise_health_checks_total', { result: 'failed' })).toBe(h.checksFailed);
+    expect(h.checksFailed).toBeGreaterThanOrEqual(2);
+  });
+
   it('the README "Monitoring" table lists exactly the metrics registered (with a source, a proxy and admission)', () => {
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     const section = readme.slice(readme.indexOf('## Monitoring'), readme.indexOf('\n## ', readme.indexOf('## Monitoring') + 5));
