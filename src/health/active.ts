@@ -47,6 +47,7 @@ export class ActiveChecker {
     readonly config: ResolvedHealthCheck,
     private readonly log: Logger,
     private readonly counters: HealthCounters,
+    private readonly clock: () => number,
   ) {}
 
   /** Starts checking new targets, stops removed ones; a target whose slot generation changed starts afresh. */
@@ -174,6 +175,19 @@ export class ActiveChecker {
       this.log.info({ backend: id, check: this.config.kind }, degraded ? 'poise: backend degraded (active check)' : 'poise: backend no longer degraded (active check)');
     }
     this.write(w, (w.up ? 0 : HealthFlag.Unhealthy) | (w.degraded ? HealthFlag.CheckDegraded : 0));
+    if (ok && w.up && this.config.unejectOnPass) this.uneject(w);
+  }
+
+  /** Ends the ejection of a backend that just passed while up (Envoy's successful_active_health_check_uneject_host). */
+  private uneject(w: Watch): void {
+    const t = this.table;
+    const slot = w.target.slot;
+    // Owner thread: the generation cannot change under this check (see write()).
+    if (t.tag(slot) >>> 3 !== w.target.generation || t.ejectedForMs(slot, this.clock()) === 0) return;
+    t.uneject(slot);
+    t.bumpHealthEpoch();
+    this.counters.unejectedByCheck++;
+    this.log.info({ backend: w.target.id, check: this.config.kind }, 'poise: backend un-ejected (active check passed)');
   }
 
   /** Writes the check bits of the watch's slot, if the slot still holds its generation, and announces a change. */

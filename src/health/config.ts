@@ -66,6 +66,13 @@ export interface HealthCheckOptions {
   client?: QueryClient;
   /** custom: the check itself. */
   check?: CustomCheck;
+  /**
+   * A passing check of an up backend ends its ejection (passive or outlier)
+   * at once instead of waiting out the ejection time; default true (Envoy's
+   * `successful_active_health_check_uneject_host`). The ejection count, so
+   * the next ejection's length, is kept.
+   */
+  unejectOnPass?: boolean;
 }
 
 /** A check with every default filled in. @internal */
@@ -87,6 +94,7 @@ export interface ResolvedHealthCheck {
   database: string;
   client: QueryClient | undefined;
   check: CustomCheck | undefined;
+  unejectOnPass: boolean;
 }
 
 /** Outlier detection, as Envoy's `outlier_detection` (names camelCased, times in ms). */
@@ -129,7 +137,7 @@ export interface HealthConfig {
 const KINDS: readonly CheckKind[] = ['tcp', 'http', 'redis', 'postgres', 'custom'];
 const CHECK_KEYS = [
   'kind', 'intervalMs', 'fastIntervalMs', 'unhealthyIntervalMs', 'jitterPercent', 'timeoutMs', 'rise', 'fall', 'path',
-  'expectedStatus', 'bodyIncludes', 'degradedHeader', 'degradedAfterMs', 'user', 'database', 'client', 'check',
+  'expectedStatus', 'bodyIncludes', 'degradedHeader', 'degradedAfterMs', 'user', 'database', 'client', 'check', 'unejectOnPass',
 ];
 
 function int(path: string, value: unknown, def: number, min: number, max: number): number {
@@ -193,9 +201,11 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
   if (o.kind === 'custom' ? typeof o.check !== 'function' : o.check !== undefined) {
     invalidConfig(`${path}.check`, o.kind === 'custom' ? 'must be an async function (target, signal) for kind "custom"' : 'applies only to kind "custom"', o.check);
   }
+  const unejectOnPass = o.unejectOnPass ?? true;
+  if (typeof unejectOnPass !== 'boolean') invalidConfig(`${path}.unejectOnPass`, 'must be a boolean', unejectOnPass);
   return {
     kind: o.kind, intervalMs, fastIntervalMs, unhealthyIntervalMs, jitterPercent, timeoutMs, rise, fall, path: reqPath, expectedStatus,
-    bodyIncludes, degradedHeader, degradedAfterMs, user, database, client: o.client, check: o.check,
+    bodyIncludes, degradedHeader, degradedAfterMs, user, database, client: o.client, check: o.check, unejectOnPass,
   };
 }
 

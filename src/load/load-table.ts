@@ -664,6 +664,16 @@ export class LoadTable {
     return Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_EJECTIONS_TOTAL) >>> 0;
   }
 
+  /**
+   * Owner: ends a slot's ejection now (an active check passed). The ejection
+   * count stays, so the next ejection still lasts longer; the caller bumps
+   * the health epoch, which publishes the store to routers that refresh on it.
+   * @internal
+   */
+  uneject(slot: number): void {
+    Atomics.store(this.i32, this.slotBase + slot * SLOT_WORDS + S_EJECTED_UNTIL, 0);
+  }
+
   /** Milliseconds of ejection left at `nowMs` (0 when not ejected). */
   ejectedForMs(slot: number, nowMs: number): number {
     const until = Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_EJECTED_UNTIL);

@@ -364,7 +364,7 @@ export class Balancer extends EventEmitter {
     this.healthKey = key;
     this.checker?.close();
     this.outlier?.close();
-    this.checker = conf.check === undefined ? undefined : new ActiveChecker(this.ownerTable, conf.check, this.log, this.healthCounters);
+    this.checker = conf.check === undefined ? undefined : new ActiveChecker(this.ownerTable, conf.check, this.log, this.healthCounters, this.clock);
     this.outlier = conf.outlier === undefined ? undefined : new OutlierDetector(this.ownerTable, conf.outlier, this.log, this.healthCounters, this.clock);
     // With an injected clock time is the caller's: sweeps run through sweepOutliers().
     if (!this.customClock) this.outlier?.start();

@@ -61,6 +61,13 @@ export interface RouterOptions {
   clock?: Clock;
   /** Default `defaultLogger()`. */
   logger?: Logger;
+  /**
+   * Longest one acquire waits, in all, for the owner to publish a change
+   * whose tags it already saw, ms; default 5. Tests that must catch the
+   * publication window on a loaded machine raise it.
+   * @internal
+   */
+  publishWaitMs?: number;
 }
 
 /** Options of {@link Router.acquire}. */
@@ -87,7 +94,7 @@ const STALE = -1;
 const TAG_MOVED = -2;
 /** Rebuilds of the view one acquire may do when membership moves under it (then it fails as usual). */
 const MAX_STALE_ROUNDS = 16;
-/** Longest one acquire waits, in all, for the owner to publish a change whose tags it already saw (ms). */
+/** Longest one acquire waits, in all, for the owner to publish a change whose tags it already saw (ms; `publishWaitMs`). */
 const MAX_PUBLISH_WAIT_MS = 5;
 /** Retry modes of one draw: refuse as usual; return STALE when the epoch moved; also return TAG_MOVED. */
 const NO_RETRY = 0;
@@ -151,6 +158,7 @@ export class Router implements LeaseOwner {
   private readonly customClock: Clock | undefined;
   private readonly log: Logger;
   private readonly ejection: ResolvedEjection;
+  private readonly publishWaitMs: number;
   private readonly backoff: Backoff;
   private readonly env: LoadEnv;
   private readonly timed: boolean;
@@ -173,7 +181,8 @@ export class Router implements LeaseOwner {
 
   private constructor(table: LoadTable, clock: SharedArrayBuffer, opts: RouterOptions) {
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['policy', 'seed', 'ejection', 'leaseKind', 'clock', 'logger']);
+    checkOptionKeys(opts, ['policy', 'seed', 'ejection', 'leaseKind', 'clock', 'logger', 'publishWaitMs']);
+    this.publishWaitMs = integerIn(opts.publishWaitMs ?? MAX_PUBLISH_WAIT_MS, 'options.publishWaitMs', 0, 10_000);
     this.table = table;
     this.policyName = opts.policy ?? 'p2c:latency';
     this.setup = policySetup(this.policyName);
@@ -326,7 +335,7 @@ export class Router implements LeaseOwner {
    * owner (another thread) is between its tag stores and its epoch bump.
    * Refusing now would fail the request on a change it is about to
    * announce, so wait for the bump with `Atomics.wait` on the epoch word
-   * (the owner notifies after bumping) — at most MAX_PUBLISH_WAIT_MS in all
+   * (the owner notifies after bumping) — at most `publishWaitMs` (5 ms) in all
    * per acquire; after that, draws refuse as they always did. Never spins:
    * every round either sleeps or rebuilds, and rounds are bounded.
    */
@@ -335,10 +344,10 @@ export class Router implements LeaseOwner {
     for (let round = 1; ; round++) {
       if (code === TAG_MOVED) {
         const t0 = performance.now();
-        this.table.waitForChange(this.epoch, MAX_PUBLISH_WAIT_MS - waitedMs);
+        this.table.waitForChange(this.epoch, this.publishWaitMs - waitedMs);
         waitedMs += performance.now() - t0;
       }
-      const retry = round >= MAX_STALE_ROUNDS ? NO_RETRY : waitedMs < MAX_PUBLISH_WAIT_MS ? RETRY_WAIT : RETRY_STALE;
+      const retry = round >= MAX_STALE_ROUNDS ? NO_RETRY : waitedMs < this.publishWaitMs ? RETRY_WAIT : RETRY_STALE;
       code = this.tryAcquire(opts, retry);
       if (code >= 0) return code;
     }

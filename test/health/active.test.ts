@@ -71,6 +71,46 @@ describe('active checks: the rise/fall state machine (custom check, scripted ver
     expect(c.markedDown).toBe(1);
     expect(c.markedUp).toBe(1);
   });
+
+  it.each([true, false])('unejectOnPass %s: a passing check of an up backend ends a passive ejection at once, or leaves it to run out', async (unejectOnPass) => {
+    let checks = 0;
+    const { b, log } = balancer({
+      kind: 'custom', intervalMs: 10, jitterPercent: 0, rise: 1, fall: 1, unejectOnPass,
+      check: async (target) => {
+        if (target.id === 'a') checks++;
+        return 'healthy';
+      },
+    });
+    b.update([{ id: 'a', address: '127.0.0.1:1' }, { id: 'other', address: '127.0.0.1:2' }]);
+    await until(() => checks >= 1, 'a first check of a');
+    // One failure ejects a for a minute (passive ejection in the router).
+    const r = b.router({ policy: 'round-robin', seed: 1, ejection: { consecutiveFailures: 1, baseMs: 60_000, maxMs: 120_000 } });
+    for (;;) {
+      const lease = r.acquire();
+      const isA = lease.id === 'a';
+      lease.release(isA ? 'failure' : 'cancelled');
+      if (isA) break;
+    }
+    expect(stateOf(b, 'a').ejectedForMs).toBeGreaterThan(50_000);
+    const seen = checks;
+    if (unejectOnPass) {
+      await until(() => stateOf(b, 'a').ejectedForMs === 0, 'the next passing check un-ejects a');
+      expect(b.healthStats().counters.unejectedByCheck).toBe(1);
+      expect(log.find('backend un-ejected (active check passed)')).toHaveLength(1);
+      // Routable again: round-robin over both backends reaches a.
+      const ids = new Set(Array.from({ length: 4 }, () => {
+        const lease = r.acquire();
+        lease.release('success');
+        return lease.id;
+      }));
+      expect(ids.has('a')).toBe(true);
+    } else {
+      await until(() => checks >= seen + 20, '20 more passing checks');
+      expect(stateOf(b, 'a').ejectedForMs).toBeGreaterThan(50_000);
+      expect(b.healthStats().counters.unejectedByCheck).toBe(0);
+    }
+    r.close();
+  });
 });
 
 describe('active checks against real servers', () => {

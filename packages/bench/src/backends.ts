@@ -27,6 +27,12 @@ export interface RunningBackend {
   readonly failed: number;
   /** Changes the failure probability from now on. */
   setFailureRate(rate: number): void;
+  /**
+   * `false`: stops listening and resets every open connection (a host that
+   * went away: connects are refused, so active TCP checks fail); `true`:
+   * listens again on the same port.
+   */
+  setAccepting(accepting: boolean): Promise<void>;
 }
 
 class Server implements RunningBackend {
@@ -55,6 +61,14 @@ class Server implements RunningBackend {
 
   setFailureRate(rate: number): void {
     this.failureRate = rate;
+  }
+
+  async setAccepting(accepting: boolean): Promise<void> {
+    if (accepting === this.server.listening) return;
+    if (accepting) return this.listen(this.port);
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const s of this.sockets) s.resetAndDestroy();
+    await closed;
   }
 
   async listen(port: number): Promise<void> {

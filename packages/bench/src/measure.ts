@@ -78,6 +78,42 @@ async function allReady(control: Int32Array, n: number, signal: AbortSignal): Pr
   }
 }
 
+/**
+ * Server-side share of answered requests on the `backup` backends, per
+ * window between marks (the measured window's start, the first scenario
+ * event, its end): what the backends themselves counted, not the clients.
+ */
+class BackupShare {
+  private readonly marks: number[][] = [];
+
+  constructor(
+    private readonly farm: BenchRun['farm'],
+    private readonly models: readonly BackendModel[],
+  ) {}
+
+  /** Records every backend's answered count now. */
+  mark(): void {
+    this.marks.push(this.models.map((m) => this.farm.get(m.id).answered));
+  }
+
+  /** `{ before, after }` the first event, or null when the scenario has no backups or no event came. */
+  result(): PolicyResult['backupShare'] {
+    if (!this.models.some((m) => m.role === 'backup') || this.marks.length < 3) return null;
+    const share = (from: number[], to: number[]): number => {
+      let all = 0;
+      let backup = 0;
+      this.models.forEach((m, i) => {
+        const d = to[i]! - from[i]!;
+        all += d;
+        if (m.role === 'backup') backup += d;
+      });
+      return all > 0 ? backup / all : 0;
+    };
+    const [start, event, end] = [this.marks[0]!, this.marks[1]!, this.marks[this.marks.length - 1]!];
+    return { before: share(start, event), after: share(event, end) };
+  }
+}
+
 /** Time-means of the busiest and the average backend's server-side in-flight count, and the tracked backend's series. */
 class InflightSampler {
   samples = 0;
@@ -149,7 +185,7 @@ function startWorkers(run: BenchRun, policy: BenchPolicyName, balancer: Balancer
 }
 
 /** Sums the workers' results into the policy's figures. */
-function merge(run: BenchRun, turn: PolicyTurn, results: readonly WorkerResult[], seconds: number): Omit<PolicyResult, 'policy' | 'interrupted' | 'inflight' | 'trackedInflight' | 'events'> {
+function merge(run: BenchRun, turn: PolicyTurn, results: readonly WorkerResult[], seconds: number): Omit<PolicyResult, 'policy' | 'interrupted' | 'inflight' | 'trackedInflight' | 'events' | 'backupShare' | 'checksMarkedDown'> {
   const h = latencyHistogram();
   const perBackend = new Map<string, { requests: number; errors: number }>();
   let requests = 0;
@@ -195,7 +231,13 @@ export async function measurePolicy(run: BenchRun, turn: PolicyTurn): Promise<Po
   for (const m of models) farm.get(m.id).setFailureRate(m.failureRate);
   const statuses = new Map<string, Status | 'absent'>(models.map((m) => [m.id, m.status] as const));
   const specs = (): MembershipSnapshot['backends'] => membershipOf(models, (b) => statuses.get(b.id) ?? 'absent', (id) => farm.get(id).address);
-  const balancer = new Balancer({ logger: run.logger, capacity: Math.max(64, models.length * 4), maxThreads: flags.workers + 2 });
+  const balancer = new Balancer({
+    logger: run.logger,
+    capacity: Math.max(64, models.length * 4),
+    maxThreads: flags.workers + 2,
+    ...(plan.health === undefined ? {} : { health: plan.health }),
+  });
+  const backups = new BackupShare(farm, models);
   balancer.update(feed === undefined ? specs() : feed.current.backends);
   feed?.onChange((s) => balancer.update(s.backends));
   const control = new Int32Array(new SharedArrayBuffer(4 * (COUNTERS + flags.workers)));
@@ -207,6 +249,7 @@ export async function measurePolicy(run: BenchRun, turn: PolicyTurn): Promise<Po
   const sampler = new InflightSampler(run, models, statuses);
   let started = 0;
   let stopped = 0;
+  let checksMarkedDown = 0;
   try {
     progress.update(`${label}: starting ${flags.workers} workers`, true);
     await allReady(control, flags.workers, signal);
@@ -215,11 +258,14 @@ export async function measurePolicy(run: BenchRun, turn: PolicyTurn): Promise<Po
     // Atomics.store: workers poll PHASE with Atomics.load; the store makes the switch visible to them.
     Atomics.store(control, PHASE, MEASURE);
     started = performance.now();
+    backups.mark();
     for (const e of feed === undefined ? plan.events : []) {
       timers.push(
         setTimeout(() => {
+          if (events.length === 0) backups.mark();
           for (const c of e.changes) {
             if (c.failureRate !== undefined) farm.get(c.id).setFailureRate(c.failureRate);
+            if (c.accepting !== undefined) void farm.get(c.id).setAccepting(c.accepting);
             if (c.status !== undefined) statuses.set(c.id, c.status);
           }
           if (e.changes.some((c) => c.status !== undefined)) balancer.update(specs());
@@ -239,6 +285,8 @@ export async function measurePolicy(run: BenchRun, turn: PolicyTurn): Promise<Po
     await sleep(flags.duration * 1000, signal);
   } finally {
     stopped = performance.now();
+    backups.mark();
+    checksMarkedDown = balancer.healthStats().counters.markedDown;
     // Atomics.store: every worker loop polls PHASE with Atomics.load and ends on STOP.
     Atomics.store(control, PHASE, STOP);
     for (const t of timers) clearTimeout(t);
@@ -252,5 +300,7 @@ export async function measurePolicy(run: BenchRun, turn: PolicyTurn): Promise<Po
     inflight: sampler.result(),
     trackedInflight: sampler.series,
     events,
+    backupShare: backups.result(),
+    checksMarkedDown: plan.health === undefined ? null : checksMarkedDown,
   };
 }

@@ -44,6 +44,13 @@ export interface PolicyResult {
   trackedInflight: Array<[number, number]>;
   /** Scenario events as they happened (s since the measured window began). */
   events: Array<{ at: number; label: string }>;
+  /**
+   * Share of requests the `backup` backends answered (their own counts)
+   * before and after the first scenario event; null without backups or event.
+   */
+  backupShare: { before: number; after: number } | null;
+  /** Active-check up → down transitions during the policy's run; null when the scenario runs no checks. */
+  checksMarkedDown: number | null;
 }
 
 /** Sampling period of the in-flight series, ms. */
@@ -79,7 +86,8 @@ export interface Column {
   key: string;
   header: string;
   value: (r: PolicyResult) => number | null;
-  better: 'higher' | 'lower';
+  /** `none`: a figure to read, not to rank (nothing is marked best). */
+  better: 'higher' | 'lower' | 'none';
   format: (v: number) => string;
   /** The cell text when it shows more than the compared value (default: `format(value)`). */
   text?: (r: PolicyResult) => string;
@@ -95,6 +103,7 @@ export const COLUMNS: readonly Column[] = [
   { key: 'p99', header: 'p99 ms', value: (r) => r.latencyMs.p99, better: 'lower', format: ms },
   { key: 'p999', header: 'p99.9 ms', value: (r) => r.latencyMs.p999, better: 'lower', format: ms },
   { key: 'slowShare', header: 'slow share', value: (r) => r.slowShare, better: 'lower', format: pct },
+  { key: 'backupAfter', header: 'backup share before→after', value: (r) => r.backupShare?.after ?? null, better: 'none', format: pct, text: (r) => `${pct(r.backupShare?.before ?? 0)}→${pct(r.backupShare?.after ?? 0)}` },
   { key: 'inflight', header: 'in-flight max/mean', value: (r) => r.inflight.maxOverMean, better: 'lower', format: (v) => v.toFixed(2) },
   {
     key: 'errors',
@@ -116,6 +125,10 @@ export function bestOf(results: readonly PolicyResult[]): Map<string, number | n
   const pool = complete.length > 0 ? complete : results;
   for (const c of COLUMNS) {
     let b: number | null = null;
+    if (c.better === 'none') {
+      best.set(c.key, null);
+      continue;
+    }
     for (const r of pool) {
       const v = c.value(r);
       if (v === null || Number.isNaN(v)) continue;

@@ -5,7 +5,7 @@
  * default. The runner applies a scenario; nothing here does I/O.
  */
 import type { Status } from 'poise-lb';
-import type { BackendSpec } from 'poise-lb/runtime';
+import type { BackendSpec, HealthConfig } from 'poise-lb/runtime';
 import { DEFAULT_POLICIES, type BenchPolicyName } from './policies.js';
 
 /** Every `--scenario` value. */
@@ -37,7 +37,8 @@ export interface ScenarioEvent {
   /** Fraction of the measured duration, in (0, 1). */
   at: number;
   label: string;
-  changes: ReadonlyArray<{ id: string; status?: Status | 'absent'; failureRate?: number }>;
+  /** `accepting: false` closes the backend's listener and resets its connections (connects are refused). */
+  changes: ReadonlyArray<{ id: string; status?: Status | 'absent'; failureRate?: number; accepting?: boolean }>;
 }
 
 /** A scenario ready to run. */
@@ -47,7 +48,12 @@ export interface ScenarioPlan {
   backends: BackendModel[];
   events: ScenarioEvent[];
   defaultPolicies: readonly BenchPolicyName[];
+  /** Active checks / outlier detection the run's Balancer runs (none when absent). */
+  health?: HealthConfig;
 }
+
+/** The failover scenario's active check: TCP connect every 200 ms, down after 2 failures, up after 2 passes. */
+export const FAILOVER_CHECK = { kind: 'tcp', intervalMs: 200, timeoutMs: 200, fall: 2, rise: 2, jitterPercent: 10 } as const;
 
 /** Median delay of an ordinary backend, ms. */
 export const BASE_MEDIAN_MS = 4;
@@ -110,13 +116,18 @@ export function scenarioPlan(name: ScenarioName, k: number): ScenarioPlan {
         name,
         description:
           `priority 0 has ${primaries} hosts, priority 1 has ${k - primaries}; at half time ${lost.length} primaries ` +
-          'fail every request and are marked unavailable',
+          `go away (connections reset, connects refused) and active TCP checks (every ${FAILOVER_CHECK.intervalMs} ms, ` +
+          `fall ${FAILOVER_CHECK.fall}) take them down; membership never changes`,
         backends: idx.map((i) => model(i, i < primaries ? { role: 'primary', priority: 0 } : { role: 'backup', priority: 1 })),
         events: [
-          { at: 0.5, label: `${lost.length} of ${primaries} primaries fail`, changes: lost.map((i) => ({ id: `b${i}`, failureRate: 1 })) },
-          { at: 0.55, label: 'membership marks them unavailable', changes: lost.map((i) => ({ id: `b${i}`, status: 'unavailable' as const })) },
+          {
+            at: 0.5,
+            label: `${lost.length} of ${primaries} primaries go away`,
+            changes: lost.map((i) => ({ id: `b${i}`, failureRate: 1, accepting: false })),
+          },
         ],
         defaultPolicies: ['priority', 'p2c:latency', 'round-robin'],
+        health: { check: FAILOVER_CHECK },
       };
     }
     case 'membership-churn': {

@@ -74,6 +74,20 @@ describe('bench backends (real TCP on 127.0.0.1)', () => {
     expect(await c.request()).toBe(true);
     c.close();
   });
+
+  it('setAccepting(false) resets open connections and refuses connects on the same port; true listens there again', async () => {
+    const ok = farm.get('ok');
+    const port = ok.port;
+    const open = await LineConnection.open(ok.host, port);
+    await ok.setAccepting(false);
+    await expect(open.request()).rejects.toThrow();
+    await expect(LineConnection.open(ok.host, port)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    await ok.setAccepting(true);
+    expect(ok.port).toBe(port);
+    const again = await LineConnection.open(ok.host, port);
+    expect(await again.request()).toBe(true);
+    again.close();
+  });
 });
 
 describe('scenario plans', () => {
@@ -85,12 +99,14 @@ describe('scenario plans', () => {
     expect(p.defaultPolicies).toEqual(['round-robin', 'random', 'weighted', 'least-loaded', 'p2c:connections', 'p2c:latency']);
   });
 
-  it('failover: half of the primary priority fails, then is marked unavailable', () => {
+  it('failover: half of the primary priority goes away and only active checks can see it (no status change)', () => {
     const p = scenarioPlan('failover', 8);
     expect(p.backends.filter((b) => b.priority === 0)).toHaveLength(4);
     expect(p.backends.filter((b) => b.priority === 1)).toHaveLength(4);
-    const lost = p.events.flatMap((e) => e.changes.filter((c) => c.status === 'unavailable').map((c) => c.id));
+    const lost = p.events.flatMap((e) => e.changes.filter((c) => c.accepting === false).map((c) => c.id));
     expect(lost).toEqual(['b0', 'b1']);
+    expect(p.events.flatMap((e) => e.changes).every((c) => c.status === undefined)).toBe(true);
+    expect(p.health?.check?.kind).toBe('tcp');
   });
 
   it('membership-churn: backends join (absent → ready), then drain and leave', () => {

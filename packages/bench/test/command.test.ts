@@ -61,6 +61,11 @@ describe('poise bench (compiled CLI, real workers and sockets)', () => {
     for (const p of result.policies) {
       for (const c of COLUMNS) {
         const v = c.value(p);
+        // Only the failover scenario has backups to count.
+        if (c.key === 'backupAfter') {
+          expect(v).toBeNull();
+          continue;
+        }
         expect(typeof v, `${p.policy}.${c.key}`).toBe('number');
         expect(Number.isFinite(v), `${p.policy}.${c.key}`).toBe(true);
       }
@@ -78,6 +83,27 @@ describe('poise bench (compiled CLI, real workers and sockets)', () => {
     expect(tags.filter((t) => t === 'svg')).toHaveLength(5);
     expect(html).not.toMatch(/https?:|<script|src=/i);
     expect(html).toContain('p2c:latency');
+  });
+
+  it('failover: priority 1 takes traffic when a priority-0 host fails its active checks, with no membership change', async () => {
+    const json = path.join(dir, 'failover.json');
+    // 4 backends: P0 = b0, b1; P1 = b2, b3. At half time b0 goes away; TCP checks (fall 2) take it down.
+    const run = await poise(['--scenario', 'failover', '--backends', '4', '--workers', '2', '--policy', 'priority', '--duration', '4', '--concurrency', '8', '--json', json]);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('backup share before→after');
+    // The transition is logged once, by the active checker (warn reaches stderr at POISE_LOG_LEVEL=warn).
+    const downs = run.stderr.split('\n').filter((l) => l.includes('backend down (active check)'));
+    expect(downs).toHaveLength(1);
+    expect(downs[0]).toContain('"backend":"b0"');
+    const result = JSON.parse(readFileSync(json, 'utf8')) as BenchResult;
+    const [p] = result.policies;
+    expect(p!.checksMarkedDown).toBe(1);
+    // Before: P0 fully healthy keeps every request (the backups' own counts are 0).
+    expect(p!.backupShare!.before).toBe(0);
+    // After: P0 at 50 % × 140 % = 70 % effective, so P1's share is 30 % once the check has fired
+    // (≤ 2 × 220 ms of the 2 s after the event, partly covered by passive ejection): between 15 % and 33 %.
+    expect(p!.backupShare!.after).toBeGreaterThan(0.15);
+    expect(p!.backupShare!.after).toBeLessThan(0.33);
   });
 
   it('poise bench --help (through poise-lb) and poise-bench --help (this package\'s bin) print the same help, exit 0', async () => {

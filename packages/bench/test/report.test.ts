@@ -11,6 +11,7 @@ function policy(name: string, over: Partial<PolicyResult> = {}): PolicyResult {
     inflight: { max: 6, mean: 2, maxOverMean: 3 },
     perBackend: [{ id: 'b0', role: 'slow', requests: 50, errors: 0, share: 0.05 }, { id: 'b1', role: 'failing', requests: 950, errors: 3, share: 0.95 }],
     cdf: [[1, 0.1], [4, 0.5], [40, 1]], trackedInflight: [[0, 1], [0.05, 3]], events: [{ at: 0.5, label: 'x <joins> & "y"' }],
+    backupShare: null, checksMarkedDown: null,
     ...over,
   };
 }
