@@ -250,6 +250,8 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
     c.inc({ cluster, to: 'degraded' }, h.markedDegraded);
     c.inc({ cluster, to: 'not_degraded' }, h.clearedDegraded);
   });
+  counter('health_check_unejections_total', 'Ejections ended early by a passing active check (unejectOnPass).', C, (c, s) => c.inc({ cluster }, s.health.unejectedByCheck));
+  counter('outlier_sweeps_total', 'Outlier-detection sweeps run.', C, (c, s) => c.inc({ cluster }, s.health.outlierSweeps));
   counter('outlier_ejections_total', 'Outlier-detection ejections, by detector.', ['cluster', 'reason'], (c, s) => {
     const h = s.health;
     c.inc({ cluster, reason: 'success_rate' }, h.ejectedSuccessRate);
