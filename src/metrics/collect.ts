@@ -10,7 +10,7 @@
  * path. One snapshot is read per scrape (the first metric's `collect` reads
  * it, the rest of that synchronous pass reuse it).
  */
-import { Counter, Gauge, Registry, register as defaultRegistry } from 'prom-client';
+import { Registry, register as defaultRegistry } from 'prom-client';
 import { Backend, Prioritized, type Status } from '../core/candidate.js';
 import { invalidConfig, checkOptionKeys, PoiseError } from '../core/errors.js';
 import type { ResolvedBackendSpec } from '../core/spec.js';
@@ -22,7 +22,7 @@ import type { PriorityPlan } from '../policy/priority/policy.js';
 import type { Balancer } from '../runtime/balancer.js';
 import type { AdmissionBandStats, AdmissionStats } from '../admission/admission-stats.js';
 import type { HealthCounters } from '../health/stats.js';
-import { proxyDurationHistogram } from './histogram.js';
+import { proxyDurationHistogram, snapshotMetric, type Push } from './histogram.js';
 
 /** The `state` label values of `poise_backend_state` (exactly one is 1 per backend). */
 export const BACKEND_STATES = ['ready', 'draining', 'unavailable', 'ejected', 'unhealthy', 'removed'] as const;
@@ -136,37 +136,17 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
   };
 
   const names: string[] = [];
-  const registers = [registry];
   const BL = ['cluster', 'backend', 'priority', 'locality'] as const;
-  const gauge = (name: string, help: string, labelNames: readonly string[], fill: (g: Gauge<string>, s: Snapshot) => void): void => {
-    const full = prefix + name;
-    new Gauge({
-      name: full,
-      help,
-      labelNames,
-      registers,
-      collect() {
-        this.reset();
-        fill(this, read());
-      },
-    });
-    names.push(full);
+  // Label names are fixed per metric by the code below; the registry prints what each fill pushes.
+  const add = (name: string, help: string, type: 'gauge' | 'counter', fill: (push: Push, s: Snapshot) => void): void => {
+    const m = snapshotMetric(prefix + name, help, type, (push) => fill(push, read()));
+    registry.registerMetric(m);
+    names.push(m.name);
   };
-  const counter = (name: string, help: string, labelNames: readonly string[], fill: (c: Counter<string>, s: Snapshot) => void): void => {
-    const full = prefix + name;
-    new Counter({
-      name: full,
-      help,
-      labelNames,
-      registers,
-      collect() {
-        // The value is the shared counter itself: set it by reset + inc.
-        this.reset();
-        fill(this, read());
-      },
-    });
-    names.push(full);
-  };
+  const gauge = (name: string, help: string, _labels: readonly string[], fill: (g: { set: Push }, s: Snapshot) => void): void =>
+    add(name, help, 'gauge', (push, s) => fill({ set: push }, s));
+  const counter = (name: string, help: string, _labels: readonly string[], fill: (c: { inc: Push }, s: Snapshot) => void): void =>
+    add(name, help, 'counter', (push, s) => fill({ inc: push }, s));
   const perBackend = (name: string, help: string, value: (r: BackendRow) => number, kind: 'gauge' | 'counter' = 'gauge'): void => {
     if (kind === 'gauge') gauge(name, help, BL, (g, s) => {
       for (const r of s.rows) g.set(r.labels, value(r));
@@ -275,7 +255,7 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
       c.inc({ direction: 'in' }, proxy.total(ProxyCounter.BytesIn));
       c.inc({ direction: 'out' }, proxy.total(ProxyCounter.BytesOut));
     });
-    counter('proxy_idle_timeouts_total', 'Spliced connections closed by the client or server inactivity timeout.', [], (c) => c.inc(proxy.total(ProxyCounter.IdleTimeouts)));
+    counter('proxy_idle_timeouts_total', 'Spliced connections closed by the client or server inactivity timeout.', [], (c) => c.inc({}, proxy.total(ProxyCounter.IdleTimeouts)));
     const hist = proxyDurationHistogram(prefix + 'proxy_connection_duration_seconds', proxy, DURATION_BUCKETS_SECONDS);
     registry.registerMetric(hist);
     names.push(hist.name);
