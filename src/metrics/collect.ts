@@ -7,7 +7,7 @@
  * A scrape only loads shared words with `Atomics.load` — it never takes a
  * lock a router waits on and never writes — so it cannot slow or block a
  * pick; it allocates its snapshot in the scraping thread, off the routing
- * path. One snapshot is read per scrape (the first metric's `collect` reads
+ * path. One snapshot is read per scrape (the first metric's `get` reads
  * it, the rest of that synchronous pass reuse it).
  */
 import { Registry, register as defaultRegistry } from 'prom-client';
@@ -22,7 +22,7 @@ import type { PriorityPlan } from '../policy/priority/policy.js';
 import type { Balancer } from '../runtime/balancer.js';
 import type { AdmissionBandStats, AdmissionStats } from '../admission/admission-stats.js';
 import type { HealthCounters } from '../health/stats.js';
-import { proxyDurationHistogram, snapshotMetric, type Push } from './histogram.js';
+import { proxyDurationHistogram, snapshotMetric, type Push } from './snapshot-metrics.js';
 
 /** The `state` label values of `poise_backend_state` (exactly one is 1 per backend). */
 export const BACKEND_STATES = ['ready', 'draining', 'unavailable', 'ejected', 'unhealthy', 'removed'] as const;
