@@ -6,4 +6,4 @@
 export { collectMetrics, BACKEND_STATES, type BackendState, type CollectMetricsOptions, type MetricsCollection } from './metrics/collect.js';
 export { MetricsServer, type MetricsServerOptions } from './metrics/server.js';
 export { parseMetricsText, type MetricFamily, type Sample } from './metrics/text-format.js';
-export type { AdmissionStats, AdmissionBandStats } from './admission/admission-stats.js';
+export type { AdmissionStatsSource, AdmissionFigures, AdmissionBandFigures } from './admission/admission-stats.js';

@@ -1,25 +1,36 @@
 /**
- * AdmissionStats: what admission control shows to metrics. The metrics
- * collector (src/metrics) reads it at scrape time; an admission controller
- * implements it (types only here, so admission imports nothing of metrics).
+ * What admission control shows to metrics: the shape the metrics collector
+ * (src/metrics) reads at scrape time. An admission controller implements it
+ * (issue 13's gate returns these fields from `admissionStats()`); types
+ * only here, so admission imports nothing of metrics.
  */
 
-/** One band (a priority, or a named class) of an admission controller, as of now. */
-export interface AdmissionBandStats {
-  /** The band's label value (a priority as a decimal string, or a name). */
-  readonly band: string;
+/** One band of an admission controller, as of now. */
+export interface AdmissionBandFigures {
+  /** The band's admission priority (the `band` label). */
+  readonly priority: number;
   /** Requests waiting in the band's queue now. */
-  readonly queueLength: number;
+  readonly queued: number;
   /** How long the oldest waiter of the band has waited, ms; 0 when the queue is empty. */
   readonly oldestWaitMs: number;
   /** Requests admitted since start (monotonic). */
   readonly admitted: number;
-  /** Requests rejected since start, by reason (each monotonic), e.g. `{ queue_full: 3, timeout: 1 }`. */
+  /** Requests rejected since start, by reason (each monotonic), e.g. `{ QueueFull: 3, QueueTimeout: 1 }`. */
   readonly rejected: Readonly<Record<string, number>>;
 }
 
+/** A snapshot of an admission controller. */
+export interface AdmissionFigures {
+  /** Pool saturation now (load / capacity), when the controller knows it. */
+  readonly saturation?: number;
+  /** Waiters over every band, when the controller counts them. */
+  readonly waiting?: number;
+  /** Every band. */
+  readonly bands: readonly AdmissionBandFigures[];
+}
+
 /** Implemented by an admission controller that metrics can scrape. */
-export interface AdmissionStats {
-  /** A snapshot of every band (called once per scrape, off the request path). */
-  admissionStats(): readonly AdmissionBandStats[];
+export interface AdmissionStatsSource {
+  /** A snapshot (called once per scrape, off the request path). */
+  admissionStats(): AdmissionFigures;
 }

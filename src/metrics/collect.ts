@@ -20,7 +20,7 @@ import { DURATION_BUCKETS_SECONDS, ProxyCounter, REFUSAL_REASONS, type ProxyCoun
 import { PriorityWeightedRandom } from '../policy/priority/policy.js';
 import type { PriorityPlan } from '../policy/priority/policy.js';
 import type { Balancer } from '../runtime/balancer.js';
-import type { AdmissionBandStats, AdmissionStats } from '../admission/admission-stats.js';
+import type { AdmissionFigures, AdmissionStatsSource } from '../admission/admission-stats.js';
 import type { HealthCounters } from '../health/stats.js';
 import { proxyDurationHistogram, snapshotMetric, type Push } from './snapshot-metrics.js';
 
@@ -42,7 +42,7 @@ export interface CollectMetricsOptions {
   /** A proxy's shared counters (every worker's row): adds the `proxy_*` metrics. */
   proxy?: ProxyCounters;
   /** An admission controller: adds the `admission_*` metrics. */
-  admission?: AdmissionStats;
+  admission?: AdmissionStatsSource;
   /** Options of the priority plan shown by `priority_*` (default Envoy's: overprovisioning 140 %, panic threshold 50 %). */
   plan?: { overprovisioningFactorPercent?: number; panicThresholdPercent?: number };
 }
@@ -73,7 +73,7 @@ interface Snapshot {
   rows: BackendRow[];
   plan: PriorityPlan | undefined;
   nowWallMs: number;
-  admission: readonly AdmissionBandStats[];
+  admission: AdmissionFigures | undefined;
   health: HealthCounters;
   reclaims: { events: number; leases: number };
 }
@@ -88,6 +88,11 @@ export function backendState(stats: SlotStats, ejectedForMs: number, removed: bo
   if (ejectedForMs > 0) return 'ejected';
   if ((stats.health & HealthFlag.Unhealthy) !== 0) return 'unhealthy';
   return 'ready';
+}
+
+/** `QueueFull` → `queue_full` (Prometheus label values are lower snake case by convention). */
+function snake(reason: string): string {
+  return reason.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
 }
 
 /** The source's kind from its description (`redis poise:x:snapshot`, `file members.yaml`, an array). */
@@ -264,17 +269,21 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
   // --- admission -------------------------------------------------------------
   if (admission !== undefined) {
     const B = ['band'] as const;
-    gauge('admission_queue_length', 'Requests waiting for admission, per band.', B, (g, s) => {
-      for (const b of s.admission) g.set({ band: b.band }, b.queueLength);
+    const bands = (s: Snapshot) => s.admission?.bands ?? [];
+    gauge('admission_saturation_ratio', 'Pool saturation the admission controller sees (load / capacity).', [], (g, s) => {
+      if (s.admission?.saturation !== undefined) g.set({}, s.admission.saturation);
+    });
+    gauge('admission_queue_length', 'Requests waiting for admission, per band (priority).', B, (g, s) => {
+      for (const b of bands(s)) g.set({ band: String(b.priority) }, b.queued);
     });
     gauge('admission_oldest_wait_seconds', 'How long the oldest waiter of each band has waited; 0 when its queue is empty.', B, (g, s) => {
-      for (const b of s.admission) g.set({ band: b.band }, b.oldestWaitMs / 1000);
+      for (const b of bands(s)) g.set({ band: String(b.priority) }, b.oldestWaitMs / 1000);
     });
     counter('admission_admitted_total', 'Requests admitted, per band.', B, (c, s) => {
-      for (const b of s.admission) c.inc({ band: b.band }, b.admitted);
+      for (const b of bands(s)) c.inc({ band: String(b.priority) }, b.admitted);
     });
-    counter('admission_rejected_total', 'Requests rejected, per band and reason.', ['band', 'reason'], (c, s) => {
-      for (const b of s.admission) for (const [reason, n] of Object.entries(b.rejected)) c.inc({ band: b.band, reason }, n);
+    counter('admission_rejected_total', 'Requests rejected, per band and reason (QueueFull -> queue_full).', ['band', 'reason'], (c, s) => {
+      for (const b of bands(s)) for (const [reason, n] of Object.entries(b.rejected)) c.inc({ band: String(b.priority), reason: snake(reason) }, n);
     });
   }
 
@@ -287,7 +296,7 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
   };
 }
 
-function takeSnapshot(balancer: Balancer, cluster: string, planner: PriorityWeightedRandom, admission: AdmissionStats | undefined): Snapshot {
+function takeSnapshot(balancer: Balancer, cluster: string, planner: PriorityWeightedRandom, admission: AdmissionStatsSource | undefined): Snapshot {
   const t = balancer.table;
   const rows: BackendRow[] = [];
   const candidates: Prioritized<Backend>[] = [];
@@ -315,5 +324,5 @@ function takeSnapshot(balancer: Balancer, cluster: string, planner: PriorityWeig
     // Nothing selectable at all (e.g. every backend draining): no plan to show.
     if (!(err instanceof PoiseError)) throw err;
   }
-  return { rows, plan, nowWallMs: Date.now(), admission: admission?.admissionStats() ?? [], health: balancer.healthStats().counters, reclaims: balancer.reclaimStats() };
+  return { rows, plan, nowWallMs: Date.now(), admission: admission?.admissionStats(), health: balancer.healthStats().counters, reclaims: balancer.reclaimStats() };
 }

@@ -2,14 +2,14 @@
  * collectMetrics against an embedded Balancer: exact figures read from the
  * table (picks, in-flight, slots and tombstones, the priority plan,
  * reclaims), every scrape valid under the strict parser, Prometheus naming
- * conventions, option refusals, and the AdmissionStats plumbing.
+ * conventions, option refusals, and the AdmissionStatsSource plumbing.
  */
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { Worker } from 'node:worker_threads';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import type { AdmissionStats } from '../../src/admission/admission-stats.js';
+import type { AdmissionStatsSource } from '../../src/admission/admission-stats.js';
 import { collectMetrics } from '../../src/metrics/collect.js';
 import { parseMetricsText, type MetricFamily } from '../../src/metrics/text-format.js';
 import { ProxyCounters } from '../../src/net/proxy-counters.js';
@@ -32,7 +32,10 @@ describe('collectMetrics', () => {
     const b = new Balancer({ logger });
     b.update(specs(3));
     const registry = new Registry();
-    const admission: AdmissionStats = { admissionStats: () => [{ band: '0', queueLength: 2, oldestWaitMs: 1500, admitted: 9, rejected: { queue_full: 1 } }] };
+    // The shape issue 13's gate returns from admissionStats() (a stand-in here: no gate is on this branch).
+    const admission: AdmissionStatsSource = {
+      admissionStats: () => ({ saturation: 0.75, waiting: 2, bands: [{ priority: 0, queued: 2, oldestWaitMs: 1500, admitted: 9, rejected: { QueueFull: 1, QueueTimeout: 0 } }] }),
+    };
     const c = collectMetrics(b, { registry, proxy: ProxyCounters.create({ workers: 2 }), admission });
     const f = await families(registry);
     expect([...f.keys()].sort()).toEqual([...c.names].sort());
@@ -48,6 +51,8 @@ describe('collectMetrics', () => {
     expect(v(f, 'poise_admission_oldest_wait_seconds', { band: '0' })).toBe(1.5);
     expect(v(f, 'poise_admission_admitted_total', { band: '0' })).toBe(9);
     expect(v(f, 'poise_admission_rejected_total', { band: '0', reason: 'queue_full' })).toBe(1);
+    expect(v(f, 'poise_admission_rejected_total', { band: '0', reason: 'queue_timeout' })).toBe(0);
+    expect(v(f, 'poise_admission_saturation_ratio')).toBe(0.75);
     // Two proxy workers: one accepted series each.
     expect(f.get('poise_proxy_accepted_total')!.samples.map((s) => s.labels['worker'])).toEqual(['0', '1']);
     c.remove();
@@ -217,7 +222,7 @@ describe('collectMetrics', () => {
     const documented = [...section.matchAll(/^\| `(poise_[a-z_]+)` \|/gm)].map((m) => m[1]);
     const b = new Balancer({ logger });
     const source = { start: async () => {}, close: async () => {}, version: 0, description: 'file members.json' };
-    const admission: AdmissionStats = { admissionStats: () => [] };
+    const admission: AdmissionStatsSource = { admissionStats: () => ({ bands: [] }) };
     const c = collectMetrics(b, { registry: new Registry(), source, proxy: ProxyCounters.create(), admission });
     expect(documented.sort()).toEqual([...c.names].sort());
   });
