@@ -4,6 +4,7 @@
  * named exports only.
  */
 export { connect, isLocalError, LOCAL_ERROR_CODES, type ConnectOptions, type RoutedConnection } from './net/connect.js';
+export { CidrBands, fixedBand, type CidrBandsOptions, type ProxyBand, type ProxyBandSelector } from './net/proxy-admission.js';
 export { TcpProxy, type TcpProxyOptions, type TcpProxyStats } from './net/proxy.js';
 export { ProxyCounters, ProxyCounter, REFUSAL_REASONS, DURATION_BUCKETS_SECONDS, type ProxyCounterCode, type RefusalReason } from './net/proxy-counters.js';
 export { TERMINATIONS, type ClientKey, type ConnectionOptions, type ConnectionStats, type Termination } from './net/proxy-connection.js';

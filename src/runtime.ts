@@ -34,6 +34,17 @@ export {
   type Outcome,
 } from './runtime/router.js';
 export { Lease, type ReleaseOptions } from './runtime/lease.js';
+export type { AcquireAsyncOptions, AcquirePriority } from './runtime/admission-hook.js';
+
+// admission on the pool's global saturation (docs/admission.md)
+export {
+  AdmissionGate,
+  type AdmissionGateOptions,
+  type AdmissionStats,
+  type AdmissionBandStats,
+  type AdmissionRejection,
+  type AdmissionLoadKind,
+} from './admission/admission.js';
 export { POLICY_NAMES } from './runtime/policies.js';
 export type { EjectionOptions } from './runtime/health.js';
 export type { Clock } from './runtime/clock.js';

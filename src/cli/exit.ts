@@ -43,6 +43,9 @@ const BY_CODE: Record<PoiseErrorCode, number> = {
   Empty: EXIT.failure,
   NoEligibleCandidates: EXIT.failure,
   PanicRejected: EXIT.failure,
+  QueueFull: EXIT.failure,
+  QueueTimeout: EXIT.failure,
+  Cancelled: EXIT.failure,
 };
 
 /** The exit code for `err`: 2 for a {@link UsageError}, the code's row for a `PoiseError`, else 1. */

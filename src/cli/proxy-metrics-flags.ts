@@ -6,6 +6,7 @@
 import { Registry } from 'prom-client';
 import { PoiseError } from '../core/errors.js';
 import { addressDetail, parseAddress } from '../core/spec.js';
+import type { AdmissionStatsSource } from '../admission/admission-stats.js';
 import type { MembershipSource } from '../membership/source.js';
 import { collectMetrics } from '../metrics/collect.js';
 import { MetricsServer } from '../metrics/server.js';
@@ -47,12 +48,14 @@ export interface MetricsTarget {
   cluster: string;
   /** Whether the proxy's listener is up. */
   listening: () => boolean;
+  /** The admission gate's figures (with --band). */
+  admission?: AdmissionStatsSource | undefined;
 }
 
 /** Starts the `/metrics` + `/healthz` server on `at`; throws `PoiseError` `Unavailable` naming --metrics when it cannot listen. */
 export async function startMetrics(at: { host: string; port: number }, t: MetricsTarget): Promise<MetricsServer> {
   const registry = new Registry();
-  collectMetrics(t.balancer, { registry, cluster: t.cluster, source: t.source, proxy: t.counters });
+  collectMetrics(t.balancer, { registry, cluster: t.cluster, source: t.source, proxy: t.counters, ...(t.admission === undefined ? {} : { admission: t.admission }) });
   const server = new MetricsServer({
     registry,
     host: at.host,

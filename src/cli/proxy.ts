@@ -29,6 +29,8 @@ import { CONNECTION_FLAGS, CONNECTION_HELP, connectionFlags } from './proxy-conn
 import { METRICS_FLAGS, METRICS_HELP, metricsFlag, startMetrics } from './proxy-metrics-flags.js';
 import { ProxyCounters } from '../net/proxy-counters.js';
 import type { MetricsServer } from '../metrics/server.js';
+import type { AdmissionGate } from '../admission/admission.js';
+import { ADMISSION_FLAGS, ADMISSION_HELP, admissionFlags, proxyAdmission, type AdmissionFlags } from './proxy-admission-flags.js';
 import { waitForMembership } from './proxy-wait.js';
 import { UsageError } from './usage.js';
 import type { HealthCheckOptions } from '../health/config.js';
@@ -74,6 +76,8 @@ ${CONNECTION_HELP}
 
 ${METRICS_HELP}
 
+${ADMISSION_HELP}
+
 See docs/proxy.md for the full reference.
 
 ${EXIT_HELP}
@@ -89,6 +93,7 @@ const OPTIONS = {
   policy: { type: 'string' },
   ...CONNECTION_FLAGS,
   ...METRICS_FLAGS,
+  ...ADMISSION_FLAGS,
   capacity: { type: 'string' },
   'require-membership': { type: 'boolean' },
   'wait-log-interval': { type: 'string' },
@@ -107,6 +112,7 @@ interface ProxyFlags {
   listen: { host: string; port: number };
   policy: PolicyName;
   connection: ConnectionOptions;
+  admission: AdmissionFlags | undefined;
   capacity: number;
   requireMembership: boolean;
   waitLogMs: number;
@@ -182,6 +188,7 @@ function proxyFlags(values: Values): ProxyFlags {
   const requireMembership = values['require-membership'];
   // Every flag is checked before a source is built: a usage error leaves nothing open.
   const connection = connectionFlags(values, policy);
+  const admission = admissionFlags(values);
   const waitLogMs = integerFlag('--wait-log-interval', values['wait-log-interval'], 100, 600_000) ?? 5000;
   const check = checkFlags(values);
   const metrics = metricsFlag(values);
@@ -203,6 +210,7 @@ function proxyFlags(values: Values): ProxyFlags {
     listen: at,
     policy,
     connection,
+    admission,
     capacity,
     requireMembership,
     waitLogMs,
@@ -267,16 +275,21 @@ async function serve(f: ProxyFlags): Promise<number> {
   const { stopped, dispose } = stopSignal(f.log);
   const counters = ProxyCounters.create();
   let proxy: TcpProxy | undefined;
+  let gate: AdmissionGate | undefined;
   let metrics: MetricsServer | undefined;
   try {
     // Up before the first membership, so /healthz can say why the proxy is not ready yet.
     if (f.metrics !== undefined) {
-      metrics = await startMetrics(f.metrics, { balancer, counters, source: f.source, cluster: f.cluster, listening: () => proxy?.listening === true });
+      // With --band the gate exists once a membership is in force; until then its bands read empty.
+      const admission = f.admission === undefined ? undefined : { admissionStats: () => gate?.admissionStats() ?? { bands: [] } };
+      metrics = await startMetrics(f.metrics, { balancer, counters, source: f.source, cluster: f.cluster, admission, listening: () => proxy?.listening === true });
       f.log.info({ address: `${metrics.address().address}:${metrics.address().port}` }, 'metrics listening');
     }
     const binding = await firstMembership(f, balancer, stopped);
     if (binding === undefined) return EXIT.ok;
     const router = balancer.router({ policy: f.policy, logger: f.log });
+    const admission = proxyAdmission(router, f.admission, f.log, (host, port, band) => new TcpProxy({ router, host, port, ...f.connection, counters, logger: f.log, admission: band }));
+    gate = admission.gate;
     proxy = new TcpProxy({
       router,
       host: f.listen.host,
@@ -284,6 +297,7 @@ async function serve(f: ProxyFlags): Promise<number> {
       ...f.connection,
       counters,
       logger: f.log,
+      admission: admission.main,
     });
     try {
       await proxy.listen();
@@ -291,9 +305,15 @@ async function serve(f: ProxyFlags): Promise<number> {
       await binding.close();
       throw new PoiseError('Unavailable', `--listen: cannot listen on ${f.listen.host}:${f.listen.port}: ${(err as Error).message}`, { field: '--listen', cause: err });
     }
+    try {
+      await admission.listen();
+    } catch (err) {
+      await Promise.all([proxy.close(), admission.close(), binding.close()]);
+      throw err;
+    }
     f.log.info({ policy: f.policy, version: balancer.version }, 'proxy ready');
     await stopped;
-    await proxy.close();
+    await Promise.all([proxy.close(), admission.close()]);
     await binding.close();
     return EXIT.ok;
   } finally {

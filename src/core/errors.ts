@@ -39,7 +39,13 @@ export type PoiseErrorCode =
    * notice, a last-known snapshot file) is not a valid snapshot. Not the
    * caller's input: nothing was applied or written, the last good state is kept.
    */
-  | 'Corrupt';
+  | 'Corrupt'
+  /** Admission refused: the request's priority band already holds its queue limit of waiters. */
+  | 'QueueFull'
+  /** Admission refused: the request waited in its band's queue for its whole timeout. */
+  | 'QueueTimeout'
+  /** The caller's AbortSignal aborted the operation (a queued admission); `cause` is the signal's reason. */
+  | 'Cancelled';
 
 /** Every code, for validation and exhaustive tables. */
 export const POISE_ERROR_CODES: readonly PoiseErrorCode[] = [
@@ -58,6 +64,9 @@ export const POISE_ERROR_CODES: readonly PoiseErrorCode[] = [
   'CapacityExhausted',
   'Unavailable',
   'Corrupt',
+  'QueueFull',
+  'QueueTimeout',
+  'Cancelled',
 ];
 
 /**

@@ -12,7 +12,7 @@ import net from 'node:net';
 import { PoiseError, checkOptionKeys } from '../core/errors.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
-import { integerIn, positiveNumber } from '../core/validate.js';
+import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
 
 /** Options of {@link connect}. */
 export interface ConnectOptions {
@@ -24,8 +24,18 @@ export interface ConnectOptions {
   attempts?: number;
   /** Per-attempt connect timeout, ms; default 2000. */
   connectTimeoutMs?: number;
-  /** Aborts the whole operation. */
+  /** Aborts the whole operation (a queued admission rejects with `Cancelled`). */
   signal?: AbortSignal;
+  /**
+   * The admission band of this connection: the first backend is taken
+   * through `router.acquireAsync`, so with an `AdmissionGate` attached the
+   * connection waits (or is refused) while the pool's saturation is above
+   * the band's ceiling. Retries after a failed connect are not queued again:
+   * the connection was admitted once. Default: no admission (immediate acquire).
+   */
+  admissionPriority?: number;
+  /** Longest wait for admission, ms (the gate's default otherwise); only with `admissionPriority`. */
+  admissionTimeoutMs?: number;
   /** Monotonic milliseconds for the connect-time sample; default `performance.now`. */
   clock?: () => number;
   /**
@@ -79,7 +89,9 @@ export function checkConnectOptions(opts: Pick<ConnectOptions, 'attempts' | 'con
  * await client.connect();
  */
 export async function connect(router: Router, opts: ConnectOptions = {}): Promise<RoutedConnection> {
-  checkOptionKeys(opts, ['key', 'priority', 'attempts', 'connectTimeoutMs', 'signal', 'clock', 'allowHalfOpen', 'createSocket']);
+  checkOptionKeys(opts, ['key', 'priority', 'attempts', 'connectTimeoutMs', 'signal', 'clock', 'allowHalfOpen', 'createSocket', 'admissionPriority', 'admissionTimeoutMs']);
+  if (opts.admissionPriority !== undefined) finiteNumber(opts.admissionPriority, 'options.admissionPriority');
+  if (opts.admissionTimeoutMs !== undefined) positiveNumber(opts.admissionTimeoutMs, 'options.admissionTimeoutMs');
   const create = opts.createSocket ?? net.connect;
   const allowHalfOpen = opts.allowHalfOpen === true;
   const { attempts, timeout } = checkConnectOptions(opts);
@@ -90,7 +102,16 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
     opts.signal?.throwIfAborted();
     let lease: Lease;
     try {
-      lease = router.acquire({ key: opts.key, priority: opts.priority, exclude, kind: 'connection' });
+      lease =
+        attempt === 1 && opts.admissionPriority !== undefined
+          ? await router.acquireAsync({
+              key: opts.key,
+              priority: { admission: opts.admissionPriority, failover: opts.priority },
+              kind: 'connection',
+              signal: opts.signal,
+              timeoutMs: opts.admissionTimeoutMs,
+            })
+          : router.acquire({ key: opts.key, priority: opts.priority, exclude, kind: 'connection' });
     } catch (err) {
       // Nothing left to try: report the connect error that got us here, if any.
       if (lastError !== undefined && err instanceof PoiseError && (err.code === 'NoEligibleCandidates' || err.code === 'Empty')) break;

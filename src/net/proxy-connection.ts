@@ -31,8 +31,9 @@ import { rateLimited, type Logger, type RateLimitedLogger } from '../log.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
 import { checkConnectOptions, connect, isLocalError, type RoutedConnection } from './connect.js';
+import type { ProxyBandSelector } from './proxy-admission.js';
 import { encodeProxyV1, encodeProxyV2, parseProxyHeader, plainAddress, V1_MAX, type ProxyEndpoint } from './proxy-protocol.js';
-import { ProxyCounter, type ProxyCounters } from './proxy-counters.js';
+import { ProxyCounter, type ProxyCounters, type RefusalReason } from './proxy-counters.js';
 import { TimeoutWheel, type WheelEntry } from './timeout-wheel.js';
 
 /** Built-in affinity keys: the client's IP, or IP and port (after `acceptProxy`, the address the header gave). */
@@ -171,6 +172,8 @@ export type Termination = keyof typeof TERMINATIONS;
 /** What a connection needs from the proxy that accepted it. @internal */
 export interface ConnectionHost {
   readonly router: Router;
+  /** The admission band of each client (proxy-admission.ts); undefined: no admission. */
+  readonly admission?: ProxyBandSelector | undefined;
   readonly settings: ConnectionSettings;
   readonly log: Logger;
   /** Per-connection warnings, rate-limited (one line, then a count per window). */
@@ -190,7 +193,7 @@ export interface ConnectionHost {
 /** Builds a host for {@link serveConnection} (one wheel and one rate limiter per proxy). @internal */
 export function connectionHost(
   settings: ConnectionSettings,
-  parts: Pick<ConnectionHost, 'router' | 'log' | 'stats' | 'counters' | 'worker' | 'track' | 'emit'>,
+  parts: Pick<ConnectionHost, 'router' | 'admission' | 'log' | 'stats' | 'counters' | 'worker' | 'track' | 'emit'>,
 ): ConnectionHost {
   const timeouts = [settings.clientTimeoutMs, settings.serverTimeoutMs, settings.acceptProxy ? settings.acceptProxyTimeoutMs : 0].filter((t) => t > 0);
   // A tick of 1/20 of the shortest timeout, within [5 ms, 1 s].
@@ -229,6 +232,15 @@ function endpoint(address: string | undefined, port: number | undefined): ProxyE
 function text(e: ProxyEndpoint | undefined): string | undefined {
   if (e === undefined) return undefined;
   return e.address.includes(':') ? `[${e.address}]:${e.port}` : `${e.address}:${e.port}`;
+}
+
+/** The metrics reason of a refusal: admission's full queue is the connection limit, its wait and connect timeouts are timeouts. */
+function refusalReason(err: unknown, local: boolean, cause: Termination | undefined): RefusalReason {
+  if (local) return 'local_error';
+  const code = err instanceof PoiseError ? err.code : undefined;
+  if (code === 'QueueFull') return 'max_connections';
+  if (code === 'QueueTimeout' || cause === 'connect-timeout') return 'timeout';
+  return 'no_backend';
 }
 
 function errText(err: unknown): string {
@@ -349,7 +361,8 @@ class Connection implements WheelEntry {
       this.refuse(err);
       return;
     }
-    connect(this.host.router, { key, attempts: s.attempts, connectTimeoutMs: s.connectTimeoutMs, signal: ac.signal, allowHalfOpen: true }).then(
+    const admissionPriority = this.host.admission?.bandOf(this.source?.address);
+    connect(this.host.router, { key, attempts: s.attempts, connectTimeoutMs: s.connectTimeoutMs, signal: ac.signal, allowHalfOpen: true, admissionPriority }).then(
       (routed) => this.connected(routed),
       (err: unknown) => {
         if (!ac.signal.aborted) this.refuse(err);
@@ -368,7 +381,7 @@ class Connection implements WheelEntry {
       const cause = err instanceof PoiseError ? (err.cause as { code?: unknown } | undefined) : undefined;
       this.cause = cause?.code === 'ETIMEDOUT' ? 'connect-timeout' : 'connect-failed';
     }
-    this.host.counters.refused(this.host.worker, local ? 'local_error' : this.cause === 'connect-timeout' ? 'timeout' : 'no_backend');
+    this.host.counters.refused(this.host.worker, refusalReason(err, local, this.cause));
     const msg = local ? 'proxy: local resource exhausted; refusing client (no backend blamed)' : 'proxy: no backend accepted; closing client';
     this.host.warn.warn(local ? String((err as PoiseError & { cause: { code: string } }).cause.code) : errText(err), { err: errText(err), client: text(this.source) }, msg);
     // A clean refusal: read what the client already sent (so the close is a

@@ -28,11 +28,11 @@ import { integerIn } from '../core/validate.js';
 export const ProxyCounter = {
   /** Client connections accepted by the listener. */
   Accepted: 0,
-  /** Refused: the worker's connection limit was reached. */
+  /** Refused: the connection limit was reached (admission's queue for the client's band was full). */
   RefusedMaxConnections: 1,
   /** Refused: no backend accepted (refused, unreachable, none eligible). */
   RefusedNoBackend: 2,
-  /** Refused: the connect to every backend tried timed out, or no PROXY header came in time. */
+  /** Refused: the connect to every backend tried timed out, admission's wait timed out, or no PROXY header came in time. */
   RefusedTimeout: 3,
   /** Refused: a local resource ran out (EMFILE, ENOBUFS...), no backend blamed. */
   RefusedLocalError: 4,

@@ -26,10 +26,13 @@ import {
 } from './proxy-connection.js';
 import { integerIn } from '../core/validate.js';
 import { ProxyCounters } from './proxy-counters.js';
+import type { ProxyBandSelector } from './proxy-admission.js';
 
 /** Options of {@link TcpProxy}. */
 export interface TcpProxyOptions extends ConnectionOptions {
   router: Router;
+  /** Admission band of each client (`fixedBand(p)`, `new CidrBands(...)`); needs an `AdmissionGate` on the router. Default: none. */
+  admission?: ProxyBandSelector;
   /** Listen address; default host 127.0.0.1, port 0 (any free port). */
   host?: string;
   port?: number;
@@ -72,10 +75,11 @@ export class TcpProxy extends EventEmitter {
   constructor(opts: TcpProxyOptions) {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['router', 'host', 'port', 'logger', 'counters', 'worker', ...CONNECTION_OPTION_KEYS]);
+    checkOptionKeys(opts, ['router', 'host', 'port', 'logger', 'admission', 'counters', 'worker', ...CONNECTION_OPTION_KEYS]);
     if (typeof opts.router !== 'object' || opts.router === null || typeof opts.router.acquire !== 'function') {
       invalidConfig('options.router', 'must be a Router', opts.router);
     }
+    if (opts.admission !== undefined && typeof opts.admission?.bandOf !== 'function') invalidConfig('options.admission', 'must have a bandOf(address) method', opts.admission);
     if (opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) {
       invalidConfig('options.host', 'must be a non-empty string', opts.host);
     }
@@ -88,6 +92,7 @@ export class TcpProxy extends EventEmitter {
     this.log = opts.logger ?? defaultLogger();
     this.host = connectionHost(settings, {
       router: opts.router,
+      admission: opts.admission,
       log: this.log,
       stats: this.stats,
       counters: this.counters,

@@ -14,7 +14,7 @@ import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
 import type { Backoff } from '../core/backoff.js';
 import { Rng, type Seed } from '../core/rng.js';
 import { elapsedMs, wrapMs } from '../core/time.js';
-import { integerIn } from '../core/validate.js';
+import { integerIn, positiveNumber } from '../core/validate.js';
 import { EwmaSeries, LAYOUT_VERSION, LeaseKind, LoadTable, SlotState, type LeaseKindCode } from '../load/load-table.js';
 import type { PickContext, Policy } from '../policy/types.js';
 import { defaultLogger, type Logger } from '../log.js';
@@ -25,9 +25,11 @@ import { LeaseBook } from './lease-book.js';
 import { policySetup, type PolicyName, type PolicySetup } from './policies.js';
 import { CandidateView } from './candidate-view.js';
 import { LoadEnv, Metric, type SlotCandidate } from './slot-candidate.js';
+import type { AcquireAsyncOptions, AdmissionHook } from './admission-hook.js';
 
 export type { PolicyName } from './policies.js';
 export type { Outcome } from './lease.js';
+export type { AcquireAsyncOptions, AcquirePriority, AdmissionHook } from './admission-hook.js';
 
 /** What a thread needs to attach a Router: structured-clonable; the buffer is shared, not copied. */
 export interface RouterAttachment {
@@ -178,6 +180,10 @@ export class Router implements LeaseOwner {
   private nBlocked = 0;
   private closed = false;
   private lastCand: SlotCandidate | undefined;
+  /** The attached admission gate, if any (see admission-hook.ts). */
+  private gate: AdmissionHook | undefined;
+  /** Σ maxInflight of the eligible members of the last build (Infinity when one is unlimited, 0 when none). */
+  private eligibleCapacity = 0;
 
   private constructor(table: LoadTable, clock: SharedArrayBuffer, opts: RouterOptions) {
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
@@ -257,6 +263,73 @@ export class Router implements LeaseOwner {
   acquire(opts?: AcquireOptions): Lease {
     const handle = this.acquireHandle(opts);
     return new Lease(this, handle, this.lastCand!);
+  }
+
+  /**
+   * Admission-aware acquire. With an admission gate attached (an
+   * `AdmissionGate` from `poise-lb/runtime`), the request waits in its
+   * priority band's queue while the pool's saturation is above the band's
+   * ceiling, and rejects with `QueueFull`, `QueueTimeout`, `Cancelled`,
+   * `Closed` or the acquire's own error. Without a gate it acquires at once
+   * (an admission band in the options is then `InvalidConfig`).
+   *
+   * @example
+   * const lease = await router.acquireAsync({ priority: { admission: 10 }, signal: AbortSignal.timeout(5000) });
+   */
+  acquireAsync(opts?: AcquireAsyncOptions): Promise<Lease> {
+    if (this.gate !== undefined) return this.gate.acquireAsync(opts);
+    try {
+      if (opts === undefined) return Promise.resolve(this.acquire());
+      if (typeof opts !== 'object' || opts === null) invalidConfig('acquireAsync(options)', 'must be an object', opts);
+      const { signal, timeoutMs, priority, ...rest } = opts;
+      if (typeof priority === 'object' && priority !== null && priority.admission !== undefined) {
+        invalidConfig('acquireAsync(options).priority.admission', 'needs an AdmissionGate attached to this router', priority.admission);
+      }
+      if (timeoutMs !== undefined) positiveNumber(timeoutMs, 'acquireAsync(options).timeoutMs');
+      if (signal?.aborted) throw new PoiseError('Cancelled', 'acquireAsync: the signal was aborted', { cause: signal.reason });
+      const failover = typeof priority === 'object' && priority !== null ? priority.failover : priority;
+      return Promise.resolve(this.acquire(failover === undefined ? rest : { ...rest, priority: failover }));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /**
+   * Attaches an admission gate; `AdmissionGate`'s constructor calls it.
+   * Throws `InvalidConfig` when one is already attached.
+   * @internal
+   */
+  attachAdmission(hook: AdmissionHook): void {
+    if (this.gate !== undefined) invalidConfig('router', 'already has an admission gate attached');
+    this.gate = hook;
+  }
+
+  /**
+   * The pool's capacity for admission: Σ `maxInflight` of the members
+   * eligible in the current view (brought up to date first when an epoch
+   * moved — one load otherwise), `Infinity` when an eligible member is
+   * unlimited, 0 when none is eligible. Computed when the view is rebuilt,
+   * not per call.
+   * @internal
+   */
+  admissionCapacity(): number {
+    if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && elapsedMs(this.now(), this.expiryAt) >= 0)) this.rebuild();
+    return this.eligibleCapacity;
+  }
+
+  /**
+   * The pool's current total of leases of `kind` (`'outstanding'`: both
+   * kinds) over every thread — one read per attribution row.
+   * @internal
+   */
+  admissionLoad(kind: LeaseKindName | 'outstanding'): number {
+    if (kind === 'outstanding') return this.table.totalOutstanding();
+    return this.table.totalLeases(kind === 'connection' ? LeaseKind.Connection : LeaseKind.Request);
+  }
+
+  /** The lease kind this router counts by default. */
+  get leaseKind(): LeaseKindName {
+    return this.defaultKind === LeaseKind.Connection ? 'connection' : 'request';
   }
 
   /**
@@ -436,6 +509,8 @@ export class Router implements LeaseOwner {
       }
     }
     t.leaseDown(slot, kind, this.row);
+    // Capacity freed in this thread: the gate (if any) serves its queue.
+    if (this.gate !== undefined) this.gate.released();
     return true;
   }
 
@@ -474,12 +549,14 @@ export class Router implements LeaseOwner {
       this.table.observe(slot, EwmaSeries.Latency, latencyMs, this.now(), this.row);
     }
     this.table.leaseDown(slot, LeaseKind.Request, this.row);
+    if (this.gate !== undefined) this.gate.released();
   }
 
   /** Stops new acquires (open leases can still be released) and flushes the batched pick counts. The thread's row stays claimed until the thread exits. */
   close(): void {
     this.closed = true;
     this.flushPicks();
+    this.gate?.routerClosed();
   }
 
   /** Adds this router's not-yet-counted picks to the table's pick counters. */
@@ -512,6 +589,9 @@ export class Router implements LeaseOwner {
     const cv = this.candidates;
     cv.build(now);
     this.view = cv.members;
+    let capacity = 0;
+    for (const c of cv.members) if (c.eligible) capacity += c.maxInflight === 0 ? Number.POSITIVE_INFINITY : c.maxInflight;
+    this.eligibleCapacity = capacity;
     this.tiers = new Map();
     this.hasExpiry = cv.soonestExpiryMs > 0;
     this.expiryAt = wrapMs(now + cv.soonestExpiryMs);

@@ -20,6 +20,9 @@ describe('exit codes: one table from error code to exit code', () => {
     Empty: 1,
     NoEligibleCandidates: 1,
     PanicRejected: 1,
+    QueueFull: 1,
+    QueueTimeout: 1,
+    Cancelled: 1,
   };
 
   it.each(POISE_ERROR_CODES.map((c) => [c]))('%s → its documented exit code, whatever the message says', (code) => {

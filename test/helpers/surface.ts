@@ -12,14 +12,14 @@ export const SURFACE: Record<string, string[]> = {
     'holdbackCeilings', 'isPoiseError', 'isStatus', 'isValidWeight', 'observeSample', 'validateWeight',
   ],
   'poise-lb/runtime': [
-    'Balancer', 'DEFAULT_MAX_DOCUMENT_BYTES', 'EwmaSeries', 'HealthFlag', 'LOG_LEVELS', 'Lease', 'LeaseKind', 'LoadTable',
+    'AdmissionGate', 'Balancer', 'DEFAULT_MAX_DOCUMENT_BYTES', 'EwmaSeries', 'HealthFlag', 'LOG_LEVELS', 'Lease', 'LeaseKind', 'LoadTable',
     'POLICY_NAMES', 'Router', 'SlotState', 'StaticMembership', 'bindMembership', 'createLogger', 'createWorkerPool',
     'ejectionTimeMs', 'findOutliers', 'parseDocument', 'poolWorkerData', 'resolveDocument', 'workerRouter',
   ],
   'poise-lb/redis': ['MembershipPublisher', 'RedisMembership'],
   'poise-lb/net': [
-    'DURATION_BUCKETS_SECONDS', 'LOCAL_ERROR_CODES', 'ProxyCounter', 'ProxyCounters', 'REFUSAL_REASONS', 'TERMINATIONS', 'TcpProxy', 'connect',
-    'encodeProxyV1', 'encodeProxyV2', 'isLocalError', 'parseProxyHeader',
+    'CidrBands', 'DURATION_BUCKETS_SECONDS', 'LOCAL_ERROR_CODES', 'ProxyCounter', 'ProxyCounters', 'REFUSAL_REASONS', 'TERMINATIONS', 'TcpProxy',
+    'connect', 'encodeProxyV1', 'encodeProxyV2', 'fixedBand', 'isLocalError', 'parseProxyHeader',
   ],
   'poise-lb/metrics': ['BACKEND_STATES', 'MetricsServer', 'collectMetrics', 'parseMetricsText'],
   'poise-lb/cli': [

@@ -172,7 +172,7 @@ describe('the packed package', () => {
   it('the declarations type-check a consumer (NodeNext, skipLibCheck off): public names resolve, internals and writers do not', () => {
     const consumer = `
 import { Backend, PowerOfTwo, PoiseError, Prioritized, PriorityWeightedRandom, holdbackCeilings, type PriorityPlan, type Status } from 'poise-lb';
-import { Balancer, LoadTable, Router, createLogger, type LoadTableView, type RouterAttachment, type SlotStats } from 'poise-lb/runtime';
+import { AdmissionGate, Balancer, LoadTable, Router, createLogger, type AdmissionStats, type LoadTableView, type RouterAttachment, type SlotStats } from 'poise-lb/runtime';
 import { MembershipPublisher, RedisMembership, type RedisMembershipOptions } from 'poise-lb/redis';
 import { TcpProxy, connect, type ConnectOptions } from 'poise-lb/net';
 // @ts-expect-error internal arithmetic is not exported
@@ -190,6 +190,10 @@ const stats: SlotStats = view.stats(0);
 const attachment: RouterAttachment = balancer.attachment();
 const router: Router = Router.attach(attachment);
 const reads: number = LoadTable.attach(attachment.buffer).requests(0);
+const admission: AdmissionStats = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0.5 }).admissionStats();
+const queued: Promise<unknown> = router.acquireAsync({ priority: { admission: 1 }, timeoutMs: 10 });
+// @ts-expect-error the gate's attachment point is internal
+router.attachAdmission;
 // @ts-expect-error the view has no writers
 balancer.table.setTag(0, 1, 1);
 // @ts-expect-error the table's writers are internal
@@ -200,7 +204,7 @@ balancer.ownerTable;
 balancer.attachment().transferList;
 const options: RedisMembershipOptions | undefined = undefined;
 const connectOptions: ConnectOptions = {};
-export { pick, plan, ceilings, stats, router, reads, options, connectOptions, PoiseError, MembershipPublisher, RedisMembership, TcpProxy, connect, checkedAdd, sharedClock };
+export { pick, plan, ceilings, stats, router, reads, admission, queued, options, connectOptions, PoiseError, MembershipPublisher, RedisMembership, TcpProxy, connect, checkedAdd, sharedClock };
 `;
     writeFileSync(path.join(project, 'consumer.ts'), consumer);
     writeFileSync(

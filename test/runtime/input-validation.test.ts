@@ -77,7 +77,7 @@ describe('constructor options', () => {
       [{ router, acceptProxy: true, acceptProxyTimeoutMs: 0 }, 'options.acceptProxyTimeoutMs: must be an integer in [1, 2147483647] (milliseconds), got 0'],
       [{ router, acceptProxyMaxBytes: 27 }, 'options.acceptProxyMaxBytes: must be an integer in [28, 65551], got 27'],
       [{ router, accessLog: 'stdout' }, 'options.accessLog: must be a pino logger, got "stdout"'],
-      [{ router, idleTimeoutMs: 5 }, 'options.idleTimeoutMs: unknown option (accepted: router, host, port, logger, counters, worker, attempts, connectTimeoutMs, clientTimeoutMs, serverTimeoutMs, key, sendProxy, acceptProxy, acceptProxyTimeoutMs, acceptProxyMaxBytes, accessLog)'],
+      [{ router, idleTimeoutMs: 5 }, 'options.idleTimeoutMs: unknown option (accepted: router, host, port, logger, admission, counters, worker, attempts, connectTimeoutMs, clientTimeoutMs, serverTimeoutMs, key, sendProxy, acceptProxy, acceptProxyTimeoutMs, acceptProxyMaxBytes, accessLog)'],
     ];
     for (const [opts, message] of cases) {
       let err: unknown;

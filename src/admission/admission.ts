@@ -1,0 +1,584 @@
+/**
+ * AdmissionGate: priority holdback on the saturation of the whole pool.
+ *
+ * Saturation is read from the shared LoadTable, so every worker's gate sees
+ * the same figure: the pool's leases of one kind (in-flight requests,
+ * connections, or both) over its capacity — Σ `maxInflight` of the eligible
+ * backends (recomputed when the view's epoch moves, not per request), or an
+ * explicit `capacity` — or whatever a custom `saturation()` returns. No
+ * eligible backend reads as saturation 1.
+ *
+ * A request of band p is admitted while saturation ≤ ceiling(p) and the pool
+ * is not full (so every band flows on an idle pool); otherwise it waits in
+ * p's FIFO queue. When capacity frees, the highest band is served first; an
+ * empty band never blocks a lower one. Queues are per gate (per worker
+ * thread): see docs/admission.md for what that means for fairness.
+ *
+ * Wake-up: a release by this thread's router serves the queue at once (a
+ * microtask); capacity freed by another thread is noticed by a timer of
+ * `pollMs` (default 2 ms) that runs only while something waits — no timer
+ * when the queues are empty, nothing added to the release path of any
+ * thread (docs/admission.md gives the reasons and the latency).
+ */
+import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
+import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
+import type { AcquireAsyncOptions, AdmissionHook } from '../runtime/admission-hook.js';
+import type { Lease } from '../runtime/lease.js';
+import type { AcquireOptions, LeaseKindName, Router } from '../runtime/router.js';
+import { holdbackCeilings, type HoldbackOptions } from './holdback.js';
+
+/** What the gate counts as load. */
+export type AdmissionLoadKind = LeaseKindName | 'outstanding';
+
+/** Options of {@link AdmissionGate}. */
+export interface AdmissionGateOptions extends Partial<HoldbackOptions> {
+  /** The admission bands, any order; a higher number is more important. */
+  priorities: readonly number[];
+  /**
+   * Explicit ceilings in [0, 1], `ceilings[i]` for `priorities[i]`, instead
+   * of the holdback options (`minCeiling`, `maxCeiling`, `shape`, `domain`).
+   * A more important band may not have a lower ceiling. All equal = a single
+   * static ceiling.
+   */
+  ceilings?: readonly number[];
+  /** Capacity at saturation 1, an integer ≥ 1; default Σ `maxInflight` of the eligible backends. */
+  capacity?: number;
+  /** Custom saturation (0 idle, ≥ 1 full) replacing load / capacity; a non-number or NaN reads as 1. */
+  saturation?: () => number;
+  /** The lease counter that is the load; default the router's lease kind. */
+  kind?: AdmissionLoadKind;
+  /** Waiters per band (in this gate) before `QueueFull`; default 1024. */
+  maxQueue?: number;
+  /** Longest wait in a queue, ms, before `QueueTimeout`; default 60 000 (per-request `timeoutMs` overrides it). */
+  timeoutMs?: number;
+  /** Interval of the re-check while something waits (capacity freed by other threads), ms; default 2. */
+  pollMs?: number;
+  /** The band of a request that names none; default the most important one. */
+  defaultPriority?: number;
+  /** Milliseconds for the wait statistics; default `performance.now`. */
+  clock?: () => number;
+}
+
+/** Why a request was rejected. */
+export type AdmissionRejection = 'QueueFull' | 'QueueTimeout' | 'Cancelled' | 'NoEligibleCandidates' | 'Closed' | 'Other';
+
+/** Counters of one band, plain numbers. */
+export interface AdmissionBandStats {
+  /** The band's admission priority. */
+  priority: number;
+  /** Its ceiling in [0, 1]. */
+  ceiling: number;
+  /** Waiting now in this gate's queue. */
+  queued: number;
+  /** How long the oldest waiter has waited, ms (0 when none). */
+  oldestWaitMs: number;
+  /** Admitted in all (at once or after waiting). */
+  admitted: number;
+  /** Admitted after waiting in the queue. */
+  admittedAfterWait: number;
+  /** Rejected, by reason; `Other` is any other error the acquire threw (such as `PanicRejected`). */
+  rejected: Record<AdmissionRejection, number>;
+}
+
+/** What {@link AdmissionGate.admissionStats} returns. */
+export interface AdmissionStats {
+  /** Pool saturation now (load / capacity, or the custom figure). */
+  saturation: number;
+  /** Capacity in force (`Infinity` when an eligible backend is unlimited, 0 when none is eligible; NaN with a custom saturation). */
+  capacity: number;
+  /** The pool's load now (leases of the gate's kind over every thread). */
+  load: number;
+  /** Waiters in this gate, all bands. */
+  waiting: number;
+  /** Most important band first. */
+  bands: AdmissionBandStats[];
+}
+
+interface Waiter {
+  band: Band;
+  opts: AcquireOptions | undefined;
+  resolve: (lease: Lease) => void;
+  reject: (err: unknown) => void;
+  at: number;
+  timer: ReturnType<typeof setTimeout> | undefined;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+  done: boolean;
+}
+
+interface Band {
+  priority: number;
+  ceiling: number;
+  /** Admit while load < limit = min(capacity, floor(ceiling × capacity) + 1) (capacity mode). */
+  limit: number;
+  queue: (Waiter | undefined)[];
+  head: number;
+  live: number;
+  admitted: number;
+  admittedAfterWait: number;
+  rejected: Record<AdmissionRejection, number>;
+}
+
+const OPTION_KEYS = [
+  'priorities',
+  'ceilings',
+  'shape',
+  'domain',
+  'minCeiling',
+  'maxCeiling',
+  'capacity',
+  'saturation',
+  'kind',
+  'maxQueue',
+  'timeoutMs',
+  'pollMs',
+  'defaultPriority',
+  'clock',
+];
+const ASYNC_KEYS = ['key', 'priority', 'exclude', 'kind', 'signal', 'timeoutMs'];
+
+/** Runs every check, then throws one `InvalidConfig` naming every bad option. */
+function collect(checks: (() => void)[]): void {
+  const bad: PoiseError[] = [];
+  for (const check of checks) {
+    try {
+      check();
+    } catch (err) {
+      if (err instanceof PoiseError && err.code === 'InvalidConfig') bad.push(err);
+      else throw err;
+    }
+  }
+  if (bad.length === 1) throw bad[0];
+  if (bad.length > 1) {
+    throw new PoiseError('InvalidConfig', `${bad.length} bad options: ${bad.map((e) => e.message).join('; ')}`, {
+      field: bad.map((e) => e.field).join(', '),
+    });
+  }
+}
+
+function freshRejected(): Record<AdmissionRejection, number> {
+  return { QueueFull: 0, QueueTimeout: 0, Cancelled: 0, NoEligibleCandidates: 0, Closed: 0, Other: 0 };
+}
+
+/**
+ * Per-worker admission in front of a Router, against the pool's global
+ * saturation. Constructing it attaches it to the router, so
+ * `router.acquireAsync()` goes through it.
+ *
+ * @example
+ * const gate = new AdmissionGate(router, { priorities: [10, 5, 1], minCeiling: 0.5 });
+ * const lease = await router.acquireAsync({ priority: { admission: 1 } }); // batch: held back above 50 %
+ * try { await work(lease); lease.release('success'); } catch { lease.release('failure'); }
+ */
+export class AdmissionGate implements AdmissionHook {
+  /** The router this gate admits for. */
+  readonly router: Router;
+  /** The load this gate reads. */
+  readonly kind: AdmissionLoadKind;
+  private readonly bands: Band[];
+  private readonly byPriority = new Map<number, Band>();
+  private readonly defaultBand: Band;
+  private readonly maxQueue: number;
+  private readonly timeoutMs: number;
+  private readonly pollMs: number;
+  private readonly fixedCapacity: number | undefined;
+  private readonly saturationFn: (() => number) | undefined;
+  private readonly clock: () => number;
+  private closed = false;
+  private waiting = 0;
+  private limitsFor = -1;
+  private pollTimer: ReturnType<typeof setTimeout> | undefined;
+  private scheduled = false;
+  private readonly onPoll = (): void => {
+    this.pollTimer = undefined;
+    this.dispatch();
+  };
+  private readonly onReleased = (): void => {
+    this.scheduled = false;
+    this.dispatch();
+  };
+
+  /** Throws one `InvalidConfig` naming every bad option. */
+  constructor(router: Router, opts: AdmissionGateOptions) {
+    if (typeof router !== 'object' || router === null || typeof router.attachAdmission !== 'function') {
+      invalidConfig('router', 'must be a Router', router);
+    }
+    if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
+    const o = opts;
+    let sorted: number[] = [];
+    let ceilings: number[] = [];
+    collect([
+      () => checkOptionKeys(o, OPTION_KEYS),
+      () => {
+        if (!Array.isArray(o.priorities) || o.priorities.length === 0) {
+          invalidConfig('options.priorities', 'must be a non-empty array of numbers', o.priorities);
+        }
+        for (let i = 0; i < o.priorities.length; i++) finiteNumber(o.priorities[i], `options.priorities[${i}]`);
+        sorted = [...o.priorities].sort((a, b) => b - a);
+        for (let i = 1; i < sorted.length; i++) if (sorted[i] === sorted[i - 1]) invalidConfig('options.priorities', `must not repeat ${sorted[i]}`);
+      },
+      () => {
+        if (o.ceilings === undefined) {
+          if (sorted.length > 0) ceilings = holdbackCeilings(sorted, { shape: o.shape, domain: o.domain, minCeiling: o.minCeiling as number, maxCeiling: o.maxCeiling });
+          return;
+        }
+        if (o.minCeiling !== undefined || o.maxCeiling !== undefined || o.shape !== undefined || o.domain !== undefined) {
+          invalidConfig('options.ceilings', 'excludes minCeiling, maxCeiling, shape and domain (give one or the other)');
+        }
+        if (!Array.isArray(o.ceilings) || o.ceilings.length !== o.priorities?.length) {
+          invalidConfig('options.ceilings', `must be an array of ${o.priorities?.length ?? 0} numbers in [0, 1], one per priority`, o.ceilings);
+        }
+        const by = new Map<number, number>();
+        for (let i = 0; i < o.ceilings.length; i++) {
+          const c = o.ceilings[i];
+          if (typeof c !== 'number' || !(c >= 0 && c <= 1)) invalidConfig(`options.ceilings[${i}]`, 'must be a number in [0, 1]', c);
+          by.set(o.priorities[i]!, c);
+        }
+        ceilings = sorted.map((p) => by.get(p)!);
+        for (let i = 1; i < ceilings.length; i++) {
+          if (ceilings[i]! > ceilings[i - 1]!) {
+            invalidConfig('options.ceilings', `priority ${sorted[i]} has a higher ceiling (${ceilings[i]}) than the more important ${sorted[i - 1]} (${ceilings[i - 1]})`);
+          }
+        }
+      },
+      () => {
+        if (o.capacity !== undefined) integerIn(o.capacity, 'options.capacity', 1);
+      },
+      () => {
+        if (o.saturation !== undefined && typeof o.saturation !== 'function') invalidConfig('options.saturation', 'must be a function returning a number', o.saturation);
+        if (o.saturation !== undefined && o.capacity !== undefined) invalidConfig('options.saturation', 'excludes options.capacity (give one or the other)');
+      },
+      () => {
+        if (o.kind !== undefined && o.kind !== 'request' && o.kind !== 'connection' && o.kind !== 'outstanding') {
+          invalidConfig('options.kind', 'must be "request", "connection" or "outstanding"', o.kind);
+        }
+      },
+      () => {
+        if (o.maxQueue !== undefined) integerIn(o.maxQueue, 'options.maxQueue', 0);
+      },
+      () => {
+        if (o.timeoutMs !== undefined) positiveNumber(o.timeoutMs, 'options.timeoutMs');
+      },
+      () => {
+        if (o.pollMs !== undefined) positiveNumber(o.pollMs, 'options.pollMs');
+      },
+      () => {
+        if (o.defaultPriority !== undefined && !o.priorities?.includes?.(o.defaultPriority)) {
+          invalidConfig('options.defaultPriority', 'must be one of options.priorities', o.defaultPriority);
+        }
+      },
+      () => {
+        if (o.clock !== undefined && typeof o.clock !== 'function') invalidConfig('options.clock', 'must be a function returning milliseconds', o.clock);
+      },
+    ]);
+    this.router = router;
+    this.kind = o.kind ?? router.leaseKind;
+    this.maxQueue = o.maxQueue ?? 1024;
+    this.timeoutMs = o.timeoutMs ?? 60_000;
+    this.pollMs = o.pollMs ?? 2;
+    this.fixedCapacity = o.capacity;
+    this.saturationFn = o.saturation;
+    this.clock = o.clock ?? (() => performance.now());
+    this.bands = sorted.map((priority, i) => ({
+      priority,
+      ceiling: ceilings[i]!,
+      limit: 0,
+      queue: [],
+      head: 0,
+      live: 0,
+      admitted: 0,
+      admittedAfterWait: 0,
+      rejected: freshRejected(),
+    }));
+    for (const band of this.bands) this.byPriority.set(band.priority, band);
+    this.defaultBand = this.byPriority.get(o.defaultPriority ?? sorted[0]!)!;
+    router.attachAdmission(this);
+  }
+
+  /** Each band's ceiling, most important first. */
+  ceilings(): { priority: number; ceiling: number }[] {
+    return this.bands.map((b) => ({ priority: b.priority, ceiling: b.ceiling }));
+  }
+
+  /**
+   * Admits a request of band `priority.admission` (now, or after waiting in
+   * its FIFO queue) and takes the lease. Rejects with `QueueFull`,
+   * `QueueTimeout`, `Cancelled`, `Closed`, `NoEligibleCandidates` or the
+   * acquire's own error; `InvalidConfig` for bad options.
+   * `router.acquireAsync(opts)` calls this.
+   */
+  acquireAsync(opts?: AcquireAsyncOptions): Promise<Lease> {
+    let band = this.defaultBand;
+    let acquireOpts: AcquireOptions | undefined;
+    let signal: AbortSignal | undefined;
+    let timeoutMs = this.timeoutMs;
+    if (opts !== undefined) {
+      try {
+        if (typeof opts !== 'object' || opts === null) invalidConfig('acquireAsync(options)', 'must be an object', opts);
+        checkOptionKeys(opts, ASYNC_KEYS, 'acquireAsync(options)');
+        const { signal: s, timeoutMs: t, priority, ...rest } = opts;
+        let failover: number | undefined;
+        if (typeof priority === 'object' && priority !== null) {
+          checkOptionKeys(priority, ['admission', 'failover'], 'acquireAsync(options).priority');
+          failover = priority.failover;
+          if (priority.admission !== undefined) {
+            const b = this.byPriority.get(priority.admission);
+            if (b === undefined) {
+              invalidConfig('acquireAsync(options).priority.admission', `must be one of the gate's priorities (${this.bands.map((x) => x.priority).join(', ')})`, priority.admission);
+            }
+            band = b;
+          }
+        } else if (priority !== undefined) {
+          failover = priority;
+        }
+        if (failover !== undefined) integerIn(failover, 'acquireAsync(options).priority.failover', 0);
+        if (t !== undefined) timeoutMs = positiveNumber(t, 'acquireAsync(options).timeoutMs');
+        if (s !== undefined && !(s instanceof AbortSignal)) invalidConfig('acquireAsync(options).signal', 'must be an AbortSignal', s);
+        signal = s;
+        acquireOpts = failover === undefined ? rest : { ...rest, priority: failover };
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    }
+    if (this.closed) return Promise.reject(this.reject(band, 'Closed', new PoiseError('Closed', 'acquireAsync: the admission gate is closed')));
+    if (signal?.aborted) return Promise.reject(this.reject(band, 'Cancelled', cancelled(signal)));
+    if (!this.waitingFrom(band) && this.admissible(band)) {
+      try {
+        const lease = this.router.acquire(acquireOpts);
+        band.admitted++;
+        return Promise.resolve(lease);
+      } catch (err) {
+        // Admitted on a figure another thread made stale (it took the last
+        // unit first): wait for capacity like everyone else.
+        if (!this.lostRace(err, acquireOpts)) return Promise.reject(this.reject(band, reasonOf(err), err));
+      }
+    }
+    if (band.live >= this.maxQueue) {
+      return Promise.reject(
+        this.reject(band, 'QueueFull', new PoiseError('QueueFull', `acquireAsync: band ${band.priority} already holds ${this.maxQueue} waiters (options.maxQueue)`)),
+      );
+    }
+    return new Promise<Lease>((resolve, reject) => {
+      const w: Waiter = { band, opts: acquireOpts, resolve, reject, at: this.clock(), timer: undefined, signal, onAbort: undefined, done: false };
+      w.timer = setTimeout(() => {
+        if (this.finish(w)) {
+          reject(this.reject(band, 'QueueTimeout', new PoiseError('QueueTimeout', `acquireAsync: band ${band.priority} waited ${timeoutMs} ms for capacity`)));
+        }
+      }, timeoutMs);
+      if (signal !== undefined) {
+        w.onAbort = () => {
+          if (this.finish(w)) reject(this.reject(band, 'Cancelled', cancelled(signal)));
+        };
+        signal.addEventListener('abort', w.onAbort, { once: true });
+      }
+      band.queue.push(w);
+      band.live++;
+      this.waiting++;
+      this.arm();
+    });
+  }
+
+  /** A lease of the router was released: serve the queues in a microtask (never inside the release). Called by the router. */
+  released(): void {
+    if (this.waiting > 0 && !this.scheduled) {
+      this.scheduled = true;
+      queueMicrotask(this.onReleased);
+    }
+  }
+
+  /** The router was closed: same as {@link close}. Called by the router. */
+  routerClosed(): void {
+    this.close();
+  }
+
+  /** Rejects every waiter with `Closed`, stops the timer and refuses new requests. Admitted leases stay valid. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.disarm();
+    for (const band of this.bands) {
+      for (const w of band.queue.slice(band.head)) {
+        if (w !== undefined && this.finish(w)) w.reject(this.reject(band, 'Closed', new PoiseError('Closed', 'acquireAsync: the admission gate was closed while the request waited')));
+      }
+      band.queue = [];
+      band.head = 0;
+    }
+  }
+
+  /** Saturation now: the pool's load over its capacity (1 with no eligible capacity), or the custom figure. */
+  saturation(): number {
+    if (this.router.admissionCapacity() === 0) return 1;
+    if (this.saturationFn !== undefined) return this.customSaturation();
+    const cap = this.capacity();
+    return cap === Number.POSITIVE_INFINITY ? 0 : this.router.admissionLoad(this.kind) / cap;
+  }
+
+  /** Plain numbers for a metrics collector: saturation, capacity, load, and per band queue length, oldest wait, admitted, rejected by reason. */
+  admissionStats(): AdmissionStats {
+    const now = this.clock();
+    return {
+      saturation: this.saturation(),
+      capacity: this.saturationFn !== undefined ? Number.NaN : this.capacity(),
+      load: this.router.admissionLoad(this.kind),
+      waiting: this.waiting,
+      bands: this.bands.map((b) => {
+        const oldest = this.headOf(b);
+        return {
+          priority: b.priority,
+          ceiling: b.ceiling,
+          queued: b.live,
+          oldestWaitMs: oldest === undefined ? 0 : Math.max(0, now - oldest.at),
+          admitted: b.admitted,
+          admittedAfterWait: b.admittedAfterWait,
+          rejected: { ...b.rejected },
+        };
+      }),
+    };
+  }
+
+  // --- internals -----------------------------------------------------------------
+
+  private capacity(): number {
+    const eligible = this.router.admissionCapacity();
+    return this.fixedCapacity === undefined || eligible === 0 ? eligible : this.fixedCapacity;
+  }
+
+  private customSaturation(): number {
+    const s = this.saturationFn!();
+    if (typeof s !== 'number' || Number.isNaN(s)) return 1;
+    return s < 0 ? 0 : s;
+  }
+
+  /** Is `band` admissible now: saturation ≤ its ceiling and the pool not full. */
+  private admissible(band: Band): boolean {
+    const eligible = this.router.admissionCapacity();
+    if (eligible === 0) return false;
+    if (this.saturationFn !== undefined) {
+      const s = this.customSaturation();
+      return s < 1 && s <= band.ceiling + 1e-12;
+    }
+    const cap = this.fixedCapacity ?? eligible;
+    if (cap === Number.POSITIVE_INFINITY) return true;
+    if (cap !== this.limitsFor) {
+      // load / cap ≤ ceiling and load < cap, in integers: load ≤ floor(ceiling × cap)
+      // and load < cap. The epsilon keeps 0.3 × 10 from flooring to 2.
+      for (const b of this.bands) b.limit = Math.min(cap, Math.floor(b.ceiling * cap + 1e-9) + 1);
+      this.limitsFor = cap;
+    }
+    return this.router.admissionLoad(this.kind) < band.limit;
+  }
+
+  /**
+   * After an admission the acquire found every backend full: another thread
+   * took the last units first (the two reads are not one instant). For a
+   * request free to use any backend, a refusal while the pool has finite
+   * capacity can only mean that; a request restricted by `exclude` or a
+   * failover tier is a lost race only when the pool now reads full.
+   */
+  private lostRace(err: unknown, opts: AcquireOptions | undefined): boolean {
+    if (!(err instanceof PoiseError) || (err.code !== 'NoEligibleCandidates' && err.code !== 'Empty')) return false;
+    const eligible = this.router.admissionCapacity();
+    if (eligible === 0) return true;
+    if (opts === undefined || (opts.exclude === undefined && opts.priority === undefined)) return eligible !== Number.POSITIVE_INFINITY;
+    return this.saturation() >= 1;
+  }
+
+  /** Does `band` or a more important one have waiters? (A new arrival must not pass them.) */
+  private waitingFrom(band: Band): boolean {
+    if (this.waiting === 0) return false;
+    for (const b of this.bands) {
+      if (b.live > 0) return true;
+      if (b === band) return false;
+    }
+    return false;
+  }
+
+  /** Serves waiters, most important band first, while each fits under its ceiling. */
+  private dispatch(): void {
+    if (this.closed) return;
+    for (const band of this.bands) {
+      while (band.live > 0) {
+        // Ceilings never rise towards less important bands, so a band that
+        // does not fit means none below fits either: stop.
+        if (!this.admissible(band)) {
+          this.arm();
+          return;
+        }
+        const w = this.headOf(band)!;
+        let lease: Lease;
+        try {
+          lease = this.router.acquire(w.opts);
+        } catch (err) {
+          if (this.lostRace(err, w.opts)) {
+            this.arm();
+            return;
+          }
+          if (this.finish(w)) w.reject(this.reject(band, reasonOf(err), err));
+          continue;
+        }
+        this.finish(w);
+        band.admitted++;
+        band.admittedAfterWait++;
+        w.resolve(lease);
+      }
+    }
+  }
+
+  /** The oldest live waiter of `band` (drops finished ones from the front). */
+  private headOf(band: Band): Waiter | undefined {
+    const q = band.queue;
+    while (band.head < q.length) {
+      const w = q[band.head];
+      if (w !== undefined && !w.done) return w;
+      q[band.head++] = undefined;
+    }
+    return undefined;
+  }
+
+  /** Takes `w` out of its queue (once): clears its timer and listener; false when already finished. */
+  private finish(w: Waiter): boolean {
+    if (w.done) return false;
+    w.done = true;
+    if (w.timer !== undefined) clearTimeout(w.timer);
+    if (w.onAbort !== undefined) w.signal?.removeEventListener('abort', w.onAbort);
+    const band = w.band;
+    band.live--;
+    this.waiting--;
+    // Compact the front of the queue once it is mostly finished entries.
+    if (band.live === 0) {
+      band.queue.length = 0;
+      band.head = 0;
+    } else if (band.head > 1024 && band.head * 2 > band.queue.length) {
+      band.queue.splice(0, band.head);
+      band.head = 0;
+    }
+    if (this.waiting === 0) this.disarm();
+    return true;
+  }
+
+  private reject(band: Band, reason: AdmissionRejection, err: unknown): unknown {
+    band.rejected[reason]++;
+    return err;
+  }
+
+  /** The re-check timer runs only while something waits. */
+  private arm(): void {
+    if (this.pollTimer === undefined && this.waiting > 0 && !this.closed) this.pollTimer = setTimeout(this.onPoll, this.pollMs);
+  }
+
+  private disarm(): void {
+    if (this.pollTimer !== undefined) {
+      clearTimeout(this.pollTimer);
+      this.pollTimer = undefined;
+    }
+  }
+}
+
+function cancelled(signal: AbortSignal): PoiseError {
+  return new PoiseError('Cancelled', 'acquireAsync: the signal was aborted', { cause: signal.reason });
+}
+
+function reasonOf(err: unknown): AdmissionRejection {
+  if (err instanceof PoiseError && (err.code === 'NoEligibleCandidates' || err.code === 'Empty')) return 'NoEligibleCandidates';
+  return 'Other';
+}
