@@ -17,13 +17,12 @@
  * split the path: publisher call returned; notice received, decoded and
  * validated by the reader; Balancer.update returned; every worker routed.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Rng } from '../src/index.js';
 import { MembershipPublisher, RedisMembership } from '../src/redis.js';
 import { Balancer, bindMembership, createLogger, createWorkerPool } from '../src/runtime.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
+import { ownRedis, summary } from './lib/redis.js';
 
 type WaitAsync = (ta: Int32Array, index: number, value: number, timeoutMs: number) => { async: boolean; value: Promise<string> | string };
 const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
@@ -39,41 +38,6 @@ const WARMUP = Number(arg('warmup') ?? 10);
 const THREADS = Number(arg('threads') ?? 2);
 const CLUSTER = 'bench';
 const PREFIX = `poise-bench-${process.pid}`;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-async function ownRedis(): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort();
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-  process.on('exit', () => child.kill('SIGKILL'));
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline) {
-    const up = await new Promise<boolean>((resolve) => {
-      const s = net.connect({ host: '127.0.0.1', port }, () => (s.destroy(), resolve(true)));
-      s.on('error', () => resolve(false));
-    });
-    if (up) return { url: `redis://127.0.0.1:${port}`, child };
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`redis-server on port ${port} did not start`);
-}
-
-function quantile(sorted: number[], q: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-}
-function summary(xs: number[]): { p50: number; p99: number; max: number; mean: number } {
-  const s = xs.slice().sort((a, b) => a - b);
-  return { p50: quantile(s, 0.5), p99: quantile(s, 0.99), max: s.at(-1)!, mean: xs.reduce((a, b) => a + b, 0) / xs.length };
-}
 
 async function main(): Promise<void> {
   const given = arg('redis');

@@ -5,4 +5,5 @@
  */
 export { RedisMembership, type RedisMembershipOptions, type SnapshotOrigin } from './membership/redis-source.js';
 export type { MembershipKeys } from './membership/redis-keys.js';
+export type { RedisConnectionOptions } from './membership/redis-target.js';
 export { MembershipPublisher, type MembershipPublisherOptions, type StoredMembership } from './membership/redis-publisher.js';

@@ -24,6 +24,8 @@ export const EXIT = {
   capacity: 6,
   /** Corrupt stored data: the stored snapshot (or a last-known file) is not a valid snapshot; a read failure, not a rejected write. */
   corrupt: 7,
+  /** Written on the Redis master but acknowledged by fewer replicas than `--wait-replicas` in time: stored, and a failover before it replicates can lose it. */
+  notReplicated: 8,
 } as const;
 
 /** Every PoiseError code → its exit code. A Record, so a new code does not compile until it is placed here. */
@@ -37,6 +39,7 @@ const BY_CODE: Record<PoiseErrorCode, number> = {
   Conflict: EXIT.conflict,
   CapacityExhausted: EXIT.capacity,
   Corrupt: EXIT.corrupt,
+  NotReplicated: EXIT.notReplicated,
   Unavailable: EXIT.failure,
   Closed: EXIT.failure,
   Overloaded: EXIT.failure,
@@ -59,4 +62,5 @@ export function exitCodeOf(err: unknown): number {
 /** The exit-code table for `--help` texts. */
 export const EXIT_HELP = `exit codes: 0 ok, 1 runtime failure (Redis or a file unavailable, cannot listen), 2 usage error,
             3 rejected by validation (nothing written or applied), 4 not found, 5 conflict,
-            6 capacity exhausted (version ceiling, more backends than --capacity), 7 stored snapshot corrupt`;
+            6 capacity exhausted (version ceiling, more backends than --capacity), 7 stored snapshot corrupt,
+            8 written but not acknowledged by --wait-replicas replicas in time`;

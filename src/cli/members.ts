@@ -2,11 +2,13 @@
  * `poise members` — operate the Redis control plane of one cluster.
  *
  *   poise members apply|add|remove|drain|undrain|weight|show|watch --redis URL --cluster NAME ...
+ *   (or --sentinel HOST:PORT,... --sentinel-name NAME, or --redis-cluster HOST:PORT,...)
  *
  * Exit codes come from the error's code through the one table of every
  * command (exit.ts): 0 success (a write prints the new version on stdout),
  * 1 runtime failure, 2 usage, 3 rejected by validation, 4 not found,
- * 5 conflict, 6 capacity exhausted (version ceiling), 7 stored snapshot corrupt.
+ * 5 conflict, 6 capacity exhausted (version ceiling), 7 stored snapshot corrupt,
+ * 8 written but not acknowledged by --wait-replicas replicas in time.
  */
 import type { Command } from './command.js';
 import { PoiseError } from '../core/errors.js';
@@ -15,27 +17,34 @@ import { DEFAULT_MAX_DOCUMENT_BYTES, MAX_VERSION, formatOf, parseText } from '..
 import { readFileLimited, readStreamLimited } from '../membership/read-limited.js';
 import { MembershipPublisher } from '../membership/redis-publisher.js';
 import { RedisMembership } from '../membership/redis-source.js';
-import { integerFlag, nameFlag, parseFlags, redisUrlFlag, type FlagSpecs, type ParsedFlags } from './args.js';
+import type { RedisConnectionOptions } from '../membership/redis-target.js';
+import { integerFlag, nameFlag, parseFlags, type FlagSpecs, type ParsedFlags } from './args.js';
+import { REDIS_FLAGS, REDIS_FLAGS_HELP, redisFlags } from './redis-flags.js';
 import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
 import { cliLogger } from './logger.js';
 import { membershipTable } from './table.js';
 import { UsageError } from './usage.js';
 
 const COMMON = `Common flags:
-  --redis URL       redis://[:password@]host:port[/db] or rediss:// (TLS); default $POISE_REDIS_URL
+${REDIS_FLAGS_HELP}
   --cluster NAME    cluster name; default $POISE_CLUSTER
   --prefix P        key prefix; default "poise"
   --max-bytes N     largest snapshot/notice/document in bytes; default 1048576
+  --wait-replicas N (writes) succeed only once N replicas acknowledged the write (Redis WAIT);
+                    fewer within --wait-timeout exits 8 (stored on the master, may be lost at a failover)
+  --wait-timeout MS (writes) how long to wait for them, 1..60000; default 1000
   --help            this help
 
 ${EXIT_HELP}`;
 
 /** Flags every subcommand takes. */
 const COMMON_FLAGS = {
-  redis: { type: 'string' },
+  ...REDIS_FLAGS,
   cluster: { type: 'string' },
   prefix: { type: 'string' },
   'max-bytes': { type: 'string' },
+  'wait-replicas': { type: 'string' },
+  'wait-timeout': { type: 'string' },
 } as const satisfies FlagSpecs;
 
 const S = { type: 'string' } as const;
@@ -103,13 +112,25 @@ function positional(flags: Flags, n: number, names: string): string[] {
   return flags.positionals;
 }
 
-function connection(flags: Flags): { url: string; cluster: string; prefix: string; maxBytes: number | undefined } {
-  const url = str(flags, 'redis') ?? process.env['POISE_REDIS_URL'];
+function connection(flags: Flags): {
+  redis: RedisConnectionOptions;
+  cluster: string;
+  prefix: string;
+  maxBytes: number | undefined;
+  waitReplicas: number | undefined;
+  waitTimeoutMs: number | undefined;
+} {
+  const redis = redisFlags(flags.values as Record<string, string | undefined>, process.env['POISE_REDIS_URL']);
   const cluster = str(flags, 'cluster') ?? process.env['POISE_CLUSTER'];
-  if (url === undefined || url === '') throw new UsageError('--redis: required (or set POISE_REDIS_URL)', '--redis');
+  if (redis === undefined) throw new UsageError('--redis: required (or --sentinel, --redis-cluster, or set POISE_REDIS_URL)', '--redis');
   if (cluster === undefined || cluster === '') throw new UsageError('--cluster: required (or set POISE_CLUSTER)', '--cluster');
+  const waitReplicas = integerFlag('--wait-replicas', str(flags, 'wait-replicas'), 0, 100);
+  const waitTimeoutMs = integerFlag('--wait-timeout', str(flags, 'wait-timeout'), 1, 60_000);
+  if (waitTimeoutMs !== undefined && waitReplicas === undefined) throw new UsageError('--wait-timeout: only with --wait-replicas', '--wait-timeout');
   return {
-    url: redisUrlFlag('--redis', url)!,
+    redis,
+    waitReplicas,
+    waitTimeoutMs,
     cluster: nameFlag('--cluster', cluster)!,
     prefix: nameFlag('--prefix', str(flags, 'prefix')) ?? 'poise',
     maxBytes: integerFlag('--max-bytes', str(flags, 'max-bytes'), 64, 512 * 1024 * 1024),
@@ -192,10 +213,12 @@ async function write(sub: string, flags: Flags): Promise<number> {
 
 function publisher(conn: ReturnType<typeof connection>): MembershipPublisher {
   return new MembershipPublisher({
-    url: conn.url,
+    ...conn.redis,
     cluster: conn.cluster,
     prefix: conn.prefix,
     ...(conn.maxBytes === undefined ? {} : { maxMessageBytes: conn.maxBytes }),
+    ...(conn.waitReplicas === undefined ? {} : { waitReplicas: conn.waitReplicas }),
+    ...(conn.waitTimeoutMs === undefined ? {} : { waitTimeoutMs: conn.waitTimeoutMs }),
     logger: cliLogger('poise-members', { dflt: 'warn' }),
     redisOptions: CLI_REDIS,
   });
@@ -227,7 +250,7 @@ async function watchCmd(flags: Flags): Promise<number> {
   const count = integerFlag('--count', str(flags, 'count'), 1, Number.MAX_SAFE_INTEGER);
   const json = on(flags, 'json');
   const source = new RedisMembership({
-    url: conn.url,
+    ...conn.redis,
     cluster: conn.cluster,
     prefix: conn.prefix,
     ...(conn.maxBytes === undefined ? {} : { maxMessageBytes: conn.maxBytes }),

@@ -21,7 +21,7 @@ import type { ConnectionOptions } from '../net/proxy-connection.js';
 import { TcpProxy } from '../net/proxy.js';
 import { Balancer } from '../runtime/balancer.js';
 import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
-import { choiceFlag, integerFlag, nameFlag, parseFlags, redisUrlFlag, type FlagSpecs, type FlagValues } from './args.js';
+import { choiceFlag, integerFlag, nameFlag, parseFlags, type FlagSpecs, type FlagValues } from './args.js';
 import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
 import { cliLogger } from './logger.js';
 import type { Command } from './command.js';
@@ -32,6 +32,7 @@ import type { MetricsServer } from '../metrics/server.js';
 import type { AdmissionGate } from '../admission/admission.js';
 import { ADMISSION_FLAGS, ADMISSION_HELP, admissionFlags, proxyAdmission, type AdmissionFlags } from './proxy-admission-flags.js';
 import { waitForMembership } from './proxy-wait.js';
+import { REDIS_FLAGS, redisFlags } from './redis-flags.js';
 import { UsageError } from './usage.js';
 import type { HealthCheckOptions } from '../health/config.js';
 
@@ -45,7 +46,10 @@ membership (exactly one source):
   --backend ID=HOST:PORT   a backend, repeatable (weight 1, priority 0)
   --file PATH              a membership document (JSON or YAML), watched for changes
   --redis URL --cluster NAME [--prefix P]
-                           the Redis control plane (see \`poise members\`)
+                           the Redis control plane (see \`poise members\`); URL may be
+                           redis+sentinel://host:port[,host:port...]/master-name[?db=N]
+  --sentinel HOST:PORT,... --sentinel-name NAME   (instead of --redis) the master these sentinels monitor
+  --redis-cluster HOST:PORT,...                   (instead of --redis) a Redis Cluster, by seed nodes
 
 Until a first valid membership is applied (nothing stored in Redis, a stored value
 that is not a valid snapshot, a missing or invalid --file, Redis down), the proxy
@@ -87,7 +91,7 @@ const OPTIONS = {
   listen: { type: 'string' },
   backend: { type: 'string', multiple: true },
   file: { type: 'string' },
-  redis: { type: 'string' },
+  ...REDIS_FLAGS,
   cluster: { type: 'string' },
   prefix: { type: 'string' },
   policy: { type: 'string' },
@@ -192,15 +196,15 @@ function proxyFlags(values: Values): ProxyFlags {
   const waitLogMs = integerFlag('--wait-log-interval', values['wait-log-interval'], 100, 600_000) ?? 5000;
   const check = checkFlags(values);
   const metrics = metricsFlag(values);
-  const chosen = [values.backend.length > 0, values.file !== undefined, values.redis !== undefined].filter(Boolean).length;
-  if (chosen !== 1) throw new UsageError('membership: give exactly one of --backend, --file, --redis');
-  const url = redisUrlFlag('--redis', values.redis);
-  if (url !== undefined && values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
+  const redis = redisFlags(values);
+  const chosen = [values.backend.length > 0, values.file !== undefined, redis !== undefined].filter(Boolean).length;
+  if (chosen !== 1) throw new UsageError('membership: give exactly one of --backend, --file, --redis (or --sentinel, --redis-cluster)');
+  if (redis !== undefined && values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
   const cluster = nameFlag('--cluster', values.cluster);
   const prefix = nameFlag('--prefix', values.prefix);
   let source: MembershipSource;
-  if (url !== undefined && cluster !== undefined) {
-    source = new RedisMembership({ url, cluster, prefix, logger: log, failFast: requireMembership });
+  if (redis !== undefined && cluster !== undefined) {
+    source = new RedisMembership({ ...redis, cluster, prefix, logger: log, failFast: requireMembership });
   } else if (values.file !== undefined) {
     source = new StaticMembership({ file: values.file }, { watch: true, logger: log, initial: requireMembership ? 'reject' : 'wait' });
   } else {

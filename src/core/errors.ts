@@ -45,7 +45,13 @@ export type PoiseErrorCode =
   /** Admission refused: the request waited in its band's queue for its whole timeout. */
   | 'QueueTimeout'
   /** The caller's AbortSignal aborted the operation (a queued admission); `cause` is the signal's reason. */
-  | 'Cancelled';
+  | 'Cancelled'
+  /**
+   * A write was applied on the Redis master but fewer replicas than required
+   * (`waitReplicas`) acknowledged it in time: it is stored, and a failover
+   * before it replicates can lose it.
+   */
+  | 'NotReplicated';
 
 /** Every code, for validation and exhaustive tables. */
 export const POISE_ERROR_CODES: readonly PoiseErrorCode[] = [
@@ -67,6 +73,7 @@ export const POISE_ERROR_CODES: readonly PoiseErrorCode[] = [
   'QueueFull',
   'QueueTimeout',
   'Cancelled',
+  'NotReplicated',
 ];
 
 /**

@@ -2,8 +2,16 @@
  * The Redis layout of one cluster's membership, and the codec of the value
  * stored there and published on change.
  *
- *   {prefix}:{cluster}:snapshot   string  {"version":N,"lineage":"<hex>","document":{"cluster":...,"backends":[...]}}
- *   {prefix}:{cluster}:notices    channel the same JSON, published by the same script call
+ *   <prefix>:<cluster>:snapshot   string  {"version":N,"lineage":"<hex>","document":{"cluster":...,"backends":[...]}}
+ *   <prefix>:<cluster>:notices    channel the same JSON, published by the same script call
+ *
+ * On a Redis Cluster the cluster name is a hash tag, so the key and the
+ * (sharded) channel hash to one slot and the write script, the SPUBLISH and
+ * the SSUBSCRIBE all run on that slot's master:
+ *
+ *   <prefix>:{<cluster>}:snapshot   <prefix>:{<cluster>}:notices
+ *
+ * (names cannot contain braces, so the tag is exactly the cluster name).
  *
  * The notice carries the whole snapshot, so a reader that holds version
  * N − 1 applies notice N without a round trip; any other gap is healed by
@@ -32,11 +40,16 @@ export interface MembershipKeys {
   channel: string;
 }
 
-/** Names the key and channel of `cluster` under `prefix` (both validated). @internal */
-export function membershipKeys(cluster: string, prefix = DEFAULT_PREFIX): MembershipKeys {
+/**
+ * Names the key and channel of `cluster` under `prefix` (both validated);
+ * `hashTag` (Redis Cluster) wraps the cluster name in braces so both land in
+ * one hash slot. @internal
+ */
+export function membershipKeys(cluster: string, prefix = DEFAULT_PREFIX, opts: { hashTag?: boolean } = {}): MembershipKeys {
   validateName(cluster, 'cluster');
   validateName(prefix, 'prefix');
-  return { snapshot: `${prefix}:${cluster}:snapshot`, channel: `${prefix}:${cluster}:notices` };
+  const c = opts.hashTag === true ? `{${cluster}}` : cluster;
+  return { snapshot: `${prefix}:${c}:snapshot`, channel: `${prefix}:${c}:notices` };
 }
 
 /** A decoded snapshot or notice. @internal */

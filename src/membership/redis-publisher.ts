@@ -7,9 +7,18 @@
  * read-modify-write: read the snapshot, change it, validate, and write with
  * "expected version = what I read"; a concurrent writer makes the script
  * answer "conflict" and the operation re-reads and retries.
+ *
+ * Durability: Redis acknowledges a write once the master applied it;
+ * replication is asynchronous, so a master that dies before its replicas
+ * received the write loses it at the failover although the writer saw
+ * success. With `waitReplicas: N` every write is followed by
+ * `WAIT N waitTimeoutMs` on the same connection (one pipeline, so it runs on
+ * the master that ran the script, also in a Cluster): the write is reported
+ * as done only when N replicas acknowledged it, and as `NotReplicated`
+ * otherwise (it is on the master, and may or may not survive a failover).
  */
 import { randomBytes } from 'node:crypto';
-import { Redis, type RedisOptions } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { PoiseError, invalidConfig } from '../core/errors.js';
 import { resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
@@ -18,16 +27,18 @@ import { validateWeight } from '../core/weight.js';
 import { defaultLogger } from '../log.js';
 import { DEFAULT_MAX_DOCUMENT_BYTES, MAX_VERSION, compactSpec, documentJson, resolveDocument, validateVersion, type ResolvedDocument } from './document.js';
 import { validateName } from './name.js';
-import { validateRedisUrl } from './redis-url.js';
 import { redisUnavailable } from './redis-errors.js';
+import { createRedisClient, describeTarget, resolveRedisTarget, type RedisClient, type RedisConnectionOptions } from './redis-target.js';
 import { DEFAULT_PREFIX, decodeEnvelope, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
 import { WRITE_SCRIPT } from './redis-script.js';
 import { integerIn } from '../core/validate.js';
 
-/** Options of {@link MembershipPublisher}. */
-export interface MembershipPublisherOptions {
-  /** `redis://[:password@]host:port[/db]` or `rediss://...` (TLS); passed to ioredis as is. */
-  url: string;
+/**
+ * Options of {@link MembershipPublisher}. Where Redis is: exactly one of
+ * `url` (one server, or a `redis+sentinel://` URL), `sentinels` +
+ * `sentinelName`, `redisCluster` ({@link RedisConnectionOptions}).
+ */
+export interface MembershipPublisherOptions extends RedisConnectionOptions {
   /** Cluster name. */
   cluster: string;
   /** Key prefix; default `poise`. */
@@ -36,6 +47,16 @@ export interface MembershipPublisherOptions {
   maxMessageBytes?: number;
   /** Attempts of a read-modify-write under contention; default 16. */
   maxAttempts?: number;
+  /**
+   * Replicas that must acknowledge every write (Redis `WAIT`), in [0, 100];
+   * default 0 (the master's acknowledgement is enough, as in plain Redis).
+   * A write that fewer replicas acknowledge within `waitTimeoutMs` throws
+   * `NotReplicated`: it is stored on the master and published, but a
+   * failover before it replicates can lose it.
+   */
+  waitReplicas?: number;
+  /** How long a write waits for `waitReplicas` acknowledgements, in [1, 60000] ms; default 1000. */
+  waitTimeoutMs?: number;
   /** Extra ioredis options (tls, password, timeouts); they override the defaults. */
   redisOptions?: RedisOptions;
   /** pino logger; default {@link defaultLogger}. */
@@ -57,9 +78,8 @@ const ENVELOPE_BYTES = 80;
 
 /** What the script answered: written (new version, lineage), or the expected version did not match. */
 type WriteReply = { written: true; version: number; lineage: string } | { written: false; current: string };
-interface ScriptClient extends Redis {
-  poiseWrite(key: string, channel: string, doc: string, expected: string, requested: string, lineage: string, max: string): Promise<unknown>;
-}
+type WriteArgs = [key: string, channel: string, publish: string, doc: string, expected: string, requested: string, lineage: string, max: string, floor: string, floorLineage: string];
+type ScriptClient = RedisClient & { poiseWrite(...args: WriteArgs): Promise<unknown> };
 
 /** A version written by the script, as its digits: exact, and inside [0, 2^53 − 1] or refused. */
 function versionFromReply(text: unknown): number {
@@ -93,19 +113,27 @@ export class MembershipPublisher {
   /** Retry after a lost conditional write: [1, 2^n) ms, at most 256 ms, from this publisher's own OS-seeded Rng. */
   readonly #retry = new Backoff({ baseMs: 1, maxMs: 256, maxExponent: 8 });
   readonly #url: string;
+  readonly #publish: 'PUBLISH' | 'SPUBLISH';
+  readonly #waitReplicas: number;
+  readonly #waitTimeoutMs: number;
   #lastConnectionError: string | undefined;
+  /** The highest version this publisher wrote, and its lineage: the floor of the next "current + 1" (see WRITE_SCRIPT, ARGV[7]). */
+  #highWater: { version: number; lineage: string } | undefined;
   #queue: Promise<void> = Promise.resolve();
 
   constructor(opts: MembershipPublisherOptions) {
-    validateRedisUrl(opts?.url, 'options.url');
+    const target = resolveRedisTarget(opts);
     this.#cluster = validateName(opts.cluster, 'options.cluster');
-    this.#keys = membershipKeys(this.#cluster, validateName(opts.prefix ?? DEFAULT_PREFIX, 'options.prefix'));
+    this.#keys = membershipKeys(this.#cluster, validateName(opts.prefix ?? DEFAULT_PREFIX, 'options.prefix'), { hashTag: target.kind === 'cluster' });
+    this.#publish = target.kind === 'cluster' ? 'SPUBLISH' : 'PUBLISH';
     this.#maxBytes = integerIn(opts.maxMessageBytes ?? DEFAULT_MAX_DOCUMENT_BYTES, 'options.maxMessageBytes', 64);
     this.#maxAttempts = integerIn(opts.maxAttempts ?? 16, 'options.maxAttempts', 1);
+    this.#waitReplicas = integerIn(opts.waitReplicas ?? 0, 'options.waitReplicas', 0, 100);
+    this.#waitTimeoutMs = integerIn(opts.waitTimeoutMs ?? 1000, 'options.waitTimeoutMs', 1, 60_000);
     this.#log = (opts.logger ?? defaultLogger()).child({ component: 'membership-publisher', cluster: this.#cluster });
-    this.#redis = new Redis(opts.url, { lazyConnect: true, ...opts.redisOptions }) as ScriptClient;
-    this.#redis.defineCommand('poiseWrite', { lua: WRITE_SCRIPT, numberOfKeys: 1 });
-    this.#url = opts.url;
+    this.#redis = createRedisClient(target, { lazyConnect: true, ...opts.redisOptions }) as ScriptClient;
+    this.#redis.defineCommand('poiseWrite', { lua: WRITE_SCRIPT, numberOfKeys: 2 });
+    this.#url = describeTarget(target);
     this.#redis.on('error', (err: Error) => {
       this.#lastConnectionError = err.message;
       this.#log.debug({ err: err.message }, 'redis connection error');
@@ -285,13 +313,56 @@ export class MembershipPublisher {
     }
     // A fresh lineage on every call: the script keeps the stored one and uses this only for a cluster's first version.
     const lineage = randomBytes(16).toString('hex');
+    const hw = this.#highWater;
+    const floor = hw === undefined ? ['', ''] : [String(hw.version), hw.lineage];
+    const args = [this.#keys.snapshot, this.#keys.channel, this.#publish, docJson, expected, requested, lineage, String(MAX_VERSION), ...floor] as WriteArgs;
+    if (this.#waitReplicas > 0) return this.#writeAndWait(args);
     let reply: unknown;
     try {
-      reply = await this.#redis.poiseWrite(this.#keys.snapshot, this.#keys.channel, docJson, expected, requested, lineage, String(MAX_VERSION));
+      reply = await this.#redis.poiseWrite(...args);
     } catch (err) {
       throw this.#scriptError(err);
     }
-    return parseReply(reply);
+    return this.#noteWritten(parseReply(reply));
+  }
+
+  /** Raises the high-water mark to a written version (a new lineage replaces it). */
+  #noteWritten(reply: WriteReply): WriteReply {
+    const hw = this.#highWater;
+    if (reply.written && (hw === undefined || hw.lineage !== reply.lineage || reply.version > hw.version)) this.#highWater = { version: reply.version, lineage: reply.lineage };
+    return reply;
+  }
+
+  /**
+   * The script and `WAIT n timeout` in one pipeline: both reach the same
+   * connection back to back (in a Cluster, the pipeline goes to the node of
+   * the keys' slot; WAIT has no key and travels with it), so WAIT counts the
+   * replicas that hold this write.
+   */
+  async #writeAndWait(args: WriteArgs): Promise<WriteReply> {
+    let results: [Error | null, unknown][] | null;
+    try {
+      const pipeline = this.#redis.pipeline() as ReturnType<RedisClient['pipeline']> & { poiseWrite(...a: WriteArgs): unknown };
+      pipeline.poiseWrite(...args);
+      pipeline.call('WAIT', String(this.#waitReplicas), String(this.#waitTimeoutMs));
+      results = await pipeline.exec();
+    } catch (err) {
+      throw this.#scriptError(err);
+    }
+    const [script, wait] = results ?? [];
+    if (script === undefined || script[0] !== null) throw this.#scriptError(script?.[0] ?? new Error('the pipeline returned no reply'));
+    // Published even when not replicated: the high-water mark must cover it.
+    const reply = this.#noteWritten(parseReply(script[1]));
+    if (!reply.written) return reply;
+    const acked = wait !== undefined && wait[0] === null ? Number(wait[1]) : -1;
+    if (acked >= this.#waitReplicas) return reply;
+    const why = acked < 0 ? `WAIT failed (${wait?.[0]?.message ?? 'no reply'})` : `acknowledged by ${acked} of ${this.#waitReplicas} replicas within ${this.#waitTimeoutMs} ms`;
+    this.#log.warn({ version: reply.version, acked, waitReplicas: this.#waitReplicas }, 'write not replicated to enough replicas');
+    throw new PoiseError(
+      'NotReplicated',
+      `waitReplicas: version ${reply.version} was written on the master but ${why}; a failover before it replicates can lose it (read back with show())`,
+      { field: 'waitReplicas' },
+    );
   }
 
   /** Turns the script's error replies into codes; anything else is Redis being unavailable. */

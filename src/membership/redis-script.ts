@@ -5,12 +5,24 @@
  * two writers can both "bump 6 → 7".
  *
  * KEYS[1]  snapshot key
- * ARGV[1]  channel
+ * KEYS[2]  notice channel (declared as a key: in a Redis Cluster it hashes to
+ *          the snapshot key's slot through the `{cluster}` tag, and a sharded
+ *          channel must live on the node that runs the script)
+ * ARGV[1]  the publish command: PUBLISH (one server, Sentinel) or SPUBLISH
+ *          (Cluster: sharded pub/sub, delivered only inside the slot's shard)
  * ARGV[2]  document JSON (already validated by the caller; never parsed here)
  * ARGV[3]  expected current version, or "" for any (0 = the key must not exist)
  * ARGV[4]  requested new version (decimal digits, <= ARGV[6]), or "" for current + 1
  * ARGV[5]  a fresh lineage id (32 hex digits), used only when no lineage is stored
  * ARGV[6]  the largest version, 2^53 − 1, as decimal digits
+ * ARGV[7]  a floor for "current + 1" (decimal digits, <= ARGV[6]), or "": the
+ *          highest version this publisher wrote; applied only when the
+ *          stored lineage is ARGV[8]. After a failover that lost writes
+ *          (asynchronous replication), the stored version is below versions
+ *          readers already applied; writing max(current, floor) + 1 puts the
+ *          next version above every version this publisher ever published,
+ *          so those readers take it instead of ignoring it as "not newer".
+ * ARGV[8]  the lineage ARGV[7] belongs to, or ""
  *
  * Replies are strings, never Lua numbers, so nothing is rounded on the way
  * out (ioredis would read a large integer reply as an inexact JS number):
@@ -60,13 +72,17 @@ if ARGV[4] ~= '' then
   end
   nvText = ARGV[4]
 else
-  if cur >= max then
-    return redis.error_reply('POISE_CEILING ' .. curText)
+  local base = cur
+  if ARGV[7] ~= '' and ARGV[8] == lineage and old and tonumber(ARGV[7]) > cur then
+    base = tonumber(ARGV[7])
   end
-  nvText = string.format('%d', cur + 1)
+  if base >= max then
+    return redis.error_reply('POISE_CEILING ' .. string.format('%d', base))
+  end
+  nvText = string.format('%d', base + 1)
 end
 local payload = '{"version":' .. nvText .. ',"lineage":"' .. lineage .. '","document":' .. ARGV[2] .. '}'
 redis.call('SET', KEYS[1], payload)
-redis.call('PUBLISH', ARGV[1], payload)
+redis.call(ARGV[1], KEYS[2], payload)
 return {'1', nvText, lineage}
 `;

@@ -22,10 +22,22 @@
  * warn line naming both lineages, so readers that held v3 and readers started
  * afterwards route the same way. A notice of another lineage triggers a
  * snapshot re-read (the snapshot is the truth); the adoption happens there.
+ *
+ * Sentinel: both connections find the master through the sentinels on every
+ * (re)connection, so after a failover they reconnect to the new master and
+ * the same "subscribe, confirmed, then read" order runs there: a reader
+ * never stays on a version the new master moved past.
+ *
+ * Cluster: one ioredis Cluster client with sharded subscribers; the keys
+ * carry the `{cluster}` hash tag, notices arrive by SSUBSCRIBE ('smessage').
+ * ioredis re-subscribes a sharded subscriber after a topology change without
+ * telling when Redis confirmed it, so on its 'subscribersReady' event we
+ * SSUBSCRIBE again ourselves (a no-op for Redis when already subscribed) and
+ * read the snapshot only after that reply.
  */
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { Redis, type RedisOptions } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { PoiseError, invalidConfig, isPoiseError } from '../core/errors.js';
 import { Backoff } from '../core/backoff.js';
@@ -33,19 +45,21 @@ import type { MembershipSnapshot } from '../core/spec.js';
 import { defaultLogger, rateLimited, type RateLimitedLogger } from '../log.js';
 import { DEFAULT_MAX_DOCUMENT_BYTES, documentJson, formatOf, parseDocument, type ResolvedDocument } from './document.js';
 import { validateName } from './name.js';
-import { validateRedisUrl } from './redis-url.js';
 import { readFileLimited } from './read-limited.js';
 import { redactUrl } from './redis-errors.js';
 import { DEFAULT_PREFIX, decodeEnvelope, envelopeJson, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
+import { createRedisClient, describeTarget, resolveRedisTarget, type RedisClient, type RedisConnectionOptions, type RedisTarget } from './redis-target.js';
 import { reportDelivery, type MembershipSource, type SnapshotListener } from './source.js';
 import { integerIn } from '../core/validate.js';
 
 export { redactUrl } from './redis-errors.js';
 
-/** Options of {@link RedisMembership}. */
-export interface RedisMembershipOptions {
-  /** `redis://[:password@]host:port[/db]` or `rediss://...` (TLS); passed to ioredis as is. */
-  url: string;
+/**
+ * Options of {@link RedisMembership}. Where Redis is: exactly one of `url`
+ * (one server, or a `redis+sentinel://` URL), `sentinels` + `sentinelName`,
+ * `redisCluster` ({@link RedisConnectionOptions}).
+ */
+export interface RedisMembershipOptions extends RedisConnectionOptions {
   /** Cluster to follow. */
   cluster: string;
   /** Key prefix; default `poise`. */
@@ -91,6 +105,7 @@ export type SnapshotOrigin = 'notice' | 'snapshot' | 'fallback' | 'last-known';
  */
 export class RedisMembership implements MembershipSource {
   readonly #url: string;
+  readonly #target: RedisTarget;
   readonly #cluster: string;
   readonly #keys: MembershipKeys;
   readonly #maxBytes: number;
@@ -102,8 +117,8 @@ export class RedisMembership implements MembershipSource {
   readonly #lastKnown: RedisMembershipOptions['lastKnown'];
   readonly #redisOptions: RedisOptions;
   readonly #log: Logger;
-  #sub: Redis | undefined;
-  #cmd: Redis | undefined;
+  #sub: RedisClient | undefined;
+  #cmd: RedisClient | undefined;
   #listener: SnapshotListener | undefined;
   #version = 0;
   /** The lineage held (undefined before the first Redis snapshot, or from a fallback file / a pre-lineage value). */
@@ -120,10 +135,10 @@ export class RedisMembership implements MembershipSource {
   #subscriptions = 0;
 
   constructor(opts: RedisMembershipOptions) {
-    validateRedisUrl(opts?.url, 'options.url');
-    this.#url = opts.url;
+    this.#target = resolveRedisTarget(opts);
+    this.#url = describeTarget(this.#target);
     this.#cluster = validateName(opts.cluster, 'options.cluster');
-    this.#keys = membershipKeys(this.#cluster, validateName(opts.prefix ?? DEFAULT_PREFIX, 'options.prefix'));
+    this.#keys = membershipKeys(this.#cluster, validateName(opts.prefix ?? DEFAULT_PREFIX, 'options.prefix'), { hashTag: this.#target.kind === 'cluster' });
     this.#maxBytes = integerIn(opts.maxMessageBytes ?? DEFAULT_MAX_DOCUMENT_BYTES, 'options.maxMessageBytes', 64);
     // Jitter from this reader's own OS-seeded Rng: readers that lost Redis together do not reconnect together.
     this.#backoff = new Backoff({ baseMs: 100, maxMs: 5000, ...opts.backoff });
@@ -191,15 +206,25 @@ export class RedisMembership implements MembershipSource {
       retryStrategy: (times: number) => this.#backoff.delayMs(times - 1),
       ...this.#redisOptions,
     };
-    // The subscriber: own resubscription (see the file comment), no offline queue
-    // (we only send SUBSCRIBE from the 'ready' handler).
-    const sub = new Redis(this.#url, { ...common, autoResubscribe: false, enableOfflineQueue: false });
-    // The reader: GETs queue while disconnected and run on reconnect; the resync loop bounds them.
-    const cmd = new Redis(this.#url, { ...common, maxRetriesPerRequest: null });
+    let sub: RedisClient;
+    let cmd: RedisClient;
+    if (this.#target.kind === 'cluster') {
+      // One client: reads go to the slot's master, SSUBSCRIBE to ioredis' sharded subscriber of that master.
+      sub = createRedisClient(this.#target, { ...common, maxRetriesPerRequest: null }, { sharded: true });
+      cmd = sub;
+      sub.on('subscribersReady', () => void this.#subscribe(sub));
+      sub.on('smessage', (channel: string, message: string) => this.#onNotice(channel, message));
+    } else {
+      // The subscriber: own resubscription (see the file comment), no offline queue
+      // (we only send SUBSCRIBE from the 'ready' handler).
+      sub = createRedisClient(this.#target, { ...common, autoResubscribe: false, enableOfflineQueue: false });
+      // The reader: GETs queue while disconnected and run on reconnect; the resync loop bounds them.
+      cmd = createRedisClient(this.#target, { ...common, maxRetriesPerRequest: null });
+      sub.on('message', (channel: string, message: string) => this.#onNotice(channel, message));
+    }
     this.#sub = sub;
     this.#cmd = cmd;
     sub.on('ready', () => void this.#subscribe(sub));
-    sub.on('message', (channel: string, message: string) => this.#onNotice(channel, message));
     sub.on('error', (err: Error) => {
       failed(err.message);
       // Rate-limited (one line, then a count per window): an outage repeats it on every retry.
@@ -209,7 +234,7 @@ export class RedisMembership implements MembershipSource {
     sub.on('close', () => this.#log.debug('redis subscriber connection closed'));
     cmd.on('error', (err: Error) => this.#log.debug({ err: err.message }, 'redis reader connection error'));
     sub.connect().catch(() => {});
-    cmd.connect().catch(() => {});
+    if (cmd !== sub) cmd.connect().catch(() => {});
     try {
       const outcome = await Promise.race([synced, down]);
       if (outcome === 'redis' || this.#closed) return;
@@ -241,7 +266,7 @@ export class RedisMembership implements MembershipSource {
     this.#wake?.();
     this.#synced?.();
     this.#sub?.disconnect();
-    this.#cmd?.disconnect();
+    if (this.#cmd !== this.#sub) this.#cmd?.disconnect();
     this.#rejections.flush();
     await this.#persisting;
   }
@@ -254,16 +279,24 @@ export class RedisMembership implements MembershipSource {
     this.#requestResync(reason);
   }
 
-  async #subscribe(sub: Redis): Promise<void> {
+  async #subscribe(sub: RedisClient, attempt = 0): Promise<void> {
     if (this.#closed) return;
     try {
       // Awaiting the reply is the point: once Redis confirmed the
       // subscription, every later write reaches us as a notice.
-      await sub.subscribe(this.#keys.channel);
+      if (this.#target.kind === 'cluster') await sub.ssubscribe(this.#keys.channel);
+      else await sub.subscribe(this.#keys.channel);
       this.#subscriptions++;
       this.#log.info({ channel: this.#keys.channel, subscriptions: this.#subscriptions }, 'subscribed; reading the snapshot');
       this.#requestResync(this.#subscriptions === 1 ? 'subscribed' : 'resubscribed');
     } catch (err) {
+      if (this.#target.kind === 'cluster') {
+        // A Cluster may stay 'ready' while one shard's subscriber is being replaced: retry with backoff.
+        const delay = this.#backoff.delayMs(attempt);
+        this.#log.warn({ err: (err as Error).message, delayMs: delay }, 'ssubscribe failed; retrying');
+        setTimeout(() => void this.#subscribe(sub, attempt + 1), delay).unref();
+        return;
+      }
       // The connection dropped between 'ready' and the reply: the next 'ready' retries.
       this.#log.warn({ err: (err as Error).message }, 'subscribe failed; will retry on reconnect');
     }

@@ -83,8 +83,8 @@ describe('value checks: name the flag, the accepted range and the raw value', ()
     [() => durationFlag('--timeout-client', '25h', 0, 86_400_000), '--timeout-client: must be a duration in [0ms, 86400000ms] (a number with unit ms, s, m or h; no unit = ms), got "25h"'],
     [() => durationFlag('--timeout-client', '-1s', 0, 86_400_000), '--timeout-client: must be a duration in [0ms, 86400000ms] (a number with unit ms, s, m or h; no unit = ms), got "-1s"'],
     [() => choiceFlag('--connection', 'udp', ['persistent', 'per-request']), '--connection: must be one of persistent, per-request, got "udp"'],
-    [() => redisUrlFlag('--redis', 'http://x'), '--redis: must be a redis:// or rediss:// URL with a host, got "http://x"'],
-    [() => redisUrlFlag('--redis', 'redis//x'), '--redis: must be a redis:// or rediss:// URL with a host, got "redis//x"'],
+    [() => redisUrlFlag('--redis', 'http://x'), '--redis: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N], got "http://x"'],
+    [() => redisUrlFlag('--redis', 'redis//x'), '--redis: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N], got "redis//x"'],
     [() => nameFlag('--cluster', 'a:b'), '--cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got "a:b"'],
     [() => pathFlag('--json', ''), '--json: must be a non-empty file path, got ""'],
   ];

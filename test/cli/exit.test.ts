@@ -14,6 +14,7 @@ describe('exit codes: one table from error code to exit code', () => {
     Conflict: 5,
     CapacityExhausted: 6,
     Corrupt: 7,
+    NotReplicated: 8,
     Unavailable: 1,
     Closed: 1,
     Overloaded: 1,
@@ -35,7 +36,7 @@ describe('exit codes: one table from error code to exit code', () => {
     expect(exitCodeOf(new Error('boom'))).toBe(1);
     expect(exitCodeOf(new RangeError('x'))).toBe(1);
     expect(exitCodeOf('a string')).toBe(1);
-    expect(EXIT).toEqual({ ok: 0, failure: 1, usage: 2, rejected: 3, notFound: 4, conflict: 5, capacity: 6, corrupt: 7 });
+    expect(EXIT).toEqual({ ok: 0, failure: 1, usage: 2, rejected: 3, notFound: 4, conflict: 5, capacity: 6, corrupt: 7, notReplicated: 8 });
   });
 
   it('a PoiseError of another copy of the package maps by its code; an unknown code is a runtime failure', async () => {

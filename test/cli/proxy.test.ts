@@ -46,7 +46,7 @@ describe('poise proxy', () => {
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--send-proxy', '--send-proxy-v2'], '--send-proxy-v2: give one of --send-proxy and --send-proxy-v2'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--accept-proxy-timeout', '1s'], '--accept-proxy-timeout and --accept-proxy-max-bytes need --accept-proxy'],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--accept-proxy', '--accept-proxy-max-bytes', '27'], '--accept-proxy-max-bytes: must be an integer in [28, 65551], got "27"'],
-    [['--bogus'], 'unknown flag --bogus (accepted: --listen, --backend, --file, --redis, --cluster, --prefix, --policy, --attempts, '],
+    [['--bogus'], 'unknown flag --bogus (accepted: --listen, --backend, --file, --redis, --sentinel, --sentinel-name, --redis-cluster, --cluster, --prefix, --policy, --attempts, '],
     [['--listen'], '--listen: needs a value'],
     [['--listen', '127.0.0.1:6000', '--file', 'a.json', '--file', 'b.json'], '--file: given more than once'],
     [['--listen', '127.0.0.1:6000', 'extra'], 'unexpected argument "extra" (this command takes flags only)'],

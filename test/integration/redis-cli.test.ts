@@ -64,9 +64,9 @@ describe('poise members (CLI)', () => {
     expect(await inProcess(['frobnicate'])).toMatchObject({ code: 2 });
     const noRedis = await inProcess(['show', '--cluster', 'x']);
     expect(noRedis.code).toBe(2);
-    expect(noRedis.stderr).toContain('--redis: required (or set POISE_REDIS_URL)');
+    expect(noRedis.stderr).toContain('--redis: required (or --sentinel, --redis-cluster, or set POISE_REDIS_URL)');
     const badUrl = await inProcess(['show', '--cluster', 'x', '--redis', 'http://x']);
-    expect(badUrl.stderr).toContain('--redis: must be a redis:// or rediss:// URL with a host, got "http://x"');
+    expect(badUrl.stderr).toContain('--redis: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N], got "http://x"');
     const badFlag = await inProcess(['add', 'a', '127.0.0.1:1', '--redis', redis.url, '--cluster', 'cli', '--wieght', '2']);
     expect(badFlag.code).toBe(2);
     expect(badFlag.stderr).toContain('unknown flag --wieght');

@@ -12,14 +12,14 @@ const BAD: unknown[] = ['http://x', 'redis//x', 'redis:x', 'redis://', 'redis://
 describe('the one Redis URL rule', () => {
   it('accepts redis:// and rediss:// URLs with a host, and nothing else', () => {
     for (const u of GOOD) expect(redisUrlProblem(u)).toBeUndefined();
-    for (const u of BAD) expect(redisUrlProblem(u)).toBe('must be a redis:// or rediss:// URL with a host');
+    for (const u of BAD) expect(redisUrlProblem(u)).toBe('must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N]');
   });
 
   it('validateRedisUrl names the field and the value', () => {
     const err = thrown(() => validateRedisUrl('redis:x', 'options.url'));
     expect(err.code).toBe('InvalidConfig');
     expect(err.field).toBe('options.url');
-    expect(err.message).toBe('options.url: must be a redis:// or rediss:// URL with a host, got "redis:x"');
+    expect(err.message).toBe('options.url: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N], got "redis:x"');
     expect(validateRedisUrl(GOOD[0])).toBe(GOOD[0]);
   });
 
@@ -30,5 +30,39 @@ describe('the one Redis URL rule', () => {
       if (typeof url === 'string') expect(() => redisUrlFlag('--redis', url)).toThrow(UsageError);
     }
     for (const url of GOOD) expect(redisUrlFlag('--redis', url)).toBe(url);
+  });
+});
+
+describe('the redis+sentinel:// URL', () => {
+  it('parses sentinels, the master name, db and the master credentials (percent-decoded)', async () => {
+    const { parseSentinelUrl } = await import('../../src/membership/redis-url.js');
+    expect(parseSentinelUrl('redis+sentinel://app:p%40ss@10.0.0.1:26379,[::1]:26380/my.master?db=3')).toEqual({
+      sentinels: [
+        { host: '10.0.0.1', port: 26379 },
+        { host: '::1', port: 26380 },
+      ],
+      name: 'my.master',
+      db: 3,
+      username: 'app',
+      password: 'p@ss',
+    });
+    expect(parseSentinelUrl('redis+sentinel://:secret@h:1/m')).toEqual({ sentinels: [{ host: 'h', port: 1 }], name: 'm', db: 0, username: undefined, password: 'secret' });
+    expect(parseSentinelUrl('REDIS+SENTINEL://h:1/m')).toMatchObject({ name: 'm', db: 0 });
+  });
+
+  it('the reader, the publisher and the flag accept and refuse the same sentinel URLs', () => {
+    const good = ['redis+sentinel://h:1/m', 'redis+sentinel://h:1,h:2/m?db=0'];
+    const bad = ['redis+sentinel://h:1', 'redis+sentinel://h/m', 'redis+sentinel://h:1,h:1/m', 'redis+sentinel://h:1/m?db=100', 'redis+sentinel:///m', 'redis+sentinel://h:1/m/extra'];
+    for (const url of good) {
+      expect(redisUrlProblem(url)).toBeUndefined();
+      expect(redisUrlFlag('--redis', url)).toBe(url);
+      expect(() => new RedisMembership({ url, cluster: 'c' })).not.toThrow();
+    }
+    for (const url of bad) {
+      expect(redisUrlProblem(url)).toMatch(/^must be a redis:\/\/ or rediss:\/\/ URL with a host, or redis\+sentinel:\/\/.* \(.+\)$/);
+      expect(thrown(() => new RedisMembership({ url, cluster: 'c' })).field).toBe('options.url');
+      expect(thrown(() => new MembershipPublisher({ url, cluster: 'c' })).field).toBe('options.url');
+      expect(() => redisUrlFlag('--redis', url)).toThrow(UsageError);
+    }
   });
 });
