@@ -16,6 +16,7 @@ const commands: Record<string, () => Promise<Command>> = {
   bench: async () => (await import('./bench.js')).command,
   members: async () => (await import('./members.js')).command,
   proxy: async () => (await import('./proxy.js')).command,
+  top: async () => (await import('./top.js')).command,
 };
 
 function version(): string {

@@ -12,7 +12,7 @@
  */
 import type { Command } from './command.js';
 import { PoiseError } from '../core/errors.js';
-import type { BackendSpec, MembershipSnapshot } from '../core/spec.js';
+import type { BackendSpec } from '../core/spec.js';
 import { DEFAULT_MAX_DOCUMENT_BYTES, MAX_VERSION, formatOf, parseText } from '../membership/document.js';
 import { readFileLimited, readStreamLimited } from '../membership/read-limited.js';
 import { MembershipPublisher } from '../membership/redis-publisher.js';
@@ -22,6 +22,7 @@ import { integerFlag, nameFlag, parseFlags, type FlagSpecs, type ParsedFlags } f
 import { REDIS_FLAGS, REDIS_FLAGS_HELP, redisFlags } from './redis-flags.js';
 import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
 import { cliLogger } from './logger.js';
+import { membershipTable } from './table.js';
 import { UsageError } from './usage.js';
 
 const COMMON = `Common flags:
@@ -73,16 +74,21 @@ Prints the new version.`,
   undrain: { usage: 'poise members undrain ID', text: 'Marks a backend "ready" again. Prints the new version.', flags: {} },
   weight: { usage: 'poise members weight ID W', text: 'Sets a backend weight (an integer in [1, 4294967295]). Prints the new version.', flags: {} },
   show: {
-    usage: 'poise members show',
-    text: `Prints the stored membership as JSON: { "version": N, "lineage": "<hex>", "document": { cluster, backends } }.
+    usage: 'poise members show [--json]',
+    text: `Prints the stored membership as a table: a line with cluster, version, lineage and the number of
+backends, then one row per backend (status, weight, priority, locality, address):
+  cluster api  version 6  lineage 3f2a...  backends 2
+  BACKEND  STATUS    WEIGHT  PRIORITY  LOCALITY  ADDRESS
+  a        ready          1         0  -         127.0.0.1:7001
+  --json      print JSON instead: { "version": N, "lineage": "<hex>", "document": { cluster, backends } }
 The lineage names the version line: a new one starts when the cluster's first version is written into an empty Redis.
 Exit 4 when none is stored, 7 when the stored value is not a valid snapshot.`,
-    flags: {},
+    flags: { json: { type: 'boolean' } },
   },
   watch: {
     usage: 'poise members watch [--count N] [--json]',
-    text: `Follows the cluster like a reader does and prints one line per applied version:
-  version 7 backends 3 ready 2 draining 1 unavailable 0
+    text: `Follows the cluster like a reader does and prints, per applied version, the table of \`show\`
+(summary line, one row per backend) followed by a blank line.
   --json      print each applied snapshot as one JSON line instead
   --count N   exit 0 after N applied versions (default: run until SIGINT/SIGTERM)`,
     flags: { count: S, json: { type: 'boolean' } },
@@ -134,10 +140,6 @@ function connection(flags: Flags): {
 /** Fail fast instead of queueing forever when Redis is down: a CLI must answer. */
 const CLI_REDIS = { maxRetriesPerRequest: 1, connectTimeout: 3000, retryStrategy: (times: number) => (times > 3 ? null : 100 * times) };
 
-function describeCounts(s: MembershipSnapshot): string {
-  const count = (st: string) => s.backends.filter((b) => (b.status ?? 'ready') === st).length;
-  return `version ${s.version} backends ${s.backends.length} ready ${count('ready')} draining ${count('draining')} unavailable ${count('unavailable')}`;
-}
 
 async function readDocument(file: string, versionFlag: number | undefined, maxBytes: number): Promise<unknown> {
   // Bounded reads: `apply /dev/zero` is "exceeds N bytes" (exit 3), not an out-of-memory crash.
@@ -231,7 +233,11 @@ async function show(flags: Flags): Promise<number> {
     if (stored === undefined) {
       throw new PoiseError('NotFound', `no membership stored for cluster ${JSON.stringify(conn.cluster)} (key ${pub.keys.snapshot})`, { field: 'cluster' });
     }
-    process.stdout.write(`${JSON.stringify({ version: stored.version, lineage: stored.lineage ?? null, document: stored.document }, null, 2)}\n`);
+    if (on(flags, 'json')) {
+      process.stdout.write(`${JSON.stringify({ version: stored.version, lineage: stored.lineage ?? null, document: stored.document }, null, 2)}\n`);
+    } else {
+      process.stdout.write(membershipTable({ cluster: stored.document.cluster, version: stored.version, lineage: stored.lineage, backends: stored.document.backends }));
+    }
     return EXIT.ok;
   } finally {
     await pub.close();
@@ -260,7 +266,7 @@ async function watchCmd(flags: Flags): Promise<number> {
   process.once('SIGTERM', onSignal);
   try {
     await source.start((s) => {
-      process.stdout.write(`${json ? JSON.stringify(s) : describeCounts(s)}\n`);
+      process.stdout.write(json ? `${JSON.stringify(s)}\n` : `${membershipTable({ cluster: conn.cluster, version: s.version, lineage: s.lineage, backends: s.backends })}\n`);
       if (count !== undefined && ++applied >= count) finish();
     });
     await done;

@@ -165,6 +165,8 @@ export interface ProxyAdmissionRun {
   listen(): Promise<void>;
   /** Stops the per-band listeners and closes the gate (every waiter rejected with Closed). */
   close(): Promise<void>;
+  /** The gate (its `admissionStats()` feeds the `--metrics` admission figures); undefined without --band. */
+  gate: AdmissionGate | undefined;
 }
 
 /**
@@ -177,12 +179,13 @@ export function proxyAdmission(
   log: Logger,
   proxyFor: (host: string, port: number, band: ProxyBandSelector) => TcpProxy,
 ): ProxyAdmissionRun {
-  if (f === undefined) return { main: undefined, listen: async () => {}, close: async () => {} };
+  if (f === undefined) return { main: undefined, listen: async () => {}, close: async () => {}, gate: undefined };
   const gate = new AdmissionGate(router, { priorities: f.bands.map((b) => b.priority), kind: 'connection', ...f.gate });
   const main = new CidrBands({ bands: f.bands, cidrs: f.cidrs, defaultBand: f.defaultBand });
   const extra = f.listeners.map((l) => ({ l, proxy: proxyFor(l.host, l.port, fixedBand(l.band.priority)) }));
   return {
     main,
+    gate,
     async listen() {
       for (const { l, proxy } of extra) {
         try {

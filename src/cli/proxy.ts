@@ -27,6 +27,10 @@ import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
 import { cliLogger } from './logger.js';
 import type { Command } from './command.js';
 import { CONNECTION_FLAGS, CONNECTION_HELP, connectionFlags } from './proxy-connection-flags.js';
+import { METRICS_FLAGS, METRICS_HELP, metricsFlag, startMetrics } from './proxy-metrics-flags.js';
+import { ProxyCounters } from '../net/proxy-counters.js';
+import type { MetricsServer } from '../metrics/server.js';
+import type { AdmissionGate } from '../admission/admission.js';
 import { ADMISSION_FLAGS, ADMISSION_HELP, admissionFlags, proxyAdmission, type AdmissionFlags } from './proxy-admission-flags.js';
 import { waitForMembership } from './proxy-wait.js';
 import { REDIS_FLAGS, redisFlags } from './redis-flags.js';
@@ -85,6 +89,8 @@ flags:
 
 ${CONNECTION_HELP}
 
+${METRICS_HELP}
+
 ${ADMISSION_HELP}
 
 See docs/proxy.md for the full reference.
@@ -101,6 +107,7 @@ const OPTIONS = {
   prefix: { type: 'string' },
   policy: { type: 'string' },
   ...CONNECTION_FLAGS,
+  ...METRICS_FLAGS,
   ...ADMISSION_FLAGS,
   capacity: { type: 'string' },
   workers: { type: 'string' },
@@ -133,6 +140,10 @@ interface ProxyFlags {
   check: HealthCheckOptions | undefined;
   log: Logger;
   source: MembershipSource;
+  /** `--metrics`: where to serve /metrics and /healthz. */
+  metrics: { host: string; port: number } | undefined;
+  /** The `cluster` label of the metrics (`--cluster`, else "default"). */
+  cluster: string;
 }
 
 /** `--check` and its companions → an active check (usage errors name the flag). */
@@ -204,6 +215,7 @@ function proxyFlags(values: Values): ProxyFlags {
   const admission = admissionFlags(values);
   const waitLogMs = integerFlag('--wait-log-interval', values['wait-log-interval'], 100, 600_000) ?? 5000;
   const check = checkFlags(values);
+  const metrics = metricsFlag(values);
   const redis = redisFlags(values);
   const chosen = [values.backend.length > 0, values.file !== undefined, redis !== undefined].filter(Boolean).length;
   if (chosen !== 1) throw new UsageError('membership: give exactly one of --backend, --file, --redis (or --sentinel, --redis-cluster)');
@@ -232,6 +244,8 @@ function proxyFlags(values: Values): ProxyFlags {
     check,
     log,
     source,
+    metrics,
+    cluster: cluster ?? 'default',
   };
 }
 
@@ -295,7 +309,19 @@ async function firstMembership(f: ProxyFlags, balancer: Balancer, stopped: Promi
 async function serve(f: ProxyFlags): Promise<number> {
   const balancer = new Balancer({ capacity: f.capacity, logger: f.log, ...(f.check === undefined ? {} : { health: { check: f.check } }) });
   const { stopped, dispose } = stopSignal(f.log);
+  // One counter row per accepting thread (worker i counts into row i; with --band the main thread accepts).
+  const counters = ProxyCounters.create({ workers: Math.max(1, f.admission === undefined ? f.workers : 1) });
+  let proxy: TcpProxy | undefined;
+  let gate: AdmissionGate | undefined;
+  let metrics: MetricsServer | undefined;
   try {
+    // Up before the first membership, so /healthz can say why the proxy is not ready yet.
+    if (f.metrics !== undefined) {
+      // With --band the gate exists once a membership is in force; until then its bands read empty.
+      const admission = f.admission === undefined ? undefined : { admissionStats: () => gate?.admissionStats() ?? { bands: [] } };
+      metrics = await startMetrics(f.metrics, { balancer, counters, source: f.source, cluster: f.cluster, admission, listening: () => proxy?.listening === true });
+      f.log.info({ address: `${metrics.address().address}:${metrics.address().port}` }, 'metrics listening');
+    }
     const binding = await firstMembership(f, balancer, stopped);
     if (binding === undefined) return EXIT.ok;
     // Admission bands gate through an AdmissionGate on one router in this
@@ -304,14 +330,16 @@ async function serve(f: ProxyFlags): Promise<number> {
     if (router !== undefined && f.workers > 0) f.log.warn({ workers: f.workers }, 'proxy: --band admission gates in the main thread: it accepts there, --workers is not used');
     const admission =
       router === undefined
-        ? { main: undefined, listen: async () => {}, close: async () => {} }
-        : proxyAdmission(router, f.admission, f.log, (host, port, band) => new TcpProxy({ router, host, port, ...f.connection, logger: f.log, admission: band }));
-    const proxy = new TcpProxy({
+        ? { main: undefined, listen: async () => {}, close: async () => {}, gate: undefined }
+        : proxyAdmission(router, f.admission, f.log, (host, port, band) => new TcpProxy({ router, host, port, ...f.connection, counters, logger: f.log, admission: band }));
+    gate = admission.gate;
+    proxy = new TcpProxy({
       ...(router === undefined ? { balancer, policy: f.policy, workers: f.workers } : { router }),
       maxConnections: f.maxConnections,
       host: f.listen.host,
       port: f.listen.port,
       ...f.connection,
+      counters,
       logger: f.log,
       admission: admission.main,
     });
@@ -337,6 +365,7 @@ async function serve(f: ProxyFlags): Promise<number> {
     return EXIT.ok;
   } finally {
     dispose();
+    await metrics?.close();
     balancer.close();
   }
 }

@@ -63,7 +63,8 @@
  * | 14   | ejected until  | shared-clock milliseconds mod 2^30; 0 = not ejected |
  * | 15   | picks          | leases granted on this slot (wraps at 2^32; each router adds in batches of 64) |
  * | 16   | health         | owner-written flags: bit 0 active check unhealthy, bit 1 active check degraded, bit 2 membership degraded |
- * | 17–31| reserved       | 0 |
+ * | 17   | ejections total| every ejection of this occupant (never reset by a success; wraps at 2^32) — the metrics counter |
+ * | 18–31| reserved       | 0 |
  *
  * Times are whole milliseconds of one shared monotonic clock (see
  * `runtime/clock.ts`), kept modulo 2^30 (small integers: docs/internals.md) and compared by wrapping difference, so they stay correct
@@ -136,6 +137,7 @@ const S_FAILURES = 13;
 const S_EJECTED_UNTIL = 14;
 const S_PICKS = 15;
 const S_HEALTH = 16;
+const S_EJECTIONS_TOTAL = 17;
 /** Words per slot: 32 × 4 bytes = two 64-byte cache lines. @internal */
 export const SLOT_WORDS = 32;
 
@@ -199,6 +201,8 @@ export interface SlotStats {
   latencyAtMs: number;
   failures: number;
   ejections: number;
+  /** Every ejection of this occupant (a success does not reset it). */
+  ejectionsTotal: number;
   /** The health word ({@link HealthFlag} bits). */
   health: number;
   /** Successes and failures counted since the owner last took the interval. */
@@ -424,6 +428,7 @@ export class LoadTable {
     Atomics.store(this.i32, o + S_LATENCY_AT, at);
     Atomics.store(this.i32, o + S_FAILURES, 0);
     Atomics.store(this.i32, o + S_EJECTIONS, 0);
+    Atomics.store(this.i32, o + S_EJECTIONS_TOTAL, 0);
     Atomics.store(this.i32, o + S_EJECTED_UNTIL, 0);
     Atomics.store(this.i32, o + S_INTERVAL_OK, 0);
     Atomics.store(this.i32, o + S_INTERVAL_FAIL, 0);
@@ -649,7 +654,14 @@ export class LoadTable {
     // a count to clear (failures reset to 0).
     Atomics.store(this.i32, o + S_EJECTED_UNTIL, until);
     Atomics.add(this.i32, o + S_EJECTIONS, 1);
+    // add: two threads ejecting at once both count (statistics only).
+    Atomics.add(this.i32, o + S_EJECTIONS_TOTAL, 1);
     Atomics.store(this.i32, o + S_FAILURES, EJECTED_FLAG);
+  }
+
+  /** Ejections of the slot's occupant since it took the slot (unlike {@link ejections}, a success does not reset it; wraps at 2^32). */
+  ejectionsTotal(slot: number): number {
+    return Atomics.load(this.i32, this.slotBase + slot * SLOT_WORDS + S_EJECTIONS_TOTAL) >>> 0;
   }
 
   /**
@@ -868,6 +880,7 @@ export class LoadTable {
       latencyAtMs: Atomics.load(i, o + S_LATENCY_AT),
       failures: Atomics.load(i, o + S_FAILURES) & FAILURE_MASK,
       ejections: Atomics.load(i, o + S_EJECTIONS),
+      ejectionsTotal: Atomics.load(i, o + S_EJECTIONS_TOTAL) >>> 0,
       health: Atomics.load(i, o + S_HEALTH),
       intervalSuccesses: Atomics.load(i, o + S_INTERVAL_OK),
       intervalFailures: Atomics.load(i, o + S_INTERVAL_FAIL),

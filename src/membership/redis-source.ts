@@ -167,6 +167,11 @@ export class RedisMembership implements MembershipSource {
     return this.#problem;
   }
 
+  /** Whether the subscriber connection is up and ready (false before start, while reconnecting, after close). */
+  get connected(): boolean {
+    return this.#sub?.status === 'ready';
+  }
+
   /** `redis <snapshot key>`, for logs and errors. */
   get description(): string {
     return `redis ${this.#keys.snapshot}`;

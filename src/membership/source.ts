@@ -46,6 +46,12 @@ export interface MembershipSource {
    * written outside this package.
    */
   readonly problem?: PoiseError | undefined;
+  /**
+   * Whether the source's connection to its store is up (Redis: the
+   * subscriber is ready); undefined for sources without one (a file, an
+   * array). Optional; read by metrics.
+   */
+  readonly connected?: boolean | undefined;
   /** A short name for logs and errors (`redis poise:db:snapshot`, `file members.yaml`). */
   readonly description?: string;
 }

@@ -34,6 +34,7 @@ import type { Router } from '../runtime/router.js';
 import { checkConnectOptions, connect, isLocalError, type RoutedConnection } from './connect.js';
 import type { ProxyBandSelector } from './proxy-admission.js';
 import { encodeProxyV1, encodeProxyV2, parseProxyHeader, plainAddress, V1_MAX, type ProxyEndpoint } from './proxy-protocol.js';
+import { ProxyCounter, type ProxyCounters, type RefusalReason } from './proxy-counters.js';
 import { TimeoutWheel, type WheelEntry } from './timeout-wheel.js';
 
 /** Built-in affinity keys: the client's IP, or IP and port (after `acceptProxy`, the address the header gave). */
@@ -183,6 +184,9 @@ export interface ConnectionHost {
   /** Per-connection warnings, rate-limited (one line, then a count per window). */
   readonly warn: RateLimitedLogger;
   readonly stats: ConnectionStats;
+  /** The shared counters (metrics) and this proxy's row in them. */
+  readonly counters: ProxyCounters;
+  readonly worker: number;
   /** Client and server inactivity timers; undefined when both timeouts are 0 and no PROXY header is expected. */
   readonly wheel: TimeoutWheel | undefined;
   /** Tracks a socket so that closing the proxy can destroy it. */
@@ -198,7 +202,7 @@ export interface ConnectionHost {
 /** Builds a host for {@link serveConnection} (one wheel and one rate limiter per proxy). @internal */
 export function connectionHost(
   settings: ConnectionSettings,
-  parts: Pick<ConnectionHost, 'router' | 'admission' | 'log' | 'stats' | 'track' | 'untrack' | 'emit' | 'finished'>,
+  parts: Pick<ConnectionHost, 'router' | 'admission' | 'log' | 'stats' | 'counters' | 'worker' | 'track' | 'untrack' | 'emit' | 'finished'>,
 ): ConnectionHost {
   const timeouts = [settings.clientTimeoutMs, settings.serverTimeoutMs, settings.acceptProxy ? settings.acceptProxyTimeoutMs : 0].filter((t) => t > 0);
   // A tick of 1/20 of the shortest timeout, within [5 ms, 1 s].
@@ -237,6 +241,15 @@ function endpoint(address: string | undefined, port: number | undefined): ProxyE
 function text(e: ProxyEndpoint | undefined): string | undefined {
   if (e === undefined) return undefined;
   return e.address.includes(':') ? `[${e.address}]:${e.port}` : `${e.address}:${e.port}`;
+}
+
+/** The metrics reason of a refusal: admission's full queue is the connection limit, its wait and connect timeouts are timeouts. */
+function refusalReason(err: unknown, local: boolean, cause: Termination | undefined): RefusalReason {
+  if (local) return 'local_error';
+  const code = err instanceof PoiseError ? err.code : undefined;
+  if (code === 'QueueFull') return 'max_connections';
+  if (code === 'QueueTimeout' || cause === 'connect-timeout') return 'timeout';
+  return 'no_backend';
 }
 
 function errText(err: unknown): string {
@@ -311,6 +324,7 @@ class Connection implements WheelEntry {
       }
     } catch (err) {
       this.host.stats.badHeaders++;
+      this.host.counters.refused(this.host.worker, 'bad_header');
       this.cause = 'proxy-header';
       this.host.warn.warn(errText(err), { err: errText(err), peer: this.clientText() }, 'proxy: malformed PROXY header; closing client');
       this.client.destroy();
@@ -397,6 +411,7 @@ class Connection implements WheelEntry {
       const cause = err instanceof PoiseError ? (err.cause as { code?: unknown } | undefined) : undefined;
       this.cause = cause?.code === 'ETIMEDOUT' ? 'connect-timeout' : 'connect-failed';
     }
+    this.host.counters.refused(this.host.worker, refusalReason(err, local, this.cause));
     const msg = local ? 'proxy: local resource exhausted; refusing client (no backend blamed)' : 'proxy: no backend accepted; closing client';
     this.host.warn.warn(local ? String((err as PoiseError & { cause: { code: string } }).cause.code) : errText(err), { err: errText(err), client: this.clientText() }, msg);
     // A clean refusal: read what the client already sent (so the close is a
@@ -443,6 +458,7 @@ class Connection implements WheelEntry {
       wheel.add(this);
     }
     this.host.stats.active++;
+    this.host.counters.opened(this.host.worker);
     this.host.emit('spliced', routed.lease.id);
     c.resume();
   }
@@ -452,6 +468,7 @@ class Connection implements WheelEntry {
   clientData(chunk: Buffer): void {
     this.bytesIn += chunk.length;
     this.host.stats.bytesIn += chunk.length;
+    this.host.counters.bytes(this.host.worker, ProxyCounter.BytesIn, chunk.length);
     const wheel = this.host.wheel;
     if (wheel !== undefined) this.clientSeen = wheel.now;
     if (this.last !== 1 && this.turnAt < 0) {
@@ -471,6 +488,7 @@ class Connection implements WheelEntry {
   serverData(chunk: Buffer): void {
     this.bytesOut += chunk.length;
     this.host.stats.bytesOut += chunk.length;
+    this.host.counters.bytes(this.host.worker, ProxyCounter.BytesOut, chunk.length);
     const wheel = this.host.wheel;
     if (wheel !== undefined) this.serverSeen = wheel.now;
     if (this.turnAt >= 0) {
@@ -550,6 +568,8 @@ class Connection implements WheelEntry {
     this.host.wheel?.remove(this);
     if (wasData) {
       this.host.stats.active--;
+      const idle = this.cause === 'client-timeout' || this.cause === 'server-timeout';
+      this.host.counters.closed(this.host.worker, performance.now() - this.startedAt, idle);
       this.host.emit('closed', this.lease!.id);
     }
     this.logAccess();
@@ -577,6 +597,7 @@ class Connection implements WheelEntry {
     if (this.phase === Phase.Header) {
       this.cause = 'proxy-header-timeout';
       this.host.stats.timeouts++;
+      this.host.counters.refused(this.host.worker, 'timeout');
       this.host.warn.warn('proxy-header-timeout', { peer: this.clientText(), timeoutMs: this.host.settings.acceptProxyTimeoutMs }, 'proxy: no PROXY header in time; closing client');
       this.client.destroy();
       return;

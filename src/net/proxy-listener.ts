@@ -6,6 +6,7 @@
  * with `reusePort`.
  * @internal
  */
+import type { ProxyCounters } from './proxy-counters.js';
 import net from 'node:net';
 import type { Logger } from '../log.js';
 import type { Router } from '../runtime/router.js';
@@ -54,13 +55,29 @@ export class ProxyListener {
   private heldHead = 0;
   private waiting = false;
 
-  constructor(settings: ConnectionSettings, router: Router, log: Logger, gate: ConnectionGate, emit: ConnectionHost['emit'], admission?: ProxyBandSelector) {
+  private readonly counters: ProxyCounters;
+  private readonly worker: number;
+
+  constructor(
+    settings: ConnectionSettings,
+    router: Router,
+    log: Logger,
+    gate: ConnectionGate,
+    emit: ConnectionHost['emit'],
+    admission: ProxyBandSelector | undefined,
+    counters: ProxyCounters,
+    worker: number,
+  ) {
     this.gate = gate;
+    this.counters = counters;
+    this.worker = worker;
     this.host = connectionHost(settings, {
       router,
       admission,
       log,
       stats: this.stats,
+      counters,
+      worker,
       track: (socket) => this.track(socket),
       untrack: (socket) => this.untrack(socket),
       emit,
@@ -152,6 +169,7 @@ export class ProxyListener {
 
   private accept(client: net.Socket): void {
     this.stats.accepted++;
+    this.counters.accepted(this.worker);
     const c = client as Tracked;
     c[kClient] = true;
     this.track(c);

@@ -17,6 +17,7 @@ import { createLogger } from '../log.js';
 import { Router } from '../runtime/router.js';
 import { ConnectionGate } from './connection-gate.js';
 import { resolveConnectionOptions } from './proxy-connection.js';
+import { ProxyCounters } from './proxy-counters.js';
 import { ProxyListener } from './proxy-listener.js';
 import type { OwnerMessage, ProxyWorkerData, WorkerMessage } from './proxy-workers.js';
 
@@ -26,7 +27,16 @@ const post = (m: WorkerMessage): void => port.postMessage(m);
 
 const log = createLogger({ name: d.logName, level: d.logLevel }).child({ worker: d.index });
 const router = Router.attach(d.attachment, { ...d.router, logger: log });
-const listener = new ProxyListener(resolveConnectionOptions(d.connection), router, log, new ConnectionGate(d.maxConnections, d.gate), () => {});
+const listener = new ProxyListener(
+  resolveConnectionOptions(d.connection),
+  router,
+  log,
+  new ConnectionGate(d.maxConnections, d.gate),
+  () => {},
+  undefined,
+  ProxyCounters.attach(d.counters),
+  d.index,
+);
 
 port.on('message', (m: OwnerMessage) => {
   if (m.type === 'stats') {

@@ -7,6 +7,7 @@
  * has its leases reclaimed.
  * @internal
  */
+import type { ProxyCounters } from './proxy-counters.js';
 import type net from 'node:net';
 import { Worker, type ResourceLimits } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +35,8 @@ export interface ProxyWorkerData {
   reusePort: boolean;
   gate: SharedArrayBuffer;
   maxConnections: number;
+  /** The proxy's ProxyCounters buffer; this worker counts into row `index`. */
+  counters: SharedArrayBuffer;
   logName: string;
   logLevel: string;
 }
@@ -61,6 +64,7 @@ export interface ProxyWorkersOptions {
   reusePort: boolean;
   youngGenerationMb: number;
   gate: ConnectionGate;
+  counters: ProxyCounters;
   log: Logger;
 }
 
@@ -90,6 +94,7 @@ export class ProxyWorkers {
       reusePort: o.reusePort,
       gate: o.gate.buffer,
       maxConnections: o.gate.max,
+      counters: o.counters.buffer,
       logName: typeof name === 'string' ? name : 'poise',
       logLevel: o.log.level,
     });

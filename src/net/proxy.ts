@@ -25,6 +25,7 @@ import { ConnectionGate } from './connection-gate.js';
 import { CONNECTION_OPTION_KEYS, resolveConnectionOptions, type ConnectionOptions } from './proxy-connection.js';
 import { ProxyListener, freshProxyStats, type TcpProxyStats } from './proxy-listener.js';
 import { ProxyWorkers, reusePortSupported } from './proxy-workers.js';
+import { ProxyCounters } from './proxy-counters.js';
 import type { ProxyBandSelector } from './proxy-admission.js';
 
 export type { TcpProxyStats } from './proxy-listener.js';
@@ -62,6 +63,15 @@ export interface TcpProxyOptions extends ConnectionOptions {
    * one costs more frequent (cheap) scavenges.
    */
   youngGenerationMb?: number;
+  /**
+   * Shared counters to count into (metrics read them from any thread);
+   * default a fresh {@link ProxyCounters} with a row per accepting thread.
+   * In this thread the proxy counts into row `worker`; with `workers: N`
+   * worker i counts into row i, so `counters.workers` must be at least N.
+   */
+  counters?: ProxyCounters;
+  /** This thread's row in `counters` (`workers: 0` only), in [0, counters.workers); default 0. */
+  worker?: number;
   /** Admission band of each client (`fixedBand(p)`, `new CidrBands(...)`); needs an `AdmissionGate` on the router, so this thread only (`workers: 0`). Default: none. */
   admission?: ProxyBandSelector;
   /** Listen address; default host 127.0.0.1, port 0 (any free port). */
@@ -95,6 +105,11 @@ export class TcpProxy extends EventEmitter {
    * `'spliced'` / `'closed'` / `'failed'` events, likewise, are this thread's.
    */
   readonly stats: TcpProxyStats;
+  /** The shared counters this proxy counts into (metrics read them from any thread). */
+  readonly counters: ProxyCounters;
+  /** This thread's row in {@link TcpProxy.counters} (worker i uses row i). */
+  readonly worker: number;
+  private bound = false;
   /** Accepting threads in use (after `listen`): worker threads, or 1 when this thread accepts. */
   threads = 1;
   private readonly opts: TcpProxyOptions;
@@ -110,7 +125,7 @@ export class TcpProxy extends EventEmitter {
   constructor(opts: TcpProxyOptions) {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['router', 'balancer', 'policy', 'workers', 'maxConnections', 'youngGenerationMb', 'admission', 'host', 'port', 'logger', ...CONNECTION_OPTION_KEYS]);
+    checkOptionKeys(opts, ['router', 'balancer', 'policy', 'workers', 'maxConnections', 'youngGenerationMb', 'admission', 'host', 'port', 'logger', 'counters', 'worker', ...CONNECTION_OPTION_KEYS]);
     const { router, balancer } = opts;
     if (router !== undefined && (typeof router !== 'object' || router === null || typeof router.acquire !== 'function')) {
       invalidConfig('options.router', 'must be a Router', router);
@@ -126,6 +141,15 @@ export class TcpProxy extends EventEmitter {
     }
     this.requested = integerIn(opts.workers ?? 0, 'options.workers', 0, balancer === undefined ? 0 : balancer.table.maxThreads - 1);
     this.youngMb = integerIn(opts.youngGenerationMb ?? 4, 'options.youngGenerationMb', 1, 1024);
+    if (opts.counters !== undefined && !(opts.counters instanceof ProxyCounters)) invalidConfig('options.counters', 'must be a ProxyCounters', opts.counters);
+    this.counters = opts.counters ?? ProxyCounters.create({ workers: Math.max(1, this.requested) });
+    if (this.requested > 0) {
+      if (opts.worker !== undefined) invalidConfig('options.worker', 'applies only with options.workers 0 (worker i counts into row i)', opts.worker);
+      if (this.counters.workers < this.requested) {
+        invalidConfig('options.counters', `must have a row per worker (options.workers ${this.requested}), has ${this.counters.workers}`, this.counters.workers);
+      }
+    }
+    this.worker = this.counters.checkWorker(opts.worker ?? 0, 'options.worker');
     if (this.requested > 0) {
       if (opts.admission !== undefined) invalidConfig('options.admission', 'needs the router in this thread (options.workers 0): an AdmissionGate cannot reach worker threads', 'admission');
       if (typeof opts.key === 'function') invalidConfig('options.key', 'a function cannot reach worker threads (options.workers > 0); use "client-ip" or "client-ip:port"', 'function');
@@ -145,7 +169,7 @@ export class TcpProxy extends EventEmitter {
       this.stats = freshProxyStats();
     } else {
       this.ownRouter = router === undefined ? balancer!.router({ logger: this.log, ...(opts.policy === undefined ? {} : { policy: opts.policy }) }) : undefined;
-      this.listener = new ProxyListener(settings, router ?? this.ownRouter!, this.log, this.gate, (event, arg) => this.emit(event, arg), opts.admission);
+      this.listener = new ProxyListener(settings, router ?? this.ownRouter!, this.log, this.gate, (event, arg) => this.emit(event, arg), opts.admission, this.counters, this.worker);
       this.stats = this.listener.stats;
     }
   }
@@ -173,6 +197,7 @@ export class TcpProxy extends EventEmitter {
         reusePort,
         youngGenerationMb: this.youngMb,
         gate: this.gate,
+        counters: this.counters,
         log: this.log,
       });
       this.threads = this.pool.threads;
@@ -180,8 +205,14 @@ export class TcpProxy extends EventEmitter {
     } else {
       address = await this.listener.listen({ host, port, reusePort: false });
     }
+    this.bound = true;
     this.log.info({ address: `${address.address}:${address.port}`, threads: this.threads, maxConnections: this.gate.max }, 'proxy listening');
     return address;
+  }
+
+  /** Whether the proxy accepts (after `listen`, before `stopAccepting` / `close`): what `/healthz` reports. */
+  get listening(): boolean {
+    return this.bound;
   }
 
   /** The bound address (after `listen`). */
@@ -208,6 +239,7 @@ export class TcpProxy extends EventEmitter {
    * untouched: follow with {@link close}.
    */
   async stopAccepting(): Promise<void> {
+    this.bound = false;
     if (this.pool !== undefined) await this.pool.stopAccepting();
     else void this.listener?.stopAccepting();
   }
@@ -219,6 +251,7 @@ export class TcpProxy extends EventEmitter {
    * all are closed, with how many the end of the grace cut.
    */
   async close(opts: TcpProxyCloseOptions = {}): Promise<{ cut: number }> {
+    this.bound = false;
     const done = this.pool !== undefined ? await this.pool.close(opts) : this.listener !== undefined ? await this.listener.close(opts) : { cut: 0 };
     this.ownRouter?.close();
     return done;

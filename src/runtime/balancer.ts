@@ -110,6 +110,10 @@ export class Balancer extends EventEmitter {
   private healthKey = '';
   private checker: ActiveChecker | undefined;
   private outlier: OutlierDetector | undefined;
+  /** Wall-clock ms (Date.now()) of the last membership applied; undefined before the first. */
+  private changedAt: number | undefined;
+  private reclaimEvents = 0;
+  private reclaimedLeases = 0;
 
   /** Throws `InvalidConfig` naming a bad option. */
   constructor(opts: BalancerOptions = {}) {
@@ -150,6 +154,30 @@ export class Balancer extends EventEmitter {
   /** Whether a membership has been applied (the first may be version 0, so `version` alone cannot tell). */
   get hasMembership(): boolean {
     return this.applied;
+  }
+
+  /** Wall-clock time (`Date.now()` ms) at which the membership in force was applied; undefined before the first. */
+  get lastChangeAt(): number | undefined {
+    return this.changedAt;
+  }
+
+  /** Exited threads reclaimed so far (`events`, one per `'reclaim'` event) and the leases they still held (`leases`). */
+  reclaimStats(): { events: number; leases: number } {
+    return { events: this.reclaimEvents, leases: this.reclaimedLeases };
+  }
+
+  /**
+   * Every slot the owner has used and not yet reused: live backends and
+   * tombstones (`removed`), with the spec in force. A fresh array per call,
+   * for the metrics collector (off the routing path). @internal
+   */
+  slotEntries(): { slot: number; id: string; removed: boolean; spec: ResolvedBackendSpec }[] {
+    const out: { slot: number; id: string; removed: boolean; spec: ResolvedBackendSpec }[] = [];
+    for (const [id, slot] of this.byId) {
+      const info = this.slots[slot]!;
+      out.push({ slot, id, removed: info.removed, spec: info.spec });
+    }
+    return out;
   }
 
   /**
@@ -233,6 +261,7 @@ export class Balancer extends EventEmitter {
     this.ver = version;
     this.line = lineage;
     this.applied = true;
+    this.changedAt = Date.now();
     const epoch = t.bumpMembershipEpoch();
     this.log.info({ version, previous, backends: specs.length, epoch, ...(lineage === undefined ? {} : { lineage }) }, 'poise: membership applied');
     if (health !== undefined) this.configureHealth(health);
@@ -279,6 +308,8 @@ export class Balancer extends EventEmitter {
     const t0 = performance.now();
     const leases = this.ownerTable.reclaimRow(threadId);
     const event: ReclaimEvent = { threadId, workerIndex, leases, ms: performance.now() - t0 };
+    this.reclaimEvents++;
+    this.reclaimedLeases += leases;
     if (leases > 0) this.log.warn(event, 'poise: reclaimed leases of an exited worker');
     this.emit('reclaim', event);
     return leases;

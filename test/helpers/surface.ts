@@ -19,9 +19,10 @@ export const SURFACE: Record<string, string[]> = {
   ],
   'poise-lb/redis': ['MembershipPublisher', 'RedisMembership'],
   'poise-lb/net': [
-    'CidrBands', 'LOCAL_ERROR_CODES', 'RoutedSocket', 'TERMINATIONS', 'TcpProxy', 'connect', 'encodeProxyV1', 'encodeProxyV2', 'fixedBand',
-    'isLocalError', 'parseProxyHeader', 'reusePortSupported', 'routedStream',
+    'CidrBands', 'DURATION_BUCKETS_SECONDS', 'LOCAL_ERROR_CODES', 'ProxyCounter', 'ProxyCounters', 'REFUSAL_REASONS', 'RoutedSocket', 'TERMINATIONS',
+    'TcpProxy', 'connect', 'encodeProxyV1', 'encodeProxyV2', 'fixedBand', 'isLocalError', 'parseProxyHeader', 'reusePortSupported', 'routedStream',
   ],
+  'poise-lb/metrics': ['BACKEND_STATES', 'MetricsServer', 'collectMetrics', 'parseMetricsText'],
   'poise-lb/cli': [
     'EXIT', 'EXIT_HELP', 'NAME_RULE', 'UsageError', 'choiceFlag', 'durationFlag', 'exitCodeOf', 'integerFlag', 'nameFlag', 'parseFlags',
     'pathFlag', 'redisUrlFlag', 'secondsFlag',

@@ -110,13 +110,26 @@ describe('poise members (CLI)', () => {
     expect(await mi('apply', file, '--if-version', '2')).toMatchObject({ code: 5 });
     expect(await mi('apply', file, '--version', '3')).toMatchObject({ code: 5 });
 
-    const shown = await m('show');
+    const shown = await m('show', '--json');
     expect(shown.code).toBe(0);
-    expect(JSON.parse(shown.stdout)).toEqual({
+    const json = JSON.parse(shown.stdout) as { lineage: string };
+    expect(json).toEqual({
       version: 6,
       lineage: expect.stringMatching(/^[0-9a-f]{32}$/),
       document: { cluster: 'cli', backends: [{ id: 'a', address: '127.0.0.1:7001' }, { id: 'b', address: '127.0.0.1:7002', weight: 7 }] },
     });
+    // The default is the operator's table: version, lineage, one row per backend with its status, weight, priority, locality.
+    const table = await m('show');
+    expect(table.code).toBe(0);
+    expect(table.stdout).toBe(
+      [
+        `cluster cli  version 6  lineage ${json.lineage}  backends 2`,
+        'BACKEND  STATUS  WEIGHT  PRIORITY  LOCALITY  ADDRESS',
+        'a        ready        1         0  -         127.0.0.1:7001',
+        'b        ready        7         0  -         127.0.0.1:7002',
+        '',
+      ].join('\n'),
+    );
     // stdin, JSON
     const viaStdin = await poise(['members', 'apply', '-', '--redis', redis.url, '--cluster', 'cli', '--if-version', '6'], JSON.stringify({ cluster: 'cli', backends: [] }));
     expect(viaStdin).toMatchObject({ code: 0, stdout: '7\n' });
@@ -127,7 +140,7 @@ describe('poise members (CLI)', () => {
     const file = path.join(dir, 'ceiling.json');
     writeFileSync(file, JSON.stringify({ cluster: 'ceiling', backends: [{ id: 'a', address: '127.0.0.1:7001' }] }));
     expect(await c('apply', file, '--version', '9007199254740991')).toMatchObject({ code: 0, stdout: '9007199254740991\n' });
-    const shown = await c('show');
+    const shown = await c('show', '--json');
     expect(shown.code).toBe(0);
     expect(JSON.parse(shown.stdout).version).toBe(9007199254740991);
     const stored = await admin.get('poise:ceiling:snapshot');
@@ -237,10 +250,25 @@ describe('poise members (CLI)', () => {
     await w('add', 'x', '127.0.0.1:7100', '--status', 'draining');
     await w('add', 'y', '127.0.0.1:7101');
     expect(await exited).toBe(0);
-    expect(out.trim().split('\n')).toEqual([
-      'version 1 backends 0 ready 0 draining 0 unavailable 0',
-      'version 2 backends 1 ready 0 draining 1 unavailable 0',
-      'version 3 backends 2 ready 1 draining 1 unavailable 0',
-    ]);
+    // One table per applied version (the lineage is the cluster's random one: the same in all three).
+    const lineage = /lineage ([0-9a-f]{32})/.exec(out)?.[1];
+    expect(lineage).toBeDefined();
+    expect(out.replaceAll(lineage!, 'L')).toBe(
+      [
+        'cluster watched  version 1  lineage L  backends 0',
+        'BACKEND  STATUS  WEIGHT  PRIORITY  LOCALITY  ADDRESS',
+        '',
+        'cluster watched  version 2  lineage L  backends 1',
+        'BACKEND  STATUS    WEIGHT  PRIORITY  LOCALITY  ADDRESS',
+        'x        draining       1         0  -         127.0.0.1:7100',
+        '',
+        'cluster watched  version 3  lineage L  backends 2',
+        'BACKEND  STATUS    WEIGHT  PRIORITY  LOCALITY  ADDRESS',
+        'x        draining       1         0  -         127.0.0.1:7100',
+        'y        ready          1         0  -         127.0.0.1:7101',
+        '',
+        '',
+      ].join('\n'),
+    );
   });
 });

@@ -30,10 +30,10 @@ function probe(specifier: string, snippet?: string): Probe {
 }
 
 /** The I/O dependencies the root entry must never load. */
-const IO_DEPENDENCIES = ['ioredis', 'piscina', 'pino', 'pino-pretty', 'yaml'];
+const IO_DEPENDENCIES = ['ioredis', 'piscina', 'pino', 'pino-pretty', 'yaml', 'prom-client'];
 
 describe('package entries', () => {
-  it('importing PowerOfTwo from the root loads no package at all (so none of ioredis, piscina, pino, yaml), and it picks as the source does', () => {
+  it('importing PowerOfTwo from the root loads no package at all (so none of ioredis, piscina, pino, yaml, prom-client), and it picks as the source does', () => {
     const seed = 7;
     const snippet = `const p = new m.PowerOfTwo({ seed: ${seed} }); const bs = [0, 1, 2, 3].map((i) => new m.Backend('b' + i, { load: () => i })); return Array.from({ length: 64 }, () => p.pick(bs));`;
     const r = probe('poise-lb', snippet);
@@ -55,7 +55,14 @@ describe('package entries', () => {
   it('only poise-lb/redis loads ioredis; poise-lb/net loads neither ioredis, piscina nor yaml', () => {
     expect(probe('poise-lb/redis').packages).toContain('ioredis');
     const net = probe('poise-lb/net').packages;
-    for (const dep of ['ioredis', 'piscina', 'yaml']) expect(net).not.toContain(dep);
+    for (const dep of ['ioredis', 'piscina', 'yaml', 'prom-client']) expect(net).not.toContain(dep);
+  });
+
+  it('only poise-lb/metrics loads prom-client, and it loads no ioredis', () => {
+    const metrics = probe('poise-lb/metrics').packages;
+    expect(metrics).toContain('prom-client');
+    expect(metrics).not.toContain('ioredis');
+    for (const entry of ['poise-lb', 'poise-lb/runtime', 'poise-lb/redis']) expect(probe(entry).packages).not.toContain('prom-client');
   });
 
   it.each(Object.keys(SURFACE))('%s exports exactly its documented run-time names, and no internal', (entry) => {

@@ -1,0 +1,71 @@
+/**
+ * `poise proxy --metrics HOST:PORT`: the flag, its help and the server it
+ * starts (`/metrics` in the Prometheus text format, `/healthz`). Kept apart
+ * from the listener flags in proxy.ts, like proxy-connection-flags.ts.
+ */
+import { Registry } from 'prom-client';
+import { PoiseError } from '../core/errors.js';
+import { addressDetail, parseAddress } from '../core/spec.js';
+import type { AdmissionStatsSource } from '../admission/admission-stats.js';
+import type { MembershipSource } from '../membership/source.js';
+import { collectMetrics } from '../metrics/collect.js';
+import { MetricsServer } from '../metrics/server.js';
+import type { ProxyCounters } from '../net/proxy-counters.js';
+import type { Balancer } from '../runtime/balancer.js';
+import type { FlagSpecs, FlagValues } from './args.js';
+import { UsageError } from './usage.js';
+
+/** Flag specs (merged into the proxy's). */
+export const METRICS_FLAGS = {
+  metrics: { type: 'string' },
+} as const satisfies FlagSpecs;
+
+/** Their --help lines. */
+export const METRICS_HELP = `monitoring:
+  --metrics HOST:PORT      serve GET /metrics (Prometheus text format: every backend's
+                           state, connections, in-flight, PeakEWMA, ejections; the
+                           proxy's accepted/refused/bytes/durations) and GET /healthz
+                           (200 once a membership is in force and the listener is up,
+                           503 with the reason before); see README "Monitoring"`;
+
+/** `--metrics` → the address to serve on, or undefined; throws {@link UsageError} naming the flag. */
+export function metricsFlag(values: FlagValues<typeof METRICS_FLAGS>): { host: string; port: number } | undefined {
+  const raw = values.metrics;
+  if (raw === undefined) return undefined;
+  const at = parseAddress(raw);
+  if (at === undefined) {
+    const detail = addressDetail(raw);
+    throw new UsageError(`--metrics: must be HOST:PORT with a port in [1, 65535], got ${JSON.stringify(raw)}${detail ? ` (${detail})` : ''}`, '--metrics');
+  }
+  return at;
+}
+
+/** What the metrics server reads. */
+export interface MetricsTarget {
+  balancer: Balancer;
+  counters: ProxyCounters;
+  source: MembershipSource;
+  cluster: string;
+  /** Whether the proxy's listener is up. */
+  listening: () => boolean;
+  /** The admission gate's figures (with --band). */
+  admission?: AdmissionStatsSource | undefined;
+}
+
+/** Starts the `/metrics` + `/healthz` server on `at`; throws `PoiseError` `Unavailable` naming --metrics when it cannot listen. */
+export async function startMetrics(at: { host: string; port: number }, t: MetricsTarget): Promise<MetricsServer> {
+  const registry = new Registry();
+  collectMetrics(t.balancer, { registry, cluster: t.cluster, source: t.source, proxy: t.counters, ...(t.admission === undefined ? {} : { admission: t.admission }) });
+  const server = new MetricsServer({
+    registry,
+    host: at.host,
+    port: at.port,
+    notReady: () => (!t.balancer.hasMembership ? 'no membership in force' : !t.listening() ? 'the proxy listener is not up' : undefined),
+  });
+  try {
+    await server.listen();
+  } catch (err) {
+    throw new PoiseError('Unavailable', `--metrics: cannot listen on ${at.host}:${at.port}: ${(err as Error).message}`, { field: '--metrics', cause: err });
+  }
+  return server;
+}

@@ -1,0 +1,256 @@
+/**
+ * `poise top`: a live table of the backends of a running proxy or cluster.
+ *
+ *     poise top --metrics http://127.0.0.1:9464/metrics     (a proxy started with --metrics)
+ *     poise top --redis redis://127.0.0.1:6379 --cluster api (membership only)
+ *
+ * On a TTY the table is redrawn in place (ANSI: cursor home, clear below);
+ * otherwise one table per interval is printed, a blank line between them.
+ * `--once` prints one table and exits (with --metrics it scrapes twice,
+ * --interval apart, so the pick share is the share of that interval).
+ */
+import { PoiseError, isPoiseError } from '../core/errors.js';
+import { MembershipPublisher } from '../membership/redis-publisher.js';
+import { parseMetricsText, type MetricFamily } from '../metrics/text-format.js';
+import { durationFlag, nameFlag, parseFlags, redisUrlFlag, type FlagSpecs } from './args.js';
+import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
+import { cliLogger } from './logger.js';
+import type { Command } from './command.js';
+import { formatTable, type Cell } from './table.js';
+import { UsageError } from './usage.js';
+
+const HELP = `usage: poise top (--metrics URL | --redis URL --cluster NAME [--prefix P]) [--interval D] [--once]
+
+A live table of backends: state, connections, in-flight requests, PeakEWMA
+latency, pick share over the last interval, ejections.
+
+  --metrics URL     scrape a proxy started with --metrics HOST:PORT (http://HOST:PORT or
+                    .../metrics): every column
+  --redis URL       read the cluster's stored membership instead: only BACKEND and
+  --cluster NAME    STATE (its status) are known; the load columns show "-"
+  --prefix P        Redis key prefix; default "poise"
+  --interval D      between refreshes: a number with ms, s, m (default 2s; 100ms..1h)
+  --once            print one table and exit (with --metrics: two scrapes --interval apart)
+  -h, --help        this text
+
+${EXIT_HELP}`;
+
+const OPTIONS = {
+  metrics: { type: 'string' },
+  redis: { type: 'string' },
+  cluster: { type: 'string' },
+  prefix: { type: 'string' },
+  interval: { type: 'string' },
+  once: { type: 'boolean' },
+} as const satisfies FlagSpecs;
+
+/** The columns of the table. */
+export const TOP_HEADERS = ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS'] as const;
+
+/** One scrape of a proxy's metrics, per backend. @internal */
+export interface ScrapedBackend {
+  id: string;
+  priority: string;
+  state: string;
+  connections: number;
+  inFlight: number;
+  ewmaMs: number;
+  picks: number;
+  ejections: number;
+}
+
+/** Reads the per-backend rows out of parsed metrics (metric names with `prefix`). @internal */
+export function backendsFromMetrics(families: ReadonlyMap<string, MetricFamily>, prefix = 'poise_'): ScrapedBackend[] {
+  const rows = new Map<string, ScrapedBackend>();
+  const row = (labels: Readonly<Record<string, string>>): ScrapedBackend => {
+    const key = `${labels['cluster'] ?? ''}\u0000${labels['backend'] ?? ''}`;
+    let r = rows.get(key);
+    if (r === undefined) {
+      r = { id: labels['backend'] ?? '?', priority: labels['priority'] ?? '-', state: '?', connections: 0, inFlight: 0, ewmaMs: 0, picks: 0, ejections: 0 };
+      rows.set(key, r);
+    }
+    return r;
+  };
+  const each = (name: string, f: (r: ScrapedBackend, v: number, labels: Readonly<Record<string, string>>) => void): void => {
+    for (const s of families.get(prefix + name)?.samples ?? []) f(row(s.labels), s.value, s.labels);
+  };
+  each('backend_state', (r, v, l) => {
+    if (v === 1) r.state = l['state'] ?? '?';
+  });
+  each('backend_connections', (r, v) => {
+    r.connections = v;
+  });
+  each('backend_requests_in_flight', (r, v) => {
+    r.inFlight = v;
+  });
+  each('backend_latency_ewma_seconds', (r, v) => {
+    r.ewmaMs = v * 1000;
+  });
+  each('backend_picks_total', (r, v) => {
+    r.picks = v;
+  });
+  each('backend_ejections_total', (r, v) => {
+    r.ejections = v;
+  });
+  return [...rows.values()];
+}
+
+/** The table of one refresh: `prev` (the scrape one interval earlier) gives the pick share. @internal */
+export function topTable(now: readonly ScrapedBackend[], prev: readonly ScrapedBackend[] | undefined): string {
+  const before = new Map((prev ?? []).map((b) => [`${b.priority}\u0000${b.id}`, b.picks]));
+  const deltas = now.map((b) => {
+    const p = before.get(`${b.priority}\u0000${b.id}`);
+    return prev === undefined || p === undefined ? undefined : Math.max(0, b.picks - p);
+  });
+  const total = deltas.reduce<number>((a, d) => a + (d ?? 0), 0);
+  const rows: Cell[][] = now.map((b, k) => {
+    const d = deltas[k];
+    const share = d === undefined ? '-' : total === 0 ? '0.0' : ((100 * d) / total).toFixed(1);
+    return [b.id, b.priority, b.state, b.connections, b.inFlight, b.ewmaMs.toFixed(1), share, b.ejections];
+  });
+  return formatTable(TOP_HEADERS, rows);
+}
+
+async function scrape(url: string): Promise<ScrapedBackend[]> {
+  let res: Response;
+  try {
+    res = await fetch(url, { signal: AbortSignal.timeout(5000) });
+  } catch (err) {
+    throw new PoiseError('Unavailable', `--metrics: cannot scrape ${url}: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`, {
+      field: '--metrics',
+    });
+  }
+  const text = await res.text();
+  if (res.status !== 200) throw new PoiseError('Unavailable', `--metrics: ${url} answered ${res.status}`, { field: '--metrics' });
+  return backendsFromMetrics(parseMetricsText(text));
+}
+
+/** `--metrics` value → the URL to scrape (`/metrics` added when the path is empty). */
+function metricsUrl(raw: string): string {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new UsageError(`--metrics: must be an http:// URL, got ${JSON.stringify(raw)}`, '--metrics');
+  }
+  if (u.protocol !== 'http:') throw new UsageError(`--metrics: must be an http:// URL, got ${JSON.stringify(raw)}`, '--metrics');
+  if (u.pathname === '/' || u.pathname === '') u.pathname = '/metrics';
+  return u.toString();
+}
+
+function redisRows(backends: readonly { id: string; status?: string; priority?: number }[]): ScrapedBackend[] {
+  return backends.map((b) => ({ id: b.id, priority: String(b.priority ?? 0), state: b.status ?? 'ready', connections: Number.NaN, inFlight: Number.NaN, ewmaMs: Number.NaN, picks: 0, ejections: Number.NaN }));
+}
+
+/** The membership-only table: load columns are "-" (only --metrics knows them). */
+function redisTable(rows: readonly ScrapedBackend[]): string {
+  return formatTable(
+    TOP_HEADERS,
+    rows.map((b) => [b.id, b.priority, b.state, '-', '-', '-', '-', '-']),
+  );
+}
+
+const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+  });
+
+async function run(argv: string[]): Promise<number> {
+  try {
+    const { values } = parseFlags(argv, OPTIONS);
+    if (values.help) {
+      process.stdout.write(`${HELP}\n`);
+      return EXIT.ok;
+    }
+    if ((values.metrics === undefined) === (values.redis === undefined)) throw new UsageError('give exactly one of --metrics and --redis');
+    const intervalMs = durationFlag('--interval', values.interval, 100, 3_600_000) ?? 2000;
+    const once = values.once;
+    const tty = process.stdout.isTTY === true && !once;
+    let next: () => Promise<{ head: string; body: string }>;
+    let closer: () => Promise<void> = async () => {};
+    if (values.metrics !== undefined) {
+      if (values.cluster !== undefined || values.prefix !== undefined) throw new UsageError('--cluster and --prefix go with --redis, not --metrics', values.cluster !== undefined ? '--cluster' : '--prefix');
+      const url = metricsUrl(values.metrics);
+      let prev: ScrapedBackend[] | undefined;
+      next = async () => {
+        const now = await scrape(url);
+        const body = topTable(now, prev);
+        prev = now;
+        return { head: `poise top  ${url}  every ${intervalMs} ms  ${new Date().toISOString()}`, body };
+      };
+      if (once) {
+        // Two scrapes an interval apart: the share column is that interval's.
+        const ac = new AbortController();
+        await next();
+        await sleep(intervalMs, ac.signal);
+      }
+    } else {
+      const url = redisUrlFlag('--redis', values.redis)!;
+      if (values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
+      const cluster = nameFlag('--cluster', values.cluster)!;
+      const prefix = nameFlag('--prefix', values.prefix) ?? 'poise';
+      const pub = new MembershipPublisher({
+        url,
+        cluster,
+        prefix,
+        logger: cliLogger('poise-top', { dflt: 'warn' }),
+        redisOptions: { maxRetriesPerRequest: 1, connectTimeout: 3000, retryStrategy: (times: number) => (times > 3 ? null : 100 * times) },
+      });
+      closer = () => pub.close();
+      next = async () => {
+        const stored = await pub.show();
+        if (stored === undefined) throw new PoiseError('NotFound', `no membership stored for cluster ${JSON.stringify(cluster)}`, { field: '--cluster' });
+        return {
+          head: `poise top  cluster ${cluster}  version ${stored.version}  lineage ${stored.lineage ?? '-'}  (membership only: load columns need --metrics)`,
+          body: redisTable(redisRows(stored.document.backends)),
+        };
+      };
+    }
+    try {
+      if (once) {
+        const { head, body } = await next();
+        process.stdout.write(`${head}\n${body}`);
+        return EXIT.ok;
+      }
+      const ac = new AbortController();
+      const stop = (): void => ac.abort();
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+      try {
+        if (tty) process.stdout.write('\x1b[H\x1b[2J');
+        while (!ac.signal.aborted) {
+          let frame: string;
+          try {
+            const { head, body } = await next();
+            frame = `${head}\n${body}`;
+          } catch (err) {
+            // Live mode keeps going: the source may come back.
+            frame = `poise top: ${err instanceof Error ? err.message : String(err)}\n`;
+          }
+          // TTY: cursor home, the frame, clear whatever the last frame left below.
+          process.stdout.write(tty ? `\x1b[H${frame.replaceAll('\n', '\x1b[K\n')}\x1b[J` : `${frame}\n`);
+          await sleep(intervalMs, ac.signal);
+        }
+        return EXIT.ok;
+      } finally {
+        process.off('SIGINT', stop);
+        process.off('SIGTERM', stop);
+      }
+    } finally {
+      await closer();
+    }
+  } catch (err) {
+    const code = exitCodeOf(err);
+    process.stderr.write(`poise top: ${err instanceof Error ? err.message : String(err)}\n${code === EXIT.usage ? 'Run `poise top --help` for the flags.\n' : ''}`);
+    if (!isPoiseError(err) && !(err instanceof UsageError) && err instanceof Error && err.stack !== undefined) process.stderr.write(`${err.stack}\n`);
+    return code;
+  }
+}
+
+/** The `top` subcommand. */
+export const command: Command = {
+  summary: 'live table of backends: state, connections, in-flight, EWMA, pick share, ejections',
+  run,
+};

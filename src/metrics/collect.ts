@@ -1,0 +1,328 @@
+/**
+ * collectMetrics: Prometheus metrics read from the LoadTable at scrape time.
+ *
+ * Nothing is counted twice and nothing is sent between threads: every
+ * per-backend figure is a word (or a sum of per-thread cells) of the shared
+ * table, so a scrape in the owner thread covers the routers of every worker.
+ * A scrape only loads shared words with `Atomics.load` — it never takes a
+ * lock a router waits on and never writes — so it cannot slow or block a
+ * pick; it allocates its snapshot in the scraping thread, off the routing
+ * path. One snapshot is read per scrape (the first metric's `get` reads
+ * it, the rest of that synchronous pass reuse it).
+ */
+import { Registry, register as defaultRegistry } from 'prom-client';
+import { Backend, Prioritized, type Status } from '../core/candidate.js';
+import { invalidConfig, checkOptionKeys, PoiseError } from '../core/errors.js';
+import type { ResolvedBackendSpec } from '../core/spec.js';
+import { EwmaSeries, HealthFlag, SlotState, type SlotStats } from '../load/load-table.js';
+import type { MembershipSource } from '../membership/source.js';
+import { DURATION_BUCKETS_SECONDS, ProxyCounter, REFUSAL_REASONS, type ProxyCounters } from '../net/proxy-counters.js';
+import { PriorityWeightedRandom } from '../policy/priority/policy.js';
+import type { PriorityPlan } from '../policy/priority/policy.js';
+import type { Balancer } from '../runtime/balancer.js';
+import type { AdmissionFigures, AdmissionStatsSource } from '../admission/admission-stats.js';
+import type { HealthCounters } from '../health/stats.js';
+import { proxyDurationHistogram, snapshotMetric, type Push } from './snapshot-metrics.js';
+
+/** The `state` label values of `poise_backend_state` (exactly one is 1 per backend). */
+export const BACKEND_STATES = ['ready', 'draining', 'unavailable', 'ejected', 'unhealthy', 'removed'] as const;
+/** A backend state as metrics and `poise top` show it. */
+export type BackendState = (typeof BACKEND_STATES)[number];
+
+/** Options of {@link collectMetrics}. */
+export interface CollectMetricsOptions {
+  /** Where to register; default prom-client's global `register`. */
+  registry?: Registry;
+  /** Metric name prefix; default `'poise_'`. Must match `[a-zA-Z_:][a-zA-Z0-9_:]*` (or be empty). */
+  prefix?: string;
+  /** The `cluster` label value; default `'default'`. */
+  cluster?: string;
+  /** The membership source bound to the balancer: adds its kind and connection state. */
+  source?: MembershipSource;
+  /** A proxy's shared counters (every worker's row): adds the `proxy_*` metrics. */
+  proxy?: ProxyCounters;
+  /** An admission controller: adds the `admission_*` metrics. */
+  admission?: AdmissionStatsSource;
+  /** Options of the priority plan shown by `priority_*` (default Envoy's: overprovisioning 140 %, panic threshold 50 %). */
+  plan?: { overprovisioningFactorPercent?: number; panicThresholdPercent?: number };
+}
+
+/** What {@link collectMetrics} registered. */
+export interface MetricsCollection {
+  /** The registry the metrics are in. */
+  readonly registry: Registry;
+  /** The full names registered. */
+  readonly names: readonly string[];
+  /** Removes them from the registry. */
+  remove(): void;
+}
+
+/** One backend as one scrape saw it. @internal */
+interface BackendRow {
+  labels: { cluster: string; backend: string; priority: string; locality: string };
+  state: BackendState;
+  stats: SlotStats;
+  spec: ResolvedBackendSpec;
+  latencyUs: number;
+  connectUs: number;
+  ejectedForMs: number;
+}
+
+/** One scrape's reading of everything. @internal */
+interface Snapshot {
+  rows: BackendRow[];
+  plan: PriorityPlan | undefined;
+  nowWallMs: number;
+  admission: AdmissionFigures | undefined;
+  health: HealthCounters;
+  reclaims: { events: number; leases: number };
+}
+
+const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+
+/** The state a slot shows: its tag state, then ejection, then the active check. @internal */
+export function backendState(stats: SlotStats, ejectedForMs: number, removed: boolean): BackendState {
+  if (removed || stats.state === SlotState.Removed || stats.state === SlotState.Closing) return 'removed';
+  if (stats.state === SlotState.Draining) return 'draining';
+  if (stats.state === SlotState.Unavailable) return 'unavailable';
+  if (ejectedForMs > 0) return 'ejected';
+  if ((stats.health & HealthFlag.Unhealthy) !== 0) return 'unhealthy';
+  return 'ready';
+}
+
+/** `QueueFull` → `queue_full` (Prometheus label values are lower snake case by convention). */
+function snake(reason: string): string {
+  return reason.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
+}
+
+/** The source's kind from its description (`redis poise:x:snapshot`, `file members.yaml`, an array). */
+function sourceKind(source: MembershipSource): string {
+  const d = source.description ?? '';
+  if (d.startsWith('redis')) return 'redis';
+  if (d.startsWith('file')) return 'file';
+  return 'static';
+}
+
+/**
+ * Registers the balancer's metrics (per backend, per balancer, and the
+ * proxy's and admission's when given) on a prom-client registry. Every
+ * value is read when the registry is scraped. Throws `InvalidConfig` naming
+ * a bad option; prom-client throws when a name is already registered.
+ *
+ * @example
+ * import { Registry } from 'prom-client';
+ * const registry = new Registry();
+ * collectMetrics(balancer, { registry, cluster: 'api' });
+ * const text = await registry.metrics(); // poise_backend_connections{cluster="api",backend="a",...} 3
+ */
+export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions = {}): MetricsCollection {
+  if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
+  checkOptionKeys(opts, ['registry', 'prefix', 'cluster', 'source', 'proxy', 'admission', 'plan']);
+  if (typeof balancer !== 'object' || balancer === null || typeof balancer.slotEntries !== 'function') invalidConfig('balancer', 'must be a Balancer', balancer);
+  const registry = opts.registry ?? defaultRegistry;
+  if (!(registry instanceof Registry)) invalidConfig('options.registry', 'must be a prom-client Registry', registry);
+  const prefix = opts.prefix ?? 'poise_';
+  if (typeof prefix !== 'string' || (prefix !== '' && !NAME.test(prefix))) invalidConfig('options.prefix', 'must match [a-zA-Z_:][a-zA-Z0-9_:]* or be empty', prefix);
+  const cluster = opts.cluster ?? 'default';
+  if (typeof cluster !== 'string' || cluster.length === 0) invalidConfig('options.cluster', 'must be a non-empty string', cluster);
+  const planner = new PriorityWeightedRandom({ seed: 1, ...opts.plan });
+  const { source, proxy, admission } = opts;
+  if (admission !== undefined && typeof admission?.admissionStats !== 'function') invalidConfig('options.admission', 'must have admissionStats()', admission);
+
+  let snap: Snapshot | undefined;
+  const read = (): Snapshot => {
+    if (snap !== undefined) return snap;
+    snap = takeSnapshot(balancer, cluster, planner, admission);
+    // Reused by every metric of this synchronous scrape pass, then dropped.
+    queueMicrotask(() => {
+      snap = undefined;
+    });
+    return snap;
+  };
+
+  const names: string[] = [];
+  const BL = ['cluster', 'backend', 'priority', 'locality'] as const;
+  // Label names are fixed per metric by the code below; the registry prints what each fill pushes.
+  const add = (name: string, help: string, type: 'gauge' | 'counter', fill: (push: Push, s: Snapshot) => void): void => {
+    const m = snapshotMetric(prefix + name, help, type, (push) => fill(push, read()));
+    registry.registerMetric(m);
+    names.push(m.name);
+  };
+  const gauge = (name: string, help: string, _labels: readonly string[], fill: (g: { set: Push }, s: Snapshot) => void): void =>
+    add(name, help, 'gauge', (push, s) => fill({ set: push }, s));
+  const counter = (name: string, help: string, _labels: readonly string[], fill: (c: { inc: Push }, s: Snapshot) => void): void =>
+    add(name, help, 'counter', (push, s) => fill({ inc: push }, s));
+  const perBackend = (name: string, help: string, value: (r: BackendRow) => number, kind: 'gauge' | 'counter' = 'gauge'): void => {
+    if (kind === 'gauge') gauge(name, help, BL, (g, s) => {
+      for (const r of s.rows) g.set(r.labels, value(r));
+    });
+    else {
+      counter(name, help, BL, (c, s) => {
+        for (const r of s.rows) c.inc(r.labels, value(r));
+      });
+    }
+  };
+
+  // --- per backend -----------------------------------------------------------
+  gauge('backend_state', 'Backend state: 1 for the state it is in, 0 for the others (removed = a tombstone still holding leases).', [...BL, 'state'], (g, s) => {
+    for (const r of s.rows) for (const st of BACKEND_STATES) g.set({ ...r.labels, state: st }, r.state === st ? 1 : 0);
+  });
+  perBackend('backend_degraded', 'Whether the backend is degraded (by its active check or the membership): used only when its priority has no healthy host.', (r) =>
+    (r.stats.health & (HealthFlag.CheckDegraded | HealthFlag.MemberDegraded)) !== 0 ? 1 : 0,
+  );
+  perBackend('backend_weight', 'Backend weight in force.', (r) => r.spec.weight);
+  perBackend('backend_connections', 'Open connection leases on the backend, summed over every thread.', (r) => r.stats.connections);
+  perBackend('backend_requests_in_flight', 'In-flight request leases on the backend, summed over every thread.', (r) => r.stats.requests);
+  perBackend('backend_picks_total', 'Leases granted on the backend (routers add them in batches of up to 64).', (r) => r.stats.picks, 'counter');
+  perBackend('backend_latency_ewma_seconds', 'PeakEWMA request latency estimate, decayed to now.', (r) => r.latencyUs / 1e6);
+  perBackend('backend_connect_time_ewma_seconds', 'PeakEWMA connect time estimate, decayed to now.', (r) => r.connectUs / 1e6);
+  perBackend('backend_consecutive_failures', 'Consecutive failures since the last success.', (r) => r.stats.failures);
+  perBackend('backend_consecutive_ejections', 'Consecutive ejections (the exponent of the ejection time).', (r) => r.stats.ejections);
+  perBackend('backend_ejections_total', 'Ejections of the backend since it took its slot (passive health and outlier detection).', (r) => r.stats.ejectionsTotal, 'counter');
+  perBackend('backend_ejection_remaining_seconds', 'Ejection time left; 0 when routable.', (r) => r.ejectedForMs / 1000);
+  gauge('backend_ejected_until_timestamp_seconds', 'Unix time the current ejection ends; 0 when not ejected.', BL, (g, s) => {
+    for (const r of s.rows) g.set(r.labels, r.ejectedForMs > 0 ? (s.nowWallMs + r.ejectedForMs) / 1000 : 0);
+  });
+
+  // --- per balancer ------------------------------------------------------------
+  const C = ['cluster'] as const;
+  gauge('membership_version', 'Membership version in force (0 before the first).', C, (g) => g.set({ cluster }, balancer.version));
+  gauge('membership_info', 'The membership in force: lineage (empty when none) and source kind; always 1.', ['cluster', 'lineage', 'source'], (g) =>
+    g.set({ cluster, lineage: balancer.lineage ?? '', source: source === undefined ? 'none' : sourceKind(source) }, 1),
+  );
+  gauge('membership_applied', 'Whether a membership is in force (1) or none was applied yet (0).', C, (g) => g.set({ cluster }, balancer.hasMembership ? 1 : 0));
+  if (source !== undefined) {
+    gauge('membership_source_up', 'Whether the membership source is connected (Redis) or healthy (file: no problem reported).', ['cluster', 'source'], (g) => {
+      const up = source.connected ?? source.problem === undefined;
+      g.set({ cluster, source: sourceKind(source) }, up ? 1 : 0);
+    });
+  }
+  gauge('membership_last_change_timestamp_seconds', 'Unix time the membership in force was applied; 0 before the first.', C, (g) =>
+    g.set({ cluster }, (balancer.lastChangeAt ?? 0) / 1000),
+  );
+  gauge('slots', 'Load-table slots: used by live backends, held by tombstones (removed backends with leases still open), free.', ['cluster', 'state'], (g, s) => {
+    let live = 0;
+    let tomb = 0;
+    for (const r of s.rows) {
+      if (r.state === 'removed') tomb++;
+      else live++;
+    }
+    g.set({ cluster, state: 'live' }, live);
+    g.set({ cluster, state: 'tombstone' }, tomb);
+    g.set({ cluster, state: 'free' }, balancer.table.capacity - live - tomb);
+  });
+  counter('reclaims_total', 'Exited worker threads whose leases the owner reclaimed.', C, (c, s) => c.inc({ cluster }, s.reclaims.events));
+  counter('reclaimed_leases_total', 'Leases subtracted from the shared counters on behalf of exited threads.', C, (c, s) => c.inc({ cluster }, s.reclaims.leases));
+  gauge('priority_availability_ratio', 'Effective availability of each priority (overprovisioned, capped at 1) in the priority plan.', ['cluster', 'priority'], (g, s) => {
+    for (const p of s.plan?.priorities ?? []) g.set({ cluster, priority: String(p.priority) }, p.effectiveAvailabilityMillionths / 1e6);
+  });
+  gauge('priority_traffic_share_ratio', 'Share of traffic the priority plan sends to each priority (sums to 1 when anything is selectable).', ['cluster', 'priority'], (g, s) => {
+    for (const p of s.plan?.priorities ?? []) g.set({ cluster, priority: String(p.priority) }, p.shareMillionths / 1e6);
+  });
+  gauge('priority_panic', 'Whether the priority is in panic (1): its traffic goes to all its hosts, healthy or not.', ['cluster', 'priority'], (g, s) => {
+    for (const p of s.plan?.priorities ?? []) g.set({ cluster, priority: String(p.priority) }, p.panic ? 1 : 0);
+  });
+  counter('health_checks_total', 'Active health checks completed, by result.', ['cluster', 'result'], (c, s) => {
+    const h = s.health;
+    c.inc({ cluster, result: 'passed' }, h.checksPassed);
+    c.inc({ cluster, result: 'failed' }, h.checksFailed);
+  });
+  counter('health_check_timeouts_total', 'Active health checks that failed by reaching their timeout.', C, (c, s) => c.inc({ cluster }, s.health.checksTimedOut));
+  counter('health_transitions_total', 'Active-check transitions: down, up, degraded, not_degraded.', ['cluster', 'to'], (c, s) => {
+    const h = s.health;
+    c.inc({ cluster, to: 'down' }, h.markedDown);
+    c.inc({ cluster, to: 'up' }, h.markedUp);
+    c.inc({ cluster, to: 'degraded' }, h.markedDegraded);
+    c.inc({ cluster, to: 'not_degraded' }, h.clearedDegraded);
+  });
+  counter('health_check_unejections_total', 'Ejections ended early by a passing active check (unejectOnPass).', C, (c, s) => c.inc({ cluster }, s.health.unejectedByCheck));
+  counter('outlier_sweeps_total', 'Outlier-detection sweeps run.', C, (c, s) => c.inc({ cluster }, s.health.outlierSweeps));
+  counter('outlier_ejections_total', 'Outlier-detection ejections, by detector.', ['cluster', 'reason'], (c, s) => {
+    const h = s.health;
+    c.inc({ cluster, reason: 'success_rate' }, h.ejectedSuccessRate);
+    c.inc({ cluster, reason: 'failure_percentage' }, h.ejectedFailurePercentage);
+  });
+  counter('outlier_ejections_skipped_total', 'Outliers left routable because maxEjectionPercent was reached.', C, (c, s) => c.inc({ cluster }, s.health.ejectionsSkippedMaxPercent));
+
+  // --- proxy ---------------------------------------------------------------------
+  if (proxy !== undefined) {
+    const W = ['worker'] as const;
+    counter('proxy_accepted_total', 'Client connections accepted, per proxy worker (the reusePort spread).', W, (c) => {
+      for (let w = 0; w < proxy.workers; w++) c.inc({ worker: String(w) }, proxy.value(w, ProxyCounter.Accepted));
+    });
+    counter('proxy_refused_total', 'Client connections refused, by reason.', ['reason'], (c) => {
+      for (const reason of REFUSAL_REASONS) c.inc({ reason }, proxy.refusals(reason));
+    });
+    gauge('proxy_active_connections', 'Spliced client-backend pairs open now, per proxy worker.', W, (g) => {
+      for (let w = 0; w < proxy.workers; w++) g.set({ worker: String(w) }, proxy.active(w));
+    });
+    counter('proxy_bytes_total', 'Bytes spliced: in = client to backend, out = backend to client.', ['direction'], (c) => {
+      c.inc({ direction: 'in' }, proxy.total(ProxyCounter.BytesIn));
+      c.inc({ direction: 'out' }, proxy.total(ProxyCounter.BytesOut));
+    });
+    counter('proxy_idle_timeouts_total', 'Spliced connections closed by the client or server inactivity timeout.', [], (c) => c.inc({}, proxy.total(ProxyCounter.IdleTimeouts)));
+    const hist = proxyDurationHistogram(prefix + 'proxy_connection_duration_seconds', proxy, DURATION_BUCKETS_SECONDS);
+    registry.registerMetric(hist);
+    names.push(hist.name);
+  }
+
+  // --- admission -------------------------------------------------------------
+  if (admission !== undefined) {
+    const B = ['band'] as const;
+    const bands = (s: Snapshot) => s.admission?.bands ?? [];
+    gauge('admission_saturation_ratio', 'Pool saturation the admission controller sees (load / capacity).', [], (g, s) => {
+      if (s.admission?.saturation !== undefined) g.set({}, s.admission.saturation);
+    });
+    gauge('admission_queue_length', 'Requests waiting for admission, per band (priority).', B, (g, s) => {
+      for (const b of bands(s)) g.set({ band: String(b.priority) }, b.queued);
+    });
+    gauge('admission_oldest_wait_seconds', 'How long the oldest waiter of each band has waited; 0 when its queue is empty.', B, (g, s) => {
+      for (const b of bands(s)) g.set({ band: String(b.priority) }, b.oldestWaitMs / 1000);
+    });
+    counter('admission_admitted_total', 'Requests admitted, per band.', B, (c, s) => {
+      for (const b of bands(s)) c.inc({ band: String(b.priority) }, b.admitted);
+    });
+    counter('admission_rejected_total', 'Requests rejected, per band and reason (QueueFull -> queue_full).', ['band', 'reason'], (c, s) => {
+      for (const b of bands(s)) for (const [reason, n] of Object.entries(b.rejected)) c.inc({ band: String(b.priority), reason: snake(reason) }, n);
+    });
+  }
+
+  return {
+    registry,
+    names,
+    remove: () => {
+      for (const n of names) registry.removeSingleMetric(n);
+    },
+  };
+}
+
+function takeSnapshot(balancer: Balancer, cluster: string, planner: PriorityWeightedRandom, admission: AdmissionStatsSource | undefined): Snapshot {
+  const t = balancer.table;
+  const rows: BackendRow[] = [];
+  const candidates: Prioritized<Backend>[] = [];
+  for (const e of balancer.slotEntries()) {
+    const stats = t.stats(e.slot);
+    const ejectedForMs = t.ejectedForMs(e.slot);
+    const state = backendState(stats, ejectedForMs, e.removed);
+    rows.push({
+      labels: { cluster, backend: e.id, priority: String(e.spec.priority), locality: e.spec.locality },
+      state,
+      stats,
+      spec: e.spec,
+      latencyUs: t.estimateUs(e.slot, EwmaSeries.Latency),
+      connectUs: t.estimateUs(e.slot, EwmaSeries.ConnectTime),
+      ejectedForMs,
+    });
+    if (state === 'removed') continue;
+    const status: Status = state === 'ready' ? 'ready' : state === 'draining' ? 'draining' : 'unavailable';
+    candidates.push(new Prioritized(new Backend(e.id, { weight: e.spec.weight, status }), e.spec.priority, e.spec.panicEligible));
+  }
+  let plan: PriorityPlan | undefined;
+  try {
+    plan = candidates.length === 0 ? undefined : planner.plan(candidates);
+  } catch (err) {
+    // Nothing selectable at all (e.g. every backend draining): no plan to show.
+    if (!(err instanceof PoiseError)) throw err;
+  }
+  return { rows, plan, nowWallMs: Date.now(), admission: admission?.admissionStats(), health: balancer.healthStats().counters, reclaims: balancer.reclaimStats() };
+}

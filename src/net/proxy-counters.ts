@@ -1,0 +1,234 @@
+/**
+ * ProxyCounters: the proxy's own counters (accepted, refused, active, bytes,
+ * connection durations) in one SharedArrayBuffer, one row per proxy worker,
+ * so a scrape in any thread sees every worker without messages between them.
+ *
+ * Each row is written by one worker only (the thread serving that row's
+ * listener) and read by anyone. Counters are 64-bit as two 32-bit words
+ * (low, high): the writer adds to the low word with `Atomics.add` and, when
+ * that carried past 2^32, adds one to the high word. A reader takes high,
+ * low, high again and retries while the high word moved, so it never sees a
+ * carry half done. The active-connections gauge is one word (add/sub).
+ *
+ * Layout of a row (words):
+ *
+ * | words            | field |
+ * |------------------|-------|
+ * | 0                | active connections (gauge) |
+ * | 1                | reserved |
+ * | 2 + 2k, 3 + 2k   | counter k of {@link ProxyCounter} (low, high) |
+ * | after those      | one counter pair per duration bucket, the last one `+Inf` |
+ *
+ * Rows are padded to whole 64-byte lines, so two workers never write one line.
+ */
+import { invalidConfig } from '../core/errors.js';
+import { integerIn } from '../core/validate.js';
+
+/** Counter indices of a row. */
+export const ProxyCounter = {
+  /** Client connections accepted by the listener. */
+  Accepted: 0,
+  /** Refused: the connection limit was reached (admission's queue for the client's band was full). */
+  RefusedMaxConnections: 1,
+  /** Refused: no backend accepted (refused, unreachable, none eligible). */
+  RefusedNoBackend: 2,
+  /** Refused: the connect to every backend tried timed out, admission's wait timed out, or no PROXY header came in time. */
+  RefusedTimeout: 3,
+  /** Refused: a local resource ran out (EMFILE, ENOBUFS...), no backend blamed. */
+  RefusedLocalError: 4,
+  /** Refused: a malformed PROXY header. */
+  RefusedBadHeader: 5,
+  /** Client → backend bytes. */
+  BytesIn: 6,
+  /** Backend → client bytes. */
+  BytesOut: 7,
+  /** Spliced connections closed by an idle (client or server) timeout. */
+  IdleTimeouts: 8,
+  /** Sum of spliced-connection durations, microseconds. */
+  DurationSumUs: 9,
+} as const;
+/** A counter index. */
+export type ProxyCounterCode = (typeof ProxyCounter)[keyof typeof ProxyCounter];
+
+/** Why a connection was refused: the `reason` label of `poise_proxy_refused_total`. */
+export type RefusalReason = 'max_connections' | 'no_backend' | 'timeout' | 'local_error' | 'bad_header';
+
+/** Reasons in counter order (the label values). */
+export const REFUSAL_REASONS: readonly RefusalReason[] = ['max_connections', 'no_backend', 'timeout', 'local_error', 'bad_header'];
+
+const REFUSAL_COUNTER: Readonly<Record<RefusalReason, ProxyCounterCode>> = {
+  max_connections: ProxyCounter.RefusedMaxConnections,
+  no_backend: ProxyCounter.RefusedNoBackend,
+  timeout: ProxyCounter.RefusedTimeout,
+  local_error: ProxyCounter.RefusedLocalError,
+  bad_header: ProxyCounter.RefusedBadHeader,
+};
+
+/** Upper bounds (seconds) of the connection-duration buckets; a `+Inf` bucket follows. */
+export const DURATION_BUCKETS_SECONDS: readonly number[] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800, 3600];
+
+const COUNTERS = 10;
+const HEAD_WORDS = 2;
+const MAGIC = 0x50430001;
+// Buffer header: magic, workers, row words, bucket count.
+const HEADER_WORDS = 16;
+const TWO_32 = 4294967296;
+/** Bucket bounds in microseconds (integers, compared without a multiplication per close). */
+const BUCKET_US = DURATION_BUCKETS_SECONDS.map((s) => Math.round(s * 1e6));
+
+function rowWords(): number {
+  const words = HEAD_WORDS + 2 * (COUNTERS + DURATION_BUCKETS_SECONDS.length + 1);
+  return Math.ceil(words / 16) * 16;
+}
+
+/**
+ * The proxy's shared counters. `TcpProxy` makes one (one row) unless given
+ * one; a multi-worker proxy creates it once and hands `buffer` to every
+ * worker with its row index.
+ *
+ * @example
+ * const counters = ProxyCounters.create({ workers: 2 });
+ * // in worker 1: ProxyCounters.attach(buffer) and new TcpProxy({ ..., counters, worker: 1 })
+ * const accepted = counters.total(ProxyCounter.Accepted);
+ */
+export class ProxyCounters {
+  /** The shared memory. */
+  readonly buffer: SharedArrayBuffer;
+  /** Rows (proxy workers). */
+  readonly workers: number;
+  private readonly i32: Int32Array;
+  private readonly stride: number;
+
+  private constructor(buffer: SharedArrayBuffer) {
+    this.buffer = buffer;
+    this.i32 = new Int32Array(buffer);
+    // Written once before the buffer is shared; loaded through Atomics like every shared word.
+    if (Atomics.load(this.i32, 0) !== MAGIC || Atomics.load(this.i32, 3) !== DURATION_BUCKETS_SECONDS.length) {
+      invalidConfig('buffer', 'is not a ProxyCounters buffer of this poise-lb version');
+    }
+    this.workers = Atomics.load(this.i32, 1);
+    this.stride = Atomics.load(this.i32, 2);
+  }
+
+  /** Allocates counters for `workers` rows (default 1, at most 1024). Throws `InvalidConfig` naming the option. */
+  static create(opts: { workers?: number } = {}): ProxyCounters {
+    const workers = integerIn(opts.workers ?? 1, 'options.workers', 1, 1024);
+    const stride = rowWords();
+    const buffer = new SharedArrayBuffer((HEADER_WORDS + workers * stride) * 4);
+    const i32 = new Int32Array(buffer);
+    Atomics.store(i32, 1, workers);
+    Atomics.store(i32, 2, stride);
+    Atomics.store(i32, 3, DURATION_BUCKETS_SECONDS.length);
+    Atomics.store(i32, 0, MAGIC);
+    return new ProxyCounters(buffer);
+  }
+
+  /** Attaches to counters created in another thread (shared, not copied). */
+  static attach(buffer: SharedArrayBuffer): ProxyCounters {
+    if (!(buffer instanceof SharedArrayBuffer)) invalidConfig('ProxyCounters.attach(buffer)', 'must be a SharedArrayBuffer', buffer);
+    return new ProxyCounters(buffer);
+  }
+
+  /** Checks a row index; throws `InvalidConfig` naming `field`. @internal */
+  checkWorker(worker: number, field: string): number {
+    return integerIn(worker, field, 0, this.workers - 1);
+  }
+
+  private base(worker: number): number {
+    return HEADER_WORDS + worker * this.stride;
+  }
+
+  // --- writers (the row's own worker) ---------------------------------------
+
+  /** Adds `n` (a non-negative integer below 2^32) to counter word pair at `p`. */
+  private add(p: number, n: number): void {
+    // add on the low word returns the old value; a carry past 2^32 goes to
+    // the high word afterwards. The row has one writer, so no carry is lost;
+    // readers detect the window through the high word (see read()).
+    const old = Atomics.add(this.i32, p, n) >>> 0;
+    if (old + n >= TWO_32) Atomics.add(this.i32, p + 1, 1);
+  }
+
+  /** Counts one accepted client connection on `worker`'s row. @internal */
+  accepted(worker: number): void {
+    this.add(this.base(worker) + HEAD_WORDS + 2 * ProxyCounter.Accepted, 1);
+  }
+
+  /** Counts one refused client connection. @internal */
+  refused(worker: number, reason: RefusalReason): void {
+    this.add(this.base(worker) + HEAD_WORDS + 2 * REFUSAL_COUNTER[reason], 1);
+  }
+
+  /** Counts bytes of one direction. @internal */
+  bytes(worker: number, counter: typeof ProxyCounter.BytesIn | typeof ProxyCounter.BytesOut, n: number): void {
+    this.add(this.base(worker) + HEAD_WORDS + 2 * counter, n);
+  }
+
+  /** A spliced connection opened (active + 1). @internal */
+  opened(worker: number): void {
+    Atomics.add(this.i32, this.base(worker), 1);
+  }
+
+  /** A spliced connection closed after `durationMs` (active − 1, one histogram observation). @internal */
+  closed(worker: number, durationMs: number, idleTimeout: boolean): void {
+    const b = this.base(worker);
+    Atomics.sub(this.i32, b, 1);
+    const us = durationMs <= 0 ? 0 : Math.round(durationMs * 1000);
+    // Bounded below 2^32 per observation (71 minutes); longer ones count in full buckets and in the sum's cap.
+    this.add(b + HEAD_WORDS + 2 * ProxyCounter.DurationSumUs, us < TWO_32 ? us : TWO_32 - 1);
+    if (idleTimeout) this.add(b + HEAD_WORDS + 2 * ProxyCounter.IdleTimeouts, 1);
+    let k = 0;
+    while (k < BUCKET_US.length && us > BUCKET_US[k]!) k++;
+    this.add(b + HEAD_WORDS + 2 * (COUNTERS + k), 1);
+  }
+
+  // --- readers (any thread) -------------------------------------------------
+
+  /** A 64-bit counter pair read without a torn carry. */
+  private read(p: number): number {
+    for (;;) {
+      const hi = Atomics.load(this.i32, p + 1);
+      const lo = Atomics.load(this.i32, p) >>> 0;
+      if (Atomics.load(this.i32, p + 1) === hi) return (hi >>> 0) * TWO_32 + lo;
+    }
+  }
+
+  /** Counter `counter` of row `worker`. */
+  value(worker: number, counter: ProxyCounterCode): number {
+    return this.read(this.base(worker) + HEAD_WORDS + 2 * counter);
+  }
+
+  /** Counter `counter` summed over every row. */
+  total(counter: ProxyCounterCode): number {
+    let n = 0;
+    for (let w = 0; w < this.workers; w++) n += this.value(w, counter);
+    return n;
+  }
+
+  /** Refusals of `reason`, summed over every row. */
+  refusals(reason: RefusalReason): number {
+    return this.total(REFUSAL_COUNTER[reason]);
+  }
+
+  /** Active spliced connections of row `worker` (omit for all rows). */
+  active(worker?: number): number {
+    if (worker !== undefined) return Atomics.load(this.i32, this.base(worker));
+    let n = 0;
+    for (let w = 0; w < this.workers; w++) n += Atomics.load(this.i32, this.base(w));
+    return n;
+  }
+
+  /**
+   * Duration-bucket counts summed over every row, not cumulative: entry k
+   * counts connections with a duration in (bound k−1, bound k]; the last
+   * entry is the `+Inf` bucket.
+   */
+  durationBuckets(): number[] {
+    const out = new Array<number>(BUCKET_US.length + 1).fill(0);
+    for (let w = 0; w < this.workers; w++) {
+      const b = this.base(w) + HEAD_WORDS + 2 * COUNTERS;
+      for (let k = 0; k <= BUCKET_US.length; k++) out[k] = out[k]! + this.read(b + 2 * k);
+    }
+    return out;
+  }
+}

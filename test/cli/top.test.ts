@@ -1,0 +1,141 @@
+/**
+ * `poise top --once` (non-TTY output) against a live MetricsServer in this
+ * process, and against a Redis membership: the table's rows carry the
+ * figures the table holds (connections, in-flight, EWMA, the share of the
+ * picks made between the two scrapes, ejections, state).
+ */
+import { spawn } from 'node:child_process';
+import { Registry, Gauge } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MembershipPublisher } from '../../src/membership/redis-publisher.js';
+import { collectMetrics } from '../../src/metrics/collect.js';
+import { MetricsServer } from '../../src/metrics/server.js';
+import { Balancer } from '../../src/runtime/balancer.js';
+import { createLogger } from '../../src/log.js';
+import { CLI, runCli } from '../helpers/cli.js';
+import { until } from '../helpers/log-capture.js';
+import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+
+const logger = createLogger({ level: 'silent' });
+
+/** The table's rows as cells (header first), after the title line. */
+function cells(stdout: string): string[][] {
+  const lines = stdout.trimEnd().split('\n');
+  return lines.slice(1).map((l) => l.trim().split(/\s+/));
+}
+
+describe('poise top', () => {
+  let redis: TestRedis;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+
+  it('--metrics URL --once: one table with state, connections, in-flight, EWMA, the pick share between its two scrapes, ejections', async () => {
+    // τ of a day: the 50 ms initial estimate does not move within the test (EWMA_MS reads 50.0).
+    const b = new Balancer({ logger, tauMs: 86_400_000 });
+    b.update([
+      { id: 'b0', address: '127.0.0.1:7000' },
+      { id: 'b1', address: '127.0.0.1:7001' },
+      { id: 'b2', address: '127.0.0.1:7002', priority: 1, status: 'draining' },
+    ]);
+    const registry = new Registry();
+    collectMetrics(b, { registry });
+    const router = b.router({ policy: 'round-robin' });
+    const held = [router.acquire({ exclude: ['b1'], kind: 'connection' }), router.acquire({ exclude: ['b1'], kind: 'connection' }), router.acquire({ exclude: ['b0'], kind: 'request' })];
+    let scrapes = 0;
+    // Registered after the poise metrics, so its collect runs after the first scrape's snapshot:
+    // the picks it makes land between the CLI's two scrapes (128 on b0, 64 on b1: counted in 64s).
+    new Gauge({
+      name: 'test_scrapes',
+      help: 'scrapes seen',
+      registers: [registry],
+      collect() {
+        if (++scrapes === 1) {
+          for (let i = 0; i < 128; i++) router.acquire({ exclude: ['b1'] }).release('cancelled');
+          for (let i = 0; i < 64; i++) router.acquire({ exclude: ['b0'] }).release('cancelled');
+        }
+        this.set(scrapes);
+      },
+    });
+    const server = new MetricsServer({ registry });
+    const { port } = await server.listen();
+    try {
+      const r = await runCli(['top', '--metrics', `http://127.0.0.1:${port}`, '--once', '--interval', '200ms']);
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      expect(scrapes).toBe(2);
+      expect(r.stdout.split('\n')[0]).toMatch(new RegExp(`^poise top  http://127\\.0\\.0\\.1:${port}/metrics  every 200 ms  \\d{4}-`));
+      expect(r.stdout).not.toContain('\x1b[');
+      expect(cells(r.stdout)).toEqual([
+        ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS'],
+        ['b0', '0', 'ready', '2', '0', '50.0', '66.7', '0'],
+        ['b1', '0', 'ready', '0', '1', '50.0', '33.3', '0'],
+        ['b2', '1', 'draining', '0', '0', '50.0', '0.0', '0'],
+      ]);
+    } finally {
+      for (const l of held) l.release('cancelled');
+      await server.close();
+      b.close();
+    }
+  });
+
+  it('on a TTY (a pty from script(1)) it clears once, then redraws each frame in place: cursor home, the table, clear below', async () => {
+    const b = new Balancer({ logger, tauMs: 86_400_000 });
+    b.update([{ id: 'b0', address: '127.0.0.1:7000' }]);
+    const registry = new Registry();
+    collectMetrics(b, { registry });
+    const server = new MetricsServer({ registry });
+    const { port } = await server.listen();
+    const cmd = `${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} top --metrics http://127.0.0.1:${port} --interval 100ms`;
+    const child = spawn('script', ['-qfec', cmd, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    try {
+      await until(() => out.split('\x1b[H').length >= 6, 'four frames on the pty', 15_000);
+    } finally {
+      process.kill(-child.pid!, 'SIGKILL');
+      await server.close();
+      b.close();
+    }
+    expect(out.startsWith('\x1b[H\x1b[2J\x1b[H')).toBe(true);
+    // Frames after the first: each starts at home and ends by clearing what is below it.
+    const frames = out.split('\x1b[H').slice(2, -1);
+    expect(frames.length).toBeGreaterThanOrEqual(2);
+    for (const f of frames) {
+      expect(f).toMatch(/^poise top {2}http:\/\/127\.0\.0\.1:\d+\/metrics {2}every 100 ms/);
+      expect(f).toMatch(/BACKEND +PRIO +STATE/);
+      expect(f).toMatch(/b0 +0 +ready +0 +0 +50\.0/);
+      expect(f.endsWith('\x1b[J')).toBe(true);
+    }
+  });
+
+  it('--redis URL --cluster NAME --once: state per backend from the membership; the load columns say "-"', async () => {
+    const pub = new MembershipPublisher({ url: redis.url, cluster: 'topc', logger });
+    try {
+      await pub.apply({ cluster: 'topc', backends: [{ id: 'x', address: '127.0.0.1:7100', status: 'draining' }, { id: 'y', address: '127.0.0.1:7101', priority: 2 }] });
+      const r = await runCli(['top', '--redis', redis.url, '--cluster', 'topc', '--once']);
+      expect([r.code, r.stderr]).toEqual([0, '']);
+      expect(r.stdout.split('\n')[0]).toMatch(/^poise top  cluster topc  version 1  lineage [0-9a-f]{32}  \(membership only: load columns need --metrics\)$/);
+      expect(cells(r.stdout)).toEqual([
+        ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS'],
+        ['x', '0', 'draining', '-', '-', '-', '-', '-'],
+        ['y', '2', 'ready', '-', '-', '-', '-', '-'],
+      ]);
+    } finally {
+      await pub.close();
+    }
+  });
+
+  it('usage errors name the flag (exit 2); an unreachable --metrics is exit 1 naming the URL', async () => {
+    expect(await runCli(['top'])).toMatchObject({ code: 2, stderr: expect.stringContaining('give exactly one of --metrics and --redis') });
+    expect(await runCli(['top', '--metrics', 'ftp://x'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--metrics: must be an http:// URL, got "ftp://x"') });
+    expect(await runCli(['top', '--redis', redis.url])).toMatchObject({ code: 2, stderr: expect.stringContaining('--cluster: required with --redis') });
+    expect(await runCli(['top', '--metrics', 'http://127.0.0.1:1', '--interval', '5ms'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--interval') });
+    const down = await runCli(['top', '--metrics', 'http://127.0.0.1:1/metrics', '--once', '--interval', '100ms']);
+    expect(down.code).toBe(1);
+    expect(down.stderr).toContain('--metrics: cannot scrape http://127.0.0.1:1/metrics');
+  });
+});

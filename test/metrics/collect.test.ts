@@ -1,0 +1,242 @@
+/**
+ * collectMetrics against an embedded Balancer: exact figures read from the
+ * table (picks, in-flight, slots and tombstones, the priority plan,
+ * reclaims), every scrape valid under the strict parser, Prometheus naming
+ * conventions, option refusals, and the AdmissionStatsSource plumbing.
+ */
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import { Worker } from 'node:worker_threads';
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import type { AdmissionStatsSource } from '../../src/admission/admission-stats.js';
+import { collectMetrics } from '../../src/metrics/collect.js';
+import { parseMetricsText, type MetricFamily } from '../../src/metrics/text-format.js';
+import { ProxyCounters } from '../../src/net/proxy-counters.js';
+import { Balancer } from '../../src/runtime/balancer.js';
+import { createLogger } from '../../src/log.js';
+import { specs } from '../helpers/runtime.js';
+
+const logger = createLogger({ level: 'silent' });
+
+async function families(registry: Registry): Promise<Map<string, MetricFamily>> {
+  return parseMetricsText(await registry.metrics());
+}
+
+function v(f: Map<string, MetricFamily>, name: string, labels: Record<string, string> = {}): number | undefined {
+  return f.get(name)?.samples.find((s) => s.name === name && Object.entries(labels).every(([k, x]) => s.labels[k] === x))?.value;
+}
+
+describe('collectMetrics', () => {
+  it('every family has HELP and TYPE, counters end in _total, units are base units, and the scrape parses strictly', async () => {
+    const b = new Balancer({ logger });
+    b.update(specs(3));
+    const registry = new Registry();
+    // The shape issue 13's gate returns from admissionStats() (a stand-in here: no gate is on this branch).
+    const admission: AdmissionStatsSource = {
+      admissionStats: () => ({ saturation: 0.75, waiting: 2, bands: [{ priority: 0, queued: 2, oldestWaitMs: 1500, admitted: 9, rejected: { QueueFull: 1, QueueTimeout: 0 } }] }),
+    };
+    const c = collectMetrics(b, { registry, proxy: ProxyCounters.create({ workers: 2 }), admission });
+    const f = await families(registry);
+    expect([...f.keys()].sort()).toEqual([...c.names].sort());
+    for (const fam of f.values()) {
+      expect(fam.help, fam.name).toBeTypeOf('string');
+      expect(fam.type, fam.name).not.toBe('untyped');
+      if (fam.type === 'counter') expect(fam.name).toMatch(/_total$/);
+      else expect(fam.name).not.toMatch(/_total$/);
+      expect(fam.name).not.toMatch(/_(ms|milliseconds|us|kb|percent)($|_)/);
+      expect(fam.name.startsWith('poise_')).toBe(true);
+    }
+    expect(v(f, 'poise_admission_queue_length', { band: '0' })).toBe(2);
+    expect(v(f, 'poise_admission_oldest_wait_seconds', { band: '0' })).toBe(1.5);
+    expect(v(f, 'poise_admission_admitted_total', { band: '0' })).toBe(9);
+    expect(v(f, 'poise_admission_rejected_total', { band: '0', reason: 'queue_full' })).toBe(1);
+    expect(v(f, 'poise_admission_rejected_total', { band: '0', reason: 'queue_timeout' })).toBe(0);
+    expect(v(f, 'poise_admission_saturation_ratio')).toBe(0.75);
+    // Two proxy workers: one accepted series each.
+    expect(f.get('poise_proxy_accepted_total')!.samples.map((s) => s.labels['worker'])).toEqual(['0', '1']);
+    c.remove();
+    expect(await registry.metrics()).toBe('\n');
+  });
+
+  it('picks_total is the table counter (flushed in 64s): 256 round-robin picks over two backends read 128 each; in-flight counts open request leases', async () => {
+    const b = new Balancer({ logger });
+    b.update(specs(2));
+    const registry = new Registry();
+    collectMetrics(b, { registry, prefix: 'lb_', cluster: 'c' });
+    const r = b.router({ policy: 'round-robin', leaseKind: 'request' });
+    for (let i = 0; i < 256; i++) r.acquire().release('success', { latencyMs: 20 });
+    const open = [r.acquire(), r.acquire(), r.acquire()];
+    const f = await families(registry);
+    expect(v(f, 'lb_backend_picks_total', { cluster: 'c', backend: 'b0' })).toBe(128);
+    expect(v(f, 'lb_backend_picks_total', { backend: 'b1' })).toBe(128);
+    expect(v(f, 'lb_backend_requests_in_flight', { backend: 'b0' })! + v(f, 'lb_backend_requests_in_flight', { backend: 'b1' })!).toBe(3);
+    expect(v(f, 'lb_backend_requests_in_flight', { backend: 'b0' })).toBe(b.table.requests(0));
+    // The PeakEWMA estimate, decayed to now, in seconds: every sample was 20 ms.
+    const ewma = v(f, 'lb_backend_latency_ewma_seconds', { backend: 'b0' })!;
+    expect(ewma).toBeGreaterThan(0.015);
+    expect(ewma).toBeLessThanOrEqual(0.05);
+    for (const l of open) l.release('cancelled');
+    expect(v(await families(registry), 'lb_backend_requests_in_flight', { backend: 'b0' })).toBe(0);
+  });
+
+  it('slots, tombstones, version and last change: a removed backend holding a lease is a tombstone with state "removed" until the lease ends', async () => {
+    const b = new Balancer({ logger, capacity: 3 });
+    const registry = new Registry();
+    collectMetrics(b, { registry });
+    let f = await families(registry);
+    expect(v(f, 'poise_membership_applied')).toBe(0);
+    expect(v(f, 'poise_membership_last_change_timestamp_seconds')).toBe(0);
+    const t0 = Date.now();
+    b.update(specs(3));
+    const lease = b.router({ policy: 'round-robin', leaseKind: 'connection' }).acquire({ exclude: ['b0', 'b1'] });
+    b.update(specs(2));
+    f = await families(registry);
+    expect(v(f, 'poise_membership_version')).toBe(2);
+    expect(v(f, 'poise_membership_applied')).toBe(1);
+    expect(v(f, 'poise_membership_last_change_timestamp_seconds')! * 1000).toBeGreaterThanOrEqual(t0);
+    expect(v(f, 'poise_slots', { state: 'live' })).toBe(2);
+    expect(v(f, 'poise_slots', { state: 'tombstone' })).toBe(1);
+    expect(v(f, 'poise_slots', { state: 'free' })).toBe(0);
+    expect(v(f, 'poise_backend_state', { backend: 'b2', state: 'removed' })).toBe(1);
+    expect(v(f, 'poise_backend_connections', { backend: 'b2' })).toBe(1);
+    lease.release('success');
+    b.update(specs(2).concat([{ id: 'n', address: '127.0.0.1:9000' }]));
+    f = await families(registry);
+    // The tombstone's slot (the only one left, its lease ended) went to the newcomer.
+    expect(v(f, 'poise_slots', { state: 'tombstone' })).toBe(0);
+    expect(v(f, 'poise_slots', { state: 'live' })).toBe(3);
+    expect(v(f, 'poise_backend_state', { backend: 'n', state: 'ready' })).toBe(1);
+    expect(v(f, 'poise_backend_state', { backend: 'b2', state: 'removed' })).toBeUndefined();
+  });
+
+  it('the priority plan: with 2 of 4 priority-0 hosts ready, availability 0.7 and the other 0.3 goes to priority 1 (Envoy overprovisioning 1.4)', async () => {
+    const b = new Balancer({ logger });
+    const registry = new Registry();
+    collectMetrics(b, { registry });
+    const p0 = (ready: number) => Array.from({ length: 4 }, (_, i) => ({ id: `p0-${i}`, address: `127.0.0.1:${7000 + i}`, status: i < ready ? ('ready' as const) : ('unavailable' as const) }));
+    const p1 = Array.from({ length: 2 }, (_, i) => ({ id: `p1-${i}`, address: `127.0.0.1:${7100 + i}`, priority: 1 }));
+    b.update([...p0(4), ...p1]);
+    let f = await families(registry);
+    expect(v(f, 'poise_priority_traffic_share_ratio', { priority: '0' })).toBe(1);
+    expect(v(f, 'poise_priority_traffic_share_ratio', { priority: '1' })).toBe(0);
+    // 2 of 4 ready: availability 50 % × 1.4 = 70 %; priority 1 takes the other 30 %.
+    b.update([...p0(2), ...p1]);
+    f = await families(registry);
+    expect(v(f, 'poise_priority_availability_ratio', { priority: '0' })).toBe(0.7);
+    expect(v(f, 'poise_priority_traffic_share_ratio', { priority: '0' })).toBe(0.7);
+    expect(v(f, 'poise_priority_traffic_share_ratio', { priority: '1' })).toBe(0.3);
+    expect(v(f, 'poise_priority_panic', { priority: '0' })).toBe(0);
+  });
+
+  it('reclaims: a worker terminated holding 3 connection leases counts one reclaim event and 3 leases', async () => {
+    const socks = new Set<net.Socket>();
+    const server = net.createServer((sock) => (socks.add(sock), sock.on('error', () => {})));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const b = new Balancer({ logger });
+    b.update([{ id: 'a', address: `127.0.0.1:${(server.address() as net.AddressInfo).port}` }]);
+    const registry = new Registry();
+    collectMetrics(b, { registry });
+    const w = new Worker(new URL('../fixtures/metrics-holder.mjs', import.meta.url), { workerData: { attachment: b.attachment(), hold: 3 } });
+    const reclaimed = new Promise((r) => b.once('reclaim', r));
+    b.watchWorker(w);
+    await new Promise((resolve, reject) => (w.once('error', reject), w.once('message', resolve)));
+    expect(v(await families(registry), 'poise_backend_connections', { backend: 'a' })).toBe(3);
+    await w.terminate();
+    await reclaimed;
+    const f = await families(registry);
+    expect(v(f, 'poise_reclaims_total')).toBe(1);
+    expect(v(f, 'poise_reclaimed_leases_total')).toBe(3);
+    expect(v(f, 'poise_backend_connections', { backend: 'a' })).toBe(0);
+    for (const sock of socks) sock.destroy();
+    await new Promise((r) => server.close(r));
+  });
+
+  it('a scrape writes nothing to shared memory: the LoadTable and the proxy counters are byte-identical before and after', async () => {
+    const b = new Balancer({ logger });
+    b.update(specs(4, { priority: 0 }).map((x, i) => ({ ...x, priority: i % 2 })));
+    const r = b.router({ policy: 'p2c:latency' });
+    const held = [r.acquire(), r.acquire({ kind: 'connection' })];
+    r.acquire().release('failure');
+    const counters = ProxyCounters.create({ workers: 2 });
+    counters.accepted(1);
+    const registry = new Registry();
+    collectMetrics(b, { registry, proxy: counters });
+    const buffer = b.attachment().buffer;
+    const table = new Uint8Array(buffer).slice();
+    const proxy = new Uint8Array(counters.buffer).slice();
+    for (let i = 0; i < 5; i++) parseMetricsText(await registry.metrics());
+    expect(Buffer.compare(new Uint8Array(buffer), table)).toBe(0);
+    expect(Buffer.compare(new Uint8Array(counters.buffer), proxy)).toBe(0);
+    for (const l of held) l.release('cancelled');
+  });
+
+  it('an ejection shows in the very next scrape: 200 rounds, 40 balancers x 5 backends ejected one at a time (only those ejected so far show it)', async () => {
+    const ids = specs(5).map((x) => x.id);
+    for (let block = 0; block < 40; block++) {
+      const b = new Balancer({ logger });
+      b.update(specs(5));
+      const registry = new Registry();
+      collectMetrics(b, { registry });
+      const r = b.router({ policy: 'round-robin', ejection: { consecutiveFailures: 1, baseMs: 60_000, maxMs: 60_000 } });
+      for (let k = 0; k < 5; k++) {
+        const victim = ids[(block + k) % 5]!;
+        r.acquire({ exclude: ids.filter((id) => id !== victim) }).release('failure');
+        const f = await families(registry);
+        const ejected = f.get('poise_backend_state')!.samples.filter((x) => x.labels['state'] === 'ejected' && x.value === 1).map((x) => x.labels['backend']);
+        const round = `round ${block * 5 + k}`;
+        expect(ejected.sort(), round).toEqual(ids.filter((_id, i) => (((i - block) % 5) + 5) % 5 <= k).sort());
+        expect(v(f, 'poise_backend_ejections_total', { backend: victim }), round).toBe(1);
+        expect(v(f, 'poise_backend_state', { backend: victim, state: 'ready' }), round).toBe(0);
+      }
+      b.close();
+    }
+  });
+
+  it('an active check taking a backend down: state "unhealthy", health counters equal healthStats(), the transition counted', async () => {
+    let up = true;
+    const b = new Balancer({ logger, health: { check: { kind: 'custom', intervalMs: 10, jitterPercent: 0, rise: 1, fall: 2, check: async (t) => t.id !== 'b1' || up } } });
+    b.update(specs(2));
+    const registry = new Registry();
+    collectMetrics(b, { registry });
+    up = false;
+    const deadline = Date.now() + 10_000;
+    while (b.healthStats().counters.markedDown === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    // The scrape reads its snapshot synchronously inside metrics(): healthStats() right after it sees the same counters.
+    const text = registry.metrics();
+    const h = b.healthStats().counters;
+    const f = parseMetricsText(await text);
+    b.close();
+    expect(h.markedDown).toBe(1);
+    expect(v(f, 'poise_backend_state', { backend: 'b1', state: 'unhealthy' })).toBe(1);
+    expect(v(f, 'poise_backend_state', { backend: 'b0', state: 'ready' })).toBe(1);
+    expect(v(f, 'poise_health_transitions_total', { to: 'down' })).toBe(1);
+    expect(v(f, 'poise_health_checks_total', { result: 'passed' })).toBe(h.checksPassed);
+    expect(v(f, 'poise_health_checks_total', { result: 'failed' })).toBe(h.checksFailed);
+    expect(h.checksFailed).toBeGreaterThanOrEqual(2);
+  });
+
+  it('the README "Monitoring" table lists exactly the metrics registered (with a source, a proxy and admission)', () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const section = readme.slice(readme.indexOf('## Monitoring'), readme.indexOf('\n## ', readme.indexOf('## Monitoring') + 5));
+    const documented = [...section.matchAll(/^\| `(poise_[a-z_]+)` \|/gm)].map((m) => m[1]);
+    const b = new Balancer({ logger });
+    const source = { start: async () => {}, close: async () => {}, version: 0, description: 'file members.json' };
+    const admission: AdmissionStatsSource = { admissionStats: () => ({ bands: [] }) };
+    const c = collectMetrics(b, { registry: new Registry(), source, proxy: ProxyCounters.create(), admission });
+    expect(documented.sort()).toEqual([...c.names].sort());
+  });
+
+  it('refuses bad options, naming them', () => {
+    const b = new Balancer({ logger });
+    expect(() => collectMetrics(b, { prefix: 'bad-prefix' })).toThrow('options.prefix: must match');
+    expect(() => collectMetrics(b, { registry: {} as Registry })).toThrow('options.registry: must be a prom-client Registry');
+    expect(() => collectMetrics(b, { cluster: '' })).toThrow('options.cluster: must be a non-empty string');
+    expect(() => collectMetrics(b, { bogus: 1 } as never)).toThrow('bogus');
+    expect(() => collectMetrics({} as Balancer)).toThrow('balancer: must be a Balancer');
+    // A second collection on the same registry and prefix is prom-client's refusal.
+    const registry = new Registry();
+    collectMetrics(b, { registry });
+    expect(() => collectMetrics(b, { registry })).toThrow('already been registered');
+  });
+});

@@ -1,0 +1,99 @@
+/** ProxyCounters: 64-bit counters from two 32-bit words, per-worker rows summed exactly across real threads, histogram placement. */
+import { Worker } from 'node:worker_threads';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { TcpProxy } from '../../src/net/proxy.js';
+import { Balancer } from '../../src/runtime/balancer.js';
+import { DURATION_BUCKETS_SECONDS, ProxyCounter, ProxyCounters, REFUSAL_REASONS } from '../../src/net/proxy-counters.js';
+
+describe('ProxyCounters', () => {
+  it('a counter carries past 2^32 into its high word: the sum of any additions reads back exactly', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 0xffffffff }), { minLength: 1, maxLength: 12 }), (adds) => {
+        const c = ProxyCounters.create();
+        for (const n of adds) c.bytes(0, ProxyCounter.BytesOut, n);
+        expect(c.value(0, ProxyCounter.BytesOut)).toBe(adds.reduce((a, n) => a + n, 0));
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('refusals count by reason; active is opened minus closed', () => {
+    const c = ProxyCounters.create({ workers: 2 });
+    REFUSAL_REASONS.forEach((r, i) => {
+      for (let k = 0; k <= i; k++) c.refused(1, r);
+    });
+    REFUSAL_REASONS.forEach((r, i) => {
+      expect(c.refusals(r)).toBe(i + 1);
+    });
+    c.opened(0);
+    c.opened(0);
+    c.opened(1);
+    c.closed(0, 5, false);
+    expect([c.active(0), c.active(1), c.active()]).toEqual([1, 1, 2]);
+  });
+
+  it('a duration lands in the first bucket whose bound is >= it (bounds inclusive, le semantics); past the last it is +Inf', () => {
+    const c = ProxyCounters.create();
+    const bounds = DURATION_BUCKETS_SECONDS;
+    for (const s of bounds) c.closed(0, s * 1000, false); // exactly on each bound
+    c.closed(0, (bounds[bounds.length - 1]! + 1) * 1000, false);
+    c.closed(0, 0, false);
+    const counts = c.durationBuckets();
+    expect(counts[0]).toBe(2); // 0 and the first bound
+    for (let k = 1; k < bounds.length; k++) expect(counts[k], `bucket ${k}`).toBe(1);
+    expect(counts[bounds.length]).toBe(1);
+    expect(c.total(ProxyCounter.DurationSumUs)).toBe(Math.round(bounds.reduce((a, s) => a + s, 0) * 1e6) + (bounds[bounds.length - 1]! + 1) * 1e6);
+  });
+
+  it('four worker threads counting into their own rows: every row and the totals are exact (20 runs)', async () => {
+    for (let run = 0; run < 20; run++) {
+      const c = ProxyCounters.create({ workers: 4 });
+      const n = 2000;
+      await Promise.all(
+        [0, 1, 2, 3].map(
+          (worker) =>
+            new Promise((resolve, reject) => {
+              const w = new Worker(new URL('../fixtures/proxy-counters-worker.mjs', import.meta.url), {
+                workerData: { buffer: c.buffer, worker, n, chunk: 0xfffffff0, ms: 2 + worker },
+              });
+              w.once('message', resolve);
+              w.once('error', reject);
+            }),
+        ),
+      );
+      for (let w = 0; w < 4; w++) {
+        expect(c.value(w, ProxyCounter.Accepted)).toBe(n);
+        expect(c.value(w, ProxyCounter.BytesIn)).toBe(n * 0xfffffff0);
+        expect(c.value(w, ProxyCounter.IdleTimeouts)).toBe(n / 2);
+        expect(c.active(w)).toBe(0);
+      }
+      expect(c.total(ProxyCounter.Accepted)).toBe(4 * n);
+      // 2..5 ms all fall in the (1 ms, 5 ms] bucket.
+      expect(c.durationBuckets()[1]).toBe(4 * n);
+    }
+  });
+
+  it('TcpProxy counts into the counters and row it is given, and refuses anything else naming the option', () => {
+    const b = new Balancer({ logger: createLogger({ level: 'silent' }) });
+    b.update([{ id: 'a', address: '127.0.0.1:1' }]);
+    const router = b.router();
+    const counters = ProxyCounters.create({ workers: 2 });
+    const p = new TcpProxy({ router, counters, worker: 1 });
+    expect(p.counters).toBe(counters);
+    expect(p.worker).toBe(1);
+    expect(new TcpProxy({ router }).counters.workers).toBe(1);
+    expect(() => new TcpProxy({ router, counters: {} as ProxyCounters })).toThrow('options.counters: must be a ProxyCounters');
+    expect(() => new TcpProxy({ router, counters, worker: 2 })).toThrow('options.worker');
+    expect(() => new TcpProxy({ router, worker: 1 })).toThrow('options.worker');
+    b.close();
+  });
+
+  it('refuses a bad row count, a row out of range and a foreign buffer, naming them', () => {
+    expect(() => ProxyCounters.create({ workers: 0 })).toThrow('options.workers');
+    expect(() => ProxyCounters.create({ workers: 2 }).checkWorker(2, 'options.worker')).toThrow('options.worker');
+    expect(() => ProxyCounters.attach(new SharedArrayBuffer(64))).toThrow('buffer: is not a ProxyCounters buffer');
+    expect(() => ProxyCounters.attach(new ArrayBuffer(64) as unknown as SharedArrayBuffer)).toThrow('must be a SharedArrayBuffer');
+  });
+});
