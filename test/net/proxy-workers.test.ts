@@ -8,7 +8,7 @@ import net from 'node:net';
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Balancer, type Balancer as BalancerType } from '../../dist/src/runtime.js';
-import { reusePortSupported, TcpProxy } from '../../dist/src/net.js';
+import { ProxyCounter, reusePortSupported, TcpProxy } from '../../dist/src/net.js';
 import { ConnectionGate } from '../../src/net/connection-gate.js';
 import { countingBackend, tally, type CountingBackend } from '../helpers/counting-backend.js';
 import { captureLog, until } from '../helpers/log-capture.js';
@@ -112,6 +112,10 @@ describe.each([0, 1, 2])('TcpProxy with workers: %i', (workers) => {
     // The kernel spread the connections: every accepting thread took some.
     for (const t of threads) expect(t.accepted).toBeGreaterThan(0);
     expect(threads.reduce((a, t) => a + t.accepted, 0)).toBe(200);
+    // The shared metrics counters: worker i counted into row i, exactly what it reports.
+    expect(proxy.counters.workers).toBe(Math.max(1, workers));
+    threads.forEach((t, i) => expect(proxy.counters.value(i, ProxyCounter.Accepted), `row ${i}`).toBe(t.accepted));
+    expect(proxy.counters.total(ProxyCounter.Accepted)).toBe(200);
   });
 
   it('maxConnections 3, all threads together: a peak counter over both backends reaches 3 and never more; 5 rounds of 40 clients all served', async () => {
