@@ -86,3 +86,10 @@ describe('Prioritized and Localized', () => {
     expect(err.message).toBe(message);
   });
 });
+
+describe('Backend options', () => {
+  it('Backend refuses a load that is not a function', () => {
+    expect(() => new Backend('a', { load: 5 as never })).toThrow('load: must be a function returning a number, got 5');
+  });
+
+});

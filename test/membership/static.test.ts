@@ -164,3 +164,15 @@ describe('StaticMembership (file)', () => {
     await src2.close();
   });
 });
+
+describe('StaticMembership input', () => {
+  it('StaticMembership rejects a missing file with a NotFound PoiseError naming input.file', async () => {
+    const source = new StaticMembership({ file: '/nonexistent/poise-members.json' });
+    const err = await source.start(() => {}).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PoiseError);
+    expect((err as PoiseError).code).toBe('NotFound');
+    expect((err as PoiseError).field).toBe('input.file');
+    expect((err as PoiseError).message).toMatch(/^input\.file: cannot read "\/nonexistent\/poise-members\.json": ENOENT/);
+    await source.close();
+  });
+});

@@ -114,7 +114,9 @@ describe.each([0, 1, 2])('TcpProxy with workers: %i', (workers) => {
     expect(threads.reduce((a, t) => a + t.accepted, 0)).toBe(200);
     // The shared metrics counters: worker i counted into row i, exactly what it reports.
     expect(proxy.counters.workers).toBe(Math.max(1, workers));
-    threads.forEach((t, i) => expect(proxy.counters.value(i, ProxyCounter.Accepted), `row ${i}`).toBe(t.accepted));
+    threads.forEach((t, i) => {
+      expect(proxy.counters.value(i, ProxyCounter.Accepted), `row ${i}`).toBe(t.accepted);
+    });
     expect(proxy.counters.total(ProxyCounter.Accepted)).toBe(200);
   });
 
