@@ -122,7 +122,7 @@ describe('membership across two Balancer processes', () => {
     expect(w.stdout).toBe('6\n');
     const final = await converged(procs, 6, 'every worker of both processes at version 6 after the restart');
     for (const s of final) expect(s.source).toBe(6);
-    const shown = JSON.parse((await members(redis.url, 'show')).stdout) as { version: number; document: { backends: { id: string }[] } };
+    const shown = JSON.parse((await members(redis.url, 'show', '--json')).stdout) as { version: number; document: { backends: { id: string }[] } };
     expect(shown.version).toBe(6);
     expect(shown.document.backends.map((b) => b.id)).toEqual(['a', 'b', 'c', 'd']);
     // The same processes throughout: no reader restart.
@@ -142,7 +142,7 @@ describe('Redis restarted empty and re-seeded: a new lineage that every reader p
   });
 
   const lineageOf = async (): Promise<string> => {
-    const shown = await members(redis.url, 'show');
+    const shown = await members(redis.url, 'show', '--json');
     expect(shown.code, shown.stderr).toBe(0);
     const { lineage } = JSON.parse(shown.stdout) as { lineage: string };
     expect(lineage).toMatch(/^[0-9a-f]{32}$/);

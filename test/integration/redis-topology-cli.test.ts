@@ -34,7 +34,7 @@ describe('poise members / proxy over Sentinel and Cluster', () => {
 
   it('members writes through --sentinel and reads back through a redis+sentinel:// URL; --wait-replicas 1 succeeds, 2 exits 8', async () => {
     expect(await runCli(['members', 'apply', '-', ...sentinelFlags(), '--cluster', 's'], doc('s'))).toMatchObject({ code: 0, stdout: '1\n' });
-    const shown = await runCli(['members', 'show', '--redis', sentinelUrl(), '--cluster', 's']);
+    const shown = await runCli(['members', 'show', '--redis', sentinelUrl(), '--cluster', 's', '--json']);
     expect(shown.code).toBe(0);
     expect(JSON.parse(shown.stdout)).toMatchObject({ version: 1, document: { cluster: 's', backends: [{ id: 'a' }] } });
     expect(await runCli(['members', 'drain', 'a', ...sentinelFlags(), '--cluster', 's', '--wait-replicas', '1'])).toMatchObject({ code: 0, stdout: '2\n' });
@@ -42,7 +42,7 @@ describe('poise members / proxy over Sentinel and Cluster', () => {
     const unreplicated = await runCli(['members', 'undrain', 'a', ...sentinelFlags(), '--cluster', 's', '--wait-replicas', '2', '--wait-timeout', '100']);
     expect(unreplicated.code).toBe(8);
     expect(unreplicated.stderr).toContain('waitReplicas: version 3 was written on the master but acknowledged by 1 of 2 replicas within 100 ms');
-    expect(JSON.parse((await runCli(['members', 'show', ...sentinelFlags(), '--cluster', 's'])).stdout).version).toBe(3);
+    expect(JSON.parse((await runCli(['members', 'show', ...sentinelFlags(), '--cluster', 's', '--json'])).stdout).version).toBe(3);
   });
 
   it('members writes, shows and watches through --redis-cluster', async () => {
@@ -60,7 +60,7 @@ describe('poise members / proxy over Sentinel and Cluster', () => {
       watch.kill('SIGKILL');
     }
     expect(out.trim().split('\n').map((l) => (JSON.parse(l) as { version: number }).version)).toEqual([1, 2]);
-    const shown = JSON.parse((await runCli(['members', 'show', ...clusterFlags(), '--cluster', 'k'])).stdout);
+    const shown = JSON.parse((await runCli(['members', 'show', ...clusterFlags(), '--cluster', 'k', '--json'])).stdout);
     expect(shown).toMatchObject({ version: 2, document: { backends: [{ id: 'a', weight: 7 }] } });
   });
 
