@@ -64,3 +64,15 @@ export const EXIT_HELP = `exit codes: 0 ok, 1 runtime failure (Redis or a file u
             3 rejected by validation (nothing written or applied), 4 not found, 5 conflict,
             6 capacity exhausted (version ceiling, more backends than --capacity), 7 stored snapshot corrupt,
             8 written but not acknowledged by --wait-replicas replicas in time`;
+
+/**
+ * Reports a failure of `poise <command>` on stderr — the message, the
+ * `--help` hint for a usage error, the stack of an unexpected one — and
+ * returns its exit code.
+ */
+export function reportFailure(command: string, err: unknown): number {
+  const code = exitCodeOf(err);
+  process.stderr.write(`poise ${command}: ${err instanceof Error ? err.message : String(err)}\n${code === EXIT.usage ? `Run \`poise ${command} --help\` for the flags.\n` : ''}`);
+  if (!isPoiseError(err) && !(err instanceof UsageError) && err instanceof Error && err.stack !== undefined) process.stderr.write(`${err.stack}\n`);
+  return code;
+}

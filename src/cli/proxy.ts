@@ -12,7 +12,7 @@
  * the reason's exit code. Exit codes come from exit.ts (the one table).
  */
 import os from 'node:os';
-import { PoiseError, isPoiseError } from '../core/errors.js';
+import { PoiseError } from '../core/errors.js';
 import { addressDetail, parseAddress, resolveBackendSpecs, type BackendSpec } from '../core/spec.js';
 import type { Logger } from '../log.js';
 import { bindMembership, type MembershipBinding, type MembershipSource } from '../membership/source.js';
@@ -23,7 +23,7 @@ import { TcpProxy } from '../net/proxy.js';
 import { Balancer } from '../runtime/balancer.js';
 import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
 import { choiceFlag, durationFlag, integerFlag, nameFlag, parseFlags, type FlagSpecs, type FlagValues } from './args.js';
-import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
+import { EXIT, EXIT_HELP, reportFailure } from './exit.js';
 import { cliLogger } from './logger.js';
 import type { Command } from './command.js';
 import { CONNECTION_FLAGS, CONNECTION_HELP, connectionFlags } from './proxy-connection-flags.js';
@@ -379,10 +379,7 @@ async function run(argv: string[]): Promise<number> {
     }
     return await serve(proxyFlags(values));
   } catch (err) {
-    const code = exitCodeOf(err);
-    process.stderr.write(`poise proxy: ${err instanceof Error ? err.message : String(err)}\n${code === EXIT.usage ? 'Run `poise proxy --help` for the flags.\n' : ''}`);
-    if (!isPoiseError(err) && !(err instanceof UsageError) && err instanceof Error && err.stack !== undefined) process.stderr.write(`${err.stack}\n`);
-    return code;
+    return reportFailure('proxy', err);
   }
 }
 

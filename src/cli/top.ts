@@ -9,11 +9,11 @@
  * `--once` prints one table and exits (with --metrics it scrapes twice,
  * --interval apart, so the pick share is the share of that interval).
  */
-import { PoiseError, isPoiseError } from '../core/errors.js';
+import { PoiseError } from '../core/errors.js';
 import { MembershipPublisher } from '../membership/redis-publisher.js';
 import { parseMetricsText, type MetricFamily } from '../metrics/text-format.js';
 import { durationFlag, nameFlag, parseFlags, redisUrlFlag, type FlagSpecs } from './args.js';
-import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
+import { EXIT, EXIT_HELP, reportFailure } from './exit.js';
 import { cliLogger } from './logger.js';
 import type { Command } from './command.js';
 import { formatTable, type Cell } from './table.js';
@@ -242,10 +242,7 @@ async function run(argv: string[]): Promise<number> {
       await closer();
     }
   } catch (err) {
-    const code = exitCodeOf(err);
-    process.stderr.write(`poise top: ${err instanceof Error ? err.message : String(err)}\n${code === EXIT.usage ? 'Run `poise top --help` for the flags.\n' : ''}`);
-    if (!isPoiseError(err) && !(err instanceof UsageError) && err instanceof Error && err.stack !== undefined) process.stderr.write(`${err.stack}\n`);
-    return code;
+    return reportFailure('top', err);
   }
 }
 

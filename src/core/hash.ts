@@ -109,13 +109,8 @@ function hashInto(key: string | number, seed: HashSeed): void {
     } else {
       if (c >= 0xd800 && c <= 0xdfff) {
         // A surrogate pair is one code point; a lone surrogate becomes U+FFFD as in TextEncoder.
-        const next = i + 1 < s.length ? s.charCodeAt(i + 1) : 0;
-        if (c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
-          c = 0x10000 + ((c - 0xd800) << 10) + (next - 0xdc00);
-          i++;
-        } else {
-          c = 0xfffd;
-        }
+        c = surrogatePoint(c, i + 1 < s.length ? s.charCodeAt(i + 1) : 0);
+        if (c >= 0x10000) i++;
       }
       if (c < 0x800) {
         bytes = (0xc0 | (c >> 6)) | ((0x80 | (c & 0x3f)) << 8);
@@ -223,4 +218,13 @@ export function murmur3Key(key: string | number, seed32: number): number {
 /** The 32-bit seed of {@link murmur3Key} derived from a 64-bit hash seed (its halves XORed). @internal */
 export function seed32Of(seed: HashSeed): number {
   return (seed.hi ^ seed.lo) | 0;
+}
+
+/**
+ * The code point of a UTF-16 surrogate `c` followed by the unit `next`: the
+ * pair's code point (at least 0x10000: the caller then skips `next`), or
+ * U+FFFD for a lone surrogate, as TextEncoder writes it. @internal
+ */
+export function surrogatePoint(c: number, next: number): number {
+  return c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff ? 0x10000 + ((c - 0xd800) << 10) + (next - 0xdc00) : 0xfffd;
 }

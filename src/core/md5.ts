@@ -6,6 +6,8 @@
  * keeps the root entry free of I/O modules; a 16-byte key costs one block.
  */
 
+import { surrogatePoint } from './hash.js';
+
 /** Per-round shift amounts. */
 const S = Int32Array.from([7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21]);
 /** K[i] = ⌊2^32 · |sin(i + 1)|⌋. */
@@ -37,13 +39,8 @@ function load(s: string): number {
       continue;
     }
     if (c >= 0xd800 && c <= 0xdfff) {
-      const next = i + 1 < s.length ? s.charCodeAt(i + 1) : 0;
-      if (c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
-        c = 0x10000 + ((c - 0xd800) << 10) + (next - 0xdc00);
-        i++;
-      } else {
-        c = 0xfffd; // a lone surrogate, as TextEncoder writes it
-      }
+      c = surrogatePoint(c, i + 1 < s.length ? s.charCodeAt(i + 1) : 0);
+      if (c >= 0x10000) i++;
     }
     if (c < 0x800) {
       put(0xc0 | (c >> 6));

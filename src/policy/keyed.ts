@@ -9,8 +9,9 @@
 import type { Candidate } from '../core/candidate.js';
 import { invalidConfig } from '../core/errors.js';
 import { DEFAULT_HASH_SEED, hash53, murmur3Key, toHashSeed, type HashSeed } from '../core/hash.js';
-import { throwNoEligible } from './slice.js';
-import type { SeedOptions } from './types.js';
+import { RoundRobin } from './round-robin.js';
+import { throwEmpty, throwNoEligible } from './slice.js';
+import type { PickContext, Policy, SeedOptions } from './types.js';
 
 /** Options of the keyed policies. `seed` is accepted for a uniform interface and unused: they draw no randomness. */
 export interface KeyedOptions extends SeedOptions {
@@ -151,5 +152,31 @@ export class Successors {
     }
     if (fallback >= 0) return fallback;
     return throwNoEligible(n);
+  }
+}
+
+/**
+ * The common body of the keyed policies (Rendezvous, Maglev, RingHash): the
+ * slice their tables were prepared for, and the pick prelude — re-prepare
+ * when handed another array (or another length), `Empty` for none, and the
+ * key, or undefined when there is none (then {@link fallback} picks).
+ */
+export abstract class KeyedSlicePolicy implements Policy {
+  /** Picks for a context without a key. */
+  protected readonly fallback = new RoundRobin();
+  /** The array the tables were prepared for, and its length then. */
+  protected slice: readonly Candidate[] | undefined;
+  protected sliceLength = -1;
+
+  /** Builds the tables for `candidates` (and records them as {@link slice}). */
+  abstract prepare(candidates: readonly Candidate[]): void;
+  /** An index into `candidates` for `context.key`. */
+  abstract pick(candidates: readonly Candidate[], context?: PickContext): number;
+
+  /** The pick prelude: prepares for a new slice, throws `Empty` for none, returns the key (undefined: use the fallback). */
+  protected keyOf(candidates: readonly Candidate[], context: PickContext | undefined): PickContext['key'] {
+    if (candidates !== this.slice || candidates.length !== this.sliceLength) this.prepare(candidates);
+    if (candidates.length === 0) throwEmpty();
+    return context?.key;
   }
 }

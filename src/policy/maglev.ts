@@ -40,10 +40,9 @@ import { checkOptionKeys } from '../core/errors.js';
 import { hash53, mix53, type HashSeed } from '../core/hash.js';
 import { checkedAdd, mulDivFloor, validateWeight } from '../core/weight.js';
 import { seed32Of } from '../core/hash.js';
-import { BOUNDED_KEYS, keyHash32, resolveHashSeed, Successors, type BoundedLoadOptions, type KeyedOptions } from './keyed.js';
-import { RoundRobin } from './round-robin.js';
-import { EligibleIndices, throwEmpty } from './slice.js';
-import type { PickContext, Policy } from './types.js';
+import { BOUNDED_KEYS, keyHash32, resolveHashSeed, Successors, KeyedSlicePolicy, type BoundedLoadOptions, type KeyedOptions } from './keyed.js';
+import { EligibleIndices } from './slice.js';
+import type { PickContext } from './types.js';
 import { integerIn } from '../core/validate.js';
 
 /** The default table size (Sōzu's and the Maglev paper's), a prime. */
@@ -80,16 +79,13 @@ export function nextPrime(n: number): number {
  * const maglev = new Maglev({ tableSize: 1009 });
  * const i = maglev.pick(backends, { key: clientIp });
  */
-export class Maglev implements Policy {
+export class Maglev extends KeyedSlicePolicy {
   /** The table size actually used: the requested size rounded up to a prime. */
   readonly tableSize: number;
   private readonly seed: HashSeed;
   private readonly seed32: number;
   private readonly successors: Successors;
-  private readonly fallback = new RoundRobin();
   private readonly eligible = new EligibleIndices();
-  private slice: readonly Candidate[] | undefined;
-  private sliceLength = -1;
   private table = new Int32Array(0);
   /**
    * The previous-but-one table, reused by the next prepare: tables are
@@ -102,6 +98,7 @@ export class Maglev implements Policy {
 
   /** Throws `InvalidConfig` naming the option for a bad `tableSize` or `hashSeed`. */
   constructor(options: MaglevOptions = {}) {
+    super();
     // `seed` is accepted like every policy's, and means nothing here: keyed policies draw no random numbers.
     checkOptionKeys(options, ['hashSeed', 'tableSize', 'seed', ...BOUNDED_KEYS]);
     const { tableSize = MAGLEV_DEFAULT_TABLE_SIZE } = options;
@@ -159,10 +156,7 @@ export class Maglev implements Policy {
 
   /** The table's owner of `context.key`, probing past ineligible owners; `Empty` / `NoEligibleCandidates` when none. */
   pick(candidates: readonly Candidate[], context?: PickContext): number {
-    if (candidates !== this.slice || candidates.length !== this.sliceLength) this.prepare(candidates);
-    const n = candidates.length;
-    if (n === 0) throwEmpty();
-    const key = context?.key;
+    const key = this.keyOf(candidates, context);
     if (key === undefined) return this.fallback.pick(candidates);
     const slot = (keyHash32(key, this.seed32) >>> 0) % this.tableSize;
     if (this.successors.factor > 0) return this.successors.pick(candidates, this.table, 1, this.tableSize, slot);

@@ -32,10 +32,9 @@
 import type { Candidate } from '../core/candidate.js';
 import { hash53, type HashSeed } from '../core/hash.js';
 import { validateWeight } from '../core/weight.js';
-import { keyHash, resolveHashSeed, type KeyedOptions } from './keyed.js';
-import { RoundRobin } from './round-robin.js';
-import { throwEmpty, throwNoEligible } from './slice.js';
-import type { PickContext, Policy } from './types.js';
+import { keyHash, resolveHashSeed, KeyedSlicePolicy, type KeyedOptions } from './keyed.js';
+import { throwNoEligible } from './slice.js';
+import type { PickContext } from './types.js';
 import { checkOptionKeys } from '../core/errors.js';
 
 const TWO_32 = 4294967296;
@@ -48,11 +47,8 @@ const TWO_52 = 4503599627370496;
  * const hrw = new Rendezvous();
  * const i = hrw.pick(backends, { key: 'user-42' }); // same index for 'user-42' everywhere
  */
-export class Rendezvous implements Policy {
+export class Rendezvous extends KeyedSlicePolicy {
   private readonly seed: HashSeed;
-  private readonly fallback = new RoundRobin();
-  private slice: readonly Candidate[] | undefined;
-  private sliceLength = -1;
   private hashes = new Float64Array(0);
   private hashHi = new Int32Array(0);
   private hashLo = new Int32Array(0);
@@ -61,6 +57,7 @@ export class Rendezvous implements Policy {
 
   /** `hashSeed` defaults to {@link DEFAULT_HASH_SEED}; throws `InvalidConfig` for a bad one. */
   constructor(options: KeyedOptions = {}) {
+    super();
     // `seed` is accepted like every policy's, and means nothing here: keyed policies draw no random numbers.
     checkOptionKeys(options, ['hashSeed', 'seed']);
     this.seed = resolveHashSeed(options.hashSeed);
@@ -94,11 +91,9 @@ export class Rendezvous implements Policy {
 
   /** The eligible index with the highest score for `context.key`; `Empty` / `NoEligibleCandidates` when none. */
   pick(candidates: readonly Candidate[], context?: PickContext): number {
-    if (candidates !== this.slice || candidates.length !== this.sliceLength) this.prepare(candidates);
-    const n = candidates.length;
-    if (n === 0) throwEmpty();
-    const key = context?.key;
+    const key = this.keyOf(candidates, context);
     if (key === undefined) return this.fallback.pick(candidates);
+    const n = candidates.length;
     const kh = keyHash(key, this.seed);
     const kHi = Math.floor(kh / TWO_32) | 0;
     const kLo = kh % TWO_32 | 0;

@@ -41,10 +41,8 @@ import { seed32Of } from '../core/hash.js';
 import { md5Word } from '../core/md5.js';
 import { integerIn } from '../core/validate.js';
 import { checkedAdd, validateWeight } from '../core/weight.js';
-import { BOUNDED_KEYS, keyHash32, resolveHashSeed, Successors, type BoundedLoadOptions, type KeyedOptions } from './keyed.js';
-import { RoundRobin } from './round-robin.js';
-import { throwEmpty } from './slice.js';
-import type { PickContext, Policy } from './types.js';
+import { BOUNDED_KEYS, keyHash32, resolveHashSeed, Successors, KeyedSlicePolicy, type BoundedLoadOptions, type KeyedOptions } from './keyed.js';
+import type { PickContext } from './types.js';
 
 /** Envoy's default `minimum_ring_size`. */
 export const RING_HASH_DEFAULT_MIN_SIZE = 1024;
@@ -78,7 +76,7 @@ export interface RingHashOptions extends KeyedOptions, BoundedLoadOptions {
  * const ring = new RingHash({ keyHash: 'md5', minimumRingSize: 1 }); // libketama's map exactly
  * const i = ring.pick([new Backend('10.0.0.1:11211'), new Backend('10.0.0.2:11211')], { key: 'user:42' });
  */
-export class RingHash implements Policy {
+export class RingHash extends KeyedSlicePolicy {
   /** Fewest points. */
   readonly minimumRingSize: number;
   /** Most points. */
@@ -86,9 +84,6 @@ export class RingHash implements Policy {
   private readonly md5: boolean;
   private readonly seed32: number;
   private readonly successors: Successors;
-  private readonly fallback = new RoundRobin();
-  private slice: readonly Candidate[] | undefined;
-  private sliceLength = -1;
   /**
    * The ring as interleaved pairs, one cache line for both: `ring[2j]` the
    * j-th point in ascending order, sign-flipped (int32 order = unsigned
@@ -102,6 +97,7 @@ export class RingHash implements Policy {
 
   /** Throws `InvalidConfig` naming the option for a bad ring size, `keyHash`, `hashSeed` or `balanceFactor`. */
   constructor(options: RingHashOptions = {}) {
+    super();
     checkOptionKeys(options, ['hashSeed', 'seed', 'minimumRingSize', 'maximumRingSize', 'keyHash', ...BOUNDED_KEYS]);
     this.minimumRingSize = integerIn(options.minimumRingSize ?? RING_HASH_DEFAULT_MIN_SIZE, 'options.minimumRingSize', 1, RING_HASH_MAX_SIZE);
     this.maximumRingSize = integerIn(options.maximumRingSize ?? RING_HASH_MAX_SIZE, 'options.maximumRingSize', this.minimumRingSize, RING_HASH_MAX_SIZE);
@@ -195,10 +191,7 @@ export class RingHash implements Policy {
 
   /** The ring successor of `context.key` (past ineligible or, when bounded, full owners); `Empty` / `NoEligibleCandidates` when none. */
   pick(candidates: readonly Candidate[], context?: PickContext): number {
-    if (candidates !== this.slice || candidates.length !== this.sliceLength) this.prepare(candidates);
-    const n = candidates.length;
-    if (n === 0) throwEmpty();
-    const key = context?.key;
+    const key = this.keyOf(candidates, context);
     if (key === undefined) return this.fallback.pick(candidates);
     if (this.size === 0) return this.fallback.pick(candidates);
     const h = this.md5 ? md5Key(key) : keyHash32(key, this.seed32);
