@@ -56,7 +56,14 @@ const gate = new AdmissionGate(
     ? { priorities: plan.priorities, minCeiling: plan.minCeiling ?? 0, timeoutMs: plan.timeoutMs, maxQueue: plan.maxQueue }
     : { priorities: plan.priorities, ceilings: plan.ceilings, timeoutMs: plan.timeoutMs, maxQueue: plan.maxQueue },
 );
-const bands: BandReport[] = plan.priorities.map((priority) => ({ priority, offered: 0, admitted: 0, admittedInWindow: 0, rejected: {}, waits: [] }));
+const bands: BandReport[] = plan.priorities.map((priority) => ({
+  priority,
+  offered: 0,
+  admitted: 0,
+  admittedInWindow: 0,
+  rejected: {},
+  waits: [],
+}));
 let pending = 0;
 let started = 0;
 let finish: () => void = () => {};
@@ -104,7 +111,12 @@ parentPort!.once('message', () => {
     for (let i = 0; i < bands.length; i++) for (let k = 0; k < plan.perTick[i]!; k++) offer(bands[i]!);
   }, plan.tickMs);
   void done.then(() => {
-    const report: LoadReport = { bands, stats: gate.admissionStats(), openLeases: router.openLeases, elapsedMs: performance.now() - started };
+    const report: LoadReport = {
+      bands,
+      stats: gate.admissionStats(),
+      openLeases: router.openLeases,
+      elapsedMs: performance.now() - started,
+    };
     gate.close();
     parentPort!.postMessage(report);
   });

@@ -128,7 +128,10 @@ function add(mode: Mode, reports: LoadReport[]): void {
 }
 
 /** Wake-up latency across threads: p50 / p99 / max of `samples` hand-overs, ms. */
-async function wakeUp(pollMs: number, samples: number): Promise<{ pollMs: number; samples: number; p50Ms: number; p99Ms: number; maxMs: number }> {
+async function wakeUp(
+  pollMs: number,
+  samples: number,
+): Promise<{ pollMs: number; samples: number; p50Ms: number; p99Ms: number; maxMs: number }> {
   const b = new Balancer({ capacity: 4, maxThreads: 4, logger: SILENT });
   b.update([{ id: 'a', address: '127.0.0.1:7000', maxInflight: 1 }]);
   const router = b.router({ policy: 'round-robin', leaseKind: 'request' });
@@ -156,7 +159,13 @@ async function wakeUp(pollMs: number, samples: number): Promise<{ pollMs: number
   await w.terminate();
   b.close();
   lat.sort((x, y) => x - y);
-  return { pollMs, samples, p50Ms: Number(quantile(lat, 0.5).toFixed(3)), p99Ms: Number(quantile(lat, 0.99).toFixed(3)), maxMs: Number(lat[lat.length - 1]!.toFixed(3)) };
+  return {
+    pollMs,
+    samples,
+    p50Ms: Number(quantile(lat, 0.5).toFixed(3)),
+    p99Ms: Number(quantile(lat, 0.99).toFixed(3)),
+    maxMs: Number(lat[lat.length - 1]!.toFixed(3)),
+  };
 }
 
 /** ns per acquireHandle + releaseHandle pair: the three variants interleaved, 9 runs each, medians. */
@@ -197,7 +206,12 @@ function releasePath(): Record<string, number> {
   const heap = { noGateHeapBytesPerPair: heapBytesPerOp(pair(plain.router)), idleGateHeapBytesPerPair: heapBytesPerOp(pair(gated.router)) };
   plain.b.close();
   gated.b.close();
-  return { noGateNsPerPair: median(runs[0]!), idleGateNsPerPair: median(runs[1]!), noGatePlusAddNotifyNsPerPair: median(runs[2]!), ...heap };
+  return {
+    noGateNsPerPair: median(runs[0]!),
+    idleGateNsPerPair: median(runs[1]!),
+    noGatePlusAddNotifyNsPerPair: median(runs[2]!),
+    ...heap,
+  };
 }
 
 progress('release path');

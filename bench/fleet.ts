@@ -72,7 +72,9 @@ class Fleet {
       const subscribers = Math.floor(extra / processes) + (p < extra % processes ? 1 : 0);
       if (subscribers > 0) subsProcs++;
       const cfg = { url, cluster: CLUSTER, prefix: PREFIX, channel, subscribers, threads: THREADS, capacity: BACKENDS * 2, policy: POLICY };
-      const child = fork(new URL('./fleet-process.js', import.meta.url), [JSON.stringify(cfg)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      const child = fork(new URL('./fleet-process.js', import.meta.url), [JSON.stringify(cfg)], {
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      });
       process.on('exit', () => child.kill('SIGKILL'));
       child.on('message', (m: Report) => this.#onReport(m));
       this.children.push(child);
@@ -140,7 +142,11 @@ async function main(): Promise<void> {
   const logger = createLogger({ level: 'warn' });
   const admin = new Redis(own.url);
   const rng = new Rng(42);
-  const backends = Array.from({ length: BACKENDS }, (_, i) => ({ id: `b${i}`, address: `127.0.0.1:${10_000 + (i % 50_000)}`, weight: 1 + rng.below(100) }));
+  const backends = Array.from({ length: BACKENDS }, (_, i) => ({
+    id: `b${i}`,
+    address: `127.0.0.1:${10_000 + (i % 50_000)}`,
+    weight: 1 + rng.below(100),
+  }));
   const publisher = new MembershipPublisher({ url: own.url, cluster: CLUSTER, prefix: PREFIX, logger });
   await publisher.apply({ cluster: CLUSTER, backends });
   const channel = publisher.keys.channel;
@@ -156,7 +162,8 @@ async function main(): Promise<void> {
     const fleet = new Fleet(own.url, channel, sc.processes, sc.readers);
     await fleet.ready();
     const [, subscribed] = (await admin.call('PUBSUB', 'NUMSUB', channel)) as [string, number];
-    if (Number(subscribed) !== sc.readers) throw new Error(`${sc.name}: Redis counts ${subscribed} subscribers of ${channel}, expected ${sc.readers}`);
+    if (Number(subscribed) !== sc.readers)
+      throw new Error(`${sc.name}: Redis counts ${subscribed} subscribers of ${channel}, expected ${sc.readers}`);
     const total: number[] = [];
     const workers: number[] = [];
     const subs: number[] = [];
@@ -175,7 +182,7 @@ async function main(): Promise<void> {
       publish.push(tPub - t0);
       if ((i + 1) % 10 === 0 || i + 1 === CHANGES) progress(`${sc.name}: ${i + 1}/${CHANGES} changes, last ${(r.last - t0).toFixed(2)} ms`);
     }
-    const cpuMsPerChange = ((await redisCpuSeconds(admin)) - cpu0) * 1000 / CHANGES;
+    const cpuMsPerChange = (((await redisCpuSeconds(admin)) - cpu0) * 1000) / CHANGES;
     progressDone();
     await fleet.stop();
     const t = summary(total);
@@ -210,9 +217,15 @@ async function main(): Promise<void> {
   own.child.kill('SIGKILL');
 
   const fleetRow = results[`${READERS} readers`] as { everything: { p99: number } };
-  console.log(`\nfleet fan-out: ${BACKENDS} backends, ${CHANGES} setWeight changes per scenario after ${WARMUP} warm-up, ${THREADS} worker routers per process (${POLICY}), loopback Redis`);
+  console.log(
+    `\nfleet fan-out: ${BACKENDS} backends, ${CHANGES} setWeight changes per scenario after ${WARMUP} warm-up, ${THREADS} worker routers per process (${POLICY}), loopback Redis`,
+  );
   console.log(formatTable(rows));
-  console.log(`p99 at ${READERS} readers: ${fleetRow.everything.p99.toFixed(2)} ms (target <= ${TARGET_P99_MS} ms); load average ${loadavg().map((l) => l.toFixed(2)).join(' ')} on ${cpus().length} cpus`);
+  console.log(
+    `p99 at ${READERS} readers: ${fleetRow.everything.p99.toFixed(2)} ms (target <= ${TARGET_P99_MS} ms); load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')} on ${cpus().length} cpus`,
+  );
   const file = writeResults('fleet', {
     backends: BACKENDS,
     changes: CHANGES,

@@ -45,7 +45,11 @@ async function main(): Promise<void> {
   const url = given ?? own!.url;
   const logger = createLogger({ level: 'warn' });
   const rng = new Rng(42);
-  const backends = Array.from({ length: BACKENDS }, (_, i) => ({ id: `b${i}`, address: `127.0.0.1:${10_000 + (i % 50_000)}`, weight: 1 + rng.below(100) }));
+  const backends = Array.from({ length: BACKENDS }, (_, i) => ({
+    id: `b${i}`,
+    address: `127.0.0.1:${10_000 + (i % 50_000)}`,
+    weight: 1 + rng.below(100),
+  }));
   const publisher = new MembershipPublisher({ url, cluster: CLUSTER, prefix: PREFIX, logger });
   await publisher.apply({ cluster: CLUSTER, version: 1, backends }).catch(async () => publisher.apply({ cluster: CLUSTER, backends }));
 
@@ -145,7 +149,9 @@ async function main(): Promise<void> {
   await publisher.close();
   own?.child.kill('SIGKILL');
 
-  console.log(`\nmembership propagation: ${BACKENDS} backends, ${CHANGES} changes per scenario after ${WARMUP} warm-up changes, ${THREADS} pool workers, policy maglev, loopback Redis`);
+  console.log(
+    `\nmembership propagation: ${BACKENDS} backends, ${CHANGES} changes per scenario after ${WARMUP} warm-up changes, ${THREADS} pool workers, policy maglev, loopback Redis`,
+  );
   console.log(formatTable(rows));
   const file = writeResults('membership', {
     backends: BACKENDS,

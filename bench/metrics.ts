@@ -36,7 +36,14 @@ function median(xs: number[]): number {
 
 function balancerOf(n: number): Balancer {
   const b = new Balancer({ logger, capacity: Math.max(n, 8) });
-  b.update(Array.from({ length: n }, (_, i) => ({ id: `backend-${i}`, address: `127.0.0.1:${10_000 + i}`, priority: i % 3, locality: `zone-${i % 4}` })));
+  b.update(
+    Array.from({ length: n }, (_, i) => ({
+      id: `backend-${i}`,
+      address: `127.0.0.1:${10_000 + i}`,
+      priority: i % 3,
+      locality: `zone-${i % 4}`,
+    })),
+  );
   return b;
 }
 
@@ -57,7 +64,12 @@ async function scrapeCost(n: number): Promise<Record<string, unknown>> {
   for (const l of held) l.release('cancelled');
   b.close();
   const m = median(ms);
-  return { backends: n, 'scrape ms (median)': Math.round(m * 100) / 100, 'µs per backend': Math.round((m * 1000 * 10) / n) / 10, 'text KiB': Math.round(bytes / 102.4) / 10 };
+  return {
+    backends: n,
+    'scrape ms (median)': Math.round(m * 100) / 100,
+    'µs per backend': Math.round((m * 1000 * 10) / n) / 10,
+    'text KiB': Math.round(bytes / 102.4) / 10,
+  };
 }
 
 type MainMode = 'idle' | 'busy' | 'scraping';
@@ -124,9 +136,21 @@ async function main(): Promise<void> {
   console.log(formatTable(under));
   const ratio = median(ops.scraping) / median(ops.idle);
   const ratioBusy = median(ops.scraping) / median(ops.busy);
-  console.log(`scraping / idle ${ratio.toFixed(3)}, scraping / busy loop ${ratioBusy.toFixed(3)} (load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')})`);
+  console.log(
+    `scraping / idle ${ratio.toFixed(3)}, scraping / busy loop ${ratioBusy.toFixed(3)} (load average ${os
+      .loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')})`,
+  );
   b.close();
-  const file = writeResults('metrics', { quick: QUICK, loadAverage: os.loadavg(), scrapeCost: cost, routersUnderScraping: under, ratio, ratioVsBusyLoop: ratioBusy });
+  const file = writeResults('metrics', {
+    quick: QUICK,
+    loadAverage: os.loadavg(),
+    scrapeCost: cost,
+    routersUnderScraping: under,
+    ratio,
+    ratioVsBusyLoop: ratioBusy,
+  });
   console.log(`wrote ${file}`);
 }
 

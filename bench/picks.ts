@@ -66,10 +66,38 @@ interface Subject {
 // Each factory holds its own function literal: a shared `policy.pick(...)` call site would see eight
 // classes, go megamorphic and stop inlining, which no real caller (one policy per router) suffers.
 const SUBJECTS: Subject[] = [
-  { name: 'PowerOfTwo', scan: false, make: (slice) => { const p = new PowerOfTwo(); return () => p.pick(slice); } },
-  { name: 'Random', scan: false, make: (slice) => { const p = new Random(); return () => p.pick(slice); } },
-  { name: 'WeightedRandom', scan: false, make: (slice) => { const p = new WeightedRandom(); return () => p.pick(slice); } },
-  { name: 'RoundRobin', scan: false, make: (slice) => { const p = new RoundRobin(); return () => p.pick(slice); } },
+  {
+    name: 'PowerOfTwo',
+    scan: false,
+    make: (slice) => {
+      const p = new PowerOfTwo();
+      return () => p.pick(slice);
+    },
+  },
+  {
+    name: 'Random',
+    scan: false,
+    make: (slice) => {
+      const p = new Random();
+      return () => p.pick(slice);
+    },
+  },
+  {
+    name: 'WeightedRandom',
+    scan: false,
+    make: (slice) => {
+      const p = new WeightedRandom();
+      return () => p.pick(slice);
+    },
+  },
+  {
+    name: 'RoundRobin',
+    scan: false,
+    make: (slice) => {
+      const p = new RoundRobin();
+      return () => p.pick(slice);
+    },
+  },
   {
     name: 'Maglev',
     scan: false,
@@ -120,8 +148,22 @@ const SUBJECTS: Subject[] = [
       };
     },
   },
-  { name: 'SmoothWeightedRoundRobin', scan: true, make: (slice) => { const p = new SmoothWeightedRoundRobin(); return () => p.pick(slice); } },
-  { name: 'LeastLoaded', scan: true, make: (slice) => { const p = new LeastLoaded(); return () => p.pick(slice); } },
+  {
+    name: 'SmoothWeightedRoundRobin',
+    scan: true,
+    make: (slice) => {
+      const p = new SmoothWeightedRoundRobin();
+      return () => p.pick(slice);
+    },
+  },
+  {
+    name: 'LeastLoaded',
+    scan: true,
+    make: (slice) => {
+      const p = new LeastLoaded();
+      return () => p.pick(slice);
+    },
+  },
   {
     name: 'Rendezvous',
     scan: true,
@@ -252,9 +294,11 @@ async function main(): Promise<void> {
       time: 'tinybench median iteration time / picks per iteration (1,000 for O(1) policies; max(16, 64,000 / n) for O(n) ones); every entry through the same loop and call shape',
       heap: 'heapBytesPerOp: median process.memoryUsage().heapUsed delta per chunk after warm-up, minus an empty op',
       baseline: 'two Rng.below(n) draws and two Int32Array reads',
-      candidates: 'load() reads an Int32Array slot; weights uniform in [1, 10]; loads uniform in [0, 15]; keys: 4,096 strings of 16 characters; bounded rows: totalLoad a constant (the loads do not move), c = 1.25',
+      candidates:
+        'load() reads an Int32Array slot; weights uniform in [1, 10]; loads uniform in [0, 15]; keys: 4,096 strings of 16 characters; bounded rows: totalLoad a constant (the loads do not move), c = 1.25',
     },
-    targets: 'PowerOfTwo, Random, WeightedRandom, RoundRobin, Maglev, RingHash: n = 4096 within 1.5x of n = 8; within 3x of baseline; 0 bytes/pick',
+    targets:
+      'PowerOfTwo, Random, WeightedRandom, RoundRobin, Maglev, RingHash: n = 4096 within 1.5x of n = 8; within 3x of baseline; 0 bytes/pick',
     rows: ordered,
     sink,
   });

@@ -50,7 +50,9 @@ function serve(i: number): Promise<number> {
     socket.setNoDelay(true);
     socket.once('close', () => open[i]!--);
   });
-  return new Promise((resolve) => server.listen({ host: '127.0.0.1', port: 0, backlog: 4096 }, () => resolve((server.address() as AddressInfo).port)));
+  return new Promise((resolve) =>
+    server.listen({ host: '127.0.0.1', port: 0, backlog: 4096 }, () => resolve((server.address() as AddressInfo).port)),
+  );
 }
 
 const ports = await Promise.all(delaysMs.map((_, i) => serve(i)));

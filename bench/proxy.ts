@@ -38,7 +38,17 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { integerFlag, parseFlags, secondsFlag } from '../src/cli/args.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
-import { type Comparison, type CpuProfile, type Frame, type LoadResult, parseWrk, ratioRows, summarize, topFrames, type Target } from './lib/proxy-stats.js';
+import {
+  type Comparison,
+  type CpuProfile,
+  type Frame,
+  type LoadResult,
+  parseWrk,
+  ratioRows,
+  summarize,
+  topFrames,
+  type Target,
+} from './lib/proxy-stats.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, ...(HERE.includes(`${path.sep}dist${path.sep}`) ? ['..', '..'] : ['..']));
@@ -55,7 +65,12 @@ const { values } = parseFlags(process.argv.slice(2), {
   without: { type: 'string' },
 });
 if (values.help) {
-  process.stdout.write(`${readFileSync(fileURLToPath(import.meta.url), 'utf8').split('*/')[0]!.replace(/^\/\*\*\n/, '').replace(/^ \* ?/gm, '')}\n`);
+  process.stdout.write(
+    `${readFileSync(fileURLToPath(import.meta.url), 'utf8')
+      .split('*/')[0]!
+      .replace(/^\/\*\*\n/, '')
+      .replace(/^ \* ?/gm, '')}\n`,
+  );
   process.exit(0);
 }
 const quick = values.quick;
@@ -80,7 +95,9 @@ function firstLine(cmd: string, args: string[]): string {
 
 const PEERS = ['haproxy', 'nginx', 'wrk'] as const;
 const without = (values.without ?? '').split(',').filter((w) => w !== '');
-for (const w of without) if (!(PEERS as readonly string[]).includes(w)) throw new Error(`--without: must list some of ${PEERS.join(', ')}, got ${JSON.stringify(w)}`);
+for (const w of without)
+  if (!(PEERS as readonly string[]).includes(w))
+    throw new Error(`--without: must list some of ${PEERS.join(', ')}, got ${JSON.stringify(w)}`);
 /** Which peers are used: on PATH and not excluded by --without (which exercises the fallbacks). */
 const HAVE = Object.fromEntries(PEERS.map((p) => [p, !without.includes(p) && onPath(p)])) as Record<(typeof PEERS)[number], boolean>;
 const versions = {
@@ -134,7 +151,8 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 async function accepting(port: number, child: ChildProcess, what: string, ms = 15_000): Promise<void> {
   const until = Date.now() + ms;
   for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${what} exited (${child.exitCode ?? child.signalCode}) before listening`);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`${what} exited (${child.exitCode ?? child.signalCode}) before listening`);
     const ok = await new Promise<boolean>((resolve) => {
       const s = net.connect({ host: '127.0.0.1', port }, () => {
         s.destroy();
@@ -171,7 +189,12 @@ interface Backends {
 }
 
 async function nodeBackends(delaysMs: number[]): Promise<Backends> {
-  const child = track(fork(path.join(HERE, 'proxy-backend.js'), [JSON.stringify({ delaysMs })], { execPath: process.execPath, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] }));
+  const child = track(
+    fork(path.join(HERE, 'proxy-backend.js'), [JSON.stringify({ delaysMs })], {
+      execPath: process.execPath,
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    }),
+  );
   const ask = <T>(m: string): Promise<T> =>
     new Promise((resolve) => {
       child.once('message', (r) => resolve(r as T));
@@ -218,7 +241,9 @@ ${ports.map((p) => `  server { listen 127.0.0.1:${p} backlog=4096; root ${dir}/w
 }
 `;
   writeFileSync(path.join(dir, 'nginx.conf'), conf);
-  const child = track(spawn('nginx', ['-e', `${dir}/error.log`, '-p', dir, '-c', path.join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'inherit'] }));
+  const child = track(
+    spawn('nginx', ['-e', `${dir}/error.log`, '-p', dir, '-c', path.join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'inherit'] }),
+  );
   for (const p of ports) await accepting(p, child, 'nginx');
   const none = async (): Promise<never> => {
     throw new Error('nginx backends keep no counts');
@@ -386,7 +411,7 @@ async function idleRss(sys: Running, backends: Backends, n: number): Promise<{ i
     await Promise.all(batch);
   }
   const until = Date.now() + 30_000;
-  let held = await openAtBackends() - base;
+  let held = (await openAtBackends()) - base;
   while (held < connected && Date.now() < until) {
     await sleep(100);
     held = (await openAtBackends()) - base;
@@ -442,7 +467,9 @@ console.log(
   `bench:proxy — poise proxy${HAVE.haproxy ? ' vs HAProxy (mode tcp)' : ' alone: haproxy is not on PATH, so there is nothing to compare against'}; ` +
     `${ROUNDS} interleaved round(s) of ${SECONDS} s per case; threads ${THREADS.join(', ')}${WORKERS_FLAG ? '' : ' (this poise proxy has no --workers: one thread only)'}`,
 );
-console.log(`backends: ${HAVE.nginx ? '4 nginx servers (1 worker process)' : '4 Node HTTP servers (nginx is not on PATH)'}; slow/idle cases: 4 Node HTTP servers; load: ${HAVE.wrk ? 'wrk -t1' : 'bench/proxy-client (wrk is not on PATH)'}`);
+console.log(
+  `backends: ${HAVE.nginx ? '4 nginx servers (1 worker process)' : '4 Node HTTP servers (nginx is not on PATH)'}; slow/idle cases: 4 Node HTTP servers; load: ${HAVE.wrk ? 'wrk -t1' : 'bench/proxy-client (wrk is not on PATH)'}`,
+);
 console.log(`proxy node ${versions.proxyNode} (${NODE}); bench node ${versions.benchNode}; ${versions.haproxy}`);
 
 const loadAtStart = os.loadavg();
@@ -539,11 +566,29 @@ const fig = (sys: SystemSpec, figure: string): ReturnType<typeof summarize> | un
   return v === undefined ? undefined : summarize(v);
 };
 const comparisons: Comparison[] = [];
-const add = (scenario: string, metric: string, unit: string, better: 'higher' | 'lower', poiseSys: SystemSpec, hapSys: SystemSpec | undefined, figure: string, target?: Target): void => {
+const add = (
+  scenario: string,
+  metric: string,
+  unit: string,
+  better: 'higher' | 'lower',
+  poiseSys: SystemSpec,
+  hapSys: SystemSpec | undefined,
+  figure: string,
+  target?: Target,
+): void => {
   const poise = fig(poiseSys, figure);
   if (poise === undefined) return;
   const haproxy = hapSys === undefined ? undefined : fig(hapSys, figure);
-  comparisons.push({ scenario, metric, unit, threads: poiseSys.threads, better, poise, ...(haproxy === undefined ? {} : { haproxy }), ...(target === undefined ? {} : { target }) });
+  comparisons.push({
+    scenario,
+    metric,
+    unit,
+    threads: poiseSys.threads,
+    better,
+    poise,
+    ...(haproxy === undefined ? {} : { haproxy }),
+    ...(target === undefined ? {} : { target }),
+  });
 };
 for (const t of THREADS) {
   const [ps, hs] = pairs(t) as [SystemSpec, SystemSpec | undefined];
@@ -565,7 +610,9 @@ for (const t of THREADS) {
   }
 }
 
-console.log(`\nmedians of ${ROUNDS} round(s), ± spread = (max − min) / median; load average ${loadAtStart[0]!.toFixed(1)} at start, ${os.loadavg()[0]!.toFixed(1)} at end on ${os.cpus().length} cores`);
+console.log(
+  `\nmedians of ${ROUNDS} round(s), ± spread = (max − min) / median; load average ${loadAtStart[0]!.toFixed(1)} at start, ${os.loadavg()[0]!.toFixed(1)} at end on ${os.cpus().length} cores`,
+);
 console.log(formatTable(ratioRows(comparisons)));
 const slowRows = THREADS.flatMap((t) =>
   slowSystems(t).map((s) => ({
@@ -599,7 +646,9 @@ const file = writeResults(values.label === undefined ? 'proxy' : `proxy-${values
     idleConnections: IDLE,
     /** 1/5/15-minute load averages: this machine may be shared, and the absolute figures move with it (ratios less so, rounds being interleaved). */
     loadAverage: { start: loadAtStart, end: os.loadavg() },
-    haproxy: HAVE.haproxy ? 'mode tcp, retries 3, option redispatch, timeout connect 2s, client/server 30s, maxconn 8000; balance random(2) (vs p2c:connections) and leastconn' : 'not installed',
+    haproxy: HAVE.haproxy
+      ? 'mode tcp, retries 3, option redispatch, timeout connect 2s, client/server 30s, maxconn 8000; balance random(2) (vs p2c:connections) and leastconn'
+      : 'not installed',
   },
   comparisons: comparisons.map((c) => ({ ...c, ratio: c.haproxy === undefined ? null : c.poise.median / c.haproxy.median })),
   slow: slowRows,

@@ -100,7 +100,11 @@ interface WorkerResult {
   ops: number;
 }
 
-async function runWorkers(b: Balancer, n: number, data: (i: number) => Record<string, unknown>): Promise<{ nsPerOp: number; mopsPerSec: number }> {
+async function runWorkers(
+  b: Balancer,
+  n: number,
+  data: (i: number) => Record<string, unknown>,
+): Promise<{ nsPerOp: number; mopsPerSec: number }> {
   const barrier = new SharedArrayBuffer(8);
   const ctl = new Int32Array(barrier);
   const ws: Worker[] = [];
@@ -122,7 +126,11 @@ async function runWorkers(b: Balancer, n: number, data: (i: number) => Record<st
   for (;;) {
     const ready = Atomics.load(ctl, 0);
     if (ready >= n) break;
-    await (Atomics as unknown as { waitAsync(a: Int32Array, i: number, v: number): { value: Promise<string> | string } }).waitAsync(ctl, 0, ready).value;
+    await (Atomics as unknown as { waitAsync(a: Int32Array, i: number, v: number): { value: Promise<string> | string } }).waitAsync(
+      ctl,
+      0,
+      ready,
+    ).value;
   }
   Atomics.store(ctl, 1, 1);
   Atomics.notify(ctl, 1);
@@ -139,7 +147,15 @@ async function reclamation(trials: number): Promise<{ msToExact: number[]; owner
   for (let k = 0; k < trials; k++) {
     const b = balancer();
     const w = new Worker(WORKER_FILE, {
-      workerData: { attachment: b.attachment(), mode: 'spin', hold: 100, ops: 0, slot: 0, policy: 'p2c', barrier: new SharedArrayBuffer(8) },
+      workerData: {
+        attachment: b.attachment(),
+        mode: 'spin',
+        hold: 100,
+        ops: 0,
+        slot: 0,
+        policy: 'p2c',
+        barrier: new SharedArrayBuffer(8),
+      },
     });
     b.watchWorker(w, 0);
     await new Promise((resolve, reject) => {
@@ -226,7 +242,16 @@ async function main(): Promise<void> {
     progress(`allocation: ${policy}`);
     const b = balancer();
     const w = new Worker(WORKER_FILE, {
-      workerData: { attachment: b.attachment(), mode: 'heap', policy, chunks: quick ? 11 : 41, ops: 0, hold: 0, slot: 0, barrier: new SharedArrayBuffer(8) },
+      workerData: {
+        attachment: b.attachment(),
+        mode: 'heap',
+        policy,
+        chunks: quick ? 11 : 41,
+        ops: 0,
+        hold: 0,
+        slot: 0,
+        barrier: new SharedArrayBuffer(8),
+      },
     });
     heap[policy] = await new Promise((resolve, reject) => {
       w.once('message', resolve);
@@ -236,7 +261,8 @@ async function main(): Promise<void> {
   }
   json['heapBytesPerOp'] = {
     policies: heap,
-    method: 'process.memoryUsage().heapUsed, median of 10,000-op chunk deltas minus an empty op, after 50,000 warm-up ops, in a fresh worker per policy (bench/lib/harness.ts)',
+    method:
+      'process.memoryUsage().heapUsed, median of 10,000-op chunk deltas minus an empty op, after 50,000 warm-up ops, in a fresh worker per policy (bench/lib/harness.ts)',
   };
   for (const row of rows) {
     const h = heap[row['policy'] as string]!;
@@ -249,8 +275,18 @@ async function main(): Promise<void> {
   console.log();
   console.log(
     formatTable([
-      { probe: 'adjacent slots, 2 workers', 'padded ns/op': padded.nsPerOp, 'unaligned ns/op': unaligned.nsPerOp, 'unaligned/padded': unaligned.nsPerOp / padded.nsPerOp },
-      { probe: 'p2c, 8 backends, 2 workers', 'padded ns/op': paddedP2c.nsPerOp, 'unaligned ns/op': unalignedP2c.nsPerOp, 'unaligned/padded': unalignedP2c.nsPerOp / paddedP2c.nsPerOp },
+      {
+        probe: 'adjacent slots, 2 workers',
+        'padded ns/op': padded.nsPerOp,
+        'unaligned ns/op': unaligned.nsPerOp,
+        'unaligned/padded': unaligned.nsPerOp / padded.nsPerOp,
+      },
+      {
+        probe: 'p2c, 8 backends, 2 workers',
+        'padded ns/op': paddedP2c.nsPerOp,
+        'unaligned ns/op': unalignedP2c.nsPerOp,
+        'unaligned/padded': unalignedP2c.nsPerOp / paddedP2c.nsPerOp,
+      },
     ]),
   );
   console.log();

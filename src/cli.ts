@@ -8,7 +8,8 @@ export type { Command } from './cli/command.js';
 export {
   parseFlags,
   integerFlag,
-  durationFlag, secondsFlag,
+  durationFlag,
+  secondsFlag,
   choiceFlag,
   redisUrlFlag,
   nameFlag,

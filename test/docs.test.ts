@@ -20,7 +20,12 @@ import { EXIT } from '../src/cli/exit.js';
 import { POISE_ERROR_CODES } from '../src/core/errors.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const PAGES = ['README.md', ...readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const PAGES = [
+  'README.md',
+  ...readdirSync(path.join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 const PRELUDE = `
 import type { Socket } from 'node:net';
@@ -54,7 +59,11 @@ function examples(page: string): Example[] {
     const start = i + 1;
     const body: string[] = [];
     for (i++; i < lines.length && !/^```\s*$/.test(lines[i]!); i++) body.push(lines[i]!);
-    const continues = lines.slice(0, start - 1).reverse().find((l) => l.trim() !== '') === '<!-- example: continues -->';
+    const continues =
+      lines
+        .slice(0, start - 1)
+        .reverse()
+        .find((l) => l.trim() !== '') === '<!-- example: continues -->';
     const previous = out[out.length - 1];
     if (continues && previous) previous.text += `\n${body.join('\n')}`;
     else out.push({ page, line: start, text: body.join('\n') });
@@ -116,8 +125,17 @@ describe('README tables', () => {
     expect(at, `README has a "${heading}" section`).toBeGreaterThan(-1);
     const rows = readme.slice(at).split('\n').slice(1);
     const table = rows.slice(rows.findIndex((l) => l.startsWith('|')));
-    const body = table.slice(2, table.findIndex((l) => !l.startsWith('|')));
-    return body.map((l) => l.split('|')[1]!.trim().replace(/`/g, '').replace(/ \(default\)$/, ''));
+    const body = table.slice(
+      2,
+      table.findIndex((l) => !l.startsWith('|')),
+    );
+    return body.map((l) =>
+      l
+        .split('|')[1]!
+        .trim()
+        .replace(/`/g, '')
+        .replace(/ \(default\)$/, ''),
+    );
   }
 
   it('the policy table lists every runtime policy name, once, in the order of POLICY_NAMES', () => {

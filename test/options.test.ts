@@ -26,7 +26,12 @@ function tracked(): Balancer {
 
 describe('misspelled options are refused, never silently defaulted', () => {
   it('every policy still accepts { seed } (DESIGN: exact replay), the keyed ones included', () => {
-    for (const make of [() => new Rendezvous({ seed: 1 }), () => new Maglev({ seed: 1, tableSize: 7 }), () => new RoundRobin({ seed: 1 }), () => new PowerOfTwo({ seed: 1 })]) {
+    for (const make of [
+      () => new Rendezvous({ seed: 1 }),
+      () => new Maglev({ seed: 1, tableSize: 7 }),
+      () => new RoundRobin({ seed: 1 }),
+      () => new PowerOfTwo({ seed: 1 }),
+    ]) {
       expect(make).not.toThrow();
     }
   });
@@ -34,15 +39,31 @@ describe('misspelled options are refused, never silently defaulted', () => {
   it.each([
     ['Balancer', () => new Balancer({ capcity: 8 } as never), 'options.capcity: unknown option (accepted: capacity, maxThreads,'],
     ['Router', () => tracked().router({ polcy: 'random' } as never), 'options.polcy: unknown option (accepted: policy,'],
-    ['ejection', () => tracked().router({ ejection: { consecutiveFailure: 1 } } as never), 'options.ejection.consecutiveFailure: unknown option'],
+    [
+      'ejection',
+      () => tracked().router({ ejection: { consecutiveFailure: 1 } } as never),
+      'options.ejection.consecutiveFailure: unknown option',
+    ],
     ['PowerOfTwo', () => new PowerOfTwo({ sed: 1 } as never), 'options.sed: unknown option (accepted: seed)'],
     ['RoundRobin', () => new RoundRobin({ seeds: 1 } as never), 'options.seeds: unknown option (accepted: seed)'],
     ['Rendezvous', () => new Rendezvous({ hashseed: 1n } as never), 'options.hashseed: unknown option (accepted: hashSeed, seed)'],
-    ['Maglev', () => new Maglev({ size: 7 } as never), 'options.size: unknown option (accepted: hashSeed, tableSize, seed, balanceFactor, totalLoad)'],
+    [
+      'Maglev',
+      () => new Maglev({ size: 7 } as never),
+      'options.size: unknown option (accepted: hashSeed, tableSize, seed, balanceFactor, totalLoad)',
+    ],
     ['PeakEwma', () => new PeakEwma({ tau: 10 } as never), 'options.tau: unknown option (accepted: tauMs, initialMs, clock)'],
-    ['PriorityWeightedRandom', () => new PriorityWeightedRandom({ overprovisioning: 150 } as never), 'options.overprovisioning: unknown option'],
+    [
+      'PriorityWeightedRandom',
+      () => new PriorityWeightedRandom({ overprovisioning: 150 } as never),
+      'options.overprovisioning: unknown option',
+    ],
     ['holdbackCeilings', () => holdbackCeilings([1, 0], { minCeiling: 0.5, max: 1 } as never), 'options.max: unknown option'],
-    ['FlowController', () => new FlowController({ capacity: 2, priorities: [0], minCeiling: 0, queue: 3 } as never), 'options.queue: unknown option'],
+    [
+      'FlowController',
+      () => new FlowController({ capacity: 2, priorities: [0], minCeiling: 0, queue: 3 } as never),
+      'options.queue: unknown option',
+    ],
   ])('%s', (_name, make, message) => {
     let err: unknown;
     try {

@@ -54,7 +54,7 @@ describe('the globalSetup that names missing servers', () => {
     expect(message).toContain(`MariaDB on 127.0.0.1:${impostorPort}`);
   });
 
-  it('refuses a PostgreSQL without the tests\' database', async () => {
+  it("refuses a PostgreSQL without the tests' database", async () => {
     const message = await missingServers([postgres('127.0.0.1', 5432, 'poise_no_such_db')]);
     expect(message).toContain('database "poise_no_such_db" does not exist');
   });

@@ -9,7 +9,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** bench/results/ in the source tree (also when running from dist/bench). */
-export const RESULTS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', ...(import.meta.url.includes('/dist/') ? ['..'] : []), 'bench', 'results');
+export const RESULTS_DIR = path.resolve(
+  path.dirname(fileURLToPath(import.meta.url)),
+  '..',
+  '..',
+  ...(import.meta.url.includes('/dist/') ? ['..'] : []),
+  'bench',
+  'results',
+);
 
 /** The machine a result was measured on. */
 export function machine(): Record<string, unknown> {
@@ -43,7 +50,12 @@ export function formatTable(rows: readonly Record<string, unknown>[]): string {
   return [
     line(cols, numeric),
     widths.map((w) => '-'.repeat(w)).join('  '),
-    ...rows.map((r) => line(cols.map((c) => cell(r[c])), numeric)),
+    ...rows.map((r) =>
+      line(
+        cols.map((c) => cell(r[c])),
+        numeric,
+      ),
+    ),
   ].join('\n');
 }
 

@@ -189,7 +189,8 @@ export function topFrames(profile: CpuProfile, limit = 15): Frame[] {
     const h = n.hitCount ?? 0;
     if (h === 0) continue;
     const f = n.callFrame;
-    const file = f.url === '' ? '' : ` ${f.url.replace(/^.*\/(node_modules|src|dist)\//, '$1/').replace(/^node:/, 'node:')}:${f.lineNumber + 1}`;
+    const file =
+      f.url === '' ? '' : ` ${f.url.replace(/^.*\/(node_modules|src|dist)\//, '$1/').replace(/^node:/, 'node:')}:${f.lineNumber + 1}`;
     const key = `${f.functionName === '' ? '(anonymous)' : f.functionName}${file}`;
     hits.set(key, (hits.get(key) ?? 0) + h);
     total += h;

@@ -22,7 +22,9 @@ export function freePort(): Promise<number> {
 /** Starts redis-server (no persistence) on a free port; SIGKILLed when this process exits. */
 export async function ownRedis(extraArgs: string[] = []): Promise<{ url: string; port: number; child: ChildProcess }> {
   const port = await freePort();
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs], { stdio: 'ignore' });
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs], {
+    stdio: 'ignore',
+  });
   process.on('exit', () => child.kill('SIGKILL'));
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {

@@ -215,18 +215,29 @@ export class AdmissionGate implements AdmissionHook {
         }
         for (let i = 0; i < o.priorities.length; i++) finiteNumber(o.priorities[i], `options.priorities[${i}]`);
         sorted = [...o.priorities].sort((a, b) => b - a);
-        for (let i = 1; i < sorted.length; i++) if (sorted[i] === sorted[i - 1]) invalidConfig('options.priorities', `must not repeat ${sorted[i]}`);
+        for (let i = 1; i < sorted.length; i++)
+          if (sorted[i] === sorted[i - 1]) invalidConfig('options.priorities', `must not repeat ${sorted[i]}`);
       },
       () => {
         if (o.ceilings === undefined) {
-          if (sorted.length > 0) ceilings = holdbackCeilings(sorted, { shape: o.shape, domain: o.domain, minCeiling: o.minCeiling as number, maxCeiling: o.maxCeiling });
+          if (sorted.length > 0)
+            ceilings = holdbackCeilings(sorted, {
+              shape: o.shape,
+              domain: o.domain,
+              minCeiling: o.minCeiling as number,
+              maxCeiling: o.maxCeiling,
+            });
           return;
         }
         if (o.minCeiling !== undefined || o.maxCeiling !== undefined || o.shape !== undefined || o.domain !== undefined) {
           invalidConfig('options.ceilings', 'excludes minCeiling, maxCeiling, shape and domain (give one or the other)');
         }
         if (!Array.isArray(o.ceilings) || o.ceilings.length !== o.priorities?.length) {
-          invalidConfig('options.ceilings', `must be an array of ${o.priorities?.length ?? 0} numbers in [0, 1], one per priority`, o.ceilings);
+          invalidConfig(
+            'options.ceilings',
+            `must be an array of ${o.priorities?.length ?? 0} numbers in [0, 1], one per priority`,
+            o.ceilings,
+          );
         }
         const by = new Map<number, number>();
         for (let i = 0; i < o.ceilings.length; i++) {
@@ -237,7 +248,10 @@ export class AdmissionGate implements AdmissionHook {
         ceilings = sorted.map((p) => by.get(p)!);
         for (let i = 1; i < ceilings.length; i++) {
           if (ceilings[i]! > ceilings[i - 1]!) {
-            invalidConfig('options.ceilings', `priority ${sorted[i]} has a higher ceiling (${ceilings[i]}) than the more important ${sorted[i - 1]} (${ceilings[i - 1]})`);
+            invalidConfig(
+              'options.ceilings',
+              `priority ${sorted[i]} has a higher ceiling (${ceilings[i]}) than the more important ${sorted[i - 1]} (${ceilings[i - 1]})`,
+            );
           }
         }
       },
@@ -245,8 +259,10 @@ export class AdmissionGate implements AdmissionHook {
         if (o.capacity !== undefined) integerIn(o.capacity, 'options.capacity', 1);
       },
       () => {
-        if (o.saturation !== undefined && typeof o.saturation !== 'function') invalidConfig('options.saturation', 'must be a function returning a number', o.saturation);
-        if (o.saturation !== undefined && o.capacity !== undefined) invalidConfig('options.saturation', 'excludes options.capacity (give one or the other)');
+        if (o.saturation !== undefined && typeof o.saturation !== 'function')
+          invalidConfig('options.saturation', 'must be a function returning a number', o.saturation);
+        if (o.saturation !== undefined && o.capacity !== undefined)
+          invalidConfig('options.saturation', 'excludes options.capacity (give one or the other)');
       },
       () => {
         if (o.kind !== undefined && o.kind !== 'request' && o.kind !== 'connection' && o.kind !== 'outstanding') {
@@ -268,7 +284,8 @@ export class AdmissionGate implements AdmissionHook {
         }
       },
       () => {
-        if (o.clock !== undefined && typeof o.clock !== 'function') invalidConfig('options.clock', 'must be a function returning milliseconds', o.clock);
+        if (o.clock !== undefined && typeof o.clock !== 'function')
+          invalidConfig('options.clock', 'must be a function returning milliseconds', o.clock);
       },
     ]);
     this.router = router;
@@ -324,7 +341,11 @@ export class AdmissionGate implements AdmissionHook {
           if (priority.admission !== undefined) {
             const b = this.byPriority.get(priority.admission);
             if (b === undefined) {
-              invalidConfig('acquireAsync(options).priority.admission', `must be one of the gate's priorities (${this.bands.map((x) => x.priority).join(', ')})`, priority.admission);
+              invalidConfig(
+                'acquireAsync(options).priority.admission',
+                `must be one of the gate's priorities (${this.bands.map((x) => x.priority).join(', ')})`,
+                priority.admission,
+              );
             }
             band = b;
           }
@@ -340,7 +361,8 @@ export class AdmissionGate implements AdmissionHook {
         return Promise.reject(err);
       }
     }
-    if (this.closed) return Promise.reject(this.reject(band, 'Closed', new PoiseError('Closed', 'acquireAsync: the admission gate is closed')));
+    if (this.closed)
+      return Promise.reject(this.reject(band, 'Closed', new PoiseError('Closed', 'acquireAsync: the admission gate is closed')));
     if (signal?.aborted) return Promise.reject(this.reject(band, 'Cancelled', cancelled(signal)));
     if (!this.waitingFrom(band) && this.admissible(band)) {
       try {
@@ -355,14 +377,34 @@ export class AdmissionGate implements AdmissionHook {
     }
     if (band.live >= this.maxQueue) {
       return Promise.reject(
-        this.reject(band, 'QueueFull', new PoiseError('QueueFull', `acquireAsync: band ${band.priority} already holds ${this.maxQueue} waiters (options.maxQueue)`)),
+        this.reject(
+          band,
+          'QueueFull',
+          new PoiseError('QueueFull', `acquireAsync: band ${band.priority} already holds ${this.maxQueue} waiters (options.maxQueue)`),
+        ),
       );
     }
     return new Promise<Lease>((resolve, reject) => {
-      const w: Waiter = { band, opts: acquireOpts, resolve, reject, at: this.clock(), timer: undefined, signal, onAbort: undefined, done: false };
+      const w: Waiter = {
+        band,
+        opts: acquireOpts,
+        resolve,
+        reject,
+        at: this.clock(),
+        timer: undefined,
+        signal,
+        onAbort: undefined,
+        done: false,
+      };
       w.timer = setTimeout(() => {
         if (this.finish(w)) {
-          reject(this.reject(band, 'QueueTimeout', new PoiseError('QueueTimeout', `acquireAsync: band ${band.priority} waited ${timeoutMs} ms for capacity`)));
+          reject(
+            this.reject(
+              band,
+              'QueueTimeout',
+              new PoiseError('QueueTimeout', `acquireAsync: band ${band.priority} waited ${timeoutMs} ms for capacity`),
+            ),
+          );
         }
       }, timeoutMs);
       if (signal !== undefined) {
@@ -398,7 +440,10 @@ export class AdmissionGate implements AdmissionHook {
     this.disarm();
     for (const band of this.bands) {
       for (const w of band.queue.slice(band.head)) {
-        if (w !== undefined && this.finish(w)) w.reject(this.reject(band, 'Closed', new PoiseError('Closed', 'acquireAsync: the admission gate was closed while the request waited')));
+        if (w !== undefined && this.finish(w))
+          w.reject(
+            this.reject(band, 'Closed', new PoiseError('Closed', 'acquireAsync: the admission gate was closed while the request waited')),
+          );
       }
       band.queue = [];
       band.head = 0;
@@ -446,7 +491,7 @@ export class AdmissionGate implements AdmissionHook {
   private customSaturation(): number {
     const s = this.saturationFn!();
     if (typeof s !== 'number' || Number.isNaN(s)) return 1;
-    return s < 0 ? 0 : s;
+    return Math.max(0, s);
   }
 
   /** Is `band` admissible now: saturation ≤ its ceiling and the pool not full. */

@@ -76,7 +76,12 @@ export class FlowController {
     for (let i = 1; i < sorted.length; i++) {
       if (sorted[i] === sorted[i - 1]) invalidConfig('options.priorities', `must not repeat ${sorted[i]}`);
     }
-    const ceilings = holdbackCeilings(sorted, { shape: opts.shape, domain: opts.domain, minCeiling: opts.minCeiling, maxCeiling: opts.maxCeiling });
+    const ceilings = holdbackCeilings(sorted, {
+      shape: opts.shape,
+      domain: opts.domain,
+      minCeiling: opts.minCeiling,
+      maxCeiling: opts.maxCeiling,
+    });
     this.capacity = capacity;
     this.maxQueue = maxQueue;
     this.lanes = sorted.map((priority, i) => {

@@ -62,7 +62,11 @@ const NEGATIVE = /^-\d/;
  * integerFlag('--workers', values.workers, 1, 64); // 2
  * values.policy; // ['random']
  */
-export function parseFlags<const S extends FlagSpecs>(argv: readonly string[], specs: S, opts: { positionals?: boolean } = {}): ParsedFlags<S> {
+export function parseFlags<const S extends FlagSpecs>(
+  argv: readonly string[],
+  specs: S,
+  opts: { positionals?: boolean } = {},
+): ParsedFlags<S> {
   const all: Record<string, FlagSpec> = { help: HELP, ...specs };
   const { tokens } = parseArgs({ args: [...argv], options: all, strict: false, allowPositionals: true, tokens: true });
   const values: Record<string, string | string[] | boolean | undefined> = {};
@@ -93,7 +97,12 @@ export function parseFlags<const S extends FlagSpecs>(argv: readonly string[], s
     const flag = t.rawName.startsWith('--') ? t.rawName : `-${t.name}`;
     const spec = Object.hasOwn(all, t.name) ? all[t.name] : undefined;
     if (spec === undefined) {
-      fail(`unknown flag ${flag} (accepted: ${Object.keys(specs).map((n) => `--${n}`).join(', ')}, --help)`, flag);
+      fail(
+        `unknown flag ${flag} (accepted: ${Object.keys(specs)
+          .map((n) => `--${n}`)
+          .join(', ')}, --help)`,
+        flag,
+      );
       continue;
     }
     const long = `--${t.name}`;
@@ -128,7 +137,8 @@ export function integerFlag(flag: string, raw: string | undefined, min: number, 
 export function secondsFlag(flag: string, raw: string | undefined, min: number, max: number): number | undefined {
   if (raw === undefined) return undefined;
   const v = /^[+]?(\d+(\.\d*)?|\.\d+)$/.test(raw.trim()) ? Number(raw) : Number.NaN;
-  if (!Number.isFinite(v) || v < min || v > max) throw new UsageError(`${flag}: must be a number of seconds in [${min}, ${max}], got ${JSON.stringify(raw)}`, flag);
+  if (!Number.isFinite(v) || v < min || v > max)
+    throw new UsageError(`${flag}: must be a number of seconds in [${min}, ${max}], got ${JSON.stringify(raw)}`, flag);
   return v;
 }
 
@@ -144,7 +154,10 @@ export function durationFlag(flag: string, raw: string | undefined, minMs: numbe
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(raw.trim());
   const v = m === null ? Number.NaN : Math.round(Number(m[1]) * DURATION_UNITS[m[2] ?? 'ms']!);
   if (!Number.isSafeInteger(v) || v < minMs || v > maxMs) {
-    throw new UsageError(`${flag}: must be a duration in [${minMs}ms, ${maxMs}ms] (a number with unit ms, s, m or h; no unit = ms), got ${JSON.stringify(raw)}`, flag);
+    throw new UsageError(
+      `${flag}: must be a duration in [${minMs}ms, ${maxMs}ms] (a number with unit ms, s, m or h; no unit = ms), got ${JSON.stringify(raw)}`,
+      flag,
+    );
   }
   return v;
 }
@@ -152,7 +165,8 @@ export function durationFlag(flag: string, raw: string | undefined, minMs: numbe
 /** `raw` when it is one of `allowed`; undefined when absent. Throws {@link UsageError} listing them. */
 export function choiceFlag<T extends string>(flag: string, raw: string | undefined, allowed: readonly T[]): T | undefined {
   if (raw === undefined) return undefined;
-  if (!(allowed as readonly string[]).includes(raw)) throw new UsageError(`${flag}: must be one of ${allowed.join(', ')}, got ${JSON.stringify(raw)}`, flag);
+  if (!(allowed as readonly string[]).includes(raw))
+    throw new UsageError(`${flag}: must be one of ${allowed.join(', ')}, got ${JSON.stringify(raw)}`, flag);
   return raw as T;
 }
 

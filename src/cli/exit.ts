@@ -72,7 +72,10 @@ export const EXIT_HELP = `exit codes: 0 ok, 1 runtime failure (Redis or a file u
  */
 export function reportFailure(command: string, err: unknown): number {
   const code = exitCodeOf(err);
-  process.stderr.write(`poise ${command}: ${err instanceof Error ? err.message : String(err)}\n${code === EXIT.usage ? `Run \`poise ${command} --help\` for the flags.\n` : ''}`);
-  if (!isPoiseError(err) && !(err instanceof UsageError) && err instanceof Error && err.stack !== undefined) process.stderr.write(`${err.stack}\n`);
+  process.stderr.write(
+    `poise ${command}: ${err instanceof Error ? err.message : String(err)}\n${code === EXIT.usage ? `Run \`poise ${command} --help\` for the flags.\n` : ''}`,
+  );
+  if (!isPoiseError(err) && !(err instanceof UsageError) && err instanceof Error && err.stack !== undefined)
+    process.stderr.write(`${err.stack}\n`);
   return code;
 }

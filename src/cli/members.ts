@@ -61,7 +61,8 @@ Prints the new version.`,
     flags: { version: S, 'if-version': S },
   },
   add: {
-    usage: 'poise members add ID HOST:PORT [--weight W] [--priority P] [--locality L] [--locality-weight W] [--status S] [--max-inflight N] [--no-panic]',
+    usage:
+      'poise members add ID HOST:PORT [--weight W] [--priority P] [--locality L] [--locality-weight W] [--status S] [--max-inflight N] [--no-panic]',
     text: 'Adds one backend (the id must be new). Prints the new version.',
     flags: { weight: S, priority: S, locality: S, 'locality-weight': S, status: S, 'max-inflight': S, 'no-panic': { type: 'boolean' } },
   },
@@ -72,7 +73,11 @@ Prints the new version.`,
     flags: {},
   },
   undrain: { usage: 'poise members undrain ID', text: 'Marks a backend "ready" again. Prints the new version.', flags: {} },
-  weight: { usage: 'poise members weight ID W', text: 'Sets a backend weight (an integer in [1, 4294967295]). Prints the new version.', flags: {} },
+  weight: {
+    usage: 'poise members weight ID W',
+    text: 'Sets a backend weight (an integer in [1, 4294967295]). Prints the new version.',
+    flags: {},
+  },
   show: {
     usage: 'poise members show [--json]',
     text: `Prints the stored membership as a table: a line with cluster, version, lineage and the number of
@@ -126,7 +131,8 @@ function connection(flags: Flags): {
   if (cluster === undefined || cluster === '') throw new UsageError('--cluster: required (or set POISE_CLUSTER)', '--cluster');
   const waitReplicas = integerFlag('--wait-replicas', str(flags, 'wait-replicas'), 0, 100);
   const waitTimeoutMs = integerFlag('--wait-timeout', str(flags, 'wait-timeout'), 1, 60_000);
-  if (waitTimeoutMs !== undefined && waitReplicas === undefined) throw new UsageError('--wait-timeout: only with --wait-replicas', '--wait-timeout');
+  if (waitTimeoutMs !== undefined && waitReplicas === undefined)
+    throw new UsageError('--wait-timeout: only with --wait-replicas', '--wait-timeout');
   return {
     redis,
     waitReplicas,
@@ -140,10 +146,10 @@ function connection(flags: Flags): {
 /** Fail fast instead of queueing forever when Redis is down: a CLI must answer. */
 const CLI_REDIS = { maxRetriesPerRequest: 1, connectTimeout: 3000, retryStrategy: (times: number) => (times > 3 ? null : 100 * times) };
 
-
 async function readDocument(file: string, versionFlag: number | undefined, maxBytes: number): Promise<unknown> {
   // Bounded reads: `apply /dev/zero` is "exceeds N bytes" (exit 3), not an out-of-memory crash.
-  const text = file === '-' ? await readStreamLimited(process.stdin, maxBytes, 'document') : await readFileLimited(file, maxBytes, 'document');
+  const text =
+    file === '-' ? await readStreamLimited(process.stdin, maxBytes, 'document') : await readFileLimited(file, maxBytes, 'document');
   const doc = parseText(text, file === '-' ? 'json' : formatOf(file), 'document');
   if (versionFlag !== undefined && typeof doc === 'object' && doc !== null && !Array.isArray(doc)) {
     return { ...(doc as Record<string, unknown>), version: versionFlag };
@@ -231,12 +237,23 @@ async function show(flags: Flags): Promise<number> {
   try {
     const stored = await pub.show();
     if (stored === undefined) {
-      throw new PoiseError('NotFound', `no membership stored for cluster ${JSON.stringify(conn.cluster)} (key ${pub.keys.snapshot})`, { field: 'cluster' });
+      throw new PoiseError('NotFound', `no membership stored for cluster ${JSON.stringify(conn.cluster)} (key ${pub.keys.snapshot})`, {
+        field: 'cluster',
+      });
     }
     if (on(flags, 'json')) {
-      process.stdout.write(`${JSON.stringify({ version: stored.version, lineage: stored.lineage ?? null, document: stored.document }, null, 2)}\n`);
+      process.stdout.write(
+        `${JSON.stringify({ version: stored.version, lineage: stored.lineage ?? null, document: stored.document }, null, 2)}\n`,
+      );
     } else {
-      process.stdout.write(membershipTable({ cluster: stored.document.cluster, version: stored.version, lineage: stored.lineage, backends: stored.document.backends }));
+      process.stdout.write(
+        membershipTable({
+          cluster: stored.document.cluster,
+          version: stored.version,
+          lineage: stored.lineage,
+          backends: stored.document.backends,
+        }),
+      );
     }
     return EXIT.ok;
   } finally {
@@ -266,7 +283,11 @@ async function watchCmd(flags: Flags): Promise<number> {
   process.once('SIGTERM', onSignal);
   try {
     await source.start((s) => {
-      process.stdout.write(json ? `${JSON.stringify(s)}\n` : `${membershipTable({ cluster: conn.cluster, version: s.version, lineage: s.lineage, backends: s.backends })}\n`);
+      process.stdout.write(
+        json
+          ? `${JSON.stringify(s)}\n`
+          : `${membershipTable({ cluster: conn.cluster, version: s.version, lineage: s.lineage, backends: s.backends })}\n`,
+      );
       if (count !== undefined && ++applied >= count) finish();
     });
     await done;

@@ -73,7 +73,11 @@ function ceilingFlag(flag: string, raw: string | undefined, lowOpen: boolean, hi
   if (raw === undefined) return undefined;
   const v = /^[+]?(\d+(\.\d*)?|\.\d+)$/.test(raw.trim()) ? Number(raw) : Number.NaN;
   const ok = (lowOpen ? v > 0 : v >= 0) && (highOpen ? v < 1 : v <= 1);
-  if (!ok) throw new UsageError(`${flag}: must be a number in ${lowOpen ? '(' : '['}0, 1${highOpen ? ')' : ']'}, got ${JSON.stringify(raw)}`, flag);
+  if (!ok)
+    throw new UsageError(
+      `${flag}: must be a number in ${lowOpen ? '(' : '['}0, 1${highOpen ? ')' : ']'}, got ${JSON.stringify(raw)}`,
+      flag,
+    );
   return v;
 }
 
@@ -96,14 +100,24 @@ export function admissionFlags(values: FlagValues<typeof ADMISSION_FLAGS>): Admi
   for (const [i, raw] of values.band.entries()) {
     attempt(() => {
       const m = /^([A-Za-z0-9_.-]{1,64})=([+-]?\d+)(?::(.+))?$/.exec(raw);
-      if (m === null) throw new UsageError(`--band #${i + 1}: must be NAME=PRIORITY or NAME=PRIORITY:HOST:PORT (NAME of letters, digits, _ . -), got ${JSON.stringify(raw)}`, '--band');
+      if (m === null)
+        throw new UsageError(
+          `--band #${i + 1}: must be NAME=PRIORITY or NAME=PRIORITY:HOST:PORT (NAME of letters, digits, _ . -), got ${JSON.stringify(raw)}`,
+          '--band',
+        );
       const band = { name: m[1]!, priority: Number(m[2]) };
-      if (bands.some((b) => b.name === band.name)) throw new UsageError(`--band #${i + 1}: band ${JSON.stringify(band.name)} given twice`, '--band');
-      if (bands.some((b) => b.priority === band.priority)) throw new UsageError(`--band #${i + 1}: priority ${band.priority} given to two bands`, '--band');
+      if (bands.some((b) => b.name === band.name))
+        throw new UsageError(`--band #${i + 1}: band ${JSON.stringify(band.name)} given twice`, '--band');
+      if (bands.some((b) => b.priority === band.priority))
+        throw new UsageError(`--band #${i + 1}: priority ${band.priority} given to two bands`, '--band');
       bands.push(band);
       if (m[3] !== undefined) {
         const at = parseAddress(m[3]);
-        if (at === undefined) throw new UsageError(`--band #${i + 1}: the listen address must be HOST:PORT with a port in [1, 65535], got ${JSON.stringify(m[3])}`, '--band');
+        if (at === undefined)
+          throw new UsageError(
+            `--band #${i + 1}: the listen address must be HOST:PORT with a port in [1, 65535], got ${JSON.stringify(m[3])}`,
+            '--band',
+          );
         listeners.push({ band, host: at.host, port: at.port });
       }
     });
@@ -115,32 +129,55 @@ export function admissionFlags(values: FlagValues<typeof ADMISSION_FLAGS>): Admi
       const eq = raw.lastIndexOf('=');
       const cidr = eq > 0 ? raw.slice(0, eq) : raw;
       const band = eq > 0 ? raw.slice(eq + 1) : '';
-      if (parseCidr(cidr) === undefined) throw new UsageError(`--band-cidr #${i + 1}: must be CIDR=NAME with an IPv4 /0..32 or IPv6 /0..128 CIDR, got ${JSON.stringify(raw)}`, '--band-cidr');
+      if (parseCidr(cidr) === undefined)
+        throw new UsageError(
+          `--band-cidr #${i + 1}: must be CIDR=NAME with an IPv4 /0..32 or IPv6 /0..128 CIDR, got ${JSON.stringify(raw)}`,
+          '--band-cidr',
+        );
       if (!names.has(band)) throw new UsageError(`--band-cidr #${i + 1}: ${JSON.stringify(band)} is not a --band name`, '--band-cidr');
       cidrs.push({ cidr, band });
     });
   }
   const defaultBand = values['band-default'];
-  if (defaultBand !== undefined && !names.has(defaultBand)) problems.push(new UsageError(`--band-default: ${JSON.stringify(defaultBand)} is not a --band name`, '--band-default'));
+  if (defaultBand !== undefined && !names.has(defaultBand))
+    problems.push(new UsageError(`--band-default: ${JSON.stringify(defaultBand)} is not a --band name`, '--band-default'));
   const minCeiling = attempt(() => ceilingFlag('--admission-ceiling-min', values['admission-ceiling-min'], false, true));
   const maxCeiling = attempt(() => ceilingFlag('--admission-ceiling-max', values['admission-ceiling-max'], true, false));
   if (minCeiling !== undefined && maxCeiling !== undefined && minCeiling > maxCeiling) {
-    problems.push(new UsageError(`--admission-ceiling-min: must not exceed --admission-ceiling-max (${maxCeiling}), got ${minCeiling}`, '--admission-ceiling-min'));
+    problems.push(
+      new UsageError(
+        `--admission-ceiling-min: must not exceed --admission-ceiling-max (${maxCeiling}), got ${minCeiling}`,
+        '--admission-ceiling-min',
+      ),
+    );
   }
   const capacity = attempt(() => integerFlag('--admission-capacity', values['admission-capacity'], 1, 1e9));
   const timeoutMs = attempt(() => durationFlag('--admission-timeout', values['admission-timeout'], 1, 86_400_000));
   const maxQueue = attempt(() => integerFlag('--admission-max-queue', values['admission-max-queue'], 0, 1e7));
-  const tuning = (['admission-ceiling-min', 'admission-ceiling-max', 'admission-capacity', 'admission-timeout', 'admission-max-queue', 'band-default'] as const).filter(
-    (k) => values[k] !== undefined,
-  );
+  const tuning = (
+    [
+      'admission-ceiling-min',
+      'admission-ceiling-max',
+      'admission-capacity',
+      'admission-timeout',
+      'admission-max-queue',
+      'band-default',
+    ] as const
+  ).filter((k) => values[k] !== undefined);
   if (values.band.length === 0) {
     for (const k of tuning) problems.push(new UsageError(`--${k}: needs --band`, `--${k}`));
     if (values['band-cidr'].length > 0) problems.push(new UsageError('--band-cidr: needs --band', '--band-cidr'));
   } else if (values['admission-ceiling-min'] === undefined) {
-    problems.push(new UsageError('--admission-ceiling-min: required with --band (the ceiling of the lowest band)', '--admission-ceiling-min'));
+    problems.push(
+      new UsageError('--admission-ceiling-min: required with --band (the ceiling of the lowest band)', '--admission-ceiling-min'),
+    );
   }
   if (problems.length === 1) throw problems[0];
-  if (problems.length > 1) throw new UsageError(`${problems.length} bad flags: ${problems.map((p) => p.message).join('; ')}`, problems.map((p) => p.flag).join(', '));
+  if (problems.length > 1)
+    throw new UsageError(
+      `${problems.length} bad flags: ${problems.map((p) => p.message).join('; ')}`,
+      problems.map((p) => p.flag).join(', '),
+    );
   if (bands.length === 0) return undefined;
   return {
     bands,
@@ -191,11 +228,15 @@ export function proxyAdmission(
         try {
           await proxy.listen();
         } catch (err) {
-          throw new PoiseError('Unavailable', `--band ${l.band.name}: cannot listen on ${l.host}:${l.port}: ${(err as Error).message}`, { field: '--band', cause: err });
+          throw new PoiseError('Unavailable', `--band ${l.band.name}: cannot listen on ${l.host}:${l.port}: ${(err as Error).message}`, {
+            field: '--band',
+            cause: err,
+          });
         }
       }
       const capacity = gate.admissionStats().capacity;
-      if (capacity === Number.POSITIVE_INFINITY) log.warn('admission: a backend has no maxInflight and no --admission-capacity is given, so the pool never saturates');
+      if (capacity === Number.POSITIVE_INFINITY)
+        log.warn('admission: a backend has no maxInflight and no --admission-capacity is given, so the pool never saturates');
       log.info({ bands: f.bands, ceilings: gate.ceilings(), capacity }, 'admission bands ready');
     },
     async close() {

@@ -50,12 +50,17 @@ const KEYED: readonly PolicyName[] = KEYED_POLICY_NAMES;
 export function connectionFlags(values: FlagValues<typeof CONNECTION_FLAGS>, policy: PolicyName): ConnectionOptions {
   let key = choiceFlag('--key', values.key, ['client-ip', 'client-ip:port'] as const);
   const keyed = KEYED.includes(policy);
-  if (key !== undefined && !keyed) throw new UsageError(`--key: only with a keyed --policy (${KEYED.join(', ')}), got --policy ${policy}`, '--key');
+  if (key !== undefined && !keyed)
+    throw new UsageError(`--key: only with a keyed --policy (${KEYED.join(', ')}), got --policy ${policy}`, '--key');
   if (keyed) key ??= 'client-ip';
-  if (values['send-proxy'] && values['send-proxy-v2']) throw new UsageError('--send-proxy-v2: give one of --send-proxy and --send-proxy-v2', '--send-proxy-v2');
+  if (values['send-proxy'] && values['send-proxy-v2'])
+    throw new UsageError('--send-proxy-v2: give one of --send-proxy and --send-proxy-v2', '--send-proxy-v2');
   const acceptProxy = values['accept-proxy'];
   if (!acceptProxy && (values['accept-proxy-timeout'] !== undefined || values['accept-proxy-max-bytes'] !== undefined)) {
-    throw new UsageError('--accept-proxy-timeout and --accept-proxy-max-bytes need --accept-proxy', values['accept-proxy-timeout'] !== undefined ? '--accept-proxy-timeout' : '--accept-proxy-max-bytes');
+    throw new UsageError(
+      '--accept-proxy-timeout and --accept-proxy-max-bytes need --accept-proxy',
+      values['accept-proxy-timeout'] !== undefined ? '--accept-proxy-timeout' : '--accept-proxy-max-bytes',
+    );
   }
   return {
     attempts: integerFlag('--attempts', values.attempts, 1, 100) ?? 3,

@@ -35,7 +35,10 @@ export function metricsFlag(values: FlagValues<typeof METRICS_FLAGS>): { host: s
   const at = parseAddress(raw);
   if (at === undefined) {
     const detail = addressDetail(raw);
-    throw new UsageError(`--metrics: must be HOST:PORT with a port in [1, 65535], got ${JSON.stringify(raw)}${detail ? ` (${detail})` : ''}`, '--metrics');
+    throw new UsageError(
+      `--metrics: must be HOST:PORT with a port in [1, 65535], got ${JSON.stringify(raw)}${detail ? ` (${detail})` : ''}`,
+      '--metrics',
+    );
   }
   return at;
 }
@@ -55,7 +58,13 @@ export interface MetricsTarget {
 /** Starts the `/metrics` + `/healthz` server on `at`; throws `PoiseError` `Unavailable` naming --metrics when it cannot listen. */
 export async function startMetrics(at: { host: string; port: number }, t: MetricsTarget): Promise<MetricsServer> {
   const registry = new Registry();
-  collectMetrics(t.balancer, { registry, cluster: t.cluster, source: t.source, proxy: t.counters, ...(t.admission === undefined ? {} : { admission: t.admission }) });
+  collectMetrics(t.balancer, {
+    registry,
+    cluster: t.cluster,
+    source: t.source,
+    proxy: t.counters,
+    ...(t.admission === undefined ? {} : { admission: t.admission }),
+  });
   const server = new MetricsServer({
     registry,
     host: at.host,
@@ -65,7 +74,10 @@ export async function startMetrics(at: { host: string; port: number }, t: Metric
   try {
     await server.listen();
   } catch (err) {
-    throw new PoiseError('Unavailable', `--metrics: cannot listen on ${at.host}:${at.port}: ${(err as Error).message}`, { field: '--metrics', cause: err });
+    throw new PoiseError('Unavailable', `--metrics: cannot listen on ${at.host}:${at.port}: ${(err as Error).message}`, {
+      field: '--metrics',
+      cause: err,
+    });
   }
   return server;
 }

@@ -158,7 +158,11 @@ function checkFlags(values: Values): HealthCheckOptions | undefined {
   if (raw === 'tcp' || raw === 'redis' || raw === 'postgres') check = { kind: raw };
   else if (raw === 'http' || raw.startsWith('http:')) {
     const path = raw === 'http' ? '/' : raw.slice(5);
-    if (!/^\/[\x21-\x7e]*$/.test(path)) throw new UsageError(`--check: the http path must start with "/" (printable ASCII, no spaces), got ${JSON.stringify(path)}`, '--check');
+    if (!/^\/[\x21-\x7e]*$/.test(path))
+      throw new UsageError(
+        `--check: the http path must start with "/" (printable ASCII, no spaces), got ${JSON.stringify(path)}`,
+        '--check',
+      );
     check = { kind: 'http', path };
   } else {
     throw new UsageError(`--check: must be one of tcp, http:/PATH, redis, postgres, got ${JSON.stringify(raw)}`, '--check');
@@ -187,12 +191,15 @@ function backendFlags(raws: readonly string[], capacity: number): BackendSpec[] 
     const eq = raw.indexOf('=');
     const id = eq > 0 ? raw.slice(0, eq) : raw;
     const address = eq > 0 ? raw.slice(eq + 1) : raw;
-    if (!/:\d+$/.test(address)) throw new UsageError(`--backend #${i + 1}: must be ID=HOST:PORT with a port in [1, 65535], got ${JSON.stringify(raw)}`, '--backend');
+    if (!/:\d+$/.test(address))
+      throw new UsageError(`--backend #${i + 1}: must be ID=HOST:PORT with a port in [1, 65535], got ${JSON.stringify(raw)}`, '--backend');
     return { id, address };
   });
   resolveBackendSpecs(specs, '--backend');
   if (specs.length > capacity) {
-    throw new PoiseError('CapacityExhausted', `--backend: ${specs.length} backends given, more than --capacity ${capacity}`, { field: '--capacity' });
+    throw new PoiseError('CapacityExhausted', `--backend: ${specs.length} backends given, more than --capacity ${capacity}`, {
+      field: '--capacity',
+    });
   }
   return specs;
 }
@@ -202,7 +209,10 @@ function proxyFlags(values: Values): ProxyFlags {
   const at = values.listen === undefined ? undefined : parseAddress(values.listen);
   if (at === undefined) {
     const detail = values.listen === undefined ? undefined : addressDetail(values.listen);
-    throw new UsageError(`--listen: required, HOST:PORT with a port in [1, 65535], got ${JSON.stringify(values.listen ?? null)}${detail ? ` (${detail})` : ''}`, '--listen');
+    throw new UsageError(
+      `--listen: required, HOST:PORT with a port in [1, 65535], got ${JSON.stringify(values.listen ?? null)}${detail ? ` (${detail})` : ''}`,
+      '--listen',
+    );
   }
   const policy = choiceFlag('--policy', values.policy, POLICY_NAMES) ?? 'p2c:latency';
   const capacity = integerFlag('--capacity', values.capacity, 1, 65536) ?? 1024;
@@ -284,10 +294,14 @@ async function firstMembership(f: ProxyFlags, balancer: Balancer, stopped: Promi
     if (balancer.hasMembership) return binding;
     await binding.close();
     const p = f.source.problem;
-    throw new PoiseError(p?.code ?? 'NotFound', `--require-membership: no valid membership at start: ${p?.message ?? 'the source delivered none'}`, {
-      field: p?.field ?? 'membership',
-      cause: p,
-    });
+    throw new PoiseError(
+      p?.code ?? 'NotFound',
+      `--require-membership: no valid membership at start: ${p?.message ?? 'the source delivered none'}`,
+      {
+        field: p?.field ?? 'membership',
+        cause: p,
+      },
+    );
   }
   const result = await waitForMembership({
     applied,
@@ -319,7 +333,14 @@ async function serve(f: ProxyFlags): Promise<number> {
     if (f.metrics !== undefined) {
       // With --band the gate exists once a membership is in force; until then its bands read empty.
       const admission = f.admission === undefined ? undefined : { admissionStats: () => gate?.admissionStats() ?? { bands: [] } };
-      metrics = await startMetrics(f.metrics, { balancer, counters, source: f.source, cluster: f.cluster, admission, listening: () => proxy?.listening === true });
+      metrics = await startMetrics(f.metrics, {
+        balancer,
+        counters,
+        source: f.source,
+        cluster: f.cluster,
+        admission,
+        listening: () => proxy?.listening === true,
+      });
       f.log.info({ address: `${metrics.address().address}:${metrics.address().port}` }, 'metrics listening');
     }
     const binding = await firstMembership(f, balancer, stopped);
@@ -327,11 +348,17 @@ async function serve(f: ProxyFlags): Promise<number> {
     // Admission bands gate through an AdmissionGate on one router in this
     // thread, so with --band the proxy accepts here and --workers is not used.
     const router = f.admission === undefined ? undefined : balancer.router({ policy: f.policy, logger: f.log });
-    if (router !== undefined && f.workers > 0) f.log.warn({ workers: f.workers }, 'proxy: --band admission gates in the main thread: it accepts there, --workers is not used');
+    if (router !== undefined && f.workers > 0)
+      f.log.warn({ workers: f.workers }, 'proxy: --band admission gates in the main thread: it accepts there, --workers is not used');
     const admission =
       router === undefined
         ? { main: undefined, listen: async () => {}, close: async () => {}, gate: undefined }
-        : proxyAdmission(router, f.admission, f.log, (host, port, band) => new TcpProxy({ router, host, port, ...f.connection, counters, logger: f.log, admission: band }));
+        : proxyAdmission(
+            router,
+            f.admission,
+            f.log,
+            (host, port, band) => new TcpProxy({ router, host, port, ...f.connection, counters, logger: f.log, admission: band }),
+          );
     gate = admission.gate;
     proxy = new TcpProxy({
       ...(router === undefined ? { balancer, policy: f.policy, workers: f.workers } : { router }),
@@ -347,7 +374,10 @@ async function serve(f: ProxyFlags): Promise<number> {
       await proxy.listen();
     } catch (err) {
       await binding.close();
-      throw new PoiseError('Unavailable', `--listen: cannot listen on ${f.listen.host}:${f.listen.port}: ${(err as Error).message}`, { field: '--listen', cause: err });
+      throw new PoiseError('Unavailable', `--listen: cannot listen on ${f.listen.host}:${f.listen.port}: ${(err as Error).message}`, {
+        field: '--listen',
+        cause: err,
+      });
     }
     try {
       await admission.listen();
@@ -358,7 +388,10 @@ async function serve(f: ProxyFlags): Promise<number> {
     f.log.info({ policy: f.policy, version: balancer.version, threads: proxy.threads }, 'proxy ready');
     await stopped;
     await proxy.stopAccepting();
-    f.log.info({ graceMs: f.graceMs, connections: proxy.connections }, 'proxy draining: not accepting; open connections finish within the grace');
+    f.log.info(
+      { graceMs: f.graceMs, connections: proxy.connections },
+      'proxy draining: not accepting; open connections finish within the grace',
+    );
     const [{ cut }] = await Promise.all([proxy.close({ drain: true, graceMs: f.graceMs }), admission.close()]);
     f.log.info({ cut }, 'proxy drained');
     await binding.close();

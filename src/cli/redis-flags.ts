@@ -56,7 +56,8 @@ function hosts(flag: string, raw: string): string[] {
  */
 export function redisFlags(values: RedisFlagValues, fallbackUrl?: string): RedisConnectionOptions | undefined {
   const given = (['redis', 'sentinel', 'redis-cluster'] as const).filter((k) => values[k] !== undefined).map((k) => `--${k}`);
-  if (given.length > 1) throw new UsageError(`${given[1]}: give exactly one of --redis, --sentinel, --redis-cluster (got ${given.join(' and ')})`, given[1]);
+  if (given.length > 1)
+    throw new UsageError(`${given[1]}: give exactly one of --redis, --sentinel, --redis-cluster (got ${given.join(' and ')})`, given[1]);
   const name = values['sentinel-name'];
   if (name !== undefined && values.sentinel === undefined) throw new UsageError('--sentinel-name: only with --sentinel', '--sentinel-name');
   if (values.sentinel !== undefined) {

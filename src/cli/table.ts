@@ -23,8 +23,20 @@ export function formatTable(headers: readonly string[], rows: readonly (readonly
 }
 
 /** The membership table of `members show` / `members watch`: a summary line, then one row per backend. */
-export function membershipTable(m: { cluster?: string; version: number; lineage?: string | null | undefined; backends: readonly BackendSpec[] }): string {
+export function membershipTable(m: {
+  cluster?: string;
+  version: number;
+  lineage?: string | null | undefined;
+  backends: readonly BackendSpec[];
+}): string {
   const head = `${m.cluster === undefined ? '' : `cluster ${m.cluster}  `}version ${m.version}  lineage ${m.lineage ?? '-'}  backends ${m.backends.length}`;
-  const rows = m.backends.map((b) => [b.id, b.status ?? 'ready', b.weight ?? 1, b.priority ?? 0, b.locality === undefined || b.locality === '' ? '-' : b.locality, b.address]);
+  const rows = m.backends.map((b) => [
+    b.id,
+    b.status ?? 'ready',
+    b.weight ?? 1,
+    b.priority ?? 0,
+    b.locality === undefined || b.locality === '' ? '-' : b.locality,
+    b.address,
+  ]);
   return `${head}\n${formatTable(['BACKEND', 'STATUS', 'WEIGHT', 'PRIORITY', 'LOCALITY', 'ADDRESS'], rows)}`;
 }

@@ -66,7 +66,16 @@ export function backendsFromMetrics(families: ReadonlyMap<string, MetricFamily>,
     const key = `${labels['cluster'] ?? ''}\u0000${labels['backend'] ?? ''}`;
     let r = rows.get(key);
     if (r === undefined) {
-      r = { id: labels['backend'] ?? '?', priority: labels['priority'] ?? '-', state: '?', connections: 0, inFlight: 0, ewmaMs: 0, picks: 0, ejections: 0 };
+      r = {
+        id: labels['backend'] ?? '?',
+        priority: labels['priority'] ?? '-',
+        state: '?',
+        connections: 0,
+        inFlight: 0,
+        ewmaMs: 0,
+        picks: 0,
+        ejections: 0,
+      };
       rows.set(key, r);
     }
     return r;
@@ -116,9 +125,13 @@ async function scrape(url: string): Promise<ScrapedBackend[]> {
   try {
     res = await fetch(url, { signal: AbortSignal.timeout(5000) });
   } catch (err) {
-    throw new PoiseError('Unavailable', `--metrics: cannot scrape ${url}: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`, {
-      field: '--metrics',
-    });
+    throw new PoiseError(
+      'Unavailable',
+      `--metrics: cannot scrape ${url}: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`,
+      {
+        field: '--metrics',
+      },
+    );
   }
   const text = await res.text();
   if (res.status !== 200) throw new PoiseError('Unavailable', `--metrics: ${url} answered ${res.status}`, { field: '--metrics' });
@@ -139,7 +152,16 @@ function metricsUrl(raw: string): string {
 }
 
 function redisRows(backends: readonly { id: string; status?: string; priority?: number }[]): ScrapedBackend[] {
-  return backends.map((b) => ({ id: b.id, priority: String(b.priority ?? 0), state: b.status ?? 'ready', connections: Number.NaN, inFlight: Number.NaN, ewmaMs: Number.NaN, picks: 0, ejections: Number.NaN }));
+  return backends.map((b) => ({
+    id: b.id,
+    priority: String(b.priority ?? 0),
+    state: b.status ?? 'ready',
+    connections: Number.NaN,
+    inFlight: Number.NaN,
+    ewmaMs: Number.NaN,
+    picks: 0,
+    ejections: Number.NaN,
+  }));
 }
 
 /** The membership-only table: load columns are "-" (only --metrics knows them). */
@@ -171,7 +193,11 @@ async function run(argv: string[]): Promise<number> {
     let next: () => Promise<{ head: string; body: string }>;
     let closer: () => Promise<void> = async () => {};
     if (values.metrics !== undefined) {
-      if (values.cluster !== undefined || values.prefix !== undefined) throw new UsageError('--cluster and --prefix go with --redis, not --metrics', values.cluster !== undefined ? '--cluster' : '--prefix');
+      if (values.cluster !== undefined || values.prefix !== undefined)
+        throw new UsageError(
+          '--cluster and --prefix go with --redis, not --metrics',
+          values.cluster !== undefined ? '--cluster' : '--prefix',
+        );
       const url = metricsUrl(values.metrics);
       let prev: ScrapedBackend[] | undefined;
       next = async () => {
@@ -201,7 +227,8 @@ async function run(argv: string[]): Promise<number> {
       closer = () => pub.close();
       next = async () => {
         const stored = await pub.show();
-        if (stored === undefined) throw new PoiseError('NotFound', `no membership stored for cluster ${JSON.stringify(cluster)}`, { field: '--cluster' });
+        if (stored === undefined)
+          throw new PoiseError('NotFound', `no membership stored for cluster ${JSON.stringify(cluster)}`, { field: '--cluster' });
         return {
           head: `poise top  cluster ${cluster}  version ${stored.version}  lineage ${stored.lineage ?? '-'}  (membership only: load columns need --metrics)`,
           body: redisTable(redisRows(stored.document.backends)),

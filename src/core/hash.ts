@@ -113,14 +113,13 @@ function hashInto(key: string | number, seed: HashSeed): void {
         if (c >= 0x10000) i++;
       }
       if (c < 0x800) {
-        bytes = (0xc0 | (c >> 6)) | ((0x80 | (c & 0x3f)) << 8);
+        bytes = 0xc0 | (c >> 6) | ((0x80 | (c & 0x3f)) << 8);
         count = 2;
       } else if (c < 0x10000) {
-        bytes = (0xe0 | (c >> 12)) | ((0x80 | ((c >> 6) & 0x3f)) << 8) | ((0x80 | (c & 0x3f)) << 16);
+        bytes = 0xe0 | (c >> 12) | ((0x80 | ((c >> 6) & 0x3f)) << 8) | ((0x80 | (c & 0x3f)) << 16);
         count = 3;
       } else {
-        bytes =
-          (0xf0 | (c >> 18)) | ((0x80 | ((c >> 12) & 0x3f)) << 8) | ((0x80 | ((c >> 6) & 0x3f)) << 16) | ((0x80 | (c & 0x3f)) << 24);
+        bytes = 0xf0 | (c >> 18) | ((0x80 | ((c >> 12) & 0x3f)) << 8) | ((0x80 | ((c >> 6) & 0x3f)) << 16) | ((0x80 | (c & 0x3f)) << 24);
         count = 4;
       }
     }

@@ -130,7 +130,8 @@ function hostProblem(host: string, bracketed: boolean): string | undefined {
     const pct = host.indexOf('%');
     const ip = pct < 0 ? host : host.slice(0, pct);
     if (!isIPv6(ip)) return `${JSON.stringify(host)} is not an IPv6 address`;
-    if (pct >= 0 && !ZONE.test(host.slice(pct + 1))) return `${JSON.stringify(host)} has a zone id that is not 1 to 64 characters of [A-Za-z0-9._~-]`;
+    if (pct >= 0 && !ZONE.test(host.slice(pct + 1)))
+      return `${JSON.stringify(host)} has a zone id that is not 1 to 64 characters of [A-Za-z0-9._~-]`;
     return undefined;
   }
   if (host.includes(':')) return 'an IPv6 host must be in brackets';
@@ -225,13 +226,15 @@ export function resolveBackendSpec(value: unknown, path = 'backend'): ResolvedBa
   if (!isValidWeight(weight)) fail(`${path}.weight`, `must be an integer in [1, ${MAX_WEIGHT}]`, weight, 'InvalidWeight');
   const priority = integerIn(field(spec, 'priority', 0), `${path}.priority`, 0, MAX_PRIORITY);
   const locality = field(spec, 'locality', '');
-  if (typeof locality !== 'string' || locality.length > 256) fail(`${path}.locality`, 'must be a string of at most 256 characters', locality);
+  if (typeof locality !== 'string' || locality.length > 256)
+    fail(`${path}.locality`, 'must be a string of at most 256 characters', locality);
   const localityWeight = field(spec, 'localityWeight', 1);
   if (!isValidWeight(localityWeight)) {
     fail(`${path}.localityWeight`, `must be an integer in [1, ${MAX_WEIGHT}]`, localityWeight, 'InvalidWeight');
   }
   const status = field(spec, 'status', 'ready');
-  if (!isStatus(status) && status !== 'degraded') fail(`${path}.status`, 'must be one of "ready", "degraded", "draining", "unavailable"', status);
+  if (!isStatus(status) && status !== 'degraded')
+    fail(`${path}.status`, 'must be one of "ready", "degraded", "draining", "unavailable"', status);
   const maxInflight = integerIn(field(spec, 'maxInflight', 0), `${path}.maxInflight`, 0, MAX_INFLIGHT, '0 = unlimited');
   const panicEligible = field(spec, 'panicEligible', true);
   if (typeof panicEligible !== 'boolean') fail(`${path}.panicEligible`, 'must be a boolean', panicEligible);

@@ -33,7 +33,11 @@ export function isIntegerIn(value: unknown, min: number, max: number = Number.MA
  */
 export function integerIn(value: unknown, field: string, min: number, max?: number, note?: string): number {
   if (!isIntegerIn(value, min, max)) {
-    invalidConfig(field, withNote(max === undefined ? `must be an integer >= ${min}` : `must be an integer in [${min}, ${max}]`, note), value);
+    invalidConfig(
+      field,
+      withNote(max === undefined ? `must be an integer >= ${min}` : `must be an integer in [${min}, ${max}]`, note),
+      value,
+    );
   }
   return value;
 }
@@ -54,12 +58,14 @@ export function finiteNumber(value: unknown, field: string): number {
 
 /** `value` when it is a finite number > 0; else `InvalidConfig` naming `field`. @internal */
 export function positiveNumber(value: unknown, field: string, note?: string): number {
-  if (typeof value !== 'number' || !(value > 0) || !Number.isFinite(value)) invalidConfig(field, withNote('must be a finite number > 0', note), value);
+  if (typeof value !== 'number' || !(value > 0) || !Number.isFinite(value))
+    invalidConfig(field, withNote('must be a finite number > 0', note), value);
   return value;
 }
 
 /** `value` when it is a finite number >= 0; else `InvalidConfig` naming `field`. @internal */
 export function nonNegativeNumber(value: unknown, field: string, note?: string): number {
-  if (typeof value !== 'number' || !(value >= 0) || !Number.isFinite(value)) invalidConfig(field, withNote('must be a finite number >= 0', note), value);
+  if (typeof value !== 'number' || !(value >= 0) || !Number.isFinite(value))
+    invalidConfig(field, withNote('must be a finite number >= 0', note), value);
   return value;
 }

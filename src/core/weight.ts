@@ -30,11 +30,7 @@ export function isValidWeight(value: unknown): value is number {
  */
 export function validateWeight(value: unknown, field = 'weight'): number {
   if (!isValidWeight(value)) {
-    throw new PoiseError(
-      'InvalidWeight',
-      `${field}: must be an integer in [1, ${MAX_WEIGHT}], got ${describe(value)}`,
-      { field },
-    );
+    throw new PoiseError('InvalidWeight', `${field}: must be an integer in [1, ${MAX_WEIGHT}], got ${describe(value)}`, { field });
   }
   return value;
 }

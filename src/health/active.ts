@@ -65,7 +65,13 @@ export class ActiveChecker {
       const watch: Watch = {
         target: t,
         check: { id: t.id, host: t.host, port: t.port, address: t.address },
-        up: true, checked: false, degraded: false, streak: 0, timer: undefined, abort: undefined, stopped: false,
+        up: true,
+        checked: false,
+        degraded: false,
+        streak: 0,
+        timer: undefined,
+        abort: undefined,
+        stopped: false,
       };
       this.watches.set(key, watch);
       // HAProxy spreads the first checks over the interval; a new backend is
@@ -172,7 +178,10 @@ export class ActiveChecker {
       w.degraded = degraded;
       if (degraded) c.markedDegraded++;
       else c.clearedDegraded++;
-      this.log.info({ backend: id, check: this.config.kind }, degraded ? 'poise: backend degraded (active check)' : 'poise: backend no longer degraded (active check)');
+      this.log.info(
+        { backend: id, check: this.config.kind },
+        degraded ? 'poise: backend degraded (active check)' : 'poise: backend no longer degraded (active check)',
+      );
     }
     this.write(w, (w.up ? 0 : HealthFlag.Unhealthy) | (w.degraded ? HealthFlag.CheckDegraded : 0));
     if (ok && w.up && this.config.unejectOnPass) this.uneject(w);

@@ -136,8 +136,24 @@ export interface HealthConfig {
 
 const KINDS: readonly CheckKind[] = ['tcp', 'http', 'redis', 'postgres', 'custom'];
 const CHECK_KEYS = [
-  'kind', 'intervalMs', 'fastIntervalMs', 'unhealthyIntervalMs', 'jitterPercent', 'timeoutMs', 'rise', 'fall', 'path',
-  'expectedStatus', 'bodyIncludes', 'degradedHeader', 'degradedAfterMs', 'user', 'database', 'client', 'check', 'unejectOnPass',
+  'kind',
+  'intervalMs',
+  'fastIntervalMs',
+  'unhealthyIntervalMs',
+  'jitterPercent',
+  'timeoutMs',
+  'rise',
+  'fall',
+  'path',
+  'expectedStatus',
+  'bodyIncludes',
+  'degradedHeader',
+  'degradedAfterMs',
+  'user',
+  'database',
+  'client',
+  'check',
+  'unejectOnPass',
 ];
 
 function int(path: string, value: unknown, def: number, min: number, max: number): number {
@@ -148,7 +164,8 @@ function int(path: string, value: unknown, def: number, min: number, max: number
 
 function str(path: string, value: unknown, def: string, pattern?: RegExp, what = 'a non-empty string'): string {
   const v = value ?? def;
-  if (typeof v !== 'string' || v.length === 0 || v.length > 1024 || (pattern !== undefined && !pattern.test(v))) invalidConfig(path, `must be ${what}`, v);
+  if (typeof v !== 'string' || v.length === 0 || v.length > 1024 || (pattern !== undefined && !pattern.test(v)))
+    invalidConfig(path, `must be ${what}`, v);
   return v;
 }
 
@@ -160,7 +177,8 @@ const DAY = 86_400_000;
  * @internal
  */
 export function resolveHealthCheck(value: unknown, path: string, json = false): ResolvedHealthCheck {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) invalidConfig(path, 'must be an object { kind, intervalMs?, ... }', value);
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    invalidConfig(path, 'must be an object { kind, intervalMs?, ... }', value);
   checkOptionKeys(value, json ? CHECK_KEYS.filter((k) => k !== 'client' && k !== 'check') : CHECK_KEYS, path);
   const o = value as HealthCheckOptions;
   if (!KINDS.includes(o.kind)) invalidConfig(`${path}.kind`, `must be one of ${KINDS.map((k) => `"${k}"`).join(', ')}`, o.kind);
@@ -186,11 +204,18 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
     expectedStatus = [lo, hi];
   }
   const bodyIncludes = o.bodyIncludes === undefined ? undefined : str(`${path}.bodyIncludes`, o.bodyIncludes, '');
-  const degradedHeader = str(`${path}.degradedHeader`, o.degradedHeader, 'x-envoy-degraded', /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'an HTTP header name').toLowerCase();
+  const degradedHeader = str(
+    `${path}.degradedHeader`,
+    o.degradedHeader,
+    'x-envoy-degraded',
+    /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/,
+    'an HTTP header name',
+  ).toLowerCase();
   const degradedAfterMs = o.degradedAfterMs === undefined ? undefined : int(`${path}.degradedAfterMs`, o.degradedAfterMs, 0, 1, timeoutMs);
   if (o.kind !== 'postgres') {
     for (const k of ['user', 'database', 'client'] as const) {
-      if (o[k] !== undefined) invalidConfig(`${path}.${k}`, `applies only to kind "postgres" (kind is "${o.kind}")`, k === 'client' ? 'a client' : o[k]);
+      if (o[k] !== undefined)
+        invalidConfig(`${path}.${k}`, `applies only to kind "postgres" (kind is "${o.kind}")`, k === 'client' ? 'a client' : o[k]);
     }
   }
   const user = str(`${path}.user`, o.user, 'postgres');
@@ -199,20 +224,49 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
     invalidConfig(`${path}.client`, 'must have a query(sql) method returning a promise', o.client);
   }
   if (o.kind === 'custom' ? typeof o.check !== 'function' : o.check !== undefined) {
-    invalidConfig(`${path}.check`, o.kind === 'custom' ? 'must be an async function (target, signal) for kind "custom"' : 'applies only to kind "custom"', o.check);
+    invalidConfig(
+      `${path}.check`,
+      o.kind === 'custom' ? 'must be an async function (target, signal) for kind "custom"' : 'applies only to kind "custom"',
+      o.check,
+    );
   }
   const unejectOnPass = o.unejectOnPass ?? true;
   if (typeof unejectOnPass !== 'boolean') invalidConfig(`${path}.unejectOnPass`, 'must be a boolean', unejectOnPass);
   return {
-    kind: o.kind, intervalMs, fastIntervalMs, unhealthyIntervalMs, jitterPercent, timeoutMs, rise, fall, path: reqPath, expectedStatus,
-    bodyIncludes, degradedHeader, degradedAfterMs, user, database, client: o.client, check: o.check, unejectOnPass,
+    kind: o.kind,
+    intervalMs,
+    fastIntervalMs,
+    unhealthyIntervalMs,
+    jitterPercent,
+    timeoutMs,
+    rise,
+    fall,
+    path: reqPath,
+    expectedStatus,
+    bodyIncludes,
+    degradedHeader,
+    degradedAfterMs,
+    user,
+    database,
+    client: o.client,
+    check: o.check,
+    unejectOnPass,
   };
 }
 
 const OUTLIER_KEYS = [
-  'intervalMs', 'baseEjectionTimeMs', 'maxEjectionTimeMs', 'maxEjectionPercent', 'successRateRequestVolume', 'successRateMinimumHosts',
-  'successRateStdevFactor', 'enforcingSuccessRate', 'failurePercentageThreshold', 'failurePercentageRequestVolume',
-  'failurePercentageMinimumHosts', 'enforcingFailurePercentage',
+  'intervalMs',
+  'baseEjectionTimeMs',
+  'maxEjectionTimeMs',
+  'maxEjectionPercent',
+  'successRateRequestVolume',
+  'successRateMinimumHosts',
+  'successRateStdevFactor',
+  'enforcingSuccessRate',
+  'failurePercentageThreshold',
+  'failurePercentageRequestVolume',
+  'failurePercentageMinimumHosts',
+  'enforcingFailurePercentage',
 ];
 
 /** Validates outlier detection options. @internal */
@@ -224,7 +278,13 @@ export function resolveOutlier(value: unknown, path: string): ResolvedOutlier {
   return {
     intervalMs: int(`${path}.intervalMs`, o.intervalMs, 10_000, 10, DAY),
     baseEjectionTimeMs,
-    maxEjectionTimeMs: int(`${path}.maxEjectionTimeMs`, o.maxEjectionTimeMs, Math.max(300_000, baseEjectionTimeMs), baseEjectionTimeMs, 2 ** 28),
+    maxEjectionTimeMs: int(
+      `${path}.maxEjectionTimeMs`,
+      o.maxEjectionTimeMs,
+      Math.max(300_000, baseEjectionTimeMs),
+      baseEjectionTimeMs,
+      2 ** 28,
+    ),
     maxEjectionPercent: int(`${path}.maxEjectionPercent`, o.maxEjectionPercent, 10, 0, 100),
     successRateRequestVolume: int(`${path}.successRateRequestVolume`, o.successRateRequestVolume, 100, 1, 2 ** 31 - 1),
     successRateMinimumHosts: int(`${path}.successRateMinimumHosts`, o.successRateMinimumHosts, 5, 1, 65536),
@@ -238,8 +298,13 @@ export function resolveOutlier(value: unknown, path: string): ResolvedOutlier {
 }
 
 /** Validates a `{ check?, outlier? }` health block (a membership document's `health`, or BalancerOptions'). @internal */
-export function resolveHealthConfig(value: unknown, path: string, json: boolean): { check?: ResolvedHealthCheck; outlier?: ResolvedOutlier } {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) invalidConfig(path, 'must be an object { check?, outlier? }', value);
+export function resolveHealthConfig(
+  value: unknown,
+  path: string,
+  json: boolean,
+): { check?: ResolvedHealthCheck; outlier?: ResolvedOutlier } {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    invalidConfig(path, 'must be an object { check?, outlier? }', value);
   checkOptionKeys(value, ['check', 'outlier'], path);
   const v = value as HealthConfig;
   return {

@@ -67,7 +67,8 @@ export function findOutliers(samples: readonly IntervalSample[], o: ResolvedOutl
   if (fp.length >= o.failurePercentageMinimumHosts) {
     for (const i of fp) {
       const s = samples[i]!;
-      if (out[i] === undefined && (100 * s.failures) / (s.successes + s.failures) >= o.failurePercentageThreshold) out[i] = 'failurePercentage';
+      if (out[i] === undefined && (100 * s.failures) / (s.successes + s.failures) >= o.failurePercentageThreshold)
+        out[i] = 'failurePercentage';
     }
   }
   return out;
@@ -164,7 +165,10 @@ export class OutlierDetector {
       // Envoy: always allow one; otherwise only while the ejected share is below the limit.
       if (ejected > 0 && (100 * ejected) / total >= this.config.maxEjectionPercent) {
         this.counters.ejectionsSkippedMaxPercent++;
-        this.log.warn({ backend: tr.target.id, reason, ejected, total, maxEjectionPercent: this.config.maxEjectionPercent }, 'poise: outlier not ejected (max ejection percent)');
+        this.log.warn(
+          { backend: tr.target.id, reason, ejected, total, maxEjectionPercent: this.config.maxEjectionPercent },
+          'poise: outlier not ejected (max ejection percent)',
+        );
         continue;
       }
       tr.multiplier++;
@@ -175,7 +179,10 @@ export class OutlierDetector {
       if (reason === 'successRate') this.counters.ejectedSuccessRate++;
       else this.counters.ejectedFailurePercentage++;
       const s = samples[k]!;
-      this.log.warn({ backend: tr.target.id, reason, successes: s.successes, failures: s.failures, ejectMs: ms, ejections: tr.multiplier }, 'poise: backend ejected (outlier detection)');
+      this.log.warn(
+        { backend: tr.target.id, reason, successes: s.successes, failures: s.failures, ejectMs: ms, ejections: tr.multiplier },
+        'poise: backend ejected (outlier detection)',
+      );
       out.push(tr.target.id);
     }
     if (out.length > 0) t.bumpHealthEpoch();

@@ -50,7 +50,13 @@ export function probe(c: ResolvedHealthCheck, t: CheckTarget, signal: AbortSigna
  * until it returns true (the reply is complete and good) or throws (bad
  * reply). Writes `bye` before closing, when given.
  */
-function socketProbe(t: CheckTarget, signal: AbortSignal, hello: Buffer | undefined, done: (buf: Buffer) => boolean, bye?: Buffer): Promise<void> {
+function socketProbe(
+  t: CheckTarget,
+  signal: AbortSignal,
+  hello: Buffer | undefined,
+  done: (buf: Buffer) => boolean,
+  bye?: Buffer,
+): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     if (signal.aborted) return reject(new Error('timed out'));
     const sock: Socket = connect({ host: t.host, port: t.port });
@@ -114,12 +120,17 @@ function readyForQuery(buf: Buffer): boolean {
     if (type === 0x5a) return true; // 'Z' ReadyForQuery
     if (type === 0x45) {
       // 'E' ErrorResponse: fields of (code byte, cstring); report the message ('M').
-      const fields = buf.subarray(p + 5, p + 1 + len).toString('utf8').split('\0');
+      const fields = buf
+        .subarray(p + 5, p + 1 + len)
+        .toString('utf8')
+        .split('\0');
       const m = fields.find((f) => f.startsWith('M'));
       throw new Error(`postgres: ${m === undefined ? 'error response' : m.slice(1)}`);
     }
     if (type === 0x52 && len >= 8 && buf.readInt32BE(p + 5) !== 0) {
-      throw new Error(`postgres: the server asks for authentication (method ${buf.readInt32BE(p + 5)}); use a trust rule or options.client`);
+      throw new Error(
+        `postgres: the server asks for authentication (method ${buf.readInt32BE(p + 5)}); use a trust rule or options.client`,
+      );
     }
     p += 1 + len;
   }
@@ -129,33 +140,46 @@ function readyForQuery(buf: Buffer): boolean {
 /** GET the path; resolves whether the reply marks the backend degraded; rejects on a bad status or body. */
 function httpProbe(c: ResolvedHealthCheck, t: CheckTarget, signal: AbortSignal): Promise<boolean> {
   return new Promise<boolean>((resolve, reject) => {
-    const req = request({ host: t.host, port: t.port, path: c.path, method: 'GET', signal, agent: false, headers: { 'user-agent': 'poise-health', connection: 'close' } }, (res) => {
-      const status = res.statusCode ?? 0;
-      const [lo, hi] = c.expectedStatus;
-      if (status < lo || status > hi) {
-        res.destroy();
-        return reject(new Error(`http: status ${status} outside [${lo}, ${hi}]`));
-      }
-      const degraded = res.headers[c.degradedHeader] !== undefined;
-      if (c.bodyIncludes === undefined) {
-        res.resume();
-        res.once('end', () => resolve(degraded));
-        res.once('error', reject);
-        return;
-      }
-      const want = c.bodyIncludes;
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (s: string) => {
-        if (body.length < MAX_READ) body += s;
-        if (body.includes(want)) {
+    const req = request(
+      {
+        host: t.host,
+        port: t.port,
+        path: c.path,
+        method: 'GET',
+        signal,
+        agent: false,
+        headers: { 'user-agent': 'poise-health', connection: 'close' },
+      },
+      (res) => {
+        const status = res.statusCode ?? 0;
+        const [lo, hi] = c.expectedStatus;
+        if (status < lo || status > hi) {
           res.destroy();
-          resolve(degraded);
+          return reject(new Error(`http: status ${status} outside [${lo}, ${hi}]`));
         }
-      });
-      res.once('end', () => (body.includes(want) ? resolve(degraded) : reject(new Error(`http: body does not contain ${JSON.stringify(want)}`))));
-      res.once('error', reject);
-    });
+        const degraded = res.headers[c.degradedHeader] !== undefined;
+        if (c.bodyIncludes === undefined) {
+          res.resume();
+          res.once('end', () => resolve(degraded));
+          res.once('error', reject);
+          return;
+        }
+        const want = c.bodyIncludes;
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (s: string) => {
+          if (body.length < MAX_READ) body += s;
+          if (body.includes(want)) {
+            res.destroy();
+            resolve(degraded);
+          }
+        });
+        res.once('end', () =>
+          body.includes(want) ? resolve(degraded) : reject(new Error(`http: body does not contain ${JSON.stringify(want)}`)),
+        );
+        res.once('error', reject);
+      },
+    );
     req.once('error', (e) => reject(signal.aborted ? new Error('timed out') : e));
     req.end();
   });

@@ -35,8 +35,19 @@ export interface HealthCounters {
 /** Zeroed counters. @internal */
 export function newCounters(): HealthCounters {
   return {
-    checks: 0, checksPassed: 0, checksFailed: 0, checksTimedOut: 0, markedDown: 0, markedUp: 0, markedDegraded: 0, clearedDegraded: 0, unejectedByCheck: 0,
-    ejectedSuccessRate: 0, ejectedFailurePercentage: 0, ejectionsSkippedMaxPercent: 0, outlierSweeps: 0,
+    checks: 0,
+    checksPassed: 0,
+    checksFailed: 0,
+    checksTimedOut: 0,
+    markedDown: 0,
+    markedUp: 0,
+    markedDegraded: 0,
+    clearedDegraded: 0,
+    unejectedByCheck: 0,
+    ejectedSuccessRate: 0,
+    ejectedFailurePercentage: 0,
+    ejectionsSkippedMaxPercent: 0,
+    outlierSweeps: 0,
   };
 }
 

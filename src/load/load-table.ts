@@ -266,7 +266,10 @@ export class LoadTable {
     // Header words are written once before the buffer is shared; the load
     // still goes through Atomics so every access to shared memory does.
     if (Atomics.load(this.i32, H_VERSION) !== LAYOUT_VERSION) {
-      invalidConfig('buffer', `is not a LoadTable of layout version ${LAYOUT_VERSION.toString(16)} (same poise-lb version in every thread)`);
+      invalidConfig(
+        'buffer',
+        `is not a LoadTable of layout version ${LAYOUT_VERSION.toString(16)} (same poise-lb version in every thread)`,
+      );
     }
     this.capacity = Atomics.load(this.i32, H_CAPACITY);
     this.maxThreads = Atomics.load(this.i32, H_THREADS);
@@ -620,7 +623,7 @@ export class LoadTable {
   addFailure(slot: number): number {
     // add: concurrent failures from several threads all count (the add
     // leaves the ejection flag in bit 30 as it is).
-    return ((Atomics.add(this.i32, this.slotBase + slot * SLOT_WORDS + S_FAILURES, 1) + 1) & FAILURE_MASK);
+    return (Atomics.add(this.i32, this.slotBase + slot * SLOT_WORDS + S_FAILURES, 1) + 1) & FAILURE_MASK;
   }
 
   /** A success: clears consecutive failures and the ejection exponent (writes only when non-zero). @internal */
@@ -896,4 +899,3 @@ function roundUp(n: number, m: number): number {
 
 /** Entries of the PeakEWMA decay table (32 KiB per table: dt < 4.096 s is looked up). */
 const DECAY_STEPS = 4096;
-

@@ -140,6 +140,9 @@ export function compactSpec(spec: ResolvedBackendSpec): BackendSpec {
 
 /** The canonical JSON of a document without its version (Redis keeps the version beside it). @internal */
 export function documentJson(doc: { cluster: string; backends: readonly ResolvedBackendSpec[]; health?: HealthConfig }): string {
-  return JSON.stringify({ cluster: doc.cluster, backends: doc.backends.map(compactSpec), ...(doc.health === undefined ? {} : { health: doc.health }) });
+  return JSON.stringify({
+    cluster: doc.cluster,
+    backends: doc.backends.map(compactSpec),
+    ...(doc.health === undefined ? {} : { health: doc.health }),
+  });
 }
-

@@ -96,14 +96,18 @@ function decode(text: string, opts: { cluster: string; maxBytes: number; what: '
   const env = value as Record<string, unknown>;
   for (const key of Object.keys(env)) {
     if (!ENVELOPE_FIELDS.includes(key)) {
-      throw new PoiseError('InvalidConfig', `${what}.${key}: unknown field (accepted: ${ENVELOPE_FIELDS.join(', ')})`, { field: `${what}.${key}` });
+      throw new PoiseError('InvalidConfig', `${what}.${key}: unknown field (accepted: ${ENVELOPE_FIELDS.join(', ')})`, {
+        field: `${what}.${key}`,
+      });
     }
   }
   const version = validateVersion(env['version'], `${what}.version`);
   if (version < 1) throw new PoiseError('InvalidConfig', `${what}.version: must be >= 1, got 0`, { field: `${what}.version` });
   const lineage = env['lineage'];
   if (lineage !== undefined && (typeof lineage !== 'string' || !LINEAGE.test(lineage))) {
-    throw new PoiseError('InvalidConfig', `${what}.lineage: must be 32 lowercase hex digits, got ${JSON.stringify(lineage)}`, { field: `${what}.lineage` });
+    throw new PoiseError('InvalidConfig', `${what}.lineage: must be 32 lowercase hex digits, got ${JSON.stringify(lineage)}`, {
+      field: `${what}.lineage`,
+    });
   }
   const document = resolveDocument(env['document'], `${what}.document`);
   if (document.cluster !== opts.cluster) {

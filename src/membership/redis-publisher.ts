@@ -25,7 +25,15 @@ import { resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '
 import { Backoff } from '../core/backoff.js';
 import { validateWeight } from '../core/weight.js';
 import { defaultLogger } from '../log.js';
-import { DEFAULT_MAX_DOCUMENT_BYTES, MAX_VERSION, compactSpec, documentJson, resolveDocument, validateVersion, type ResolvedDocument } from './document.js';
+import {
+  DEFAULT_MAX_DOCUMENT_BYTES,
+  MAX_VERSION,
+  compactSpec,
+  documentJson,
+  resolveDocument,
+  validateVersion,
+  type ResolvedDocument,
+} from './document.js';
 import { validateName } from './name.js';
 import { redisUnavailable } from './redis-errors.js';
 import { createRedisClient, describeTarget, resolveRedisTarget, type RedisClient, type RedisConnectionOptions } from './redis-target.js';
@@ -78,18 +86,33 @@ const ENVELOPE_BYTES = 80;
 
 /** What the script answered: written (new version, lineage), or the expected version did not match. */
 type WriteReply = { written: true; version: number; lineage: string } | { written: false; current: string };
-type WriteArgs = [key: string, channel: string, publish: string, doc: string, expected: string, requested: string, lineage: string, max: string, floor: string, floorLineage: string];
+type WriteArgs = [
+  key: string,
+  channel: string,
+  publish: string,
+  doc: string,
+  expected: string,
+  requested: string,
+  lineage: string,
+  max: string,
+  floor: string,
+  floorLineage: string,
+];
 type ScriptClient = RedisClient & { poiseWrite(...args: WriteArgs): Promise<unknown> };
 
 /** A version written by the script, as its digits: exact, and inside [0, 2^53 − 1] or refused. */
 function versionFromReply(text: unknown): number {
   const n = typeof text === 'string' && /^\d{1,16}$/.test(text) ? Number(text) : Number.NaN;
-  if (!Number.isSafeInteger(n)) throw new PoiseError('Corrupt', `version: the script answered ${JSON.stringify(text)}, not a version in [0, ${MAX_VERSION}]`, { field: 'version' });
+  if (!Number.isSafeInteger(n))
+    throw new PoiseError('Corrupt', `version: the script answered ${JSON.stringify(text)}, not a version in [0, ${MAX_VERSION}]`, {
+      field: 'version',
+    });
   return n;
 }
 
 function parseReply(reply: unknown): WriteReply {
-  if (Array.isArray(reply) && reply[0] === '1' && typeof reply[2] === 'string') return { written: true, version: versionFromReply(reply[1]), lineage: reply[2] };
+  if (Array.isArray(reply) && reply[0] === '1' && typeof reply[2] === 'string')
+    return { written: true, version: versionFromReply(reply[1]), lineage: reply[2] };
   if (Array.isArray(reply) && reply[0] === '0' && typeof reply[1] === 'string') return { written: false, current: reply[1] };
   throw new PoiseError('Corrupt', `redis: unexpected reply from the write script: ${JSON.stringify(reply)}`, { field: 'redis' });
 }
@@ -124,7 +147,9 @@ export class MembershipPublisher {
   constructor(opts: MembershipPublisherOptions) {
     const target = resolveRedisTarget(opts);
     this.#cluster = validateName(opts.cluster, 'options.cluster');
-    this.#keys = membershipKeys(this.#cluster, validateName(opts.prefix ?? DEFAULT_PREFIX, 'options.prefix'), { hashTag: target.kind === 'cluster' });
+    this.#keys = membershipKeys(this.#cluster, validateName(opts.prefix ?? DEFAULT_PREFIX, 'options.prefix'), {
+      hashTag: target.kind === 'cluster',
+    });
     this.#publish = target.kind === 'cluster' ? 'SPUBLISH' : 'PUBLISH';
     this.#maxBytes = integerIn(opts.maxMessageBytes ?? DEFAULT_MAX_DOCUMENT_BYTES, 'options.maxMessageBytes', 64);
     this.#maxAttempts = integerIn(opts.maxAttempts ?? 16, 'options.maxAttempts', 1);
@@ -171,7 +196,9 @@ export class MembershipPublisher {
     const requested = doc.version === undefined ? '' : String(doc.version);
     const reply = await this.#write(documentJson(doc), expected, requested);
     if (!reply.written) {
-      throw new PoiseError('Conflict', `ifVersion: the stored version is ${reply.current}, not ${opts.ifVersion}; nothing written`, { field: 'ifVersion' });
+      throw new PoiseError('Conflict', `ifVersion: the stored version is ${reply.current}, not ${opts.ifVersion}; nothing written`, {
+        field: 'ifVersion',
+      });
     }
     this.#log.info({ version: reply.version, lineage: reply.lineage, backends: doc.backends.length }, 'membership document applied');
     return reply.version;
@@ -182,9 +209,13 @@ export class MembershipPublisher {
     const resolved = resolveBackendSpec(spec, 'backend');
     return this.#modify(`add ${resolved.id}`, (backends) => {
       if (backends.some((b) => b.id === resolved.id)) {
-        throw new PoiseError('DuplicateIdentity', `backend.id: ${JSON.stringify(resolved.id)} already exists in cluster ${JSON.stringify(this.#cluster)}`, {
-          field: 'backend.id',
-        });
+        throw new PoiseError(
+          'DuplicateIdentity',
+          `backend.id: ${JSON.stringify(resolved.id)} already exists in cluster ${JSON.stringify(this.#cluster)}`,
+          {
+            field: 'backend.id',
+          },
+        );
       }
       return [...backends, resolved];
     });
@@ -248,7 +279,11 @@ export class MembershipPublisher {
   #indexOf(backends: readonly ResolvedBackendSpec[], id: string): number {
     const i = backends.findIndex((b) => b.id === id);
     if (i < 0) {
-      throw new PoiseError('NotFound', `id: no backend ${JSON.stringify(id)} in cluster ${JSON.stringify(this.#cluster)}; nothing written`, { field: 'id' });
+      throw new PoiseError(
+        'NotFound',
+        `id: no backend ${JSON.stringify(id)} in cluster ${JSON.stringify(this.#cluster)}; nothing written`,
+        { field: 'id' },
+      );
     }
     return i;
   }
@@ -307,15 +342,29 @@ export class MembershipPublisher {
     // The stored value is `{"version":N,"lineage":"<32 hex>","document":<docJson>}`: at most 80 bytes around the document.
     const bytes = Buffer.byteLength(docJson, 'utf8') + ENVELOPE_BYTES;
     if (bytes > this.#maxBytes) {
-      throw new PoiseError('InvalidConfig', `document: ${bytes} bytes with its envelope exceeds the limit of ${this.#maxBytes} bytes; nothing written`, {
-        field: 'document',
-      });
+      throw new PoiseError(
+        'InvalidConfig',
+        `document: ${bytes} bytes with its envelope exceeds the limit of ${this.#maxBytes} bytes; nothing written`,
+        {
+          field: 'document',
+        },
+      );
     }
     // A fresh lineage on every call: the script keeps the stored one and uses this only for a cluster's first version.
     const lineage = randomBytes(16).toString('hex');
     const hw = this.#highWater;
     const floor = hw === undefined ? ['', ''] : [String(hw.version), hw.lineage];
-    const args = [this.#keys.snapshot, this.#keys.channel, this.#publish, docJson, expected, requested, lineage, String(MAX_VERSION), ...floor] as WriteArgs;
+    const args = [
+      this.#keys.snapshot,
+      this.#keys.channel,
+      this.#publish,
+      docJson,
+      expected,
+      requested,
+      lineage,
+      String(MAX_VERSION),
+      ...floor,
+    ] as WriteArgs;
     if (this.#waitReplicas > 0) return this.#writeAndWait(args);
     let reply: unknown;
     try {
@@ -329,7 +378,8 @@ export class MembershipPublisher {
   /** Raises the high-water mark to a written version (a new lineage replaces it). */
   #noteWritten(reply: WriteReply): WriteReply {
     const hw = this.#highWater;
-    if (reply.written && (hw === undefined || hw.lineage !== reply.lineage || reply.version > hw.version)) this.#highWater = { version: reply.version, lineage: reply.lineage };
+    if (reply.written && (hw === undefined || hw.lineage !== reply.lineage || reply.version > hw.version))
+      this.#highWater = { version: reply.version, lineage: reply.lineage };
     return reply;
   }
 
@@ -356,7 +406,10 @@ export class MembershipPublisher {
     if (!reply.written) return reply;
     const acked = wait !== undefined && wait[0] === null ? Number(wait[1]) : -1;
     if (acked >= this.#waitReplicas) return reply;
-    const why = acked < 0 ? `WAIT failed (${wait?.[0]?.message ?? 'no reply'})` : `acknowledged by ${acked} of ${this.#waitReplicas} replicas within ${this.#waitTimeoutMs} ms`;
+    const why =
+      acked < 0
+        ? `WAIT failed (${wait?.[0]?.message ?? 'no reply'})`
+        : `acknowledged by ${acked} of ${this.#waitReplicas} replicas within ${this.#waitTimeoutMs} ms`;
     this.#log.warn({ version: reply.version, acked, waitReplicas: this.#waitReplicas }, 'write not replicated to enough replicas');
     throw new PoiseError(
       'NotReplicated',
@@ -370,7 +423,9 @@ export class MembershipPublisher {
     const message = (err as Error)?.message ?? '';
     const stale = /POISE_STALE (\d+) (\d+)/.exec(message);
     if (stale !== null) {
-      return new PoiseError('Conflict', `version: ${stale[1]} is not newer than the stored version ${stale[2]}; nothing written`, { field: 'version' });
+      return new PoiseError('Conflict', `version: ${stale[1]} is not newer than the stored version ${stale[2]}; nothing written`, {
+        field: 'version',
+      });
     }
     const ceiling = /POISE_CEILING (\d+)/.exec(message);
     if (ceiling !== null) {
@@ -381,7 +436,10 @@ export class MembershipPublisher {
       );
     }
     const range = /POISE_RANGE (\d+)/.exec(message);
-    if (range !== null) return new PoiseError('InvalidConfig', `version: must be an integer in [0, ${MAX_VERSION}], got ${range[1]}; nothing written`, { field: 'version' });
+    if (range !== null)
+      return new PoiseError('InvalidConfig', `version: must be an integer in [0, ${MAX_VERSION}], got ${range[1]}; nothing written`, {
+        field: 'version',
+      });
     const malformed = /POISE_MALFORMED (.*)/.exec(message);
     if (malformed !== null) return new PoiseError('Corrupt', `snapshot: ${malformed[1]}; nothing written`, { field: 'snapshot' });
     return redisUnavailable(this.#url, err, this.#lastConnectionError, 'nothing written');

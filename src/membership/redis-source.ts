@@ -48,7 +48,14 @@ import { validateName } from './name.js';
 import { readFileLimited } from './read-limited.js';
 import { redactUrl } from './redis-errors.js';
 import { DEFAULT_PREFIX, decodeEnvelope, envelopeJson, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
-import { createRedisClient, describeTarget, resolveRedisTarget, type RedisClient, type RedisConnectionOptions, type RedisTarget } from './redis-target.js';
+import {
+  createRedisClient,
+  describeTarget,
+  resolveRedisTarget,
+  type RedisClient,
+  type RedisConnectionOptions,
+  type RedisTarget,
+} from './redis-target.js';
 import { reportDelivery, type MembershipSource, type SnapshotListener } from './source.js';
 import { integerIn } from '../core/validate.js';
 
@@ -138,12 +145,15 @@ export class RedisMembership implements MembershipSource {
     this.#target = resolveRedisTarget(opts);
     this.#url = describeTarget(this.#target);
     this.#cluster = validateName(opts.cluster, 'options.cluster');
-    this.#keys = membershipKeys(this.#cluster, validateName(opts.prefix ?? DEFAULT_PREFIX, 'options.prefix'), { hashTag: this.#target.kind === 'cluster' });
+    this.#keys = membershipKeys(this.#cluster, validateName(opts.prefix ?? DEFAULT_PREFIX, 'options.prefix'), {
+      hashTag: this.#target.kind === 'cluster',
+    });
     this.#maxBytes = integerIn(opts.maxMessageBytes ?? DEFAULT_MAX_DOCUMENT_BYTES, 'options.maxMessageBytes', 64);
     // Jitter from this reader's own OS-seeded Rng: readers that lost Redis together do not reconnect together.
     this.#backoff = new Backoff({ baseMs: 100, maxMs: 5000, ...opts.backoff });
     this.#startTimeoutMs = integerIn(opts.startTimeoutMs ?? 3000, 'options.startTimeoutMs', 1);
-    if (opts.failFast !== undefined && typeof opts.failFast !== 'boolean') invalidConfig('options.failFast', 'must be a boolean', opts.failFast);
+    if (opts.failFast !== undefined && typeof opts.failFast !== 'boolean')
+      invalidConfig('options.failFast', 'must be a boolean', opts.failFast);
     this.#failFast = opts.failFast ?? false;
     this.#fallbackFile = opts.fallbackFile;
     this.#lastKnown = opts.lastKnown;
@@ -240,9 +250,13 @@ export class RedisMembership implements MembershipSource {
       if (outcome === 'redis' || this.#closed) return;
       const used = await this.#startFromFallback(outcome);
       if (!used) {
-        const err = new PoiseError('Unavailable', `redis ${redactUrl(this.#url)}: unavailable at start (${outcome}), and no fallbackFile or lastKnown membership to run from`, {
-          field: 'redis',
-        });
+        const err = new PoiseError(
+          'Unavailable',
+          `redis ${redactUrl(this.#url)}: unavailable at start (${outcome}), and no fallbackFile or lastKnown membership to run from`,
+          {
+            field: 'redis',
+          },
+        );
         if (!this.#held) this.#problem ??= err;
         if (this.#failFast) {
           await this.close();
@@ -313,7 +327,10 @@ export class RedisMembership implements MembershipSource {
     }
     if (this.#otherLineage(env)) {
       // Redis was written from scratch: the snapshot decides (and is adopted whatever its version).
-      this.#log.info({ held: this.#version, lineage: this.#lineage, noticeLineage: env.lineage }, 'notice of another lineage; re-reading the snapshot');
+      this.#log.info(
+        { held: this.#version, lineage: this.#lineage, noticeLineage: env.lineage },
+        'notice of another lineage; re-reading the snapshot',
+      );
       this.#requestResync('lineage changed');
       return;
     }
@@ -367,9 +384,13 @@ export class RedisMembership implements MembershipSource {
     if (text === null) {
       this.#log.warn({ key: this.#keys.snapshot, held: this.#version }, 'no snapshot stored for this cluster yet; membership unchanged');
       if (!this.#held) {
-        this.#problem = new PoiseError('NotFound', `redis ${redactUrl(this.#url)}: no membership stored for cluster ${JSON.stringify(this.#cluster)} (key ${this.#keys.snapshot})`, {
-          field: 'cluster',
-        });
+        this.#problem = new PoiseError(
+          'NotFound',
+          `redis ${redactUrl(this.#url)}: no membership stored for cluster ${JSON.stringify(this.#cluster)} (key ${this.#keys.snapshot})`,
+          {
+            field: 'cluster',
+          },
+        );
       }
       this.#synced?.();
       return;
@@ -392,7 +413,10 @@ export class RedisMembership implements MembershipSource {
     } else if (env.lineage !== undefined && this.#lineage === undefined) {
       // Held from a fallback file or a value written before lineages: Redis is the truth.
       if (env.version <= this.#version) {
-        this.#log.info({ held: this.#version, stored: env.version, lineage: env.lineage }, 'adopting the stored snapshot (the held one has no lineage)');
+        this.#log.info(
+          { held: this.#version, stored: env.version, lineage: env.lineage },
+          'adopting the stored snapshot (the held one has no lineage)',
+        );
       }
       this.#apply(env, 'snapshot');
     } else if (env.version > this.#version) this.#apply(env, 'snapshot');
@@ -408,7 +432,9 @@ export class RedisMembership implements MembershipSource {
   #apply(env: Envelope, origin: SnapshotOrigin): boolean {
     const { version, lineage, document } = env;
     const snapshot: MembershipSnapshot =
-      lineage === undefined ? { version, cluster: document.cluster, backends: document.backends } : { version, lineage, cluster: document.cluster, backends: document.backends };
+      lineage === undefined
+        ? { version, cluster: document.cluster, backends: document.backends }
+        : { version, lineage, cluster: document.cluster, backends: document.backends };
     if (document.health !== undefined) snapshot.health = document.health;
     let result: unknown;
     try {
@@ -434,7 +460,13 @@ export class RedisMembership implements MembershipSource {
     // Rate-limited by reason: the same malformed notice in a loop is one line, then a count.
     this.#rejections.error(
       e.message,
-      { err: e.message, code: isPoiseError(err) ? err.code : undefined, field: isPoiseError(err) ? err.field : undefined, origin, version: this.#version },
+      {
+        err: e.message,
+        code: isPoiseError(err) ? err.code : undefined,
+        field: isPoiseError(err) ? err.field : undefined,
+        origin,
+        version: this.#version,
+      },
       `membership ${origin} rejected; membership unchanged`,
     );
   }
@@ -468,7 +500,8 @@ export class RedisMembership implements MembershipSource {
   async #readLastKnown(): Promise<Envelope | undefined> {
     const lk = this.#lastKnown;
     if (lk === undefined) return undefined;
-    if (typeof lk !== 'string') return decodeEnvelope(JSON.stringify(lk), { cluster: this.#cluster, maxBytes: this.#maxBytes, what: 'snapshot' });
+    if (typeof lk !== 'string')
+      return decodeEnvelope(JSON.stringify(lk), { cluster: this.#cluster, maxBytes: this.#maxBytes, what: 'snapshot' });
     let text: string;
     try {
       text = await readFileLimited(lk, this.#maxBytes, 'lastKnown');
@@ -503,6 +536,4 @@ export class RedisMembership implements MembershipSource {
       }
     });
   }
-
 }
-

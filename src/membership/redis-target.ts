@@ -59,8 +59,10 @@ const hostText = (h: HostPort): string => (h.host.includes(':') ? `[${h.host}]:$
 export function resolveRedisTarget(opts: RedisConnectionOptions, prefix = 'options'): RedisTarget {
   const given = (['url', 'sentinels', 'redisCluster'] as const).filter((k) => opts?.[k] !== undefined);
   if (given.length === 0) invalidConfig(`${prefix}.url`, 'required (or give sentinels + sentinelName, or redisCluster)');
-  if (given.length > 1) invalidConfig(`${prefix}.${given[1]}`, `give exactly one of url, sentinels, redisCluster (got ${given.join(' and ')})`);
-  if (opts.sentinelName !== undefined && opts.sentinels === undefined) invalidConfig(`${prefix}.sentinelName`, 'only with sentinels', opts.sentinelName);
+  if (given.length > 1)
+    invalidConfig(`${prefix}.${given[1]}`, `give exactly one of url, sentinels, redisCluster (got ${given.join(' and ')})`);
+  if (opts.sentinelName !== undefined && opts.sentinels === undefined)
+    invalidConfig(`${prefix}.sentinelName`, 'only with sentinels', opts.sentinelName);
   if (opts.url !== undefined) {
     const url = validateRedisUrl(opts.url, `${prefix}.url`);
     if (!/^redis\+sentinel:/i.test(url)) return { kind: 'server', url };
@@ -70,7 +72,8 @@ export function resolveRedisTarget(opts: RedisConnectionOptions, prefix = 'optio
   if (opts.sentinels !== undefined) {
     const sentinels = hostList(opts.sentinels, `${prefix}.sentinels`);
     const problem = opts.sentinelName === undefined ? 'required with sentinels' : sentinelNameProblem(opts.sentinelName);
-    if (problem !== undefined) invalidConfig(`${prefix}.sentinelName`, problem, ...(opts.sentinelName === undefined ? [] : [opts.sentinelName]));
+    if (problem !== undefined)
+      invalidConfig(`${prefix}.sentinelName`, problem, ...(opts.sentinelName === undefined ? [] : [opts.sentinelName]));
     return { kind: 'sentinel', sentinels, name: opts.sentinelName!, db: 0, username: undefined, password: undefined };
   }
   return { kind: 'cluster', nodes: hostList(opts.redisCluster, `${prefix}.redisCluster`) };

@@ -57,7 +57,9 @@ export interface MembershipSource {
 }
 
 /** What a source feeds: a `Balancer` (`apply`), or anything with `update(snapshot) → version in force`. */
-export type MembershipTarget = { apply(snapshot: MembershipSnapshot): MembershipOutcome } | { update(snapshot: MembershipSnapshot): number };
+export type MembershipTarget =
+  | { apply(snapshot: MembershipSnapshot): MembershipOutcome }
+  | { update(snapshot: MembershipSnapshot): number };
 
 /** A running source → target binding. */
 export interface MembershipBinding {
@@ -91,7 +93,9 @@ function offer(target: MembershipTarget, snapshot: MembershipSnapshot): Membersh
   if ('apply' in target && typeof target.apply === 'function') return target.apply(snapshot);
   // An update-only target answers the version in force: it applied the snapshot iff that is the snapshot's.
   const version = (target as { update(snapshot: MembershipSnapshot): number }).update(snapshot);
-  return version === snapshot.version ? { applied: true, version, previous: Number.NaN } : { applied: false, version, offered: snapshot.version, reason: 'not-newer' };
+  return version === snapshot.version
+    ? { applied: true, version, previous: Number.NaN }
+    : { applied: false, version, offered: snapshot.version, reason: 'not-newer' };
 }
 
 /**
@@ -129,7 +133,11 @@ const bound = new WeakMap<object, { name: string }>();
  * // ... later
  * await binding.close();
  */
-export async function bindMembership(source: MembershipSource, target: MembershipTarget, opts: BindOptions = {}): Promise<MembershipBinding> {
+export async function bindMembership(
+  source: MembershipSource,
+  target: MembershipTarget,
+  opts: BindOptions = {},
+): Promise<MembershipBinding> {
   const log = opts.logger ?? defaultLogger();
   const name = describeSource(source);
   const existing = bound.get(target);
@@ -150,7 +158,10 @@ export async function bindMembership(source: MembershipSource, target: Membershi
     await source.start((snapshot) => {
       const outcome = offer(target, snapshot);
       version = outcome.version;
-      log.debug({ source: name, ...outcome, backends: snapshot.backends.length }, outcome.applied ? 'membership applied to target' : 'membership ignored by target');
+      log.debug(
+        { source: name, ...outcome, backends: snapshot.backends.length },
+        outcome.applied ? 'membership applied to target' : 'membership ignored by target',
+      );
       if (outcome.applied) opts.onApplied?.(outcome);
       return outcome;
     });

@@ -219,7 +219,12 @@ export class StaticMembership implements MembershipSource {
   #rejected(err: unknown): void {
     if (!this.#delivered && isPoiseError(err)) this.#problem = err;
     this.#log.error(
-      { err: (err as Error).message, code: isPoiseError(err) ? err.code : undefined, field: isPoiseError(err) ? err.field : undefined, version: this.#version },
+      {
+        err: (err as Error).message,
+        code: isPoiseError(err) ? err.code : undefined,
+        field: isPoiseError(err) ? err.field : undefined,
+        version: this.#version,
+      },
       'membership file change rejected; last good membership kept',
     );
   }
@@ -232,7 +237,9 @@ export class StaticMembership implements MembershipSource {
     if (doc.version === undefined) version = this.#version + 1;
     else if (!this.#delivered || doc.version > this.#version) version = doc.version;
     else {
-      throw new PoiseError('Conflict', `version: ${doc.version} is not newer than the version in force ${this.#version}`, { field: 'version' });
+      throw new PoiseError('Conflict', `version: ${doc.version} is not newer than the version in force ${this.#version}`, {
+        field: 'version',
+      });
     }
     this.#deliver(doc.backends, version, doc.cluster, doc.health);
     this.#lastText = text;
@@ -256,12 +263,18 @@ export class StaticMembership implements MembershipSource {
     } catch (err) {
       // A directory that does not exist (or cannot be watched): nothing could ever arrive there.
       const e = err as NodeJS.ErrnoException;
-      throw new PoiseError(e.code === 'ENOENT' ? 'NotFound' : 'Unavailable', `input.file: cannot watch the directory ${JSON.stringify(dir)}: ${e.message}`, {
-        field: 'input.file',
-        cause: err,
-      });
+      throw new PoiseError(
+        e.code === 'ENOENT' ? 'NotFound' : 'Unavailable',
+        `input.file: cannot watch the directory ${JSON.stringify(dir)}: ${e.message}`,
+        {
+          field: 'input.file',
+          cause: err,
+        },
+      );
     }
-    this.#watcher.on('error', (err) => this.#log.error({ err: err.message }, 'membership file watch failed; changes are no longer picked up'));
+    this.#watcher.on('error', (err) =>
+      this.#log.error({ err: err.message }, 'membership file watch failed; changes are no longer picked up'),
+    );
   }
 
   /** A directory event: re-read `base` after the debounce. */

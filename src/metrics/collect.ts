@@ -118,16 +118,19 @@ function sourceKind(source: MembershipSource): string {
 export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions = {}): MetricsCollection {
   if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
   checkOptionKeys(opts, ['registry', 'prefix', 'cluster', 'source', 'proxy', 'admission', 'plan']);
-  if (typeof balancer !== 'object' || balancer === null || typeof balancer.slotEntries !== 'function') invalidConfig('balancer', 'must be a Balancer', balancer);
+  if (typeof balancer !== 'object' || balancer === null || typeof balancer.slotEntries !== 'function')
+    invalidConfig('balancer', 'must be a Balancer', balancer);
   const registry = opts.registry ?? defaultRegistry;
   if (!(registry instanceof Registry)) invalidConfig('options.registry', 'must be a prom-client Registry', registry);
   const prefix = opts.prefix ?? 'poise_';
-  if (typeof prefix !== 'string' || (prefix !== '' && !NAME.test(prefix))) invalidConfig('options.prefix', 'must match [a-zA-Z_:][a-zA-Z0-9_:]* or be empty', prefix);
+  if (typeof prefix !== 'string' || (prefix !== '' && !NAME.test(prefix)))
+    invalidConfig('options.prefix', 'must match [a-zA-Z_:][a-zA-Z0-9_:]* or be empty', prefix);
   const cluster = opts.cluster ?? 'default';
   if (typeof cluster !== 'string' || cluster.length === 0) invalidConfig('options.cluster', 'must be a non-empty string', cluster);
   const planner = new PriorityWeightedRandom({ seed: 1, ...opts.plan });
   const { source, proxy, admission } = opts;
-  if (admission !== undefined && typeof admission?.admissionStats !== 'function') invalidConfig('options.admission', 'must have admissionStats()', admission);
+  if (admission !== undefined && typeof admission?.admissionStats !== 'function')
+    invalidConfig('options.admission', 'must have admissionStats()', admission);
 
   let snap: Snapshot | undefined;
   const read = (): Snapshot => {
@@ -153,9 +156,10 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
   const counter = (name: string, help: string, _labels: readonly string[], fill: (c: { inc: Push }, s: Snapshot) => void): void =>
     add(name, help, 'counter', (push, s) => fill({ inc: push }, s));
   const perBackend = (name: string, help: string, value: (r: BackendRow) => number, kind: 'gauge' | 'counter' = 'gauge'): void => {
-    if (kind === 'gauge') gauge(name, help, BL, (g, s) => {
-      for (const r of s.rows) g.set(r.labels, value(r));
-    });
+    if (kind === 'gauge')
+      gauge(name, help, BL, (g, s) => {
+        for (const r of s.rows) g.set(r.labels, value(r));
+      });
     else {
       counter(name, help, BL, (c, s) => {
         for (const r of s.rows) c.inc(r.labels, value(r));
@@ -164,21 +168,38 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
   };
 
   // --- per backend -----------------------------------------------------------
-  gauge('backend_state', 'Backend state: 1 for the state it is in, 0 for the others (removed = a tombstone still holding leases).', [...BL, 'state'], (g, s) => {
-    for (const r of s.rows) for (const st of BACKEND_STATES) g.set({ ...r.labels, state: st }, r.state === st ? 1 : 0);
-  });
-  perBackend('backend_degraded', 'Whether the backend is degraded (by its active check or the membership): used only when its priority has no healthy host.', (r) =>
-    (r.stats.health & (HealthFlag.CheckDegraded | HealthFlag.MemberDegraded)) !== 0 ? 1 : 0,
+  gauge(
+    'backend_state',
+    'Backend state: 1 for the state it is in, 0 for the others (removed = a tombstone still holding leases).',
+    [...BL, 'state'],
+    (g, s) => {
+      for (const r of s.rows) for (const st of BACKEND_STATES) g.set({ ...r.labels, state: st }, r.state === st ? 1 : 0);
+    },
+  );
+  perBackend(
+    'backend_degraded',
+    'Whether the backend is degraded (by its active check or the membership): used only when its priority has no healthy host.',
+    (r) => ((r.stats.health & (HealthFlag.CheckDegraded | HealthFlag.MemberDegraded)) !== 0 ? 1 : 0),
   );
   perBackend('backend_weight', 'Backend weight in force.', (r) => r.spec.weight);
   perBackend('backend_connections', 'Open connection leases on the backend, summed over every thread.', (r) => r.stats.connections);
   perBackend('backend_requests_in_flight', 'In-flight request leases on the backend, summed over every thread.', (r) => r.stats.requests);
-  perBackend('backend_picks_total', 'Leases granted on the backend (routers add them in batches of up to 64).', (r) => r.stats.picks, 'counter');
+  perBackend(
+    'backend_picks_total',
+    'Leases granted on the backend (routers add them in batches of up to 64).',
+    (r) => r.stats.picks,
+    'counter',
+  );
   perBackend('backend_latency_ewma_seconds', 'PeakEWMA request latency estimate, decayed to now.', (r) => r.latencyUs / 1e6);
   perBackend('backend_connect_time_ewma_seconds', 'PeakEWMA connect time estimate, decayed to now.', (r) => r.connectUs / 1e6);
   perBackend('backend_consecutive_failures', 'Consecutive failures since the last success.', (r) => r.stats.failures);
   perBackend('backend_consecutive_ejections', 'Consecutive ejections (the exponent of the ejection time).', (r) => r.stats.ejections);
-  perBackend('backend_ejections_total', 'Ejections of the backend since it took its slot (passive health and outlier detection).', (r) => r.stats.ejectionsTotal, 'counter');
+  perBackend(
+    'backend_ejections_total',
+    'Ejections of the backend since it took its slot (passive health and outlier detection).',
+    (r) => r.stats.ejectionsTotal,
+    'counter',
+  );
   perBackend('backend_ejection_remaining_seconds', 'Ejection time left; 0 when routable.', (r) => r.ejectedForMs / 1000);
   gauge('backend_ejected_until_timestamp_seconds', 'Unix time the current ejection ends; 0 when not ejected.', BL, (g, s) => {
     for (const r of s.rows) g.set(r.labels, r.ejectedForMs > 0 ? (s.nowWallMs + r.ejectedForMs) / 1000 : 0);
@@ -187,47 +208,81 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
   // --- per balancer ------------------------------------------------------------
   const C = ['cluster'] as const;
   gauge('membership_version', 'Membership version in force (0 before the first).', C, (g) => g.set({ cluster }, balancer.version));
-  gauge('membership_info', 'The membership in force: lineage (empty when none) and source kind; always 1.', ['cluster', 'lineage', 'source'], (g) =>
-    g.set({ cluster, lineage: balancer.lineage ?? '', source: source === undefined ? 'none' : sourceKind(source) }, 1),
+  gauge(
+    'membership_info',
+    'The membership in force: lineage (empty when none) and source kind; always 1.',
+    ['cluster', 'lineage', 'source'],
+    (g) => g.set({ cluster, lineage: balancer.lineage ?? '', source: source === undefined ? 'none' : sourceKind(source) }, 1),
   );
-  gauge('membership_applied', 'Whether a membership is in force (1) or none was applied yet (0).', C, (g) => g.set({ cluster }, balancer.hasMembership ? 1 : 0));
+  gauge('membership_applied', 'Whether a membership is in force (1) or none was applied yet (0).', C, (g) =>
+    g.set({ cluster }, balancer.hasMembership ? 1 : 0),
+  );
   if (source !== undefined) {
-    gauge('membership_source_up', 'Whether the membership source is connected (Redis) or healthy (file: no problem reported).', ['cluster', 'source'], (g) => {
-      const up = source.connected ?? source.problem === undefined;
-      g.set({ cluster, source: sourceKind(source) }, up ? 1 : 0);
-    });
+    gauge(
+      'membership_source_up',
+      'Whether the membership source is connected (Redis) or healthy (file: no problem reported).',
+      ['cluster', 'source'],
+      (g) => {
+        const up = source.connected ?? source.problem === undefined;
+        g.set({ cluster, source: sourceKind(source) }, up ? 1 : 0);
+      },
+    );
   }
   gauge('membership_last_change_timestamp_seconds', 'Unix time the membership in force was applied; 0 before the first.', C, (g) =>
     g.set({ cluster }, (balancer.lastChangeAt ?? 0) / 1000),
   );
-  gauge('slots', 'Load-table slots: used by live backends, held by tombstones (removed backends with leases still open), free.', ['cluster', 'state'], (g, s) => {
-    let live = 0;
-    let tomb = 0;
-    for (const r of s.rows) {
-      if (r.state === 'removed') tomb++;
-      else live++;
-    }
-    g.set({ cluster, state: 'live' }, live);
-    g.set({ cluster, state: 'tombstone' }, tomb);
-    g.set({ cluster, state: 'free' }, balancer.table.capacity - live - tomb);
-  });
+  gauge(
+    'slots',
+    'Load-table slots: used by live backends, held by tombstones (removed backends with leases still open), free.',
+    ['cluster', 'state'],
+    (g, s) => {
+      let live = 0;
+      let tomb = 0;
+      for (const r of s.rows) {
+        if (r.state === 'removed') tomb++;
+        else live++;
+      }
+      g.set({ cluster, state: 'live' }, live);
+      g.set({ cluster, state: 'tombstone' }, tomb);
+      g.set({ cluster, state: 'free' }, balancer.table.capacity - live - tomb);
+    },
+  );
   counter('reclaims_total', 'Exited worker threads whose leases the owner reclaimed.', C, (c, s) => c.inc({ cluster }, s.reclaims.events));
-  counter('reclaimed_leases_total', 'Leases subtracted from the shared counters on behalf of exited threads.', C, (c, s) => c.inc({ cluster }, s.reclaims.leases));
-  gauge('priority_availability_ratio', 'Effective availability of each priority (overprovisioned, capped at 1) in the priority plan.', ['cluster', 'priority'], (g, s) => {
-    for (const p of s.plan?.priorities ?? []) g.set({ cluster, priority: String(p.priority) }, p.effectiveAvailabilityMillionths / 1e6);
-  });
-  gauge('priority_traffic_share_ratio', 'Share of traffic the priority plan sends to each priority (sums to 1 when anything is selectable).', ['cluster', 'priority'], (g, s) => {
-    for (const p of s.plan?.priorities ?? []) g.set({ cluster, priority: String(p.priority) }, p.shareMillionths / 1e6);
-  });
-  gauge('priority_panic', 'Whether the priority is in panic (1): its traffic goes to all its hosts, healthy or not.', ['cluster', 'priority'], (g, s) => {
-    for (const p of s.plan?.priorities ?? []) g.set({ cluster, priority: String(p.priority) }, p.panic ? 1 : 0);
-  });
+  counter('reclaimed_leases_total', 'Leases subtracted from the shared counters on behalf of exited threads.', C, (c, s) =>
+    c.inc({ cluster }, s.reclaims.leases),
+  );
+  gauge(
+    'priority_availability_ratio',
+    'Effective availability of each priority (overprovisioned, capped at 1) in the priority plan.',
+    ['cluster', 'priority'],
+    (g, s) => {
+      for (const p of s.plan?.priorities ?? []) g.set({ cluster, priority: String(p.priority) }, p.effectiveAvailabilityMillionths / 1e6);
+    },
+  );
+  gauge(
+    'priority_traffic_share_ratio',
+    'Share of traffic the priority plan sends to each priority (sums to 1 when anything is selectable).',
+    ['cluster', 'priority'],
+    (g, s) => {
+      for (const p of s.plan?.priorities ?? []) g.set({ cluster, priority: String(p.priority) }, p.shareMillionths / 1e6);
+    },
+  );
+  gauge(
+    'priority_panic',
+    'Whether the priority is in panic (1): its traffic goes to all its hosts, healthy or not.',
+    ['cluster', 'priority'],
+    (g, s) => {
+      for (const p of s.plan?.priorities ?? []) g.set({ cluster, priority: String(p.priority) }, p.panic ? 1 : 0);
+    },
+  );
   counter('health_checks_total', 'Active health checks completed, by result.', ['cluster', 'result'], (c, s) => {
     const h = s.health;
     c.inc({ cluster, result: 'passed' }, h.checksPassed);
     c.inc({ cluster, result: 'failed' }, h.checksFailed);
   });
-  counter('health_check_timeouts_total', 'Active health checks that failed by reaching their timeout.', C, (c, s) => c.inc({ cluster }, s.health.checksTimedOut));
+  counter('health_check_timeouts_total', 'Active health checks that failed by reaching their timeout.', C, (c, s) =>
+    c.inc({ cluster }, s.health.checksTimedOut),
+  );
   counter('health_transitions_total', 'Active-check transitions: down, up, degraded, not_degraded.', ['cluster', 'to'], (c, s) => {
     const h = s.health;
     c.inc({ cluster, to: 'down' }, h.markedDown);
@@ -235,14 +290,18 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
     c.inc({ cluster, to: 'degraded' }, h.markedDegraded);
     c.inc({ cluster, to: 'not_degraded' }, h.clearedDegraded);
   });
-  counter('health_check_unejections_total', 'Ejections ended early by a passing active check (unejectOnPass).', C, (c, s) => c.inc({ cluster }, s.health.unejectedByCheck));
+  counter('health_check_unejections_total', 'Ejections ended early by a passing active check (unejectOnPass).', C, (c, s) =>
+    c.inc({ cluster }, s.health.unejectedByCheck),
+  );
   counter('outlier_sweeps_total', 'Outlier-detection sweeps run.', C, (c, s) => c.inc({ cluster }, s.health.outlierSweeps));
   counter('outlier_ejections_total', 'Outlier-detection ejections, by detector.', ['cluster', 'reason'], (c, s) => {
     const h = s.health;
     c.inc({ cluster, reason: 'success_rate' }, h.ejectedSuccessRate);
     c.inc({ cluster, reason: 'failure_percentage' }, h.ejectedFailurePercentage);
   });
-  counter('outlier_ejections_skipped_total', 'Outliers left routable because maxEjectionPercent was reached.', C, (c, s) => c.inc({ cluster }, s.health.ejectionsSkippedMaxPercent));
+  counter('outlier_ejections_skipped_total', 'Outliers left routable because maxEjectionPercent was reached.', C, (c, s) =>
+    c.inc({ cluster }, s.health.ejectionsSkippedMaxPercent),
+  );
 
   // --- proxy ---------------------------------------------------------------------
   if (proxy !== undefined) {
@@ -260,8 +319,10 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
       c.inc({ direction: 'in' }, proxy.total(ProxyCounter.BytesIn));
       c.inc({ direction: 'out' }, proxy.total(ProxyCounter.BytesOut));
     });
-    counter('proxy_idle_timeouts_total', 'Spliced connections closed by the client or server inactivity timeout.', [], (c) => c.inc({}, proxy.total(ProxyCounter.IdleTimeouts)));
-    const hist = proxyDurationHistogram(prefix + 'proxy_connection_duration_seconds', proxy, DURATION_BUCKETS_SECONDS);
+    counter('proxy_idle_timeouts_total', 'Spliced connections closed by the client or server inactivity timeout.', [], (c) =>
+      c.inc({}, proxy.total(ProxyCounter.IdleTimeouts)),
+    );
+    const hist = proxyDurationHistogram(`${prefix}proxy_connection_duration_seconds`, proxy, DURATION_BUCKETS_SECONDS);
     registry.registerMetric(hist);
     names.push(hist.name);
   }
@@ -283,7 +344,8 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
       for (const b of bands(s)) c.inc({ band: String(b.priority) }, b.admitted);
     });
     counter('admission_rejected_total', 'Requests rejected, per band and reason (QueueFull -> queue_full).', ['band', 'reason'], (c, s) => {
-      for (const b of bands(s)) for (const [reason, n] of Object.entries(b.rejected)) c.inc({ band: String(b.priority), reason: snake(reason) }, n);
+      for (const b of bands(s))
+        for (const [reason, n] of Object.entries(b.rejected)) c.inc({ band: String(b.priority), reason: snake(reason) }, n);
     });
   }
 
@@ -296,7 +358,12 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
   };
 }
 
-function takeSnapshot(balancer: Balancer, cluster: string, planner: PriorityWeightedRandom, admission: AdmissionStatsSource | undefined): Snapshot {
+function takeSnapshot(
+  balancer: Balancer,
+  cluster: string,
+  planner: PriorityWeightedRandom,
+  admission: AdmissionStatsSource | undefined,
+): Snapshot {
   const t = balancer.table;
   const rows: BackendRow[] = [];
   const candidates: Prioritized<Backend>[] = [];
@@ -324,5 +391,12 @@ function takeSnapshot(balancer: Balancer, cluster: string, planner: PriorityWeig
     // Nothing selectable at all (e.g. every backend draining): no plan to show.
     if (!(err instanceof PoiseError)) throw err;
   }
-  return { rows, plan, nowWallMs: Date.now(), admission: admission?.admissionStats(), health: balancer.healthStats().counters, reclaims: balancer.reclaimStats() };
+  return {
+    rows,
+    plan,
+    nowWallMs: Date.now(),
+    admission: admission?.admissionStats(),
+    health: balancer.healthStats().counters,
+    reclaims: balancer.reclaimStats(),
+  };
 }

@@ -36,9 +36,11 @@ export class MetricsServer {
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
     checkOptionKeys(opts, ['registry', 'host', 'port', 'notReady']);
     if (!(opts.registry instanceof Registry)) invalidConfig('options.registry', 'must be a prom-client Registry', opts.registry);
-    if (opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) invalidConfig('options.host', 'must be a non-empty string', opts.host);
+    if (opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0))
+      invalidConfig('options.host', 'must be a non-empty string', opts.host);
     integerIn(opts.port ?? 0, 'options.port', 0, 65535);
-    if (opts.notReady !== undefined && typeof opts.notReady !== 'function') invalidConfig('options.notReady', 'must be a function', opts.notReady);
+    if (opts.notReady !== undefined && typeof opts.notReady !== 'function')
+      invalidConfig('options.notReady', 'must be a function', opts.notReady);
     this.opts = opts;
     this.server = http.createServer((req, res) => void this.handle(req, res));
   }
@@ -78,13 +80,17 @@ export class MetricsServer {
         const body = await this.opts.registry.metrics();
         res.writeHead(200, { 'content-type': this.opts.registry.contentType }).end(req.method === 'HEAD' ? undefined : body);
       } catch (err) {
-        res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end(`scrape failed: ${err instanceof Error ? err.message : String(err)}\n`);
+        res
+          .writeHead(500, { 'content-type': 'text/plain; charset=utf-8' })
+          .end(`scrape failed: ${err instanceof Error ? err.message : String(err)}\n`);
       }
       return;
     }
     if (path === '/healthz') {
       const reason = this.opts.notReady?.();
-      res.writeHead(reason === undefined ? 200 : 503, { 'content-type': 'text/plain; charset=utf-8' }).end(reason === undefined ? 'ok\n' : `not ready: ${reason}\n`);
+      res
+        .writeHead(reason === undefined ? 200 : 503, { 'content-type': 'text/plain; charset=utf-8' })
+        .end(reason === undefined ? 'ok\n' : `not ready: ${reason}\n`);
       return;
     }
     res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('not found: try /metrics or /healthz\n');

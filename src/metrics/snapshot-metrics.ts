@@ -19,7 +19,12 @@ import { ProxyCounter, type ProxyCounters } from '../net/proxy-counters.js';
 export type Push = (labels: Record<string, string | number>, value: number) => void;
 
 /** A gauge or counter whose series `fill` pushes at each scrape. @internal */
-export function snapshotMetric(name: string, help: string, type: 'gauge' | 'counter', fill: (push: Push) => void): Metric & { name: string } {
+export function snapshotMetric(
+  name: string,
+  help: string,
+  type: 'gauge' | 'counter',
+  fill: (push: Push) => void,
+): Metric & { name: string } {
   const metric = {
     name,
     help,

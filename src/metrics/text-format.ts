@@ -56,7 +56,7 @@ function parseLabels(text: string, line: number): { labels: Record<string, strin
     if (text[eq + 1] !== '"') fail(line, `label ${name}: value must be quoted`);
     let v = '';
     let j = eq + 2;
-    for (;; j++) {
+    for (; ; j++) {
       const c = text[j];
       if (c === undefined) fail(line, `label ${name}: unterminated value`);
       if (c === '"') break;
@@ -110,13 +110,18 @@ function checkHistogram(f: MetricFamily): void {
   }
   for (const g of groups.values()) {
     for (let k = 1; k < g.les.length; k++) {
-      if (!(g.les[k]![0] > g.les[k - 1]![0])) throw new PoiseError('Corrupt', `histogram ${f.name}: le bounds not increasing`, { field: f.name });
-      if (g.les[k]![1] < g.les[k - 1]![1]) throw new PoiseError('Corrupt', `histogram ${f.name}: bucket counts not cumulative`, { field: f.name });
+      if (!(g.les[k]![0] > g.les[k - 1]![0]))
+        throw new PoiseError('Corrupt', `histogram ${f.name}: le bounds not increasing`, { field: f.name });
+      if (g.les[k]![1] < g.les[k - 1]![1])
+        throw new PoiseError('Corrupt', `histogram ${f.name}: bucket counts not cumulative`, { field: f.name });
     }
     const last = g.les[g.les.length - 1];
-    if (last === undefined || last[0] !== Infinity) throw new PoiseError('Corrupt', `histogram ${f.name}: no le="+Inf" bucket`, { field: f.name });
-    if (g.count === undefined || g.sum === undefined) throw new PoiseError('Corrupt', `histogram ${f.name}: missing _sum or _count`, { field: f.name });
-    if (g.count !== last[1]) throw new PoiseError('Corrupt', `histogram ${f.name}: _count ${g.count} differs from the +Inf bucket ${last[1]}`, { field: f.name });
+    if (last === undefined || last[0] !== Infinity)
+      throw new PoiseError('Corrupt', `histogram ${f.name}: no le="+Inf" bucket`, { field: f.name });
+    if (g.count === undefined || g.sum === undefined)
+      throw new PoiseError('Corrupt', `histogram ${f.name}: missing _sum or _count`, { field: f.name });
+    if (g.count !== last[1])
+      throw new PoiseError('Corrupt', `histogram ${f.name}: _count ${g.count} differs from the +Inf bucket ${last[1]}`, { field: f.name });
   }
 }
 
@@ -175,7 +180,8 @@ export function parseMetricsText(text: string): Map<string, MetricFamily> {
     let labels: Record<string, string> = {};
     if (rest.startsWith('{')) ({ labels, rest } = parseLabels(rest, n));
     const parts = rest.split(' ');
-    if (parts[0] !== '' || parts.length < 2 || parts.length > 3 || parts.slice(1).includes('')) fail(n, 'expected one space, a value and an optional timestamp after the name and labels');
+    if (parts[0] !== '' || parts.length < 2 || parts.length > 3 || parts.slice(1).includes(''))
+      fail(n, 'expected one space, a value and an optional timestamp after the name and labels');
     const value = parseValue(parts[1]!, n);
     if (parts.length === 3 && !/^-?\d+$/.test(parts[2]!)) fail(n, `timestamp ${JSON.stringify(parts[2])} is not an integer`);
     const family = open(familyOf(name, families), n);

@@ -96,7 +96,19 @@ export function checkConnectOptions(opts: Pick<ConnectOptions, 'attempts' | 'con
  * await client.connect();
  */
 export async function connect(router: Router, opts: ConnectOptions = {}): Promise<RoutedConnection> {
-  checkOptionKeys(opts, ['key', 'priority', 'attempts', 'connectTimeoutMs', 'signal', 'clock', 'allowHalfOpen', 'createSocket', 'manualRelease', 'admissionPriority', 'admissionTimeoutMs']);
+  checkOptionKeys(opts, [
+    'key',
+    'priority',
+    'attempts',
+    'connectTimeoutMs',
+    'signal',
+    'clock',
+    'allowHalfOpen',
+    'createSocket',
+    'manualRelease',
+    'admissionPriority',
+    'admissionTimeoutMs',
+  ]);
   if (opts.admissionPriority !== undefined) finiteNumber(opts.admissionPriority, 'options.admissionPriority');
   if (opts.admissionTimeoutMs !== undefined) positiveNumber(opts.admissionTimeoutMs, 'options.admissionTimeoutMs');
   const create = opts.createSocket ?? net.connect;
@@ -166,9 +178,13 @@ export function isExhausted(err: unknown): boolean {
 
 /** The `CapacityExhausted` error for a local resource error ({@link isLocalError}); no backend is blamed. @internal */
 export function localExhausted(what: string, err: unknown): PoiseError {
-  return new PoiseError('CapacityExhausted', `${what}: local resource exhausted (${(err as { code: string }).code}); no backend was blamed: ${errorText(err)}`, {
-    cause: err,
-  });
+  return new PoiseError(
+    'CapacityExhausted',
+    `${what}: local resource exhausted (${(err as { code: string }).code}); no backend was blamed: ${errorText(err)}`,
+    {
+      cause: err,
+    },
+  );
 }
 
 /** The `NoEligibleCandidates` error after `tried` backends refused, carrying the last connect error. @internal */

@@ -69,7 +69,8 @@ export class CidrBands implements ProxyBandSelector {
     bands.forEach((b, i) => {
       if (typeof b?.name !== 'string' || b.name.length === 0) problems.push(`options.bands[${i}].name: must be a non-empty string`);
       else if (byName.has(b.name)) problems.push(`options.bands[${i}].name: repeats ${JSON.stringify(b.name)}`);
-      if (typeof b?.priority !== 'number' || !Number.isFinite(b.priority)) problems.push(`options.bands[${i}].priority: must be a finite number`);
+      if (typeof b?.priority !== 'number' || !Number.isFinite(b.priority))
+        problems.push(`options.bands[${i}].priority: must be a finite number`);
       else if ([...byName.values()].includes(b.priority)) problems.push(`options.bands[${i}].priority: repeats ${b.priority}`);
       if (typeof b?.name === 'string' && typeof b?.priority === 'number') byName.set(b.name, b.priority);
     });
@@ -77,7 +78,8 @@ export class CidrBands implements ProxyBandSelector {
     cidrs.forEach((c, i) => {
       const parsed = parseCidr(c?.cidr);
       const priority = byName.get(c?.band);
-      if (parsed === undefined) problems.push(`options.cidrs[${i}].cidr: must be ADDRESS/PREFIX (IPv4 /0..32 or IPv6 /0..128), got ${JSON.stringify(c?.cidr)}`);
+      if (parsed === undefined)
+        problems.push(`options.cidrs[${i}].cidr: must be ADDRESS/PREFIX (IPv4 /0..32 or IPv6 /0..128), got ${JSON.stringify(c?.cidr)}`);
       if (priority === undefined) problems.push(`options.cidrs[${i}].band: must name a band, got ${JSON.stringify(c?.band)}`);
       if (parsed !== undefined && priority !== undefined) {
         const list = new net.BlockList();
@@ -86,16 +88,21 @@ export class CidrBands implements ProxyBandSelector {
         this.entries.push({ prefix: parsed.family === 'ipv4' ? parsed.prefix + 96 : parsed.prefix, list, priority });
       }
     });
-    let fallback = bands.length > 0 ? Math.max(...bands.map((b) => (typeof b?.priority === 'number' ? b.priority : Number.NEGATIVE_INFINITY))) : 0;
+    let fallback =
+      bands.length > 0 ? Math.max(...bands.map((b) => (typeof b?.priority === 'number' ? b.priority : Number.NEGATIVE_INFINITY))) : 0;
     if (opts.defaultBand !== undefined) {
       const p = byName.get(opts.defaultBand);
       if (p === undefined) problems.push(`options.defaultBand: must name a band, got ${JSON.stringify(opts.defaultBand)}`);
       else fallback = p;
     }
     if (problems.length > 0) {
-      throw new PoiseError('InvalidConfig', problems.length === 1 ? problems[0]! : `${problems.length} bad options: ${problems.join('; ')}`, {
-        field: problems.map((p) => p.slice(0, p.indexOf(':'))).join(', '),
-      });
+      throw new PoiseError(
+        'InvalidConfig',
+        problems.length === 1 ? problems[0]! : `${problems.length} bad options: ${problems.join('; ')}`,
+        {
+          field: problems.map((p) => p.slice(0, p.indexOf(':'))).join(', '),
+        },
+      );
     }
     this.entries.sort((a, b) => b.prefix - a.prefix);
     this.fallback = fallback;

@@ -107,11 +107,14 @@ export function resolveConnectionOptions(opts: ConnectionOptions): ConnectionSet
   if (key !== undefined && key !== 'client-ip' && key !== 'client-ip:port' && typeof key !== 'function') {
     invalidConfig('options.key', 'must be "client-ip", "client-ip:port" or a function of the client socket', key);
   }
-  if (opts.sendProxy !== undefined && opts.sendProxy !== 'v1' && opts.sendProxy !== 'v2') invalidConfig('options.sendProxy', 'must be "v1" or "v2"', opts.sendProxy);
-  if (opts.acceptProxy !== undefined && typeof opts.acceptProxy !== 'boolean') invalidConfig('options.acceptProxy', 'must be a boolean', opts.acceptProxy);
+  if (opts.sendProxy !== undefined && opts.sendProxy !== 'v1' && opts.sendProxy !== 'v2')
+    invalidConfig('options.sendProxy', 'must be "v1" or "v2"', opts.sendProxy);
+  if (opts.acceptProxy !== undefined && typeof opts.acceptProxy !== 'boolean')
+    invalidConfig('options.acceptProxy', 'must be a boolean', opts.acceptProxy);
   const maxBytes = integerIn(opts.acceptProxyMaxBytes ?? 536, 'options.acceptProxyMaxBytes', 28, 65_551);
   const log = opts.accessLog === 'stdout' ? pino({ base: null }, pino.destination({ fd: 1, sync: true })) : opts.accessLog;
-  if (log !== undefined && (typeof log !== 'object' || log === null || typeof log.info !== 'function')) invalidConfig('options.accessLog', 'must be a pino logger or "stdout"', log);
+  if (log !== undefined && (typeof log !== 'object' || log === null || typeof log.info !== 'function'))
+    invalidConfig('options.accessLog', 'must be a pino logger or "stdout"', log);
   return {
     attempts,
     connectTimeoutMs: timeout,
@@ -204,9 +207,12 @@ export function connectionHost(
   settings: ConnectionSettings,
   parts: Pick<ConnectionHost, 'router' | 'admission' | 'log' | 'stats' | 'counters' | 'worker' | 'track' | 'untrack' | 'emit' | 'finished'>,
 ): ConnectionHost {
-  const timeouts = [settings.clientTimeoutMs, settings.serverTimeoutMs, settings.acceptProxy ? settings.acceptProxyTimeoutMs : 0].filter((t) => t > 0);
+  const timeouts = [settings.clientTimeoutMs, settings.serverTimeoutMs, settings.acceptProxy ? settings.acceptProxyTimeoutMs : 0].filter(
+    (t) => t > 0,
+  );
   // A tick of 1/20 of the shortest timeout, within [5 ms, 1 s].
-  const wheel = timeouts.length === 0 ? undefined : new TimeoutWheel({ tickMs: Math.min(1000, Math.max(5, Math.floor(Math.min(...timeouts) / 20))) });
+  const wheel =
+    timeouts.length === 0 ? undefined : new TimeoutWheel({ tickMs: Math.min(1000, Math.max(5, Math.floor(Math.min(...timeouts) / 20))) });
   return { ...parts, settings, wheel, warn: rateLimited(parts.log) };
 }
 
@@ -227,6 +233,7 @@ export function serveConnection(host: ConnectionHost, client: net.Socket): void 
 const kConn = Symbol('poise.connection');
 type Tagged = net.Socket & { [kConn]?: Connection };
 
+// biome-ignore lint/suspicious/noConstEnum: module-private, inlined by tsc into plain numbers on the per-connection path; never exported.
 const enum Phase {
   Header,
   Connecting,
@@ -301,7 +308,8 @@ class Connection implements WheelEntry {
     // them only when something needs them (key, PROXY header, access log);
     // warnings read them on demand (see endpoints()).
     const st = this.host.settings;
-    if (st.accessLog !== undefined || st.sendProxy !== undefined || typeof st.key === 'string' || this.host.admission !== undefined) this.endpoints();
+    if (st.accessLog !== undefined || st.sendProxy !== undefined || typeof st.key === 'string' || this.host.admission !== undefined)
+      this.endpoints();
     if (this.host.settings.acceptProxy) {
       this.wheelStart = this.host.wheel!.now;
       this.host.wheel!.add(this);
@@ -392,7 +400,15 @@ class Connection implements WheelEntry {
       return;
     }
     const admissionPriority = this.host.admission?.bandOf(this.source?.address);
-    connect(this.host.router, { key, attempts: s.attempts, connectTimeoutMs: s.connectTimeoutMs, signal: ac.signal, allowHalfOpen: true, manualRelease: true, admissionPriority }).then(
+    connect(this.host.router, {
+      key,
+      attempts: s.attempts,
+      connectTimeoutMs: s.connectTimeoutMs,
+      signal: ac.signal,
+      allowHalfOpen: true,
+      manualRelease: true,
+      admissionPriority,
+    }).then(
       (routed) => this.connected(routed),
       (err: unknown) => {
         if (!ac.signal.aborted) this.refuse(err);
@@ -412,8 +428,14 @@ class Connection implements WheelEntry {
       this.cause = cause?.code === 'ETIMEDOUT' ? 'connect-timeout' : 'connect-failed';
     }
     this.host.counters.refused(this.host.worker, refusalReason(err, local, this.cause));
-    const msg = local ? 'proxy: local resource exhausted; refusing client (no backend blamed)' : 'proxy: no backend accepted; closing client';
-    this.host.warn.warn(local ? String((err as PoiseError & { cause: { code: string } }).cause.code) : errText(err), { err: errText(err), client: this.clientText() }, msg);
+    const msg = local
+      ? 'proxy: local resource exhausted; refusing client (no backend blamed)'
+      : 'proxy: no backend accepted; closing client';
+    this.host.warn.warn(
+      local ? String((err as PoiseError & { cause: { code: string } }).cause.code) : errText(err),
+      { err: errText(err), client: this.clientText() },
+      msg,
+    );
     // A clean refusal: read what the client already sent (so the close is a
     // FIN, not a reset for unread data) and end our side.
     const c = this.client;
@@ -525,7 +547,8 @@ class Connection implements WheelEntry {
 
   clientError(err: NodeJS.ErrnoException): void {
     this.cause ??= this.phase === Phase.Connecting ? 'client-abort' : 'client-error';
-    if (this.host.log.isLevelEnabled('debug')) this.host.log.debug({ err: err.message, client: this.clientText() }, 'proxy: client socket error');
+    if (this.host.log.isLevelEnabled('debug'))
+      this.host.log.debug({ err: err.message, client: this.clientText() }, 'proxy: client socket error');
     this.client.destroy();
     this.upstream?.destroy();
   }
@@ -533,7 +556,11 @@ class Connection implements WheelEntry {
   serverError(err: NodeJS.ErrnoException): void {
     this.upstreamFailed = true;
     this.cause ??= 'server-error';
-    this.host.warn.warn(`${this.lease?.id}\u0000${err.code ?? err.message}`, { err: err.message, backend: this.lease?.id }, 'proxy: backend socket error');
+    this.host.warn.warn(
+      `${this.lease?.id}\u0000${err.code ?? err.message}`,
+      { err: err.message, backend: this.lease?.id },
+      'proxy: backend socket error',
+    );
     this.upstream!.destroy();
     this.client.destroy();
   }
@@ -598,7 +625,11 @@ class Connection implements WheelEntry {
       this.cause = 'proxy-header-timeout';
       this.host.stats.timeouts++;
       this.host.counters.refused(this.host.worker, 'timeout');
-      this.host.warn.warn('proxy-header-timeout', { peer: this.clientText(), timeoutMs: this.host.settings.acceptProxyTimeoutMs }, 'proxy: no PROXY header in time; closing client');
+      this.host.warn.warn(
+        'proxy-header-timeout',
+        { peer: this.clientText(), timeoutMs: this.host.settings.acceptProxyTimeoutMs },
+        'proxy: no PROXY header in time; closing client',
+      );
       this.client.destroy();
       return;
     }
@@ -618,7 +649,8 @@ class Connection implements WheelEntry {
   private logAccess(): void {
     const log = this.host.settings.accessLog;
     if (log === undefined) return;
-    const termination: Termination = this.cause ?? (this.firstFin === 'client' ? 'client-close' : this.firstFin === 'server' ? 'server-close' : 'shutdown');
+    const termination: Termination =
+      this.cause ?? (this.firstFin === 'client' ? 'client-close' : this.firstFin === 'server' ? 'server-close' : 'shutdown');
     log.info(
       {
         client: text(this.source),

@@ -12,7 +12,14 @@ import type { Logger } from '../log.js';
 import type { Router } from '../runtime/router.js';
 import type { ConnectionGate } from './connection-gate.js';
 import type { ProxyBandSelector } from './proxy-admission.js';
-import { connectionHost, freshStats, serveConnection, type ConnectionHost, type ConnectionSettings, type ConnectionStats } from './proxy-connection.js';
+import {
+  connectionHost,
+  freshStats,
+  serveConnection,
+  type ConnectionHost,
+  type ConnectionSettings,
+  type ConnectionStats,
+} from './proxy-connection.js';
 
 /** Counters of one accepting thread (a proxy's are the sum over its threads). */
 export interface TcpProxyStats extends ConnectionStats {
@@ -95,7 +102,9 @@ export class ProxyListener {
       this.server.listen(opts, () => {
         this.server.off('error', reject);
         // An accept error (EMFILE, ...) reaches here instead of crashing the thread.
-        this.server.on('error', (err: NodeJS.ErrnoException) => this.host.warn.warn(`accept\u0000${err.code}`, { err: err.message }, 'proxy: accept failed'));
+        this.server.on('error', (err: NodeJS.ErrnoException) =>
+          this.host.warn.warn(`accept\u0000${err.code}`, { err: err.message }, 'proxy: accept failed'),
+        );
         resolve(this.server.address() as net.AddressInfo);
       });
     });

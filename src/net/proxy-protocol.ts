@@ -112,7 +112,8 @@ function ipBytes(address: string, fam: 4 | 6): Buffer {
 function ipv6Text(b: Buffer, at: number): string {
   const g: number[] = [];
   for (let i = 0; i < 8; i++) g.push(b.readUInt16BE(at + 2 * i));
-  if (g.slice(0, 6).every((x, i) => (i < 5 ? x === 0 : x === 0xffff))) return `::ffff:${b[at + 12]}.${b[at + 13]}.${b[at + 14]}.${b[at + 15]}`;
+  if (g.slice(0, 6).every((x, i) => (i < 5 ? x === 0 : x === 0xffff)))
+    return `::ffff:${b[at + 12]}.${b[at + 13]}.${b[at + 14]}.${b[at + 15]}`;
   let best = -1;
   let bestLen = 1;
   for (let i = 0; i < 8; ) {
@@ -185,7 +186,8 @@ function parseV2(buf: Buffer, limit: number): ProxyHeader | undefined {
   const need = fam === 1 ? 12 : 36;
   if (len < need) malformed(`v2 ${fam === 1 ? 'INET' : 'INET6'} address block needs ${need} bytes, length says ${len}`);
   const n = fam === 1 ? 4 : 16;
-  const text = (at: number): string => (fam === 1 ? `${buf[at]}.${buf[at + 1]}.${buf[at + 2]}.${buf[at + 3]}` : plainAddress(ipv6Text(buf, at)));
+  const text = (at: number): string =>
+    fam === 1 ? `${buf[at]}.${buf[at + 1]}.${buf[at + 2]}.${buf[at + 3]}` : plainAddress(ipv6Text(buf, at));
   return {
     version: 2,
     source: { address: text(16), port: buf.readUInt16BE(16 + 2 * n) },

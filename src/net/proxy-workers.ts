@@ -183,7 +183,11 @@ export class ProxyWorkers {
               w.off('exit', onExit);
               void w.terminate().then(() => resolve(m.cut));
             });
-            const msg: OwnerMessage = { type: 'close', drain: opts.drain === true, ...(opts.graceMs === undefined ? {} : { graceMs: opts.graceMs }) };
+            const msg: OwnerMessage = {
+              type: 'close',
+              drain: opts.drain === true,
+              ...(opts.graceMs === undefined ? {} : { graceMs: opts.graceMs }),
+            };
             w.postMessage(msg);
           }),
       ),

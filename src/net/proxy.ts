@@ -125,7 +125,21 @@ export class TcpProxy extends EventEmitter {
   constructor(opts: TcpProxyOptions) {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['router', 'balancer', 'policy', 'workers', 'maxConnections', 'youngGenerationMb', 'admission', 'host', 'port', 'logger', 'counters', 'worker', ...CONNECTION_OPTION_KEYS]);
+    checkOptionKeys(opts, [
+      'router',
+      'balancer',
+      'policy',
+      'workers',
+      'maxConnections',
+      'youngGenerationMb',
+      'admission',
+      'host',
+      'port',
+      'logger',
+      'counters',
+      'worker',
+      ...CONNECTION_OPTION_KEYS,
+    ]);
     const { router, balancer } = opts;
     if (router !== undefined && (typeof router !== 'object' || router === null || typeof router.acquire !== 'function')) {
       invalidConfig('options.router', 'must be a Router', router);
@@ -133,29 +147,54 @@ export class TcpProxy extends EventEmitter {
     if (balancer !== undefined && (typeof balancer !== 'object' || balancer === null || typeof balancer.attachment !== 'function')) {
       invalidConfig('options.balancer', 'must be a Balancer', balancer);
     }
-    if (router === undefined && balancer === undefined) invalidConfig('options.router', 'must be a Router (or give options.balancer)', router);
-    if (router !== undefined && balancer !== undefined) invalidConfig('options.balancer', 'give options.router or options.balancer, not both', 'both');
+    if (router === undefined && balancer === undefined)
+      invalidConfig('options.router', 'must be a Router (or give options.balancer)', router);
+    if (router !== undefined && balancer !== undefined)
+      invalidConfig('options.balancer', 'give options.router or options.balancer, not both', 'both');
     if (opts.policy !== undefined) {
       if (balancer === undefined) invalidConfig('options.policy', 'only with options.balancer (a Router has its policy)', opts.policy);
-      if (!(POLICY_NAMES as readonly string[]).includes(opts.policy)) invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, opts.policy);
+      if (!(POLICY_NAMES as readonly string[]).includes(opts.policy))
+        invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, opts.policy);
     }
     this.requested = integerIn(opts.workers ?? 0, 'options.workers', 0, balancer === undefined ? 0 : balancer.table.maxThreads - 1);
     this.youngMb = integerIn(opts.youngGenerationMb ?? 4, 'options.youngGenerationMb', 1, 1024);
-    if (opts.counters !== undefined && !(opts.counters instanceof ProxyCounters)) invalidConfig('options.counters', 'must be a ProxyCounters', opts.counters);
+    if (opts.counters !== undefined && !(opts.counters instanceof ProxyCounters))
+      invalidConfig('options.counters', 'must be a ProxyCounters', opts.counters);
     this.counters = opts.counters ?? ProxyCounters.create({ workers: Math.max(1, this.requested) });
     if (this.requested > 0) {
-      if (opts.worker !== undefined) invalidConfig('options.worker', 'applies only with options.workers 0 (worker i counts into row i)', opts.worker);
+      if (opts.worker !== undefined)
+        invalidConfig('options.worker', 'applies only with options.workers 0 (worker i counts into row i)', opts.worker);
       if (this.counters.workers < this.requested) {
-        invalidConfig('options.counters', `must have a row per worker (options.workers ${this.requested}), has ${this.counters.workers}`, this.counters.workers);
+        invalidConfig(
+          'options.counters',
+          `must have a row per worker (options.workers ${this.requested}), has ${this.counters.workers}`,
+          this.counters.workers,
+        );
       }
     }
     this.worker = this.counters.checkWorker(opts.worker ?? 0, 'options.worker');
     if (this.requested > 0) {
-      if (opts.admission !== undefined) invalidConfig('options.admission', 'needs the router in this thread (options.workers 0): an AdmissionGate cannot reach worker threads', 'admission');
-      if (typeof opts.key === 'function') invalidConfig('options.key', 'a function cannot reach worker threads (options.workers > 0); use "client-ip" or "client-ip:port"', 'function');
-      if (opts.accessLog !== undefined && opts.accessLog !== 'stdout') invalidConfig('options.accessLog', 'a logger cannot reach worker threads (options.workers > 0); use "stdout"', typeof opts.accessLog);
+      if (opts.admission !== undefined)
+        invalidConfig(
+          'options.admission',
+          'needs the router in this thread (options.workers 0): an AdmissionGate cannot reach worker threads',
+          'admission',
+        );
+      if (typeof opts.key === 'function')
+        invalidConfig(
+          'options.key',
+          'a function cannot reach worker threads (options.workers > 0); use "client-ip" or "client-ip:port"',
+          'function',
+        );
+      if (opts.accessLog !== undefined && opts.accessLog !== 'stdout')
+        invalidConfig(
+          'options.accessLog',
+          'a logger cannot reach worker threads (options.workers > 0); use "stdout"',
+          typeof opts.accessLog,
+        );
     }
-    if (opts.admission !== undefined && typeof opts.admission?.bandOf !== 'function') invalidConfig('options.admission', 'must have a bandOf(address) method', opts.admission);
+    if (opts.admission !== undefined && typeof opts.admission?.bandOf !== 'function')
+      invalidConfig('options.admission', 'must have a bandOf(address) method', opts.admission);
     if (opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) {
       invalidConfig('options.host', 'must be a non-empty string', opts.host);
     }
@@ -168,8 +207,20 @@ export class TcpProxy extends EventEmitter {
     if (this.requested > 0) {
       this.stats = freshProxyStats();
     } else {
-      this.ownRouter = router === undefined ? balancer!.router({ logger: this.log, ...(opts.policy === undefined ? {} : { policy: opts.policy }) }) : undefined;
-      this.listener = new ProxyListener(settings, router ?? this.ownRouter!, this.log, this.gate, (event, arg) => this.emit(event, arg), opts.admission, this.counters, this.worker);
+      this.ownRouter =
+        router === undefined
+          ? balancer!.router({ logger: this.log, ...(opts.policy === undefined ? {} : { policy: opts.policy }) })
+          : undefined;
+      this.listener = new ProxyListener(
+        settings,
+        router ?? this.ownRouter!,
+        this.log,
+        this.gate,
+        (event, arg) => this.emit(event, arg),
+        opts.admission,
+        this.counters,
+        this.worker,
+      );
       this.stats = this.listener.stats;
     }
   }
@@ -183,7 +234,12 @@ export class TcpProxy extends EventEmitter {
       const reusePort = reusePortSupported();
       if (this.requested > 1 && !reusePort) {
         this.log.warn(
-          { workers: this.requested, node: process.version, platform: process.platform, requires: 'Node >= 22.12 on Linux (server.listen reusePort)' },
+          {
+            workers: this.requested,
+            node: process.version,
+            platform: process.platform,
+            requires: 'Node >= 22.12 on Linux (server.listen reusePort)',
+          },
           `proxy: one thread accepts: workers ${this.requested} needs Node >= 22.12 on Linux (reusePort); this is Node ${process.version} on ${process.platform}`,
         );
       }
@@ -206,7 +262,10 @@ export class TcpProxy extends EventEmitter {
       address = await this.listener.listen({ host, port, reusePort: false });
     }
     this.bound = true;
-    this.log.info({ address: `${address.address}:${address.port}`, threads: this.threads, maxConnections: this.gate.max }, 'proxy listening');
+    this.log.info(
+      { address: `${address.address}:${address.port}`, threads: this.threads, maxConnections: this.gate.max },
+      'proxy listening',
+    );
     return address;
   }
 
@@ -252,7 +311,8 @@ export class TcpProxy extends EventEmitter {
    */
   async close(opts: TcpProxyCloseOptions = {}): Promise<{ cut: number }> {
     this.bound = false;
-    const done = this.pool !== undefined ? await this.pool.close(opts) : this.listener !== undefined ? await this.listener.close(opts) : { cut: 0 };
+    const done =
+      this.pool !== undefined ? await this.pool.close(opts) : this.listener !== undefined ? await this.listener.close(opts) : { cut: 0 };
     this.ownRouter?.close();
     return done;
   }

@@ -200,7 +200,9 @@ export class RoutedSocket extends net.Socket {
     try {
       return router.acquire({ key, priority, exclude: this.#exclude, kind: 'connection' });
     } catch (err) {
-      return this.#lastError !== undefined && isExhausted(err) ? noBackendAccepted('routedStream', this.#exclude.size, this.#lastError) : (err as Error);
+      return this.#lastError !== undefined && isExhausted(err)
+        ? noBackendAccepted('routedStream', this.#exclude.size, this.#lastError)
+        : (err as Error);
     }
   }
 
@@ -212,7 +214,9 @@ export class RoutedSocket extends net.Socket {
     const timeout = this.#s.timeout;
     this.#timeoutError = undefined;
     this.#timer = setTimeout(() => {
-      this.#timeoutError = Object.assign(new Error(`connect ${lease.host}:${lease.port} timed out after ${timeout} ms`), { code: 'ETIMEDOUT' });
+      this.#timeoutError = Object.assign(new Error(`connect ${lease.host}:${lease.port} timed out after ${timeout} ms`), {
+        code: 'ETIMEDOUT',
+      });
       this.destroy(this.#timeoutError);
     }, timeout);
     super.connect({ host: lease.host, port: lease.port });

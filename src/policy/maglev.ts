@@ -40,7 +40,15 @@ import { checkOptionKeys } from '../core/errors.js';
 import { hash53, mix53, type HashSeed } from '../core/hash.js';
 import { checkedAdd, mulDivFloor, validateWeight } from '../core/weight.js';
 import { seed32Of } from '../core/hash.js';
-import { BOUNDED_KEYS, keyHash32, resolveHashSeed, Successors, KeyedSlicePolicy, type BoundedLoadOptions, type KeyedOptions } from './keyed.js';
+import {
+  BOUNDED_KEYS,
+  keyHash32,
+  resolveHashSeed,
+  Successors,
+  KeyedSlicePolicy,
+  type BoundedLoadOptions,
+  type KeyedOptions,
+} from './keyed.js';
 import { EligibleIndices } from './slice.js';
 import type { PickContext } from './types.js';
 import { integerIn } from '../core/validate.js';

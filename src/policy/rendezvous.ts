@@ -96,7 +96,7 @@ export class Rendezvous extends KeyedSlicePolicy {
     const n = candidates.length;
     const kh = keyHash(key, this.seed);
     const kHi = Math.floor(kh / TWO_32) | 0;
-    const kLo = kh % TWO_32 | 0;
+    const kLo = (kh % TWO_32) | 0;
     const { hashes, hashHi, hashLo, weights, equalWeights } = this;
     let best = -1;
     let bestScore = 0;

@@ -41,7 +41,15 @@ import { seed32Of } from '../core/hash.js';
 import { md5Word } from '../core/md5.js';
 import { integerIn } from '../core/validate.js';
 import { checkedAdd, validateWeight } from '../core/weight.js';
-import { BOUNDED_KEYS, keyHash32, resolveHashSeed, Successors, KeyedSlicePolicy, type BoundedLoadOptions, type KeyedOptions } from './keyed.js';
+import {
+  BOUNDED_KEYS,
+  keyHash32,
+  resolveHashSeed,
+  Successors,
+  KeyedSlicePolicy,
+  type BoundedLoadOptions,
+  type KeyedOptions,
+} from './keyed.js';
 import type { PickContext } from './types.js';
 
 /** Envoy's default `minimum_ring_size`. */
@@ -99,8 +107,18 @@ export class RingHash extends KeyedSlicePolicy {
   constructor(options: RingHashOptions = {}) {
     super();
     checkOptionKeys(options, ['hashSeed', 'seed', 'minimumRingSize', 'maximumRingSize', 'keyHash', ...BOUNDED_KEYS]);
-    this.minimumRingSize = integerIn(options.minimumRingSize ?? RING_HASH_DEFAULT_MIN_SIZE, 'options.minimumRingSize', 1, RING_HASH_MAX_SIZE);
-    this.maximumRingSize = integerIn(options.maximumRingSize ?? RING_HASH_MAX_SIZE, 'options.maximumRingSize', this.minimumRingSize, RING_HASH_MAX_SIZE);
+    this.minimumRingSize = integerIn(
+      options.minimumRingSize ?? RING_HASH_DEFAULT_MIN_SIZE,
+      'options.minimumRingSize',
+      1,
+      RING_HASH_MAX_SIZE,
+    );
+    this.maximumRingSize = integerIn(
+      options.maximumRingSize ?? RING_HASH_MAX_SIZE,
+      'options.maximumRingSize',
+      this.minimumRingSize,
+      RING_HASH_MAX_SIZE,
+    );
     const keyHash = options.keyHash ?? 'murmur3';
     if (keyHash !== 'murmur3' && keyHash !== 'md5') invalidConfig('options.keyHash', 'must be "murmur3" or "md5"', keyHash);
     this.md5 = keyHash === 'md5';

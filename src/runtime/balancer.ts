@@ -12,7 +12,13 @@
 import { EventEmitter } from 'node:events';
 import type { Worker } from 'node:worker_threads';
 import { PoiseError, describe, invalidConfig, checkOptionKeys } from '../core/errors.js';
-import { resolveBackendSpecs, type BackendSpec, type MembershipOutcome, type MembershipSnapshot, type ResolvedBackendSpec } from '../core/spec.js';
+import {
+  resolveBackendSpecs,
+  type BackendSpec,
+  type MembershipOutcome,
+  type MembershipSnapshot,
+  type ResolvedBackendSpec,
+} from '../core/spec.js';
 import { parseAddress } from '../core/spec.js';
 import { ActiveChecker } from '../health/active.js';
 import { resolveHealthConfig, type HealthConfig, type ResolvedHealthCheck, type ResolvedOutlier } from '../health/config.js';
@@ -131,7 +137,8 @@ export class Balancer extends EventEmitter {
       layout: opts.layout,
     });
     this.table = readOnlyView(this.ownerTable, () => this.clock());
-    if (opts.clock !== undefined && typeof opts.clock !== 'function') invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
+    if (opts.clock !== undefined && typeof opts.clock !== 'function')
+      invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
     this.customClock = opts.clock !== undefined;
     this.clockBuffer = processClockBuffer();
     this.clock = opts.clock ?? clockReader(this.clockBuffer);
@@ -222,7 +229,8 @@ export class Balancer extends EventEmitter {
       const v = snapshot.version;
       integerIn(v, 'membership.version', 0);
       const l = snapshot.lineage;
-      if (l !== undefined && (typeof l !== 'string' || l.length === 0 || l.length > 64)) invalidConfig('membership.lineage', 'must be a string of 1 to 64 characters', l);
+      if (l !== undefined && (typeof l !== 'string' || l.length === 0 || l.length > 64))
+        invalidConfig('membership.lineage', 'must be a string of 1 to 64 characters', l);
       const newLine = l !== undefined && l !== this.line;
       // Not newer in the same line: ignored — except that the very first
       // membership applies whatever its version, including 0 (a fallback file without one).
@@ -263,7 +271,10 @@ export class Balancer extends EventEmitter {
     this.applied = true;
     this.changedAt = Date.now();
     const epoch = t.bumpMembershipEpoch();
-    this.log.info({ version, previous, backends: specs.length, epoch, ...(lineage === undefined ? {} : { lineage }) }, 'poise: membership applied');
+    this.log.info(
+      { version, previous, backends: specs.length, epoch, ...(lineage === undefined ? {} : { lineage }) },
+      'poise: membership applied',
+    );
     if (health !== undefined) this.configureHealth(health);
     this.syncHealth();
     return { applied: true, version, previous };
@@ -359,13 +370,19 @@ export class Balancer extends EventEmitter {
   /** Replaces the checker / detector when the configuration changed. */
   private configureHealth(conf: { check?: ResolvedHealthCheck; outlier?: ResolvedOutlier }): void {
     // Functions (custom checks, clients) are compared by identity through the object, the rest by value.
-    const key = JSON.stringify(conf, (_k, v: unknown) => (typeof v === 'function' || (typeof v === 'object' && v !== null && 'query' in v) ? `fn:${this.fnId(v)}` : v));
+    const key = JSON.stringify(conf, (_k, v: unknown) =>
+      typeof v === 'function' || (typeof v === 'object' && v !== null && 'query' in v) ? `fn:${this.fnId(v)}` : v,
+    );
     if (key === this.healthKey) return;
     this.healthKey = key;
     this.checker?.close();
     this.outlier?.close();
-    this.checker = conf.check === undefined ? undefined : new ActiveChecker(this.ownerTable, conf.check, this.log, this.healthCounters, this.clock);
-    this.outlier = conf.outlier === undefined ? undefined : new OutlierDetector(this.ownerTable, conf.outlier, this.log, this.healthCounters, this.clock);
+    this.checker =
+      conf.check === undefined ? undefined : new ActiveChecker(this.ownerTable, conf.check, this.log, this.healthCounters, this.clock);
+    this.outlier =
+      conf.outlier === undefined
+        ? undefined
+        : new OutlierDetector(this.ownerTable, conf.outlier, this.log, this.healthCounters, this.clock);
     // With an injected clock time is the caller's: sweeps run through sweepOutliers().
     if (!this.customClock) this.outlier?.start();
     this.log.info({ check: conf.check?.kind ?? null, outlier: conf.outlier !== undefined }, 'poise: health configuration applied');
@@ -391,14 +408,27 @@ export class Balancer extends EventEmitter {
       const info = this.slots[slot]!;
       if (info.removed) continue;
       const a = parseAddress(info.spec.address);
-      targets.push({ slot, generation: info.generation, id, address: info.spec.address, host: a?.host ?? '', port: a?.port ?? 0, priority: info.spec.priority });
+      targets.push({
+        slot,
+        generation: info.generation,
+        id,
+        address: info.spec.address,
+        host: a?.host ?? '',
+        port: a?.port ?? 0,
+        priority: info.spec.priority,
+      });
     }
     this.checker?.sync(targets);
     this.outlier?.sync(targets);
   }
 
   /** Writes each changed slot's words and tag, and marks the backends that left as tombstones. */
-  private writeSlots(specs: readonly ResolvedBackendSpec[], keep: ReadonlySet<string>, reservation: Reservation, assignment: Assignment): void {
+  private writeSlots(
+    specs: readonly ResolvedBackendSpec[],
+    keep: ReadonlySet<string>,
+    reservation: Reservation,
+    assignment: Assignment,
+  ): void {
     const t = this.ownerTable;
     const { slotOf, generationOf, same, jsons } = assignment;
     const now = this.clock();

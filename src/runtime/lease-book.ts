@@ -88,7 +88,10 @@ export class LeaseBook {
 
   private grow(n: number): void {
     if (n > MAX_OPEN_LEASES) {
-      throw new PoiseError('CapacityExhausted', `acquire: this router already holds ${this.count} open leases, the most one router may hold (release some first)`);
+      throw new PoiseError(
+        'CapacityExhausted',
+        `acquire: this router already holds ${this.count} open leases, the most one router may hold (release some first)`,
+      );
     }
     const old = this.cap;
     const copy = <T extends Int32Array | Uint8Array>(a: T, make: (k: number) => T): T => {

@@ -134,11 +134,17 @@ export function policySetup(name: unknown): PolicySetup {
     case 'maglev':
       return plain(Metric.Outstanding, () => new Maglev());
     case 'maglev:bounded':
-      return plain(Metric.Outstanding, (_, env) => new Maglev({ balanceFactor: BOUNDED_FACTOR, totalLoad: () => env.table.totalOutstanding() }));
+      return plain(
+        Metric.Outstanding,
+        (_, env) => new Maglev({ balanceFactor: BOUNDED_FACTOR, totalLoad: () => env.table.totalOutstanding() }),
+      );
     case 'ring-hash':
       return plain(Metric.Outstanding, () => new RingHash());
     case 'ring-hash:bounded':
-      return plain(Metric.Outstanding, (_, env) => new RingHash({ balanceFactor: BOUNDED_FACTOR, totalLoad: () => env.table.totalOutstanding() }));
+      return plain(
+        Metric.Outstanding,
+        (_, env) => new RingHash({ balanceFactor: BOUNDED_FACTOR, totalLoad: () => env.table.totalOutstanding() }),
+      );
     case 'priority':
       return { create: (seed) => new PreparedPriorityWeightedRandom<SlotCandidate>({ seed }), metric: Metric.Outstanding, tiered: true };
     case 'locality':

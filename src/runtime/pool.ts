@@ -71,7 +71,8 @@ const ENTRY = fileURLToPath(new URL('./pool-worker.js', import.meta.url));
 
 function taskUrl(filename: string | URL): string {
   if (filename instanceof URL) return filename.href;
-  if (typeof filename !== 'string' || filename.length === 0) invalidConfig('options.filename', 'must be a path or file URL of the task module', filename);
+  if (typeof filename !== 'string' || filename.length === 0)
+    invalidConfig('options.filename', 'must be a path or file URL of the task module', filename);
   return filename.startsWith('file:') ? filename : pathToFileURL(path.resolve(filename)).href;
 }
 

@@ -193,7 +193,8 @@ export class Router implements LeaseOwner {
     this.policyName = opts.policy ?? 'p2c:latency';
     this.setup = policySetup(this.policyName);
     this.ejection = resolveEjection(opts.ejection);
-    if (opts.clock !== undefined && typeof opts.clock !== 'function') invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
+    if (opts.clock !== undefined && typeof opts.clock !== 'function')
+      invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
     this.seed = opts.seed;
     // Seeds are drawn here, in the router's own thread (or derived from a replay seed).
     this.rng = new Rng(opts.seed === undefined ? undefined : deriveSeed(opts.seed, 1));
@@ -206,7 +207,11 @@ export class Router implements LeaseOwner {
     this.timed = this.setup.metric === Metric.ConnectTime || this.setup.metric === Metric.Latency;
     const connectionDefault = this.setup.metric === Metric.ConnectTime || this.setup.metric === Metric.Connections;
     this.defaultKind =
-      opts.leaseKind === undefined ? (connectionDefault ? LeaseKind.Connection : LeaseKind.Request) : kindCode(opts.leaseKind, 'options.leaseKind');
+      opts.leaseKind === undefined
+        ? connectionDefault
+          ? LeaseKind.Connection
+          : LeaseKind.Request
+        : kindCode(opts.leaseKind, 'options.leaseKind');
     this.candidates = new CandidateView(table, this.env, this.setup.tiered, this.log);
     this.row = table.claimRow(threadId);
     // A router starts with the view of the membership in force.
@@ -222,7 +227,11 @@ export class Router implements LeaseOwner {
       invalidConfig('attachment.buffer', 'must be a SharedArrayBuffer (from balancer.attachment())', attachment?.buffer);
     }
     if (attachment.layoutVersion !== LAYOUT_VERSION) {
-      invalidConfig('attachment.layoutVersion', `must be ${LAYOUT_VERSION} (same poise-lb version in every thread)`, attachment.layoutVersion);
+      invalidConfig(
+        'attachment.layoutVersion',
+        `must be ${LAYOUT_VERSION} (same poise-lb version in every thread)`,
+        attachment.layoutVersion,
+      );
     }
     if (!(attachment.clock instanceof SharedArrayBuffer)) {
       invalidConfig('attachment.clock', 'must be a SharedArrayBuffer (from balancer.attachment())', attachment.clock);
@@ -577,7 +586,10 @@ export class Router implements LeaseOwner {
     const ms = this.backoff.delayMs(this.table.ejections(slot));
     this.table.eject(slot, now + ms);
     this.table.bumpHealthEpoch();
-    this.log.warn({ slot, ejectMs: Math.round(ms), failures: this.ejection.consecutiveFailures }, 'poise: backend ejected after consecutive failures');
+    this.log.warn(
+      { slot, ejectMs: Math.round(ms), failures: this.ejection.consecutiveFailures },
+      'poise: backend ejected after consecutive failures',
+    );
   }
 
   /** Rebuilds the candidate view (a new array, so policies re-prepare). */

@@ -140,7 +140,14 @@ class LatencyCandidate extends SlotCandidate {
 }
 
 /** A candidate whose `load()` reports `env.metric`. */
-export function slotCandidate(env: LoadEnv, slot: number, generation: number, spec: ResolvedBackendSpec, host: string, port: number): SlotCandidate {
+export function slotCandidate(
+  env: LoadEnv,
+  slot: number,
+  generation: number,
+  spec: ResolvedBackendSpec,
+  host: string,
+  port: number,
+): SlotCandidate {
   switch (env.metric) {
     case Metric.Connections:
       return new ConnectionsCandidate(env, slot, generation, spec, host, port);

@@ -23,7 +23,11 @@ function pool(n: number, maxInflight: number): { b: Balancer; holder: Router; ro
   const b = new Balancer({ capacity: 64, logger: silent });
   open.push(b);
   b.update(specs(n, { maxInflight }));
-  return { b, holder: b.router({ policy: 'round-robin', leaseKind: 'request' }), router: b.router({ policy: 'round-robin', leaseKind: 'request' }) };
+  return {
+    b,
+    holder: b.router({ policy: 'round-robin', leaseKind: 'request' }),
+    router: b.router({ policy: 'round-robin', leaseKind: 'request' }),
+  };
 }
 
 function hold(router: Router, n: number): Lease[] {
@@ -352,7 +356,15 @@ describe('AdmissionGate: refusals, each with its code, and nothing left behind',
   it('admitted + rejected = offered per band over a random schedule of arrivals, releases, aborts and timeouts', async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.array(fc.record({ band: fc.integer({ min: 0, max: 2 }), abortAfter: fc.option(fc.integer({ min: 0, max: 6 })), timeout: fc.integer({ min: 1, max: 30 }), holdFor: fc.integer({ min: 0, max: 8 }) }), { maxLength: 40 }),
+        fc.array(
+          fc.record({
+            band: fc.integer({ min: 0, max: 2 }),
+            abortAfter: fc.option(fc.integer({ min: 0, max: 6 })),
+            timeout: fc.integer({ min: 1, max: 30 }),
+            holdFor: fc.integer({ min: 0, max: 8 }),
+          }),
+          { maxLength: 40 },
+        ),
         async (plan) => {
           const { b, router } = pool(2, 2);
           const gate = new AdmissionGate(router, { priorities: [2, 1, 0], minCeiling: 0.3, maxQueue: 4 });
@@ -377,7 +389,9 @@ describe('AdmissionGate: refusals, each with its code, and nothing left behind',
             expect(band.admitted + rejected).toBe(offered);
           }
           expect(outcomes.filter((o) => o === 'admitted').length).toBe(s.bands.reduce((x, y) => x + y.admitted, 0));
-          expect(new Set(outcomes.filter((o) => o !== 'admitted'))).toSatisfy((codes: Set<string>) => [...codes].every((c) => ['QueueFull', 'QueueTimeout', 'Cancelled'].includes(c)));
+          expect(new Set(outcomes.filter((o) => o !== 'admitted'))).toSatisfy((codes: Set<string>) =>
+            [...codes].every((c) => ['QueueFull', 'QueueTimeout', 'Cancelled'].includes(c)),
+          );
           expect(s.waiting).toBe(0);
           expect(inFlight(b, 2)).toBe(0);
           expect(router.openLeases).toBe(0);
@@ -405,8 +419,24 @@ describe('AdmissionGate: statistics', () => {
       load: 2,
       waiting: 3,
       bands: [
-        { priority: 1, ceiling: 1, queued: 1, oldestWaitMs: 150, admitted: 0, admittedAfterWait: 0, rejected: { QueueFull: 0, QueueTimeout: 0, Cancelled: 0, NoEligibleCandidates: 0, Closed: 0, Other: 0 } },
-        { priority: 0, ceiling: 0, queued: 2, oldestWaitMs: 400, admitted: 0, admittedAfterWait: 0, rejected: { QueueFull: 0, QueueTimeout: 0, Cancelled: 0, NoEligibleCandidates: 0, Closed: 0, Other: 0 } },
+        {
+          priority: 1,
+          ceiling: 1,
+          queued: 1,
+          oldestWaitMs: 150,
+          admitted: 0,
+          admittedAfterWait: 0,
+          rejected: { QueueFull: 0, QueueTimeout: 0, Cancelled: 0, NoEligibleCandidates: 0, Closed: 0, Other: 0 },
+        },
+        {
+          priority: 0,
+          ceiling: 0,
+          queued: 2,
+          oldestWaitMs: 400,
+          admitted: 0,
+          admittedAfterWait: 0,
+          rejected: { QueueFull: 0, QueueTimeout: 0, Cancelled: 0, NoEligibleCandidates: 0, Closed: 0, Other: 0 },
+        },
       ],
     });
     held[0]!.release('success');
@@ -441,7 +471,15 @@ describe('AdmissionGate: options', () => {
         }),
     );
     expect(err.code).toBe('InvalidConfig');
-    for (const f of ['options.priorities', 'options.capacity', 'options.kind', 'options.maxQueue', 'options.timeoutMs', 'options.pollMs', 'options.defaultPriority']) {
+    for (const f of [
+      'options.priorities',
+      'options.capacity',
+      'options.kind',
+      'options.maxQueue',
+      'options.timeoutMs',
+      'options.pollMs',
+      'options.defaultPriority',
+    ]) {
       expect(err.message).toContain(f);
     }
     expect(err.message).toMatch(/^8 bad options/);
@@ -453,7 +491,9 @@ describe('AdmissionGate: options', () => {
     expect(thrown(() => new AdmissionGate(router, { priorities: [1, 0], ceilings: [0.5, 1.5] })).message).toContain('options.ceilings[1]');
     expect(thrown(() => new AdmissionGate(router, { priorities: [1, 0], ceilings: [0.5, 0.9] })).message).toContain('higher ceiling');
     expect(thrown(() => new AdmissionGate(router, { priorities: [1, 0], ceilings: [1, 1], minCeiling: 0 })).message).toContain('excludes');
-    expect(thrown(() => new AdmissionGate(router, { priorities: [1], minCeiling: 0, capacity: 3, saturation: () => 0 })).message).toContain('options.saturation');
+    expect(thrown(() => new AdmissionGate(router, { priorities: [1], minCeiling: 0, capacity: 3, saturation: () => 0 })).message).toContain(
+      'options.saturation',
+    );
     const gate = new AdmissionGate(router, { priorities: [0, 1], ceilings: [0.4, 0.8] });
     expect(gate.ceilings()).toEqual([
       { priority: 1, ceiling: 0.8 },

@@ -65,9 +65,13 @@ describe('FlowController', () => {
     flow.close();
     await expect(waiting).rejects.toMatchObject({ code: 'Overloaded' });
     expect(() => flow.tryAcquire(4)).toThrow('priority: must be one of the configured priorities (5), got 4');
-    expect(() => new FlowController({ capacity: 0, priorities: [1], minCeiling: 0 })).toThrow('options.capacity: must be an integer >= 1, got 0');
+    expect(() => new FlowController({ capacity: 0, priorities: [1], minCeiling: 0 })).toThrow(
+      'options.capacity: must be an integer >= 1, got 0',
+    );
     expect(() => new FlowController({ capacity: 1, priorities: [1, 1], minCeiling: 0 })).toThrow('options.priorities: must not repeat 1');
-    expect(() => new FlowController({ capacity: 1, priorities: [1, Number.NaN], minCeiling: 0 })).toThrow('options.priorities[1]: must be a finite number, got NaN');
+    expect(() => new FlowController({ capacity: 1, priorities: [1, Number.NaN], minCeiling: 0 })).toThrow(
+      'options.priorities[1]: must be a finite number, got NaN',
+    );
     expect(() => new FlowController(undefined as never)).toThrow('options: must be an object, got undefined');
   });
 

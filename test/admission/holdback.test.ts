@@ -60,7 +60,9 @@ describe('holdbackCeilings', () => {
   });
 
   it('rejects priorities that are not strictly descending, naming the index', () => {
-    expect(() => holdbackCeilings([1, 2], { minCeiling: 0 })).toThrow('prioritiesDescending[1]: must be strictly below the previous priority 1, got 2');
+    expect(() => holdbackCeilings([1, 2], { minCeiling: 0 })).toThrow(
+      'prioritiesDescending[1]: must be strictly below the previous priority 1, got 2',
+    );
     expect(() => holdbackCeilings([3, 3], { minCeiling: 0 })).toThrow(PoiseError);
   });
 });

@@ -3,7 +3,18 @@
  * poise/HAProxy ratio table, the profile summary.
  */
 import { describe, expect, it } from 'vitest';
-import { type Comparison, type CpuProfile, meets, parseDurationMs, parseSize, parseWrk, ratio, ratioRows, summarize, topFrames } from '../../bench/lib/proxy-stats.js';
+import {
+  type Comparison,
+  type CpuProfile,
+  meets,
+  parseDurationMs,
+  parseSize,
+  parseWrk,
+  ratio,
+  ratioRows,
+  summarize,
+  topFrames,
+} from '../../bench/lib/proxy-stats.js';
 
 // A real `wrk -t1 -c64 -d2s --latency -H 'Connection: close'` report (wrk 4.1.0, Debian), with the error lines wrk adds.
 const WRK = `Running 2s test @ http://127.0.0.1:18777/
@@ -118,13 +129,43 @@ describe('ratio table', () => {
   it('prints medians with spread, the ratio and a mark only where a target was judged', () => {
     const rows = ratioRows([
       comparison([900, 1000, 1100], [2000, 2000, 2000], { target: { kind: 'ratio', op: '>=', value: 0.8 } }),
-      comparison([14.6], [3.3], { scenario: 'idle', metric: 'per connection', unit: 'KB', better: 'lower', target: { kind: 'absolute', op: '<=', value: 6 } }),
+      comparison([14.6], [3.3], {
+        scenario: 'idle',
+        metric: 'per connection',
+        unit: 'KB',
+        better: 'lower',
+        target: { kind: 'absolute', op: '<=', value: 6 },
+      }),
       comparison([5], undefined, { target: { kind: 'ratio', op: '>=', value: 0.9 } }),
     ]);
     expect(rows).toEqual([
-      { scenario: 'short', threads: '1', metric: 'req/s (req/s)', poise: '1,000 ±20%', haproxy: '2,000 ±0%', 'poise/haproxy': '0.50×', target: '>= 0.8× ✗' },
-      { scenario: 'idle', threads: '1', metric: 'per connection (KB)', poise: '14.6 ±0%', haproxy: '3.30 ±0%', 'poise/haproxy': '4.42×', target: '<= 6 ✗' },
-      { scenario: 'short', threads: '1', metric: 'req/s (req/s)', poise: '5.00 ±0%', haproxy: '—', 'poise/haproxy': '—', target: '>= 0.9×' },
+      {
+        scenario: 'short',
+        threads: '1',
+        metric: 'req/s (req/s)',
+        poise: '1,000 ±20%',
+        haproxy: '2,000 ±0%',
+        'poise/haproxy': '0.50×',
+        target: '>= 0.8× ✗',
+      },
+      {
+        scenario: 'idle',
+        threads: '1',
+        metric: 'per connection (KB)',
+        poise: '14.6 ±0%',
+        haproxy: '3.30 ±0%',
+        'poise/haproxy': '4.42×',
+        target: '<= 6 ✗',
+      },
+      {
+        scenario: 'short',
+        threads: '1',
+        metric: 'req/s (req/s)',
+        poise: '5.00 ±0%',
+        haproxy: '—',
+        'poise/haproxy': '—',
+        target: '>= 0.9×',
+      },
     ]);
   });
 });

@@ -21,7 +21,12 @@ function refusal(f: () => unknown): { message: string; flag: string | undefined 
 
 describe('parseFlags: node:util parseArgs tokens → values or the house usage errors', () => {
   it('reads --flag value, --flag=value, repeated flags in order, switches and -h; absent flags have their empty value', () => {
-    expect(parseFlags(['--workers', '2', '--policy=a', '--json', '--policy', 'b'], SPECS).values).toEqual({ help: false, workers: '2', policy: ['a', 'b'], json: true });
+    expect(parseFlags(['--workers', '2', '--policy=a', '--json', '--policy', 'b'], SPECS).values).toEqual({
+      help: false,
+      workers: '2',
+      policy: ['a', 'b'],
+      json: true,
+    });
     expect(parseFlags([], SPECS).values).toEqual({ help: false, workers: undefined, policy: [], json: false });
     expect(parseFlags(['-h'], SPECS).values.help).toBe(true);
   });
@@ -51,7 +56,10 @@ describe('parseFlags: node:util parseArgs tokens → values or the house usage e
   });
 
   it('any argv parses or is refused with a UsageError, and --f=v means the same as --f v (property)', () => {
-    const word = fc.oneof(fc.constantFrom('--workers', '--policy', '--json', '--nope', '-h', '-x', '--', '-', '-7', 'a', '=', '--json=1'), fc.string({ maxLength: 4 }));
+    const word = fc.oneof(
+      fc.constantFrom('--workers', '--policy', '--json', '--nope', '-h', '-x', '--', '-', '-7', 'a', '=', '--json=1'),
+      fc.string({ maxLength: 4 }),
+    );
     fc.assert(
       fc.property(fc.array(word, { maxLength: 8 }), fc.boolean(), (argv, positionals) => {
         try {
@@ -62,10 +70,13 @@ describe('parseFlags: node:util parseArgs tokens → values or the house usage e
       }),
     );
     fc.assert(
-      fc.property(fc.string({ maxLength: 6 }).filter((v) => !v.startsWith('-')), (v) => {
-        expect(parseFlags([`--workers=${v}`], SPECS).values.workers).toBe(v);
-        expect(parseFlags(['--workers', v], SPECS).values.workers).toBe(v);
-      }),
+      fc.property(
+        fc.string({ maxLength: 6 }).filter((v) => !v.startsWith('-')),
+        (v) => {
+          expect(parseFlags([`--workers=${v}`], SPECS).values.workers).toBe(v);
+          expect(parseFlags(['--workers', v], SPECS).values.workers).toBe(v);
+        },
+      ),
     );
   });
 });
@@ -76,16 +87,40 @@ describe('value checks: name the flag, the accepted range and the raw value', ()
     [() => integerFlag('--capacity', '2.5', 1, 65536), '--capacity: must be an integer in [1, 65536], got "2.5"'],
     [() => integerFlag('--capacity', '1e3', 1, 65536), '--capacity: must be an integer in [1, 65536], got "1e3"'],
     [() => integerFlag('--capacity', '', 1, 65536), '--capacity: must be an integer in [1, 65536], got ""'],
-    [() => integerFlag('--version', '9007199254740992', 1, Number.MAX_SAFE_INTEGER), '--version: must be an integer in [1, 9007199254740991], got "9007199254740992"'],
+    [
+      () => integerFlag('--version', '9007199254740992', 1, Number.MAX_SAFE_INTEGER),
+      '--version: must be an integer in [1, 9007199254740991], got "9007199254740992"',
+    ],
     [() => secondsFlag('--duration', '0', 0.2, 3600), '--duration: must be a number of seconds in [0.2, 3600], got "0"'],
     [() => secondsFlag('--duration', 'NaN', 0.2, 3600), '--duration: must be a number of seconds in [0.2, 3600], got "NaN"'],
-    [() => durationFlag('--timeout-client', '30 s', 0, 86_400_000), '--timeout-client: must be a duration in [0ms, 86400000ms] (a number with unit ms, s, m or h; no unit = ms), got "30 s"'],
-    [() => durationFlag('--timeout-client', '25h', 0, 86_400_000), '--timeout-client: must be a duration in [0ms, 86400000ms] (a number with unit ms, s, m or h; no unit = ms), got "25h"'],
-    [() => durationFlag('--timeout-client', '-1s', 0, 86_400_000), '--timeout-client: must be a duration in [0ms, 86400000ms] (a number with unit ms, s, m or h; no unit = ms), got "-1s"'],
-    [() => choiceFlag('--connection', 'udp', ['persistent', 'per-request']), '--connection: must be one of persistent, per-request, got "udp"'],
-    [() => redisUrlFlag('--redis', 'http://x'), '--redis: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N], got "http://x"'],
-    [() => redisUrlFlag('--redis', 'redis//x'), '--redis: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N], got "redis//x"'],
-    [() => nameFlag('--cluster', 'a:b'), '--cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got "a:b"'],
+    [
+      () => durationFlag('--timeout-client', '30 s', 0, 86_400_000),
+      '--timeout-client: must be a duration in [0ms, 86400000ms] (a number with unit ms, s, m or h; no unit = ms), got "30 s"',
+    ],
+    [
+      () => durationFlag('--timeout-client', '25h', 0, 86_400_000),
+      '--timeout-client: must be a duration in [0ms, 86400000ms] (a number with unit ms, s, m or h; no unit = ms), got "25h"',
+    ],
+    [
+      () => durationFlag('--timeout-client', '-1s', 0, 86_400_000),
+      '--timeout-client: must be a duration in [0ms, 86400000ms] (a number with unit ms, s, m or h; no unit = ms), got "-1s"',
+    ],
+    [
+      () => choiceFlag('--connection', 'udp', ['persistent', 'per-request']),
+      '--connection: must be one of persistent, per-request, got "udp"',
+    ],
+    [
+      () => redisUrlFlag('--redis', 'http://x'),
+      '--redis: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N], got "http://x"',
+    ],
+    [
+      () => redisUrlFlag('--redis', 'redis//x'),
+      '--redis: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N], got "redis//x"',
+    ],
+    [
+      () => nameFlag('--cluster', 'a:b'),
+      '--cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got "a:b"',
+    ],
     [() => pathFlag('--json', ''), '--json: must be a non-empty file path, got ""'],
   ];
   it.each(cases)('%#: %s', (f, message) => {
@@ -95,13 +130,25 @@ describe('value checks: name the flag, the accepted range and the raw value', ()
   });
 
   it('accepts the bounds, +N and -0, decimals of seconds, and passes an absent value through as undefined', () => {
-    expect([integerFlag('--n', '1', 1, 9), integerFlag('--n', '9', 1, 9), integerFlag('--n', '+4', 1, 9), integerFlag('--n', ' 5 ', 1, 9)]).toEqual([1, 9, 4, 5]);
+    expect([
+      integerFlag('--n', '1', 1, 9),
+      integerFlag('--n', '9', 1, 9),
+      integerFlag('--n', '+4', 1, 9),
+      integerFlag('--n', ' 5 ', 1, 9),
+    ]).toEqual([1, 9, 4, 5]);
     expect(Object.is(integerFlag('--n', '-0', 0, 9), 0)).toBe(true);
     expect([secondsFlag('--d', '0.2', 0.2, 9), secondsFlag('--d', '.5', 0.2, 9), secondsFlag('--d', '1.', 0.2, 9)]).toEqual([0.2, 0.5, 1]);
-    expect(['30s', '2000', '1.5s', '250ms', '2m', '1h', '0'].map((d) => durationFlag('--t', d, 0, 86_400_000))).toEqual([30_000, 2000, 1500, 250, 120_000, 3_600_000, 0]);
+    expect(['30s', '2000', '1.5s', '250ms', '2m', '1h', '0'].map((d) => durationFlag('--t', d, 0, 86_400_000))).toEqual([
+      30_000, 2000, 1500, 250, 120_000, 3_600_000, 0,
+    ]);
     expect(durationFlag('--t', undefined, 0, 1)).toBeUndefined();
     expect(redisUrlFlag('--redis', 'rediss://:pw@h:6380/2')).toBe('rediss://:pw@h:6380/2');
     for (const f of [integerFlag, secondsFlag] as const) expect(f('--x', undefined, 0, 1)).toBeUndefined();
-    expect([choiceFlag('--c', undefined, ['a']), redisUrlFlag('--r', undefined), nameFlag('--n', undefined), pathFlag('--p', undefined)]).toEqual([undefined, undefined, undefined, undefined]);
+    expect([
+      choiceFlag('--c', undefined, ['a']),
+      redisUrlFlag('--r', undefined),
+      nameFlag('--n', undefined),
+      pathFlag('--p', undefined),
+    ]).toEqual([undefined, undefined, undefined, undefined]);
   });
 });

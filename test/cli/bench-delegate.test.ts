@@ -60,7 +60,8 @@ describe('poise bench → @poise-lb/bench', () => {
       if (dep === '@poise-lb' || dep === 'poise-lb' || dep.startsWith('.')) continue;
       symlinkSync(path.join(root, 'node_modules', dep), path.join(app, 'node_modules', dep));
     }
-    const poise = (...args: string[]) => spawnSync(process.execPath, [path.join(lib, 'dist/src/cli/main.js'), ...args], { encoding: 'utf8', cwd: app });
+    const poise = (...args: string[]) =>
+      spawnSync(process.execPath, [path.join(lib, 'dist/src/cli/main.js'), ...args], { encoding: 'utf8', cwd: app });
 
     it('poise bench exits 1 and says to install @poise-lb/bench; poise bench --help exits 0', () => {
       const r = poise('bench');

@@ -30,8 +30,26 @@ describe('poise proxy --check', () => {
     const port = await freePort();
     const child = spawn(
       process.execPath,
-      [CLI, 'proxy', '--listen', `127.0.0.1:${port}`, '--backend', `gone=127.0.0.1:${gonePort}`, '--backend', `stays=127.0.0.1:${(stays.address() as net.AddressInfo).port}`,
-        '--check', 'tcp', '--check-interval', '20', '--fall', '2', '--rise', '1', '--log-level', 'info'],
+      [
+        CLI,
+        'proxy',
+        '--listen',
+        `127.0.0.1:${port}`,
+        '--backend',
+        `gone=127.0.0.1:${gonePort}`,
+        '--backend',
+        `stays=127.0.0.1:${(stays.address() as net.AddressInfo).port}`,
+        '--check',
+        'tcp',
+        '--check-interval',
+        '20',
+        '--fall',
+        '2',
+        '--rise',
+        '1',
+        '--log-level',
+        'info',
+      ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let log = '';

@@ -75,30 +75,35 @@ describe('poise proxy --workers', () => {
     } else {
       expect(ready[0]!['threads']).toBe(1);
       expect(fallback).toHaveLength(1);
-      expect(fallback[0]!['msg']).toBe(`proxy: one thread accepts: workers 2 needs Node >= 22.12 on Linux (reusePort); this is Node ${process.version} on ${process.platform}`);
+      expect(fallback[0]!['msg']).toBe(
+        `proxy: one thread accepts: workers 2 needs Node >= 22.12 on Linux (reusePort); this is Node ${process.version} on ${process.platform}`,
+      );
     }
     expect(await p.stop()).toBe(0);
   });
 });
 
 describe('poise proxy drain on SIGTERM / SIGINT', () => {
-  it.each(['SIGTERM', 'SIGINT'] as const)('%s: stops accepting, the in-flight reply is still delivered, then exit 0 with nothing cut', async (signal) => {
-    const b = await backend(600);
-    const { p, port } = await proxy(['--backend', `a=127.0.0.1:${b.port}`, '--workers', '2', '--grace', '20s']);
-    const c = client(port);
-    c.socket.write('in-flight');
-    await until(() => b.requests === 1, 'the backend got the request');
-    p.child.kill(signal);
-    await p.until((r) => r.some((x) => String(x['msg']).startsWith('proxy draining')), 'proxy draining');
-    // Not accepting any more, on any thread: a new client is refused, not accepted and reset.
-    expect(await refused(port)).toBe(true);
-    await until(() => c.data() !== '', 'the reply');
-    expect(c.data()).toBe('reply:in-flight');
-    expect(p.child.exitCode).toBe(null); // still draining: the client has not closed yet
-    c.socket.end();
-    expect(await exited(p)).toBe(0);
-    expect(p.find('proxy drained').map((r) => r['cut'])).toEqual([0]);
-  });
+  it.each(['SIGTERM', 'SIGINT'] as const)(
+    '%s: stops accepting, the in-flight reply is still delivered, then exit 0 with nothing cut',
+    async (signal) => {
+      const b = await backend(600);
+      const { p, port } = await proxy(['--backend', `a=127.0.0.1:${b.port}`, '--workers', '2', '--grace', '20s']);
+      const c = client(port);
+      c.socket.write('in-flight');
+      await until(() => b.requests === 1, 'the backend got the request');
+      p.child.kill(signal);
+      await p.until((r) => r.some((x) => String(x['msg']).startsWith('proxy draining')), 'proxy draining');
+      // Not accepting any more, on any thread: a new client is refused, not accepted and reset.
+      expect(await refused(port)).toBe(true);
+      await until(() => c.data() !== '', 'the reply');
+      expect(c.data()).toBe('reply:in-flight');
+      expect(p.child.exitCode).toBe(null); // still draining: the client has not closed yet
+      c.socket.end();
+      expect(await exited(p)).toBe(0);
+      expect(p.find('proxy drained').map((r) => r['cut'])).toEqual([0]);
+    },
+  );
 
   it('a connection still open when --grace ends is closed, and the proxy exits 0 (cut 1)', async () => {
     const b = await backend(0);

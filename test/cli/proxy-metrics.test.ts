@@ -37,12 +37,27 @@ describe('poise proxy --metrics', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-metrics-'));
     const file = path.join(dir, 'members.json');
     const [listen, metrics] = [await freePort(), await freePort()];
-    const proxy = startProxy(['--listen', `127.0.0.1:${listen}`, '--file', file, '--metrics', `127.0.0.1:${metrics}`, '--wait-log-interval', '100']);
+    const proxy = startProxy([
+      '--listen',
+      `127.0.0.1:${listen}`,
+      '--file',
+      file,
+      '--metrics',
+      `127.0.0.1:${metrics}`,
+      '--wait-log-interval',
+      '100',
+    ]);
     const clients: net.Socket[] = [];
     try {
       await proxy.until((rs) => rs.some((r) => r['msg'] === 'metrics listening'), 'metrics listening');
       expect(await get(metrics, '/healthz')).toEqual([503, 'not ready: no membership in force\n']);
-      writeFileSync(file, JSON.stringify({ cluster: 'web', backends: [{ id: 'web-1', address: `127.0.0.1:${(backend.address() as net.AddressInfo).port}` }] }));
+      writeFileSync(
+        file,
+        JSON.stringify({
+          cluster: 'web',
+          backends: [{ id: 'web-1', address: `127.0.0.1:${(backend.address() as net.AddressInfo).port}` }],
+        }),
+      );
       await until(async () => (await get(metrics, '/healthz'))[0] === 200, '/healthz 200');
       expect(await get(metrics, '/healthz')).toEqual([200, 'ok\n']);
       for (let i = 0; i < 3; i++) {

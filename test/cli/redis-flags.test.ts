@@ -33,16 +33,40 @@ describe('the Redis connection flags (--redis, --sentinel + --sentinel-name, --r
   });
 
   it.each([
-    [{ redis: 'redis://h:1', sentinel: 'h:2', 'sentinel-name': 'm' }, '--sentinel', '--sentinel: give exactly one of --redis, --sentinel, --redis-cluster (got --redis and --sentinel)'],
-    [{ sentinel: 'h:2', 'redis-cluster': 'h:3' }, '--redis-cluster', '--redis-cluster: give exactly one of --redis, --sentinel, --redis-cluster (got --sentinel and --redis-cluster)'],
+    [
+      { redis: 'redis://h:1', sentinel: 'h:2', 'sentinel-name': 'm' },
+      '--sentinel',
+      '--sentinel: give exactly one of --redis, --sentinel, --redis-cluster (got --redis and --sentinel)',
+    ],
+    [
+      { sentinel: 'h:2', 'redis-cluster': 'h:3' },
+      '--redis-cluster',
+      '--redis-cluster: give exactly one of --redis, --sentinel, --redis-cluster (got --sentinel and --redis-cluster)',
+    ],
     [{ sentinel: 'h:2' }, '--sentinel-name', '--sentinel-name: required with --sentinel'],
     [{ 'sentinel-name': 'm' }, '--sentinel-name', '--sentinel-name: only with --sentinel'],
-    [{ sentinel: 'h:2', 'sentinel-name': 'a/b' }, '--sentinel-name', '--sentinel-name: must be 1 to 128 characters of [A-Za-z0-9._-], got "a/b"'],
+    [
+      { sentinel: 'h:2', 'sentinel-name': 'a/b' },
+      '--sentinel-name',
+      '--sentinel-name: must be 1 to 128 characters of [A-Za-z0-9._-], got "a/b"',
+    ],
     [{ sentinel: '', 'sentinel-name': 'm' }, '--sentinel', '--sentinel: must name at least one "host:port", got ""'],
-    [{ sentinel: 'h:2,h', 'sentinel-name': 'm' }, '--sentinel', '--sentinel: element 1 "h": must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port"), got "h:2,h"'],
+    [
+      { sentinel: 'h:2,h', 'sentinel-name': 'm' },
+      '--sentinel',
+      '--sentinel: element 1 "h": must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port"), got "h:2,h"',
+    ],
     [{ 'redis-cluster': 'h:1,h:1' }, '--redis-cluster', '--redis-cluster: element 1 "h:1": repeated, got "h:1,h:1"'],
-    [{ 'redis-cluster': 'h:70000' }, '--redis-cluster', '--redis-cluster: element 0 "h:70000": must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port"), got "h:70000"'],
-    [{ redis: 'redis+sentinel://h:1' }, '--redis', '--redis: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N] (must be redis+sentinel://[[user]:password@]host:port[,host:port...]/master-name[?db=N]), got "redis+sentinel://h:1"'],
+    [
+      { 'redis-cluster': 'h:70000' },
+      '--redis-cluster',
+      '--redis-cluster: element 0 "h:70000": must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port"), got "h:70000"',
+    ],
+    [
+      { redis: 'redis+sentinel://h:1' },
+      '--redis',
+      '--redis: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N] (must be redis+sentinel://[[user]:password@]host:port[,host:port...]/master-name[?db=N]), got "redis+sentinel://h:1"',
+    ],
   ])('%j is refused naming %s', (values, flag, message) => {
     expect(usage(() => redisFlags(values))).toEqual({ message, flag });
   });

@@ -44,7 +44,11 @@ describe('poise top', () => {
     const registry = new Registry();
     collectMetrics(b, { registry });
     const router = b.router({ policy: 'round-robin' });
-    const held = [router.acquire({ exclude: ['b1'], kind: 'connection' }), router.acquire({ exclude: ['b1'], kind: 'connection' }), router.acquire({ exclude: ['b0'], kind: 'request' })];
+    const held = [
+      router.acquire({ exclude: ['b1'], kind: 'connection' }),
+      router.acquire({ exclude: ['b1'], kind: 'connection' }),
+      router.acquire({ exclude: ['b0'], kind: 'request' }),
+    ];
     let scrapes = 0;
     // Registered after the poise metrics, so its collect runs after the first scrape's snapshot:
     // the picks it makes land between the CLI's two scrapes (128 on b0, 64 on b1: counted in 64s).
@@ -115,10 +119,18 @@ describe('poise top', () => {
   it('--redis URL --cluster NAME --once: state per backend from the membership; the load columns say "-"', async () => {
     const pub = new MembershipPublisher({ url: redis.url, cluster: 'topc', logger });
     try {
-      await pub.apply({ cluster: 'topc', backends: [{ id: 'x', address: '127.0.0.1:7100', status: 'draining' }, { id: 'y', address: '127.0.0.1:7101', priority: 2 }] });
+      await pub.apply({
+        cluster: 'topc',
+        backends: [
+          { id: 'x', address: '127.0.0.1:7100', status: 'draining' },
+          { id: 'y', address: '127.0.0.1:7101', priority: 2 },
+        ],
+      });
       const r = await runCli(['top', '--redis', redis.url, '--cluster', 'topc', '--once']);
       expect([r.code, r.stderr]).toEqual([0, '']);
-      expect(r.stdout.split('\n')[0]).toMatch(/^poise top  cluster topc  version 1  lineage [0-9a-f]{32}  \(membership only: load columns need --metrics\)$/);
+      expect(r.stdout.split('\n')[0]).toMatch(
+        /^poise top {2}cluster topc {2}version 1 {2}lineage [0-9a-f]{32} {2}\(membership only: load columns need --metrics\)$/,
+      );
       expect(cells(r.stdout)).toEqual([
         ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS'],
         ['x', '0', 'draining', '-', '-', '-', '-', '-'],
@@ -131,9 +143,18 @@ describe('poise top', () => {
 
   it('usage errors name the flag (exit 2); an unreachable --metrics is exit 1 naming the URL', async () => {
     expect(await runCli(['top'])).toMatchObject({ code: 2, stderr: expect.stringContaining('give exactly one of --metrics and --redis') });
-    expect(await runCli(['top', '--metrics', 'ftp://x'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--metrics: must be an http:// URL, got "ftp://x"') });
-    expect(await runCli(['top', '--redis', redis.url])).toMatchObject({ code: 2, stderr: expect.stringContaining('--cluster: required with --redis') });
-    expect(await runCli(['top', '--metrics', 'http://127.0.0.1:1', '--interval', '5ms'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--interval') });
+    expect(await runCli(['top', '--metrics', 'ftp://x'])).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('--metrics: must be an http:// URL, got "ftp://x"'),
+    });
+    expect(await runCli(['top', '--redis', redis.url])).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('--cluster: required with --redis'),
+    });
+    expect(await runCli(['top', '--metrics', 'http://127.0.0.1:1', '--interval', '5ms'])).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('--interval'),
+    });
     const down = await runCli(['top', '--metrics', 'http://127.0.0.1:1/metrics', '--once', '--interval', '100ms']);
     expect(down.code).toBe(1);
     expect(down.stderr).toContain('--metrics: cannot scrape http://127.0.0.1:1/metrics');

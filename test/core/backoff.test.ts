@@ -76,8 +76,12 @@ describe('Backoff', () => {
     expect(thrown(() => new Backoff({ baseMs: 0, maxMs: 10 }, new Rng(1), 'options.ejection')).message).toBe(
       'options.ejection.baseMs: must be a finite number > 0 (milliseconds), got 0',
     );
-    expect(thrown(() => new Backoff({ baseMs: 100, maxMs: 50 })).message).toBe('options.backoff.maxMs: must be a number in [100, 268435456] (milliseconds), got 50');
+    expect(thrown(() => new Backoff({ baseMs: 100, maxMs: 50 })).message).toBe(
+      'options.backoff.maxMs: must be a number in [100, 268435456] (milliseconds), got 50',
+    );
     expect(thrown(() => new Backoff({ baseMs: 1, maxMs: 2, maxExponent: 31 })).field).toBe('options.backoff.maxExponent');
-    expect(thrown(() => new Backoff({ baseMs: 1, maxMs: 2, maxMS: 3 } as never)).message).toMatch(/^options\.backoff\.maxMS: unknown option/);
+    expect(thrown(() => new Backoff({ baseMs: 1, maxMs: 2, maxMS: 3 } as never)).message).toMatch(
+      /^options\.backoff\.maxMS: unknown option/,
+    );
   });
 });

@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { Backend, Localized, Prioritized, isStatus } from '../../src/core/candidate.js';
 import { thrown } from '../helpers/thrown.js';
 
-
 describe('Backend', () => {
   it('defaults: weight 1, ready, load 0, eligible', () => {
     const b = new Backend('db-1');
@@ -79,7 +78,11 @@ describe('Prioritized and Localized', () => {
     [() => new Prioritized(new Backend('x'), -1), 'InvalidConfig', 'priority: must be an integer in [0, 4294967295], got -1'],
     [() => new Prioritized(new Backend('x'), 1.5), 'InvalidConfig', 'priority: must be an integer in [0, 4294967295], got 1.5'],
     [() => new Localized(new Backend('x'), 5 as unknown as string), 'InvalidConfig', 'locality: must be a string, got 5'],
-    [() => new Localized(new Backend('x'), 'eu').withLocalityWeight(0), 'InvalidWeight', 'localityWeight: must be an integer in [1, 4294967295], got 0'],
+    [
+      () => new Localized(new Backend('x'), 'eu').withLocalityWeight(0),
+      'InvalidWeight',
+      'localityWeight: must be an integer in [1, 4294967295], got 0',
+    ],
   ])('rejects bad metadata with an exact message (%#)', (make, code, message) => {
     const err = thrown(make);
     expect(err.code).toBe(code);
@@ -91,5 +94,4 @@ describe('Backend options', () => {
   it('Backend refuses a load that is not a function', () => {
     expect(() => new Backend('a', { load: 5 as never })).toThrow('load: must be a function returning a number, got 5');
   });
-
 });

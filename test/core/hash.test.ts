@@ -146,11 +146,16 @@ describe('md5 (ketama points)', () => {
   it('equals node:crypto md5 of the UTF-8 bytes, lone surrogates as U+FFFD, across block boundaries', () => {
     fc.assert(
       fc.property(fc.string({ unit: 'binary', maxLength: 150 }), (s) => {
-        expect(md5Hex(s)).toBe(createHash('md5').update(Buffer.from(new TextEncoder().encode(s))).digest('hex'));
+        expect(md5Hex(s)).toBe(
+          createHash('md5')
+            .update(Buffer.from(new TextEncoder().encode(s)))
+            .digest('hex'),
+        );
       }),
       { numRuns: 1000 },
     );
-    for (const len of [55, 56, 63, 64, 65, 119, 120]) expect(md5Hex('x'.repeat(len))).toBe(createHash('md5').update('x'.repeat(len)).digest('hex'));
+    for (const len of [55, 56, 63, 64, 65, 119, 120])
+      expect(md5Hex('x'.repeat(len))).toBe(createHash('md5').update('x'.repeat(len)).digest('hex'));
   });
 
   it("md5Word gives the digest's little-endian words, as libketama reads its four points", () => {

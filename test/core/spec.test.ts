@@ -5,7 +5,6 @@ import { isIPv4, isIPv6 } from '../../src/core/ip.js';
 import { addressReason, parseAddress, resolveBackendSpec, resolveBackendSpecs } from '../../src/core/spec.js';
 import { thrown } from '../helpers/thrown.js';
 
-
 const ok = (over: Record<string, unknown> = {}): Record<string, unknown> => ({ id: 'db-1', address: '127.0.0.1:5432', ...over });
 
 describe('resolveBackendSpec', () => {
@@ -26,7 +25,12 @@ describe('resolveBackendSpec', () => {
   it.each([
     [5, 'backends[0]', 'InvalidConfig', 'backends[0]: must be an object, got 5'],
     [ok({ weight: -2 }), 'backends[3]', 'InvalidWeight', 'backends[3].weight: must be an integer in [1, 4294967295], got -2'],
-    [ok({ weight: 4294967296 }), 'backends[0]', 'InvalidWeight', 'backends[0].weight: must be an integer in [1, 4294967295], got 4294967296'],
+    [
+      ok({ weight: 4294967296 }),
+      'backends[0]',
+      'InvalidWeight',
+      'backends[0].weight: must be an integer in [1, 4294967295], got 4294967296',
+    ],
     [ok({ id: '' }), 'backends[1]', 'InvalidConfig', 'backends[1].id: must be a string of 1 to 256 characters, got ""'],
     [
       ok({ address: 'localhost' }),
@@ -70,7 +74,9 @@ describe('resolveBackendSpecs', () => {
     expect(topo.code).toBe('InconsistentTopology');
     expect(topo.message).toBe('backends[1].localityWeight: 3 contradicts 2 at backends[0] for priority 0, locality "eu"');
     // Different priorities may weigh the same locality differently.
-    expect(resolveBackendSpecs([ok({ locality: 'eu', localityWeight: 2 }), ok({ id: 'b', priority: 1, locality: 'eu', localityWeight: 3 })])).toHaveLength(2);
+    expect(
+      resolveBackendSpecs([ok({ locality: 'eu', localityWeight: 2 }), ok({ id: 'b', priority: 1, locality: 'eu', localityWeight: 3 })]),
+    ).toHaveLength(2);
   });
 
   it('requires an array', () => {
@@ -86,7 +92,8 @@ describe('parseAddress', () => {
   });
 
   it('rejects malformed addresses and ports outside [1, 65535]', () => {
-    for (const a of ['127.0.0.1', '127.0.0.1:0', '127.0.0.1:65536', '::1:80', ':80', 'host:port', '']) expect(parseAddress(a)).toBeUndefined();
+    for (const a of ['127.0.0.1', '127.0.0.1:0', '127.0.0.1:65536', '::1:80', ':80', 'host:port', ''])
+      expect(parseAddress(a)).toBeUndefined();
   });
 
   // The address rule: RFC 1123 hostnames (with "_", as SRV and many internal names use), dotted-quad
@@ -117,11 +124,23 @@ describe('parseAddress', () => {
     ['01.2.3.4:80', `${RULE}; "01.2.3.4" is not an IPv4 address (four decimal octets, each in [0, 255])`],
     ['a..b:80', `${RULE}; host "a..b" has the label "", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`],
     ['host.:80', `${RULE}; host "host." has the label "", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`],
-    ['-lead.example:80', `${RULE}; host "-lead.example" has the label "-lead", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`],
-    ['trail-.example:80', `${RULE}; host "trail-.example" has the label "trail-", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`],
-    [`${'a'.repeat(64)}:80`, `${RULE}; host "${'a'.repeat(64)}" has the label "${'a'.repeat(64)}", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`],
+    [
+      '-lead.example:80',
+      `${RULE}; host "-lead.example" has the label "-lead", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`,
+    ],
+    [
+      'trail-.example:80',
+      `${RULE}; host "trail-.example" has the label "trail-", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`,
+    ],
+    [
+      `${'a'.repeat(64)}:80`,
+      `${RULE}; host "${'a'.repeat(64)}" has the label "${'a'.repeat(64)}", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`,
+    ],
     [`${'a.'.repeat(127)}a:80`, `${RULE}; host is 255 characters, more than 253`],
-    ['my host:80', `${RULE}; host "my host" has the label "my host", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`],
+    [
+      'my host:80',
+      `${RULE}; host "my host" has the label "my host", not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`,
+    ],
     ['[fe80::1%]:80', `${RULE}; "fe80::1%" has a zone id that is not 1 to 64 characters of [A-Za-z0-9._~-]`],
     ['[fe80::1%eth 0]:80', `${RULE}; "fe80::1%eth 0" has a zone id that is not 1 to 64 characters of [A-Za-z0-9._~-]`],
     ['[::g]:80', `${RULE}; "::g" is not an IPv6 address`],
@@ -137,11 +156,18 @@ describe('parseAddress', () => {
     const err = thrown(() => resolveBackendSpec(ok({ address }), 'backends[0]'));
     // (describe() shortens a long offending value to 77 characters and "...")
     const got = JSON.stringify(address.length > 80 ? `${address.slice(0, 77)}...` : address);
-    expect([err.code, err.field, err.message]).toEqual(['InvalidConfig', 'backends[0].address', `backends[0].address: ${reason}, got ${got}`]);
+    expect([err.code, err.field, err.message]).toEqual([
+      'InvalidConfig',
+      'backends[0].address',
+      `backends[0].address: ${reason}, got ${got}`,
+    ]);
   });
 
   it('isIPv4 / isIPv6 agree with node:net isIP (core stays free of node:net)', () => {
-    const group = fc.oneof(fc.stringMatching(/^[0-9a-fA-F]{0,5}$/), fc.constantFrom('1.2.3.4', '255.255.255.255', '256.1.1.1', '01.1.1.1', '1.2.3', ''));
+    const group = fc.oneof(
+      fc.stringMatching(/^[0-9a-fA-F]{0,5}$/),
+      fc.constantFrom('1.2.3.4', '255.255.255.255', '256.1.1.1', '01.1.1.1', '1.2.3', ''),
+    );
     const candidate = fc
       .array(fc.tuple(group, fc.constantFrom(':', '::', ':', '.')), { maxLength: 10 })
       .map((parts) => parts.map(([g, sep]) => g + sep).join(''))

@@ -29,7 +29,11 @@ describe('integerIn', () => {
     [() => integerIn(70000, 'options.port', 0, 65535), 'options.port', 'options.port: must be an integer in [0, 65535], got 70000'],
     [() => integerIn(0, 'options.capacity', 1), 'options.capacity', 'options.capacity: must be an integer >= 1, got 0'],
     [() => integerIn('7', 'x', 1), 'x', 'x: must be an integer >= 1, got "7"'],
-    [() => integerIn(-1, 'b.maxInflight', 0, 10, '0 = unlimited'), 'b.maxInflight', 'b.maxInflight: must be an integer in [0, 10] (0 = unlimited), got -1'],
+    [
+      () => integerIn(-1, 'b.maxInflight', 0, 10, '0 = unlimited'),
+      'b.maxInflight',
+      'b.maxInflight: must be an integer in [0, 10] (0 = unlimited), got -1',
+    ],
   ])('names the field and the reason (%#)', (fn, field, message) => {
     const err = thrown(fn);
     expect(err.code).toBe('InvalidConfig');
@@ -42,7 +46,9 @@ describe('number checks', () => {
   it('numberIn accepts [min, max] inclusive, refuses NaN and the outside', () => {
     expect(numberIn(0.5, 'f', 0.5, 2)).toBe(0.5);
     expect(numberIn(2, 'f', 0.5, 2)).toBe(2);
-    expect(thrown(() => numberIn(2.0001, 'f', 0.5, 2, 'milliseconds')).message).toBe('f: must be a number in [0.5, 2] (milliseconds), got 2.0001');
+    expect(thrown(() => numberIn(2.0001, 'f', 0.5, 2, 'milliseconds')).message).toBe(
+      'f: must be a number in [0.5, 2] (milliseconds), got 2.0001',
+    );
     expect(thrown(() => numberIn(Number.NaN, 'f', 0, 1)).message).toBe('f: must be a number in [0, 1], got NaN');
   });
 

@@ -1,8 +1,17 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_WEIGHT, MAX_WEIGHT_SUM, MILLION, checkedAdd, checkedMul, checkedSum, isValidWeight, mulDivFloor, validateWeight } from '../../src/core/weight.js';
+import {
+  MAX_WEIGHT,
+  MAX_WEIGHT_SUM,
+  MILLION,
+  checkedAdd,
+  checkedMul,
+  checkedSum,
+  isValidWeight,
+  mulDivFloor,
+  validateWeight,
+} from '../../src/core/weight.js';
 import { thrown } from '../helpers/thrown.js';
-
 
 describe('weights', () => {
   it('accepts exactly the integers in [1, 2^32 − 1]', () => {
@@ -79,9 +88,6 @@ describe('mulDivFloor at the edges', () => {
   });
 
   it('throws WeightOverflow when the quotient itself is unsafe', () => {
-    expect(() => mulDivFloor(Number.MAX_SAFE_INTEGER, 4, 2)).toThrow(
-      expect.objectContaining({ code: 'WeightOverflow' }),
-    );
+    expect(() => mulDivFloor(Number.MAX_SAFE_INTEGER, 4, 2)).toThrow(expect.objectContaining({ code: 'WeightOverflow' }));
   });
 });
-

@@ -45,11 +45,27 @@ function picks(b: Balancer, n: number, policy: 'p2c:latency' | 'priority' = 'p2c
 
 describe('active checks: the rise/fall state machine (custom check, scripted verdicts)', () => {
   it('goes down on exactly the fall-th consecutive failure and up on the rise-th pass', async () => {
-    const script: CheckVerdict[] = ['healthy', 'unhealthy', 'unhealthy', 'healthy', 'unhealthy', 'unhealthy', 'unhealthy', 'healthy', 'unhealthy', 'healthy', 'healthy'];
+    const script: CheckVerdict[] = [
+      'healthy',
+      'unhealthy',
+      'unhealthy',
+      'healthy',
+      'unhealthy',
+      'unhealthy',
+      'unhealthy',
+      'healthy',
+      'unhealthy',
+      'healthy',
+      'healthy',
+    ];
     const seenBefore: string[] = [];
     let calls = 0;
     const { b, log } = balancer({
-      kind: 'custom', intervalMs: 10, jitterPercent: 0, rise: 2, fall: 3,
+      kind: 'custom',
+      intervalMs: 10,
+      jitterPercent: 0,
+      rise: 2,
+      fall: 3,
       check: async (target) => {
         if (target.id !== 'a') return 'healthy';
         // The state left by the previous results, observed at the next check.
@@ -57,13 +73,28 @@ describe('active checks: the rise/fall state machine (custom check, scripted ver
         return script[Math.min(calls++, script.length - 1)]!;
       },
     });
-    b.update([{ id: 'a', address: '127.0.0.1:1' }, { id: 'other', address: '127.0.0.1:2' }]);
+    b.update([
+      { id: 'a', address: '127.0.0.1:1' },
+      { id: 'other', address: '127.0.0.1:2' },
+    ]);
     await until(() => seenBefore.length >= script.length + 2, 'the script ran');
     // fall 3: the third failure in a row (index 6) takes it down; a pass in
     // between (index 3) resets the streak. rise 2: a failure (index 8) resets
     // the passes, and indexes 9, 10 bring it up (later calls keep passing).
     expect(seenBefore.slice(0, script.length + 2)).toEqual([
-      'unchecked', 'up', 'up', 'up', 'up', 'up', 'up', 'down', 'down', 'down', 'down', 'up', 'up',
+      'unchecked',
+      'up',
+      'up',
+      'up',
+      'up',
+      'up',
+      'up',
+      'down',
+      'down',
+      'down',
+      'down',
+      'up',
+      'up',
     ]);
     expect(log.find('backend down (active check)')).toHaveLength(1);
     expect(log.find('backend up (active check)')).toHaveLength(1);
@@ -72,45 +103,58 @@ describe('active checks: the rise/fall state machine (custom check, scripted ver
     expect(c.markedUp).toBe(1);
   });
 
-  it.each([true, false])('unejectOnPass %s: a passing check of an up backend ends a passive ejection at once, or leaves it to run out', async (unejectOnPass) => {
-    let checks = 0;
-    const { b, log } = balancer({
-      kind: 'custom', intervalMs: 10, jitterPercent: 0, rise: 1, fall: 1, unejectOnPass,
-      check: async (target) => {
-        if (target.id === 'a') checks++;
-        return 'healthy';
-      },
-    });
-    b.update([{ id: 'a', address: '127.0.0.1:1' }, { id: 'other', address: '127.0.0.1:2' }]);
-    await until(() => checks >= 1, 'a first check of a');
-    // One failure ejects a for a minute (passive ejection in the router).
-    const r = b.router({ policy: 'round-robin', seed: 1, ejection: { consecutiveFailures: 1, baseMs: 60_000, maxMs: 120_000 } });
-    for (;;) {
-      const lease = r.acquire();
-      const isA = lease.id === 'a';
-      lease.release(isA ? 'failure' : 'cancelled');
-      if (isA) break;
-    }
-    expect(stateOf(b, 'a').ejectedForMs).toBeGreaterThan(50_000);
-    const seen = checks;
-    if (unejectOnPass) {
-      await until(() => stateOf(b, 'a').ejectedForMs === 0, 'the next passing check un-ejects a');
-      expect(b.healthStats().counters.unejectedByCheck).toBe(1);
-      expect(log.find('backend un-ejected (active check passed)')).toHaveLength(1);
-      // Routable again: round-robin over both backends reaches a.
-      const ids = new Set(Array.from({ length: 4 }, () => {
+  it.each([true, false])(
+    'unejectOnPass %s: a passing check of an up backend ends a passive ejection at once, or leaves it to run out',
+    async (unejectOnPass) => {
+      let checks = 0;
+      const { b, log } = balancer({
+        kind: 'custom',
+        intervalMs: 10,
+        jitterPercent: 0,
+        rise: 1,
+        fall: 1,
+        unejectOnPass,
+        check: async (target) => {
+          if (target.id === 'a') checks++;
+          return 'healthy';
+        },
+      });
+      b.update([
+        { id: 'a', address: '127.0.0.1:1' },
+        { id: 'other', address: '127.0.0.1:2' },
+      ]);
+      await until(() => checks >= 1, 'a first check of a');
+      // One failure ejects a for a minute (passive ejection in the router).
+      const r = b.router({ policy: 'round-robin', seed: 1, ejection: { consecutiveFailures: 1, baseMs: 60_000, maxMs: 120_000 } });
+      for (;;) {
         const lease = r.acquire();
-        lease.release('success');
-        return lease.id;
-      }));
-      expect(ids.has('a')).toBe(true);
-    } else {
-      await until(() => checks >= seen + 20, '20 more passing checks');
+        const isA = lease.id === 'a';
+        lease.release(isA ? 'failure' : 'cancelled');
+        if (isA) break;
+      }
       expect(stateOf(b, 'a').ejectedForMs).toBeGreaterThan(50_000);
-      expect(b.healthStats().counters.unejectedByCheck).toBe(0);
-    }
-    r.close();
-  });
+      const seen = checks;
+      if (unejectOnPass) {
+        await until(() => stateOf(b, 'a').ejectedForMs === 0, 'the next passing check un-ejects a');
+        expect(b.healthStats().counters.unejectedByCheck).toBe(1);
+        expect(log.find('backend un-ejected (active check passed)')).toHaveLength(1);
+        // Routable again: round-robin over both backends reaches a.
+        const ids = new Set(
+          Array.from({ length: 4 }, () => {
+            const lease = r.acquire();
+            lease.release('success');
+            return lease.id;
+          }),
+        );
+        expect(ids.has('a')).toBe(true);
+      } else {
+        await until(() => checks >= seen + 20, '20 more passing checks');
+        expect(stateOf(b, 'a').ejectedForMs).toBeGreaterThan(50_000);
+        expect(b.healthStats().counters.unejectedByCheck).toBe(0);
+      }
+      r.close();
+    },
+  );
 });
 
 describe('active checks against real servers', () => {
@@ -120,7 +164,10 @@ describe('active checks against real servers', () => {
     const keep = await listen(createServer((sock) => sock.destroy()));
     open.push(keep);
     const { b } = balancer({ kind: 'tcp', intervalMs: 20, jitterPercent: 0, rise: 2, fall: 3, timeoutMs: 500 });
-    b.update([{ id: 'a', address: `127.0.0.1:${port}` }, { id: 'k', address: `127.0.0.1:${portOf(keep)}` }]);
+    b.update([
+      { id: 'a', address: `127.0.0.1:${port}` },
+      { id: 'k', address: `127.0.0.1:${portOf(keep)}` },
+    ]);
     await until(() => stateOf(b, 'a').check === 'up', 'a checked up');
     expect(b.healthStats().counters.markedDown).toBe(0);
     await closed(s);
@@ -132,7 +179,10 @@ describe('active checks against real servers', () => {
     expect(b.table.stats(0).health & HealthFlag.Unhealthy).toBe(HealthFlag.Unhealthy);
     // Routers in any thread read the health word: a is never picked now.
     expect(picks(b, 200).get('a')).toBeUndefined();
-    const restarted = await listen(createServer((sock) => sock.destroy()), port);
+    const restarted = await listen(
+      createServer((sock) => sock.destroy()),
+      port,
+    );
     open.push(restarted);
     const passedBefore = b.healthStats().counters.checksPassed;
     await until(() => stateOf(b, 'a').check === 'up', 'a back up');
@@ -143,10 +193,12 @@ describe('active checks against real servers', () => {
 
   it('http: a backend returning 503 is taken out; 200 with the expected body stays in', async () => {
     const ok = await listen(createHttpServer((_req, res) => res.end('status: ok')));
-    const bad = await listen(createHttpServer((_req, res) => {
-      res.statusCode = 503;
-      res.end('status: ok');
-    }));
+    const bad = await listen(
+      createHttpServer((_req, res) => {
+        res.statusCode = 503;
+        res.end('status: ok');
+      }),
+    );
     const wrongBody = await listen(createHttpServer((_req, res) => res.end('starting')));
     open.push(ok, bad, wrongBody);
     const { b, log } = balancer({ kind: 'http', path: '/healthz', bodyIncludes: 'ok', intervalMs: 20, jitterPercent: 0, rise: 1, fall: 2 });
@@ -155,22 +207,34 @@ describe('active checks against real servers', () => {
       { id: 'bad', address: `127.0.0.1:${portOf(bad)}` },
       { id: 'body', address: `127.0.0.1:${portOf(wrongBody)}` },
     ]);
-    await until(() => stateOf(b, 'bad').check === 'down' && stateOf(b, 'body').check === 'down' && stateOf(b, 'ok').check === 'up', 'checks settled');
-    expect(log.find('backend down').map((r) => r['backend']).sort()).toEqual(['bad', 'body']);
+    await until(
+      () => stateOf(b, 'bad').check === 'down' && stateOf(b, 'body').check === 'down' && stateOf(b, 'ok').check === 'up',
+      'checks settled',
+    );
+    expect(
+      log
+        .find('backend down')
+        .map((r) => r['backend'])
+        .sort(),
+    ).toEqual(['bad', 'body']);
     expect(String(log.find('backend down').find((r) => r['backend'] === 'bad')!['reason'])).toContain('status 503 outside [200, 399]');
     expect([...picks(b, 300).keys()]).toEqual(['ok']);
   });
 
   it('http: a degraded reply (x-envoy-degraded) takes traffic only when its priority has no healthy host left', async () => {
     let healthyUp = true;
-    const healthy = await listen(createHttpServer((_req, res) => {
-      res.statusCode = healthyUp ? 200 : 503;
-      res.end();
-    }));
-    const degraded = await listen(createHttpServer((_req, res) => {
-      res.setHeader('x-envoy-degraded', '1');
-      res.end();
-    }));
+    const healthy = await listen(
+      createHttpServer((_req, res) => {
+        res.statusCode = healthyUp ? 200 : 503;
+        res.end();
+      }),
+    );
+    const degraded = await listen(
+      createHttpServer((_req, res) => {
+        res.setHeader('x-envoy-degraded', '1');
+        res.end();
+      }),
+    );
     open.push(healthy, degraded);
     const { b } = balancer({ kind: 'http', intervalMs: 20, jitterPercent: 0, rise: 1, fall: 1 });
     b.update([
@@ -189,7 +253,10 @@ describe('active checks against real servers', () => {
     const liar = await listen(createServer((sock) => sock.once('data', () => sock.end('-ERR unknown command\r\n'))));
     open.push(liar);
     const { b, log } = balancer({ kind: 'redis', intervalMs: 20, jitterPercent: 0, rise: 1, fall: 1 });
-    b.update([{ id: 'redis', address: '127.0.0.1:6379' }, { id: 'liar', address: `127.0.0.1:${portOf(liar)}` }]);
+    b.update([
+      { id: 'redis', address: '127.0.0.1:6379' },
+      { id: 'liar', address: `127.0.0.1:${portOf(liar)}` },
+    ]);
     await until(() => stateOf(b, 'redis').check === 'up' && stateOf(b, 'liar').check === 'down', 'redis checks settled');
     expect(String(log.find('backend down')[0]!['reason'])).toContain('not +PONG');
   });
@@ -198,14 +265,26 @@ describe('active checks against real servers', () => {
     const silent = await listen(createServer((sock) => sock.once('data', () => sock.end())));
     open.push(silent);
     const { b } = balancer({ kind: 'postgres', database: 'test', intervalMs: 20, jitterPercent: 0, rise: 1, fall: 1, timeoutMs: 1000 });
-    b.update([{ id: 'pg', address: '127.0.0.1:5432' }, { id: 'silent', address: `127.0.0.1:${portOf(silent)}` }]);
+    b.update([
+      { id: 'pg', address: '127.0.0.1:5432' },
+      { id: 'silent', address: `127.0.0.1:${portOf(silent)}` },
+    ]);
     await until(() => stateOf(b, 'pg').check === 'up' && stateOf(b, 'silent').check === 'down', 'postgres checks settled');
 
     const queries: string[] = [];
     let fail = false;
-    const client = { query: async (sql: string) => { queries.push(sql); if (fail) throw new Error('connection terminated'); return { rows: [{ '?column?': 1 }] }; } };
+    const client = {
+      query: async (sql: string) => {
+        queries.push(sql);
+        if (fail) throw new Error('connection terminated');
+        return { rows: [{ '?column?': 1 }] };
+      },
+    };
     const { b: b2 } = balancer({ kind: 'postgres', client, intervalMs: 20, jitterPercent: 0, rise: 1, fall: 1 });
-    b2.update([{ id: 'pg', address: '127.0.0.1:5432' }, { id: 'x', address: '127.0.0.1:5432' }]);
+    b2.update([
+      { id: 'pg', address: '127.0.0.1:5432' },
+      { id: 'x', address: '127.0.0.1:5432' },
+    ]);
     await until(() => stateOf(b2, 'pg').check === 'up', 'client check up');
     fail = true;
     await until(() => stateOf(b2, 'pg').check === 'down', 'client check down');
@@ -213,8 +292,19 @@ describe('active checks against real servers', () => {
   });
 
   it('a check that does not finish within timeoutMs fails and counts as timed out', async () => {
-    const { b } = balancer({ kind: 'custom', intervalMs: 10, jitterPercent: 0, timeoutMs: 20, rise: 1, fall: 1, check: () => new Promise(() => {}) });
-    b.update([{ id: 'a', address: '127.0.0.1:1' }, { id: 'z', address: '127.0.0.1:2' }]);
+    const { b } = balancer({
+      kind: 'custom',
+      intervalMs: 10,
+      jitterPercent: 0,
+      timeoutMs: 20,
+      rise: 1,
+      fall: 1,
+      check: () => new Promise(() => {}),
+    });
+    b.update([
+      { id: 'a', address: '127.0.0.1:1' },
+      { id: 'z', address: '127.0.0.1:2' },
+    ]);
     await until(() => stateOf(b, 'a').check === 'down', 'timed out');
     const c = b.healthStats().counters;
     expect(c.checksTimedOut).toBe(c.checksFailed);

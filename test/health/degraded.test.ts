@@ -44,7 +44,7 @@ describe('membership status "degraded"', () => {
     });
   }
 
-  it('priority: once its priority has no healthy host left, the degraded backend takes that priority\'s traffic', () => {
+  it("priority: once its priority has no healthy host left, the degraded backend takes that priority's traffic", () => {
     const b = new Balancer({ capacity: 8, logger: quiet });
     b.update(specs('unavailable'));
     // p0 has a (unavailable) and d (degraded, now eligible): 1 of 2 available
@@ -71,7 +71,16 @@ describe('priority failover follows active checks', () => {
     const b = new Balancer({
       capacity: 8,
       logger: quiet,
-      health: { check: { kind: 'custom', intervalMs: 10, jitterPercent: 0, rise: 1, fall: 2, check: async (t) => (t.id.startsWith('p0') ? p0Up : true) } },
+      health: {
+        check: {
+          kind: 'custom',
+          intervalMs: 10,
+          jitterPercent: 0,
+          rise: 1,
+          fall: 2,
+          check: async (t) => (t.id.startsWith('p0') ? p0Up : true),
+        },
+      },
     });
     b.update([
       { id: 'p0a', address: '127.0.0.1:1', priority: 0 },
@@ -130,6 +139,8 @@ describe('health configuration is validated, naming the field', () => {
   });
 
   it('a document function field is refused (a document is data)', () => {
-    expect(() => resolveDocument({ cluster: 'db', backends: [], health: { check: { kind: 'postgres', client: {} } } })).toThrow('health.check.client: unknown');
+    expect(() => resolveDocument({ cluster: 'db', backends: [], health: { check: { kind: 'postgres', client: {} } } })).toThrow(
+      'health.check.client: unknown',
+    );
   });
 });

@@ -33,7 +33,10 @@ function traffic(r: Router, n: number, failing: ReadonlySet<string>): Map<string
 
 describe('findOutliers (Envoy success rate and failure percentage)', () => {
   // Failure percentage judged only with 100 hosts here, so these cases test success rate alone.
-  const o = resolveOutlier({ successRateStdevFactor: 1900, successRateRequestVolume: 100, successRateMinimumHosts: 5, failurePercentageMinimumHosts: 100 }, 'outlier');
+  const o = resolveOutlier(
+    { successRateStdevFactor: 1900, successRateRequestVolume: 100, successRateMinimumHosts: 5, failurePercentageMinimumHosts: 100 },
+    'outlier',
+  );
   it('ejects the one host whose success rate is below mean − 1.9σ', () => {
     const s = [1, 2, 3, 4, 5].map(() => ({ successes: 200, failures: 0 }));
     const out = findOutliers([...s, { successes: 140, failures: 60 }], o);
@@ -43,14 +46,41 @@ describe('findOutliers (Envoy success rate and failure percentage)', () => {
   it('judges nothing below the minimum host count or request volume', () => {
     const four = [1, 2, 3, 4].map(() => ({ successes: 200, failures: 0 }));
     // Only four hosts reach 100 requests: fewer than successRateMinimumHosts, so nobody is judged.
-    expect(findOutliers([...four, { successes: 70, failures: 29 }, { successes: 10, failures: 89 }], o)).toEqual(new Array(6).fill(undefined));
+    expect(findOutliers([...four, { successes: 70, failures: 29 }, { successes: 10, failures: 89 }], o)).toEqual(
+      new Array(6).fill(undefined),
+    );
   });
   it('failure percentage: at or above the threshold, with enough volume and hosts', () => {
-    const fp = resolveOutlier({ successRateMinimumHosts: 100, failurePercentageThreshold: 50, failurePercentageRequestVolume: 10, failurePercentageMinimumHosts: 2 }, 'outlier');
+    const fp = resolveOutlier(
+      {
+        successRateMinimumHosts: 100,
+        failurePercentageThreshold: 50,
+        failurePercentageRequestVolume: 10,
+        failurePercentageMinimumHosts: 2,
+      },
+      'outlier',
+    );
     // 50 % fails (at the threshold), 40 % does not, 8 of 9 is below the volume.
-    expect(findOutliers([{ successes: 5, failures: 5 }, { successes: 6, failures: 4 }, { successes: 1, failures: 8 }], fp)).toEqual(['failurePercentage', undefined, undefined]);
+    expect(
+      findOutliers(
+        [
+          { successes: 5, failures: 5 },
+          { successes: 6, failures: 4 },
+          { successes: 1, failures: 8 },
+        ],
+        fp,
+      ),
+    ).toEqual(['failurePercentage', undefined, undefined]);
     // Two judged hosts are needed: with one of them below the volume, nothing is judged.
-    expect(findOutliers([{ successes: 5, failures: 5 }, { successes: 5, failures: 4 }], fp)).toEqual([undefined, undefined]);
+    expect(
+      findOutliers(
+        [
+          { successes: 5, failures: 5 },
+          { successes: 5, failures: 4 },
+        ],
+        fp,
+      ),
+    ).toEqual([undefined, undefined]);
   });
   it('ejection time is base × n, capped at max', () => {
     const e = resolveOutlier({ baseEjectionTimeMs: 1000, maxEjectionTimeMs: 3500 }, 'outlier');
@@ -65,7 +95,13 @@ describe('outlier detection through the LoadTable', () => {
     expect(per.get('b5')).toBe(200);
     expect(b.sweepOutliers()).toEqual(['b5']);
     expect(log.find('ejected (outlier detection)')).toHaveLength(1);
-    expect(log.find('ejected (outlier detection)')[0]).toMatchObject({ backend: 'b5', reason: 'successRate', successes: 140, failures: 60, ejectMs: 1000 });
+    expect(log.find('ejected (outlier detection)')[0]).toMatchObject({
+      backend: 'b5',
+      reason: 'successRate',
+      successes: 140,
+      failures: 60,
+      ejectMs: 1000,
+    });
     // The counters were taken: a second sweep right away finds no volume.
     expect(b.sweepOutliers()).toEqual([]);
     expect(traffic(r, 500, new Set()).get('b5')).toBeUndefined();

@@ -20,7 +20,15 @@ export interface CountingBackend {
  * `shared` to count several backends into one tally (a peak over all of them).
  */
 export async function countingBackend(onData: (s: net.Socket, d: Buffer) => void, shared?: CountingBackend): Promise<CountingBackend> {
-  const b: CountingBackend = { server: undefined as unknown as net.Server, port: 0, accepted: 0, open: 0, peak: 0, bytes: 0, close: async () => {} };
+  const b: CountingBackend = {
+    server: undefined as unknown as net.Server,
+    port: 0,
+    accepted: 0,
+    open: 0,
+    peak: 0,
+    bytes: 0,
+    close: async () => {},
+  };
   const tally = shared ?? b;
   b.server = net.createServer((s) => {
     b.accepted++;

@@ -57,7 +57,23 @@ function selfSignedCert(dir: string): { cert: string; key: string; pem: string }
   const key = path.join(dir, 'server.key');
   const made = spawnSync(
     'openssl',
-    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
     { stdio: 'ignore' },
   );
   if (made.status !== 0) throw new Error('openssl could not create a test certificate');
@@ -139,10 +155,27 @@ export async function startPostgres(opts: { ssl?: boolean } = {}): Promise<TestD
   chownSync(dir, uid, gid);
   const data = path.join(dir, 'data');
   const log = path.join(dir, 'server.log');
-  const init = spawnSync(pgBin('initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8'], { uid, gid, encoding: 'utf8' });
+  const init = spawnSync(pgBin('initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8'], {
+    uid,
+    gid,
+    encoding: 'utf8',
+  });
   if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr}`);
   const port = await freePort();
-  const args = ['-D', data, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=60'];
+  const args = [
+    '-D',
+    data,
+    '-p',
+    String(port),
+    '-k',
+    dir,
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    'fsync=off',
+    '-c',
+    'max_connections=60',
+  ];
   let ca: string | undefined;
   if (opts.ssl) {
     const c = selfSignedCert(dir);
@@ -213,7 +246,12 @@ export async function startMariadb(opts: { ssl?: boolean } = {}): Promise<TestDb
     { log },
   );
   const probe = async (): Promise<void> => {
-    const conn = await mysql.createConnection({ socketPath: path.join(dir, 'mysqld.sock'), user: 'root', password: '', connectTimeout: 1000 });
+    const conn = await mysql.createConnection({
+      socketPath: path.join(dir, 'mysqld.sock'),
+      user: 'root',
+      password: '',
+      connectTimeout: 1000,
+    });
     try {
       await conn.query('SELECT 1');
     } finally {

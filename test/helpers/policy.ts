@@ -23,7 +23,10 @@ export const SINGLE_TIER_POLICIES: Readonly<Record<string, (seed: number) => Pol
 };
 
 /** n backends b0..b(n−1), weight 1 and load 0 unless given. */
-export function backends(n: number, opts: { weights?: readonly number[]; loads?: readonly number[]; status?: (i: number) => Status } = {}): Backend[] {
+export function backends(
+  n: number,
+  opts: { weights?: readonly number[]; loads?: readonly number[]; status?: (i: number) => Status } = {},
+): Backend[] {
   return Array.from({ length: n }, (_, i) => {
     const load = opts.loads?.[i] ?? 0;
     return new Backend(`b${i}`, { weight: opts.weights?.[i] ?? 1, load: () => load, status: opts.status?.(i) ?? 'ready' });

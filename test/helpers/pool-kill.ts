@@ -43,7 +43,11 @@ export function tracking(factory: () => RoutedSocket): { stream: () => RoutedSoc
 }
 
 /** Runs the lanes; `kill` resolves when the server has exited. */
-export async function killMidway(track: ReturnType<typeof tracking>, checkout: () => Promise<Checkout>, kill: () => Promise<void>): Promise<KillRun> {
+export async function killMidway(
+  track: ReturnType<typeof tracking>,
+  checkout: () => Promise<Checkout>,
+  kill: () => Promise<void>,
+): Promise<KillRun> {
   const run: KillRun = { sockets: track.sockets, failedOn: [], connectErrors: [], answeredAfterKill: [] };
   let done = 0;
   await Promise.all(

@@ -20,7 +20,10 @@ export interface ProxyProcess {
 
 /** Starts `poise proxy ...args` (compiled CLI) at log level info. */
 export function startProxy(args: string[]): ProxyProcess {
-  const child = spawn(process.execPath, [CLI, 'proxy', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, POISE_LOG_LEVEL: 'info' } });
+  const child = spawn(process.execPath, [CLI, 'proxy', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, POISE_LOG_LEVEL: 'info' },
+  });
   let text = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (text += d));
   child.stdout!.resume();

@@ -46,9 +46,7 @@ export function freePort(): Promise<number> {
 
 function ping(port: number, secure: boolean): Promise<boolean> {
   return new Promise((resolve) => {
-    const sock = secure
-      ? tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false })
-      : net.connect({ host: '127.0.0.1', port });
+    const sock = secure ? tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false }) : net.connect({ host: '127.0.0.1', port });
     let buf = '';
     sock.setTimeout(500, () => {
       sock.destroy();
@@ -92,7 +90,27 @@ export async function startRedis(opts: { persist?: boolean; password?: string; p
   if (opts.tls) {
     const cert = path.join(dir!, 'cert.pem');
     const key = path.join(dir!, 'key.pem');
-    const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    const made = spawnSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
+      { stdio: 'ignore' },
+    );
     if (made.status !== 0) throw new Error('openssl could not create a test certificate');
     ca = readFileSync(cert, 'utf8');
     args.push('--tls-cert-file', cert, '--tls-key-file', key, '--tls-ca-cert-file', cert, '--tls-auth-clients', 'no');

@@ -69,10 +69,15 @@ function node(port: number, args: () => string[]): RedisNode & { start(): Promis
     live.add(c);
     c.on('exit', () => live.delete(c));
     child = c;
-    await until(`redis on port ${port} answering PING`, async () => {
-      if (c.exitCode !== null) throw new Error(`redis-server on port ${port} exited with code ${c.exitCode}`);
-      return answers(port);
-    }, 10_000, 25);
+    await until(
+      `redis on port ${port} answering PING`,
+      async () => {
+        if (c.exitCode !== null) throw new Error(`redis-server on port ${port} exited with code ${c.exitCode}`);
+        return answers(port);
+      },
+      10_000,
+      25,
+    );
   };
   return {
     port,
@@ -130,7 +135,9 @@ export interface SentinelTopology {
  * 1 master + `replicas` replicas + `sentinels` sentinels (quorum 2), all on
  * free loopback ports, replicas in sync before it returns.
  */
-export async function startSentinelTopology(opts: { replicas?: number; sentinels?: number; downAfterMs?: number; failoverTimeoutMs?: number } = {}): Promise<SentinelTopology> {
+export async function startSentinelTopology(
+  opts: { replicas?: number; sentinels?: number; downAfterMs?: number; failoverTimeoutMs?: number } = {},
+): Promise<SentinelTopology> {
   const name = 'mymaster';
   const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-sentinel-'));
   const all: RedisNode[] = [];
@@ -140,15 +147,41 @@ export async function startSentinelTopology(opts: { replicas?: number; sentinels
   };
   try {
     const masterPort = await freePort();
-    const master = node(masterPort, () => ['--port', String(masterPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--dbfilename', `dump-${masterPort}.rdb`]);
+    const master = node(masterPort, () => [
+      '--port',
+      String(masterPort),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+      '--dbfilename',
+      `dump-${masterPort}.rdb`,
+    ]);
     all.push(master);
     await master.start();
     const nodes: RedisNode[] = [master];
     for (let i = 0; i < (opts.replicas ?? 2); i++) {
       const port = await freePort();
       const replica = node(port, () => [
-        '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--dbfilename', `dump-${port}.rdb`,
-        '--replicaof', '127.0.0.1', String(masterPort),
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+        '--dbfilename',
+        `dump-${port}.rdb`,
+        '--replicaof',
+        '127.0.0.1',
+        String(masterPort),
       ]);
       all.push(replica);
       await replica.start();
@@ -196,28 +229,40 @@ export async function startSentinelTopology(opts: { replicas?: number; sentinels
       masterPort: masterPortNow,
       async waitForNewMaster(oldPort, deadlineMs = 30_000) {
         let found = 0;
-        await until('a new master named by every sentinel', async () => {
-          const ports = new Set<number>();
-          for (const s of sentinels) {
-            if (!s.running) continue;
-            const reply = (await command(s.port, 'SENTINEL', 'get-master-addr-by-name', name).catch(() => null)) as [string, string] | null;
-            ports.add(reply === null ? 0 : Number(reply[1]));
-          }
-          const [port] = [...ports];
-          if (ports.size !== 1 || port === undefined || port === 0 || port === oldPort) return false;
-          const role = (await command(port, 'ROLE').catch(() => null)) as unknown[] | null;
-          found = port;
-          return role !== null && role[0] === 'master';
-        }, deadlineMs, 100);
+        await until(
+          'a new master named by every sentinel',
+          async () => {
+            const ports = new Set<number>();
+            for (const s of sentinels) {
+              if (!s.running) continue;
+              const reply = (await command(s.port, 'SENTINEL', 'get-master-addr-by-name', name).catch(() => null)) as
+                | [string, string]
+                | null;
+              ports.add(reply === null ? 0 : Number(reply[1]));
+            }
+            const [port] = [...ports];
+            if (ports.size !== 1 || port === undefined || port === 0 || port === oldPort) return false;
+            const role = (await command(port, 'ROLE').catch(() => null)) as unknown[] | null;
+            found = port;
+            return role !== null && role[0] === 'master';
+          },
+          deadlineMs,
+          100,
+        );
         return found;
       },
       async waitForReplicas(n, deadlineMs = 20_000) {
-        await until(`${n} replicas connected and in sync`, async () => {
-          const port = await masterPortNow();
-          const info = String(await command(port, 'INFO', 'replication').catch(() => ''));
-          const online = info.split('\n').filter((l) => /^slave\d+:.*state=online/.test(l)).length;
-          return online >= n;
-        }, deadlineMs, 50);
+        await until(
+          `${n} replicas connected and in sync`,
+          async () => {
+            const port = await masterPortNow();
+            const info = String(await command(port, 'INFO', 'replication').catch(() => ''));
+            const online = info.split('\n').filter((l) => /^slave\d+:.*state=online/.test(l)).length;
+            return online >= n;
+          },
+          deadlineMs,
+          50,
+        );
       },
       stop,
     };
@@ -281,14 +326,34 @@ export async function startCluster(opts: { masters?: number } = {}): Promise<Clu
     for (let i = 0; i < (opts.masters ?? 3); i++) {
       const port = await clusterPort(taken);
       const n = node(port, () => [
-        '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir,
-        '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '2000', '--dbfilename', `dump-${port}.rdb`,
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+        '--cluster-enabled',
+        'yes',
+        '--cluster-config-file',
+        `nodes-${port}.conf`,
+        '--cluster-node-timeout',
+        '2000',
+        '--dbfilename',
+        `dump-${port}.rdb`,
       ]);
       all.push(n);
       await n.start();
     }
-    const created = spawnSync('redis-cli', ['--cluster', 'create', ...all.map((n) => n.address), '--cluster-yes'], { encoding: 'utf8', timeout: 30_000 });
-    if (created.status !== 0) throw new Error(`redis-cli --cluster create failed (${created.status}): ${created.stdout}\n${created.stderr}`);
+    const created = spawnSync('redis-cli', ['--cluster', 'create', ...all.map((n) => n.address), '--cluster-yes'], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    if (created.status !== 0)
+      throw new Error(`redis-cli --cluster create failed (${created.status}): ${created.stdout}\n${created.stderr}`);
     await until('cluster_state:ok on every node', async () => {
       for (const n of all) {
         const info = String(await command(n.port, 'CLUSTER', 'INFO').catch(() => ''));

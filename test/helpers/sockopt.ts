@@ -38,5 +38,7 @@ print(json.dumps(out))
 
 /** TCP_NODELAY of each socket of `pid` named by [localPort, remotePort]; null when no such socket. */
 export function noDelayOf(pid: number, sockets: Array<[number, number]>): Array<boolean | null> {
-  return JSON.parse(execFileSync('python3', ['-c', SCRIPT, String(pid), JSON.stringify(sockets)], { encoding: 'utf8' })) as Array<boolean | null>;
+  return JSON.parse(execFileSync('python3', ['-c', SCRIPT, String(pid), JSON.stringify(sockets)], { encoding: 'utf8' })) as Array<
+    boolean | null
+  >;
 }

@@ -80,7 +80,7 @@ describe('admission with saturation held by another worker thread', () => {
     b.close();
   });
 
-  it('timeouts, queue limits, cancellation and close under another thread\'s load reject with their codes and leave the counters exact', async () => {
+  it("timeouts, queue limits, cancellation and close under another thread's load reject with their codes and leave the counters exact", async () => {
     const b = new Balancer({ capacity: 16, maxThreads: 8, logger: silent });
     b.update(specs(2, { maxInflight: 2 }));
     const holder = new Worker(HOLDER, { workerData: { attachment: b.attachment() } });
@@ -136,15 +136,18 @@ describe('a 3-band overload over two workers', () => {
       b.watchWorker(w);
     }
     await Promise.all(pair.map((w) => new Promise((r) => w.once('message', r))));
-    const reports = pair.map((w) => new Promise<LoadReport>((resolve, reject) => {
-      w.once('message', resolve);
-      w.once('error', reject);
-    }));
+    const reports = pair.map(
+      (w) =>
+        new Promise<LoadReport>((resolve, reject) => {
+          w.once('message', resolve);
+          w.once('error', reject);
+        }),
+    );
     for (const w of pair) w.postMessage('start');
     return Promise.all(reports);
   }
 
-  it('every request is admitted or rejected, per band and worker; no lease is left; the top band\'s admitted share rises with saturation', async () => {
+  it("every request is admitted or rejected, per band and worker; no lease is left; the top band's admitted share rises with saturation", async () => {
     // Capacity 4 × 5 = 20 leases of 20 ms: at most ~1000 admissions/s for the pool.
     const b = new Balancer({ capacity: 16, maxThreads: 8, logger: silent });
     b.update(specs(4, { maxInflight: 5 }));
@@ -184,7 +187,14 @@ describe('a 3-band overload over two workers', () => {
     // Capacity 1: both gates often read "one unit free" at once; the loser of the acquire must wait, not fail.
     const b = new Balancer({ capacity: 16, maxThreads: 8, logger: silent });
     b.update(specs(1, { maxInflight: 1 }));
-    const reports = await run(b, [1], 1, { priorities: [1], minCeiling: 0, durationMs: 600, serviceMs: 0, timeoutMs: 30_000, maxQueue: 100_000 });
+    const reports = await run(b, [1], 1, {
+      priorities: [1],
+      minCeiling: 0,
+      durationMs: 600,
+      serviceMs: 0,
+      timeoutMs: 30_000,
+      maxQueue: 100_000,
+    });
     let admitted = 0;
     for (const r of reports) {
       const band = r.bands[0]!;

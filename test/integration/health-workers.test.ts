@@ -20,9 +20,14 @@ function round(w: Worker, n: number, failing: string[]): Promise<Record<string, 
 }
 
 describe('outlier detection across worker threads', () => {
-  it('counts every worker\'s outcomes exactly once and ejects the 30 % failer for all of them', async () => {
+  it("counts every worker's outcomes exactly once and ejects the 30 % failer for all of them", async () => {
     // The shared process clock (the workers' clock too); the timer's interval is a day, so only the sweep below runs.
-    const b = new Balancer({ capacity: 16, maxThreads: 8, logger: createLogger({ level: 'silent' }), health: { outlier: { intervalMs: 86_400_000, baseEjectionTimeMs: 600_000 } } });
+    const b = new Balancer({
+      capacity: 16,
+      maxThreads: 8,
+      logger: createLogger({ level: 'silent' }),
+      health: { outlier: { intervalMs: 86_400_000, baseEjectionTimeMs: 600_000 } },
+    });
     const ids = ['b0', 'b1', 'b2', 'b3', 'b4', 'b5'];
     b.update(ids.map((id, i) => ({ id, address: `127.0.0.1:${20000 + i}` })));
     for (let i = 0; i < 4; i++) {

@@ -56,28 +56,31 @@ describe.each([
 });
 
 describe('bounded routers over the shared table', () => {
-  it.each(['maglev:bounded', 'ring-hash:bounded'])('%s: held leases never pass ⌈1.25 × average⌉ on any backend, read from the table totals', (policy) => {
-    const balancer = new Balancer({ capacity: 16 });
-    balancer.update(MEMBERS.map((m) => ({ ...m, weight: 1 })));
-    const router = balancer.router({ policy: policy as never, logger: createLogger({ level: 'silent' }) });
-    const n = MEMBERS.length;
-    const leases = [];
-    // Hot keys: 40 % of the leases ask for one key, which alone would pile onto one backend.
-    for (let k = 0; k < 2000; k++) {
-      const lease = router.acquire({ key: k % 5 < 2 ? 'hot' : `key-${k}` });
-      leases.push(lease);
-      let total = 0;
-      let max = 0;
-      for (let s = 0; s < n; s++) {
-        const v = balancer.table.outstanding(s);
-        total += v;
-        max = Math.max(max, v);
+  it.each(['maglev:bounded', 'ring-hash:bounded'])(
+    '%s: held leases never pass ⌈1.25 × average⌉ on any backend, read from the table totals',
+    (policy) => {
+      const balancer = new Balancer({ capacity: 16 });
+      balancer.update(MEMBERS.map((m) => ({ ...m, weight: 1 })));
+      const router = balancer.router({ policy: policy as never, logger: createLogger({ level: 'silent' }) });
+      const n = MEMBERS.length;
+      const leases = [];
+      // Hot keys: 40 % of the leases ask for one key, which alone would pile onto one backend.
+      for (let k = 0; k < 2000; k++) {
+        const lease = router.acquire({ key: k % 5 < 2 ? 'hot' : `key-${k}` });
+        leases.push(lease);
+        let total = 0;
+        let max = 0;
+        for (let s = 0; s < n; s++) {
+          const v = balancer.table.outstanding(s);
+          total += v;
+          max = Math.max(max, v);
+        }
+        expect(total).toBe(k + 1);
+        expect(max).toBeLessThanOrEqual(Math.ceil((1.25 * total) / n));
       }
-      expect(total).toBe(k + 1);
-      expect(max).toBeLessThanOrEqual(Math.ceil((1.25 * total) / n));
-    }
-    for (const l of leases) l.release('success');
-    for (let s = 0; s < n; s++) expect(balancer.table.outstanding(s)).toBe(0);
-    balancer.close();
-  });
+      for (const l of leases) l.release('success');
+      for (let s = 0; s < n; s++) expect(balancer.table.outstanding(s)).toBe(0);
+      balancer.close();
+    },
+  );
 });

@@ -61,7 +61,9 @@ async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 
 }
 
 function holder(balancer: Balancer, hold: number): Promise<{ worker: Worker; perBackend: Record<string, number> }> {
-  const worker = new Worker(new URL('../fixtures/metrics-holder.mjs', import.meta.url), { workerData: { attachment: balancer.attachment(), hold } });
+  const worker = new Worker(new URL('../fixtures/metrics-holder.mjs', import.meta.url), {
+    workerData: { attachment: balancer.attachment(), hold },
+  });
   balancer.watchWorker(worker);
   cleanups.push(() => worker.terminate().then(() => undefined));
   return new Promise((resolve, reject) => {
@@ -82,7 +84,14 @@ describe('metrics of a running proxy and two router worker threads', () => {
     const backends = [await countingBackend(), await countingBackend(), await countingBackend()];
     const balancer = new Balancer({ logger });
     cleanups.push(() => balancer.close());
-    balancer.update(backends.map((b, i) => ({ id: `b${i}`, address: `127.0.0.1:${b.port}`, priority: i === 2 ? 1 : 0, locality: i === 1 ? 'zone "b"\\1' : 'zone-a' })));
+    balancer.update(
+      backends.map((b, i) => ({
+        id: `b${i}`,
+        address: `127.0.0.1:${b.port}`,
+        priority: i === 2 ? 1 : 0,
+        locality: i === 1 ? 'zone "b"\\1' : 'zone-a',
+      })),
+    );
     const counters = ProxyCounters.create({ workers: 1 });
     const proxy = new TcpProxy({ router: balancer.router({ policy: 'p2c:connections' }), counters, logger });
     await proxy.listen();
@@ -118,7 +127,9 @@ describe('metrics of a running proxy and two router worker threads', () => {
       const { families, contentType } = await scrape(port);
       expect(contentType).toBe(registry.contentType);
       backends.forEach((b, i) => {
-        expect(value(families, 'poise_backend_connections', { cluster: 'api', backend: `b${i}` }), `b${i} in round ${round}`).toBe(b.open());
+        expect(value(families, 'poise_backend_connections', { cluster: 'api', backend: `b${i}` }), `b${i} in round ${round}`).toBe(
+          b.open(),
+        );
       });
       expect(value(families, 'poise_proxy_accepted_total', { worker: '0' })).toBe(clients.length);
       expect(value(families, 'poise_proxy_active_connections', { worker: '0' })).toBe(clients.length);
@@ -138,7 +149,10 @@ describe('metrics of a running proxy and two router worker threads', () => {
     w1.worker.postMessage('close');
     w2.worker.postMessage('close');
     await until(() => backends.every((b) => b.open() === 0), 'backends at 0');
-    await until(async () => value((await scrape(port)).families, 'poise_proxy_active_connections', { worker: '0' }) === 0, 'proxy active 0');
+    await until(
+      async () => value((await scrape(port)).families, 'poise_proxy_active_connections', { worker: '0' }) === 0,
+      'proxy active 0',
+    );
     const after = (await scrape(port)).families;
     backends.forEach((_b, i) => {
       expect(value(after, 'poise_backend_connections', { backend: `b${i}` })).toBe(0);
@@ -178,7 +192,10 @@ describe('metrics of a running proxy and two router worker threads', () => {
     expect(left).toBeGreaterThan(0);
     expect(left).toBeLessThanOrEqual(0.4);
     expect(value(ejected, 'poise_backend_state', { backend: 'good', state: 'ready' })).toBe(1);
-    await until(async () => value((await scrape(port)).families, 'poise_backend_state', { backend: 'bad', state: 'ready' }) === 1, 'ejection over');
+    await until(
+      async () => value((await scrape(port)).families, 'poise_backend_state', { backend: 'bad', state: 'ready' }) === 1,
+      'ejection over',
+    );
     const later = (await scrape(port)).families;
     expect(value(later, 'poise_backend_ejection_remaining_seconds', { backend: 'bad' })).toBe(0);
     // The total survives the end of the ejection (it is a counter).
@@ -192,7 +209,12 @@ describe('metrics of a running proxy and two router worker threads', () => {
     const registry = new Registry();
     collectMetrics(balancer, { registry });
     const hold = 6;
-    const workers = [0, 1].map(() => new Worker(new URL('../fixtures/worker-hammer.mjs', import.meta.url), { workerData: { attachment: balancer.attachment(), mode: 'spin', hold, policy: 'p2c' } }));
+    const workers = [0, 1].map(
+      () =>
+        new Worker(new URL('../fixtures/worker-hammer.mjs', import.meta.url), {
+          workerData: { attachment: balancer.attachment(), mode: 'spin', hold, policy: 'p2c' },
+        }),
+    );
     const exited = workers.map((w) => new Promise((r) => w.once('exit', r)));
     for (const w of workers) balancer.watchWorker(w);
     cleanups.push(() => Promise.all(workers.map((w) => w.terminate())).then(() => undefined));
@@ -238,7 +260,8 @@ describe('metrics of a running proxy and two router worker threads', () => {
     let proxy: TcpProxy | undefined;
     const server = new MetricsServer({
       registry,
-      notReady: () => (!balancer.hasMembership ? 'no membership in force' : proxy?.listening !== true ? 'the proxy listener is not up' : undefined),
+      notReady: () =>
+        !balancer.hasMembership ? 'no membership in force' : proxy?.listening !== true ? 'the proxy listener is not up' : undefined,
     });
     const { port } = await server.listen();
     cleanups.push(() => server.close());

@@ -25,8 +25,6 @@ afterAll(async () => {
   await Promise.all([b?.stop(), tlsServer?.stop()]);
 });
 
-
-
 function twoServers(): Balancer {
   const balancer = new Balancer({ capacity: 8 });
   balancer.update([
@@ -44,7 +42,12 @@ function streamOf(conn: mysql.PoolConnection): RoutedSocket {
 describe('mysql2.createPool with stream: routedStream(router)', () => {
   it('runs 1,000 queries on a pool of 20 spread over both servers by p2c:connections: 10 connections each, counted by the servers', async () => {
     const balancer = twoServers();
-    const pool = mysql.createPool({ stream: routedStream(balancer.router({ policy: 'p2c:connections' })), user: 'root', password: '', connectionLimit: 20 });
+    const pool = mysql.createPool({
+      stream: routedStream(balancer.router({ policy: 'p2c:connections' })),
+      user: 'root',
+      password: '',
+      connectionLimit: 20,
+    });
     const ask = async (): Promise<{ port: number; id: number }> =>
       (await pool.query<mysql.RowDataPacket[]>('SELECT @@port AS port, CONNECTION_ID() AS id'))[0][0] as { port: number; id: number };
     await expectEvenSpread(ask, MAIN_PORT, b.port);
@@ -56,7 +59,9 @@ describe('mysql2.createPool with stream: routedStream(router)', () => {
 
   it('a server killed mid-run fails only queries on its own connections; new connections go to the other; counters exact at the end', async () => {
     const balancer = twoServers();
-    const track = tracking(routedStream(balancer.router({ policy: 'p2c:connections', ejection: { consecutiveFailures: 2, baseMs: 60_000 } })));
+    const track = tracking(
+      routedStream(balancer.router({ policy: 'p2c:connections', ejection: { consecutiveFailures: 2, baseMs: 60_000 } })),
+    );
     const pool = mysql.createPool({ stream: track.stream, user: 'root', password: '', connectionLimit: 20 });
     const checkout = async (): Promise<Checkout> => {
       const conn = await pool.getConnection();
@@ -77,9 +82,20 @@ describe('mysql2.createPool with stream: routedStream(router)', () => {
     balancer.update([{ id: 'my-tls', address: `127.0.0.1:${tlsServer.port}` }]);
     const router = balancer.router({ policy: 'p2c:connections' });
     // `host` is only the certificate identity here (the stream ignores it for routing).
-    const pool = mysql.createPool({ stream: routedStream(router), host: '127.0.0.1', ssl: { ca: tlsServer.ca }, user: 'root', password: '', connectionLimit: 4 });
+    const pool = mysql.createPool({
+      stream: routedStream(router),
+      host: '127.0.0.1',
+      ssl: { ca: tlsServer.ca },
+      user: 'root',
+      password: '',
+      connectionLimit: 4,
+    });
     const results = await Promise.all(
-      Array.from({ length: 20 }, () => pool.query<mysql.RowDataPacket[]>("SELECT @@port AS port, (SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'Ssl_cipher') AS cipher")),
+      Array.from({ length: 20 }, () =>
+        pool.query<mysql.RowDataPacket[]>(
+          "SELECT @@port AS port, (SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'Ssl_cipher') AS cipher",
+        ),
+      ),
     );
     for (const [rows] of results) {
       const row = rows[0] as { port: number; cipher: string };

@@ -24,8 +24,6 @@ afterAll(async () => {
   await Promise.all([b?.stop(), tlsServer?.stop()]);
 });
 
-
-
 /** The routed socket under a checked-out pg client. */
 function streamOf(client: pg.PoolClient): RoutedSocket {
   return (client as unknown as { connection: { stream: RoutedSocket } }).connection.stream;
@@ -84,9 +82,18 @@ describe('pg.Pool with stream: routedStream(router)', () => {
     balancer.update([{ id: 'pg-tls', address: `127.0.0.1:${tlsServer.port}` }]);
     const router = balancer.router({ policy: 'p2c:connections' });
     // `host` is only the certificate identity here (the stream ignores it for routing).
-    const pool = new pg.Pool({ stream: routedStream(router), host: '127.0.0.1', ssl: { ca: tlsServer.ca }, user: 'postgres', database: 'postgres', max: 4 });
+    const pool = new pg.Pool({
+      stream: routedStream(router),
+      host: '127.0.0.1',
+      ssl: { ca: tlsServer.ca },
+      user: 'postgres',
+      database: 'postgres',
+      max: 4,
+    });
     const results = await Promise.all(
-      Array.from({ length: 20 }, () => pool.query<{ ssl: boolean; port: number }>('SELECT ssl, inet_server_port() AS port FROM pg_stat_ssl WHERE pid = pg_backend_pid()')),
+      Array.from({ length: 20 }, () =>
+        pool.query<{ ssl: boolean; port: number }>('SELECT ssl, inet_server_port() AS port FROM pg_stat_ssl WHERE pid = pg_backend_pid()'),
+      ),
     );
     for (const r of results) expect(r.rows[0]).toEqual({ ssl: true, port: tlsServer.port });
     await pool.end();

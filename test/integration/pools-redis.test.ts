@@ -42,8 +42,6 @@ afterAll(async () => {
   servers = [];
 });
 
-
-
 function threeServers(): Balancer {
   const balancer = new Balancer({ capacity: 8 });
   balancer.update(servers.map((s, i) => ({ id: `r${i}`, address: `127.0.0.1:${s.port}` })));
@@ -108,7 +106,11 @@ describe('ioredis with a routed Connector', () => {
         socket.on('error', () => entry.errors++);
         sockets.push(entry);
       };
-      const redis = new Redis({ Connector: routedConnector(router, undefined, onSocket), retryStrategy: () => 10, maxRetriesPerRequest: 5 });
+      const redis = new Redis({
+        Connector: routedConnector(router, undefined, onSocket),
+        retryStrategy: () => 10,
+        maxRetriesPerRequest: 5,
+      });
       redis.on('error', (e) => errors.push(e));
       return { redis, errors };
     });
@@ -160,7 +162,10 @@ describe('ioredis with a routed Connector', () => {
       balancer.update([{ id: 'r-tls', address: `127.0.0.1:${secure.port}` }]);
       const router = balancer.router({ policy: 'p2c:connections' });
       const sockets: RoutedSocket[] = [];
-      const client = new Redis({ Connector: routedConnector(router, undefined, (s) => sockets.push(s)), tls: { ca: secure.ca, servername: '127.0.0.1' } });
+      const client = new Redis({
+        Connector: routedConnector(router, undefined, (s) => sockets.push(s)),
+        tls: { ca: secure.ca, servername: '127.0.0.1' },
+      });
       client.on('error', () => {});
       await client.set('over', 'tls');
       expect(await client.get('over')).toBe('tls');

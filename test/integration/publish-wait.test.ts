@@ -104,7 +104,13 @@ describe('an acquire inside the owner’s publication window', () => {
         // Not caught waiting within 3 s (a loaded machine descheduled one
         // side): either its wait ran out — refused, as bounded — or it
         // drew after the bump.
-        expect([{ round: r, error: 'NoEligibleCandidates' }, { round: r, id: `m${r}`, version }], `round ${r}`).toContainEqual(pick);
+        expect(
+          [
+            { round: r, error: 'NoEligibleCandidates' },
+            { round: r, id: `m${r}`, version },
+          ],
+          `round ${r}`,
+        ).toContainEqual(pick);
       }
     }
     expect(errors).toEqual([]);

@@ -35,7 +35,10 @@ class BalancerProcess {
   /** Everything the process logged (pino JSON lines at warn and above). */
   stderr = '';
   constructor(url: string, cluster: string) {
-    this.child = spawn(process.execPath, [NODE, url, cluster], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, POISE_LOG_LEVEL: 'warn' } });
+    this.child = spawn(process.execPath, [NODE, url, cluster], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, POISE_LOG_LEVEL: 'warn' },
+    });
     this.child.stderr.setEncoding('utf8').on('data', (d: string) => (this.stderr += d));
     const lines = createInterface({ input: this.child.stdout });
     lines.on('line', (line) => this.#waiters.shift()?.(line));
@@ -122,7 +125,10 @@ describe('membership across two Balancer processes', () => {
     expect(w.stdout).toBe('6\n');
     const final = await converged(procs, 6, 'every worker of both processes at version 6 after the restart');
     for (const s of final) expect(s.source).toBe(6);
-    const shown = JSON.parse((await members(redis.url, 'show', '--json')).stdout) as { version: number; document: { backends: { id: string }[] } };
+    const shown = JSON.parse((await members(redis.url, 'show', '--json')).stdout) as {
+      version: number;
+      document: { backends: { id: string }[] };
+    };
     expect(shown.version).toBe(6);
     expect(shown.document.backends.map((b) => b.id)).toEqual(['a', 'b', 'c', 'd']);
     // The same processes throughout: no reader restart.
@@ -150,7 +156,8 @@ describe('Redis restarted empty and re-seeded: a new lineage that every reader p
   };
 
   it('readers that held v3 adopt the new v1 (another backend set) and log one warn line naming both lineages', async () => {
-    for (const [i, id] of ['a', 'b', 'c'].entries()) expect((await members(redis.url, 'add', id, `127.0.0.1:${7101 + i}`)).stdout).toBe(`${i + 1}\n`);
+    for (const [i, id] of ['a', 'b', 'c'].entries())
+      expect((await members(redis.url, 'add', id, `127.0.0.1:${7101 + i}`)).stdout).toBe(`${i + 1}\n`);
     const before = await lineageOf();
     procs.push(new BalancerProcess(redis.url, 'fleet'), new BalancerProcess(redis.url, 'fleet'));
     await Promise.all(procs.map((p) => p.ready));
@@ -164,7 +171,13 @@ describe('Redis restarted empty and re-seeded: a new lineage that every reader p
     // A publisher seeds version 1 with a different backend set.
     const seed = await runCli(
       ['members', 'apply', '-', '--redis', redis.url, '--cluster', 'fleet'],
-      JSON.stringify({ cluster: 'fleet', backends: [{ id: 'x', address: '127.0.0.1:7201' }, { id: 'y', address: '127.0.0.1:7202' }] }),
+      JSON.stringify({
+        cluster: 'fleet',
+        backends: [
+          { id: 'x', address: '127.0.0.1:7201' },
+          { id: 'y', address: '127.0.0.1:7202' },
+        ],
+      }),
     );
     expect(seed).toMatchObject({ code: 0, stdout: '1\n' });
     const after = await lineageOf();
@@ -174,7 +187,9 @@ describe('Redis restarted empty and re-seeded: a new lineage that every reader p
     await until(
       async () => {
         last = await Promise.all(procs.map((p) => p.status()));
-        return last.every((s) => s.balancer === 1 && s.source === 1 && s.lineage === after && s.ids.join() === 'x,y' && s.workers.every((w) => w === 1));
+        return last.every(
+          (s) => s.balancer === 1 && s.source === 1 && s.lineage === after && s.ids.join() === 'x,y' && s.workers.every((w) => w === 1),
+        );
       },
       `both processes on lineage ${after} version 1 with backends x, y (last: ${JSON.stringify(last)})`,
       30_000,

@@ -13,7 +13,6 @@ import { freePort, startRedis, type TestRedis } from '../helpers/redis-server.js
 import { until } from '../helpers/log-capture.js';
 import { CLI, runCli, type CliResult } from '../helpers/cli.js';
 
-
 const poise = runCli;
 
 describe('poise members (CLI)', () => {
@@ -66,7 +65,9 @@ describe('poise members (CLI)', () => {
     expect(noRedis.code).toBe(2);
     expect(noRedis.stderr).toContain('--redis: required (or --sentinel, --redis-cluster, or set POISE_REDIS_URL)');
     const badUrl = await inProcess(['show', '--cluster', 'x', '--redis', 'http://x']);
-    expect(badUrl.stderr).toContain('--redis: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N], got "http://x"');
+    expect(badUrl.stderr).toContain(
+      '--redis: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N], got "http://x"',
+    );
     const badFlag = await inProcess(['add', 'a', '127.0.0.1:1', '--redis', redis.url, '--cluster', 'cli', '--wieght', '2']);
     expect(badFlag.code).toBe(2);
     expect(badFlag.stderr).toContain('unknown flag --wieght');
@@ -82,7 +83,10 @@ describe('poise members (CLI)', () => {
     const mi = (sub: string, ...rest: string[]) => inProcess([sub, '--redis', redis.url, '--cluster', 'cli', ...rest]);
     expect(await m('show')).toMatchObject({ code: 4 });
     const file = path.join(dir, 'members.yaml');
-    writeFileSync(file, 'cluster: cli\nbackends:\n  - { id: a, address: "127.0.0.1:7001" }\n  - { id: b, address: "127.0.0.1:7002", weight: 2 }\n');
+    writeFileSync(
+      file,
+      'cluster: cli\nbackends:\n  - { id: a, address: "127.0.0.1:7001" }\n  - { id: b, address: "127.0.0.1:7002", weight: 2 }\n',
+    );
     expect(await m('apply', file)).toMatchObject({ code: 0, stdout: '1\n' });
     expect(await mi('add', 'c', '127.0.0.1:7003', '--weight', '5', '--locality', 'z1')).toMatchObject({ code: 0, stdout: '2\n' });
     expect(await mi('drain', 'a')).toMatchObject({ code: 0, stdout: '3\n' });
@@ -100,7 +104,16 @@ describe('poise members (CLI)', () => {
     expect(badType.code).toBe(3);
     expect(badType.stderr).toContain('backend.priority: must be an integer in [0, 4294967295], got "high"');
     const bad = path.join(dir, 'bad.json');
-    writeFileSync(bad, JSON.stringify({ cluster: 'cli', backends: [{ id: 'a', address: '127.0.0.1:1' }, { id: 'a', address: '127.0.0.1:2' }] }));
+    writeFileSync(
+      bad,
+      JSON.stringify({
+        cluster: 'cli',
+        backends: [
+          { id: 'a', address: '127.0.0.1:1' },
+          { id: 'a', address: '127.0.0.1:2' },
+        ],
+      }),
+    );
     const dupDoc = await mi('apply', bad);
     expect(dupDoc.code).toBe(3);
     expect(dupDoc.stderr).toContain('backends[1].id: duplicate id "a" (first at backends[0])');
@@ -116,7 +129,13 @@ describe('poise members (CLI)', () => {
     expect(json).toEqual({
       version: 6,
       lineage: expect.stringMatching(/^[0-9a-f]{32}$/),
-      document: { cluster: 'cli', backends: [{ id: 'a', address: '127.0.0.1:7001' }, { id: 'b', address: '127.0.0.1:7002', weight: 7 }] },
+      document: {
+        cluster: 'cli',
+        backends: [
+          { id: 'a', address: '127.0.0.1:7001' },
+          { id: 'b', address: '127.0.0.1:7002', weight: 7 },
+        ],
+      },
     });
     // The default is the operator's table: version, lineage, one row per backend with its status, weight, priority, locality.
     const table = await m('show');
@@ -131,7 +150,10 @@ describe('poise members (CLI)', () => {
       ].join('\n'),
     );
     // stdin, JSON
-    const viaStdin = await poise(['members', 'apply', '-', '--redis', redis.url, '--cluster', 'cli', '--if-version', '6'], JSON.stringify({ cluster: 'cli', backends: [] }));
+    const viaStdin = await poise(
+      ['members', 'apply', '-', '--redis', redis.url, '--cluster', 'cli', '--if-version', '6'],
+      JSON.stringify({ cluster: 'cli', backends: [] }),
+    );
     expect(viaStdin).toMatchObject({ code: 0, stdout: '7\n' });
   });
 
@@ -146,10 +168,17 @@ describe('poise members (CLI)', () => {
     const stored = await admin.get('poise:ceiling:snapshot');
     expect(stored).toMatch(/^\{"version":9007199254740991,"lineage":"[0-9a-f]{32}","document":/);
     // Every kind of write at the ceiling: exit 6, the reason named, the stored value untouched.
-    for (const args of [['add', 'b', '127.0.0.1:7002'], ['drain', 'a'], ['weight', 'a', '2'], ['apply', file]]) {
+    for (const args of [
+      ['add', 'b', '127.0.0.1:7002'],
+      ['drain', 'a'],
+      ['weight', 'a', '2'],
+      ['apply', file],
+    ]) {
       const r = await c(args[0]!, ...args.slice(1));
       expect(r.code, args.join(' ')).toBe(6);
-      expect(r.stderr).toContain('version: the stored version 9007199254740991 has reached the ceiling 9007199254740991; nothing written (delete the snapshot key to start a new lineage from version 1)');
+      expect(r.stderr).toContain(
+        'version: the stored version 9007199254740991 has reached the ceiling 9007199254740991; nothing written (delete the snapshot key to start a new lineage from version 1)',
+      );
     }
     expect(await admin.get('poise:ceiling:snapshot')).toBe(stored);
     // Beyond the ceiling: a flag out of range is usage (2); a document field out of range is validation (3).
@@ -174,11 +203,16 @@ describe('poise members (CLI)', () => {
     writeFileSync(doc, JSON.stringify({ cluster: 'garbage', backends: [] }));
     const apply = await c('apply', doc);
     expect(apply.code).toBe(6);
-    expect(apply.stderr).toContain('version: the stored version 9007199254740992 has reached the ceiling 9007199254740991; nothing written');
+    expect(apply.stderr).toContain(
+      'version: the stored version 9007199254740992 has reached the ceiling 9007199254740991; nothing written',
+    );
     const add = await c('add', 'a', '127.0.0.1:7001');
     expect(add.code).toBe(7);
     expect(add.stderr).toContain('snapshot.version: must be an integer in [0, 9007199254740991], got 9007199254740992');
-    await admin.set('poise:garbage:snapshot', '{"version":3,"document":{"cluster":"garbage","backends":[{"id":"a","address":"127.0.0.1:1","weight":-2}]}}');
+    await admin.set(
+      'poise:garbage:snapshot',
+      '{"version":3,"document":{"cluster":"garbage","backends":[{"id":"a","address":"127.0.0.1:1","weight":-2}]}}',
+    );
     const bad = await c('show');
     expect(bad.code).toBe(7);
     expect(bad.stderr).toContain('snapshot.document.backends[0].weight: must be an integer in [1, 4294967295], got -2');
@@ -190,11 +224,15 @@ describe('poise members (CLI)', () => {
     const port = await freePort();
     const r = await inProcess(['show', '--redis', `redis://127.0.0.1:${port}`, '--cluster', 'down']);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain(`poise members show: redis redis://127.0.0.1:${port}: unavailable (connect ECONNREFUSED 127.0.0.1:${port}); nothing read`);
+    expect(r.stderr).toContain(
+      `poise members show: redis redis://127.0.0.1:${port}: unavailable (connect ECONNREFUSED 127.0.0.1:${port}); nothing read`,
+    );
     expect(r.stderr).not.toContain('max retries');
     const w = await inProcess(['drain', 'a', '--redis', `redis://:secret@127.0.0.1:${port}`, '--cluster', 'down']);
     expect(w.code).toBe(1);
-    expect(w.stderr).toContain(`poise members drain: redis redis://:***@127.0.0.1:${port}: unavailable (connect ECONNREFUSED 127.0.0.1:${port}); nothing written`);
+    expect(w.stderr).toContain(
+      `poise members drain: redis redis://:***@127.0.0.1:${port}: unavailable (connect ECONNREFUSED 127.0.0.1:${port}); nothing written`,
+    );
     expect(w.stderr).not.toContain('secret');
   });
 
@@ -238,14 +276,21 @@ describe('poise members (CLI)', () => {
   });
 
   it('watch prints each applied version', async () => {
-    const child = spawn(process.execPath, [CLI, 'members', 'watch', '--redis', redis.url, '--cluster', 'watched', '--count', '3'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, 'members', 'watch', '--redis', redis.url, '--cluster', 'watched', '--count', '3'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
     const w = (sub: string, ...rest: string[]) => poise(['members', sub, '--redis', redis.url, '--cluster', 'watched', ...rest]);
     // Whether the watcher subscribed before or after this write, it prints version 1 exactly once:
     // the notice if it was subscribed, the snapshot read otherwise.
-    expect(await poise(['members', 'apply', '-', '--redis', redis.url, '--cluster', 'watched'], JSON.stringify({ cluster: 'watched', backends: [] }))).toMatchObject({ code: 0 });
+    expect(
+      await poise(
+        ['members', 'apply', '-', '--redis', redis.url, '--cluster', 'watched'],
+        JSON.stringify({ cluster: 'watched', backends: [] }),
+      ),
+    ).toMatchObject({ code: 0 });
     await until(() => out.includes('version 1 '), 'watch printing version 1');
     await w('add', 'x', '127.0.0.1:7100', '--status', 'draining');
     await w('add', 'y', '127.0.0.1:7101');

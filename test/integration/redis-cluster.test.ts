@@ -84,7 +84,10 @@ describe('Redis Cluster: sharded pub/sub, one hash slot per cluster', () => {
   it('a notice is a sharded message: SSUBSCRIBE on the slot owner receives it, a plain SUBSCRIBE does not', async () => {
     const pub = publisher('shard');
     await pub.apply({ cluster: 'shard', backends: [be('a', 1)] });
-    const client = new Cluster(topo.addresses.map((a) => ({ host: '127.0.0.1', port: Number(a.split(':')[1]) })), { shardedSubscribers: true });
+    const client = new Cluster(
+      topo.addresses.map((a) => ({ host: '127.0.0.1', port: Number(a.split(':')[1]) })),
+      { shardedSubscribers: true },
+    );
     const plain = new Cluster(topo.addresses.map((a) => ({ host: '127.0.0.1', port: Number(a.split(':')[1]) })));
     closers.push(async () => {
       client.disconnect();
@@ -109,7 +112,9 @@ describe('Redis Cluster: sharded pub/sub, one hash slot per cluster', () => {
     const pub = publisher('waited', { waitReplicas: 1, waitTimeoutMs: 50 });
     const err = await pub.apply({ cluster: 'waited', backends: [be('a', 1)] }).catch((e: unknown) => e);
     expect((err as { code?: string }).code).toBe('NotReplicated');
-    expect((err as Error).message).toContain('waitReplicas: version 1 was written on the master but acknowledged by 0 of 1 replicas within 50 ms');
+    expect((err as Error).message).toContain(
+      'waitReplicas: version 1 was written on the master but acknowledged by 0 of 1 replicas within 50 ms',
+    );
     expect((await publisher('waited').show())?.version).toBe(1);
   });
 
@@ -122,9 +127,15 @@ describe('Redis Cluster: sharded pub/sub, one hash slot per cluster', () => {
       }
       return 'no error';
     };
-    expect(msg(() => new MembershipPublisher({ redisCluster: [], cluster: 'x' }))).toBe('options.redisCluster: must name at least one "host:port", got an array');
-    expect(msg(() => new RedisMembership({ redisCluster: ['127.0.0.1'], cluster: 'x' }))).toContain('options.redisCluster: element 0 "127.0.0.1": must be "host:port"');
-    expect(msg(() => new RedisMembership({ redisCluster: ['127.0.0.1:7000', '127.0.0.1:7000'], cluster: 'x' }))).toContain('element 1 "127.0.0.1:7000": repeated');
+    expect(msg(() => new MembershipPublisher({ redisCluster: [], cluster: 'x' }))).toBe(
+      'options.redisCluster: must name at least one "host:port", got an array',
+    );
+    expect(msg(() => new RedisMembership({ redisCluster: ['127.0.0.1'], cluster: 'x' }))).toContain(
+      'options.redisCluster: element 0 "127.0.0.1": must be "host:port"',
+    );
+    expect(msg(() => new RedisMembership({ redisCluster: ['127.0.0.1:7000', '127.0.0.1:7000'], cluster: 'x' }))).toContain(
+      'element 1 "127.0.0.1:7000": repeated',
+    );
     expect(msg(() => new RedisMembership({ redisCluster: ['127.0.0.1:7000'], url: 'redis://127.0.0.1', cluster: 'x' }))).toBe(
       'options.redisCluster: give exactly one of url, sentinels, redisCluster (got url and redisCluster)',
     );

@@ -21,7 +21,11 @@ interface Reader {
   seen: MembershipSnapshot[];
   log: ReturnType<typeof captureLog>;
 }
-async function reader(url: string, cluster: string, extra: Partial<ConstructorParameters<typeof RedisMembership>[0]> = {}): Promise<Reader> {
+async function reader(
+  url: string,
+  cluster: string,
+  extra: Partial<ConstructorParameters<typeof RedisMembership>[0]> = {},
+): Promise<Reader> {
   const log = captureLog();
   const seen: MembershipSnapshot[] = [];
   const source = new RedisMembership({ url, cluster, logger: log.logger, backoff: { baseMs: 20, maxMs: 200 }, ...extra });
@@ -83,11 +87,21 @@ describe('Redis control plane', () => {
     await expect(pub.add(be('a', 2))).rejects.toThrow('backend.id: "a" already exists in cluster "val"');
     await expect(pub.drain('nope')).rejects.toThrow('id: no backend "nope" in cluster "val"');
     await expect(pub.setWeight('a', 0)).rejects.toThrow('weight: must be an integer in [1, 4294967295], got 0');
-    await expect(pub.apply({ cluster: 'other', backends: [] })).rejects.toThrow('cluster: must be "val" (the cluster this publisher writes), got "other"');
-    await expect(pub.apply({ cluster: 'val', version: 1, backends: [] })).rejects.toThrow('version: 1 is not newer than the stored version 1; nothing written');
-    await expect(pub.apply({ cluster: 'val', backends: [] }, { ifVersion: 5 })).rejects.toThrow('ifVersion: the stored version is 1, not 5; nothing written');
+    await expect(pub.apply({ cluster: 'other', backends: [] })).rejects.toThrow(
+      'cluster: must be "val" (the cluster this publisher writes), got "other"',
+    );
+    await expect(pub.apply({ cluster: 'val', version: 1, backends: [] })).rejects.toThrow(
+      'version: 1 is not newer than the stored version 1; nothing written',
+    );
+    await expect(pub.apply({ cluster: 'val', backends: [] }, { ifVersion: 5 })).rejects.toThrow(
+      'ifVersion: the stored version is 1, not 5; nothing written',
+    );
     // Each refusal carries the code callers branch on (and the CLI maps to its exit code).
-    const codeOf = (p: Promise<unknown>) => p.then(() => 'resolved', (e: unknown) => (e instanceof PoiseError ? e.code : `not a PoiseError: ${String(e)}`));
+    const codeOf = (p: Promise<unknown>) =>
+      p.then(
+        () => 'resolved',
+        (e: unknown) => (e instanceof PoiseError ? e.code : `not a PoiseError: ${String(e)}`),
+      );
     expect(await codeOf(pub.drain('nope'))).toBe('NotFound');
     expect(await codeOf(pub.apply({ cluster: 'val', version: 1, backends: [] }))).toBe('Conflict');
     expect(await codeOf(pub.apply({ cluster: 'val', backends: [] }, { ifVersion: 5 }))).toBe('Conflict');
@@ -95,7 +109,9 @@ describe('Redis control plane', () => {
     expect(await codeOf(pub.setWeight('a', 0))).toBe('InvalidWeight');
     expect(await codeOf(pub.apply({ cluster: 'val', backends: [] }, { ifVersion: -1 }))).toBe('InvalidConfig');
     const tiny = publisher('val', { maxMessageBytes: 100 });
-    await expect(tiny.apply({ cluster: 'val', backends: [be('a', 1), be('b', 2)] })).rejects.toThrow(/^document: \d+ bytes with its envelope exceeds the limit of 100 bytes/);
+    await expect(tiny.apply({ cluster: 'val', backends: [be('a', 1), be('b', 2)] })).rejects.toThrow(
+      /^document: \d+ bytes with its envelope exceeds the limit of 100 bytes/,
+    );
     expect(await admin.get(pub.keys.snapshot)).toBe(before);
   });
 
@@ -115,7 +131,10 @@ describe('Redis control plane', () => {
     const r = track(await reader(redis.url, 'gap'));
     // Version 2 stored (same lineage) without a notice: the reader cannot know yet.
     const { lineage } = (await pub.show())!;
-    await admin.set(pub.keys.snapshot, JSON.stringify({ version: 2, lineage, document: { cluster: 'gap', backends: [be('a', 1), be('lost', 2)] } }));
+    await admin.set(
+      pub.keys.snapshot,
+      JSON.stringify({ version: 2, lineage, document: { cluster: 'gap', backends: [be('a', 1), be('lost', 2)] } }),
+    );
     // Version 3 published normally: 3 skips 2 → re-read → the reader gets 3 from the snapshot.
     expect(await pub.add(be('b', 3))).toBe(3);
     await until(() => r.source.version === 3, 'reader at version 3');
@@ -136,10 +155,26 @@ describe('Redis control plane', () => {
 
   it.each([
     ['malformed JSON', '{"version":2,"document":', 'notice: malformed JSON'],
-    ['a wrong-typed field', JSON.stringify({ version: 2, document: { cluster: 'bad', backends: [be('a', 1, { priority: 'high' })] } }), 'notice.document.backends[0].priority: must be an integer in [0, 4294967295], got "high"'],
-    ['a negative weight', JSON.stringify({ version: 2, document: { cluster: 'bad', backends: [be('a', 1, { weight: -2 })] } }), 'notice.document.backends[0].weight: must be an integer in [1, 4294967295], got -2'],
-    ['a duplicate id', JSON.stringify({ version: 2, document: { cluster: 'bad', backends: [be('a', 1), be('a', 2)] } }), 'notice.document.backends[1].id: duplicate id "a" (first at notice.document.backends[0])'],
-    ['an oversized message', JSON.stringify({ version: 2, document: { cluster: 'bad', backends: Array.from({ length: 40 }, (_, i) => be(`n${i}`, 100 + i)) } }), 'exceeds the limit of 1024 bytes'],
+    [
+      'a wrong-typed field',
+      JSON.stringify({ version: 2, document: { cluster: 'bad', backends: [be('a', 1, { priority: 'high' })] } }),
+      'notice.document.backends[0].priority: must be an integer in [0, 4294967295], got "high"',
+    ],
+    [
+      'a negative weight',
+      JSON.stringify({ version: 2, document: { cluster: 'bad', backends: [be('a', 1, { weight: -2 })] } }),
+      'notice.document.backends[0].weight: must be an integer in [1, 4294967295], got -2',
+    ],
+    [
+      'a duplicate id',
+      JSON.stringify({ version: 2, document: { cluster: 'bad', backends: [be('a', 1), be('a', 2)] } }),
+      'notice.document.backends[1].id: duplicate id "a" (first at notice.document.backends[0])',
+    ],
+    [
+      'an oversized message',
+      JSON.stringify({ version: 2, document: { cluster: 'bad', backends: Array.from({ length: 40 }, (_, i) => be(`n${i}`, 100 + i)) } }),
+      'exceeds the limit of 1024 bytes',
+    ],
   ])('rejects %s as a notice and as a snapshot: nothing applied, reader keeps running', async (_name, payload, expected) => {
     const pub = publisher('bad');
     await admin.del(pub.keys.snapshot);
@@ -152,7 +187,9 @@ describe('Redis control plane', () => {
     await admin.set(pub.keys.snapshot, payload);
     r.source.resync('test');
     await until(() => r.log.find('snapshot rejected').length === 1, 'the snapshot rejection');
-    expect(String(r.log.find('snapshot rejected')[0]!['err'])).toContain(expected.replace(/^notice/, 'snapshot').replaceAll('notice.', 'snapshot.'));
+    expect(String(r.log.find('snapshot rejected')[0]!['err'])).toContain(
+      expected.replace(/^notice/, 'snapshot').replaceAll('notice.', 'snapshot.'),
+    );
     expect(r.source.version).toBe(1);
     expect(r.seen).toHaveLength(1);
     // Still alive: a good write (explicit version replaces the bad value) is applied.
@@ -171,7 +208,10 @@ describe('Redis control plane', () => {
     expect((ceiling as PoiseError).code).toBe('CapacityExhausted');
     // What the old script stored after "cur + 1" rounded: refused, not crashed, nothing applied.
     const { lineage } = (await pub.show())!;
-    await admin.set(pub.keys.snapshot, JSON.stringify({ version: 9007199254740992, lineage, document: { cluster: 'range', backends: [be('x', 9)] } }));
+    await admin.set(
+      pub.keys.snapshot,
+      JSON.stringify({ version: 9007199254740992, lineage, document: { cluster: 'range', backends: [be('x', 9)] } }),
+    );
     r.source.resync('test');
     await until(() => r.log.find('snapshot rejected').length === 1, 'the rejection');
     expect(r.log.find('snapshot rejected')[0]).toMatchObject({
@@ -190,7 +230,10 @@ describe('Redis control plane', () => {
     await pub.apply({ cluster: 'noisy', backends: [be('a', 1)] });
     const r = track(await reader(redis.url, 'noisy'));
     for (let i = 0; i < 5; i++) await admin.publish(pub.keys.channel, '{"version":2,"document":');
-    await admin.publish(pub.keys.channel, JSON.stringify({ version: 2, document: { cluster: 'noisy', backends: [be('a', 1, { weight: -2 })] } }));
+    await admin.publish(
+      pub.keys.channel,
+      JSON.stringify({ version: 2, document: { cluster: 'noisy', backends: [be('a', 1, { weight: -2 })] } }),
+    );
     // Notices arrive in order: once version 2 is applied, every garbage notice before it was handled.
     expect(await pub.add(be('b', 2))).toBe(2);
     await until(() => r.source.version === 2, 'reader at version 2');
@@ -214,7 +257,10 @@ describe('Redis control plane', () => {
     const first = r.source.lineage!;
     expect([r.source.version, first]).toEqual([3, (await pub.show())!.lineage]);
     // Same lineage, older (Redis restored from an older copy): kept out, with a warning.
-    await admin.set(pub.keys.snapshot, JSON.stringify({ version: 2, lineage: first, document: { cluster: 'line', backends: [be('old', 1)] } }));
+    await admin.set(
+      pub.keys.snapshot,
+      JSON.stringify({ version: 2, lineage: first, document: { cluster: 'line', backends: [be('old', 1)] } }),
+    );
     r.source.resync('test');
     await until(() => r.log.find('older than the version held in the same lineage').length === 1, 'the older-snapshot warning');
     expect(r.source.version).toBe(3);
@@ -235,17 +281,27 @@ describe('Redis control plane', () => {
     const empty = track(await reader(redis.url, 'nothing-here'));
     expect(empty.seen).toHaveLength(0);
     expect(empty.source.problem?.code).toBe('NotFound');
-    expect(empty.source.problem?.message).toBe(`redis ${redis.url}: no membership stored for cluster "nothing-here" (key poise:nothing-here:snapshot)`);
+    expect(empty.source.problem?.message).toBe(
+      `redis ${redis.url}: no membership stored for cluster "nothing-here" (key poise:nothing-here:snapshot)`,
+    );
     await admin.set('poise:corrupt:snapshot', '{"version":1,"document":{"cluster":"other","backends":[]}}');
     const corrupt = track(await reader(redis.url, 'corrupt'));
     expect(corrupt.source.problem?.code).toBe('Corrupt');
-    expect(corrupt.source.problem?.message).toBe('snapshot.document.cluster: must be "corrupt" (the cluster this reader follows), got "other"');
+    expect(corrupt.source.problem?.message).toBe(
+      'snapshot.document.cluster: must be "corrupt" (the cluster this reader follows), got "other"',
+    );
     await admin.set('poise:corrupt:snapshot', '{"version":1,"document":{"cluster":"corrupt","backends":[]}}');
     corrupt.source.resync('test');
     await until(() => corrupt.source.version === 1, 'the corrupt value replaced');
     expect(corrupt.source.problem).toBeUndefined();
     const port = await freePort();
-    const down = new RedisMembership({ url: `redis://127.0.0.1:${port}`, cluster: 'down', failFast: true, startTimeoutMs: 5000, logger: captureLog().logger });
+    const down = new RedisMembership({
+      url: `redis://127.0.0.1:${port}`,
+      cluster: 'down',
+      failFast: true,
+      startTimeoutMs: 5000,
+      logger: captureLog().logger,
+    });
     const err = await down.start(() => {}).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PoiseError);
     expect((err as PoiseError).code).toBe('Unavailable');
@@ -268,7 +324,12 @@ describe('Redis control plane', () => {
     // Redis comes up on the reader's port and gets a document.
     const onPort = await startRedis({ port });
     closers.push(() => onPort.stop());
-    const pub = new MembershipPublisher({ url, cluster: 'late', logger: captureLog().logger, redisOptions: { retryStrategy: (t) => (t > 50 ? null : 50) } });
+    const pub = new MembershipPublisher({
+      url,
+      cluster: 'late',
+      logger: captureLog().logger,
+      redisOptions: { retryStrategy: (t) => (t > 50 ? null : 50) },
+    });
     closers.push(() => pub.close());
     expect(await pub.apply({ cluster: 'late', backends: [be('real', 1)] })).toBe(1);
     await until(() => r.source.version === 1, 'reader switching to Redis version 1');
@@ -295,7 +356,10 @@ describe('Redis control plane', () => {
     // reader is (most likely) unsubscribed; the re-read after re-subscribing must bring it in.
     expect(Number(await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub'))).toBeGreaterThanOrEqual(1);
     expect(await pub.add(be('b', 2))).toBe(2);
-    await until(() => r.source.version === 2 && r.log.find('subscribed; reading the snapshot').length >= 2, 'reader re-subscribed at version 2');
+    await until(
+      () => r.source.version === 2 && r.log.find('subscribed; reading the snapshot').length >= 2,
+      'reader re-subscribed at version 2',
+    );
     expect(r.seen.at(-1)!.backends.map((b) => b.id)).toEqual(['a', 'b']);
   });
 
@@ -330,7 +394,7 @@ describe('Redis control plane', () => {
     }
   });
 
-  it('Redis restarted empty: a re-apply above the readers\' version brings them along', async () => {
+  it("Redis restarted empty: a re-apply above the readers' version brings them along", async () => {
     const volatile = await startRedis();
     closers.push(() => volatile.stop());
     const pub = new MembershipPublisher({ url: volatile.url, cluster: 'wipe', logger: captureLog().logger });

@@ -72,7 +72,9 @@ describe('Redis Sentinel: failover under continuous writes', () => {
     await topo?.stop();
   });
   const via = (form: 'options' | 'url'): Pick<RedisMembershipOptions, 'url' | 'sentinels' | 'sentinelName'> =>
-    form === 'url' ? { url: `redis+sentinel://${topo.sentinelAddresses.join(',')}/${topo.name}` } : { sentinels: topo.sentinelAddresses, sentinelName: topo.name };
+    form === 'url'
+      ? { url: `redis+sentinel://${topo.sentinelAddresses.join(',')}/${topo.name}` }
+      : { sentinels: topo.sentinelAddresses, sentinelName: topo.name };
   const publisher = (cluster: string, extra: Partial<MembershipPublisherOptions> = {}) => {
     const p = new MembershipPublisher({ ...via('options'), cluster, logger: captureLog('warn').logger, ...extra });
     closers.push(() => p.close());
@@ -146,7 +148,9 @@ describe('Redis Sentinel: failover under continuous writes', () => {
     // Without WAIT, an acknowledged write may be lost: count, do not assert (asynchronous replication).
     const present = new Set(stored.document.backends.map((b) => b.id));
     const lost = w.acked.filter((a) => !present.has(a.id));
-    console.log(`sentinel failover without WAIT: ${w.acked.length} acked, ${lost.length} acked-then-lost, ${w.failed.length} reported failed`);
+    console.log(
+      `sentinel failover without WAIT: ${w.acked.length} acked, ${lost.length} acked-then-lost, ${w.failed.length} reported failed`,
+    );
   }, 90_000);
 
   it('writes the failover lost (applied by readers, never replicated): the next write goes above them and every reader converges on the new master', async () => {
@@ -221,7 +225,11 @@ describe('Redis Sentinel: failover under continuous writes', () => {
     // Not asserted: no loss. Sentinel promotes the replica (REPLICAOF NO ONE) before it reconfigures the old
     // master, and a write the old master acknowledges in between is lost — asynchronous replication again.
     // Sentinel turns the old master into a replica of the promoted one (asynchronously, after the switch).
-    await until(async () => ((await command(old, 'ROLE').catch(() => [])) as unknown[])[0] === 'slave', 'the old master reconfigured as a replica', 20_000);
+    await until(
+      async () => ((await command(old, 'ROLE').catch(() => [])) as unknown[])[0] === 'slave',
+      'the old master reconfigured as a replica',
+      20_000,
+    );
   }, 90_000);
 
   it('validation: sentinels without a name, an empty list, a bad host:port, both sentinels and url', () => {
@@ -233,20 +241,36 @@ describe('Redis Sentinel: failover under continuous writes', () => {
       }
       return 'no error';
     };
-    expect(msg(() => new RedisMembership({ sentinels: ['127.0.0.1:26379'], cluster: 'x' }))).toBe('options.sentinelName: required with sentinels');
-    expect(msg(() => new MembershipPublisher({ sentinels: [], sentinelName: 'm', cluster: 'x' }))).toBe('options.sentinels: must name at least one "host:port", got an array');
-    expect(msg(() => new MembershipPublisher({ sentinels: ['localhost:0'], sentinelName: 'm', cluster: 'x' }))).toContain('options.sentinels: element 0 "localhost:0": must be "host:port"');
+    expect(msg(() => new RedisMembership({ sentinels: ['127.0.0.1:26379'], cluster: 'x' }))).toBe(
+      'options.sentinelName: required with sentinels',
+    );
+    expect(msg(() => new MembershipPublisher({ sentinels: [], sentinelName: 'm', cluster: 'x' }))).toBe(
+      'options.sentinels: must name at least one "host:port", got an array',
+    );
+    expect(msg(() => new MembershipPublisher({ sentinels: ['localhost:0'], sentinelName: 'm', cluster: 'x' }))).toContain(
+      'options.sentinels: element 0 "localhost:0": must be "host:port"',
+    );
     expect(msg(() => new MembershipPublisher({ sentinels: ['h:1'], sentinelName: 'a b', cluster: 'x' }))).toBe(
       'options.sentinelName: must be 1 to 128 characters of [A-Za-z0-9._-], got "a b"',
     );
     expect(msg(() => new RedisMembership({ url: 'redis://h:1', sentinels: ['h:1'], sentinelName: 'm', cluster: 'x' }))).toBe(
       'options.sentinels: give exactly one of url, sentinels, redisCluster (got url and sentinels)',
     );
-    expect(msg(() => new RedisMembership({ url: 'redis://h:1', sentinelName: 'm', cluster: 'x' }))).toBe('options.sentinelName: only with sentinels, got "m"');
-    expect(msg(() => new RedisMembership({ url: 'redis+sentinel://h:1/', cluster: 'x' }))).toContain('(master name "": must be 1 to 128 characters');
-    expect(msg(() => new RedisMembership({ url: 'redis+sentinel://h:1,h:99999/m', cluster: 'x' }))).toContain('(sentinels: element 1 "h:99999": must be "host:port"');
-    expect(msg(() => new RedisMembership({ url: 'redis+sentinel://h:1/m?db=x', cluster: 'x' }))).toContain('(db: must be an integer in [0, 99], got "x")');
-    expect(msg(() => new RedisMembership({ url: 'redis+sentinel://h:1/m?tls=1', cluster: 'x' }))).toContain('(query parameter "tls": unknown (accepted: db))');
+    expect(msg(() => new RedisMembership({ url: 'redis://h:1', sentinelName: 'm', cluster: 'x' }))).toBe(
+      'options.sentinelName: only with sentinels, got "m"',
+    );
+    expect(msg(() => new RedisMembership({ url: 'redis+sentinel://h:1/', cluster: 'x' }))).toContain(
+      '(master name "": must be 1 to 128 characters',
+    );
+    expect(msg(() => new RedisMembership({ url: 'redis+sentinel://h:1,h:99999/m', cluster: 'x' }))).toContain(
+      '(sentinels: element 1 "h:99999": must be "host:port"',
+    );
+    expect(msg(() => new RedisMembership({ url: 'redis+sentinel://h:1/m?db=x', cluster: 'x' }))).toContain(
+      '(db: must be an integer in [0, 99], got "x")',
+    );
+    expect(msg(() => new RedisMembership({ url: 'redis+sentinel://h:1/m?tls=1', cluster: 'x' }))).toContain(
+      '(query parameter "tls": unknown (accepted: db))',
+    );
     expect(msg(() => new MembershipPublisher({ url: 'redis://h:1', cluster: 'x', waitReplicas: -1 }))).toContain('options.waitReplicas');
   });
 });
@@ -261,7 +285,13 @@ describe('waitReplicas on a server without enough replicas', () => {
   });
 
   it('a write WAIT cannot confirm is stored and published, and reported NotReplicated naming the version and the count', async () => {
-    const pub = new MembershipPublisher({ url: redis.url, cluster: 'nr', waitReplicas: 1, waitTimeoutMs: 50, logger: captureLog('error').logger });
+    const pub = new MembershipPublisher({
+      url: redis.url,
+      cluster: 'nr',
+      waitReplicas: 1,
+      waitTimeoutMs: 50,
+      logger: captureLog('error').logger,
+    });
     const seen: MembershipSnapshot[] = [];
     const source = new RedisMembership({ url: redis.url, cluster: 'nr', logger: captureLog('error').logger, startTimeoutMs: 200 });
     try {
@@ -275,7 +305,9 @@ describe('waitReplicas on a server without enough replicas', () => {
       expect(seen.map((s) => s.version)).toEqual([1]);
       // Read-modify-write operations report it the same way, and the next version still follows.
       const drained = await pub.drain('a').catch((e: unknown) => e);
-      expect(isPoiseError(drained, 'NotReplicated') && (drained as Error).message.startsWith('waitReplicas: version 2 was written')).toBe(true);
+      expect(isPoiseError(drained, 'NotReplicated') && (drained as Error).message.startsWith('waitReplicas: version 2 was written')).toBe(
+        true,
+      );
       await until(() => source.version === 2, 'notice 2');
     } finally {
       await source.close();

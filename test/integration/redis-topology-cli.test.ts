@@ -33,21 +33,45 @@ describe('poise members / proxy over Sentinel and Cluster', () => {
   const doc = (name: string) => JSON.stringify({ cluster: name, backends: [{ id: 'a', address: `127.0.0.1:${backendPort}` }] });
 
   it('members writes through --sentinel and reads back through a redis+sentinel:// URL; --wait-replicas 1 succeeds, 2 exits 8', async () => {
-    expect(await runCli(['members', 'apply', '-', ...sentinelFlags(), '--cluster', 's'], doc('s'))).toMatchObject({ code: 0, stdout: '1\n' });
+    expect(await runCli(['members', 'apply', '-', ...sentinelFlags(), '--cluster', 's'], doc('s'))).toMatchObject({
+      code: 0,
+      stdout: '1\n',
+    });
     const shown = await runCli(['members', 'show', '--redis', sentinelUrl(), '--cluster', 's', '--json']);
     expect(shown.code).toBe(0);
     expect(JSON.parse(shown.stdout)).toMatchObject({ version: 1, document: { cluster: 's', backends: [{ id: 'a' }] } });
-    expect(await runCli(['members', 'drain', 'a', ...sentinelFlags(), '--cluster', 's', '--wait-replicas', '1'])).toMatchObject({ code: 0, stdout: '2\n' });
+    expect(await runCli(['members', 'drain', 'a', ...sentinelFlags(), '--cluster', 's', '--wait-replicas', '1'])).toMatchObject({
+      code: 0,
+      stdout: '2\n',
+    });
     // One replica exists: WAIT 2 cannot be met. The write is stored (version 3), the exit says it is not replicated.
-    const unreplicated = await runCli(['members', 'undrain', 'a', ...sentinelFlags(), '--cluster', 's', '--wait-replicas', '2', '--wait-timeout', '100']);
+    const unreplicated = await runCli([
+      'members',
+      'undrain',
+      'a',
+      ...sentinelFlags(),
+      '--cluster',
+      's',
+      '--wait-replicas',
+      '2',
+      '--wait-timeout',
+      '100',
+    ]);
     expect(unreplicated.code).toBe(8);
-    expect(unreplicated.stderr).toContain('waitReplicas: version 3 was written on the master but acknowledged by 1 of 2 replicas within 100 ms');
+    expect(unreplicated.stderr).toContain(
+      'waitReplicas: version 3 was written on the master but acknowledged by 1 of 2 replicas within 100 ms',
+    );
     expect(JSON.parse((await runCli(['members', 'show', ...sentinelFlags(), '--cluster', 's', '--json'])).stdout).version).toBe(3);
   });
 
   it('members writes, shows and watches through --redis-cluster', async () => {
-    expect(await runCli(['members', 'apply', '-', ...clusterFlags(), '--cluster', 'k'], doc('k'))).toMatchObject({ code: 0, stdout: '1\n' });
-    const watch = spawn(process.execPath, [CLI, 'members', 'watch', ...clusterFlags(), '--cluster', 'k', '--count', '2', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    expect(await runCli(['members', 'apply', '-', ...clusterFlags(), '--cluster', 'k'], doc('k'))).toMatchObject({
+      code: 0,
+      stdout: '1\n',
+    });
+    const watch = spawn(process.execPath, [CLI, 'members', 'watch', ...clusterFlags(), '--cluster', 'k', '--count', '2', '--json'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     watch.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
     const exited = new Promise<number | null>((resolve) => watch.once('exit', (code) => resolve(code)));
@@ -59,7 +83,12 @@ describe('poise members / proxy over Sentinel and Cluster', () => {
     } finally {
       watch.kill('SIGKILL');
     }
-    expect(out.trim().split('\n').map((l) => (JSON.parse(l) as { version: number }).version)).toEqual([1, 2]);
+    expect(
+      out
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { version: number }).version),
+    ).toEqual([1, 2]);
     const shown = JSON.parse((await runCli(['members', 'show', ...clusterFlags(), '--cluster', 'k', '--json'])).stdout);
     expect(shown).toMatchObject({ version: 2, document: { backends: [{ id: 'a', weight: 7 }] } });
   });
@@ -67,7 +96,9 @@ describe('poise members / proxy over Sentinel and Cluster', () => {
   it('usage errors name the flag (exit 2) before anything connects', async () => {
     const both = await runCli(['members', 'show', ...sentinelFlags(), ...clusterFlags(), '--cluster', 'x']);
     expect(both.code).toBe(2);
-    expect(both.stderr).toContain('--redis-cluster: give exactly one of --redis, --sentinel, --redis-cluster (got --sentinel and --redis-cluster)');
+    expect(both.stderr).toContain(
+      '--redis-cluster: give exactly one of --redis, --sentinel, --redis-cluster (got --sentinel and --redis-cluster)',
+    );
     const noName = await runCli(['members', 'show', '--sentinel', '127.0.0.1:1', '--cluster', 'x']);
     expect(noName).toMatchObject({ code: 2 });
     expect(noName.stderr).toContain('--sentinel-name: required with --sentinel');

@@ -28,7 +28,7 @@ function reply<T>(w: Worker): Promise<T> {
 }
 
 describe('late release vs slot reuse (real threads)', () => {
-  it('1,000 races (the issue asks for 300): the slot\'s next occupant never inherits the old backend\'s health', async () => {
+  it("1,000 races (the issue asks for 300): the slot's next occupant never inherits the old backend's health", async () => {
     const b = new Balancer({ logger, capacity: 1 });
     b.update([{ id: 'r0', address: '127.0.0.1:7000' }]);
     const w = new Worker(FIXTURE, { workerData: { attachment: b.attachment() } });

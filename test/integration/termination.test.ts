@@ -105,7 +105,12 @@ describe('worker termination at random moments leaves every counter exact', () =
     const b = new Balancer({ logger, capacity: 8 });
     b.update(members(['a', 'b', 'c', 'd']));
     const release = ownerLeases(b);
-    const pool = createWorkerPool({ balancer: b, filename: new URL('../fixtures/pool-spin-task.mjs', import.meta.url), threads: 2, policy: 'p2c' });
+    const pool = createWorkerPool({
+      balancer: b,
+      filename: new URL('../fixtures/pool-spin-task.mjs', import.meta.url),
+      threads: 2,
+      policy: 'p2c',
+    });
     const inexact: string[] = [];
     try {
       for (let run = 0; run < 150; run++) {

@@ -105,7 +105,14 @@ describe('worker threads over one LoadTable', () => {
     const rounds: { members: { id: string; address: string; weight?: number; status?: 'draining' }[]; id: string; weight: number }[] = [
       { members: [{ id: 'a', address: '127.0.0.1:7000' }], id: 'a', weight: 1 },
       // add b, drain a (each worker still holds its round-1 lease on a)
-      { members: [{ id: 'a', address: '127.0.0.1:7000', status: 'draining' }, { id: 'b', address: '127.0.0.1:7001' }], id: 'b', weight: 1 },
+      {
+        members: [
+          { id: 'a', address: '127.0.0.1:7000', status: 'draining' },
+          { id: 'b', address: '127.0.0.1:7001' },
+        ],
+        id: 'b',
+        weight: 1,
+      },
       // remove a and b, add c
       { members: [{ id: 'c', address: '127.0.0.1:7002' }], id: 'c', weight: 1 },
       // reweight c
@@ -133,7 +140,11 @@ describe('worker threads over one LoadTable', () => {
     await Promise.all(ends);
     expectAllZero(balancer, 3);
     // a's slot was a tombstone until its leases ended; now it can be reused with the generation bumped.
-    balancer.update([{ id: 'c', address: '127.0.0.1:7002' }, { id: 'd', address: '127.0.0.1:7003' }, { id: 'e', address: '127.0.0.1:7004' }]);
+    balancer.update([
+      { id: 'c', address: '127.0.0.1:7002' },
+      { id: 'd', address: '127.0.0.1:7003' },
+      { id: 'e', address: '127.0.0.1:7004' },
+    ]);
     expect(balancer.table.stats(0).generation).toBe(2);
   }, 60_000);
 
@@ -144,10 +155,11 @@ describe('worker threads over one LoadTable', () => {
     const results = await Promise.all(ws.map((w) => next<{ picks: Record<string, number> }>(w)));
     let slow = 0;
     let total = 0;
-    for (const r of results) for (const [id, n] of Object.entries(r.picks)) {
-      total += n;
-      if (id === 'b3') slow += n;
-    }
+    for (const r of results)
+      for (const [id, n] of Object.entries(r.picks)) {
+        total += n;
+        if (id === 'b3') slow += n;
+      }
     expect(total).toBe(80_000);
     // Fair share 25 % (σ of a fair binomial share over 80,000 picks: 0.15 %).
     // b3 answers in 100 ms vs 1 ms: the peak rule makes it 2× the 50 ms

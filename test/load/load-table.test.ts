@@ -19,7 +19,9 @@ describe('LoadTable layout and options', () => {
     expect(u.stats(2)).toMatchObject({ generation: 5, state: SlotState.Draining });
     expect(() => LoadTable.attach(new SharedArrayBuffer(64))).toThrow(expect.objectContaining({ code: 'InvalidConfig', field: 'buffer' }));
     expect(() => LoadTable.attach(new SharedArrayBuffer(64))).toThrow(/is not a LoadTable of layout version/);
-    expect(() => LoadTable.attach(new ArrayBuffer(64) as unknown as SharedArrayBuffer)).toThrow(expect.objectContaining({ code: 'InvalidConfig' }));
+    expect(() => LoadTable.attach(new ArrayBuffer(64) as unknown as SharedArrayBuffer)).toThrow(
+      expect.objectContaining({ code: 'InvalidConfig' }),
+    );
   });
 
   it('stores weights up to 2^32 − 1 exactly', () => {
@@ -35,7 +37,9 @@ describe('LoadTable layout and options', () => {
     t.publishSpecs(bytes);
     expect(new TextDecoder().decode(LoadTable.attach(t.buffer).readSpecs())).toBe('{"v":1,"s":[]}');
     expect(t.specSeq() % 2).toBe(0);
-    expect(() => t.publishSpecs(new Uint8Array(2000))).toThrow(expect.objectContaining({ code: 'CapacityExhausted', message: 'spec blob of 2000 bytes exceeds options.specBytes (1024)' }));
+    expect(() => t.publishSpecs(new Uint8Array(2000))).toThrow(
+      expect.objectContaining({ code: 'CapacityExhausted', message: 'spec blob of 2000 bytes exceeds options.specBytes (1024)' }),
+    );
   });
 });
 
@@ -89,14 +93,16 @@ function findWord(i32: Int32Array, t: LoadTable, slot: number): number {
 }
 
 describe('counters: random operation sequences equal a model', () => {
-  type Op =
-    | { op: 'up'; slot: number; kind: LeaseKindCode; row: number }
-    | { op: 'down'; pick: number }
-    | { op: 'reclaim'; row: number };
+  type Op = { op: 'up'; slot: number; kind: LeaseKindCode; row: number } | { op: 'down'; pick: number } | { op: 'reclaim'; row: number };
   const CAP = 4;
   const ROWS = 3;
   const opArb: fc.Arbitrary<Op> = fc.oneof(
-    fc.record({ op: fc.constant('up' as const), slot: fc.nat(CAP - 1), kind: fc.constantFrom(LeaseKind.Request, LeaseKind.Connection), row: fc.nat(ROWS - 1) }),
+    fc.record({
+      op: fc.constant('up' as const),
+      slot: fc.nat(CAP - 1),
+      kind: fc.constantFrom(LeaseKind.Request, LeaseKind.Connection),
+      row: fc.nat(ROWS - 1),
+    }),
     fc.record({ op: fc.constant('down' as const), pick: fc.nat() }),
     fc.record({ op: fc.constant('reclaim' as const), row: fc.nat(ROWS - 1) }),
   );
@@ -156,7 +162,9 @@ describe('counters: random operation sequences equal a model', () => {
     expect(t.claimRow(7)).toBe(0);
     expect(t.claimRow(9)).toBe(1);
     expect(t.claimRow(7)).toBe(0);
-    expect(() => t.claimRow(11)).toThrow(expect.objectContaining({ code: 'CapacityExhausted', message: 'LoadTable: all 2 thread rows are taken (raise options.maxThreads)' }));
+    expect(() => t.claimRow(11)).toThrow(
+      expect.objectContaining({ code: 'CapacityExhausted', message: 'LoadTable: all 2 thread rows are taken (raise options.maxThreads)' }),
+    );
     expect(t.rowsInUse()).toBe(2);
     expect(t.reclaimRow(7)).toBe(0);
     expect(t.claimRow(11)).toBe(0);
@@ -175,7 +183,12 @@ describe('counters: random operation sequences equal a model', () => {
       t.leaseUp(1, LeaseKind.Request, row);
       t.leaseUp(1, LeaseKind.Request, row);
       // Rows past the first 8 live on the slot's next cache lines: still summed.
-      expect([reader.connections(1), reader.requests(1), reader.outstanding(1), reader.rowsInUse()]).toEqual([tid + 1, 2 * (tid + 1), 3 * (tid + 1), tid + 1]);
+      expect([reader.connections(1), reader.requests(1), reader.outstanding(1), reader.rowsInUse()]).toEqual([
+        tid + 1,
+        2 * (tid + 1),
+        3 * (tid + 1),
+        tid + 1,
+      ]);
       expect(reader.outstanding(0)).toBe(0);
     }
     expect(t.reclaimRow(1007)).toBe(3);

@@ -45,7 +45,23 @@ describe('LoadTableView (balancer.table)', () => {
     expect(Object.isFrozen(b.table)).toBe(true);
     const writers = tableMembers().filter((n) => !VIEW_METHODS.includes(n));
     // The LoadTable really has writers to hide (so this test cannot pass vacuously).
-    for (const w of ['setTag', 'writeFields', 'resetHealth', 'leaseUp', 'leaseDown', 'observe', 'eject', 'addFailure', 'clearFailures', 'reclaimRow', 'claimRow', 'publishSpecs', 'bumpMembershipEpoch', 'bumpHealthEpoch', 'countPicks']) {
+    for (const w of [
+      'setTag',
+      'writeFields',
+      'resetHealth',
+      'leaseUp',
+      'leaseDown',
+      'observe',
+      'eject',
+      'addFailure',
+      'clearFailures',
+      'reclaimRow',
+      'claimRow',
+      'publishSpecs',
+      'bumpMembershipEpoch',
+      'bumpHealthEpoch',
+      'countPicks',
+    ]) {
       expect(writers).toContain(w);
     }
     for (const w of writers) expect({ member: w, value: view[w] }).toEqual({ member: w, value: undefined });

@@ -21,7 +21,9 @@ describe('bindMembership with a Balancer', () => {
     writeFileSync(file, doc(['a', 'b']));
     const log = captureLog();
     const balancer = new Balancer({ logger: log.logger });
-    const binding = await bindMembership(new StaticMembership({ file }, { debounceMs: 10, logger: log.logger }), balancer, { logger: log.logger });
+    const binding = await bindMembership(new StaticMembership({ file }, { debounceMs: 10, logger: log.logger }), balancer, {
+      logger: log.logger,
+    });
     const router = balancer.router({ policy: 'maglev' });
     expect(binding.version).toBe(1);
     expect(router.version).toBe(1);
@@ -50,7 +52,11 @@ describe('bindMembership with a Balancer', () => {
   it('a file change not newer than a direct update() is logged as ignored, never as applied; a newer one applies', async () => {
     const file = path.join(dir, 'mixed.json');
     const doc = (ids: string[], version?: number) =>
-      JSON.stringify({ cluster: 'db', ...(version === undefined ? {} : { version }), backends: ids.map((id, i) => ({ id, address: `127.0.0.1:${7100 + i}` })) });
+      JSON.stringify({
+        cluster: 'db',
+        ...(version === undefined ? {} : { version }),
+        backends: ids.map((id, i) => ({ id, address: `127.0.0.1:${7100 + i}` })),
+      });
     writeFileSync(file, doc(['a']));
     const sourceLog = captureLog();
     const balancer = new Balancer({ logger: captureLog().logger });
@@ -59,14 +65,22 @@ describe('bindMembership with a Balancer', () => {
     expect(balancer.version).toBe(1);
     // Two direct updates share the Balancer's version space: it is at 3 now.
     balancer.update([{ id: 'direct', address: '127.0.0.1:7200' }]);
-    balancer.update([{ id: 'direct', address: '127.0.0.1:7200' }, { id: 'direct2', address: '127.0.0.1:7201' }]);
+    balancer.update([
+      { id: 'direct', address: '127.0.0.1:7200' },
+      { id: 'direct2', address: '127.0.0.1:7201' },
+    ]);
     expect(balancer.version).toBe(3);
 
     writeFileSync(file, doc(['a', 'b'])); // the file's version 2: not newer than 3
     await until(() => sourceLog.find('ignored').length === 1, 'the ignored line');
     const applied = () => sourceLog.records.filter((r) => r['msg'] === 'membership applied').map((r) => r['version']);
     expect(applied()).toEqual([1]);
-    expect(sourceLog.find('ignored')[0]).toMatchObject({ level: 40, msg: 'membership version 2 ignored: not newer than 3 in force', version: 2, inForce: 3 });
+    expect(sourceLog.find('ignored')[0]).toMatchObject({
+      level: 40,
+      msg: 'membership version 2 ignored: not newer than 3 in force',
+      version: 2,
+      inForce: 3,
+    });
     expect(balancer.version).toBe(3);
     expect(binding.version).toBe(3);
 
@@ -90,13 +104,17 @@ describe('bindMembership with a Balancer', () => {
     );
     expect(balancer.version).toBe(1);
     await first.close();
-    const again = await bindMembership(new StaticMembership({ backends: [{ id: 'b', address: '127.0.0.1:2' }], version: 5 }, quiet), balancer, quiet);
+    const again = await bindMembership(
+      new StaticMembership({ backends: [{ id: 'b', address: '127.0.0.1:2' }], version: 5 }, quiet),
+      balancer,
+      quiet,
+    );
     expect(balancer.version).toBe(5);
     await again.close();
     balancer.close();
   });
 
-  it('an update-only target applied a snapshot when it answers that snapshot\'s version', async () => {
+  it("an update-only target applied a snapshot when it answers that snapshot's version", async () => {
     const log = captureLog();
     let inForce = 4;
     const target = { update: (s: MembershipSnapshot) => (inForce = Math.max(inForce, s.version)) };

@@ -4,7 +4,13 @@ import { PoiseError } from '../../src/core/errors.js';
 import { compactSpec, documentJson, parseDocument, resolveDocument } from '../../src/membership/document.js';
 import { decodeEnvelope, membershipKeys } from '../../src/membership/redis-keys.js';
 
-const ok = { cluster: 'db', backends: [{ id: 'a', address: '10.0.0.1:5432' }, { id: 'b', address: '[::1]:5433', weight: 3 }] };
+const ok = {
+  cluster: 'db',
+  backends: [
+    { id: 'a', address: '10.0.0.1:5432' },
+    { id: 'b', address: '[::1]:5433', weight: 3 },
+  ],
+};
 
 function message(f: () => unknown): string {
   try {
@@ -22,18 +28,46 @@ describe('membership document', () => {
     expect(doc.cluster).toBe('db');
     expect(doc.version).toBe(4);
     expect(doc.backends[0]).toEqual({
-      id: 'a', address: '10.0.0.1:5432', weight: 1, priority: 0, locality: '', localityWeight: 1, status: 'ready', maxInflight: 0, panicEligible: true,
+      id: 'a',
+      address: '10.0.0.1:5432',
+      weight: 1,
+      priority: 0,
+      locality: '',
+      localityWeight: 1,
+      status: 'ready',
+      maxInflight: 0,
+      panicEligible: true,
     });
   });
 
   it.each([
-    ['negative weight', { cluster: 'db', backends: [ok.backends[0], { id: 'x', address: '1.2.3.4:1', weight: -2 }] }, 'backends[1].weight: must be an integer in [1, 4294967295], got -2'],
-    ['wrong-typed field', { cluster: 'db', backends: [{ id: 'x', address: '1.2.3.4:1', priority: '1' }] }, 'backends[0].priority: must be an integer in [0, 4294967295], got "1"'],
-    ['duplicate id', { cluster: 'db', backends: [ok.backends[0], ok.backends[0]] }, 'backends[1].id: duplicate id "a" (first at backends[0])'],
+    [
+      'negative weight',
+      { cluster: 'db', backends: [ok.backends[0], { id: 'x', address: '1.2.3.4:1', weight: -2 }] },
+      'backends[1].weight: must be an integer in [1, 4294967295], got -2',
+    ],
+    [
+      'wrong-typed field',
+      { cluster: 'db', backends: [{ id: 'x', address: '1.2.3.4:1', priority: '1' }] },
+      'backends[0].priority: must be an integer in [0, 4294967295], got "1"',
+    ],
+    [
+      'duplicate id',
+      { cluster: 'db', backends: [ok.backends[0], ok.backends[0]] },
+      'backends[1].id: duplicate id "a" (first at backends[0])',
+    ],
     ['bad address', { cluster: 'db', backends: [{ id: 'x', address: 'nohost' }] }, 'backends[0].address: must be "host:port"'],
-    ['unknown backend field', { cluster: 'db', backends: [{ id: 'x', address: '1.2.3.4:1', wieght: 2 }] }, 'backends[0].wieght: unknown field'],
+    [
+      'unknown backend field',
+      { cluster: 'db', backends: [{ id: 'x', address: '1.2.3.4:1', wieght: 2 }] },
+      'backends[0].wieght: unknown field',
+    ],
     ['unknown top-level field', { ...ok, backend: [] }, 'backend: unknown field (accepted: cluster, version, backends, health)'],
-    ['missing cluster', { backends: [] }, 'cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got undefined'],
+    [
+      'missing cluster',
+      { backends: [] },
+      'cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got undefined',
+    ],
     ['cluster with a colon', { cluster: 'a:b', backends: [] }, 'cluster: must be 1 to 128 characters'],
     ['negative version', { ...ok, version: -1 }, 'version: must be an integer in [0, 9007199254740991], got -1'],
     ['fractional version', { ...ok, version: 1.5 }, 'version: must be an integer in [0, 9007199254740991], got 1.5'],
@@ -41,7 +75,13 @@ describe('membership document', () => {
     ['not an object', [1], 'document: must be an object { cluster, version?, backends, health? }, got an array'],
     [
       'inconsistent locality weights',
-      { cluster: 'db', backends: [{ id: 'x', address: '1.2.3.4:1', locality: 'z1', localityWeight: 2 }, { id: 'y', address: '1.2.3.4:2', locality: 'z1', localityWeight: 3 }] },
+      {
+        cluster: 'db',
+        backends: [
+          { id: 'x', address: '1.2.3.4:1', locality: 'z1', localityWeight: 2 },
+          { id: 'y', address: '1.2.3.4:2', locality: 'z1', localityWeight: 3 },
+        ],
+      },
       'backends[1].localityWeight: 3 contradicts 2 at backends[0]',
     ],
   ])('rejects %s naming the field', (_name, doc, expected) => {
@@ -49,9 +89,9 @@ describe('membership document', () => {
   });
 
   it('prefixes nested paths', () => {
-    expect(message(() => resolveDocument({ cluster: 'db', backends: [{ id: 'x', address: '1.2.3.4:1', weight: 0 }] }, 'snapshot.document'))).toBe(
-      'snapshot.document.backends[0].weight: must be an integer in [1, 4294967295], got 0',
-    );
+    expect(
+      message(() => resolveDocument({ cluster: 'db', backends: [{ id: 'x', address: '1.2.3.4:1', weight: 0 }] }, 'snapshot.document')),
+    ).toBe('snapshot.document.backends[0].weight: must be an integer in [1, 4294967295], got 0');
   });
 
   it('parses JSON and YAML text and reports malformed text', () => {
@@ -61,7 +101,9 @@ describe('membership document', () => {
     expect(doc.version).toBe(2);
     expect(doc.backends[0]!.weight).toBe(5);
     expect(message(() => parseDocument('{"cluster": "db",'))).toMatch(/^document: malformed JSON \(/);
-    expect(message(() => parseDocument('cluster: db\ncluster: x\nbackends: []\n', { format: 'yaml' }))).toMatch(/^document: malformed YAML \(/);
+    expect(message(() => parseDocument('cluster: db\ncluster: x\nbackends: []\n', { format: 'yaml' }))).toMatch(
+      /^document: malformed YAML \(/,
+    );
   });
 
   it('refuses oversized text before parsing it', () => {
@@ -69,7 +111,9 @@ describe('membership document', () => {
     expect(message(() => parseDocument(big, { maxBytes: 1024 }))).toBe(`document: ${big.length} bytes exceeds the limit of 1024 bytes`);
     // Multi-byte characters count in UTF-8 bytes, not string length.
     const wide = `{"cluster":"db","backends":[],"x":"${'é'.repeat(400)}"}`;
-    expect(message(() => parseDocument(wide, { maxBytes: 600 }))).toBe(`document: ${Buffer.byteLength(wide)} bytes exceeds the limit of 600 bytes`);
+    expect(message(() => parseDocument(wide, { maxBytes: 600 }))).toBe(
+      `document: ${Buffer.byteLength(wide)} bytes exceeds the limit of 600 bytes`,
+    );
   });
 
   it('compact form round-trips to the same resolved document (property)', () => {
@@ -116,13 +160,19 @@ describe('redis envelope', () => {
     ['version 0', JSON.stringify({ version: 0, document: ok }), /^notice\.version: must be >= 1, got 0$/],
     ['string version', JSON.stringify({ version: '3', document: ok }), /^notice\.version: must be an integer .*got "3"$/],
     ['extra field', JSON.stringify({ version: 3, document: ok, x: 1 }), /^notice\.x: unknown field/],
-    ['negative weight', JSON.stringify({ version: 3, document: { cluster: 'db', backends: [{ id: 'a', address: '1.1.1.1:1', weight: -2 }] } }), /^notice\.document\.backends\[0\]\.weight: must be an integer in \[1, 4294967295\], got -2$/],
+    [
+      'negative weight',
+      JSON.stringify({ version: 3, document: { cluster: 'db', backends: [{ id: 'a', address: '1.1.1.1:1', weight: -2 }] } }),
+      /^notice\.document\.backends\[0\]\.weight: must be an integer in \[1, 4294967295\], got -2$/,
+    ],
   ])('rejects %s', (_n, text, expected) => {
     expect(message(() => decodeEnvelope(text, opts))).toMatch(expected);
   });
 
   it('refuses an oversized notice', () => {
-    expect(message(() => decodeEnvelope(good, { ...opts, maxBytes: 64 }))).toBe(`notice: ${good.length} bytes exceeds the limit of 64 bytes`);
+    expect(message(() => decodeEnvelope(good, { ...opts, maxBytes: 64 }))).toBe(
+      `notice: ${good.length} bytes exceeds the limit of 64 bytes`,
+    );
   });
 });
 

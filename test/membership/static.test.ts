@@ -30,7 +30,9 @@ describe('StaticMembership (in memory)', () => {
     await src.start((s) => seen.push(s));
     expect(seen.map((s) => s.version)).toEqual([1]);
     expect(src.set([{ id: 'b', address: '127.0.0.1:2' }])).toBe(2);
-    expect(() => src.set([{ id: 'c', address: '127.0.0.1:3', weight: -2 }])).toThrow('backends[0].weight: must be an integer in [1, 4294967295], got -2');
+    expect(() => src.set([{ id: 'c', address: '127.0.0.1:3', weight: -2 }])).toThrow(
+      'backends[0].weight: must be an integer in [1, 4294967295], got -2',
+    );
     expect(() => src.set([{ id: 'c', address: '127.0.0.1:3' }], 2)).toThrow('version: must be greater than the version in force 2, got 2');
     expect(src.version).toBe(2);
     expect(seen.map((s) => s.backends.map((b) => b.id))).toEqual([['a'], ['b']]);
@@ -40,13 +42,19 @@ describe('StaticMembership (in memory)', () => {
   it('rejects bad options naming the option', () => {
     expect(() => new StaticMembership({ file: '' })).toThrow('input.file: must be a non-empty path, got ""');
     expect(() => new StaticMembership({ backends: [], cluster: 'x y' })).toThrow('input.cluster: must be 1 to 128 characters');
-    expect(() => new StaticMembership({ file: 'a.json' }, { debounceMs: -1 })).toThrow('options.debounceMs: must be an integer in [0, 60000], got -1');
+    expect(() => new StaticMembership({ file: 'a.json' }, { debounceMs: -1 })).toThrow(
+      'options.debounceMs: must be an integer in [0, 60000], got -1',
+    );
   });
 
   it('feeds a target through bindMembership', async () => {
     const versions: number[] = [];
     const target = { update: (s: MembershipSnapshot) => (versions.push(s.version), s.version) };
-    const binding = await bindMembership(new StaticMembership({ backends: [{ id: 'a', address: '127.0.0.1:1' }], version: 7 }, { logger: quiet() }), target, { logger: quiet() });
+    const binding = await bindMembership(
+      new StaticMembership({ backends: [{ id: 'a', address: '127.0.0.1:1' }], version: 7 }, { logger: quiet() }),
+      target,
+      { logger: quiet() },
+    );
     expect(binding.version).toBe(7);
     expect(versions).toEqual([7]);
     await binding.close();
@@ -82,7 +90,16 @@ describe('StaticMembership (file)', () => {
     await until(() => src.version === 2, 'version 2 from an in-place write');
 
     // 2. Invalid change: logged, nothing applied.
-    writeFileSync(file, JSON.stringify({ cluster: 'db', backends: [{ id: 'a', address: '127.0.0.1:1' }, { id: 'a', address: '127.0.0.1:2' }] }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        cluster: 'db',
+        backends: [
+          { id: 'a', address: '127.0.0.1:1' },
+          { id: 'a', address: '127.0.0.1:2' },
+        ],
+      }),
+    );
     await until(() => log.find('change rejected').length > 0, 'the rejection log line');
     expect(log.find('change rejected')[0]!['err']).toBe('backends[1].id: duplicate id "a" (first at backends[0])');
     expect(src.version).toBe(2);
@@ -101,7 +118,11 @@ describe('StaticMembership (file)', () => {
     // 5. An explicit version that goes backwards is rejected.
     writeFileSync(file, doc(['z'], { version: 2 }));
     await until(() => log.find('change rejected').length > 1, 'the second rejection');
-    expect(log.find('change rejected')[1]).toMatchObject({ err: 'version: 2 is not newer than the version in force 4', code: 'Conflict', field: 'version' });
+    expect(log.find('change rejected')[1]).toMatchObject({
+      err: 'version: 2 is not newer than the version in force 4',
+      code: 'Conflict',
+      field: 'version',
+    });
 
     expect(seen.map((s) => s.backends.map((b) => b.id))).toEqual([['a'], ['a', 'b'], ['a', 'b', 'c'], ['c']]);
     await src.close();

@@ -34,7 +34,11 @@ describe('collectMetrics', () => {
     const registry = new Registry();
     // The shape issue 13's gate returns from admissionStats() (a stand-in here: no gate is on this branch).
     const admission: AdmissionStatsSource = {
-      admissionStats: () => ({ saturation: 0.75, waiting: 2, bands: [{ priority: 0, queued: 2, oldestWaitMs: 1500, admitted: 9, rejected: { QueueFull: 1, QueueTimeout: 0 } }] }),
+      admissionStats: () => ({
+        saturation: 0.75,
+        waiting: 2,
+        bands: [{ priority: 0, queued: 2, oldestWaitMs: 1500, admitted: 9, rejected: { QueueFull: 1, QueueTimeout: 0 } }],
+      }),
     };
     const c = collectMetrics(b, { registry, proxy: ProxyCounters.create({ workers: 2 }), admission });
     const f = await families(registry);
@@ -114,7 +118,12 @@ describe('collectMetrics', () => {
     const b = new Balancer({ logger });
     const registry = new Registry();
     collectMetrics(b, { registry });
-    const p0 = (ready: number) => Array.from({ length: 4 }, (_, i) => ({ id: `p0-${i}`, address: `127.0.0.1:${7000 + i}`, status: i < ready ? ('ready' as const) : ('unavailable' as const) }));
+    const p0 = (ready: number) =>
+      Array.from({ length: 4 }, (_, i) => ({
+        id: `p0-${i}`,
+        address: `127.0.0.1:${7000 + i}`,
+        status: i < ready ? ('ready' as const) : ('unavailable' as const),
+      }));
     const p1 = Array.from({ length: 2 }, (_, i) => ({ id: `p1-${i}`, address: `127.0.0.1:${7100 + i}`, priority: 1 }));
     b.update([...p0(4), ...p1]);
     let f = await families(registry);
@@ -137,7 +146,9 @@ describe('collectMetrics', () => {
     b.update([{ id: 'a', address: `127.0.0.1:${(server.address() as net.AddressInfo).port}` }]);
     const registry = new Registry();
     collectMetrics(b, { registry });
-    const w = new Worker(new URL('../fixtures/metrics-holder.mjs', import.meta.url), { workerData: { attachment: b.attachment(), hold: 3 } });
+    const w = new Worker(new URL('../fixtures/metrics-holder.mjs', import.meta.url), {
+      workerData: { attachment: b.attachment(), hold: 3 },
+    });
     const reclaimed = new Promise((r) => b.once('reclaim', r));
     b.watchWorker(w);
     await new Promise((resolve, reject) => (w.once('error', reject), w.once('message', resolve)));
@@ -183,7 +194,10 @@ describe('collectMetrics', () => {
         const victim = ids[(block + k) % 5]!;
         r.acquire({ exclude: ids.filter((id) => id !== victim) }).release('failure');
         const f = await families(registry);
-        const ejected = f.get('poise_backend_state')!.samples.filter((x) => x.labels['state'] === 'ejected' && x.value === 1).map((x) => x.labels['backend']);
+        const ejected = f
+          .get('poise_backend_state')!
+          .samples.filter((x) => x.labels['state'] === 'ejected' && x.value === 1)
+          .map((x) => x.labels['backend']);
         const round = `round ${block * 5 + k}`;
         expect(ejected.sort(), round).toEqual(ids.filter((_id, i) => (((i - block) % 5) + 5) % 5 <= k).sort());
         expect(v(f, 'poise_backend_ejections_total', { backend: victim }), round).toBe(1);
@@ -195,7 +209,10 @@ describe('collectMetrics', () => {
 
   it('an active check taking a backend down: state "unhealthy", health counters equal healthStats(), the transition counted', async () => {
     let up = true;
-    const b = new Balancer({ logger, health: { check: { kind: 'custom', intervalMs: 10, jitterPercent: 0, rise: 1, fall: 2, check: async (t) => t.id !== 'b1' || up } } });
+    const b = new Balancer({
+      logger,
+      health: { check: { kind: 'custom', intervalMs: 10, jitterPercent: 0, rise: 1, fall: 2, check: async (t) => t.id !== 'b1' || up } },
+    });
     b.update(specs(2));
     const registry = new Registry();
     collectMetrics(b, { registry });

@@ -44,11 +44,19 @@ describe('parseMetricsText', () => {
     ['an unknown type', '# TYPE x meter\nx 1\n', 'is not a metric type'],
     ['split samples', '# TYPE x gauge\nx{a="1"} 1\n# TYPE y gauge\ny 1\nx{a="2"} 1\n', 'not contiguous'],
     ['a negative counter', '# TYPE x_total counter\nx_total -1\n', 'counter x_total is -1'],
-    ['non-cumulative buckets', '# TYPE h histogram\nh_bucket{le="1"} 2\nh_bucket{le="2"} 1\nh_bucket{le="+Inf"} 2\nh_sum 1\nh_count 2\n', 'not cumulative'],
+    [
+      'non-cumulative buckets',
+      '# TYPE h histogram\nh_bucket{le="1"} 2\nh_bucket{le="2"} 1\nh_bucket{le="+Inf"} 2\nh_sum 1\nh_count 2\n',
+      'not cumulative',
+    ],
     ['no +Inf bucket', '# TYPE h histogram\nh_bucket{le="1"} 2\nh_sum 1\nh_count 2\n', 'no le="+Inf"'],
     ['+Inf differing from _count', '# TYPE h histogram\nh_bucket{le="+Inf"} 2\nh_sum 1\nh_count 3\n', '_count 3 differs'],
     ['a missing _sum', '# TYPE h histogram\nh_bucket{le="+Inf"} 2\nh_count 2\n', 'missing _sum or _count'],
-    ['decreasing le', '# TYPE h histogram\nh_bucket{le="2"} 1\nh_bucket{le="1"} 1\nh_bucket{le="+Inf"} 1\nh_sum 1\nh_count 1\n', 'not increasing'],
+    [
+      'decreasing le',
+      '# TYPE h histogram\nh_bucket{le="2"} 1\nh_bucket{le="1"} 1\nh_bucket{le="+Inf"} 1\nh_sum 1\nh_count 1\n',
+      'not increasing',
+    ],
     ['no final newline', 'x 1', 'must end with a newline'],
   ])('refuses %s', (_what, text, reason) => {
     expect(() => parseMetricsText(text)).toThrow(reason);

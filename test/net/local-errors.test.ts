@@ -28,9 +28,17 @@ async function echoBackend(name: string): Promise<number> {
     s.on('data', () => s.write(name));
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  cleanups.push(() => new Promise<void>((r) => (sockets.forEach((s) => {
-      s.destroy();
-    }), server.close(() => r()))));
+  cleanups.push(
+    () =>
+      new Promise<void>(
+        (r) => (
+          sockets.forEach((s) => {
+            s.destroy();
+          }),
+          server.close(() => r())
+        ),
+      ),
+  );
   return (server.address() as net.AddressInfo).port;
 }
 
@@ -44,28 +52,31 @@ function failing(code: string) {
 }
 
 describe('local errors on connect', () => {
-  it.each(['EMFILE', 'ENFILE', 'ENOBUFS', 'ENOMEM', 'EADDRNOTAVAIL'])('%s: refused as CapacityExhausted after one attempt; the backend keeps no failure, ejection or sample', async (code) => {
-    const port = await echoBackend('a');
-    const balancer = new Balancer({ capacity: 4 });
-    cleanups.push(() => balancer.close());
-    balancer.update([{ id: 'a', address: `127.0.0.1:${port}` }]);
-    const router = balancer.router({ policy: 'p2c:connectionTime', ejection: { consecutiveFailures: 1 } });
-    const before = balancer.table.stats(0);
-    for (let i = 0; i < 20; i++) {
-      const err = await connect(router, { createSocket: failing(code), attempts: 3 }).catch((e: unknown) => e);
-      expect(err).toMatchObject({ code: 'CapacityExhausted', cause: { code } });
-    }
-    const after = balancer.table.stats(0);
-    expect(after.failures).toBe(0);
-    expect(after.ejections).toBe(0);
-    expect(after.ejectedUntilMs).toBe(before.ejectedUntilMs);
-    expect(after.connectEstimateUs).toBe(before.connectEstimateUs);
-    expect(after.connections).toBe(0);
-    expect(router.openLeases).toBe(0);
-    // The same backend is still eligible: a real connect goes through.
-    const { socket } = await connect(router);
-    socket.destroy();
-  });
+  it.each(['EMFILE', 'ENFILE', 'ENOBUFS', 'ENOMEM', 'EADDRNOTAVAIL'])(
+    '%s: refused as CapacityExhausted after one attempt; the backend keeps no failure, ejection or sample',
+    async (code) => {
+      const port = await echoBackend('a');
+      const balancer = new Balancer({ capacity: 4 });
+      cleanups.push(() => balancer.close());
+      balancer.update([{ id: 'a', address: `127.0.0.1:${port}` }]);
+      const router = balancer.router({ policy: 'p2c:connectionTime', ejection: { consecutiveFailures: 1 } });
+      const before = balancer.table.stats(0);
+      for (let i = 0; i < 20; i++) {
+        const err = await connect(router, { createSocket: failing(code), attempts: 3 }).catch((e: unknown) => e);
+        expect(err).toMatchObject({ code: 'CapacityExhausted', cause: { code } });
+      }
+      const after = balancer.table.stats(0);
+      expect(after.failures).toBe(0);
+      expect(after.ejections).toBe(0);
+      expect(after.ejectedUntilMs).toBe(before.ejectedUntilMs);
+      expect(after.connectEstimateUs).toBe(before.connectEstimateUs);
+      expect(after.connections).toBe(0);
+      expect(router.openLeases).toBe(0);
+      // The same backend is still eligible: a real connect goes through.
+      const { socket } = await connect(router);
+      socket.destroy();
+    },
+  );
 
   it('contrast: a backend error (ECONNREFUSED) through the same factory does count and ejects', async () => {
     const port = await echoBackend('a');
@@ -73,7 +84,9 @@ describe('local errors on connect', () => {
     cleanups.push(() => balancer.close());
     balancer.update([{ id: 'a', address: `127.0.0.1:${port}` }]);
     const router = balancer.router({ policy: 'p2c:connectionTime', ejection: { consecutiveFailures: 1 } });
-    await expect(connect(router, { createSocket: failing('ECONNREFUSED'), attempts: 1 })).rejects.toMatchObject({ code: 'NoEligibleCandidates' });
+    await expect(connect(router, { createSocket: failing('ECONNREFUSED'), attempts: 1 })).rejects.toMatchObject({
+      code: 'NoEligibleCandidates',
+    });
     expect(balancer.table.stats(0).ejections).toBe(1);
   });
 
@@ -89,7 +102,10 @@ describe('local errors on connect', () => {
       args.push('--backend', `${'abcd'[i]}=127.0.0.1:${p}`);
     });
     const quoted = [process.execPath, ...args].map((a) => `'${a}'`).join(' ');
-    const child = spawn('sh', ['-c', `ulimit -n 64 && exec ${quoted}`], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, POISE_LOG_LEVEL: 'info' } });
+    const child = spawn('sh', ['-c', `ulimit -n 64 && exec ${quoted}`], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, POISE_LOG_LEVEL: 'info' },
+    });
     cleanups.push(() => child.exitCode === null && child.kill('SIGKILL'));
     let log = '';
     child.stderr.setEncoding('utf8').on('data', (d: string) => (log += d));

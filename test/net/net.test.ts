@@ -132,7 +132,9 @@ describe('connect()', () => {
   it('rejects bad options naming them', async () => {
     const router = balancerWith([{ id: 'a', port: a.port }]).router();
     await expect(connect(router, { attempts: 0 })).rejects.toThrow('options.attempts: must be an integer in [1, 100], got 0');
-    await expect(connect(router, { connectTimeoutMs: -1 })).rejects.toThrow('options.connectTimeoutMs: must be a finite number > 0, got -1');
+    await expect(connect(router, { connectTimeoutMs: -1 })).rejects.toThrow(
+      'options.connectTimeoutMs: must be a finite number > 0, got -1',
+    );
   });
 
   it('hands PostgreSQL a routed socket: pg runs a query over it', async () => {

@@ -66,7 +66,9 @@ describe('CidrBands', () => {
         { cidr: 'fd00::/8', band: 'batch' },
       ],
     });
-    expect(['10.1.2.3', '10.8.2.3', '10.8.1.9', 'fd12::1', '192.168.0.1', 'not-an-ip', undefined].map((a) => map.bandOf(a))).toEqual([5, 1, 10, 1, 10, 10, 10]);
+    expect(['10.1.2.3', '10.8.2.3', '10.8.1.9', 'fd12::1', '192.168.0.1', 'not-an-ip', undefined].map((a) => map.bandOf(a))).toEqual([
+      5, 1, 10, 1, 10, 10, 10,
+    ]);
     expect(new CidrBands({ bands, cidrs: [], defaultBand: 'batch' }).bandOf('1.2.3.4')).toBe(1);
   });
 
@@ -83,7 +85,8 @@ describe('CidrBands', () => {
         }),
     );
     expect(err.code).toBe('InvalidConfig');
-    for (const f of ['options.bands[3].name', 'options.cidrs[0].cidr', 'options.cidrs[1].band', 'options.defaultBand']) expect(err.message).toContain(f);
+    for (const f of ['options.bands[3].name', 'options.cidrs[0].cidr', 'options.cidrs[1].band', 'options.defaultBand'])
+      expect(err.message).toContain(f);
   });
 });
 
@@ -121,12 +124,18 @@ describe('admission where connections enter', () => {
     }
   });
 
-  it('a CIDR map bands each client by its address — the PROXY header\'s source when accepted', async () => {
+  it("a CIDR map bands each client by its address — the PROXY header's source when accepted", async () => {
     const b = new Balancer({ capacity: 8, logger: silent });
     b.update([{ id: 'a', address: `127.0.0.1:${backendPort}`, maxInflight: 8 }]);
     const router = b.router({ policy: 'p2c:connections', logger: silent });
     const gate = new AdmissionGate(router, { priorities: [10, 1], minCeiling: 0.5, kind: 'connection' });
-    const bands = new CidrBands({ bands: [{ name: 'web', priority: 10 }, { name: 'batch', priority: 1 }], cidrs: [{ cidr: '10.8.0.0/16', band: 'batch' }] });
+    const bands = new CidrBands({
+      bands: [
+        { name: 'web', priority: 10 },
+        { name: 'batch', priority: 1 },
+      ],
+      cidrs: [{ cidr: '10.8.0.0/16', band: 'batch' }],
+    });
     const proxy = new TcpProxy({ router, admission: bands, acceptProxy: true, logger: silent });
     const port = (await proxy.listen()).port;
     try {
@@ -171,14 +180,37 @@ describe('admission where connections enter', () => {
 
 describe('poise proxy --band', () => {
   function usage(args: string[]): { status: number | null; stderr: string } {
-    const r = spawnSync(process.execPath, [CLI, 'proxy', '--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', ...args], { encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [CLI, 'proxy', '--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', ...args], {
+      encoding: 'utf8',
+    });
     return { status: r.status, stderr: r.stderr };
   }
 
   it('names every bad admission flag at once (exit 2)', () => {
-    const r = usage(['--band', 'web=10', '--band', 'web=3', '--band', 'x=1:nowhere', '--band-cidr', '10.0.0.0/40=web', '--admission-ceiling-max', '2', '--admission-timeout', '0']);
+    const r = usage([
+      '--band',
+      'web=10',
+      '--band',
+      'web=3',
+      '--band',
+      'x=1:nowhere',
+      '--band-cidr',
+      '10.0.0.0/40=web',
+      '--admission-ceiling-max',
+      '2',
+      '--admission-timeout',
+      '0',
+    ]);
     expect(r.status).toBe(2);
-    for (const f of ['--band #2', '--band #3', '--band-cidr #1', '--admission-ceiling-max', '--admission-timeout', '--admission-ceiling-min: required']) expect(r.stderr).toContain(f);
+    for (const f of [
+      '--band #2',
+      '--band #3',
+      '--band-cidr #1',
+      '--admission-ceiling-max',
+      '--admission-timeout',
+      '--admission-ceiling-min: required',
+    ])
+      expect(r.stderr).toContain(f);
     const lone = usage(['--admission-ceiling-min', '0.5']);
     expect(lone.status).toBe(2);
     expect(lone.stderr).toContain('--admission-ceiling-min: needs --band');
@@ -187,14 +219,22 @@ describe('poise proxy --band', () => {
   it('a band listener of its own: the second batch client waits for admission while a --listen client passes', async () => {
     const [main, low] = [await freePort(), await freePort()];
     const p = startProxy([
-      '--listen', `127.0.0.1:${main}`,
-      '--backend', `a=127.0.0.1:${backendPort}`,
-      '--policy', 'p2c:connections',
-      '--band', 'web=10',
-      '--band', `batch=1:127.0.0.1:${low}`,
-      '--admission-ceiling-min', '0',
-      '--admission-capacity', '2',
-      '--log-level', 'info',
+      '--listen',
+      `127.0.0.1:${main}`,
+      '--backend',
+      `a=127.0.0.1:${backendPort}`,
+      '--policy',
+      'p2c:connections',
+      '--band',
+      'web=10',
+      '--band',
+      `batch=1:127.0.0.1:${low}`,
+      '--admission-ceiling-min',
+      '0',
+      '--admission-capacity',
+      '2',
+      '--log-level',
+      'info',
     ]);
     try {
       await p.until((r) => r.some((x) => x['msg'] === 'proxy ready'), 'proxy ready');

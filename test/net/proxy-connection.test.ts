@@ -28,9 +28,17 @@ async function listen(onConnection: (s: net.Socket) => void, host = '127.0.0.1',
     onConnection(s);
   });
   await new Promise<void>((r) => server.listen(0, host, r));
-  cleanups.push(() => new Promise<void>((r) => (sockets.forEach((s) => {
-      s.destroy();
-    }), server.close(() => r()))));
+  cleanups.push(
+    () =>
+      new Promise<void>(
+        (r) => (
+          sockets.forEach((s) => {
+            s.destroy();
+          }),
+          server.close(() => r())
+        ),
+      ),
+  );
   return (server.address() as net.AddressInfo).port;
 }
 
@@ -114,10 +122,26 @@ function specParse(buf: Buffer): SpecHeader | undefined {
     const fam = buf[13]!;
     const body = buf.subarray(16, 16 + len);
     if (fam === 0x11) {
-      return { version: 2, family: 'TCP4', src: [...body.subarray(0, 4)].join('.'), dst: [...body.subarray(4, 8)].join('.'), srcPort: body.readUInt16BE(8), dstPort: body.readUInt16BE(10), rest: buf.subarray(16 + len) };
+      return {
+        version: 2,
+        family: 'TCP4',
+        src: [...body.subarray(0, 4)].join('.'),
+        dst: [...body.subarray(4, 8)].join('.'),
+        srcPort: body.readUInt16BE(8),
+        dstPort: body.readUInt16BE(10),
+        rest: buf.subarray(16 + len),
+      };
     }
     expect(fam).toBe(0x21);
-    return { version: 2, family: 'TCP6', src: ipv6(body.subarray(0, 16)), dst: ipv6(body.subarray(16, 32)), srcPort: body.readUInt16BE(32), dstPort: body.readUInt16BE(34), rest: buf.subarray(16 + len) };
+    return {
+      version: 2,
+      family: 'TCP6',
+      src: ipv6(body.subarray(0, 16)),
+      dst: ipv6(body.subarray(16, 32)),
+      srcPort: body.readUInt16BE(32),
+      dstPort: body.readUInt16BE(34),
+      rest: buf.subarray(16 + len),
+    };
   }
   const end = buf.indexOf('\r\n');
   if (end < 0) {
@@ -127,7 +151,15 @@ function specParse(buf: Buffer): SpecHeader | undefined {
   const fields = buf.toString('latin1', 0, end).split(' ');
   expect(fields[0]).toBe('PROXY');
   expect(fields).toHaveLength(6);
-  return { version: 1, family: fields[1]!, src: fields[2], dst: fields[3], srcPort: Number(fields[4]), dstPort: Number(fields[5]), rest: buf.subarray(end + 2) };
+  return {
+    version: 1,
+    family: fields[1]!,
+    src: fields[2],
+    dst: fields[3],
+    srcPort: Number(fields[4]),
+    dstPort: Number(fields[5]),
+    rest: buf.subarray(end + 2),
+  };
 }
 
 /** A backend that parses the PROXY header of each connection, then echoes the payload prefixed with what it parsed. */
@@ -409,17 +441,22 @@ describe('PROXY protocol', () => {
     ['v2', '127.0.0.1', 2, 'TCP4'],
     ['v1', '::1', 1, 'TCP6'],
     ['v2', '::1', 2, 'TCP6'],
-  ] as const)('--send-proxy %s over %s: the backend reads the client and proxy addresses before the payload', async (version, host, n, family) => {
-    const seen: SpecHeader[] = [];
-    const backendPort = await proxyProtocolBackend(seen, host);
-    const router = balancer([{ id: 'a', port: backendPort, host: host === '::1' ? '::1' : undefined }]).router({ policy: 'round-robin' });
-    const { port } = await proxyOn(router, { sendProxy: version, host });
-    const client = await dial(port, host);
-    const reply = firstData(client);
-    client.write('payload');
-    expect((await reply).toString()).toBe('payload');
-    expect(seen).toEqual([{ version: n, family, src: host, dst: host, srcPort: client.localPort, dstPort: port, rest: expect.any(Buffer) }]);
-  });
+  ] as const)(
+    '--send-proxy %s over %s: the backend reads the client and proxy addresses before the payload',
+    async (version, host, n, family) => {
+      const seen: SpecHeader[] = [];
+      const backendPort = await proxyProtocolBackend(seen, host);
+      const router = balancer([{ id: 'a', port: backendPort, host: host === '::1' ? '::1' : undefined }]).router({ policy: 'round-robin' });
+      const { port } = await proxyOn(router, { sendProxy: version, host });
+      const client = await dial(port, host);
+      const reply = firstData(client);
+      client.write('payload');
+      expect((await reply).toString()).toBe('payload');
+      expect(seen).toEqual([
+        { version: n, family, src: host, dst: host, srcPort: client.localPort, dstPort: port, rest: expect.any(Buffer) },
+      ]);
+    },
+  );
 
   it('--accept-proxy v1 and v2 (IPv4, IPv6): the header address is the client for the key, --send-proxy and the access log', async () => {
     const seen: SpecHeader[] = [];
@@ -427,7 +464,14 @@ describe('PROXY protocol', () => {
     const router = balancer([{ id: 'a', port: backendPort }]).router({ policy: 'round-robin' });
     const log = captureLog('info');
     const { port } = await proxyOn(router, { acceptProxy: true, sendProxy: 'v2', accessLog: log.logger });
-    const v2 = Buffer.concat([SIG, Buffer.from([0x21, 0x21, 0, 36]), Buffer.alloc(15), Buffer.from([1]), Buffer.from('20010db8000000000000000000000007', 'hex'), Buffer.from([0x10, 0x92, 0x00, 0x50])]);
+    const v2 = Buffer.concat([
+      SIG,
+      Buffer.from([0x21, 0x21, 0, 36]),
+      Buffer.alloc(15),
+      Buffer.from([1]),
+      Buffer.from('20010db8000000000000000000000007', 'hex'),
+      Buffer.from([0x10, 0x92, 0x00, 0x50]),
+    ]);
     const headers: Array<[Buffer, string, string, number]> = [
       [Buffer.from('PROXY TCP4 203.0.113.7 198.51.100.1 4242 443\r\n'), '203.0.113.7', '198.51.100.1', 4242],
       [v2, '::1', '2001:db8::7', 4242],
@@ -450,7 +494,11 @@ describe('PROXY protocol', () => {
     ['not a header', 'GET / HTTP/1.1\r\n\r\n', 'does not start with a v1'],
     ['a bad v1 port', 'PROXY TCP4 1.2.3.4 5.6.7.8 99999 80\r\n', 'v1 source port must be a decimal in [0, 65535], got "99999"'],
     ['a v1 line without CRLF within 107 bytes', `PROXY TCP4 ${'1'.repeat(120)}`, 'v1 line longer than 107 bytes'],
-    ['a v2 header above the size limit', Buffer.concat([SIG, Buffer.from([0x21, 0x11, 0x10, 0x00])]), 'v2 header of 4112 bytes is above the limit of 536'],
+    [
+      'a v2 header above the size limit',
+      Buffer.concat([SIG, Buffer.from([0x21, 0x11, 0x10, 0x00])]),
+      'v2 header of 4112 bytes is above the limit of 536',
+    ],
   ])('--accept-proxy: %s closes the client, is logged and reaches no backend', async (_what, bytes, reason) => {
     let backendConnections = 0;
     const backendPort = await listen(() => backendConnections++);
@@ -470,7 +518,12 @@ describe('PROXY protocol', () => {
     const backendPort = await listen(() => {});
     const router = balancer([{ id: 'a', port: backendPort }]).router({ policy: 'round-robin' });
     const log = captureLog('info');
-    const { proxy, port } = await proxyOn(router, { acceptProxy: true, acceptProxyTimeoutMs: 100, accessLog: log.logger, logger: log.logger });
+    const { proxy, port } = await proxyOn(router, {
+      acceptProxy: true,
+      acceptProxyTimeoutMs: 100,
+      accessLog: log.logger,
+      logger: log.logger,
+    });
     const client = await dial(port);
     client.write('PROXY TCP4 1.2.3.4');
     await closed(client);
@@ -481,35 +534,38 @@ describe('PROXY protocol', () => {
 });
 
 describe('--key client-ip / client-ip:port', () => {
-  it.each(['rendezvous', 'maglev'] as const)('%s: every client IP lands where an embedded router sends that key, and the 4 backends share 64 IPs', async (policy) => {
-    const ports: number[] = [];
-    const byPort = new Map<number, string>();
-    for (let i = 0; i < 4; i++) {
-      const port = await listen((s) => s.on('data', () => s.write(`b${i}`)));
-      ports.push(port);
-      byPort.set(port, `b${i}`);
-    }
-    const b = balancer(ports.map((port, i) => ({ id: `b${i}`, port })));
-    const reference = b.router({ policy });
-    const { port } = await proxyOn(b.router({ policy }), { key: 'client-ip' });
-    const counts = new Map<string, number>();
-    for (let i = 1; i <= 64; i++) {
-      const ip = `127.0.${i}.${(i * 7) % 250 + 2}`;
-      const expected = reference.acquire({ key: ip });
-      expected.release('cancelled');
-      for (let round = 0; round < 2; round++) {
-        const s = await dial(port, '127.0.0.1', ip);
-        const reply = firstData(s);
-        s.write('?');
-        expect((await reply).toString()).toBe(expected.id);
-        s.destroy();
+  it.each(['rendezvous', 'maglev'] as const)(
+    '%s: every client IP lands where an embedded router sends that key, and the 4 backends share 64 IPs',
+    async (policy) => {
+      const ports: number[] = [];
+      const byPort = new Map<number, string>();
+      for (let i = 0; i < 4; i++) {
+        const port = await listen((s) => s.on('data', () => s.write(`b${i}`)));
+        ports.push(port);
+        byPort.set(port, `b${i}`);
       }
-      counts.set(expected.id, (counts.get(expected.id) ?? 0) + 1);
-    }
-    // 64 keys over 4 equal backends: each expects 16 (sd 3.5); 4 sd either side.
-    for (const id of ['b0', 'b1', 'b2', 'b3']) expect(counts.get(id) ?? 0).toBeGreaterThanOrEqual(2);
-    for (const id of ['b0', 'b1', 'b2', 'b3']) expect(counts.get(id) ?? 0).toBeLessThanOrEqual(30);
-  });
+      const b = balancer(ports.map((port, i) => ({ id: `b${i}`, port })));
+      const reference = b.router({ policy });
+      const { port } = await proxyOn(b.router({ policy }), { key: 'client-ip' });
+      const counts = new Map<string, number>();
+      for (let i = 1; i <= 64; i++) {
+        const ip = `127.0.${i}.${((i * 7) % 250) + 2}`;
+        const expected = reference.acquire({ key: ip });
+        expected.release('cancelled');
+        for (let round = 0; round < 2; round++) {
+          const s = await dial(port, '127.0.0.1', ip);
+          const reply = firstData(s);
+          s.write('?');
+          expect((await reply).toString()).toBe(expected.id);
+          s.destroy();
+        }
+        counts.set(expected.id, (counts.get(expected.id) ?? 0) + 1);
+      }
+      // 64 keys over 4 equal backends: each expects 16 (sd 3.5); 4 sd either side.
+      for (const id of ['b0', 'b1', 'b2', 'b3']) expect(counts.get(id) ?? 0).toBeGreaterThanOrEqual(2);
+      for (const id of ['b0', 'b1', 'b2', 'b3']) expect(counts.get(id) ?? 0).toBeLessThanOrEqual(30);
+    },
+  );
 
   it('client-ip:port keys by address and port', async () => {
     const ports: number[] = [];
@@ -547,7 +603,16 @@ describe('access log and warnings', () => {
     client.end();
     await until(() => log.find('connection').length === 1, 'the access record');
     const r = log.find('connection')[0]!;
-    expect(r).toMatchObject({ client: `127.0.0.1:${srcPort}`, frontend: `127.0.0.1:${port}`, backend: 'a', backendAddress: `127.0.0.1:${backendPort}`, bytesIn: 5, bytesOut: 10, turns: 1, attempts: 1 });
+    expect(r).toMatchObject({
+      client: `127.0.0.1:${srcPort}`,
+      frontend: `127.0.0.1:${port}`,
+      backend: 'a',
+      backendAddress: `127.0.0.1:${backendPort}`,
+      bytesIn: 5,
+      bytesOut: 10,
+      turns: 1,
+      attempts: 1,
+    });
     expect(['client-close', 'server-close']).toContain(r['termination']);
     expect(r['state']).toBe('--');
     expect(r['connectMs']).toBeGreaterThanOrEqual(0);

@@ -44,7 +44,9 @@ describe('ProxyCounters', () => {
     expect(counts[0]).toBe(2); // 0 and the first bound
     for (let k = 1; k < bounds.length; k++) expect(counts[k], `bucket ${k}`).toBe(1);
     expect(counts[bounds.length]).toBe(1);
-    expect(c.total(ProxyCounter.DurationSumUs)).toBe(Math.round(bounds.reduce((a, s) => a + s, 0) * 1e6) + (bounds[bounds.length - 1]! + 1) * 1e6);
+    expect(c.total(ProxyCounter.DurationSumUs)).toBe(
+      Math.round(bounds.reduce((a, s) => a + s, 0) * 1e6) + (bounds[bounds.length - 1]! + 1) * 1e6,
+    );
   });
 
   it('four worker threads counting into their own rows: every row and the totals are exact (20 runs)', async () => {

@@ -36,10 +36,16 @@ describe('TcpProxy options', () => {
       [{ router, serverTimeoutMs: 1.5 }, 'options.serverTimeoutMs: must be an integer in [0, 2147483647] (milliseconds), got 1.5'],
       [{ router, sendProxy: 'v3' }, 'options.sendProxy: must be "v1" or "v2", got "v3"'],
       [{ router, acceptProxy: 'yes' }, 'options.acceptProxy: must be a boolean, got "yes"'],
-      [{ router, acceptProxy: true, acceptProxyTimeoutMs: 0 }, 'options.acceptProxyTimeoutMs: must be an integer in [1, 2147483647] (milliseconds), got 0'],
+      [
+        { router, acceptProxy: true, acceptProxyTimeoutMs: 0 },
+        'options.acceptProxyTimeoutMs: must be an integer in [1, 2147483647] (milliseconds), got 0',
+      ],
       [{ router, acceptProxyMaxBytes: 27 }, 'options.acceptProxyMaxBytes: must be an integer in [28, 65551], got 27'],
       [{ router, accessLog: 'stderr' }, 'options.accessLog: must be a pino logger or "stdout", got "stderr"'],
-      [{ router, idleTimeoutMs: 5 }, 'options.idleTimeoutMs: unknown option (accepted: router, balancer, policy, workers, maxConnections, youngGenerationMb, admission, host, port, logger, counters, worker, attempts, connectTimeoutMs, clientTimeoutMs, serverTimeoutMs, key, sendProxy, acceptProxy, acceptProxyTimeoutMs, acceptProxyMaxBytes, accessLog)'],
+      [
+        { router, idleTimeoutMs: 5 },
+        'options.idleTimeoutMs: unknown option (accepted: router, balancer, policy, workers, maxConnections, youngGenerationMb, admission, host, port, logger, counters, worker, attempts, connectTimeoutMs, clientTimeoutMs, serverTimeoutMs, key, sendProxy, acceptProxy, acceptProxyTimeoutMs, acceptProxyMaxBytes, accessLog)',
+      ],
     ];
     for (const [opts, message] of cases) {
       let err: unknown;
@@ -52,5 +58,4 @@ describe('TcpProxy options', () => {
       expect((err as PoiseError).message).toBe(message);
     }
   });
-
 });

@@ -14,33 +14,53 @@ const port = fc.nat(65535);
 describe('PROXY protocol encode / parse', () => {
   it('round-trips every IPv4 and IPv6 endpoint pair through v1 and v2, with any payload after it', () => {
     fc.assert(
-      fc.property(fc.oneof(fc.tuple(v4, v4), fc.tuple(v6, v6)), port, port, fc.uint8Array({ maxLength: 64 }), ([src, dst], sp, dp, payload) => {
-        for (const [version, encode] of [
-          [1, encodeProxyV1],
-          [2, encodeProxyV2],
-        ] as const) {
-          const header = encode({ address: src, port: sp }, { address: dst, port: dp });
-          const parsed = parseProxyHeader(Buffer.concat([header, payload]), 536);
-          expect(parsed).toEqual({ version, source: { address: src, port: sp }, destination: { address: dst, port: dp }, length: header.length });
-          // Every strict prefix asks for more bytes; none is taken for a header.
-          for (let n = 0; n < header.length; n++) expect(parseProxyHeader(header.subarray(0, n), 536)).toBeUndefined();
-        }
-      }),
+      fc.property(
+        fc.oneof(fc.tuple(v4, v4), fc.tuple(v6, v6)),
+        port,
+        port,
+        fc.uint8Array({ maxLength: 64 }),
+        ([src, dst], sp, dp, payload) => {
+          for (const [version, encode] of [
+            [1, encodeProxyV1],
+            [2, encodeProxyV2],
+          ] as const) {
+            const header = encode({ address: src, port: sp }, { address: dst, port: dp });
+            const parsed = parseProxyHeader(Buffer.concat([header, payload]), 536);
+            expect(parsed).toEqual({
+              version,
+              source: { address: src, port: sp },
+              destination: { address: dst, port: dp },
+              length: header.length,
+            });
+            // Every strict prefix asks for more bytes; none is taken for a header.
+            for (let n = 0; n < header.length; n++) expect(parseProxyHeader(header.subarray(0, n), 536)).toBeUndefined();
+          }
+        },
+      ),
       { numRuns: 300 },
     );
   });
 
   it('writes IPv4-mapped addresses as TCP4 and a v4/v6 mix as TCP6', () => {
-    expect(encodeProxyV1({ address: '::ffff:10.0.0.1', port: 1 }, { address: '10.0.0.2', port: 2 }).toString()).toBe('PROXY TCP4 10.0.0.1 10.0.0.2 1 2\r\n');
-    expect(encodeProxyV1({ address: '10.0.0.1', port: 1 }, { address: '::1', port: 2 }).toString()).toBe('PROXY TCP6 ::ffff:10.0.0.1 ::1 1 2\r\n');
-    expect(net.isIPv6(parseProxyHeader(encodeProxyV2({ address: '10.0.0.1', port: 1 }, { address: '::1', port: 2 }), 536)!.destination!.address)).toBe(true);
+    expect(encodeProxyV1({ address: '::ffff:10.0.0.1', port: 1 }, { address: '10.0.0.2', port: 2 }).toString()).toBe(
+      'PROXY TCP4 10.0.0.1 10.0.0.2 1 2\r\n',
+    );
+    expect(encodeProxyV1({ address: '10.0.0.1', port: 1 }, { address: '::1', port: 2 }).toString()).toBe(
+      'PROXY TCP6 ::ffff:10.0.0.1 ::1 1 2\r\n',
+    );
+    expect(
+      net.isIPv6(parseProxyHeader(encodeProxyV2({ address: '10.0.0.1', port: 1 }, { address: '::1', port: 2 }), 536)!.destination!.address),
+    ).toBe(true);
   });
 
   it('v1 UNKNOWN and v2 LOCAL carry no address; v2 TLVs are skipped', () => {
     expect(parseProxyHeader(Buffer.from('PROXY UNKNOWN ffff::1 ffff::2 1 2\r\nrest'), 536)).toEqual({ version: 1, length: 35 });
     const local = Buffer.concat([Buffer.from('0d0a0d0a000d0a515549540a', 'hex'), Buffer.from([0x20, 0x00, 0x00, 0x00])]);
     expect(parseProxyHeader(local, 536)).toEqual({ version: 2, length: 16 });
-    const tlv = Buffer.concat([encodeProxyV2({ address: '1.2.3.4', port: 5 }, { address: '5.6.7.8', port: 9 }), Buffer.from([0x04, 0x00, 0x01, 0x00])]);
+    const tlv = Buffer.concat([
+      encodeProxyV2({ address: '1.2.3.4', port: 5 }, { address: '5.6.7.8', port: 9 }),
+      Buffer.from([0x04, 0x00, 0x01, 0x00]),
+    ]);
     tlv.writeUInt16BE(16, 14);
     expect(parseProxyHeader(tlv, 536)).toMatchObject({ version: 2, source: { address: '1.2.3.4', port: 5 }, length: 32 });
   });

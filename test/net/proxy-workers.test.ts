@@ -67,7 +67,15 @@ function thrown(fn: () => unknown): { code: string; message: string } {
 
 async function startProxy(bal: BalancerType, workers: number, extra: Record<string, unknown> = {}) {
   const log = captureLog('info');
-  const proxy = new TcpProxy({ balancer: bal, policy: 'p2c:connections', workers, logger: log.logger, clientTimeoutMs: 0, serverTimeoutMs: 0, ...extra });
+  const proxy = new TcpProxy({
+    balancer: bal,
+    policy: 'p2c:connections',
+    workers,
+    logger: log.logger,
+    clientTimeoutMs: 0,
+    serverTimeoutMs: 0,
+    ...extra,
+  });
   const address = await proxy.listen();
   cleanup.push(async () => void (await proxy.close()));
   return { proxy, port: address.port, log };
@@ -84,7 +92,9 @@ function expectThreads(proxy: TcpProxy, log: ReturnType<typeof captureLog>, work
     // Node < 22.12: one worker thread, and exactly one line naming this Node and the requirement.
     expect(proxy.threads).toBe(1);
     expect(fallback).toHaveLength(1);
-    expect(fallback[0]!['msg']).toBe(`proxy: one thread accepts: workers ${workers} needs Node >= 22.12 on Linux (reusePort); this is Node ${process.version} on ${process.platform}`);
+    expect(fallback[0]!['msg']).toBe(
+      `proxy: one thread accepts: workers ${workers} needs Node >= 22.12 on Linux (reusePort); this is Node ${process.version} on ${process.platform}`,
+    );
     expect(fallback[0]!['level']).toBe(40);
   }
 }
@@ -247,7 +257,11 @@ describe('TcpProxy options', () => {
 
   it.each([
     ['a key function with workers 1', { workers: 1, key: () => 'k' }, 'options.key: a function cannot reach worker threads'],
-    ['a logger as accessLog with workers 1', { workers: 1, accessLog: captureLog().logger }, 'options.accessLog: a logger cannot reach worker threads'],
+    [
+      'a logger as accessLog with workers 1',
+      { workers: 1, accessLog: captureLog().logger },
+      'options.accessLog: a logger cannot reach worker threads',
+    ],
     ['youngGenerationMb 0', { workers: 1, youngGenerationMb: 0 }, 'options.youngGenerationMb'],
     ['workers 1000', { workers: 1000 }, 'options.workers'],
     ['an unknown policy', { policy: 'fastest' }, 'options.policy: must be one of'],
@@ -262,7 +276,9 @@ describe('TcpProxy options', () => {
   it('refuses both router and balancer, and neither', () => {
     const bal = new Balancer();
     cleanup.push(() => bal.close());
-    expect(thrown(() => new TcpProxy({ router: bal.router(), balancer: bal })).message).toContain('options.balancer: give options.router or options.balancer, not both');
+    expect(thrown(() => new TcpProxy({ router: bal.router(), balancer: bal })).message).toContain(
+      'options.balancer: give options.router or options.balancer, not both',
+    );
     expect(thrown(() => new TcpProxy({})).message).toContain('options.router: must be a Router (or give options.balancer)');
   });
 

@@ -41,7 +41,6 @@ function balancerWith(backends: { id: string; port: number }[]): Balancer {
   return balancer;
 }
 
-
 /** What a driver sees: the events in order. */
 function watch(socket: net.Socket): { events: string[]; errors: unknown[]; closed: Promise<void> } {
   const events: string[] = [];

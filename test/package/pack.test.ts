@@ -75,19 +75,29 @@ function consumerLock(tarball: string): unknown {
 }
 
 function run(args: string[], opts: { input?: string } = {}): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, args, { cwd: project, encoding: 'utf8', input: opts.input, env: { ...process.env, POISE_LOG_LEVEL: 'info' } });
+  const r = spawnSync(process.execPath, args, {
+    cwd: project,
+    encoding: 'utf8',
+    input: opts.input,
+    env: { ...process.env, POISE_LOG_LEVEL: 'info' },
+  });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
 beforeAll(() => {
   work = mkdtempSync(path.join(os.tmpdir(), 'poise-pack-'));
   // --ignore-scripts: `prepare` would rebuild dist/ under the other test files running now.
-  const [packed] = JSON.parse(npm(['pack', '--ignore-scripts', '--json', '--pack-destination', work], ROOT)) as [{ filename: string; files: { path: string }[] }];
+  const [packed] = JSON.parse(npm(['pack', '--ignore-scripts', '--json', '--pack-destination', work], ROOT)) as [
+    { filename: string; files: { path: string }[] },
+  ];
   files = packed.files.map((f) => f.path).sort();
   project = path.join(work, 'consumer');
   const tarball = `file:../${packed.filename}`;
   execFileSync('mkdir', [project]);
-  writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '0.0.0', private: true, type: 'module', dependencies: { 'poise-lb': tarball } }));
+  writeFileSync(
+    path.join(project, 'package.json'),
+    JSON.stringify({ name: 'consumer', version: '0.0.0', private: true, type: 'module', dependencies: { 'poise-lb': tarball } }),
+  );
   writeFileSync(path.join(project, 'package-lock.json'), JSON.stringify(consumerLock(tarball)));
   npm(['ci', '--offline', '--omit=optional', '--ignore-scripts', '--no-audit', '--no-fund'], project);
   installed = path.join(project, 'node_modules', 'poise-lb');
@@ -109,7 +119,9 @@ describe('the packed package', () => {
       expect(files).toContain(f.replace(/\.js$/, '.d.ts'));
       expect(files).toContain(f.replace(/\.js$/, '.d.ts.map'));
     }
-    expect(readFileSync(path.join(installed, 'LICENSE'), 'utf8')).toMatch(/^MIT License\n\nCopyright \(c\) 2026 Poise for Node contributors\n/);
+    expect(readFileSync(path.join(installed, 'LICENSE'), 'utf8')).toMatch(
+      /^MIT License\n\nCopyright \(c\) 2026 Poise for Node contributors\n/,
+    );
   });
 
   it('every "exports" entry has declarations and a module that exist in the tarball', () => {
@@ -124,17 +136,26 @@ describe('the packed package', () => {
   it('every source map carries its sources (sourcesContent equal to the shipped src file), and declaration maps point at shipped src', () => {
     const maps = files.filter((f) => f.endsWith('.js.map') || f.endsWith('.d.ts.map'));
     for (const m of maps) {
-      const map = JSON.parse(readFileSync(path.join(installed, m), 'utf8')) as { sources: string[]; sourcesContent?: string[]; sourceRoot?: string };
+      const map = JSON.parse(readFileSync(path.join(installed, m), 'utf8')) as {
+        sources: string[];
+        sourcesContent?: string[];
+        sourceRoot?: string;
+      };
       expect(map.sources).toHaveLength(1);
       const source = path.resolve(path.dirname(path.join(installed, m)), map.sourceRoot ?? '', map.sources[0]!);
       expect(source.startsWith(path.join(installed, 'src') + path.sep)).toBe(true);
       expect(existsSync(source)).toBe(true);
-      if (m.endsWith('.js.map')) expect({ map: m, content: map.sourcesContent?.[0] }).toEqual({ map: m, content: readFileSync(source, 'utf8') });
+      if (m.endsWith('.js.map'))
+        expect({ map: m, content: map.sourcesContent?.[0] }).toEqual({ map: m, content: readFileSync(source, 'utf8') });
     }
   });
 
   it.each(Object.keys(SURFACE))('%s imports from the installed package with exactly its run-time names', (entry) => {
-    const r = run(['--input-type=module', '-e', `const m = await import(${JSON.stringify(entry)}); console.log(JSON.stringify(Object.keys(m).sort()));`]);
+    const r = run([
+      '--input-type=module',
+      '-e',
+      `const m = await import(${JSON.stringify(entry)}); console.log(JSON.stringify(Object.keys(m).sort()));`,
+    ]);
     expect(r.stderr).toBe('');
     const names = JSON.parse(r.stdout) as string[];
     expect(names).toEqual([...SURFACE[entry]!].sort());
@@ -157,14 +178,23 @@ describe('the packed package', () => {
 
   it('without the optional pino-pretty, createLogger({ pretty: true }) writes JSON instead of crashing', () => {
     expect(existsSync(path.join(project, 'node_modules', 'pino-pretty'))).toBe(false);
-    const r = run(['--input-type=module', '-e', `import { createLogger } from 'poise-lb/runtime'; createLogger({ pretty: true }).info({ n: 1 }, 'hello');`]);
+    const r = run([
+      '--input-type=module',
+      '-e',
+      `import { createLogger } from 'poise-lb/runtime'; createLogger({ pretty: true }).info({ n: 1 }, 'hello');`,
+    ]);
     expect(r.status).toBe(0);
     const line = JSON.parse(r.stderr.trim()) as Record<string, unknown>;
     expect(line).toMatchObject({ level: 30, name: 'poise', n: 1, msg: 'hello' });
   });
 
   it('a stack trace through the package maps to the TypeScript source under --enable-source-maps', () => {
-    const r = run(['--enable-source-maps', '--input-type=module', '-e', `import { PowerOfTwo } from 'poise-lb'; try { new PowerOfTwo({ sed: 1 }); } catch (e) { console.log(e.stack); }`]);
+    const r = run([
+      '--enable-source-maps',
+      '--input-type=module',
+      '-e',
+      `import { PowerOfTwo } from 'poise-lb'; try { new PowerOfTwo({ sed: 1 }); } catch (e) { console.log(e.stack); }`,
+    ]);
     expect(r.stdout).toContain('PoiseError: options.sed: unknown option (accepted: seed)');
     expect(r.stdout).toMatch(/node_modules\/poise-lb\/src\/core\/errors\.ts:\d+:\d+/);
   });

@@ -13,7 +13,9 @@ const SOURCES = ['src/policy/maglev.ts', 'src/policy/rendezvous.ts', 'src/policy
 
 /** `npm test` builds first (pretest); a bare `vitest run` rebuilds when dist is missing or older than these sources. */
 function ensureBuilt(): void {
-  const built = existsSync(DIST_INDEX) ? statSync(path.join(ROOT, 'dist', 'src', 'policy', 'maglev.js'), { throwIfNoEntry: false })?.mtimeMs ?? 0 : 0;
+  const built = existsSync(DIST_INDEX)
+    ? (statSync(path.join(ROOT, 'dist', 'src', 'policy', 'maglev.js'), { throwIfNoEntry: false })?.mtimeMs ?? 0)
+    : 0;
   const newest = Math.max(...SOURCES.map((f) => statSync(path.join(ROOT, f)).mtimeMs));
   if (built < newest) {
     try {

@@ -66,7 +66,10 @@ describe('Maglev', () => {
     // Tolerance: Maglev reshuffles a few slots of other members on a rebuild; measured ≈ 10.3% at M = 65537.
     const slice = backends(10);
     const before = owners(new Maglev(), slice);
-    const after = owners(new Maglev(), slice.filter((b) => b.id !== 'b3'));
+    const after = owners(
+      new Maglev(),
+      slice.filter((b) => b.id !== 'b3'),
+    );
     let moved = 0;
     before.forEach((id, i) => {
       if (after[i] !== id) moved++;

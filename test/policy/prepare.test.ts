@@ -38,7 +38,13 @@ const member = fc.record({
 type Member = typeof member extends fc.Arbitrary<infer T> ? T : never;
 
 function slice(ms: readonly Member[]): Localized<Prioritized<Backend>>[] {
-  return ms.map((m, i) => new Localized(new Prioritized(new Backend(`b${i}`, { weight: m.weight, status: m.status, load: () => m.load }), m.priority), m.locality));
+  return ms.map(
+    (m, i) =>
+      new Localized(
+        new Prioritized(new Backend(`b${i}`, { weight: m.weight, status: m.status, load: () => m.load }), m.priority),
+        m.locality,
+      ),
+  );
 }
 
 /** Index, or error code, of each of `n` picks (keyed by the pick's number). */

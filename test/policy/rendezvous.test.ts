@@ -113,7 +113,9 @@ describe('Rendezvous', () => {
     const slice = backends(3);
     expect([p.pick(slice), p.pick(slice), p.pick(slice), p.pick(slice)]).toEqual([0, 1, 2, 0]);
     expect(() => p.pick(slice, { key: {} as unknown as string })).toThrow('context.key: must be a string or a finite number, got a object');
-    expect(() => new Rendezvous({ hashSeed: 'x' as unknown as bigint })).toThrow('options.hashSeed: must be a bigint or a safe integer, got "x"');
+    expect(() => new Rendezvous({ hashSeed: 'x' as unknown as bigint })).toThrow(
+      'options.hashSeed: must be a bigint or a safe integer, got "x"',
+    );
     expect(codeOf(() => p.pick([], { key: 'k' }))).toBe('Empty');
     expect(codeOf(() => p.pick(backends(2, { status: () => 'unavailable' }), { key: 'k' }))).toBe('NoEligibleCandidates');
   });

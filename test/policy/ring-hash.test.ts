@@ -9,8 +9,8 @@ const KEYS = Array.from({ length: 20_000 }, (_, i) => (i % 5 === 0 ? `user:${i *
 
 /** Servers as memcached clients name them, with weights; ids in sorted order (ties go to the smaller id in both). */
 function servers(n: number, weight: (i: number) => number): { id: string; weight: number }[] {
-  return Array.from({ length: n }, (_, i) => ({ id: `10.0.${Math.floor(i / 200)}.${(i % 200) + 1}:11211`, weight: weight(i) })).sort((a, b) =>
-    a.id < b.id ? -1 : 1,
+  return Array.from({ length: n }, (_, i) => ({ id: `10.0.${Math.floor(i / 200)}.${(i % 200) + 1}:11211`, weight: weight(i) })).sort(
+    (a, b) => (a.id < b.id ? -1 : 1),
   );
 }
 
@@ -81,13 +81,17 @@ describe('RingHash (ketama)', () => {
 
   it('same key → same member for every instance and slice order (murmur3 key hash)', () => {
     fc.assert(
-      fc.property(fc.uniqueArray(fc.string({ minLength: 1, maxLength: 12 }), { minLength: 1, maxLength: 12 }), fc.array(fc.string(), { minLength: 1, maxLength: 30 }), (ids, keys) => {
-        const a = ids.map((id) => new Backend(id));
-        const b = [...a].reverse();
-        const r1 = new RingHash();
-        const r2 = new RingHash();
-        for (const key of keys) expect(a[r1.pick(a, { key })]!.id).toBe(b[r2.pick(b, { key })]!.id);
-      }),
+      fc.property(
+        fc.uniqueArray(fc.string({ minLength: 1, maxLength: 12 }), { minLength: 1, maxLength: 12 }),
+        fc.array(fc.string(), { minLength: 1, maxLength: 30 }),
+        (ids, keys) => {
+          const a = ids.map((id) => new Backend(id));
+          const b = [...a].reverse();
+          const r1 = new RingHash();
+          const r2 = new RingHash();
+          for (const key of keys) expect(a[r1.pick(a, { key })]!.id).toBe(b[r2.pick(b, { key })]!.id);
+        },
+      ),
       { numRuns: 200 },
     );
   });
@@ -106,7 +110,7 @@ describe('RingHash (ketama)', () => {
     for (let i = 0; i < KEYS.length; i++) if (before[i] !== 's3') expect(after[i]).toBe(before[i]);
   });
 
-  it('passes an ineligible owner\'s keys to the ring successor without a rebuild; other keys stay', () => {
+  it("passes an ineligible owner's keys to the ring successor without a rebuild; other keys stay", () => {
     const down = { v: false };
     const all = ['a', 'b', 'c', 'd'].map((id) => new Backend(id, { status: 'ready' }));
     const flaky = new (class extends Backend {

@@ -43,7 +43,9 @@ describe('Balancer.apply', () => {
     c.update(specs('a'));
     c.update(specs('a', 'b'));
     expect(c.apply({ version: 1, lineage: L1, backends: specs('r') })).toEqual({ applied: true, version: 1, previous: 2 });
-    expect(thrown(() => c.apply({ version: 2, lineage: '', backends: [] })).message).toBe('membership.lineage: must be a string of 1 to 64 characters, got ""');
+    expect(thrown(() => c.apply({ version: 2, lineage: '', backends: [] })).message).toBe(
+      'membership.lineage: must be a string of 1 to 64 characters, got ""',
+    );
   });
 
   it('refuses with codes: CapacityExhausted for too few slots, InvalidConfig for a sparse array, Closed after close()', () => {

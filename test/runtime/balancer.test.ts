@@ -18,7 +18,9 @@ describe('Balancer.update', () => {
     expect(() => b.update([{ id: 'x', address: 'nope' }])).toThrow(
       'backends[0].address: must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port"), got "nope"',
     );
-    expect(() => b.update([{ id: 'x', address: '127.0.0.1:1', weight: -1 }])).toThrow('backends[0].weight: must be an integer in [1, 4294967295], got -1');
+    expect(() => b.update([{ id: 'x', address: '127.0.0.1:1', weight: -1 }])).toThrow(
+      'backends[0].weight: must be an integer in [1, 4294967295], got -1',
+    );
     expect(() => b.update({ version: -1, backends: [] })).toThrow('membership.version: must be an integer >= 0, got -1');
     expect(b.version).toBe(10);
     const r = b.router({ policy: 'random' });

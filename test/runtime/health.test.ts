@@ -46,11 +46,13 @@ describe('passive health', () => {
       l.release('cancelled');
     }
     clock.advance(1);
-    const ids = new Set([0, 1, 2, 3].map(() => {
-      const l = r.acquire();
-      l.release('cancelled');
-      return l.id;
-    }));
+    const ids = new Set(
+      [0, 1, 2, 3].map(() => {
+        const l = r.acquire();
+        l.release('cancelled');
+        return l.id;
+      }),
+    );
     expect(ids).toEqual(new Set(['b0', 'b1']));
   });
 
@@ -80,7 +82,10 @@ describe('passive health', () => {
     expect(s.ejections).toBe(1);
     expect(s.failures).toBe(0);
     // The same seed gives the same jitter: first ejection is uniform in [1, 2) × 100 ms.
-    const expected = ejectionBackoff(resolveEjection(ejection), new Rng(BigInt.asUintN(64, 11n * 0x9e3779b97f4a7c15n + 0xbf58476d1ce4e5b9n + 1n))).delayMs(0);
+    const expected = ejectionBackoff(
+      resolveEjection(ejection),
+      new Rng(BigInt.asUintN(64, 11n * 0x9e3779b97f4a7c15n + 0xbf58476d1ce4e5b9n + 1n)),
+    ).delayMs(0);
     expect(s.ejectedUntilMs).toBe(Math.trunc(1000 + expected));
     for (let i = 0; i < 20; i++) {
       const l = r.acquire();
@@ -88,11 +93,13 @@ describe('passive health', () => {
       l.release('cancelled');
     }
     clock.advance(Math.ceil(expected));
-    const ids = new Set([0, 1, 2, 3].map(() => {
-      const l = r.acquire();
-      l.release('cancelled');
-      return l.id;
-    }));
+    const ids = new Set(
+      [0, 1, 2, 3].map(() => {
+        const l = r.acquire();
+        l.release('cancelled');
+        return l.id;
+      }),
+    );
     expect(ids).toEqual(new Set(['b0', 'b1']));
     // Second ejection: exponent 2, so [1, 4) units.
     fail('b0');

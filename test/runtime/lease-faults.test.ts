@@ -149,7 +149,11 @@ describe('acquire options and a closed router', () => {
     b.update([at('a', 7000)]);
     const r = b.router();
     expect(() => r.acquire({ exlcude: ['a'] } as never)).toThrow(
-      expect.objectContaining({ code: 'InvalidConfig', field: 'acquire(options).exlcude', message: 'acquire(options).exlcude: unknown option (accepted: key, priority, exclude, kind)' }),
+      expect.objectContaining({
+        code: 'InvalidConfig',
+        field: 'acquire(options).exlcude',
+        message: 'acquire(options).exlcude: unknown option (accepted: key, priority, exclude, kind)',
+      }),
     );
     expect(b.table.outstanding(0)).toBe(0);
     expect(r.acquire({ key: 'k', exclude: [], kind: 'request' }).id).toBe('a');

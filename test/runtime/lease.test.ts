@@ -31,8 +31,12 @@ describe('Lease', () => {
     const b = new Balancer({ logger });
     b.update(specs(1));
     const l = b.router().acquire();
-    expect(() => l.release('ok' as 'success')).toThrow('release(outcome): must be one of "success", "failure", "overload", "cancelled", got "ok"');
-    expect(() => l.release('success', { latencyMs: -1 })).toThrow('release(options).latencyMs: must be a finite number >= 0 (milliseconds), got -1');
+    expect(() => l.release('ok' as 'success')).toThrow(
+      'release(outcome): must be one of "success", "failure", "overload", "cancelled", got "ok"',
+    );
+    expect(() => l.release('success', { latencyMs: -1 })).toThrow(
+      'release(options).latencyMs: must be a finite number >= 0 (milliseconds), got -1',
+    );
     expect(l.released).toBe(false);
     l.release('success', { latencyMs: 1 });
     expect(counters(b, 0)).toEqual({ c: 0, r: 0 });

@@ -15,5 +15,4 @@ describe('createWorkerPool options', () => {
       /^options\.policy: must be one of round-robin, .*, got "fastest"$/,
     );
   });
-
 });

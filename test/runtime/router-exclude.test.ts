@@ -32,8 +32,9 @@ describe('acquire({ exclude })', () => {
 
   it('refuses anything else, naming the option', () => {
     const router = routerOver(['a', 'b']);
-    expect(() => router.acquire({ exclude: 'a' as never })).toThrow('acquire(options).exclude: must be a Set or an array of backend ids, got "a"');
+    expect(() => router.acquire({ exclude: 'a' as never })).toThrow(
+      'acquire(options).exclude: must be a Set or an array of backend ids, got "a"',
+    );
     expect(router.openLeases).toBe(0);
   });
 });
-

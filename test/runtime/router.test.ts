@@ -15,9 +15,9 @@ describe('Router options and errors', () => {
     expect(() => b.router({ ejection: { consecutiveFailures: 0 } })).toThrow(
       'options.ejection.consecutiveFailures: must be an integer >= 1, got 0',
     );
-    expect(() => Router.attach({ buffer: new ArrayBuffer(8) as unknown as SharedArrayBuffer, layoutVersion: 1, clock: new SharedArrayBuffer(8) })).toThrow(
-      /^attachment\.buffer: must be a SharedArrayBuffer/,
-    );
+    expect(() =>
+      Router.attach({ buffer: new ArrayBuffer(8) as unknown as SharedArrayBuffer, layoutVersion: 1, clock: new SharedArrayBuffer(8) }),
+    ).toThrow(/^attachment\.buffer: must be a SharedArrayBuffer/);
   });
 
   it('throws Empty with no backends and NoEligibleCandidates when all are draining', () => {
@@ -55,7 +55,10 @@ describe('membership changes', () => {
     const r = b.router({ policy: 'round-robin' });
     const old = [r.acquire(), r.acquire(), r.acquire(), r.acquire()].filter((l) => l.id === 'b0');
     expect(old.length).toBe(2);
-    b.update([{ id: 'b0', address: '127.0.0.1:7000', status: 'draining' }, { id: 'b1', address: '127.0.0.1:7001' }]);
+    b.update([
+      { id: 'b0', address: '127.0.0.1:7000', status: 'draining' },
+      { id: 'b1', address: '127.0.0.1:7001' },
+    ]);
     for (let i = 0; i < 100; i++) expect(r.acquire().id).toBe('b1');
     expect(counters(b, 0)).toEqual({ c: 0, r: 2 });
     for (const l of old) l.release('success');
@@ -68,7 +71,10 @@ describe('membership changes', () => {
     const r = b.router({ policy: 'smooth-weighted' });
     const before = [0, 1, 2, 3].map(() => r.acquire().id);
     expect(before.sort()).toEqual(['b0', 'b0', 'b1', 'b1']);
-    b.update([{ id: 'b0', address: '127.0.0.1:7000', weight: 3 }, { id: 'b1', address: '127.0.0.1:7001' }]);
+    b.update([
+      { id: 'b0', address: '127.0.0.1:7000', weight: 3 },
+      { id: 'b1', address: '127.0.0.1:7001' },
+    ]);
     const after = [0, 1, 2, 3].map(() => r.acquire().id);
     expect(after.filter((id) => id === 'b0').length).toBe(3);
   });
@@ -85,10 +91,18 @@ describe('membership changes', () => {
     b.update([{ id: 'b1', address: '127.0.0.1:7001' }]);
     expect(b.table.stats(0).state).toBe(SlotState.Removed);
     // The tombstone still counts its live lease, so the slot is not free.
-    expect(() => b.update([{ id: 'b1', address: '127.0.0.1:7001' }, { id: 'c', address: '127.0.0.1:7009' }])).toThrow(/only 0 are free/);
+    expect(() =>
+      b.update([
+        { id: 'b1', address: '127.0.0.1:7001' },
+        { id: 'c', address: '127.0.0.1:7009' },
+      ]),
+    ).toThrow(/only 0 are free/);
     expect(counters(b, 0)).toEqual({ c: 0, r: 1 });
     held.release('success');
-    b.update([{ id: 'b1', address: '127.0.0.1:7001' }, { id: 'c', address: '127.0.0.1:7009' }]);
+    b.update([
+      { id: 'b1', address: '127.0.0.1:7001' },
+      { id: 'c', address: '127.0.0.1:7009' },
+    ]);
     const s = b.table.stats(0);
     expect(s.generation).toBe(2);
     expect(s.state).toBe(SlotState.Ready);

@@ -8,7 +8,9 @@ import { thrown } from '../helpers/thrown.js';
 
 /** Specs for `ids` (each id's address is its own); `weight2` marks ids whose weight is 2. */
 const specs = (...ids: string[]) =>
-  resolveBackendSpecs(ids.map((id) => ({ id: id.replace('*', ''), address: `127.0.0.1:${7000 + id.charCodeAt(0)}`, weight: id.endsWith('*') ? 2 : 1 })));
+  resolveBackendSpecs(
+    ids.map((id) => ({ id: id.replace('*', ''), address: `127.0.0.1:${7000 + id.charCodeAt(0)}`, weight: id.endsWith('*') ? 2 : 1 })),
+  );
 
 /** A slot map with `ids` live in slots 0.., and `gone` as tombstones after them. */
 function owner(capacity: number, live: string[], gone: string[] = []) {

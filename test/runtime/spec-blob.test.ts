@@ -40,16 +40,24 @@ describe('incremental membership (unchanged specs are neither re-encoded by the 
   it('a router sees exactly each membership, change after change, whatever changed', () => {
     fc.assert(
       fc.property(
-        fc.array(fc.array(fc.record({ n: fc.integer({ min: 0, max: 11 }), w: fc.integer({ min: 1, max: 3 }), d: fc.boolean() }), { maxLength: 8 }), {
-          minLength: 1,
-          maxLength: 8,
-        }),
+        fc.array(
+          fc.array(fc.record({ n: fc.integer({ min: 0, max: 11 }), w: fc.integer({ min: 1, max: 3 }), d: fc.boolean() }), { maxLength: 8 }),
+          {
+            minLength: 1,
+            maxLength: 8,
+          },
+        ),
         (changes) => {
           const b = new Balancer({ logger, capacity: 64 });
           const r = b.router({ policy: 'round-robin' });
           for (const change of changes) {
             const byId = new Map(change.map((c) => [`id,${c.n}\n`, c]));
-            const docs = [...byId].map(([id, c]) => ({ id, address: `127.0.0.1:${7000 + c.n}`, weight: c.w, status: c.d ? ('draining' as const) : ('ready' as const) }));
+            const docs = [...byId].map(([id, c]) => ({
+              id,
+              address: `127.0.0.1:${7000 + c.n}`,
+              weight: c.w,
+              status: c.d ? ('draining' as const) : ('ready' as const),
+            }));
             const v = b.update(docs);
             expect(r.refresh()).toBe(v);
             const ready = docs.filter((d) => d.status === 'ready');
@@ -66,7 +74,9 @@ describe('incremental membership (unchanged specs are neither re-encoded by the 
             expect(new Map(ready.map((d) => [d.id, Number(d.address.split(':')[1])]))).toEqual(seen);
             // The table's words match the latest specs.
             for (const d of docs) {
-              const slot = [...Array(b.table.capacity).keys()].find((s) => b.table.stats(s).weight === d.weight && b.table.stats(s).state !== 0);
+              const slot = [...Array(b.table.capacity).keys()].find(
+                (s) => b.table.stats(s).weight === d.weight && b.table.stats(s).state !== 0,
+              );
               expect(slot).toBeDefined();
             }
           }

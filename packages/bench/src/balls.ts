@@ -57,8 +57,8 @@ export function throwBalls(n: number, m: number, policy: Policy): number {
 /** ln Γ(x) for x > 0 (Lanczos, g = 7, 9 terms; relative error < 1e-13). */
 export function lnGamma(x: number): number {
   const c = [
-    0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059,
-    12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7,
+    0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059, 12.507343278686905,
+    -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7,
   ];
   if (x < 0.5) return Math.log(Math.PI / Math.abs(Math.sin(Math.PI * x))) - lnGamma(1 - x);
   const z = x - 1;
@@ -227,7 +227,9 @@ export function formatBalls(r: BallsResult): string {
     return lo === hi ? String(lo) : `${lo}–${hi}`;
   };
   lines.push('Balls into bins, m = n (max load; library Random and PowerOfTwo with load = balls in the bin)');
-  lines.push(`${'n'.padStart(9)}  ${'trials'.padStart(6)}  ${'one choice'.padStart(10)}  ${'Γ⁻¹(n)−3/2'.padStart(10)}  ${'two choices'.padStart(11)}  ${'lnln n/ln2'.padStart(10)}`);
+  lines.push(
+    `${'n'.padStart(9)}  ${'trials'.padStart(6)}  ${'one choice'.padStart(10)}  ${'Γ⁻¹(n)−3/2'.padStart(10)}  ${'two choices'.padStart(11)}  ${'lnln n/ln2'.padStart(10)}`,
+  );
   for (const row of r.mEqualsN) {
     lines.push(
       `${String(row.n).padStart(9)}  ${String(row.trials).padStart(6)}  ${range(row.oneChoice).padStart(10)}  ${row.oneChoiceTheory.toFixed(2).padStart(10)}  ${range(row.twoChoice).padStart(11)}  ${`${row.twoChoiceTheory.toFixed(2)}+O(1)`.padStart(10)}`,
@@ -235,10 +237,14 @@ export function formatBalls(r: BallsResult): string {
   }
   const s = r.stale;
   lines.push('');
-  lines.push(`Stale loads: ${s.selectors} selectors, ${s.n} bins, m = ${s.m / s.n}n balls, view refreshed every b picks (mean max load of ${s.trials} trials)`);
+  lines.push(
+    `Stale loads: ${s.selectors} selectors, ${s.n} bins, m = ${s.m / s.n}n balls, view refreshed every b picks (mean max load of ${s.trials} trials)`,
+  );
   lines.push(`${'b'.padStart(6)}  ${'least-loaded'.padStart(12)}  ${'two choices'.padStart(11)}  ${'one choice'.padStart(10)}`);
   for (const row of s.rows) {
-    lines.push(`${String(row.b).padStart(6)}  ${row.leastLoaded.toFixed(1).padStart(12)}  ${row.twoChoice.toFixed(1).padStart(11)}  ${row.oneChoice.toFixed(1).padStart(10)}`);
+    lines.push(
+      `${String(row.b).padStart(6)}  ${row.leastLoaded.toFixed(1).padStart(12)}  ${row.twoChoice.toFixed(1).padStart(11)}  ${row.oneChoice.toFixed(1).padStart(10)}`,
+    );
   }
   return lines.join('\n');
 }

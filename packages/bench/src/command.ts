@@ -34,7 +34,9 @@ async function publish(result: BenchResult, flags: BenchFlags, out: NodeJS.Writa
   const c = result.config;
   out.write(`\npoise bench — ${c.scenario}: ${c.description}\n`);
   if (c.scenario !== 'balls') {
-    out.write(`${c.workers} workers × ${c.concurrency} concurrent requests, ${c.durationS} s per policy (after ${c.warmupS} s warm-up), ${c.connection} connections, seed ${c.seed ?? 'OS'}\n\n`);
+    out.write(
+      `${c.workers} workers × ${c.concurrency} concurrent requests, ${c.durationS} s per policy (after ${c.warmupS} s warm-up), ${c.connection} connections, seed ${c.seed ?? 'OS'}\n\n`,
+    );
     out.write(`${result.policies.length > 0 ? formatTable(result.policies) : '(nothing measured)'}\n`);
   }
   if (result.balls !== null) out.write(`\n${formatBalls(result.balls)}\n`);
@@ -55,7 +57,9 @@ export async function runBenchCommand(argv: string[], opts: { workerFile?: URL }
     return await runChecked(argv, opts);
   } catch (err) {
     const code = exitCodeOf(err);
-    process.stderr.write(`poise bench: ${err instanceof Error ? err.message : String(err)}\n${code === EXIT.usage ? 'Run `poise bench --help` for the flags.\n' : ''}`);
+    process.stderr.write(
+      `poise bench: ${err instanceof Error ? err.message : String(err)}\n${code === EXIT.usage ? 'Run `poise bench --help` for the flags.\n' : ''}`,
+    );
     return code;
   }
 }

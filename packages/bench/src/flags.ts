@@ -96,7 +96,8 @@ const CONNECTION_MODES: readonly ConnectionMode[] = ['persistent', 'per-request'
 export function parseBenchFlags(argv: readonly string[]): BenchFlags {
   const { values: v } = parseFlags(argv, FLAGS);
   if (v.help) return { ...parseBenchFlags([]), help: true }; // --help wins over any other problem
-  const int = (flag: keyof typeof LIMITS & keyof typeof FLAGS): number | undefined => integerFlag(`--${flag}`, v[flag], LIMITS[flag].min, LIMITS[flag].max);
+  const int = (flag: keyof typeof LIMITS & keyof typeof FLAGS): number | undefined =>
+    integerFlag(`--${flag}`, v[flag], LIMITS[flag].min, LIMITS[flag].max);
   const policies: BenchPolicyName[] = [];
   for (const raw of v.policy) {
     const p = choiceFlag('--policy', raw, POLICY_NAMES)!;
@@ -122,10 +123,16 @@ export function parseBenchFlags(argv: readonly string[]): BenchFlags {
     throw new UsageError(`${missing}: --redis URL and --cluster NAME must be given together`, missing);
   }
   if (out.redis !== undefined && out.scenario !== 'slow-backend' && out.scenario !== 'uniform') {
-    throw new UsageError(`--scenario: with --redis only slow-backend or uniform apply (membership comes from Redis), got ${JSON.stringify(out.scenario)}`, '--scenario');
+    throw new UsageError(
+      `--scenario: with --redis only slow-backend or uniform apply (membership comes from Redis), got ${JSON.stringify(out.scenario)}`,
+      '--scenario',
+    );
   }
   if (out.scenario === 'failover' && out.backends < 4) {
-    throw new UsageError(`--backends: the failover scenario needs an integer in [4, ${LIMITS.backends.max}], got ${out.backends}`, '--backends');
+    throw new UsageError(
+      `--backends: the failover scenario needs an integer in [4, ${LIMITS.backends.max}], got ${out.backends}`,
+      '--backends',
+    );
   }
   return out;
 }

@@ -63,9 +63,11 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 /** `Atomics.waitAsync` (Node ≥ 16; typed only from lib ES2024). */
-const waitAsync = (Atomics as unknown as {
-  waitAsync(a: Int32Array, index: number, value: number, timeoutMs: number): { async: boolean; value: Promise<string> | string };
-}).waitAsync;
+const waitAsync = (
+  Atomics as unknown as {
+    waitAsync(a: Int32Array, index: number, value: number, timeoutMs: number): { async: boolean; value: Promise<string> | string };
+  }
+).waitAsync;
 
 /** Waits until `control[READY]` reaches `n` (every worker's loops run). */
 async function allReady(control: Int32Array, n: number, signal: AbortSignal): Promise<void> {
@@ -185,7 +187,12 @@ function startWorkers(run: BenchRun, policy: BenchPolicyName, balancer: Balancer
 }
 
 /** Sums the workers' results into the policy's figures. */
-function merge(run: BenchRun, turn: PolicyTurn, results: readonly WorkerResult[], seconds: number): Omit<PolicyResult, 'policy' | 'interrupted' | 'inflight' | 'trackedInflight' | 'events' | 'backupShare' | 'checksMarkedDown'> {
+function merge(
+  run: BenchRun,
+  turn: PolicyTurn,
+  results: readonly WorkerResult[],
+  seconds: number,
+): Omit<PolicyResult, 'policy' | 'interrupted' | 'inflight' | 'trackedInflight' | 'events' | 'backupShare' | 'checksMarkedDown'> {
   const h = latencyHistogram();
   const perBackend = new Map<string, { requests: number; errors: number }>();
   let requests = 0;
@@ -230,7 +237,12 @@ export async function measurePolicy(run: BenchRun, turn: PolicyTurn): Promise<Po
   const { models } = turn;
   for (const m of models) farm.get(m.id).setFailureRate(m.failureRate);
   const statuses = new Map<string, Status | 'absent'>(models.map((m) => [m.id, m.status] as const));
-  const specs = (): MembershipSnapshot['backends'] => membershipOf(models, (b) => statuses.get(b.id) ?? 'absent', (id) => farm.get(id).address);
+  const specs = (): MembershipSnapshot['backends'] =>
+    membershipOf(
+      models,
+      (b) => statuses.get(b.id) ?? 'absent',
+      (id) => farm.get(id).address,
+    );
   const balancer = new Balancer({
     logger: run.logger,
     capacity: Math.max(64, models.length * 4),
@@ -261,16 +273,19 @@ export async function measurePolicy(run: BenchRun, turn: PolicyTurn): Promise<Po
     backups.mark();
     for (const e of feed === undefined ? plan.events : []) {
       timers.push(
-        setTimeout(() => {
-          if (events.length === 0) backups.mark();
-          for (const c of e.changes) {
-            if (c.failureRate !== undefined) farm.get(c.id).setFailureRate(c.failureRate);
-            if (c.accepting !== undefined) void farm.get(c.id).setAccepting(c.accepting);
-            if (c.status !== undefined) statuses.set(c.id, c.status);
-          }
-          if (e.changes.some((c) => c.status !== undefined)) balancer.update(specs());
-          events.push({ at: (performance.now() - started) / 1000, label: e.label });
-        }, e.at * flags.duration * 1000),
+        setTimeout(
+          () => {
+            if (events.length === 0) backups.mark();
+            for (const c of e.changes) {
+              if (c.failureRate !== undefined) farm.get(c.id).setFailureRate(c.failureRate);
+              if (c.accepting !== undefined) void farm.get(c.id).setAccepting(c.accepting);
+              if (c.status !== undefined) statuses.set(c.id, c.status);
+            }
+            if (e.changes.some((c) => c.status !== undefined)) balancer.update(specs());
+            events.push({ at: (performance.now() - started) / 1000, label: e.label });
+          },
+          e.at * flags.duration * 1000,
+        ),
       );
     }
     timers.push(

@@ -48,13 +48,20 @@ function loopbackPort(address: string): { port: number } | undefined {
 }
 
 /** Serves every member of `snapshot` that the farm does not serve yet. Throws for a non-loopback address. */
-async function serve(farm: BackendFarm, snapshot: MembershipSnapshot, scenario: ScenarioName, models: Map<string, BackendModel>): Promise<void> {
+async function serve(
+  farm: BackendFarm,
+  snapshot: MembershipSnapshot,
+  scenario: ScenarioName,
+  models: Map<string, BackendModel>,
+): Promise<void> {
   const ids = snapshot.backends.map((b) => b.id).sort();
   for (const spec of snapshot.backends) {
     if (farm.has(spec.id)) continue;
     const addr = loopbackPort(spec.address);
     if (addr === undefined) {
-      throw new Error(`--redis: backend ${JSON.stringify(spec.id)} has address ${JSON.stringify(spec.address)}; the bench serves its backends itself and needs 127.0.0.1:<port>`);
+      throw new Error(
+        `--redis: backend ${JSON.stringify(spec.id)} has address ${JSON.stringify(spec.address)}; the bench serves its backends itself and needs 127.0.0.1:<port>`,
+      );
     }
     const model = roleModel(spec.id, ids.indexOf(spec.id), scenario);
     model.weight = spec.weight ?? 1;
@@ -65,7 +72,13 @@ async function serve(farm: BackendFarm, snapshot: MembershipSnapshot, scenario: 
 }
 
 /** Follows `cluster` in Redis, serving its members from `farm`. Resolves once the first snapshot is served. */
-export async function followRedis(opts: { url: string; cluster: string; scenario: ScenarioName; farm: BackendFarm; logger: Logger }): Promise<RedisFeed> {
+export async function followRedis(opts: {
+  url: string;
+  cluster: string;
+  scenario: ScenarioName;
+  farm: BackendFarm;
+  logger: Logger;
+}): Promise<RedisFeed> {
   const source = new RedisMembership({ url: opts.url, cluster: opts.cluster, logger: opts.logger });
   const models = new Map<string, BackendModel>();
   let current: MembershipSnapshot | undefined;
@@ -88,7 +101,11 @@ export async function followRedis(opts: { url: string; cluster: string; scenario
   try {
     if (first === undefined) {
       const reason = source.problem?.message ?? 'nothing was delivered';
-      throw new PoiseError(source.problem?.code ?? 'NotFound', `--redis: no membership for cluster ${JSON.stringify(opts.cluster)} (${reason})`, { field: '--cluster' });
+      throw new PoiseError(
+        source.problem?.code ?? 'NotFound',
+        `--redis: no membership for cluster ${JSON.stringify(opts.cluster)} (${reason})`,
+        { field: '--cluster' },
+      );
     }
     await first;
   } catch (err) {

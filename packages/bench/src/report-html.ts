@@ -73,13 +73,16 @@ function loadCharts(r: BenchResult): string {
     step: true,
   });
   const tracked = r.config.tracked;
-  const inflight = tracked === null ? '' : lineChart({
-    title: `In-flight requests on ${tracked} over time (server-side count)`,
-    x: { label: 'seconds into the measured window', min: 0 },
-    y: { label: 'in-flight', min: 0 },
-    series: ps.map((p) => ({ name: p.policy, points: decimate(p.trackedInflight) })),
-    marks: (ps[0]?.events ?? []).map((e) => ({ x: e.at, label: e.label })),
-  });
+  const inflight =
+    tracked === null
+      ? ''
+      : lineChart({
+          title: `In-flight requests on ${tracked} over time (server-side count)`,
+          x: { label: 'seconds into the measured window', min: 0 },
+          y: { label: 'in-flight', min: 0 },
+          series: ps.map((p) => ({ name: p.policy, points: decimate(p.trackedInflight) })),
+          marks: (ps[0]?.events ?? []).map((e) => ({ x: e.at, label: e.label })),
+        });
   return share + cdf + inflight;
 }
 
@@ -120,7 +123,10 @@ function ballsSection(b: BallsResult): string {
 export function renderReport(r: BenchResult): string {
   const c = r.config;
   const intro = `<p>${esc(c.description)}.</p><p class="note">${c.workers} worker threads × ${c.concurrency} concurrent requests per worker (closed loop, ${esc(c.connection)} connections), ${c.durationS} s per policy after ${c.warmupS} s warm-up; membership: ${esc(c.membership)}; seed: ${c.seed === null ? 'OS' : c.seed}. Node ${esc(r.machine.node)} on ${esc(r.machine.platform)}, ${r.machine.cpus} × ${esc(r.machine.cpuModel)}; started ${esc(r.startedAt)}.${r.interrupted ? ' <strong>Interrupted (Ctrl-C): partial results.</strong>' : ''}</p>`;
-  const load = c.scenario === 'balls' ? '' : `<h2>Policies under the same load</h2>${table(r.policies)}<p class="note">★ best in column. Latency is measured by the client from acquire to reply. "in-flight max/mean": time-mean of the busiest backend's in-flight count over the time-mean of the average backend's (1 = even).</p>${loadCharts(r)}`;
+  const load =
+    c.scenario === 'balls'
+      ? ''
+      : `<h2>Policies under the same load</h2>${table(r.policies)}<p class="note">★ best in column. Latency is measured by the client from acquire to reply. "in-flight max/mean": time-mean of the busiest backend's in-flight count over the time-mean of the average backend's (1 = even).</p>${loadCharts(r)}`;
   const balls = r.balls === null ? '' : ballsSection(r.balls);
   return `<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"/><title>poise bench — ${esc(c.scenario)}</title><style>${CSS}</style></head>

@@ -103,7 +103,14 @@ export const COLUMNS: readonly Column[] = [
   { key: 'p99', header: 'p99 ms', value: (r) => r.latencyMs.p99, better: 'lower', format: ms },
   { key: 'p999', header: 'p99.9 ms', value: (r) => r.latencyMs.p999, better: 'lower', format: ms },
   { key: 'slowShare', header: 'slow share', value: (r) => r.slowShare, better: 'lower', format: pct },
-  { key: 'backupAfter', header: 'backup share before→after', value: (r) => r.backupShare?.after ?? null, better: 'none', format: pct, text: (r) => `${pct(r.backupShare?.before ?? 0)}→${pct(r.backupShare?.after ?? 0)}` },
+  {
+    key: 'backupAfter',
+    header: 'backup share before→after',
+    value: (r) => r.backupShare?.after ?? null,
+    better: 'none',
+    format: pct,
+    text: (r) => `${pct(r.backupShare?.before ?? 0)}→${pct(r.backupShare?.after ?? 0)}`,
+  },
   { key: 'inflight', header: 'in-flight max/mean', value: (r) => r.inflight.maxOverMean, better: 'lower', format: (v) => v.toFixed(2) },
   {
     key: 'errors',
@@ -111,7 +118,7 @@ export const COLUMNS: readonly Column[] = [
     value: (r) => (r.requests > 0 ? r.errors / r.requests : r.errors > 0 ? 1 : 0),
     better: 'lower',
     format: (v) => `${(v * 100).toFixed(2)}%`,
-    text: (r) => `${r.errors} (${(((r.requests > 0 ? r.errors / r.requests : 0) * 100)).toFixed(2)}%)`,
+    text: (r) => `${r.errors} (${((r.requests > 0 ? r.errors / r.requests : 0) * 100).toFixed(2)}%)`,
   },
 ];
 
@@ -157,7 +164,8 @@ export function formatTable(results: readonly PolicyResult[]): string {
     }),
   ]);
   const widths = header.map((h, i) => Math.max(h.length + (i === 0 ? 0 : 1), ...rows.map((row) => row[i]!.length)));
-  const line = (cells: string[]): string => cells.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ');
+  const line = (cells: string[]): string =>
+    cells.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ');
   return [
     line(header.map((h, i) => (i === 0 ? h : `${h} `))),
     widths.map((w) => '-'.repeat(w)).join('  '),

@@ -28,7 +28,12 @@ export interface RunContext {
 }
 
 function machine(): BenchResult['machine'] {
-  return { node: process.version, platform: `${os.platform()} ${os.arch()}`, cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? 'unknown' };
+  return {
+    node: process.version,
+    platform: `${os.platform()} ${os.arch()}`,
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model ?? 'unknown',
+  };
 }
 
 /** Runs the whole bench described by `flags`. */
@@ -72,7 +77,8 @@ export async function runBench(flags: BenchFlags, ctx: RunContext): Promise<Benc
         for (const m of plan.backends) await farm.add(m);
         models = plan.backends;
       }
-      const tracked = models.find((m) => m.role === 'slow') ?? models.find((m) => m.role === 'leaving' || m.role === 'primary') ?? models[0];
+      const tracked =
+        models.find((m) => m.role === 'slow') ?? models.find((m) => m.role === 'leaving' || m.role === 'primary') ?? models[0];
       result.config.tracked = tracked?.id ?? null;
       const run: BenchRun = {
         flags,
@@ -96,7 +102,10 @@ export async function runBench(flags: BenchFlags, ctx: RunContext): Promise<Benc
     }
   }
   if ((plan.name === 'balls' || plan.name === 'slow-backend') && !ctx.signal.aborted) {
-    result.balls = runBalls({ ...(flags.seed === undefined ? {} : { seed: flags.seed % 1_000_000_007 }), onProgress: (l) => ctx.progress.update(l) });
+    result.balls = runBalls({
+      ...(flags.seed === undefined ? {} : { seed: flags.seed % 1_000_000_007 }),
+      onProgress: (l) => ctx.progress.update(l),
+    });
     ctx.progress.done();
   }
   result.interrupted = ctx.signal.aborted;

@@ -74,10 +74,12 @@ function niceTicks(axis: Axis, lo: number, hi: number): Array<readonly [number, 
 function bounds(series: readonly Series[], axis: Axis, i: 0 | 1): [number, number] {
   let lo = Number.POSITIVE_INFINITY;
   let hi = Number.NEGATIVE_INFINITY;
-  for (const s of series) for (const p of s.points) if (Number.isFinite(p[i]) && (!axis.log || p[i] > 0)) {
-    lo = Math.min(lo, p[i]);
-    hi = Math.max(hi, p[i]);
-  }
+  for (const s of series)
+    for (const p of s.points)
+      if (Number.isFinite(p[i]) && (!axis.log || p[i] > 0)) {
+        lo = Math.min(lo, p[i]);
+        hi = Math.max(hi, p[i]);
+      }
   if (!Number.isFinite(lo)) [lo, hi] = [axis.log ? 1 : 0, axis.log ? 10 : 1];
   lo = axis.min ?? lo;
   hi = axis.max ?? hi;
@@ -85,7 +87,15 @@ function bounds(series: readonly Series[], axis: Axis, i: 0 | 1): [number, numbe
   return [lo, hi];
 }
 
-function frame(title: string, x: Axis, y: Axis, xt: Array<readonly [number, string]>, yt: Array<readonly [number, string]>, sx: (v: number) => number, sy: (v: number) => number): string[] {
+function frame(
+  title: string,
+  x: Axis,
+  y: Axis,
+  xt: Array<readonly [number, string]>,
+  yt: Array<readonly [number, string]>,
+  sx: (v: number) => number,
+  sy: (v: number) => number,
+): string[] {
   const parts = [`<text x="${M.l}" y="16" class="t">${esc(title)}</text>`];
   parts.push(`<rect x="${M.l}" y="${M.t}" width="${W - M.l - M.r}" height="${H - M.t - M.b}" class="f"/>`);
   for (const [v, label] of xt) {
@@ -99,7 +109,9 @@ function frame(title: string, x: Axis, y: Axis, xt: Array<readonly [number, stri
     parts.push(`<text x="${M.l - 4}" y="${py}" text-anchor="end" dominant-baseline="middle">${esc(label)}</text>`);
   }
   parts.push(`<text x="${(M.l + W - M.r) / 2}" y="${H - 8}" text-anchor="middle">${esc(x.label)}</text>`);
-  parts.push(`<text x="12" y="${(M.t + H - M.b) / 2}" text-anchor="middle" transform="rotate(-90 12 ${(M.t + H - M.b) / 2})">${esc(y.label)}</text>`);
+  parts.push(
+    `<text x="12" y="${(M.t + H - M.b) / 2}" text-anchor="middle" transform="rotate(-90 12 ${(M.t + H - M.b) / 2})">${esc(y.label)}</text>`,
+  );
   return parts;
 }
 
@@ -119,7 +131,14 @@ function svg(parts: string[]): string {
 }
 
 /** A line chart; `marks` draws labelled vertical lines (scenario events). */
-export function lineChart(opts: { title: string; x: Axis; y: Axis; series: readonly Series[]; marks?: ReadonlyArray<{ x: number; label: string }>; step?: boolean }): string {
+export function lineChart(opts: {
+  title: string;
+  x: Axis;
+  y: Axis;
+  series: readonly Series[];
+  marks?: ReadonlyArray<{ x: number; label: string }>;
+  step?: boolean;
+}): string {
   const [x0, x1] = bounds(opts.series, opts.x, 0);
   const [y0, y1] = bounds(opts.series, opts.y, 1);
   const sx = scale(opts.x, x0, x1, M.l, W - M.r);
@@ -128,10 +147,14 @@ export function lineChart(opts: { title: string; x: Axis; y: Axis; series: reado
   (opts.marks ?? []).forEach((m, k) => {
     const px = sx(m.x).toFixed(1);
     // labels stack downwards so that close events stay readable
-    parts.push(`<line x1="${px}" x2="${px}" y1="${M.t}" y2="${H - M.b}" class="m"/><text x="${(sx(m.x) + 3).toFixed(1)}" y="${M.t + 12 + k * 13}" class="ml">${esc(m.label)}</text>`);
+    parts.push(
+      `<line x1="${px}" x2="${px}" y1="${M.t}" y2="${H - M.b}" class="m"/><text x="${(sx(m.x) + 3).toFixed(1)}" y="${M.t + 12 + k * 13}" class="ml">${esc(m.label)}</text>`,
+    );
   });
   opts.series.forEach((s, i) => {
-    const pts = s.points.filter((p) => Number.isFinite(p[0]) && Number.isFinite(p[1]) && (!opts.x.log || p[0] > 0) && (!opts.y.log || p[1] > 0));
+    const pts = s.points.filter(
+      (p) => Number.isFinite(p[0]) && Number.isFinite(p[1]) && (!opts.x.log || p[0] > 0) && (!opts.y.log || p[1] > 0),
+    );
     if (pts.length === 0) return;
     const xy = pts.map((p) => [sx(Math.min(Math.max(p[0], x0), x1)), sy(Math.min(Math.max(p[1], y0), y1))] as const);
     let d = `M${xy[0]![0].toFixed(1)},${xy[0]![1].toFixed(1)}`;
@@ -139,14 +162,28 @@ export function lineChart(opts: { title: string; x: Axis; y: Axis; series: reado
       if (opts.step) d += `H${xy[k]![0].toFixed(1)}`;
       d += `L${xy[k]![0].toFixed(1)},${xy[k]![1].toFixed(1)}`;
     }
-    parts.push(`<path d="${d}" fill="none" stroke="${colorOf(i, s.color)}" stroke-width="1.8"${s.dashed ? ' stroke-dasharray="5 4"' : ''}/>`);
+    parts.push(
+      `<path d="${d}" fill="none" stroke="${colorOf(i, s.color)}" stroke-width="1.8"${s.dashed ? ' stroke-dasharray="5 4"' : ''}/>`,
+    );
   });
-  parts.push(...legend(opts.series.map((s) => s.name), opts.series.map((s) => s.color)));
+  parts.push(
+    ...legend(
+      opts.series.map((s) => s.name),
+      opts.series.map((s) => s.color),
+    ),
+  );
   return svg(parts);
 }
 
 /** A grouped bar chart: one group per category, one bar per series (values[series][category]). */
-export function barChart(opts: { title: string; xLabel?: string; categories: readonly string[]; series: ReadonlyArray<{ name: string; values: readonly number[] }>; y: Axis; format?: (v: number) => string }): string {
+export function barChart(opts: {
+  title: string;
+  xLabel?: string;
+  categories: readonly string[];
+  series: ReadonlyArray<{ name: string; values: readonly number[] }>;
+  y: Axis;
+  format?: (v: number) => string;
+}): string {
   let hi = opts.y.max ?? 0;
   for (const s of opts.series) for (const v of s.values) if (Number.isFinite(v)) hi = Math.max(hi, v);
   if (hi <= 0) hi = 1;
@@ -171,7 +208,9 @@ export function barChart(opts: { title: string; xLabel?: string; categories: rea
       const x = M.l + groupW * ci + groupW * 0.1 + barW * si;
       const top = sy(v);
       const label = opts.format ? opts.format(v) : String(v);
-      parts.push(`<rect x="${x.toFixed(1)}" y="${top.toFixed(1)}" width="${Math.max(1, barW - 1).toFixed(1)}" height="${Math.max(0, H - M.b - top).toFixed(1)}" fill="${PALETTE[si % PALETTE.length]}"><title>${esc(`${s.name} · ${opts.categories[ci] ?? ''}: ${label}`)}</title></rect>`);
+      parts.push(
+        `<rect x="${x.toFixed(1)}" y="${top.toFixed(1)}" width="${Math.max(1, barW - 1).toFixed(1)}" height="${Math.max(0, H - M.b - top).toFixed(1)}" fill="${PALETTE[si % PALETTE.length]}"><title>${esc(`${s.name} · ${opts.categories[ci] ?? ''}: ${label}`)}</title></rect>`,
+      );
     });
   });
   parts.push(...legend(opts.series.map((s) => s.name)));

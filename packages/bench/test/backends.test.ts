@@ -4,13 +4,30 @@ import { LineConnection } from '../src/protocol.js';
 import { scenarioPlan, type BackendModel } from '../src/scenarios.js';
 
 const model = (id: string, over: Partial<BackendModel> = {}): BackendModel => ({
-  id, role: 'normal', medianMs: 0, sigma: 0, failureRate: 0, weight: 1, priority: 0, status: 'ready', ...over,
+  id,
+  role: 'normal',
+  medianMs: 0,
+  sigma: 0,
+  failureRate: 0,
+  weight: 1,
+  priority: 0,
+  status: 'ready',
+  ...over,
 });
 
 describe('bench backends (real TCP on 127.0.0.1)', () => {
   let farm: BackendFarm;
   beforeAll(async () => {
-    farm = await BackendFarm.start([model('ok'), model('bad', { failureRate: 1 }), model('flaky', { failureRate: 0.05 }), model('slow', { medianMs: 30 }), model('hold', { medianMs: 600_000 })], { seed: 3 });
+    farm = await BackendFarm.start(
+      [
+        model('ok'),
+        model('bad', { failureRate: 1 }),
+        model('flaky', { failureRate: 0.05 }),
+        model('slow', { medianMs: 30 }),
+        model('hold', { medianMs: 600_000 }),
+      ],
+      { seed: 3 },
+    );
   });
   afterAll(async () => farm.close());
 
@@ -31,10 +48,12 @@ describe('bench backends (real TCP on 127.0.0.1)', () => {
     const b = farm.get('flaky');
     const conns = await Promise.all(Array.from({ length: 8 }, () => LineConnection.open(b.host, b.port)));
     let errors = 0;
-    await Promise.all(conns.map(async (c) => {
-      for (let i = 0; i < 250; i++) if (!(await c.request())) errors++;
-      c.close();
-    }));
+    await Promise.all(
+      conns.map(async (c) => {
+        for (let i = 0; i < 250; i++) if (!(await c.request())) errors++;
+        c.close();
+      }),
+    );
     expect(errors / 2000).toBeGreaterThan(0.025);
     expect(errors / 2000).toBeLessThan(0.075);
     expect(b.failed).toBe(errors);
@@ -113,7 +132,11 @@ describe('scenario plans', () => {
     const p = scenarioPlan('membership-churn', 8);
     const joiners = p.backends.filter((b) => b.status === 'absent').map((b) => b.id);
     expect(joiners).toEqual(['b8', 'b9']);
-    expect(p.events.map((e) => e.changes.map((c) => c.status))).toEqual([['ready', 'ready'], ['draining', 'draining'], ['absent', 'absent']]);
+    expect(p.events.map((e) => e.changes.map((c) => c.status))).toEqual([
+      ['ready', 'ready'],
+      ['draining', 'draining'],
+      ['absent', 'absent'],
+    ]);
     for (let i = 1; i < p.events.length; i++) expect(p.events[i]!.at).toBeGreaterThan(p.events[i - 1]!.at);
   });
 });

@@ -28,7 +28,10 @@ interface Run {
 
 function poise(args: string[], onStdout?: (text: string, child: ReturnType<typeof spawn>) => void): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, 'bench', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, POISE_LOG_LEVEL: 'warn' } });
+    const child = spawn(process.execPath, [CLI, 'bench', ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, POISE_LOG_LEVEL: 'warn' },
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => {
@@ -45,7 +48,22 @@ describe('poise bench (compiled CLI, real workers and sockets)', () => {
   it('runs 2 workers × 2 policies × 1 s: exits 0, prints the table, writes JSON with every column and a well-formed report', async () => {
     const json = path.join(dir, 'tiny.json');
     const report = path.join(dir, 'tiny.html');
-    const run = await poise(['--workers', '2', '--policy', 'round-robin', '--policy', 'p2c:latency', '--duration', '1', '--concurrency', '4', '--json', json, '--report', report]);
+    const run = await poise([
+      '--workers',
+      '2',
+      '--policy',
+      'round-robin',
+      '--policy',
+      'p2c:latency',
+      '--duration',
+      '1',
+      '--concurrency',
+      '4',
+      '--json',
+      json,
+      '--report',
+      report,
+    ]);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     for (const c of COLUMNS) expect(run.stdout).toContain(c.header);
@@ -55,7 +73,9 @@ describe('poise bench (compiled CLI, real workers and sockets)', () => {
 
     const result = JSON.parse(readFileSync(json, 'utf8')) as BenchResult;
     // The results name the poise-lb they measured (not this package's own version).
-    expect(result.version).toBe((JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version);
+    expect(result.version).toBe(
+      (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version,
+    );
     expect(result.config).toMatchObject({ workers: 2, concurrency: 4, durationS: 1, scenario: 'slow-backend', backends: 8, seed: null });
     expect(result.policies.map((p) => p.policy)).toEqual(['round-robin', 'p2c:latency']);
     for (const p of result.policies) {
@@ -88,7 +108,22 @@ describe('poise bench (compiled CLI, real workers and sockets)', () => {
   it('failover: priority 1 takes traffic when a priority-0 host fails its active checks, with no membership change', async () => {
     const json = path.join(dir, 'failover.json');
     // 4 backends: P0 = b0, b1; P1 = b2, b3. At half time b0 goes away; TCP checks (fall 2) take it down.
-    const run = await poise(['--scenario', 'failover', '--backends', '4', '--workers', '2', '--policy', 'priority', '--duration', '4', '--concurrency', '8', '--json', json]);
+    const run = await poise([
+      '--scenario',
+      'failover',
+      '--backends',
+      '4',
+      '--workers',
+      '2',
+      '--policy',
+      'priority',
+      '--duration',
+      '4',
+      '--concurrency',
+      '8',
+      '--json',
+      json,
+    ]);
     expect(run.code).toBe(0);
     expect(run.stdout).toContain('backup share before→after');
     // The transition is logged once, by the active checker (warn reaches stderr at POISE_LOG_LEVEL=warn).
@@ -106,7 +141,7 @@ describe('poise bench (compiled CLI, real workers and sockets)', () => {
     expect(p!.backupShare!.after).toBeLessThan(0.33);
   });
 
-  it('poise bench --help (through poise-lb) and poise-bench --help (this package\'s bin) print the same help, exit 0', async () => {
+  it("poise bench --help (through poise-lb) and poise-bench --help (this package's bin) print the same help, exit 0", async () => {
     const viaPoise = await poise(['--help']);
     const own = spawnSync(process.execPath, [BIN, '--help'], { encoding: 'utf8' });
     expect(viaPoise.code).toBe(0);
@@ -114,7 +149,10 @@ describe('poise bench (compiled CLI, real workers and sockets)', () => {
     expect(viaPoise.stdout).toMatch(/^usage: poise bench \[flags\]\n/);
     expect(own.stdout).toBe(viaPoise.stdout);
     const bad = spawnSync(process.execPath, [BIN, '--workers', '0'], { encoding: 'utf8' });
-    expect([bad.status, bad.stderr]).toEqual([2, 'poise bench: --workers: must be an integer in [1, 64], got "0"\nRun `poise bench --help` for the flags.\n']);
+    expect([bad.status, bad.stderr]).toEqual([
+      2,
+      'poise bench: --workers: must be an integer in [1, 64], got "0"\nRun `poise bench --help` for the flags.\n',
+    ]);
   });
 
   it('refuses a bad flag with exit 2 and a message naming the flag and its range', async () => {
@@ -129,13 +167,31 @@ describe('poise bench (compiled CLI, real workers and sockets)', () => {
   it('Ctrl-C (SIGINT) stops the run, prints what was measured and writes it (exit 130)', async () => {
     const json = path.join(dir, 'cut.json');
     let sent = false;
-    const run = await poise(['--workers', '2', '--policy', 'random', '--policy', 'p2c:latency', '--duration', '60', '--concurrency', '4', '--json', json, '--report', path.join(dir, 'cut.html')], (out, child) => {
-      // the plain progress line of the first policy's measured window
-      if (!sent && /\[1\/2\] random: \d+\.\d \/ 60 s/.test(out)) {
-        sent = true;
-        child.kill('SIGINT');
-      }
-    });
+    const run = await poise(
+      [
+        '--workers',
+        '2',
+        '--policy',
+        'random',
+        '--policy',
+        'p2c:latency',
+        '--duration',
+        '60',
+        '--concurrency',
+        '4',
+        '--json',
+        json,
+        '--report',
+        path.join(dir, 'cut.html'),
+      ],
+      (out, child) => {
+        // the plain progress line of the first policy's measured window
+        if (!sent && /\[1\/2\] random: \d+\.\d \/ 60 s/.test(out)) {
+          sent = true;
+          child.kill('SIGINT');
+        }
+      },
+    );
     expect(sent, run.stdout + run.stderr).toBe(true);
     expect(run.code).toBe(130);
     expect(run.stdout).toContain('Interrupted');

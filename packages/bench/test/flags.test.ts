@@ -15,12 +15,45 @@ function refused(argv: string[]): UsageError {
 describe('poise bench flags', () => {
   it('defaults: cores workers, 8 backends, slow-backend, no explicit policies, OS seed', () => {
     const f = parseBenchFlags([]);
-    expect(f).toMatchObject({ workers: defaultWorkers(), backends: 8, concurrency: DEFAULTS.concurrency, duration: DEFAULTS.duration, scenario: 'slow-backend', policies: [], seed: undefined, connection: 'persistent' });
+    expect(f).toMatchObject({
+      workers: defaultWorkers(),
+      backends: 8,
+      concurrency: DEFAULTS.concurrency,
+      duration: DEFAULTS.duration,
+      scenario: 'slow-backend',
+      policies: [],
+      seed: undefined,
+      connection: 'persistent',
+    });
   });
 
   it('accepts --flag value and --flag=value, repeated --policy in order without duplicates', () => {
-    const f = parseBenchFlags(['--workers', '2', '--duration=1.5', '--policy', 'random', '--policy=p2c:latency', '--policy', 'random', '--seed', '42', '--scenario', 'uniform', '--json', 'a.json', '--report=r.html']);
-    expect(f).toMatchObject({ workers: 2, duration: 1.5, policies: ['random', 'p2c:latency'], seed: 42, scenario: 'uniform', json: 'a.json', report: 'r.html' });
+    const f = parseBenchFlags([
+      '--workers',
+      '2',
+      '--duration=1.5',
+      '--policy',
+      'random',
+      '--policy=p2c:latency',
+      '--policy',
+      'random',
+      '--seed',
+      '42',
+      '--scenario',
+      'uniform',
+      '--json',
+      'a.json',
+      '--report=r.html',
+    ]);
+    expect(f).toMatchObject({
+      workers: 2,
+      duration: 1.5,
+      policies: ['random', 'p2c:latency'],
+      seed: 42,
+      scenario: 'uniform',
+      json: 'a.json',
+      report: 'r.html',
+    });
   });
 
   const cases: Array<[string[], string]> = [
@@ -30,16 +63,28 @@ describe('poise bench flags', () => {
     [['--concurrency', '-1'], `--concurrency: must be an integer in [1, 1024], got "-1"`],
     [['--duration', 'abc'], `--duration: must be a number of seconds in [0.2, 3600], got "abc"`],
     [['--duration', '0'], `--duration: must be a number of seconds in [0.2, 3600], got "0"`],
-    [['--policy', 'fastest'], '--policy: must be one of round-robin, smooth-weighted, random, weighted, least-loaded, p2c, p2c:connections, p2c:requests, p2c:connectionTime, p2c:latency, rendezvous, maglev, maglev:bounded, ring-hash, ring-hash:bounded, priority, locality, got "fastest"'],
+    [
+      ['--policy', 'fastest'],
+      '--policy: must be one of round-robin, smooth-weighted, random, weighted, least-loaded, p2c, p2c:connections, p2c:requests, p2c:connectionTime, p2c:latency, rendezvous, maglev, maglev:bounded, ring-hash, ring-hash:bounded, priority, locality, got "fastest"',
+    ],
     [['--scenario', 'chaos'], '--scenario: must be one of slow-backend, uniform, failover, membership-churn, balls, got "chaos"'],
     [['--connection', 'udp'], '--connection: must be one of persistent, per-request, got "udp"'],
     [['--seed', '-3'], `--seed: must be an integer in [0, ${Number.MAX_SAFE_INTEGER}], got "-3"`],
-    [['--redis', 'http://x'], '--redis: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N], got "http://x"'],
+    [
+      ['--redis', 'http://x'],
+      '--redis: must be a redis:// or rediss:// URL with a host, or redis+sentinel://host:port[,host:port...]/master-name[?db=N], got "http://x"',
+    ],
     [['--redis', 'redis://127.0.0.1:6379'], '--cluster: --redis URL and --cluster NAME must be given together'],
     [['--cluster', 'db'], '--redis: --redis URL and --cluster NAME must be given together'],
-    [['--cluster', 'a b', '--redis', 'redis://127.0.0.1'], '--cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got "a b"'],
+    [
+      ['--cluster', 'a b', '--redis', 'redis://127.0.0.1'],
+      '--cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got "a b"',
+    ],
     // The one naming rule (membership/name.ts): the Redis reader refuses ':' too, so the flag must.
-    [['--cluster', 'a:b', '--redis', 'redis://127.0.0.1'], '--cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got "a:b"'],
+    [
+      ['--cluster', 'a:b', '--redis', 'redis://127.0.0.1'],
+      '--cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got "a:b"',
+    ],
     [['--workers'], '--workers: needs a value'],
     [['--workers', '2', '--workers', '3'], '--workers: given more than once'],
     [['--json', ''], '--json: must be a non-empty file path, got ""'],

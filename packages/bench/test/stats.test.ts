@@ -33,15 +33,19 @@ describe('latency statistics on perf_hooks histograms', () => {
 
   it('every percentile is the rank value or above it by at most 1/1024 (property, 1 µs to 60 s)', () => {
     fc.assert(
-      fc.property(fc.array(fc.double({ min: 0.001, max: 60_000, noNaN: true }), { minLength: 1, maxLength: 300 }), fc.constantFrom(0.5, 0.9, 0.99, 0.999, 1), (values, q) => {
-        const h = latencyHistogram();
-        for (const v of values) recordMs(h, v);
-        const us = values.map((v) => Math.round(v * 1000)).sort((a, b) => a - b);
-        const exact = rankValue(us, q);
-        const got = h.percentile(q * 100);
-        expect(got).toBeGreaterThanOrEqual(exact);
-        expect(got).toBeLessThanOrEqual(exact * (1 + 1 / 1024));
-      }),
+      fc.property(
+        fc.array(fc.double({ min: 0.001, max: 60_000, noNaN: true }), { minLength: 1, maxLength: 300 }),
+        fc.constantFrom(0.5, 0.9, 0.99, 0.999, 1),
+        (values, q) => {
+          const h = latencyHistogram();
+          for (const v of values) recordMs(h, v);
+          const us = values.map((v) => Math.round(v * 1000)).sort((a, b) => a - b);
+          const exact = rankValue(us, q);
+          const got = h.percentile(q * 100);
+          expect(got).toBeGreaterThanOrEqual(exact);
+          expect(got).toBeLessThanOrEqual(exact * (1 + 1 / 1024));
+        },
+      ),
     );
   });
 

@@ -83,10 +83,7 @@ export function noEligible(): PoiseError {
 
 /** `PanicRejected` for fail-closed panic at `priority`. @internal */
 export function panicRejected(priority: number): PoiseError {
-  return new PoiseError(
-    'PanicRejected',
-    `priority ${priority} is in panic and panicMode is 'failClosed': traffic shed on purpose`,
-  );
+  return new PoiseError('PanicRejected', `priority ${priority} is in panic and panicMode is 'failClosed': traffic shed on purpose`);
 }
 
 /**
@@ -95,13 +92,7 @@ export function panicRejected(priority: number): PoiseError {
  * PriorityTable.pick for why that matters to allocation).
  * @internal
  */
-export function drawDecision(
-  e: Sample,
-  o: ResolvedPriorityOptions,
-  rng: Rng,
-  withLocality: boolean,
-  out: DrawResult,
-): number {
+export function drawDecision(e: Sample, o: ResolvedPriorityOptions, rng: Rng, withLocality: boolean, out: DrawResult): number {
   if (!anySelectable(e, o)) throw noEligible();
   let n = MILLION;
   let stage = 0;

@@ -52,10 +52,5 @@ export function flagsOf(c: PriorityCandidate): number {
 }
 
 function isPlainPrioritized(p: Prioritized): boolean {
-  return (
-    p.isMember === P_MEMBER &&
-    p.isEligible === P_ELIGIBLE &&
-    p.isPanicEligible === P_PANIC &&
-    typeof p.priority === 'number'
-  );
+  return p.isMember === P_MEMBER && p.isEligible === P_ELIGIBLE && p.isPanicEligible === P_PANIC && typeof p.priority === 'number';
 }

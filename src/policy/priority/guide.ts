@@ -40,15 +40,7 @@ export function guideSize(total: number, len: number): number {
  * entry `b` is the first index in [lo, hi − 1] whose value exceeds `b × pow`
  * (`hi − 1` when none does, the clamp of {@link upperBound}).
  */
-export function fillGuide(
-  a: Float64Array,
-  lo: number,
-  hi: number,
-  pow: number,
-  buckets: number,
-  guide: Int32Array,
-  off: number,
-): void {
+export function fillGuide(a: Float64Array, lo: number, hi: number, pow: number, buckets: number, guide: Int32Array, off: number): void {
   let r = lo;
   const last = hi - 1;
   for (let b = 0; b < buckets; b++) {
@@ -77,14 +69,7 @@ export function upperBound(a: Float64Array, lo: number, hi: number, x: number): 
  * {@link upperBound} through a guide built by {@link fillGuide} with width
  * `pow` (`inv` = 1 / pow), for 0 ≤ x < total.
  */
-export function guideSearch(
-  a: Float64Array,
-  hi: number,
-  x: number,
-  guide: Int32Array,
-  off: number,
-  inv: number,
-): number {
+export function guideSearch(a: Float64Array, hi: number, x: number, guide: Int32Array, off: number, inv: number): number {
   let r = guide[off + Math.floor(x * inv)]!;
   const last = hi - 1;
   while (r < last && a[r]! <= x) r++;

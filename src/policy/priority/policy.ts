@@ -183,9 +183,7 @@ export class LocalityWeightedRandom<C extends LocalityCandidate = LocalityCandid
  * policy.prepare(members);          // on every membership/health epoch (or pass a new array)
  * const i = policy.pick(members);   // expected O(1), no allocation
  */
-export class PreparedPriorityWeightedRandom<
-  C extends PriorityCandidate = PriorityCandidate,
-> extends PriorityPolicyBase<C> {
+export class PreparedPriorityWeightedRandom<C extends PriorityCandidate = PriorityCandidate> extends PriorityPolicyBase<C> {
   /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given. */
   constructor(options?: PriorityOptions) {
     super(options, false, 'prepared');
@@ -199,9 +197,7 @@ export class PreparedPriorityWeightedRandom<
  * const policy = new PreparedLocalityWeightedRandom({ seed: 1 });
  * const i = policy.pick(endpoints); // prepares on first use and on a new array
  */
-export class PreparedLocalityWeightedRandom<
-  C extends LocalityCandidate = LocalityCandidate,
-> extends PriorityPolicyBase<C> {
+export class PreparedLocalityWeightedRandom<C extends LocalityCandidate = LocalityCandidate> extends PriorityPolicyBase<C> {
   /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given. */
   constructor(options?: PriorityOptions) {
     super(options, true, 'prepared');

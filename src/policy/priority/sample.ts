@@ -155,7 +155,8 @@ export class PriorityEngine {
       const w = c.weight;
       if (typeof w !== 'number' || w >>> 0 !== w || w === 0) validateWeight(w, `candidates[${i}].weight`);
       const p = c.priority;
-      if (typeof p !== 'number' || p >>> 0 !== p) invalidConfig(`candidates[${i}].priority`, `must be an integer in [0, ${MAX_PRIORITY}]`, p);
+      if (typeof p !== 'number' || p >>> 0 !== p)
+        invalidConfig(`candidates[${i}].priority`, `must be an integer in [0, ${MAX_PRIORITY}]`, p);
       weight[i] = w;
       prio[i] = p;
       flags[i] = flagsOf(c);

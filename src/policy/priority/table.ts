@@ -93,8 +93,7 @@ export class PriorityTable {
       this.cum[p] = acc;
       this.value[p] = e.pValue[p]!;
       const panic = e.pPanic[p] === 1;
-      this.mode[p] =
-        panic && o.panicMode === 'failClosed' ? REJECT : priorityCapacity(e, p) === 0 ? EMPTY : panic ? PANIC : HEALTHY;
+      this.mode[p] = panic && o.panicMode === 'failClosed' ? REJECT : priorityCapacity(e, p) === 0 ? EMPTY : panic ? PANIC : HEALTHY;
       if (withLocality) {
         computeLocalityShares(e, p, o);
         this.gFrom[p] = e.pLocStart[p]!;

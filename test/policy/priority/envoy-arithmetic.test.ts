@@ -27,7 +27,10 @@ function envoy(sets: Prioritized[][], options: PriorityOptions = {}): { load: nu
   return {
     load: plan.priorities.map((p) => p.shareMillionths / 10_000),
     panic: plan.priorities.map((p) => p.panic),
-    normalizedTotal: Math.min(100, health.reduce((a, b) => a + b, 0)),
+    normalizedTotal: Math.min(
+      100,
+      health.reduce((a, b) => a + b, 0),
+    ),
   };
 }
 
@@ -178,8 +181,9 @@ describe("arithmetic: 'envoy' — locality weight documentation", () => {
     [0, 0, 100],
   ])('X (weight 1) %i pct healthy, Y (weight 2) 100 pct → %i pct / %i pct', (x, tx, ty) => {
     const c = [
-      ...Array.from({ length: 100 }, (_, i) =>
-        new Localized(new Prioritized(new Backend(`x${i}`, { status: i < x ? 'ready' : 'unavailable' }), 0), 'X', 1),
+      ...Array.from(
+        { length: 100 },
+        (_, i) => new Localized(new Prioritized(new Backend(`x${i}`, { status: i < x ? 'ready' : 'unavailable' }), 0), 'X', 1),
       ),
       // 300 healthy Y hosts keep the priority itself out of panic, as the page assumes.
       ...Array.from({ length: 300 }, (_, i) => new Localized(new Prioritized(new Backend(`y${i}`), 0), 'Y', 2)),

@@ -47,7 +47,11 @@ function build(es: Endpoint[]): Localized[] {
   return es.map(
     (e) =>
       new Localized(
-        new Prioritized(new Backend(`e-${e.priority}-${e.locality}-${e.weight}`, { weight: e.weight, status: e.status }), e.priority, e.panicEligible),
+        new Prioritized(
+          new Backend(`e-${e.priority}-${e.locality}-${e.weight}`, { weight: e.weight, status: e.status }),
+          e.priority,
+          e.panicEligible,
+        ),
         e.locality,
         1 + e.priority + e.locality.length, // consistent per (priority, locality)
       ),

@@ -1,13 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import {
-  fillGuide,
-  guideBuckets,
-  guideSearch,
-  guideSize,
-  guideWidth,
-  upperBound,
-} from '../../../src/policy/priority/guide.js';
+import { fillGuide, guideBuckets, guideSearch, guideSize, guideWidth, upperBound } from '../../../src/policy/priority/guide.js';
 
 /** Cumulative sums of `steps` (exact: the generators keep totals below 2^53). */
 function cumulative(steps: readonly number[]): Float64Array {
@@ -50,13 +43,18 @@ const endpointWeights = fc.array(
 describe('guide table lookup ≡ binary search', () => {
   it('agrees with upperBound on endpoint prefix sums, including totals far above 2^32', () => {
     fc.assert(
-      fc.property(endpointWeights, fc.nat(5), fc.array(fc.double({ min: 0, max: 1, noNaN: true, maxExcluded: true }), { maxLength: 50 }), (ws, off, us) => {
-        const a = cumulative(ws);
-        const total = a[a.length - 1]!;
-        const { guide, inv, pow } = guideFor(a, total, off);
-        const xs = [...probes(a, total, pow), ...us.map((u) => Math.floor(u * total))];
-        for (const x of xs) expect(guideSearch(a, a.length, x, guide, off, inv)).toBe(upperBound(a, 0, a.length, x));
-      }),
+      fc.property(
+        endpointWeights,
+        fc.nat(5),
+        fc.array(fc.double({ min: 0, max: 1, noNaN: true, maxExcluded: true }), { maxLength: 50 }),
+        (ws, off, us) => {
+          const a = cumulative(ws);
+          const total = a[a.length - 1]!;
+          const { guide, inv, pow } = guideFor(a, total, off);
+          const xs = [...probes(a, total, pow), ...us.map((u) => Math.floor(u * total))];
+          for (const x of xs) expect(guideSearch(a, a.length, x, guide, off, inv)).toBe(upperBound(a, 0, a.length, x));
+        },
+      ),
       { numRuns: 300 },
     );
   });

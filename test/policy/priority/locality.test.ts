@@ -17,7 +17,6 @@ function zone(priority: number, locality: string, localityWeight: number, total:
   );
 }
 
-
 describe('LocalityWeightedRandom: health-adjusted locality weights', () => {
   it('X (weight 1, 50 % available) and Y (weight 2, full) split about 26 % / 74 %', () => {
     // X: 0.5 × 1.4 = 70 % → effective 1 × 0.7; Y: 2 × 1.0 → X = 0.7 / 2.7 = 25.93 %.
@@ -75,7 +74,10 @@ describe('LocalityWeightedRandom: health-adjusted locality weights', () => {
     // its effective weight 1 against 2 × (2^32−1) × 1e6 still gets one millionth.
     const c: LocalityCandidate[] = [
       new Localized(new Prioritized(new Backend('t-up', { weight: 1 }), 0), 'tiny'),
-      new Localized(new Prioritized(new Backend('t-down', { weight: 2 ** 32 - 1, status: 'unavailable' }), 0).withPanicEligibility(false), 'tiny'),
+      new Localized(
+        new Prioritized(new Backend('t-down', { weight: 2 ** 32 - 1, status: 'unavailable' }), 0).withPanicEligibility(false),
+        'tiny',
+      ),
       ...zone(0, 'big', 2 ** 32 - 1, 2, 2),
     ];
     const loc = new LocalityWeightedRandom({ seed: 1, panicThresholdPercent: 0 }).plan(c).priorities[0]!.localities!;
@@ -89,7 +91,10 @@ describe('LocalityWeightedRandom: health-adjusted locality weights', () => {
     fc.assert(
       fc.property(fc.array(fc.nat(), { minLength: 5, maxLength: 5 }), (keys) => {
         const base = [...zone(0, 'a', 2, 2, 2), ...zone(0, 'b', 1, 2, 2), new Localized(new Prioritized(new Backend('odd'), 0), 'a', 3)];
-        const shuffled = base.map((c, i) => [keys[i]!, c] as const).sort((x, y) => x[0] - y[0]).map((x) => x[1]);
+        const shuffled = base
+          .map((c, i) => [keys[i]!, c] as const)
+          .sort((x, y) => x[0] - y[0])
+          .map((x) => x[1]);
         const policy = new LocalityWeightedRandom({ seed: 1 });
         expect(() => policy.pick(shuffled)).toThrow('locality "a" at priority 0 has contradictory locality weights 2 and 3');
         expect(codeOf(() => policy.plan(shuffled))).toBe('InconsistentTopology');
@@ -136,7 +141,9 @@ describe('LocalityWeightedRandom: health-adjusted locality weights', () => {
       new Localized(new Prioritized(new Backend('gone-2', { status: 'draining' }), 0), 'a'),
       ...zone(0, 'b', 1, 2, 2),
     ];
-    expect(new LocalityWeightedRandom({ seed: 1 }).plan(c).priorities[0]!.localities!.map((l) => l.shareMillionths)).toEqual([500_000, 500_000]);
+    expect(new LocalityWeightedRandom({ seed: 1 }).plan(c).priorities[0]!.localities!.map((l) => l.shareMillionths)).toEqual([
+      500_000, 500_000,
+    ]);
   });
 
   it('locality shares of every selectable priority sum to exactly 1,000,000 (property)', () => {

@@ -16,7 +16,6 @@ function shares(policy: PriorityWeightedRandom, c: PriorityCandidate[]): number[
   return policy.plan(c).priorities.map((p) => p.shareMillionths);
 }
 
-
 /** A candidate that counts how often each predicate is read. */
 class Counting implements PriorityCandidate {
   reads = { member: 0, eligible: 0, panic: 0 };
@@ -91,10 +90,7 @@ describe('PriorityWeightedRandom: predicates', () => {
   });
 
   it('a healthy member stays selectable in panic even when opted out of panic (panic widens, never narrows)', () => {
-    const c: PriorityCandidate[] = [
-      new Prioritized(new Backend('up'), 0).withPanicEligibility(false),
-      ...level(0, 3, 0, 1, 'down'),
-    ];
+    const c: PriorityCandidate[] = [new Prioritized(new Backend('up'), 0).withPanicEligibility(false), ...level(0, 3, 0, 1, 'down')];
     const policy = new PriorityWeightedRandom({ seed: 4 });
     const seen = new Set<number>();
     for (let i = 0; i < 500; i++) seen.add(policy.pick(c));
@@ -108,8 +104,20 @@ describe('PriorityWeightedRandom: millionth-share arithmetic', () => {
     expect(plan).toEqual({
       globalShortage: false,
       priorities: [
-        { priority: 0, rawAvailabilityMillionths: 500_000, effectiveAvailabilityMillionths: 700_000, shareMillionths: 700_000, panic: false },
-        { priority: 1, rawAvailabilityMillionths: 1_000_000, effectiveAvailabilityMillionths: 1_000_000, shareMillionths: 300_000, panic: false },
+        {
+          priority: 0,
+          rawAvailabilityMillionths: 500_000,
+          effectiveAvailabilityMillionths: 700_000,
+          shareMillionths: 700_000,
+          panic: false,
+        },
+        {
+          priority: 1,
+          rawAvailabilityMillionths: 1_000_000,
+          effectiveAvailabilityMillionths: 1_000_000,
+          shareMillionths: 300_000,
+          panic: false,
+        },
         { priority: 2, rawAvailabilityMillionths: 1_000_000, effectiveAvailabilityMillionths: 1_000_000, shareMillionths: 0, panic: false },
       ],
     });
@@ -123,9 +131,17 @@ describe('PriorityWeightedRandom: millionth-share arithmetic', () => {
   });
 
   it('weight counts in availability: a down weight-3 member of weights [3, 1] leaves 25 %', () => {
-    const c = [new Prioritized(new Backend('big', { weight: 3, status: 'unavailable' }), 0), new Prioritized(new Backend('small'), 0), ...level(1, 1, 1)];
+    const c = [
+      new Prioritized(new Backend('big', { weight: 3, status: 'unavailable' }), 0),
+      new Prioritized(new Backend('small'), 0),
+      ...level(1, 1, 1),
+    ];
     const plan = new PriorityWeightedRandom({ seed: 1 }).plan(c);
-    expect(plan.priorities[0]).toMatchObject({ rawAvailabilityMillionths: 250_000, effectiveAvailabilityMillionths: 350_000, shareMillionths: 350_000 });
+    expect(plan.priorities[0]).toMatchObject({
+      rawAvailabilityMillionths: 250_000,
+      effectiveAvailabilityMillionths: 350_000,
+      shareMillionths: 350_000,
+    });
   });
 
   it('normalises proportionally below 100 %, remainder to the first available priority', () => {
@@ -135,7 +151,9 @@ describe('PriorityWeightedRandom: millionth-share arithmetic', () => {
     // 1/5 each → 28 % each → thirds, the rounding unit to P0.
     expect(shares(policy, [...level(0, 5, 1), ...level(1, 5, 1), ...level(2, 5, 1)])).toEqual([333_334, 333_333, 333_333]);
     // P0 empty of health: the remainder goes to the first priority with availability.
-    expect(shares(policy, [...level(0, 3, 0), ...level(1, 5, 1), ...level(2, 5, 1), ...level(3, 5, 1)])).toEqual([0, 333_334, 333_333, 333_333]);
+    expect(shares(policy, [...level(0, 3, 0), ...level(1, 5, 1), ...level(2, 5, 1), ...level(3, 5, 1)])).toEqual([
+      0, 333_334, 333_333, 333_333,
+    ]);
   });
 
   it('shares are integers summing to exactly 1,000,000 whenever anything is selectable (property)', () => {
@@ -151,7 +169,9 @@ describe('PriorityWeightedRandom: millionth-share arithmetic', () => {
         fc.integer({ min: 100, max: 400 }),
         fc.integer({ min: 0, max: 100 }),
         (ms, over, threshold) => {
-          const c = ms.map((m, i) => new Prioritized(new Backend(`b${i}`, { weight: m.weight, status: m.status }), m.priority, m.panicEligible));
+          const c = ms.map(
+            (m, i) => new Prioritized(new Backend(`b${i}`, { weight: m.weight, status: m.status }), m.priority, m.panicEligible),
+          );
           const policy = new PriorityWeightedRandom({ seed: 1, overprovisioningFactorPercent: over, panicThresholdPercent: threshold });
           const plan = policy.plan(c);
           const sum = plan.priorities.reduce((s, p) => s + p.shareMillionths, 0);
@@ -169,7 +189,14 @@ describe('PriorityWeightedRandom: millionth-share arithmetic', () => {
   it('every pick is an in-bounds member of the chosen priority, selectable in the reported mode (property)', () => {
     fc.assert(
       fc.property(
-        fc.array(fc.record({ priority: fc.integer({ min: 0, max: 3 }), status: fc.constantFrom<Status>('ready', 'unavailable', 'draining'), pe: fc.boolean() }), { minLength: 1, maxLength: 20 }),
+        fc.array(
+          fc.record({
+            priority: fc.integer({ min: 0, max: 3 }),
+            status: fc.constantFrom<Status>('ready', 'unavailable', 'draining'),
+            pe: fc.boolean(),
+          }),
+          { minLength: 1, maxLength: 20 },
+        ),
         fc.integer(),
         (ms, seed) => {
           const c = ms.map((m, i) => new Prioritized(new Backend(`b${i}`, { status: m.status }), m.priority, m.pe));
@@ -216,7 +243,10 @@ describe('PriorityWeightedRandom: panic', () => {
   it('threshold 0 disables panic: nothing eligible is NoEligibleCandidates, not a revival', () => {
     const policy = new PriorityWeightedRandom({ seed: 1, panicThresholdPercent: 0 });
     const c = [...level(0, 3, 0), ...level(1, 3, 0)];
-    expect(policy.plan(c).priorities.map((p) => [p.panic, p.shareMillionths])).toEqual([[false, 0], [false, 0]]);
+    expect(policy.plan(c).priorities.map((p) => [p.panic, p.shareMillionths])).toEqual([
+      [false, 0],
+      [false, 0],
+    ]);
     expect(codeOf(() => policy.pick(c))).toBe('NoEligibleCandidates');
     expect(policy.plan(level(0, 10, 1)).priorities[0]!.panic).toBe(false);
   });
@@ -238,7 +268,10 @@ describe('PriorityWeightedRandom: panic', () => {
     const policy = new PriorityWeightedRandom({ seed: 9, panicMode: 'failClosed' });
     const plan = policy.plan(c);
     expect(plan.globalShortage).toBe(true);
-    expect(plan.priorities.map((p) => [p.shareMillionths, p.panic])).toEqual([[153_847, true], [846_153, false]]);
+    expect(plan.priorities.map((p) => [p.shareMillionths, p.panic])).toEqual([
+      [153_847, true],
+      [846_153, false],
+    ]);
     const n = 4000;
     let rejected = 0;
     for (let i = 0; i < n; i++) {
@@ -260,7 +293,10 @@ describe('PriorityWeightedRandom: panic', () => {
     ];
     const policy = new PriorityWeightedRandom({ seed: 5 });
     const plan = policy.plan(c);
-    expect(plan.priorities.map((p) => [p.shareMillionths, p.panic])).toEqual([[250_000, true], [750_000, true]]);
+    expect(plan.priorities.map((p) => [p.shareMillionths, p.panic])).toEqual([
+      [250_000, true],
+      [750_000, true],
+    ]);
     const counts = [0, 0, 0];
     for (let i = 0; i < 4000; i++) {
       const d = policy.decide(c);
@@ -350,7 +386,15 @@ describe('PriorityWeightedRandom: decisions and replay', () => {
   it('throws Empty for an empty slice and InvalidWeight for a candidate with a bad weight', () => {
     const policy = new PriorityWeightedRandom({ seed: 1 });
     expect(codeOf(() => policy.pick([]))).toBe('Empty');
-    const bad = { id: 'x', weight: 0, priority: 0, isMember: () => true, isEligible: () => true, isPanicEligible: () => true, load: () => 0 };
+    const bad = {
+      id: 'x',
+      weight: 0,
+      priority: 0,
+      isMember: () => true,
+      isEligible: () => true,
+      isPanicEligible: () => true,
+      load: () => 0,
+    };
     expect(() => policy.pick([bad])).toThrow('candidates[0].weight: must be an integer in [1, 4294967295], got 0');
   });
 });

@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { Backend, Localized, Prioritized, type LocalityCandidate, type PriorityCandidate, type Status } from '../../../src/core/candidate.js';
+import {
+  Backend,
+  Localized,
+  Prioritized,
+  type LocalityCandidate,
+  type PriorityCandidate,
+  type Status,
+} from '../../../src/core/candidate.js';
 import { LocalityWeightedRandom } from '../../../src/policy/priority/policy.js';
 import { F_ELIGIBLE, F_MEMBER, F_PANIC, flagsOf } from '../../../src/policy/priority/flags.js';
 import { PreparedLocalityWeightedRandom, PreparedPriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
@@ -176,10 +183,10 @@ describe('one long-lived per-decision policy across changing snapshots', () => {
     status,
     panicEligible: fc.boolean(),
   });
-  const snapshots = fc.array(
-    fc.oneof(fc.array(small, { minLength: 1, maxLength: 30 }), fc.array(wide, { minLength: 1, maxLength: 120 })),
-    { minLength: 2, maxLength: 8 },
-  );
+  const snapshots = fc.array(fc.oneof(fc.array(small, { minLength: 1, maxLength: 30 }), fc.array(wide, { minLength: 1, maxLength: 120 })), {
+    minLength: 2,
+    maxLength: 8,
+  });
 
   it('matches a re-preparing prepared policy, pick for pick', () => {
     fc.assert(
