@@ -22,10 +22,10 @@ import type { ConnectionOptions } from '../net/proxy-connection.js';
 import { TcpProxy } from '../net/proxy.js';
 import { Balancer } from '../runtime/balancer.js';
 import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
-import { choiceFlag, durationFlag, integerFlag, nameFlag, parseFlags, type FlagSpecs, type FlagValues } from './args.js';
-import { EXIT, EXIT_HELP, reportFailure } from './exit.js';
+import { choiceFlag, durationFlag, integerFlag, nameFlag, type FlagSpecs, type FlagValues } from './args.js';
+import { EXIT, EXIT_HELP } from './exit.js';
 import { cliLogger } from './logger.js';
-import type { Command } from './command.js';
+import { flagCommand, type Command } from './command.js';
 import { CONNECTION_FLAGS, CONNECTION_HELP, connectionFlags } from './proxy-connection-flags.js';
 import { METRICS_FLAGS, METRICS_HELP, metricsFlag, startMetrics } from './proxy-metrics-flags.js';
 import { ProxyCounters } from '../net/proxy-counters.js';
@@ -403,18 +403,7 @@ async function serve(f: ProxyFlags): Promise<number> {
   }
 }
 
-async function run(argv: string[]): Promise<number> {
-  try {
-    const { values } = parseFlags(argv, OPTIONS);
-    if (values.help) {
-      process.stdout.write(`${HELP}\n`);
-      return EXIT.ok;
-    }
-    return await serve(proxyFlags(values));
-  } catch (err) {
-    return reportFailure('proxy', err);
-  }
-}
+const run = flagCommand('proxy', OPTIONS, HELP, (values) => serve(proxyFlags(values)));
 
 /** The `proxy` subcommand. */
 export const command: Command = {

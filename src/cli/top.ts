@@ -12,10 +12,10 @@
 import { PoiseError } from '../core/errors.js';
 import { MembershipPublisher } from '../membership/redis-publisher.js';
 import { parseMetricsText, type MetricFamily } from '../metrics/text-format.js';
-import { durationFlag, nameFlag, parseFlags, redisUrlFlag, type FlagSpecs } from './args.js';
-import { EXIT, EXIT_HELP, reportFailure } from './exit.js';
+import { durationFlag, nameFlag, redisUrlFlag, type FlagSpecs } from './args.js';
+import { EXIT, EXIT_HELP } from './exit.js';
 import { cliLogger } from './logger.js';
-import type { Command } from './command.js';
+import { flagCommand, type Command } from './command.js';
 import { formatTable, type Cell } from './table.js';
 import { UsageError } from './usage.js';
 
@@ -179,99 +179,90 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
     signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
   });
 
-async function run(argv: string[]): Promise<number> {
+const run = flagCommand('top', OPTIONS, HELP, async (values) => {
+  if ((values.metrics === undefined) === (values.redis === undefined)) throw new UsageError('give exactly one of --metrics and --redis');
+  const intervalMs = durationFlag('--interval', values.interval, 100, 3_600_000) ?? 2000;
+  const once = values.once;
+  const tty = process.stdout.isTTY === true && !once;
+  let next: () => Promise<{ head: string; body: string }>;
+  let closer: () => Promise<void> = async () => {};
+  if (values.metrics !== undefined) {
+    if (values.cluster !== undefined || values.prefix !== undefined)
+      throw new UsageError(
+        '--cluster and --prefix go with --redis, not --metrics',
+        values.cluster !== undefined ? '--cluster' : '--prefix',
+      );
+    const url = metricsUrl(values.metrics);
+    let prev: ScrapedBackend[] | undefined;
+    next = async () => {
+      const now = await scrape(url);
+      const body = topTable(now, prev);
+      prev = now;
+      return { head: `poise top  ${url}  every ${intervalMs} ms  ${new Date().toISOString()}`, body };
+    };
+    if (once) {
+      // Two scrapes an interval apart: the share column is that interval's.
+      const ac = new AbortController();
+      await next();
+      await sleep(intervalMs, ac.signal);
+    }
+  } else {
+    const url = redisUrlFlag('--redis', values.redis)!;
+    if (values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
+    const cluster = nameFlag('--cluster', values.cluster)!;
+    const prefix = nameFlag('--prefix', values.prefix) ?? 'poise';
+    const pub = new MembershipPublisher({
+      url,
+      cluster,
+      prefix,
+      logger: cliLogger('poise-top', { dflt: 'warn' }),
+      redisOptions: { maxRetriesPerRequest: 1, connectTimeout: 3000, retryStrategy: (times: number) => (times > 3 ? null : 100 * times) },
+    });
+    closer = () => pub.close();
+    next = async () => {
+      const stored = await pub.show();
+      if (stored === undefined)
+        throw new PoiseError('NotFound', `no membership stored for cluster ${JSON.stringify(cluster)}`, { field: '--cluster' });
+      return {
+        head: `poise top  cluster ${cluster}  version ${stored.version}  lineage ${stored.lineage ?? '-'}  (membership only: load columns need --metrics)`,
+        body: redisTable(redisRows(stored.document.backends)),
+      };
+    };
+  }
   try {
-    const { values } = parseFlags(argv, OPTIONS);
-    if (values.help) {
-      process.stdout.write(`${HELP}\n`);
+    if (once) {
+      const { head, body } = await next();
+      process.stdout.write(`${head}\n${body}`);
       return EXIT.ok;
     }
-    if ((values.metrics === undefined) === (values.redis === undefined)) throw new UsageError('give exactly one of --metrics and --redis');
-    const intervalMs = durationFlag('--interval', values.interval, 100, 3_600_000) ?? 2000;
-    const once = values.once;
-    const tty = process.stdout.isTTY === true && !once;
-    let next: () => Promise<{ head: string; body: string }>;
-    let closer: () => Promise<void> = async () => {};
-    if (values.metrics !== undefined) {
-      if (values.cluster !== undefined || values.prefix !== undefined)
-        throw new UsageError(
-          '--cluster and --prefix go with --redis, not --metrics',
-          values.cluster !== undefined ? '--cluster' : '--prefix',
-        );
-      const url = metricsUrl(values.metrics);
-      let prev: ScrapedBackend[] | undefined;
-      next = async () => {
-        const now = await scrape(url);
-        const body = topTable(now, prev);
-        prev = now;
-        return { head: `poise top  ${url}  every ${intervalMs} ms  ${new Date().toISOString()}`, body };
-      };
-      if (once) {
-        // Two scrapes an interval apart: the share column is that interval's.
-        const ac = new AbortController();
-        await next();
+    const ac = new AbortController();
+    const stop = (): void => ac.abort();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    try {
+      if (tty) process.stdout.write('\x1b[H\x1b[2J');
+      while (!ac.signal.aborted) {
+        let frame: string;
+        try {
+          const { head, body } = await next();
+          frame = `${head}\n${body}`;
+        } catch (err) {
+          // Live mode keeps going: the source may come back.
+          frame = `poise top: ${err instanceof Error ? err.message : String(err)}\n`;
+        }
+        // TTY: cursor home, the frame, clear whatever the last frame left below.
+        process.stdout.write(tty ? `\x1b[H${frame.replaceAll('\n', '\x1b[K\n')}\x1b[J` : `${frame}\n`);
         await sleep(intervalMs, ac.signal);
       }
-    } else {
-      const url = redisUrlFlag('--redis', values.redis)!;
-      if (values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
-      const cluster = nameFlag('--cluster', values.cluster)!;
-      const prefix = nameFlag('--prefix', values.prefix) ?? 'poise';
-      const pub = new MembershipPublisher({
-        url,
-        cluster,
-        prefix,
-        logger: cliLogger('poise-top', { dflt: 'warn' }),
-        redisOptions: { maxRetriesPerRequest: 1, connectTimeout: 3000, retryStrategy: (times: number) => (times > 3 ? null : 100 * times) },
-      });
-      closer = () => pub.close();
-      next = async () => {
-        const stored = await pub.show();
-        if (stored === undefined)
-          throw new PoiseError('NotFound', `no membership stored for cluster ${JSON.stringify(cluster)}`, { field: '--cluster' });
-        return {
-          head: `poise top  cluster ${cluster}  version ${stored.version}  lineage ${stored.lineage ?? '-'}  (membership only: load columns need --metrics)`,
-          body: redisTable(redisRows(stored.document.backends)),
-        };
-      };
-    }
-    try {
-      if (once) {
-        const { head, body } = await next();
-        process.stdout.write(`${head}\n${body}`);
-        return EXIT.ok;
-      }
-      const ac = new AbortController();
-      const stop = (): void => ac.abort();
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
-      try {
-        if (tty) process.stdout.write('\x1b[H\x1b[2J');
-        while (!ac.signal.aborted) {
-          let frame: string;
-          try {
-            const { head, body } = await next();
-            frame = `${head}\n${body}`;
-          } catch (err) {
-            // Live mode keeps going: the source may come back.
-            frame = `poise top: ${err instanceof Error ? err.message : String(err)}\n`;
-          }
-          // TTY: cursor home, the frame, clear whatever the last frame left below.
-          process.stdout.write(tty ? `\x1b[H${frame.replaceAll('\n', '\x1b[K\n')}\x1b[J` : `${frame}\n`);
-          await sleep(intervalMs, ac.signal);
-        }
-        return EXIT.ok;
-      } finally {
-        process.off('SIGINT', stop);
-        process.off('SIGTERM', stop);
-      }
+      return EXIT.ok;
     } finally {
-      await closer();
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
     }
-  } catch (err) {
-    return reportFailure('top', err);
+  } finally {
+    await closer();
   }
-}
+});
 
 /** The `top` subcommand. */
 export const command: Command = {
