@@ -153,11 +153,9 @@ export class PriorityWeightedRandom<C extends PriorityCandidate = PriorityCandid
  * locality's selectable members. Locality weight (the control plane's share
  * between localities) and endpoint weight (capacity inside one locality)
  * stay separate. Members of one (priority, locality) that disagree on the
- * locality weight throw `InconsistentTopology`, whatever their order.
- */
-
-/**
- * Locality-weighted routing inside failover priorities, planned per decision.
+ * locality weight throw `InconsistentTopology`, whatever their order. This
+ * form plans per decision; {@link PreparedLocalityWeightedRandom} plans once
+ * per snapshot.
  *
  * @example
  * const policy = new LocalityWeightedRandom({ seed: 7 });
