@@ -13,6 +13,7 @@ import { EwmaSeries, LeaseKind, LoadTable } from '../src/load/load-table.js';
 import { clockReader } from '../src/runtime/clock.js';
 import { createLogger } from '../src/log.js';
 import { Router, type PolicyName, type RouterAttachment } from '../src/runtime/router.js';
+import { KEYED_POLICY_NAMES } from '../src/runtime/policies.js';
 import { heapBytesPerOp } from './lib/harness.js';
 
 interface Data {
@@ -73,7 +74,7 @@ function barrier(): void {
 
 if (d.mode === 'heap') {
   const r = Router.attach(d.attachment, { policy: d.policy, logger });
-  const keyed = d.policy === 'rendezvous' || d.policy === 'maglev';
+  const keyed = KEYED_POLICY_NAMES.includes(d.policy);
   const handle = heapBytesPerOp(
     (i) => r.releaseHandle(keyed ? r.acquireHandle(KEYS[i & 255]) : r.acquireHandle(), 'success', 1 + (i & 7)),
     10_000,
@@ -96,7 +97,7 @@ if (d.mode === 'heap') {
   parentPort!.postMessage({ ns: Number(process.hrtime.bigint() - t0), ops: d.ops, sink });
 } else {
   const r = Router.attach(d.attachment, { policy: d.policy, logger });
-  const keyed = d.policy === 'rendezvous' || d.policy === 'maglev';
+  const keyed = KEYED_POLICY_NAMES.includes(d.policy);
   routerLoop(r, Math.min(d.ops, 200_000), keyed);
   barrier();
   const t0 = process.hrtime.bigint();

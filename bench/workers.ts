@@ -28,7 +28,7 @@ import { Bench } from 'tinybench';
 import { Rng } from '../src/core/rng.js';
 import { createLogger } from '../src/log.js';
 import { Balancer, type ReclaimEvent } from '../src/runtime/balancer.js';
-import { POLICY_NAMES, type PolicyName } from '../src/runtime/policies.js';
+import { KEYED_POLICY_NAMES, POLICY_NAMES, type PolicyName } from '../src/runtime/policies.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
 
 const quick = process.argv.includes('--quick');
@@ -83,7 +83,7 @@ function baselineIteration(): () => void {
 
 function routerIteration(policy: PolicyName, b: Balancer): () => void {
   const r = b.router({ policy });
-  const keyed = policy === 'rendezvous' || policy === 'maglev';
+  const keyed = KEYED_POLICY_NAMES.includes(policy);
   let sink = 0;
   return () => {
     for (let i = 0; i < OPS_PER_ITER; i++) {

@@ -190,6 +190,18 @@ export function unitInterval(x53: number): number {
  * @internal
  */
 export function murmur3Key(key: string | number, seed32: number): number {
+  return murmur3Key32(key, seed32) >>> 0;
+}
+
+/**
+ * {@link murmur3Key} as an int32 (the same 32 bits, signed), for the per-pick
+ * path: an int32 return value is a small integer, while an unsigned value
+ * above 2^31 − 1 is allocated as a heap number whenever V8 does not inline the
+ * call (seen as 8 bytes per Maglev pick in some runs: half the keys hash above
+ * 2^31). docs/internals.md, "No boxed numbers on the hot path".
+ * @internal
+ */
+export function murmur3Key32(key: string | number, seed32: number): number {
   const s = typeof key === 'string' ? key : String(key);
   const n = s.length;
   let h = seed32 | 0;
@@ -211,7 +223,7 @@ export function murmur3Key(key: string | number, seed32: number): number {
   h ^= n << 1; // the length in bytes
   h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
   h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
-  return (h ^ (h >>> 16)) >>> 0;
+  return h ^ (h >>> 16);
 }
 
 /** The 32-bit seed of {@link murmur3Key} derived from a 64-bit hash seed (its halves XORed). @internal */

@@ -120,8 +120,19 @@ function run(s: string): void {
  * @internal
  */
 export function md5Word(s: string, w: number): number {
+  return md5Word32(s, w) >>> 0;
+}
+
+/**
+ * {@link md5Word} as an int32 (the same 32 bits, signed): what the per-pick
+ * path uses, because an int32 is returned as a small integer while an
+ * unsigned word above 2^31 − 1 is a heap number whenever the call is not
+ * inlined (docs/internals.md, "No boxed numbers on the hot path").
+ * @internal
+ */
+export function md5Word32(s: string, w: number): number {
   if (w === 0) run(s);
-  return digestWords[w & 3]! >>> 0;
+  return digestWords[w & 3]!;
 }
 
 /** The MD5 digest of `s` (UTF-8) as 32 lowercase hex digits. Allocates; for tests and tools. @internal */

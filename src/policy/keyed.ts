@@ -8,7 +8,7 @@
  */
 import type { Candidate } from '../core/candidate.js';
 import { invalidConfig } from '../core/errors.js';
-import { DEFAULT_HASH_SEED, hash53, murmur3Key, toHashSeed, type HashSeed } from '../core/hash.js';
+import { DEFAULT_HASH_SEED, hash53, murmur3Key32, toHashSeed, type HashSeed } from '../core/hash.js';
 import { RoundRobin } from './round-robin.js';
 import { throwEmpty, throwNoEligible } from './slice.js';
 import type { PickContext, Policy, SeedOptions } from './types.js';
@@ -32,9 +32,9 @@ export function keyHash(key: unknown, seed: HashSeed): number {
   return invalidConfig('context.key', 'must be a string or a finite number', key);
 }
 
-/** The 32-bit per-pick key hash ({@link murmur3Key}) as an int32; `InvalidConfig` unless the key is a string or a finite number. @internal */
+/** The 32-bit per-pick key hash (`murmur3Key`) as an int32; `InvalidConfig` unless the key is a string or a finite number. @internal */
 export function keyHash32(key: unknown, seed32: number): number {
-  if (typeof key === 'string' || (typeof key === 'number' && Number.isFinite(key))) return murmur3Key(key, seed32) | 0;
+  if (typeof key === 'string' || (typeof key === 'number' && Number.isFinite(key))) return murmur3Key32(key, seed32);
   return invalidConfig('context.key', 'must be a string or a finite number', key);
 }
 

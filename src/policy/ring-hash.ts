@@ -38,7 +38,7 @@
 import type { Candidate } from '../core/candidate.js';
 import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { seed32Of } from '../core/hash.js';
-import { md5Word } from '../core/md5.js';
+import { md5Word, md5Word32 } from '../core/md5.js';
 import { integerIn } from '../core/validate.js';
 import { checkedAdd, validateWeight } from '../core/weight.js';
 import {
@@ -231,8 +231,8 @@ export class RingHash extends KeyedSlicePolicy {
 
 /** ketama's key position: the first little-endian word of the key's MD5, as an int32. */
 function md5Key(key: unknown): number {
-  if (typeof key === 'string') return md5Word(key, 0) | 0;
-  if (typeof key === 'number' && Number.isFinite(key)) return md5Word(String(key), 0) | 0;
+  if (typeof key === 'string') return md5Word32(key, 0);
+  if (typeof key === 'number' && Number.isFinite(key)) return md5Word32(String(key), 0);
   return invalidConfig('context.key', 'must be a string or a finite number', key);
 }
 
