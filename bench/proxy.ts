@@ -6,7 +6,7 @@
  *                       [--poise-bin PATH] [--label NAME] [--profile]
  *                       [--idle-connections N] [--without haproxy,nginx,wrk]
  *                       [--cases short,keepalive,1MiB,16MiB,idle,slow]
- *                       [--threads 1,2] [--note TEXT]
+ *                       [--threads 1,2] [--slow-connections N] [--note TEXT]
  *
  * Backends: 4 nginx servers (one nginx, one worker process) when `nginx` is
  * on PATH, else 4 Node HTTP servers in a child process (bench/proxy-backend);
@@ -28,7 +28,9 @@
  * - slow: 4 Node backends, one 40 ms, three 4 ms; short connections: req/s,
  *   p99 and the slow backend's share of connections; poise p2c:latency,
  *   p2c:connections, least-loaded against HAProxy leastconn and random(2)
- *   and bare Node (round-robin).
+ *   and bare Node (round-robin); the proxy's and the backends' CPU per
+ *   request, and the req/s the backend delays alone would allow at that
+ *   share (`--slow-connections N`, default 64: fewer make it latency-bound).
  * - idle: RSS of the proxy process before and after N idle client
  *   connections (each spliced to a backend): KB per connection.
  * `--without` ignores installed peers (to run the fallbacks); `--cases` and
@@ -78,6 +80,7 @@ const { values } = parseFlags(process.argv.slice(2), {
   cases: { type: 'string' },
   threads: { type: 'string' },
   note: { type: 'string' },
+  'slow-connections': { type: 'string' },
 });
 if (values.help) {
   process.stdout.write(
@@ -96,6 +99,8 @@ const NODE = values.node ?? process.execPath;
 const POISE = path.resolve(values['poise-bin'] ?? path.join(REPO, 'dist', 'src', 'cli', 'main.js'));
 const CONNECTIONS = 64;
 const SLOW_DELAYS = [40, 4, 4, 4];
+/** Connections of the slow case (64 like the others): fewer make it latency-bound instead of CPU-bound. */
+const SLOW_CONNECTIONS = integerFlag('--slow-connections', values['slow-connections'], 1, 4096) ?? CONNECTIONS;
 
 // ---------------------------------------------------------------- environment
 
@@ -202,6 +207,8 @@ async function stop(child: ChildProcess): Promise<void> {
 interface Backends {
   kind: 'nginx' | 'node';
   ports: number[];
+  /** The process serving every backend (its CPU is read in the slow case). */
+  pid: number;
   counts(): Promise<{ connections: number[]; open: number[] }>;
   reset(): Promise<void>;
   close(): Promise<void>;
@@ -226,6 +233,7 @@ async function nodeBackends(delaysMs: number[]): Promise<Backends> {
   return {
     kind: 'node',
     ports,
+    pid: child.pid!,
     counts: () => ask('counts'),
     reset: async () => void (await ask('reset')),
     close: async () => {
@@ -267,7 +275,7 @@ ${ports.map((p) => `  server { listen 127.0.0.1:${p} backlog=4096; root ${dir}/w
   const none = async (): Promise<never> => {
     throw new Error('nginx backends keep no counts');
   };
-  return { kind: 'nginx', ports, counts: none, reset: none, close: () => stop(child) };
+  return { kind: 'nginx', ports, pid: child.pid!, counts: none, reset: none, close: () => stop(child) };
 }
 
 // ---------------------------------------------------------------- proxies
@@ -562,8 +570,10 @@ try {
         await load(p.port, CASES.short, 1);
         await slow.reset();
         const cpu0 = processTicks(p.pid);
-        const res = await load(p.port, CASES.short, SECONDS);
+        const backendCpu0 = processTicks(slow.pid);
+        const res = await load(p.port, { ...CASES.short, connections: SLOW_CONNECTIONS }, SECONDS);
         const cpuSeconds = (processTicks(p.pid) - cpu0) / CLK_TCK;
+        const backendCpuSeconds = (processTicks(slow.pid) - backendCpu0) / CLK_TCK;
         const { connections } = await slow.counts();
         await p.stop();
         const total = connections.reduce((a, b) => a + b, 0);
@@ -572,13 +582,10 @@ try {
         record(sys, 'slow.p99Ms', res.p99Ms);
         record(sys, 'slow.sharePct', total === 0 ? Number.NaN : (connections[0]! / total) * 100);
         record(sys, 'slow.cpuUsPerReq', (cpuSeconds / res.requests) * 1e6);
-        /** Little's law: the req/s the 64 connections would reach if only the backends' delays limited them, at this slow share. */
+        record(sys, 'slow.backendCpuUsPerReq', (backendCpuSeconds / res.requests) * 1e6);
+        /** Little's law: the req/s the connections would reach if only the backends' delays limited them, at this slow share. */
         const share = total === 0 ? 0 : connections[0]! / total;
-        record(
-          sys,
-          'slow.latencyBoundReqPerSec',
-          CASES.short.connections / ((share * SLOW_DELAYS[0]! + (1 - share) * SLOW_DELAYS[1]!) / 1000),
-        );
+        record(sys, 'slow.latencyBoundReqPerSec', SLOW_CONNECTIONS / ((share * SLOW_DELAYS[0]! + (1 - share) * SLOW_DELAYS[1]!) / 1000));
       }
     }
   }
@@ -637,7 +644,11 @@ if (values.profile) {
         })
         .sort((x, y) => y.busy - x.busy);
       const top = runs[0];
-      if (top === undefined) throw new Error(`profile: ${label(sys)} wrote no .cpuprofile (did it exit cleanly?)`);
+      if (top === undefined) {
+        // Reported, not thrown: the rounds' figures are still written.
+        console.error(`profile: ${label(sys)} under ${loadName} wrote no .cpuprofile (did it exit cleanly?)`);
+        continue;
+      }
       profiles.push({
         system: label(sys),
         load: loadName,
@@ -722,13 +733,17 @@ const slowRows = THREADS.flatMap((t) =>
     'req/s': fig(s, 'slow.reqPerSec')!.median,
     'p99 ms': fig(s, 'slow.p99Ms')!.median,
     'slow share %': fig(s, 'slow.sharePct')!.median,
-    'CPU µs/req': fig(s, 'slow.cpuUsPerReq')!.median,
+    'proxy CPU µs/req': fig(s, 'slow.cpuUsPerReq')!.median,
+    'backends CPU µs/req': fig(s, 'slow.backendCpuUsPerReq')!.median,
     'latency-bound req/s': fig(s, 'slow.latencyBoundReqPerSec')!.median,
     errors: errors[label(s)] ?? 0,
   })),
 );
 if (SLOW_CASE) {
-  console.log(`\nslow backend (b0 ${SLOW_DELAYS[0]} ms, others ${SLOW_DELAYS[1]} ms; short connections), medians:`);
+  console.log(
+    `\nslow backend (b0 ${SLOW_DELAYS[0]} ms, others ${SLOW_DELAYS[1]} ms; short connections, ${SLOW_CONNECTIONS} at once), medians; ` +
+      'latency-bound req/s = connections / (mean backend delay at that slow share): what the backends alone would allow',
+  );
   console.log(formatTable(slowRows));
 }
 const errorRuns = Object.entries(errors).filter(([, n]) => n > 0);
@@ -757,6 +772,7 @@ const file = writeResults(values.label === undefined ? 'proxy' : `proxy-${values
     workersFlag: WORKERS_FLAG,
     backends: common.kind === 'nginx' ? '4 nginx servers, 1 worker process' : '4 Node HTTP servers (bench/proxy-backend)',
     slowAndIdleBackends: `4 Node HTTP servers, delays ${SLOW_DELAYS.join('/')} ms (slow) and the same servers for idle`,
+    slowConnections: SLOW_CONNECTIONS,
     ...(values.note === undefined ? {} : { note: values.note }),
     bare: `bench/proxy-bare: net.createServer, round-robin, setNoDelay both sides, pipe both ways; the same worker-thread shape as poise (${YOUNG_MB} MB young generation)`,
     loadGenerator: HAVE.wrk ? 'wrk -t1 --timeout 10s' : 'bench/proxy-client (closed loop)',
