@@ -5,6 +5,9 @@
  *
  *   node dist/bench/proxy-bare.js '{"port":8080,"backends":[9001,9002],"threads":1,"youngMb":4}'
  *
+ * prints `proxy-bare listening 127.0.0.1:<port> threads <n>` once every
+ * thread listens (port 0 picks a free one).
+ *
  * `net.createServer` with `allowHalfOpen`, round-robin over the backends
  * (127.0.0.1), `setNoDelay(true)` on both sockets, `pipe()` both ways (a FIN
  * is passed on as a FIN, the other direction keeps flowing), an error on
@@ -48,7 +51,7 @@ function proxy(job: Job, reusePort: boolean): void {
   });
   const opts: net.ListenOptions & { reusePort?: boolean } = { host: '127.0.0.1', port: job.port };
   if (reusePort) opts.reusePort = true;
-  server.listen(opts, () => parentPort?.postMessage('listening'));
+  server.listen(opts, () => parentPort?.postMessage((server.address() as net.AddressInfo).port));
 }
 
 if (isMainThread) {
@@ -58,16 +61,22 @@ if (isMainThread) {
   const reusePort = job.threads > 1 && reusePortSupported();
   const threads = reusePort ? job.threads : 1;
   if (threads < job.threads) process.stderr.write(`proxy-bare: Node ${process.version} has no reusePort: one thread accepts\n`);
-  for (let i = 0; i < threads; i++) {
-    const w = new Worker(new URL(import.meta.url), {
-      workerData: { job, reusePort },
-      resourceLimits: { maxYoungGenerationSizeMb: job.youngMb },
+  const start = (port: number): Promise<number> =>
+    new Promise((resolve) => {
+      const w = new Worker(new URL(import.meta.url), {
+        workerData: { job: { ...job, port }, reusePort },
+        resourceLimits: { maxYoungGenerationSizeMb: job.youngMb },
+      });
+      w.once('message', (bound: number) => resolve(bound));
+      w.on('error', (err) => {
+        process.stderr.write(`proxy-bare: ${err.stack ?? String(err)}\n`);
+        process.exit(1);
+      });
     });
-    w.on('error', (err) => {
-      process.stderr.write(`proxy-bare: worker ${i}: ${err.stack ?? String(err)}\n`);
-      process.exit(1);
-    });
-  }
+  // The first worker binds (port 0 picks one), the others join its port.
+  const port = await start(job.port);
+  await Promise.all(Array.from({ length: threads - 1 }, () => start(port)));
+  process.stdout.write(`proxy-bare listening 127.0.0.1:${port} threads ${threads}\n`);
   process.on('SIGTERM', () => process.exit(0));
 } else {
   const { job, reusePort } = workerData as { job: Job; reusePort: boolean };
