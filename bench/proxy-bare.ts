@@ -23,6 +23,7 @@
  */
 import net from 'node:net';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { bareSplice } from './lib/bare-splice.js';
 
 interface Job {
   port: number;
@@ -41,13 +42,7 @@ function proxy(job: Job, reusePort: boolean): void {
   const server = net.createServer({ allowHalfOpen: true }, (client) => {
     const port = job.backends[next]!;
     next = (next + 1) % job.backends.length;
-    const upstream = net.connect({ host: '127.0.0.1', port, allowHalfOpen: true });
-    client.setNoDelay(true);
-    upstream.setNoDelay(true);
-    client.pipe(upstream);
-    upstream.pipe(client);
-    client.on('error', () => upstream.destroy());
-    upstream.on('error', () => client.destroy());
+    bareSplice(client, port);
   });
   const opts: net.ListenOptions & { reusePort?: boolean } = { host: '127.0.0.1', port: job.port };
   if (reusePort) opts.reusePort = true;
