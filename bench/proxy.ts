@@ -5,6 +5,8 @@
  *   npm run bench:proxy [-- --quick] [--rounds N] [--seconds S] [--node PATH]
  *                       [--poise-bin PATH] [--label NAME] [--profile]
  *                       [--idle-connections N] [--without haproxy,nginx,wrk]
+ *                       [--cases short,keepalive,1MiB,16MiB,idle,slow]
+ *                       [--threads 1,2] [--slow-connections N] [--note TEXT]
  *
  * Backends: 4 nginx servers (one nginx, one worker process) when `nginx` is
  * on PATH, else 4 Node HTTP servers in a child process (bench/proxy-backend);
@@ -13,6 +15,10 @@
  * PATH, else bench/proxy-client. HAProxy runs when `haproxy` is on PATH,
  * with `nbthread` equal to poise's `--workers` (1, and 2 where
  * `poise proxy --help` lists `--workers`). Nothing is installed here.
+ * Beside them, always: bare Node (bench/proxy-bare), the smallest correct
+ * Node TCP proxy with the same threads, run under the same `--node`: every
+ * row shows poise/HAProxy and poise/bare Node, the second being how far
+ * poise is from what Node itself allows.
  *
  * Cases, each a fresh proxy per system per round, rounds interleaved (the
  * order of the systems rotates every round):
@@ -21,12 +27,18 @@
  * - 1 MiB (64 connections) and 16 MiB (16 connections) bodies: MiB/s.
  * - slow: 4 Node backends, one 40 ms, three 4 ms; short connections: req/s,
  *   p99 and the slow backend's share of connections; poise p2c:latency,
- *   p2c:connections, least-loaded against HAProxy leastconn and random(2).
+ *   p2c:connections, least-loaded against HAProxy leastconn and random(2)
+ *   and bare Node (round-robin); the proxy's and the backends' CPU per
+ *   request, and the req/s the backend delays alone would allow at that
+ *   share (`--slow-connections N`, default 64: fewer make it latency-bound).
  * - idle: RSS of the proxy process before and after N idle client
  *   connections (each spliced to a backend): KB per connection.
- * `--without` ignores installed peers (to run the fallbacks).
- * `--profile` then runs one short-connection load against poise under
- * `node --cpu-prof` and prints the top self-time frames.
+ * `--without` ignores installed peers (to run the fallbacks); `--cases` and
+ * `--threads` run a subset; `--note` is stored in the results (say the load).
+ * `--profile` then runs a short-connection and a keep-alive load against
+ * poise ×1 under `node --cpu-prof` and prints, for the accepting thread,
+ * the self time by category (poise's code, net/stream internals, GC, ...;
+ * see attribute() in bench/lib/proxy-stats) and the top frames.
  *
  * Results: bench/results/proxy.json (proxy-<label>.json with --label).
  */
@@ -39,6 +51,8 @@ import { fileURLToPath } from 'node:url';
 import { integerFlag, parseFlags, secondsFlag } from '../src/cli/args.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
 import {
+  type Attribution,
+  attribute,
   type Comparison,
   type CpuProfile,
   type Frame,
@@ -63,6 +77,10 @@ const { values } = parseFlags(process.argv.slice(2), {
   profile: { type: 'boolean' },
   'idle-connections': { type: 'string' },
   without: { type: 'string' },
+  cases: { type: 'string' },
+  threads: { type: 'string' },
+  note: { type: 'string' },
+  'slow-connections': { type: 'string' },
 });
 if (values.help) {
   process.stdout.write(
@@ -81,6 +99,8 @@ const NODE = values.node ?? process.execPath;
 const POISE = path.resolve(values['poise-bin'] ?? path.join(REPO, 'dist', 'src', 'cli', 'main.js'));
 const CONNECTIONS = 64;
 const SLOW_DELAYS = [40, 4, 4, 4];
+/** Connections of the slow case (64 like the others): fewer make it latency-bound instead of CPU-bound. */
+const SLOW_CONNECTIONS = integerFlag('--slow-connections', values['slow-connections'], 1, 4096) ?? CONNECTIONS;
 
 // ---------------------------------------------------------------- environment
 
@@ -112,7 +132,11 @@ const versions = {
 const proxyHelp = spawnSync(NODE, [POISE, 'proxy', '--help'], { encoding: 'utf8' }).stdout ?? '';
 if (!proxyHelp.includes('--listen')) throw new Error(`${POISE}: \`poise proxy --help\` did not answer (build first: npm run build)`);
 const WORKERS_FLAG = /--workers\b/.test(proxyHelp);
-const THREADS = WORKERS_FLAG ? [1, 2] : [1];
+const THREADS = (values.threads ?? (WORKERS_FLAG ? '1,2' : '1')).split(',').map((t) => {
+  const n = integerFlag('--threads', t, 1, 64)!;
+  if (n > 1 && !WORKERS_FLAG) throw new Error(`--threads: ${POISE} has no --workers, so one thread only, got ${n}`);
+  return n;
+});
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'poise-bench-proxy-'));
 chmodSync(tmp, 0o755); // nginx's workers run as another user and read the bodies from here
@@ -183,6 +207,8 @@ async function stop(child: ChildProcess): Promise<void> {
 interface Backends {
   kind: 'nginx' | 'node';
   ports: number[];
+  /** The process serving every backend (its CPU is read in the slow case). */
+  pid: number;
   counts(): Promise<{ connections: number[]; open: number[] }>;
   reset(): Promise<void>;
   close(): Promise<void>;
@@ -207,6 +233,7 @@ async function nodeBackends(delaysMs: number[]): Promise<Backends> {
   return {
     kind: 'node',
     ports,
+    pid: child.pid!,
     counts: () => ask('counts'),
     reset: async () => void (await ask('reset')),
     close: async () => {
@@ -248,17 +275,20 @@ ${ports.map((p) => `  server { listen 127.0.0.1:${p} backlog=4096; root ${dir}/w
   const none = async (): Promise<never> => {
     throw new Error('nginx backends keep no counts');
   };
-  return { kind: 'nginx', ports, counts: none, reset: none, close: () => stop(child) };
+  return { kind: 'nginx', ports, pid: child.pid!, counts: none, reset: none, close: () => stop(child) };
 }
 
 // ---------------------------------------------------------------- proxies
 
 interface SystemSpec {
-  kind: 'poise' | 'haproxy';
+  kind: 'poise' | 'haproxy' | 'bare';
   threads: number;
-  /** poise --policy or HAProxy `balance`. */
+  /** poise --policy, HAProxy `balance`, or bare Node's 'round-robin'. */
   policy: string;
 }
+
+/** The young-generation cap of poise's proxy workers (TcpProxy's youngGenerationMb default), given to bare Node's workers too. */
+const YOUNG_MB = 4;
 
 const label = (s: SystemSpec): string => `${s.kind} ${s.policy} ×${s.threads}`;
 
@@ -286,6 +316,11 @@ async function startSystem(s: SystemSpec, ports: number[], extraNodeArgs: string
       ...(WORKERS_FLAG ? ['--workers', String(s.threads)] : []),
     ];
     child = track(spawn(NODE, args, { stdio: ['ignore', 'ignore', 'inherit'] }));
+  } else if (s.kind === 'bare') {
+    const job = { port, backends: ports, threads: s.threads, youngMb: YOUNG_MB };
+    child = track(
+      spawn(NODE, [...extraNodeArgs, path.join(HERE, 'proxy-bare.js'), JSON.stringify(job)], { stdio: ['ignore', 'ignore', 'inherit'] }),
+    );
   } else {
     const cfg = path.join(tmp, `haproxy-${port}.cfg`);
     writeFileSync(
@@ -330,6 +365,12 @@ function threadTicks(pid: number): Map<number, number> {
     out.set(Number(tid), Number(f[11]) + Number(f[12])); // fields 14 and 15 (utime, stime), counted from after the name
   }
   return out;
+}
+/** CPU ticks (user + system) of the whole process `pid`, all threads. */
+function processTicks(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(f[11]) + Number(f[12]);
 }
 const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
@@ -439,20 +480,33 @@ function record(sys: SystemSpec, figure: string, v: number): void {
   list.push(v);
 }
 
+const bareSpec = (threads: number): SystemSpec => ({ kind: 'bare', threads, policy: 'round-robin' });
 const pairs = (threads: number): SystemSpec[] => [
   { kind: 'poise', threads, policy: 'p2c:connections' },
   ...(HAVE.haproxy ? [{ kind: 'haproxy' as const, threads, policy: 'random(2)' }] : []),
+  bareSpec(threads),
 ];
 const slowSystems = (threads: number): SystemSpec[] => [
   { kind: 'poise', threads, policy: 'p2c:latency' },
   { kind: 'poise', threads, policy: 'p2c:connections' },
   { kind: 'poise', threads, policy: 'least-loaded' },
   ...(HAVE.haproxy ? (['leastconn', 'random(2)'] as const).map((policy) => ({ kind: 'haproxy' as const, threads, policy })) : []),
+  bareSpec(threads),
 ];
 const rotate = <T>(xs: T[], by: number): T[] => xs.map((_, i) => xs[(i + by) % xs.length]!);
 
-const caseNames = Object.keys(CASES) as CaseName[];
-const stepsPerRound = THREADS.reduce((a, t) => a + pairs(t).length * (caseNames.length + 1) + slowSystems(t).length, 0);
+const ALL_CASES = [...(Object.keys(CASES) as CaseName[]), 'idle', 'slow'] as const;
+const selected = (values.cases ?? ALL_CASES.join(',')).split(',');
+for (const c of selected)
+  if (!(ALL_CASES as readonly string[]).includes(c))
+    throw new Error(`--cases: must list some of ${ALL_CASES.join(', ')}, got ${JSON.stringify(c)}`);
+const caseNames = (Object.keys(CASES) as CaseName[]).filter((c) => selected.includes(c));
+const IDLE_CASE = selected.includes('idle');
+const SLOW_CASE = selected.includes('slow');
+const stepsPerRound = THREADS.reduce(
+  (a, t) => a + pairs(t).length * (caseNames.length + (IDLE_CASE ? 1 : 0)) + (SLOW_CASE ? slowSystems(t).length : 0),
+  0,
+);
 const totalSteps = stepsPerRound * ROUNDS;
 let step = 0;
 const t0 = Date.now();
@@ -479,20 +533,29 @@ try {
   for (let r = 0; r < ROUNDS; r++) {
     for (const threads of THREADS) {
       for (const sys of rotate(pairs(threads), r)) {
-        const p = await startSystem(sys, common.ports);
-        await load(p.port, CASES.short, 1); // warm-up, not counted
-        for (const name of caseNames) {
-          tick(`round ${r + 1}: ${label(sys)} ${name}`);
-          // A 16 MiB reply takes most of a second here: at least 3 s, so that whole replies dominate the bytes read.
-          const res = await load(p.port, CASES[name], name === '16MiB' ? Math.max(3, SECONDS) : SECONDS);
-          errors[label(sys)] = (errors[label(sys)] ?? 0) + res.errors;
-          if (name === 'short' || name === 'keepalive') {
-            record(sys, `${name}.reqPerSec`, res.reqPerSec);
-            record(sys, `${name}.p50Ms`, res.p50Ms);
-            record(sys, `${name}.p99Ms`, res.p99Ms);
-          } else record(sys, `${name}.MiBps`, res.bytesPerSec / 2 ** 20);
+        if (caseNames.length > 0) {
+          const p = await startSystem(sys, common.ports);
+          await load(p.port, CASES.short, 1); // warm-up, not counted
+          for (const name of caseNames) {
+            tick(`round ${r + 1}: ${label(sys)} ${name}`);
+            // A 16 MiB reply takes most of a second here: at least 3 s, so that whole replies dominate the bytes read.
+            const cpu0 = processTicks(p.pid);
+            const res = await load(p.port, CASES[name], name === '16MiB' ? Math.max(3, SECONDS) : SECONDS);
+            const cpuSeconds = (processTicks(p.pid) - cpu0) / CLK_TCK;
+            errors[label(sys)] = (errors[label(sys)] ?? 0) + res.errors;
+            if (name === 'short' || name === 'keepalive') {
+              record(sys, `${name}.reqPerSec`, res.reqPerSec);
+              record(sys, `${name}.p50Ms`, res.p50Ms);
+              record(sys, `${name}.p99Ms`, res.p99Ms);
+              record(sys, `${name}.cpuUsPerReq`, (cpuSeconds / res.requests) * 1e6);
+            } else {
+              record(sys, `${name}.MiBps`, res.bytesPerSec / 2 ** 20);
+              record(sys, `${name}.cpuMsPerMiB`, (cpuSeconds / ((res.bytesPerSec * res.seconds) / 2 ** 20)) * 1e3);
+            }
+          }
+          await p.stop();
         }
-        await p.stop();
+        if (!IDLE_CASE) continue;
         tick(`round ${r + 1}: ${label(sys)} idle memory`);
         const m = await startSystem(sys, slow.ports);
         const mem = await idleRss(m, slow, IDLE);
@@ -501,12 +564,16 @@ try {
         record(sys, 'idle.KBperConn', mem.perConnBytes / 1024);
         record(sys, 'idle.held', mem.held);
       }
-      for (const sys of rotate(slowSystems(threads), r)) {
+      for (const sys of SLOW_CASE ? rotate(slowSystems(threads), r) : []) {
         tick(`round ${r + 1}: ${label(sys)} slow backend`);
         const p = await startSystem(sys, slow.ports);
         await load(p.port, CASES.short, 1);
         await slow.reset();
-        const res = await load(p.port, CASES.short, SECONDS);
+        const cpu0 = processTicks(p.pid);
+        const backendCpu0 = processTicks(slow.pid);
+        const res = await load(p.port, { ...CASES.short, connections: SLOW_CONNECTIONS }, SECONDS);
+        const cpuSeconds = (processTicks(p.pid) - cpu0) / CLK_TCK;
+        const backendCpuSeconds = (processTicks(slow.pid) - backendCpu0) / CLK_TCK;
         const { connections } = await slow.counts();
         await p.stop();
         const total = connections.reduce((a, b) => a + b, 0);
@@ -514,6 +581,11 @@ try {
         record(sys, 'slow.reqPerSec', res.reqPerSec);
         record(sys, 'slow.p99Ms', res.p99Ms);
         record(sys, 'slow.sharePct', total === 0 ? Number.NaN : (connections[0]! / total) * 100);
+        record(sys, 'slow.cpuUsPerReq', (cpuSeconds / res.requests) * 1e6);
+        record(sys, 'slow.backendCpuUsPerReq', (backendCpuSeconds / res.requests) * 1e6);
+        /** Little's law: the req/s the connections would reach if only the backends' delays limited them, at this slow share. */
+        const share = total === 0 ? 0 : connections[0]! / total;
+        record(sys, 'slow.latencyBoundReqPerSec', SLOW_CONNECTIONS / ((share * SLOW_DELAYS[0]! + (1 - share) * SLOW_DELAYS[1]!) / 1000));
       }
     }
   }
@@ -525,36 +597,69 @@ try {
 
 // ---------------------------------------------------------------- profile
 
-let profile: { frames: Frame[]; note: string } | undefined;
+/** One profiled load: the busiest thread's self time by category, its top frames, and every thread's CPU. */
+interface ProfileRun {
+  system: string;
+  load: 'short' | 'keepalive';
+  reqPerSec: number;
+  /** The profiled thread: `main` or `worker <threadId>`, the one with the most busy samples. */
+  thread: string;
+  attribution: Attribution;
+  frames: Frame[];
+  cpu: string;
+}
+const profiles: ProfileRun[] = [];
 if (values.profile) {
-  const dir = path.join(tmp, 'prof');
-  mkdirSync(dir);
-  progress('profile: poise p2c:connections ×1 under short connections, node --cpu-prof');
-  const sys: SystemSpec = { kind: 'poise', threads: 1, policy: 'p2c:connections' };
-  const p = await startSystem(sys, common.ports, ['--cpu-prof', '--cpu-prof-dir', dir]);
-  const cpu0 = threadTicks(p.pid);
-  const t = Date.now();
-  const res = await load(p.port, CASES.short, SECONDS);
-  const cpu1 = threadTicks(p.pid);
-  const wall = (Date.now() - t) / 1000;
-  await p.stop();
-  progressDone();
-  // Per-thread CPU from /proc (the profile cannot say it: a thread blocked in Atomics.wait samples as running JS).
-  const busy = [...cpu1.entries()]
-    .map(([tid, ticks]) => ({ tid, pct: ((ticks - (cpu0.get(tid) ?? 0)) / CLK_TCK / wall) * 100 }))
-    .filter((b) => b.pct >= 1)
-    .sort((a, b) => b.pct - a.pct);
-  const cpuNote = busy.map((b) => `${b.tid === p.pid ? 'main thread' : `thread ${b.tid}`} ${b.pct.toFixed(0)} % of a core`).join(', ');
-  // CPU.<date>.<time>.<pid>.<thread id>.<seq>.cpuprofile: thread 0 is the main thread, the one that
-  // accepts and splices on a one-thread proxy.
-  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
-  const threadOf = (f: string): number => Number(f.split('.').at(-3));
-  const read = (f: string): CpuProfile => JSON.parse(readFileSync(path.join(dir, f), 'utf8')) as CpuProfile;
-  const main = files.find((f) => threadOf(f) === 0);
-  profile = {
-    frames: main === undefined ? [] : topFrames(read(main), 20),
-    note: `main thread's frames; CPU while loaded: ${cpuNote}; ${res.reqPerSec.toFixed(0)} short req/s while profiling`,
-  };
+  for (const sys of [{ kind: 'poise', threads: 1, policy: 'p2c:connections' }, bareSpec(1)] satisfies SystemSpec[]) {
+    for (const loadName of ['short', 'keepalive'] as const) {
+      const dir = path.join(tmp, `prof-${sys.kind}-${loadName}`);
+      mkdirSync(dir);
+      progress(`profile: ${label(sys)} under ${loadName}, node --cpu-prof`);
+      const p = await startSystem(sys, common.ports, ['--cpu-prof', '--cpu-prof-dir', dir]);
+      await load(p.port, CASES.short, 1); // warm-up, as in the rounds
+      const cpu0 = threadTicks(p.pid);
+      const t = Date.now();
+      const res = await load(p.port, CASES[loadName], SECONDS);
+      const cpu1 = threadTicks(p.pid);
+      const wall = (Date.now() - t) / 1000;
+      await p.stop();
+      progressDone();
+      // Per-thread CPU from /proc (the profile cannot say it: a thread blocked in Atomics.wait samples as running JS).
+      const cpu = [...cpu1.entries()]
+        .map(([tid, ticks]) => ({ tid, pct: ((ticks - (cpu0.get(tid) ?? 0)) / CLK_TCK / wall) * 100 }))
+        .filter((b) => b.pct >= 1)
+        .sort((x, y) => y.pct - x.pct)
+        .map((b) => `${b.tid === p.pid ? 'main thread' : `thread ${b.tid}`} ${b.pct.toFixed(0)} %`)
+        .join(', ');
+      // CPU.<date>.<time>.<pid>.<thread id>.<seq>.cpuprofile: thread 0 is the main thread, the workers
+      // have other ids (and a thread blocked in Atomics.wait samples as busy JS), so the accepting
+      // thread is the one with the most samples in socket work (net/stream internals and poise's code).
+      const runs = readdirSync(dir)
+        .filter((f) => f.endsWith('.cpuprofile'))
+        .map((f) => {
+          const prof = JSON.parse(readFileSync(path.join(dir, f), 'utf8')) as CpuProfile;
+          const a = attribute(prof);
+          const busy = a.samples * (1 - a.pct.idle / 100);
+          return { tid: Number(f.split('.').at(-3)), prof, a, busy: (busy * (a.pct['net/stream'] + a.pct.poise)) / 100 };
+        })
+        .sort((x, y) => y.busy - x.busy);
+      const top = runs[0];
+      if (top === undefined) {
+        // Reported, not thrown: the rounds' figures are still written.
+        console.error(`profile: ${label(sys)} under ${loadName} wrote no .cpuprofile (did it exit cleanly?)`);
+        continue;
+      }
+      profiles.push({
+        system: label(sys),
+        load: loadName,
+        reqPerSec: res.reqPerSec,
+        thread: top.tid === 0 ? 'main' : `worker ${top.tid}`,
+        attribution: top.a,
+        frames: topFrames(top.prof, 12),
+        cpu,
+      });
+    }
+  }
 }
 await slow.close();
 await common.close();
@@ -579,6 +684,7 @@ const add = (
   const poise = fig(poiseSys, figure);
   if (poise === undefined) return;
   const haproxy = hapSys === undefined ? undefined : fig(hapSys, figure);
+  const bare = fig(bareSpec(poiseSys.threads), figure);
   comparisons.push({
     scenario,
     metric,
@@ -587,18 +693,24 @@ const add = (
     better,
     poise,
     ...(haproxy === undefined ? {} : { haproxy }),
+    ...(bare === undefined ? {} : { bare }),
     ...(target === undefined ? {} : { target }),
   });
 };
 for (const t of THREADS) {
-  const [ps, hs] = pairs(t) as [SystemSpec, SystemSpec | undefined];
+  const ps = pairs(t)[0]!;
+  const hs = pairs(t).find((s) => s.kind === 'haproxy');
   add('short', 'req/s', 'req/s', 'higher', ps, hs, 'short.reqPerSec', { kind: 'ratio', op: '>=', value: 0.8 });
   add('short', 'p50', 'ms', 'lower', ps, hs, 'short.p50Ms');
   add('short', 'p99', 'ms', 'lower', ps, hs, 'short.p99Ms');
+  add('short', 'proxy CPU per request', 'µs', 'lower', ps, hs, 'short.cpuUsPerReq');
   add('keep-alive', 'req/s', 'req/s', 'higher', ps, hs, 'keepalive.reqPerSec', { kind: 'ratio', op: '>=', value: 0.9 });
   add('keep-alive', 'p99', 'ms', 'lower', ps, hs, 'keepalive.p99Ms');
+  add('keep-alive', 'proxy CPU per request', 'µs', 'lower', ps, hs, 'keepalive.cpuUsPerReq');
   add('1 MiB', 'throughput', 'MiB/s', 'higher', ps, hs, '1MiB.MiBps', { kind: 'ratio', op: '>=', value: 0.8 });
+  add('1 MiB', 'proxy CPU per MiB', 'ms', 'lower', ps, hs, '1MiB.cpuMsPerMiB');
   add('16 MiB', 'throughput', 'MiB/s', 'higher', ps, hs, '16MiB.MiBps', { kind: 'ratio', op: '>=', value: 0.8 });
+  add('16 MiB', 'proxy CPU per MiB', 'ms', 'lower', ps, hs, '16MiB.cpuMsPerMiB');
   add('idle', 'per connection', 'KB', 'lower', ps, hs, 'idle.KBperConn', { kind: 'absolute', op: '<=', value: 6 });
   add('idle', 'RSS before', 'MB', 'lower', ps, hs, 'idle.rssMB');
   const leastconn: SystemSpec | undefined = HAVE.haproxy ? { kind: 'haproxy', threads: t, policy: 'leastconn' } : undefined;
@@ -607,6 +719,7 @@ for (const t of THREADS) {
     add(`slow ${policy} vs leastconn`, 'req/s', 'req/s', 'higher', s, leastconn, 'slow.reqPerSec', { kind: 'ratio', op: '>=', value: 1 });
     add(`slow ${policy} vs leastconn`, 'p99', 'ms', 'lower', s, leastconn, 'slow.p99Ms');
     add(`slow ${policy} vs leastconn`, 'slow share', '%', 'lower', s, leastconn, 'slow.sharePct', { kind: 'ratio', op: '<=', value: 1 });
+    add(`slow ${policy} vs leastconn`, 'proxy CPU per request', 'µs', 'lower', s, leastconn, 'slow.cpuUsPerReq');
   }
 }
 
@@ -615,21 +728,39 @@ console.log(
 );
 console.log(formatTable(ratioRows(comparisons)));
 const slowRows = THREADS.flatMap((t) =>
-  slowSystems(t).map((s) => ({
+  (SLOW_CASE ? slowSystems(t) : []).map((s) => ({
     system: label(s),
     'req/s': fig(s, 'slow.reqPerSec')!.median,
     'p99 ms': fig(s, 'slow.p99Ms')!.median,
     'slow share %': fig(s, 'slow.sharePct')!.median,
+    'proxy CPU µs/req': fig(s, 'slow.cpuUsPerReq')!.median,
+    'backends CPU µs/req': fig(s, 'slow.backendCpuUsPerReq')!.median,
+    'latency-bound req/s': fig(s, 'slow.latencyBoundReqPerSec')!.median,
     errors: errors[label(s)] ?? 0,
   })),
 );
-console.log(`\nslow backend (b0 ${SLOW_DELAYS[0]} ms, others ${SLOW_DELAYS[1]} ms; short connections), medians:`);
-console.log(formatTable(slowRows));
+if (SLOW_CASE) {
+  console.log(
+    `\nslow backend (b0 ${SLOW_DELAYS[0]} ms, others ${SLOW_DELAYS[1]} ms; short connections, ${SLOW_CONNECTIONS} at once), medians; ` +
+      'latency-bound req/s = connections / (mean backend delay at that slow share): what the backends alone would allow',
+  );
+  console.log(formatTable(slowRows));
+}
 const errorRuns = Object.entries(errors).filter(([, n]) => n > 0);
 if (errorRuns.length > 0) console.log(`\nload-generator errors (all rounds): ${errorRuns.map(([k, n]) => `${k}: ${n}`).join('; ')}`);
-if (profile !== undefined) {
-  console.log(`\nprofile (${profile.note}): top self time`);
-  console.log(formatTable(profile.frames.map((f) => ({ 'self %': f.selfPct, frame: f.name }))));
+for (const pr of profiles) {
+  const a = pr.attribution;
+  const folders = Object.entries(a.poiseByFolder)
+    .sort((x, y) => y[1] - x[1])
+    .map(([k, v]) => `${k} ${v.toFixed(1)} %`)
+    .join(', ');
+  console.log(
+    `\nprofile: ${pr.system} under ${pr.load} (${pr.reqPerSec.toFixed(0)} req/s while profiled; ${pr.thread} thread; CPU: ${pr.cpu}); ` +
+      `idle ${a.pct.idle.toFixed(0)} % of ${a.samples} samples; of the busy ones: poise ${a.pct.poise.toFixed(1)} % (${folders || 'none'}), ` +
+      `net/stream ${a.pct['net/stream'].toFixed(1)} %, other Node ${a.pct['node other'].toFixed(1)} %, dependencies ${a.pct.dependencies.toFixed(1)} %, ` +
+      `GC ${a.pct.gc.toFixed(1)} %, (program) ${a.pct.program.toFixed(1)} %`,
+  );
+  console.log(formatTable(pr.frames.map((f) => ({ 'self % (all samples)': f.selfPct, frame: f.name }))));
 }
 
 const file = writeResults(values.label === undefined ? 'proxy' : `proxy-${values.label}`, {
@@ -641,6 +772,9 @@ const file = writeResults(values.label === undefined ? 'proxy' : `proxy-${values
     workersFlag: WORKERS_FLAG,
     backends: common.kind === 'nginx' ? '4 nginx servers, 1 worker process' : '4 Node HTTP servers (bench/proxy-backend)',
     slowAndIdleBackends: `4 Node HTTP servers, delays ${SLOW_DELAYS.join('/')} ms (slow) and the same servers for idle`,
+    slowConnections: SLOW_CONNECTIONS,
+    ...(values.note === undefined ? {} : { note: values.note }),
+    bare: `bench/proxy-bare: net.createServer, round-robin, setNoDelay both sides, pipe both ways; the same worker-thread shape as poise (${YOUNG_MB} MB young generation)`,
     loadGenerator: HAVE.wrk ? 'wrk -t1 --timeout 10s' : 'bench/proxy-client (closed loop)',
     connections: Object.fromEntries(caseNames.map((n) => [n, CASES[n].connections])),
     idleConnections: IDLE,
@@ -650,10 +784,14 @@ const file = writeResults(values.label === undefined ? 'proxy' : `proxy-${values
       ? 'mode tcp, retries 3, option redispatch, timeout connect 2s, client/server 30s, maxconn 8000; balance random(2) (vs p2c:connections) and leastconn'
       : 'not installed',
   },
-  comparisons: comparisons.map((c) => ({ ...c, ratio: c.haproxy === undefined ? null : c.poise.median / c.haproxy.median })),
+  comparisons: comparisons.map((c) => ({
+    ...c,
+    ratio: c.haproxy === undefined ? null : c.poise.median / c.haproxy.median,
+    bareRatio: c.bare === undefined ? null : c.poise.median / c.bare.median,
+  })),
   slow: slowRows,
   errors,
   raw,
-  ...(profile === undefined ? {} : { profile }),
+  ...(profiles.length === 0 ? {} : { profiles }),
 });
 console.log(`\nresults: ${file}`);

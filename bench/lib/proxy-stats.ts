@@ -100,6 +100,8 @@ export interface Comparison {
   poise: Summary;
   /** Absent when HAProxy is not installed. */
   haproxy?: Summary;
+  /** The bare Node proxy (bench/proxy-bare) on the same case: Node's own ceiling. */
+  bare?: Summary;
   /** The issue's target for poise/HAProxy, e.g. `>= 0.8`, or an absolute bound. */
   target?: Target;
 }
@@ -111,6 +113,12 @@ export type Target = { kind: 'ratio'; op: '>=' | '<='; value: number } | { kind:
 export function ratio(c: Comparison): number {
   if (c.haproxy === undefined || c.haproxy.median === 0) return Number.NaN;
   return c.poise.median / c.haproxy.median;
+}
+
+/** poise / bare Node of the medians (NaN when either is missing or bare Node's is 0). */
+export function bareRatio(c: Comparison): number {
+  if (c.bare === undefined || c.bare.median === 0) return Number.NaN;
+  return c.poise.median / c.bare.median;
 }
 
 /** Whether `c` meets its target; undefined when there is none or it cannot be judged (no HAProxy). */
@@ -142,13 +150,15 @@ function cell(s: Summary | undefined): string {
   return `${fmt(s.median)} ±${Number.isFinite(s.spreadPct) ? s.spreadPct.toFixed(0) : '—'}%`;
 }
 
+const times = (r: number): string => (Number.isNaN(r) ? '—' : `${r.toFixed(2)}×`);
+
 /**
- * The rows of the printed table: medians with their spread, the ratio
- * poise/HAProxy and the target with ✓ / ✗ (blank when not judged).
+ * The rows of the printed table: medians with their spread, the ratios
+ * poise/HAProxy and poise/bare Node, and the target (on poise/HAProxy) with
+ * ✓ / ✗ (blank when not judged).
  */
 export function ratioRows(comparisons: readonly Comparison[]): Record<string, string>[] {
   return comparisons.map((c) => {
-    const r = ratio(c);
     const ok = meets(c);
     return {
       scenario: c.scenario,
@@ -156,7 +166,9 @@ export function ratioRows(comparisons: readonly Comparison[]): Record<string, st
       metric: `${c.metric} (${c.unit})`,
       poise: cell(c.poise),
       haproxy: cell(c.haproxy),
-      'poise/haproxy': Number.isNaN(r) ? '—' : `${r.toFixed(2)}×`,
+      'bare node': cell(c.bare),
+      'poise/haproxy': times(ratio(c)),
+      'poise/bare': times(bareRatio(c)),
       target: `${targetText(c.target)}${ok === undefined ? '' : ok ? ' ✓' : ' ✗'}`,
     };
   });
@@ -164,7 +176,12 @@ export function ratioRows(comparisons: readonly Comparison[]): Record<string, st
 
 /** A V8 CPU profile as `node --cpu-prof` writes it (the fields used here). */
 export interface CpuProfile {
-  nodes: Array<{ id: number; callFrame: { functionName: string; url: string; lineNumber: number }; hitCount?: number }>;
+  nodes: Array<{
+    id: number;
+    callFrame: { functionName: string; url: string; lineNumber: number };
+    hitCount?: number;
+    children?: number[];
+  }>;
   samples?: number[];
   startTime: number;
   endTime: number;
@@ -200,4 +217,75 @@ export function topFrames(profile: CpuProfile, limit = 15): Frame[] {
     .sort((a, b) => b[1] - a[1])
     .slice(0, limit)
     .map(([name, h]) => ({ name, selfPct: (h / total) * 100 }));
+}
+
+/** Where a profile's self time went; see {@link attribute}. */
+export type Category = 'poise' | 'net/stream' | 'node other' | 'dependencies' | 'gc' | 'program' | 'idle';
+
+/** The category of a frame that has a script of its own (`url` not empty). */
+function categoryOfUrl(url: string): Category {
+  if (/\/node_modules\//.test(url)) return 'dependencies';
+  if (/\/(dist\/)?src\//.test(url)) return 'poise';
+  if (/^node:(net|stream|internal\/(streams\/|stream_base_commons|net|tcp_wrap|dns|socketaddress))/.test(url)) return 'net/stream';
+  return 'node other';
+}
+
+/** One profile's self time by category, and poise's own share by source folder. */
+export interface Attribution {
+  /** All samples. */
+  samples: number;
+  /** Percent of the samples that were not `(idle)`, per category (`idle` is of all samples). */
+  pct: Record<Category, number>;
+  /** Percent of the non-idle samples in poise's code, per folder (`net`, `runtime`, `policy`, ...). */
+  poiseByFolder: Record<string, number>;
+}
+
+/**
+ * Attributes every sample's self time. A frame with a script is poise's
+ * (`src/`), a dependency's (`node_modules/`), Node's net/stream internals
+ * (`node:net`, `node:internal/streams/*`, `stream_base_commons`, ...) or the
+ * rest of Node (`node:events`, timers, task queues, ...). A native frame
+ * (empty url: a C++ binding such as `writeBuffer`, or a V8 builtin such as
+ * `now`) counts for the nearest caller with a script: `writeBuffer` under
+ * `stream_base_commons` is net/stream work, `now` under `proxy-connection`
+ * is poise's. `(garbage collector)`, `(program)` (native time V8 cannot put
+ * under a JS frame: libuv, epoll returns, the runtime) and `(idle)` are
+ * their own. Percentages are of the busy (non-idle) samples.
+ */
+export function attribute(profile: CpuProfile): Attribution {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const counts: Record<Category, number> = { poise: 0, 'net/stream': 0, 'node other': 0, dependencies: 0, gc: 0, program: 0, idle: 0 };
+  const folders: Record<string, number> = {};
+  let samples = 0;
+  for (const n of profile.nodes) {
+    const h = n.hitCount ?? 0;
+    if (h === 0) continue;
+    samples += h;
+    const name = n.callFrame.functionName;
+    let cat: Category;
+    let url = n.callFrame.url;
+    if (name === '(idle)') cat = 'idle';
+    else if (name === '(garbage collector)') cat = 'gc';
+    else if (name === '(program)' || name === '(root)') cat = 'program';
+    else {
+      for (let id = n.id; url === '' && parent.has(id); ) {
+        id = parent.get(id)!;
+        url = byId.get(id)!.callFrame.url;
+      }
+      cat = url === '' ? 'program' : categoryOfUrl(url);
+    }
+    counts[cat] += h;
+    if (cat === 'poise') {
+      const folder = /\/src\/([^/]+)\//.exec(url)?.[1] ?? /\/src\/([^/]+)$/.exec(url)?.[1] ?? '(root)';
+      folders[folder] = (folders[folder] ?? 0) + h;
+    }
+  }
+  const busy = samples - counts.idle;
+  const of = (h: number, total: number): number => (total === 0 ? 0 : (h / total) * 100);
+  const pct = Object.fromEntries(
+    (Object.keys(counts) as Category[]).map((k) => [k, k === 'idle' ? of(counts[k], samples) : of(counts[k], busy)]),
+  ) as Record<Category, number>;
+  return { samples, pct, poiseByFolder: Object.fromEntries(Object.entries(folders).map(([k, h]) => [k, of(h, busy)])) };
 }

@@ -4,6 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  attribute,
+  bareRatio,
   type Comparison,
   type CpuProfile,
   meets,
@@ -115,6 +117,12 @@ describe('ratio table', () => {
     expect(ratio(comparison([8], [0]))).toBeNaN();
   });
 
+  it('divides the medians, poise over bare Node, independently of HAProxy', () => {
+    expect(bareRatio(comparison([8], [10], { bare: summarize([4, 5, 6]) }))).toBeCloseTo(8 / 5, 12);
+    expect(bareRatio(comparison([8], [10]))).toBeNaN();
+    expect(bareRatio(comparison([8], undefined, { bare: summarize([0]) }))).toBeNaN();
+  });
+
   it('judges ratio targets against the ratio and absolute ones against poise alone', () => {
     const target = { kind: 'ratio', op: '>=', value: 0.8 } as const;
     expect(meets(comparison([80], [100], { target }))).toBe(true);
@@ -128,7 +136,10 @@ describe('ratio table', () => {
 
   it('prints medians with spread, the ratio and a mark only where a target was judged', () => {
     const rows = ratioRows([
-      comparison([900, 1000, 1100], [2000, 2000, 2000], { target: { kind: 'ratio', op: '>=', value: 0.8 } }),
+      comparison([900, 1000, 1100], [2000, 2000, 2000], {
+        target: { kind: 'ratio', op: '>=', value: 0.8 },
+        bare: summarize([1250]),
+      }),
       comparison([14.6], [3.3], {
         scenario: 'idle',
         metric: 'per connection',
@@ -145,7 +156,9 @@ describe('ratio table', () => {
         metric: 'req/s (req/s)',
         poise: '1,000 ±20%',
         haproxy: '2,000 ±0%',
+        'bare node': '1,250 ±0%',
         'poise/haproxy': '0.50×',
+        'poise/bare': '0.80×',
         target: '>= 0.8× ✗',
       },
       {
@@ -154,7 +167,9 @@ describe('ratio table', () => {
         metric: 'per connection (KB)',
         poise: '14.6 ±0%',
         haproxy: '3.30 ±0%',
+        'bare node': '—',
         'poise/haproxy': '4.42×',
+        'poise/bare': '—',
         target: '<= 6 ✗',
       },
       {
@@ -163,7 +178,9 @@ describe('ratio table', () => {
         metric: 'req/s (req/s)',
         poise: '5.00 ±0%',
         haproxy: '—',
+        'bare node': '—',
         'poise/haproxy': '—',
+        'poise/bare': '—',
         target: '>= 0.9×',
       },
     ]);
@@ -196,5 +213,55 @@ describe('profile summary', () => {
 
   it('is empty for a profile without samples', () => {
     expect(topFrames({ startTime: 0, endTime: 0, nodes: [{ id: 1, callFrame: frame('(root)', '', -1) }] })).toEqual([]);
+  });
+});
+
+describe('profile attribution', () => {
+  const frame = (functionName: string, url: string) => ({ functionName, url, lineNumber: 0 });
+  const POISE = 'file:///work/x/dist/src/net/proxy-connection.js';
+  const ROUTER = 'file:///work/x/dist/src/runtime/router.js';
+  // A tree: (root) → onconnection (node:net) → writeBuffer (native)
+  //                → serveConnection (poise net) → now (native) ; → take (poise runtime)
+  //                → pino write (node_modules) ; emit (node:events) ; GC, program, idle
+  const profile: CpuProfile = {
+    startTime: 0,
+    endTime: 1,
+    nodes: [
+      { id: 1, callFrame: frame('(root)', ''), children: [2, 4, 7, 8, 9, 10, 11] },
+      { id: 2, callFrame: frame('onconnection', 'node:net'), hitCount: 5, children: [3] },
+      { id: 3, callFrame: frame('writeBuffer', ''), hitCount: 25 },
+      { id: 4, callFrame: frame('serveConnection', POISE), hitCount: 4, children: [5, 6] },
+      { id: 5, callFrame: frame('now', ''), hitCount: 6 },
+      { id: 6, callFrame: frame('take', ROUTER), hitCount: 10 },
+      { id: 7, callFrame: frame('write', 'file:///work/x/node_modules/pino/lib/proto.js'), hitCount: 5 },
+      { id: 8, callFrame: frame('emit', 'node:events'), hitCount: 15, children: [12] },
+      { id: 9, callFrame: frame('(garbage collector)', ''), hitCount: 20 },
+      { id: 10, callFrame: frame('(program)', ''), hitCount: 10 },
+      { id: 11, callFrame: frame('(idle)', ''), hitCount: 100 },
+      { id: 12, callFrame: frame('readableAddChunk', 'node:internal/streams/readable'), hitCount: 0 },
+    ],
+  };
+
+  it('charges a native frame to its nearest caller with a script, and shares the busy samples by category', () => {
+    const a = attribute(profile);
+    expect(a.samples).toBe(200);
+    // busy = 100: net/stream 5 + 25, poise 4 + 6 + 10, dependencies 5, other Node 15, GC 20, program 10.
+    expect(a.pct).toEqual({ poise: 20, 'net/stream': 30, 'node other': 15, dependencies: 5, gc: 20, program: 10, idle: 50 });
+    expect(a.poiseByFolder).toEqual({ net: 10, runtime: 10 });
+  });
+
+  it('a native frame with no scripted caller is (program), and an all-idle profile has no busy share', () => {
+    const lone: CpuProfile = {
+      startTime: 0,
+      endTime: 1,
+      nodes: [
+        { id: 1, callFrame: frame('(root)', ''), children: [2, 3] },
+        { id: 2, callFrame: frame('epoll_wait', ''), hitCount: 3 },
+        { id: 3, callFrame: frame('(idle)', ''), hitCount: 1 },
+      ],
+    };
+    expect(attribute(lone).pct).toMatchObject({ program: 100, idle: 25, poise: 0 });
+    const idle: CpuProfile = { startTime: 0, endTime: 1, nodes: [{ id: 1, callFrame: frame('(idle)', ''), hitCount: 9 }] };
+    expect(attribute(idle).pct).toEqual({ poise: 0, 'net/stream': 0, 'node other': 0, dependencies: 0, gc: 0, program: 0, idle: 100 });
   });
 });

@@ -12,6 +12,7 @@ import { Balancer } from '../../src/runtime/balancer.js';
 import type { Router } from '../../src/runtime/router.js';
 import { TcpProxy, type TcpProxyOptions } from '../../src/net/proxy.js';
 import { captureLog, until } from '../helpers/log-capture.js';
+import { dial as dialFrom, readAll } from '../helpers/loopback.js';
 import { noDelayOf } from '../helpers/sockopt.js';
 
 const cleanups: Array<() => unknown> = [];
@@ -57,22 +58,7 @@ async function proxyOn(router: Router, opts: Partial<TcpProxyOptions> = {}): Pro
 }
 
 function dial(port: number, host = '127.0.0.1', localAddress?: string): Promise<net.Socket> {
-  return new Promise((resolve, reject) => {
-    const s = net.connect({ port, host, localAddress, allowHalfOpen: true });
-    s.once('connect', () => resolve(s));
-    s.once('error', reject);
-    cleanups.push(() => s.destroy());
-  });
-}
-
-/** Everything `socket` reads until its FIN. */
-function readAll(socket: net.Socket): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    socket.on('data', (d: Buffer) => chunks.push(d));
-    socket.once('end', () => resolve(Buffer.concat(chunks)));
-    socket.once('error', reject);
-  });
+  return dialFrom(cleanups, port, host, localAddress);
 }
 
 function firstData(socket: net.Socket): Promise<Buffer> {
