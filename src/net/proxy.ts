@@ -24,7 +24,7 @@ import type { Router } from '../runtime/router.js';
 import { ConnectionGate } from './connection-gate.js';
 import { CONNECTION_OPTION_KEYS, resolveConnectionOptions, type ConnectionOptions } from './proxy-connection.js';
 import { ProxyListener, freshProxyStats, type TcpProxyStats } from './proxy-listener.js';
-import { ProxyWorkers, reusePortSupported } from './proxy-workers.js';
+import { ProxyWorkers, RESTART_BACKOFF, reusePortSupported, type RestartBackoff } from './proxy-workers.js';
 import { ProxyCounters } from './proxy-counters.js';
 import type { ProxyBandSelector } from './proxy-admission.js';
 
@@ -72,6 +72,12 @@ export interface TcpProxyOptions extends ConnectionOptions {
   counters?: ProxyCounters;
   /** This thread's row in `counters` (`workers: 0` only), in [0, counters.workers); default 0. */
   worker?: number;
+  /**
+   * With `workers`: how a dead worker thread is restarted — after
+   * `initialMs` (default 100), doubling for each death within `stableMs`
+   * (default 30 000) of its start, at most `maxMs` (default 10 000).
+   */
+  workerRestart?: { initialMs?: number; maxMs?: number; stableMs?: number };
   /** Admission band of each client (`fixedBand(p)`, `new CidrBands(...)`); needs an `AdmissionGate` on the router, so this thread only (`workers: 0`). Default: none. */
   admission?: ProxyBandSelector;
   /** Listen address; default host 127.0.0.1, port 0 (any free port). */
@@ -117,6 +123,7 @@ export class TcpProxy extends EventEmitter {
   private readonly gate: ConnectionGate;
   private readonly requested: number;
   private readonly youngMb: number;
+  private readonly restart: RestartBackoff;
   private listener: ProxyListener | undefined;
   private pool: ProxyWorkers | undefined;
   private readonly ownRouter: Router | undefined;
@@ -138,6 +145,7 @@ export class TcpProxy extends EventEmitter {
       'logger',
       'counters',
       'worker',
+      'workerRestart',
       ...CONNECTION_OPTION_KEYS,
     ]);
     const { router, balancer } = opts;
@@ -157,6 +165,7 @@ export class TcpProxy extends EventEmitter {
         invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, opts.policy);
     }
     this.requested = integerIn(opts.workers ?? 0, 'options.workers', 0, balancer === undefined ? 0 : balancer.table.maxThreads - 1);
+    this.restart = restartOptions(opts.workerRestart);
     this.youngMb = integerIn(opts.youngGenerationMb ?? 4, 'options.youngGenerationMb', 1, 1024);
     if (opts.counters !== undefined && !(opts.counters instanceof ProxyCounters))
       invalidConfig('options.counters', 'must be a ProxyCounters', opts.counters);
@@ -203,7 +212,14 @@ export class TcpProxy extends EventEmitter {
     const settings = resolveConnectionOptions(opts);
     this.opts = opts;
     this.log = opts.logger ?? defaultLogger();
-    this.gate = new ConnectionGate(max);
+    // Workers post their events only while someone listens here (an unlistened proxy pays nothing per connection).
+    this.on('newListener', (event: string | symbol) => {
+      if (isProxyEvent(event)) this.pool?.forwardEvents(true);
+    });
+    this.on('removeListener', (event: string | symbol) => {
+      if (isProxyEvent(event)) this.pool?.forwardEvents(this.listensForEvents());
+    });
+    this.gate = new ConnectionGate(max, undefined, 0, Math.max(1, this.requested));
     if (this.requested > 0) {
       this.stats = freshProxyStats();
     } else {
@@ -255,6 +271,9 @@ export class TcpProxy extends EventEmitter {
         gate: this.gate,
         counters: this.counters,
         log: this.log,
+        emit: (event, arg) => this.emit(event, arg),
+        events: this.listensForEvents(),
+        restart: this.restart,
       });
       this.threads = this.pool.threads;
       address = this.pool.address();
@@ -267,6 +286,15 @@ export class TcpProxy extends EventEmitter {
       'proxy listening',
     );
     return address;
+  }
+
+  private listensForEvents(): boolean {
+    return this.listenerCount('spliced') + this.listenerCount('closed') + this.listenerCount('failed') > 0;
+  }
+
+  /** Worker threads started again after one died (with `workers`). */
+  get restarts(): number {
+    return this.pool?.restarts ?? 0;
   }
 
   /** Whether the proxy accepts (after `listen`, before `stopAccepting` / `close`): what `/healthz` reports. */
@@ -316,6 +344,21 @@ export class TcpProxy extends EventEmitter {
     this.ownRouter?.close();
     return done;
   }
+}
+
+function isProxyEvent(event: string | symbol): boolean {
+  return event === 'spliced' || event === 'closed' || event === 'failed';
+}
+
+/** `options.workerRestart` → the backoff (defaults filled); throws `InvalidConfig` naming the field. */
+function restartOptions(o: TcpProxyOptions['workerRestart']): RestartBackoff {
+  if (o === undefined) return RESTART_BACKOFF;
+  if (typeof o !== 'object' || o === null) invalidConfig('options.workerRestart', 'must be an object', o);
+  checkOptionKeys(o, ['initialMs', 'maxMs', 'stableMs'], 'options.workerRestart');
+  const initialMs = integerIn(o.initialMs ?? RESTART_BACKOFF.initialMs, 'options.workerRestart.initialMs', 1, 3_600_000);
+  const maxMs = integerIn(o.maxMs ?? Math.max(initialMs, RESTART_BACKOFF.maxMs), 'options.workerRestart.maxMs', initialMs, 3_600_000);
+  const stableMs = integerIn(o.stableMs ?? RESTART_BACKOFF.stableMs, 'options.workerRestart.stableMs', 1, 86_400_000);
+  return { initialMs, maxMs, stableMs };
 }
 
 /** The connection options as structured-clonable data for the workers. */
