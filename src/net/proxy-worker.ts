@@ -17,11 +17,13 @@
  * @internal
  */
 import { parentPort, workerData } from 'node:worker_threads';
+import { AdmissionGate } from '../admission/admission.js';
 import { createLogger } from '../log.js';
 import { Router } from '../runtime/router.js';
 import { ConnectionGate } from './connection-gate.js';
 import { resolveConnectionOptions } from './proxy-connection.js';
 import { ProxyCounters } from './proxy-counters.js';
+import { bandSelectorFrom } from './proxy-admission.js';
 import { ProxyListener } from './proxy-listener.js';
 import { errorData, type OwnerMessage, type ProxyEventName, type ProxyWorkerData, type WorkerMessage } from './proxy-workers.js';
 
@@ -31,6 +33,9 @@ const post = (m: WorkerMessage): void => port.postMessage(m);
 
 const log = createLogger({ name: d.logName, level: d.logLevel }).child({ worker: d.index });
 const router = Router.attach(d.attachment, { ...d.router, logger: log });
+// With bands, this thread's own gate over its own router: saturation is the
+// pool's (LoadTable totals over every thread), the queues are this thread's.
+const gate = d.admission === undefined ? undefined : new AdmissionGate(router, d.admission.gate);
 let forward = d.events;
 const emit = (event: ProxyEventName, arg: unknown): void => {
   if (!forward) return;
@@ -43,9 +48,9 @@ const listener = new ProxyListener(
   log,
   new ConnectionGate(d.maxConnections, d.gate, d.index),
   emit,
-  undefined,
+  d.admission === undefined ? undefined : bandSelectorFrom(d.admission.selector),
   ProxyCounters.attach(d.counters),
-  d.index,
+  d.counterRow,
 );
 
 port.on('message', (m: OwnerMessage) => {
@@ -54,7 +59,7 @@ port.on('message', (m: OwnerMessage) => {
     return;
   }
   if (m.type === 'stats') {
-    post({ type: 'stats', id: m.id, stats: listener.stats });
+    post({ type: 'stats', id: m.id, stats: listener.stats, admission: gate?.admissionStats() });
     return;
   }
   if (m.type === 'stop') {

@@ -20,6 +20,8 @@ import type { ConnectionGate } from './connection-gate.js';
 import type { ConnectionOptions } from './proxy-connection.js';
 import { freshProxyStats, type TcpProxyStats } from './proxy-listener.js';
 import type { ProxyCounters } from './proxy-counters.js';
+import type { AdmissionGateOptions, AdmissionStats } from '../admission/admission.js';
+import type { BandSelectorData } from './proxy-admission.js';
 import { PoiseError, type PoiseErrorCode } from '../core/errors.js';
 
 /** Node >= 22.12 on Linux: `server.listen({ reusePort: true })` exists (SO_REUSEPORT), so worker threads can each accept. */
@@ -39,12 +41,24 @@ export interface ProxyWorkerData {
   reusePort: boolean;
   gate: SharedArrayBuffer;
   maxConnections: number;
-  /** The proxy's ProxyCounters buffer; this worker counts into row `index`. */
+  /** The proxy's ProxyCounters buffer; this worker counts into row `counterRow`. */
   counters: SharedArrayBuffer;
+  counterRow: number;
+  /** With admission bands: this worker's band selector and the options of its own AdmissionGate. */
+  admission: WorkerAdmission | undefined;
   /** Post `'spliced'` / `'closed'` / `'failed'` to the owner (it has listeners). */
   events: boolean;
   logName: string;
   logLevel: string;
+}
+
+/** The options of each worker's AdmissionGate: plain data (no `saturation` or `clock` function). */
+export type AdmissionGateData = Omit<AdmissionGateOptions, 'saturation' | 'clock'>;
+
+/** What a worker needs to admit by band. @internal */
+export interface WorkerAdmission {
+  selector: BandSelectorData;
+  gate: AdmissionGateData;
 }
 
 /** The events a worker forwards. @internal */
@@ -69,7 +83,7 @@ export type OwnerMessage =
 export type WorkerMessage =
   | { type: 'listening'; address: net.AddressInfo }
   | { type: 'error'; message: string; code: string | undefined }
-  | { type: 'stats'; id: number; stats: TcpProxyStats }
+  | { type: 'stats'; id: number; stats: TcpProxyStats; admission: AdmissionStats | undefined }
   | { type: 'stopped' }
   | { type: 'closed'; cut: number }
   | { type: 'event'; event: 'spliced' | 'closed'; arg: string }
@@ -102,6 +116,16 @@ export function errorFromData(d: ErrorData): Error {
   return Object.assign(new Error(d.message, cause === undefined ? undefined : { cause }), { code: d.code });
 }
 
+/** One worker's answer to a stats request. @internal */
+export interface WorkerStats {
+  stats: TcpProxyStats;
+  admission: AdmissionStats | undefined;
+}
+
+function noStats(): WorkerStats {
+  return { stats: freshProxyStats(), admission: undefined };
+}
+
 const ENTRY = fileURLToPath(new URL('./proxy-worker.js', import.meta.url));
 
 /** Restart backoff of a dead worker: `initialMs` doubling per quick death up to `maxMs`; a worker that lived `stableMs` resets it. @internal */
@@ -126,6 +150,9 @@ export interface ProxyWorkersOptions {
   youngGenerationMb: number;
   gate: ConnectionGate;
   counters: ProxyCounters;
+  /** Worker i counts into counter row `counterRow + i`. */
+  counterRow: number;
+  admission: WorkerAdmission | undefined;
   log: Logger;
   /** Receives the workers' forwarded events (while {@link ProxyWorkers.forwardEvents} is on). */
   emit: (event: ProxyEventName, arg: unknown) => void;
@@ -196,24 +223,28 @@ export class ProxyWorkers {
     for (const w of this.slots) w?.postMessage({ type: 'events', on } satisfies OwnerMessage);
   }
 
-  /** Every worker's counters since it started, in worker order (fresh zeros for one waiting for its restart). */
-  stats(): Promise<TcpProxyStats[]> {
-    return Promise.all(this.slots.map((w) => (w === undefined ? Promise.resolve(freshProxyStats()) : this.statsOf(w))));
+  /**
+   * Every worker's counters since it started, and its admission gate's
+   * figures, in worker order (fresh zeros and no figures for one waiting for
+   * its restart).
+   */
+  stats(): Promise<WorkerStats[]> {
+    return Promise.all(this.slots.map((w) => (w === undefined ? Promise.resolve(noStats()) : this.statsOf(w))));
   }
 
-  private statsOf(w: Worker): Promise<TcpProxyStats> {
-    return new Promise<TcpProxyStats>((resolve) => {
+  private statsOf(w: Worker): Promise<WorkerStats> {
+    return new Promise<WorkerStats>((resolve) => {
       const id = this.nextId++;
-      const done = (stats: TcpProxyStats): void => {
+      const done = (stats: WorkerStats): void => {
         w.off('message', on);
         w.off('exit', gone);
         resolve(stats);
       };
       const on = (m: WorkerMessage): void => {
-        if (m.type === 'stats' && m.id === id) done(m.stats);
+        if (m.type === 'stats' && m.id === id) done({ stats: m.stats, admission: m.admission });
       };
       // A worker that dies before it answers has nothing to report any more.
-      const gone = (): void => done(freshProxyStats());
+      const gone = (): void => done(noStats());
       w.on('message', on);
       w.once('exit', gone);
       w.postMessage({ type: 'stats', id } satisfies OwnerMessage);
@@ -301,6 +332,8 @@ export class ProxyWorkers {
       gate: o.gate.buffer,
       maxConnections: o.gate.max,
       counters: o.counters.buffer,
+      counterRow: o.counterRow + index,
+      admission: o.admission,
       events: this.events,
       logName: typeof name === 'string' ? name : 'poise',
       logLevel: o.log.level,
@@ -361,7 +394,7 @@ export class ProxyWorkers {
     if (this.slots[index] === w) this.slots[index] = undefined;
     // Its leases were reclaimed by the Balancer's own 'exit' listener (registered first).
     const slots = this.o.gate.reclaim(index);
-    const lost = this.o.counters.reclaim(index);
+    const lost = this.o.counters.reclaim(this.o.counterRow + index);
     if (this.stopping) return;
     const b = this.backoff;
     if (performance.now() - this.startedAt[index]! >= b.stableMs) this.quickDeaths[index] = 0;
@@ -383,7 +416,7 @@ export class ProxyWorkers {
         },
         (err: Error & { code?: unknown }) => {
           this.o.gate.reclaim(index);
-          this.o.counters.reclaim(index);
+          this.o.counters.reclaim(this.o.counterRow + index);
           if (!this.stopping) this.scheduleRestart(index, { err: err.message, code: err.code });
         },
       );

@@ -15,7 +15,8 @@
  */
 import { EventEmitter } from 'node:events';
 import type net from 'node:net';
-import { checkOptionKeys, invalidConfig } from '../core/errors.js';
+import { AdmissionGate, sumAdmissionStats, type AdmissionStats } from '../admission/admission.js';
+import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 import { defaultLogger, type Logger } from '../log.js';
 import type { Balancer } from '../runtime/balancer.js';
@@ -24,12 +25,12 @@ import type { Router } from '../runtime/router.js';
 import { ConnectionGate } from './connection-gate.js';
 import { CONNECTION_OPTION_KEYS, resolveConnectionOptions, type ConnectionOptions } from './proxy-connection.js';
 import { ProxyListener, freshProxyStats, type TcpProxyStats } from './proxy-listener.js';
-import { ProxyWorkers, RESTART_BACKOFF, reusePortSupported, type RestartBackoff } from './proxy-workers.js';
+import { ProxyWorkers, RESTART_BACKOFF, reusePortSupported, type AdmissionGateData, type RestartBackoff } from './proxy-workers.js';
 import { ProxyCounters } from './proxy-counters.js';
 import type { ProxyBandSelector } from './proxy-admission.js';
 
 export type { TcpProxyStats } from './proxy-listener.js';
-export { reusePortSupported } from './proxy-workers.js';
+export { reusePortSupported, type AdmissionGateData } from './proxy-workers.js';
 
 /** Options of {@link TcpProxy}: give `router` (this thread) or `balancer` (any number of threads). */
 export interface TcpProxyOptions extends ConnectionOptions {
@@ -70,7 +71,7 @@ export interface TcpProxyOptions extends ConnectionOptions {
    * worker i counts into row i, so `counters.workers` must be at least N.
    */
   counters?: ProxyCounters;
-  /** This thread's row in `counters` (`workers: 0` only), in [0, counters.workers); default 0. */
+  /** This thread's row in `counters`; with `workers: N` the first of N rows (worker i counts into row `worker + i`); default 0. */
   worker?: number;
   /**
    * With `workers`: how a dead worker thread is restarted — after
@@ -78,7 +79,18 @@ export interface TcpProxyOptions extends ConnectionOptions {
    * (default 30 000) of its start, at most `maxMs` (default 10 000).
    */
   workerRestart?: { initialMs?: number; maxMs?: number; stableMs?: number };
-  /** Admission band of each client (`fixedBand(p)`, `new CidrBands(...)`); needs an `AdmissionGate` on the router, so this thread only (`workers: 0`). Default: none. */
+  /**
+   * With `workers` and `admission`: the options of the AdmissionGate that
+   * each worker thread attaches to its own Router (saturation is the pool's,
+   * read from the shared table; the queues are per worker).
+   */
+  admissionGate?: AdmissionGateData;
+  /**
+   * Admission band of each client (`fixedBand(p)`, `new CidrBands(...)`).
+   * With `workers: 0` it needs an `AdmissionGate` on the router; with
+   * workers, give `admissionGate` too and each worker builds its own gate
+   * (and its own copy of the selector). Default: none.
+   */
   admission?: ProxyBandSelector;
   /** Listen address; default host 127.0.0.1, port 0 (any free port). */
   host?: string;
@@ -146,6 +158,7 @@ export class TcpProxy extends EventEmitter {
       'counters',
       'worker',
       'workerRestart',
+      'admissionGate',
       ...CONNECTION_OPTION_KEYS,
     ]);
     const { router, balancer } = opts;
@@ -171,23 +184,28 @@ export class TcpProxy extends EventEmitter {
       invalidConfig('options.counters', 'must be a ProxyCounters', opts.counters);
     this.counters = opts.counters ?? ProxyCounters.create({ workers: Math.max(1, this.requested) });
     if (this.requested > 0) {
-      if (opts.worker !== undefined)
-        invalidConfig('options.worker', 'applies only with options.workers 0 (worker i counts into row i)', opts.worker);
-      if (this.counters.workers < this.requested) {
+      const first = this.counters.checkWorker(opts.worker ?? 0, 'options.worker');
+      if (this.counters.workers < first + this.requested) {
         invalidConfig(
           'options.counters',
-          `must have a row per worker (options.workers ${this.requested}), has ${this.counters.workers}`,
+          `must have a row per worker (options.workers ${this.requested} from row options.worker ${first}), has ${this.counters.workers}`,
           this.counters.workers,
         );
       }
     }
     this.worker = this.counters.checkWorker(opts.worker ?? 0, 'options.worker');
     if (this.requested > 0) {
-      if (opts.admission !== undefined)
+      if (opts.admission !== undefined && typeof opts.admission?.portable !== 'function')
         invalidConfig(
           'options.admission',
-          'needs the router in this thread (options.workers 0): an AdmissionGate cannot reach worker threads',
+          'must be fixedBand(p) or a CidrBands with options.workers > 0 (a custom selector cannot reach worker threads)',
           'admission',
+        );
+      if ((opts.admission === undefined) !== (opts.admissionGate === undefined))
+        invalidConfig(
+          opts.admission === undefined ? 'options.admission' : 'options.admissionGate',
+          'with options.workers > 0, give options.admission and options.admissionGate together (each worker gates by band)',
+          'missing',
         );
       if (typeof opts.key === 'function')
         invalidConfig(
@@ -204,6 +222,15 @@ export class TcpProxy extends EventEmitter {
     }
     if (opts.admission !== undefined && typeof opts.admission?.bandOf !== 'function')
       invalidConfig('options.admission', 'must have a bandOf(address) method', opts.admission);
+    if (opts.admissionGate !== undefined) {
+      if (this.requested === 0)
+        invalidConfig(
+          'options.admissionGate',
+          'applies only with options.workers > 0 (in this thread, attach an AdmissionGate to options.router)',
+          'admissionGate',
+        );
+      checkGateData(balancer!, opts.admissionGate);
+    }
     if (opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) {
       invalidConfig('options.host', 'must be a non-empty string', opts.host);
     }
@@ -270,6 +297,9 @@ export class TcpProxy extends EventEmitter {
         youngGenerationMb: this.youngMb,
         gate: this.gate,
         counters: this.counters,
+        counterRow: this.worker,
+        admission:
+          this.opts.admission === undefined ? undefined : { selector: this.opts.admission.portable!(), gate: this.opts.admissionGate! },
         log: this.log,
         emit: (event, arg) => this.emit(event, arg),
         events: this.listensForEvents(),
@@ -312,12 +342,25 @@ export class TcpProxy extends EventEmitter {
     return this.gate.count;
   }
 
-  /** Counters summed over every accepting thread, and each thread's (`threads[i]` is worker i, or this thread). */
-  async collectStats(): Promise<{ total: TcpProxyStats; threads: TcpProxyStats[] }> {
-    const threads = this.pool === undefined ? [{ ...this.stats }] : await this.pool.stats();
+  /**
+   * Counters summed over every accepting thread, and each thread's
+   * (`threads[i]` is worker i since its last start, or this thread). With
+   * workers and admission bands, `admission` is every worker's gate summed
+   * (`sumAdmissionStats`) and `admissionThreads[i]` worker i's.
+   */
+  async collectStats(): Promise<{
+    total: TcpProxyStats;
+    threads: TcpProxyStats[];
+    admission?: AdmissionStats;
+    admissionThreads?: (AdmissionStats | undefined)[];
+  }> {
+    const replies = this.pool === undefined ? [{ stats: { ...this.stats }, admission: undefined }] : await this.pool.stats();
+    const threads = replies.map((r) => r.stats);
     const total = freshProxyStats();
     for (const t of threads) for (const k of Object.keys(total) as (keyof TcpProxyStats)[]) total[k] += t[k];
-    return { total, threads };
+    if (this.opts.admissionGate === undefined) return { total, threads };
+    const admissionThreads = replies.map((r) => r.admission);
+    return { total, threads, admission: sumAdmissionStats(admissionThreads), admissionThreads };
   }
 
   /**
@@ -343,6 +386,25 @@ export class TcpProxy extends EventEmitter {
       this.pool !== undefined ? await this.pool.close(opts) : this.listener !== undefined ? await this.listener.close(opts) : { cut: 0 };
     this.ownRouter?.close();
     return done;
+  }
+}
+
+/** Validates each worker's gate options here, where the error can name them: a trial gate on a throwaway router. */
+function checkGateData(balancer: Balancer, o: AdmissionGateData): void {
+  if (typeof o !== 'object' || o === null) invalidConfig('options.admissionGate', 'must be an object', o);
+  for (const k of ['saturation', 'clock'])
+    if (k in o) invalidConfig(`options.admissionGate.${k}`, 'a function cannot reach worker threads', k);
+  const router = balancer.router();
+  try {
+    new AdmissionGate(router, o).close();
+  } catch (err) {
+    if (err instanceof PoiseError && err.field !== undefined)
+      throw new PoiseError(err.code, err.message.replaceAll('options.', 'options.admissionGate.'), {
+        field: err.field.replaceAll('options.', 'options.admissionGate.'),
+      });
+    throw err;
+  } finally {
+    router.close();
   }
 }
 
