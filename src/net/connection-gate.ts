@@ -17,7 +17,9 @@
  * cannot stop a listening handle from accepting: `readStop()` on the server
  * handle does not), but it is held paused — nothing read, no backend
  * connected — in its listener's FIFO until a slot frees in any thread; then
- * it is served in order. Nobody is reset.
+ * it is served in order. The order is per accepting thread: every thread
+ * holding clients is woken and retries its own head, and the first CAS wins
+ * (docs/proxy.md, "Connection limit"). Nobody is reset.
  * @internal
  */
 

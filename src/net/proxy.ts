@@ -120,7 +120,8 @@ export class TcpProxy extends EventEmitter {
   /**
    * Counters of the connections this thread serves. With workers the
    * workers serve them all (these stay 0): use {@link collectStats}. The
-   * `'spliced'` / `'closed'` / `'failed'` events, likewise, are this thread's.
+   * `'spliced'` / `'closed'` / `'failed'` events come from every thread
+   * (workers forward them while this proxy has a listener for one).
    */
   readonly stats: TcpProxyStats;
   /** The shared counters this proxy counts into (metrics read them from any thread). */
