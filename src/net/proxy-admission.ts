@@ -21,7 +21,7 @@ export interface ProxyBandSelector {
   portable?(): BandSelectorData;
 }
 
-/** A {@link fixedBand} or {@link CidrBands} as structured-clonable data. @internal */
+/** A {@link fixedBand} or {@link CidrBands} as structured-clonable data (what {@link ProxyBandSelector.portable} returns). */
 export type BandSelectorData = { kind: 'fixed'; priority: number } | { kind: 'cidr'; options: CidrBandsOptions };
 
 /** Rebuilds a selector from its {@link ProxyBandSelector.portable} data (in a proxy worker). @internal */
