@@ -627,3 +627,39 @@ function reasonOf(err: unknown): AdmissionRejection {
   if (err instanceof PoiseError && (err.code === 'NoEligibleCandidates' || err.code === 'Empty')) return 'NoEligibleCandidates';
   return 'Other';
 }
+
+/**
+ * Several gates' figures as one — every proxy worker's gate, for metrics:
+ * counts and queue lengths add up, the oldest wait is the longest; the
+ * saturation, capacity and load are the pool's (the same table), taken from
+ * the first gate that reported. Bands are matched by priority. Undefined
+ * entries (a worker restarting) are skipped.
+ */
+export function sumAdmissionStats(parts: readonly (AdmissionStats | undefined)[]): AdmissionStats {
+  const present = parts.filter((p): p is AdmissionStats => p !== undefined);
+  const first = present[0];
+  const bands = new Map<number, AdmissionBandStats>();
+  let waiting = 0;
+  for (const p of present) {
+    waiting += p.waiting;
+    for (const b of p.bands) {
+      const sum = bands.get(b.priority);
+      if (sum === undefined) {
+        bands.set(b.priority, { ...b, rejected: { ...b.rejected } });
+        continue;
+      }
+      sum.queued += b.queued;
+      sum.oldestWaitMs = Math.max(sum.oldestWaitMs, b.oldestWaitMs);
+      sum.admitted += b.admitted;
+      sum.admittedAfterWait += b.admittedAfterWait;
+      for (const r of Object.keys(sum.rejected) as AdmissionRejection[]) sum.rejected[r] += b.rejected[r];
+    }
+  }
+  return {
+    saturation: first?.saturation ?? 0,
+    capacity: first?.capacity ?? 0,
+    load: first?.load ?? 0,
+    waiting,
+    bands: [...bands.values()].sort((a, b) => b.priority - a.priority),
+  };
+}

@@ -8,7 +8,8 @@
  */
 import { PoiseError } from '../core/errors.js';
 import { parseAddress } from '../core/spec.js';
-import { AdmissionGate, type AdmissionGateOptions } from '../admission/admission.js';
+import { AdmissionGate, sumAdmissionStats, type AdmissionGateOptions, type AdmissionStats } from '../admission/admission.js';
+import type { AdmissionGateData } from '../net/proxy-workers.js';
 import type { Logger } from '../log.js';
 import { CidrBands, fixedBand, parseCidr, type ProxyBand, type ProxyBandSelector } from '../net/proxy-admission.js';
 import type { TcpProxy } from '../net/proxy.js';
@@ -202,8 +203,40 @@ export interface ProxyAdmissionRun {
   listen(): Promise<void>;
   /** Stops the per-band listeners and closes the gate (every waiter rejected with Closed). */
   close(): Promise<void>;
-  /** The gate (its `admissionStats()` feeds the `--metrics` admission figures); undefined without --band. */
-  gate: AdmissionGate | undefined;
+  /** The admission figures for `--metrics` (one gate, or every worker's summed as of the last {@link refresh}); undefined without --band. */
+  admissionStats: (() => AdmissionStats) | undefined;
+  /** Gathers the figures from the worker threads (before a scrape); nothing to do with one gate. */
+  refresh(): Promise<void>;
+}
+
+/** No --band: no gate, nothing to run. */
+export function noAdmission(): ProxyAdmissionRun {
+  return { main: undefined, listen: async () => {}, close: async () => {}, admissionStats: undefined, refresh: async () => {} };
+}
+
+/** The options of the gate(s) from the flags: kind `connection`, every band's priority. */
+function gateOptions(f: AdmissionFlags): AdmissionGateData {
+  return { priorities: f.bands.map((b) => b.priority), kind: 'connection', ...f.gate };
+}
+
+/** Starts the per-band listeners; a listen error names the --band. */
+async function listenBands(extra: { l: BandListener; proxy: TcpProxy }[]): Promise<void> {
+  for (const { l, proxy } of extra) {
+    try {
+      await proxy.listen();
+    } catch (err) {
+      throw new PoiseError('Unavailable', `--band ${l.band.name}: cannot listen on ${l.host}:${l.port}: ${(err as Error).message}`, {
+        field: '--band',
+        cause: err,
+      });
+    }
+  }
+}
+
+function bandsReady(log: Logger, f: AdmissionFlags, capacity: number, ceilings: { priority: number; ceiling: number }[]): void {
+  if (capacity === Number.POSITIVE_INFINITY)
+    log.warn('admission: a backend has no maxInflight and no --admission-capacity is given, so the pool never saturates');
+  log.info({ bands: f.bands, ceilings, capacity }, 'admission bands ready');
 }
 
 /**
@@ -216,32 +249,70 @@ export function proxyAdmission(
   log: Logger,
   proxyFor: (host: string, port: number, band: ProxyBandSelector) => TcpProxy,
 ): ProxyAdmissionRun {
-  if (f === undefined) return { main: undefined, listen: async () => {}, close: async () => {}, gate: undefined };
-  const gate = new AdmissionGate(router, { priorities: f.bands.map((b) => b.priority), kind: 'connection', ...f.gate });
+  if (f === undefined) return noAdmission();
+  const gate = new AdmissionGate(router, gateOptions(f));
   const main = new CidrBands({ bands: f.bands, cidrs: f.cidrs, defaultBand: f.defaultBand });
   const extra = f.listeners.map((l) => ({ l, proxy: proxyFor(l.host, l.port, fixedBand(l.band.priority)) }));
   return {
     main,
-    gate,
+    admissionStats: () => gate.admissionStats(),
+    refresh: async () => {},
     async listen() {
-      for (const { l, proxy } of extra) {
-        try {
-          await proxy.listen();
-        } catch (err) {
-          throw new PoiseError('Unavailable', `--band ${l.band.name}: cannot listen on ${l.host}:${l.port}: ${(err as Error).message}`, {
-            field: '--band',
-            cause: err,
-          });
-        }
-      }
-      const capacity = gate.admissionStats().capacity;
-      if (capacity === Number.POSITIVE_INFINITY)
-        log.warn('admission: a backend has no maxInflight and no --admission-capacity is given, so the pool never saturates');
-      log.info({ bands: f.bands, ceilings: gate.ceilings(), capacity }, 'admission bands ready');
+      await listenBands(extra);
+      bandsReady(log, f, gate.admissionStats().capacity, gate.ceilings());
     },
     async close() {
       await Promise.all(extra.map(({ proxy }) => proxy.close()));
       gate.close();
+    },
+  };
+}
+
+/** The admission side of a run with worker threads: the options every worker's own gate takes, and the bands of --listen. */
+export interface WorkerAdmissionRun extends ProxyAdmissionRun {
+  /** The gate options for `TcpProxy({ admissionGate })`. */
+  gateOptions: AdmissionGateData;
+  /** Adds the --listen proxy to the proxies whose gates are summed. */
+  track(proxy: TcpProxy): void;
+}
+
+/**
+ * With `--workers`: every accepting worker thread (of --listen and of each
+ * band listener, built by `proxyFor`) runs its own AdmissionGate; the
+ * figures are every gate's, summed (`sumAdmissionStats`).
+ */
+export function workerAdmission(
+  f: AdmissionFlags,
+  log: Logger,
+  proxyFor: (host: string, port: number, band: ProxyBandSelector, index: number, gate: AdmissionGateData) => TcpProxy,
+): WorkerAdmissionRun {
+  const options = gateOptions(f);
+  const main = new CidrBands({ bands: f.bands, cidrs: f.cidrs, defaultBand: f.defaultBand });
+  const extra = f.listeners.map((l, i) => ({ l, proxy: proxyFor(l.host, l.port, fixedBand(l.band.priority), i, options) }));
+  const proxies = extra.map((e) => e.proxy);
+  let last: AdmissionStats = sumAdmissionStats([]);
+  const refresh = async (): Promise<void> => {
+    const all = await Promise.all(proxies.map((p) => p.collectStats()));
+    last = sumAdmissionStats(all.flatMap((s) => s.admissionThreads ?? []));
+  };
+  return {
+    main,
+    gateOptions: options,
+    track: (proxy) => void proxies.unshift(proxy),
+    admissionStats: () => last,
+    refresh,
+    async listen() {
+      await listenBands(extra);
+      await refresh();
+      bandsReady(
+        log,
+        f,
+        last.capacity,
+        last.bands.map((b) => ({ priority: b.priority, ceiling: b.ceiling })),
+      );
+    },
+    async close() {
+      await Promise.all(extra.map(({ proxy }) => proxy.close()));
     },
   };
 }

@@ -53,6 +53,8 @@ export interface MetricsTarget {
   listening: () => boolean;
   /** The admission gate's figures (with --band). */
   admission?: AdmissionStatsSource | undefined;
+  /** Awaited before each scrape (gathers the worker threads' admission figures). */
+  beforeScrape?: () => Promise<void>;
 }
 
 /** Starts the `/metrics` + `/healthz` server on `at`; throws `PoiseError` `Unavailable` naming --metrics when it cannot listen. */
@@ -69,6 +71,7 @@ export async function startMetrics(at: { host: string; port: number }, t: Metric
     registry,
     host: at.host,
     port: at.port,
+    ...(t.beforeScrape === undefined ? {} : { beforeScrape: t.beforeScrape }),
     notReady: () => (!t.balancer.hasMembership ? 'no membership in force' : !t.listening() ? 'the proxy listener is not up' : undefined),
   });
   try {

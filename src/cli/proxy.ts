@@ -30,8 +30,17 @@ import { CONNECTION_FLAGS, CONNECTION_HELP, connectionFlags } from './proxy-conn
 import { METRICS_FLAGS, METRICS_HELP, metricsFlag, startMetrics } from './proxy-metrics-flags.js';
 import { ProxyCounters } from '../net/proxy-counters.js';
 import type { MetricsServer } from '../metrics/server.js';
-import type { AdmissionGate } from '../admission/admission.js';
-import { ADMISSION_FLAGS, ADMISSION_HELP, admissionFlags, proxyAdmission, type AdmissionFlags } from './proxy-admission-flags.js';
+import {
+  ADMISSION_FLAGS,
+  ADMISSION_HELP,
+  admissionFlags,
+  noAdmission,
+  proxyAdmission,
+  workerAdmission,
+  type AdmissionFlags,
+  type ProxyAdmissionRun,
+  type WorkerAdmissionRun,
+} from './proxy-admission-flags.js';
 import { waitForMembership } from './proxy-wait.js';
 import { REDIS_FLAGS, redisFlags } from './redis-flags.js';
 import { UsageError } from './usage.js';
@@ -323,53 +332,73 @@ async function firstMembership(f: ProxyFlags, balancer: Balancer, stopped: Promi
 async function serve(f: ProxyFlags): Promise<number> {
   const balancer = new Balancer({ capacity: f.capacity, logger: f.log, ...(f.check === undefined ? {} : { health: { check: f.check } }) });
   const { stopped, dispose } = stopSignal(f.log);
-  // One counter row per accepting thread (worker i counts into row i; with --band the main thread accepts).
-  const counters = ProxyCounters.create({ workers: Math.max(1, f.admission === undefined ? f.workers : 1) });
+  // One counter row per accepting thread: worker i of --listen counts into row i; with --band and
+  // --workers, band listener l's worker i into row (l + 1) * workers + i; with --band alone the main thread accepts.
+  const bandWorkers = f.admission !== undefined && f.workers > 0;
+  const rows = f.admission === undefined ? f.workers : bandWorkers ? f.workers * (1 + f.admission.listeners.length) : 1;
+  const counters = ProxyCounters.create({ workers: Math.max(1, rows) });
   let proxy: TcpProxy | undefined;
-  let gate: AdmissionGate | undefined;
+  let admissionRun: ProxyAdmissionRun | undefined;
   let metrics: MetricsServer | undefined;
   try {
     // Up before the first membership, so /healthz can say why the proxy is not ready yet.
     if (f.metrics !== undefined) {
-      // With --band the gate exists once a membership is in force; until then its bands read empty.
-      const admission = f.admission === undefined ? undefined : { admissionStats: () => gate?.admissionStats() ?? { bands: [] } };
+      // With --band the gates exist once a membership is in force; until then their bands read empty.
+      const admission = f.admission === undefined ? undefined : { admissionStats: () => admissionRun?.admissionStats?.() ?? { bands: [] } };
       metrics = await startMetrics(f.metrics, {
         balancer,
         counters,
         source: f.source,
         cluster: f.cluster,
         admission,
+        beforeScrape: () => admissionRun?.refresh() ?? Promise.resolve(),
         listening: () => proxy?.listening === true,
       });
       f.log.info({ address: `${metrics.address().address}:${metrics.address().port}` }, 'metrics listening');
     }
     const binding = await firstMembership(f, balancer, stopped);
     if (binding === undefined) return EXIT.ok;
-    // Admission bands gate through an AdmissionGate on one router in this
-    // thread, so with --band the proxy accepts here and --workers is not used.
-    const router = f.admission === undefined ? undefined : balancer.router({ policy: f.policy, logger: f.log });
-    if (router !== undefined && f.workers > 0)
-      f.log.warn({ workers: f.workers }, 'proxy: --band admission gates in the main thread: it accepts there, --workers is not used');
-    const admission =
-      router === undefined
-        ? { main: undefined, listen: async () => {}, close: async () => {}, gate: undefined }
-        : proxyAdmission(
-            router,
-            f.admission,
-            f.log,
-            (host, port, band) => new TcpProxy({ router, host, port, ...f.connection, counters, logger: f.log, admission: band }),
-          );
-    gate = admission.gate;
-    proxy = new TcpProxy({
-      ...(router === undefined ? { balancer, policy: f.policy, workers: f.workers } : { router }),
-      maxConnections: f.maxConnections,
-      host: f.listen.host,
-      port: f.listen.port,
-      ...f.connection,
-      counters,
-      logger: f.log,
-      admission: admission.main,
-    });
+    const common = { ...f.connection, counters, logger: f.log };
+    let admission: ProxyAdmissionRun;
+    let main: ConstructorParameters<typeof TcpProxy>[0];
+    const listen = { maxConnections: f.maxConnections, host: f.listen.host, port: f.listen.port, ...common };
+    if (f.admission === undefined) {
+      admission = noAdmission();
+      main = { balancer, policy: f.policy, workers: f.workers, ...listen };
+    } else if (bandWorkers) {
+      // Every worker thread of every listener gates with its own AdmissionGate over its own router.
+      const w = workerAdmission(
+        f.admission,
+        f.log,
+        (host, port, band, l, gate) =>
+          new TcpProxy({
+            balancer,
+            policy: f.policy,
+            workers: f.workers,
+            worker: (l + 1) * f.workers,
+            host,
+            port,
+            ...common,
+            admission: band,
+            admissionGate: gate,
+          }),
+      );
+      admission = w;
+      main = { balancer, policy: f.policy, workers: f.workers, ...listen, admission: w.main, admissionGate: w.gateOptions };
+    } else {
+      // --workers 0 with --band: one AdmissionGate on one router in this thread, shared by every band listener.
+      const r = balancer.router({ policy: f.policy, logger: f.log });
+      admission = proxyAdmission(
+        r,
+        f.admission,
+        f.log,
+        (host, port, band) => new TcpProxy({ router: r, host, port, ...common, admission: band }),
+      );
+      main = { router: r, ...listen, admission: admission.main };
+    }
+    admissionRun = admission;
+    proxy = new TcpProxy(main);
+    if (bandWorkers) (admission as WorkerAdmissionRun).track(proxy);
     try {
       await proxy.listen();
     } catch (err) {

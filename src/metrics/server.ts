@@ -20,6 +20,12 @@ export interface MetricsServerOptions {
    * returned reason (e.g. "no membership in force"). Default: always ready.
    */
   notReady?: () => string | undefined;
+  /**
+   * Awaited before each `/metrics` scrape: gathers figures that live in
+   * other threads (e.g. every proxy worker's admission gate) so the
+   * synchronous collectors read them fresh. A rejection fails the scrape (500).
+   */
+  beforeScrape?: () => Promise<void>;
 }
 
 /**
@@ -34,13 +40,15 @@ export class MetricsServer {
   /** Throws `InvalidConfig` naming a bad option. */
   constructor(opts: MetricsServerOptions) {
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['registry', 'host', 'port', 'notReady']);
+    checkOptionKeys(opts, ['registry', 'host', 'port', 'notReady', 'beforeScrape']);
     if (!(opts.registry instanceof Registry)) invalidConfig('options.registry', 'must be a prom-client Registry', opts.registry);
     if (opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0))
       invalidConfig('options.host', 'must be a non-empty string', opts.host);
     integerIn(opts.port ?? 0, 'options.port', 0, 65535);
     if (opts.notReady !== undefined && typeof opts.notReady !== 'function')
       invalidConfig('options.notReady', 'must be a function', opts.notReady);
+    if (opts.beforeScrape !== undefined && typeof opts.beforeScrape !== 'function')
+      invalidConfig('options.beforeScrape', 'must be a function returning a promise', opts.beforeScrape);
     this.opts = opts;
     this.server = http.createServer((req, res) => void this.handle(req, res));
   }
@@ -77,6 +85,7 @@ export class MetricsServer {
     }
     if (path === '/metrics') {
       try {
+        await this.opts.beforeScrape?.();
         const body = await this.opts.registry.metrics();
         res.writeHead(200, { 'content-type': this.opts.registry.contentType }).end(req.method === 'HEAD' ? undefined : body);
       } catch (err) {

@@ -13,6 +13,20 @@ import { finiteNumber } from '../core/validate.js';
 export interface ProxyBandSelector {
   /** The band (an admission priority) of a client at `clientAddress` (the PROXY header's source when accepted); undefined: no admission. */
   bandOf(clientAddress: string | undefined): number | undefined;
+  /**
+   * The selector as plain data, for proxy worker threads (a function cannot
+   * cross threads); {@link fixedBand} and {@link CidrBands} have it, and
+   * `TcpProxy({ workers })` accepts only a selector that does.
+   */
+  portable?(): BandSelectorData;
+}
+
+/** A {@link fixedBand} or {@link CidrBands} as structured-clonable data (what {@link ProxyBandSelector.portable} returns). */
+export type BandSelectorData = { kind: 'fixed'; priority: number } | { kind: 'cidr'; options: CidrBandsOptions };
+
+/** Rebuilds a selector from its {@link ProxyBandSelector.portable} data (in a proxy worker). @internal */
+export function bandSelectorFrom(d: BandSelectorData): ProxyBandSelector {
+  return d.kind === 'fixed' ? fixedBand(d.priority) : new CidrBands(d.options);
 }
 
 /** A named band. */
@@ -42,7 +56,7 @@ interface Entry {
 /** Every connection in one band (a listener of its own per band). */
 export function fixedBand(priority: number): ProxyBandSelector {
   finiteNumber(priority, 'band priority');
-  return { bandOf: () => priority };
+  return { bandOf: () => priority, portable: () => ({ kind: 'fixed', priority }) };
 }
 
 /**
@@ -57,6 +71,7 @@ export function fixedBand(priority: number): ProxyBandSelector {
 export class CidrBands implements ProxyBandSelector {
   private readonly entries: Entry[] = [];
   private readonly fallback: number;
+  private readonly options: CidrBandsOptions;
 
   /** Throws one `InvalidConfig` naming every bad band, CIDR and default. */
   constructor(opts: CidrBandsOptions) {
@@ -106,6 +121,16 @@ export class CidrBands implements ProxyBandSelector {
     }
     this.entries.sort((a, b) => b.prefix - a.prefix);
     this.fallback = fallback;
+    this.options = {
+      bands: bands.map((b) => ({ name: b.name, priority: b.priority })),
+      cidrs: cidrs.map((c) => ({ cidr: c.cidr, band: c.band })),
+      ...(opts.defaultBand === undefined ? {} : { defaultBand: opts.defaultBand }),
+    };
+  }
+
+  /** These bands as plain data (rebuilt in each proxy worker thread). */
+  portable(): BandSelectorData {
+    return { kind: 'cidr', options: this.options };
   }
 
   /** The band of the longest matching CIDR, else the default band. */

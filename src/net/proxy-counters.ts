@@ -46,6 +46,8 @@ export const ProxyCounter = {
   IdleTimeouts: 8,
   /** Sum of spliced-connection durations, microseconds. */
   DurationSumUs: 9,
+  /** Accepted connections not yet finished (held, connecting, spliced) when their proxy worker thread died (counted by the owner, {@link ProxyCounters.reclaim}). */
+  WorkerLost: 10,
 } as const;
 /** A counter index. */
 export type ProxyCounterCode = (typeof ProxyCounter)[keyof typeof ProxyCounter];
@@ -67,9 +69,9 @@ const REFUSAL_COUNTER: Readonly<Record<RefusalReason, ProxyCounterCode>> = {
 /** Upper bounds (seconds) of the connection-duration buckets; a `+Inf` bucket follows. */
 export const DURATION_BUCKETS_SECONDS: readonly number[] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800, 3600];
 
-const COUNTERS = 10;
+const COUNTERS = 11;
 const HEAD_WORDS = 2;
-const MAGIC = 0x50430001;
+const MAGIC = 0x50430002;
 // Buffer header: magic, workers, row words, bucket count.
 const HEADER_WORDS = 16;
 const TWO_32 = 4294967296;
@@ -180,6 +182,37 @@ export class ProxyCounters {
     let k = 0;
     while (k < BUCKET_US.length && us > BUCKET_US[k]!) k++;
     this.add(b + HEAD_WORDS + 2 * (COUNTERS + k), 1);
+  }
+
+  /**
+   * The owner's bookkeeping after row `worker`'s thread died (its `'exit'`),
+   * before a new thread takes the row: every connection that thread had
+   * accepted and not yet finished (held, connecting or spliced) died with it.
+   * They count as `WorkerLost` — the row's accepted connections that are
+   * neither refused nor closed — and `active` goes to 0. Every other counter
+   * stays, so the row stays cumulative over restarts and keeps the law
+   * `accepted = refused + closed + lost` once its connections are done.
+   * Exact: the dead thread was the row's only writer. Returns the connections
+   * lost now.
+   * @internal
+   */
+  reclaim(worker: number): number {
+    const b = this.base(worker);
+    Atomics.store(this.i32, b, 0);
+    let refused = 0;
+    for (const reason of REFUSAL_REASONS) refused += this.value(worker, REFUSAL_COUNTER[reason]);
+    const closed = this.closedCount(worker);
+    const lost = this.value(worker, ProxyCounter.Accepted) - refused - closed - this.value(worker, ProxyCounter.WorkerLost);
+    if (lost > 0) this.add(b + HEAD_WORDS + 2 * ProxyCounter.WorkerLost, lost);
+    return Math.max(0, lost);
+  }
+
+  /** Closed spliced connections of row `worker` (the duration histogram's count). */
+  closedCount(worker: number): number {
+    const b = this.base(worker) + HEAD_WORDS + 2 * COUNTERS;
+    let n = 0;
+    for (let k = 0; k <= BUCKET_US.length; k++) n += this.read(b + 2 * k);
+    return n;
   }
 
   // --- readers (any thread) -------------------------------------------------

@@ -9,17 +9,23 @@
  *
  * Messages from the owner: `{ type: 'stats', id }` → `{ type: 'stats', id, stats }`;
  * `{ type: 'stop' }` → `{ type: 'stopped' }` once the listening socket is closed;
- * `{ type: 'close', drain, graceMs }` → `{ type: 'closed', cut }`.
+ * `{ type: 'close', drain, graceMs }` → `{ type: 'closed', cut }`;
+ * `{ type: 'events', on }` turns the forwarding of `'spliced'` / `'closed'` /
+ * `'failed'` (as `{ type: 'event', event, arg }`) on or off: on only while the
+ * owner's TcpProxy has listeners, so an unlistened proxy posts nothing per
+ * connection.
  * @internal
  */
 import { parentPort, workerData } from 'node:worker_threads';
+import { AdmissionGate } from '../admission/admission.js';
 import { createLogger } from '../log.js';
 import { Router } from '../runtime/router.js';
 import { ConnectionGate } from './connection-gate.js';
 import { resolveConnectionOptions } from './proxy-connection.js';
 import { ProxyCounters } from './proxy-counters.js';
+import { bandSelectorFrom } from './proxy-admission.js';
 import { ProxyListener } from './proxy-listener.js';
-import type { OwnerMessage, ProxyWorkerData, WorkerMessage } from './proxy-workers.js';
+import { errorData, type OwnerMessage, type ProxyEventName, type ProxyWorkerData, type WorkerMessage } from './proxy-workers.js';
 
 const d = (workerData as { poiseProxy: ProxyWorkerData }).poiseProxy;
 const port = parentPort!;
@@ -27,20 +33,33 @@ const post = (m: WorkerMessage): void => port.postMessage(m);
 
 const log = createLogger({ name: d.logName, level: d.logLevel }).child({ worker: d.index });
 const router = Router.attach(d.attachment, { ...d.router, logger: log });
+// With bands, this thread's own gate over its own router: saturation is the
+// pool's (LoadTable totals over every thread), the queues are this thread's.
+const gate = d.admission === undefined ? undefined : new AdmissionGate(router, d.admission.gate);
+let forward = d.events;
+const emit = (event: ProxyEventName, arg: unknown): void => {
+  if (!forward) return;
+  if (event === 'failed') post({ type: 'event', event, arg: errorData(arg) });
+  else post({ type: 'event', event, arg: arg as string });
+};
 const listener = new ProxyListener(
   resolveConnectionOptions(d.connection),
   router,
   log,
-  new ConnectionGate(d.maxConnections, d.gate),
-  () => {},
-  undefined,
+  new ConnectionGate(d.maxConnections, d.gate, d.index),
+  emit,
+  d.admission === undefined ? undefined : bandSelectorFrom(d.admission.selector),
   ProxyCounters.attach(d.counters),
-  d.index,
+  d.counterRow,
 );
 
 port.on('message', (m: OwnerMessage) => {
+  if (m.type === 'events') {
+    forward = m.on;
+    return;
+  }
   if (m.type === 'stats') {
-    post({ type: 'stats', id: m.id, stats: listener.stats });
+    post({ type: 'stats', id: m.id, stats: listener.stats, admission: gate?.admissionStats() });
     return;
   }
   if (m.type === 'stop') {

@@ -4,19 +4,25 @@
  * and each routing with its own Router over the one Balancer's LoadTable.
  * The first worker binds (port 0 picks a free port); the others bind the
  * port it got. Each worker is watched by the Balancer, so a worker that dies
- * has its leases reclaimed.
+ * has its leases reclaimed; then the owner takes back its connection-limit
+ * slots and its open connections' counters, and starts a new worker on the
+ * same index (same rows) after a backoff, while the other workers keep the
+ * port served.
  * @internal
  */
-import type { ProxyCounters } from './proxy-counters.js';
 import type net from 'node:net';
-import { Worker, type ResourceLimits } from 'node:worker_threads';
+import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from '../log.js';
 import type { Balancer } from '../runtime/balancer.js';
 import type { RouterAttachment, RouterOptions } from '../runtime/router.js';
 import type { ConnectionGate } from './connection-gate.js';
 import type { ConnectionOptions } from './proxy-connection.js';
-import type { TcpProxyStats } from './proxy-listener.js';
+import { freshProxyStats, type TcpProxyStats } from './proxy-listener.js';
+import type { ProxyCounters } from './proxy-counters.js';
+import type { AdmissionGateOptions, AdmissionStats } from '../admission/admission.js';
+import type { BandSelectorData } from './proxy-admission.js';
+import { PoiseError, type PoiseErrorCode } from '../core/errors.js';
 
 /** Node >= 22.12 on Linux: `server.listen({ reusePort: true })` exists (SO_REUSEPORT), so worker threads can each accept. */
 export function reusePortSupported(version: string = process.versions.node, platform: string = process.platform): boolean {
@@ -35,23 +41,102 @@ export interface ProxyWorkerData {
   reusePort: boolean;
   gate: SharedArrayBuffer;
   maxConnections: number;
-  /** The proxy's ProxyCounters buffer; this worker counts into row `index`. */
+  /** The proxy's ProxyCounters buffer; this worker counts into row `counterRow`. */
   counters: SharedArrayBuffer;
+  counterRow: number;
+  /** With admission bands: this worker's band selector and the options of its own AdmissionGate. */
+  admission: WorkerAdmission | undefined;
+  /** Post `'spliced'` / `'closed'` / `'failed'` to the owner (it has listeners). */
+  events: boolean;
   logName: string;
   logLevel: string;
 }
 
+/** The options of each worker's AdmissionGate: plain data (no `saturation` or `clock` function). */
+export type AdmissionGateData = Omit<AdmissionGateOptions, 'saturation' | 'clock'>;
+
+/** What a worker needs to admit by band. @internal */
+export interface WorkerAdmission {
+  selector: BandSelectorData;
+  gate: AdmissionGateData;
+}
+
+/** The events a worker forwards. @internal */
+export type ProxyEventName = 'spliced' | 'closed' | 'failed';
+
+/** A `'failed'` error as plain data (a class does not survive postMessage). @internal */
+export interface ErrorData {
+  poise: boolean;
+  code: string | undefined;
+  message: string;
+  field: string | undefined;
+  cause: { code: string | undefined; message: string } | undefined;
+}
+
 /** Owner → worker. @internal */
-export type OwnerMessage = { type: 'stats'; id: number } | { type: 'stop' } | { type: 'close'; drain: boolean; graceMs?: number };
+export type OwnerMessage =
+  | { type: 'stats'; id: number }
+  | { type: 'stop' }
+  | { type: 'close'; drain: boolean; graceMs?: number }
+  | { type: 'events'; on: boolean };
 /** Worker → owner. @internal */
 export type WorkerMessage =
   | { type: 'listening'; address: net.AddressInfo }
   | { type: 'error'; message: string; code: string | undefined }
-  | { type: 'stats'; id: number; stats: TcpProxyStats }
+  | { type: 'stats'; id: number; stats: TcpProxyStats; admission: AdmissionStats | undefined }
   | { type: 'stopped' }
-  | { type: 'closed'; cut: number };
+  | { type: 'closed'; cut: number }
+  | { type: 'event'; event: 'spliced' | 'closed'; arg: string }
+  | { type: 'event'; event: 'failed'; arg: ErrorData };
+
+/** The error of a `'failed'` event as data (worker side). @internal */
+export function errorData(err: unknown): ErrorData {
+  const e = err as { code?: unknown; message?: unknown; field?: unknown; cause?: unknown } | undefined;
+  const cause = e?.cause as { code?: unknown; message?: unknown } | undefined;
+  return {
+    poise: err instanceof PoiseError,
+    code: typeof e?.code === 'string' ? e.code : undefined,
+    message: typeof e?.message === 'string' ? e.message : String(err),
+    field: typeof e?.field === 'string' ? e.field : undefined,
+    cause:
+      cause === undefined || cause === null
+        ? undefined
+        : { code: typeof cause.code === 'string' ? cause.code : undefined, message: String(cause.message ?? cause) },
+  };
+}
+
+/** The owner-side error of a forwarded `'failed'` event: a PoiseError again when it was one (code, message, field, cause's code). @internal */
+export function errorFromData(d: ErrorData): Error {
+  const cause = d.cause === undefined ? undefined : Object.assign(new Error(d.cause.message), { code: d.cause.code });
+  if (d.poise && d.code !== undefined)
+    return new PoiseError(d.code as PoiseErrorCode, d.message, {
+      ...(d.field === undefined ? {} : { field: d.field }),
+      ...(cause === undefined ? {} : { cause }),
+    });
+  return Object.assign(new Error(d.message, cause === undefined ? undefined : { cause }), { code: d.code });
+}
+
+/** One worker's answer to a stats request. @internal */
+export interface WorkerStats {
+  stats: TcpProxyStats;
+  admission: AdmissionStats | undefined;
+}
+
+function noStats(): WorkerStats {
+  return { stats: freshProxyStats(), admission: undefined };
+}
 
 const ENTRY = fileURLToPath(new URL('./proxy-worker.js', import.meta.url));
+
+/** Restart backoff of a dead worker: `initialMs` doubling per quick death up to `maxMs`; a worker that lived `stableMs` resets it. @internal */
+export interface RestartBackoff {
+  initialMs: number;
+  maxMs: number;
+  stableMs: number;
+}
+
+/** The default restart backoff: 100 ms doubling to 10 s, reset after 30 s alive. @internal */
+export const RESTART_BACKOFF: RestartBackoff = { initialMs: 100, maxMs: 10_000, stableMs: 30_000 };
 
 /** @internal */
 export interface ProxyWorkersOptions {
@@ -65,44 +150,50 @@ export interface ProxyWorkersOptions {
   youngGenerationMb: number;
   gate: ConnectionGate;
   counters: ProxyCounters;
+  /** Worker i counts into counter row `counterRow + i`. */
+  counterRow: number;
+  admission: WorkerAdmission | undefined;
   log: Logger;
+  /** Receives the workers' forwarded events (while {@link ProxyWorkers.forwardEvents} is on). */
+  emit: (event: ProxyEventName, arg: unknown) => void;
+  /** Whether events are forwarded from the start. */
+  events: boolean;
+  restart?: RestartBackoff | undefined;
 }
 
 /** @internal */
 export class ProxyWorkers {
-  private readonly workers: Worker[] = [];
-  private readonly log: Logger;
+  /** Worker of each index; undefined while a dead one waits for its restart. */
+  private readonly slots: (Worker | undefined)[];
+  private readonly o: ProxyWorkersOptions;
+  private readonly backoff: RestartBackoff;
+  private readonly startedAt: number[];
+  private readonly quickDeaths: number[];
+  private readonly timers: (NodeJS.Timeout | undefined)[];
   private bound: net.AddressInfo | undefined;
   private nextId = 0;
   private stopping = false;
+  private events: boolean;
+  /** Workers started again after a death, all indices. */
+  restarts = 0;
 
-  private constructor(log: Logger) {
-    this.log = log;
+  private constructor(o: ProxyWorkersOptions) {
+    this.o = o;
+    this.backoff = o.restart ?? RESTART_BACKOFF;
+    this.events = o.events;
+    this.slots = new Array<Worker | undefined>(o.threads).fill(undefined);
+    this.startedAt = new Array<number>(o.threads).fill(0);
+    this.quickDeaths = new Array<number>(o.threads).fill(0);
+    this.timers = new Array<NodeJS.Timeout | undefined>(o.threads).fill(undefined);
   }
 
   /** Starts the workers; resolves once every one listens, rejects (all stopped) when one cannot. */
   static async start(o: ProxyWorkersOptions): Promise<ProxyWorkers> {
-    const pw = new ProxyWorkers(o.log);
-    const name = (o.log.bindings() as { name?: unknown }).name;
-    const data = (index: number, port: number): ProxyWorkerData => ({
-      index,
-      attachment: o.balancer.attachment(),
-      router: o.policy === undefined ? {} : { policy: o.policy },
-      connection: o.connection,
-      host: o.host,
-      port,
-      reusePort: o.reusePort,
-      gate: o.gate.buffer,
-      maxConnections: o.gate.max,
-      counters: o.counters.buffer,
-      logName: typeof name === 'string' ? name : 'poise',
-      logLevel: o.log.level,
-    });
+    const pw = new ProxyWorkers(o);
     try {
-      const limits = { maxYoungGenerationSizeMb: o.youngGenerationMb };
-      const first = await pw.spawn(o.balancer, data(0, o.port), limits);
+      const first = await pw.spawn(0, o.port);
       pw.bound = first;
-      await Promise.all(Array.from({ length: o.threads - 1 }, (_, i) => pw.spawn(o.balancer, data(i + 1, first.port), limits)));
+      await Promise.all(Array.from({ length: o.threads - 1 }, (_, i) => pw.spawn(i + 1, first.port)));
     } catch (err) {
       await pw.close({ drain: false });
       throw err;
@@ -110,9 +201,9 @@ export class ProxyWorkers {
     return pw;
   }
 
-  /** Worker threads running. */
+  /** Accepting worker threads (a dead one waiting for its restart included). */
   get threads(): number {
-    return this.workers.length;
+    return this.slots.length;
   }
 
   /** The shared bound address. */
@@ -120,32 +211,56 @@ export class ProxyWorkers {
     return this.bound!;
   }
 
-  /** Every worker's counters, in worker order. */
-  stats(): Promise<TcpProxyStats[]> {
-    return Promise.all(
-      this.workers.map(
-        (w) =>
-          new Promise<TcpProxyStats>((resolve) => {
-            const id = this.nextId++;
-            const on = (m: WorkerMessage): void => {
-              if (m.type !== 'stats' || m.id !== id) return;
-              w.off('message', on);
-              resolve(m.stats);
-            };
-            w.on('message', on);
-            w.postMessage({ type: 'stats', id } satisfies OwnerMessage);
-          }),
-      ),
-    );
+  /** The worker thread of `index` now (undefined while it waits for a restart). @internal (tests) */
+  worker(index: number): Worker | undefined {
+    return this.slots[index];
+  }
+
+  /** Forward the workers' `'spliced'` / `'closed'` / `'failed'` events (on while the owner's proxy has listeners). */
+  forwardEvents(on: boolean): void {
+    if (on === this.events) return;
+    this.events = on;
+    for (const w of this.slots) w?.postMessage({ type: 'events', on } satisfies OwnerMessage);
+  }
+
+  /**
+   * Every worker's counters since it started, and its admission gate's
+   * figures, in worker order (fresh zeros and no figures for one waiting for
+   * its restart).
+   */
+  stats(): Promise<WorkerStats[]> {
+    return Promise.all(this.slots.map((w) => (w === undefined ? Promise.resolve(noStats()) : this.statsOf(w))));
+  }
+
+  private statsOf(w: Worker): Promise<WorkerStats> {
+    return new Promise<WorkerStats>((resolve) => {
+      const id = this.nextId++;
+      const done = (stats: WorkerStats): void => {
+        w.off('message', on);
+        w.off('exit', gone);
+        resolve(stats);
+      };
+      const on = (m: WorkerMessage): void => {
+        if (m.type === 'stats' && m.id === id) done({ stats: m.stats, admission: m.admission });
+      };
+      // A worker that dies before it answers has nothing to report any more.
+      const gone = (): void => done(noStats());
+      w.on('message', on);
+      w.once('exit', gone);
+      w.postMessage({ type: 'stats', id } satisfies OwnerMessage);
+    });
   }
 
   /** Closes every worker's listening socket; resolves once none accepts (a worker that is gone counts as stopped). */
   stopAccepting(): Promise<void> {
+    // No restart from here on: a worker that dies now stays dead.
+    this.stopping = true;
+    this.clearTimers();
     return Promise.all(
-      this.workers.map(
+      this.slots.map(
         (w) =>
           new Promise<void>((resolve) => {
-            if (w.threadId < 0) {
+            if (w === undefined || w.threadId < 0) {
               resolve();
               return;
             }
@@ -168,11 +283,12 @@ export class ProxyWorkers {
   /** Closes every worker's listener (see ProxyListener.close), then ends the threads; resolves with the connections cut in all. */
   async close(opts: { drain?: boolean; graceMs?: number }): Promise<{ cut: number }> {
     this.stopping = true;
+    this.clearTimers();
     const cuts = await Promise.all(
-      this.workers.map(
+      this.slots.map(
         (w) =>
           new Promise<number>((resolve) => {
-            if (w.threadId < 0) {
+            if (w === undefined || w.threadId < 0) {
               resolve(0);
               return;
             }
@@ -195,30 +311,117 @@ export class ProxyWorkers {
     return { cut: cuts.reduce((a, b) => a + b, 0) };
   }
 
-  private spawn(balancer: Balancer, data: ProxyWorkerData, resourceLimits: ResourceLimits): Promise<net.AddressInfo> {
-    const w = new Worker(ENTRY, { workerData: { poiseProxy: data }, resourceLimits });
-    balancer.watchWorker(w, data.index);
-    this.workers.push(w);
+  private clearTimers(): void {
+    for (let i = 0; i < this.timers.length; i++) {
+      if (this.timers[i] !== undefined) clearTimeout(this.timers[i]);
+      this.timers[i] = undefined;
+    }
+  }
+
+  private data(index: number, port: number): ProxyWorkerData {
+    const o = this.o;
+    const name = (o.log.bindings() as { name?: unknown }).name;
+    return {
+      index,
+      attachment: o.balancer.attachment(),
+      router: o.policy === undefined ? {} : { policy: o.policy },
+      connection: o.connection,
+      host: o.host,
+      port,
+      reusePort: o.reusePort,
+      gate: o.gate.buffer,
+      maxConnections: o.gate.max,
+      counters: o.counters.buffer,
+      counterRow: o.counterRow + index,
+      admission: o.admission,
+      events: this.events,
+      logName: typeof name === 'string' ? name : 'poise',
+      logLevel: o.log.level,
+    };
+  }
+
+  private onMessage(m: WorkerMessage): void {
+    if (m.type !== 'event') return;
+    if (m.event === 'failed') this.o.emit('failed', errorFromData(m.arg));
+    else this.o.emit(m.event, m.arg);
+  }
+
+  private spawn(index: number, port: number): Promise<net.AddressInfo> {
+    const data = this.data(index, port);
+    const w = new Worker(ENTRY, {
+      workerData: { poiseProxy: data },
+      resourceLimits: { maxYoungGenerationSizeMb: this.o.youngGenerationMb },
+    });
+    // The Balancer's 'exit' listener comes first, so the dead thread's lease
+    // row is reclaimed before ours runs (and before any new worker attaches).
+    this.o.balancer.watchWorker(w, index);
+    this.slots[index] = w;
+    this.startedAt[index] = performance.now();
+    // The forwarding state may have changed between workerData and now.
+    if (this.events !== data.events) w.postMessage({ type: 'events', on: this.events } satisfies OwnerMessage);
+    w.on('message', (m: WorkerMessage) => this.onMessage(m));
     return new Promise((resolve, reject) => {
-      const onExit = (code: number): void => reject(new Error(`proxy worker ${data.index} exited with code ${code} before listening`));
+      const failed = (err: Error): void => {
+        w.off('message', onMessage);
+        w.off('error', failed);
+        w.off('exit', onExit);
+        if (this.slots[index] === w) this.slots[index] = undefined;
+        reject(err);
+      };
+      const onExit = (code: number): void => failed(new Error(`proxy worker ${index} exited with code ${code} before listening`));
       w.once('exit', onExit);
-      w.once('error', reject);
+      w.once('error', failed);
       const onMessage = (m: WorkerMessage): void => {
         if (m.type !== 'listening' && m.type !== 'error') return;
-        w.off('message', onMessage);
-        w.off('exit', onExit);
-        w.off('error', reject);
         if (m.type === 'error') {
-          reject(Object.assign(new Error(m.message), { code: m.code }));
+          void w.terminate();
+          failed(Object.assign(new Error(m.message), { code: m.code }));
           return;
         }
-        w.on('error', (err) => this.log.error({ err: err.message, worker: data.index }, 'proxy: worker failed'));
-        w.once('exit', (code) => {
-          if (!this.stopping) this.log.error({ worker: data.index, code }, 'proxy: worker exited; its port share is no longer served');
-        });
+        w.off('message', onMessage);
+        w.off('exit', onExit);
+        w.off('error', failed);
+        w.on('error', (err) => this.o.log.error({ err: err.message, worker: index }, 'proxy: worker failed'));
+        w.once('exit', (code) => this.died(index, w, code));
         resolve(m.address);
       };
       w.on('message', onMessage);
     });
+  }
+
+  /** A listening worker exited: take back its gate slots and open-connection counts, then restart it after the backoff. */
+  private died(index: number, w: Worker, code: number): void {
+    if (this.slots[index] === w) this.slots[index] = undefined;
+    // Its leases were reclaimed by the Balancer's own 'exit' listener (registered first).
+    const slots = this.o.gate.reclaim(index);
+    const lost = this.o.counters.reclaim(this.o.counterRow + index);
+    if (this.stopping) return;
+    const b = this.backoff;
+    if (performance.now() - this.startedAt[index]! >= b.stableMs) this.quickDeaths[index] = 0;
+    this.scheduleRestart(index, { code, lost, slots });
+  }
+
+  private scheduleRestart(index: number, fields: Record<string, unknown>): void {
+    const b = this.backoff;
+    const n = this.quickDeaths[index]!;
+    this.quickDeaths[index] = n + 1;
+    const delay = Math.min(b.maxMs, b.initialMs * 2 ** Math.min(n, 30));
+    this.o.log.error({ worker: index, ...fields, restartInMs: delay }, 'proxy: worker exited; restarting it');
+    const timer = setTimeout(() => {
+      this.timers[index] = undefined;
+      if (this.stopping) return;
+      this.spawn(index, this.bound!.port).then(
+        () => {
+          this.restarts++;
+        },
+        (err: Error & { code?: unknown }) => {
+          this.o.gate.reclaim(index);
+          this.o.counters.reclaim(this.o.counterRow + index);
+          if (!this.stopping) this.scheduleRestart(index, { err: err.message, code: err.code });
+        },
+      );
+    }, delay);
+    // Not unref'd: with one accepting worker (Node 20) this timer is what keeps the process up until it listens again.
+    this.timers[index] = timer;
   }
 }

@@ -15,7 +15,8 @@
  */
 import { EventEmitter } from 'node:events';
 import type net from 'node:net';
-import { checkOptionKeys, invalidConfig } from '../core/errors.js';
+import { AdmissionGate, sumAdmissionStats, type AdmissionStats } from '../admission/admission.js';
+import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 import { defaultLogger, type Logger } from '../log.js';
 import type { Balancer } from '../runtime/balancer.js';
@@ -24,12 +25,12 @@ import type { Router } from '../runtime/router.js';
 import { ConnectionGate } from './connection-gate.js';
 import { CONNECTION_OPTION_KEYS, resolveConnectionOptions, type ConnectionOptions } from './proxy-connection.js';
 import { ProxyListener, freshProxyStats, type TcpProxyStats } from './proxy-listener.js';
-import { ProxyWorkers, reusePortSupported } from './proxy-workers.js';
+import { ProxyWorkers, RESTART_BACKOFF, reusePortSupported, type AdmissionGateData, type RestartBackoff } from './proxy-workers.js';
 import { ProxyCounters } from './proxy-counters.js';
 import type { ProxyBandSelector } from './proxy-admission.js';
 
 export type { TcpProxyStats } from './proxy-listener.js';
-export { reusePortSupported } from './proxy-workers.js';
+export { reusePortSupported, type AdmissionGateData } from './proxy-workers.js';
 
 /** Options of {@link TcpProxy}: give `router` (this thread) or `balancer` (any number of threads). */
 export interface TcpProxyOptions extends ConnectionOptions {
@@ -70,9 +71,26 @@ export interface TcpProxyOptions extends ConnectionOptions {
    * worker i counts into row i, so `counters.workers` must be at least N.
    */
   counters?: ProxyCounters;
-  /** This thread's row in `counters` (`workers: 0` only), in [0, counters.workers); default 0. */
+  /** This thread's row in `counters`; with `workers: N` the first of N rows (worker i counts into row `worker + i`); default 0. */
   worker?: number;
-  /** Admission band of each client (`fixedBand(p)`, `new CidrBands(...)`); needs an `AdmissionGate` on the router, so this thread only (`workers: 0`). Default: none. */
+  /**
+   * With `workers`: how a dead worker thread is restarted — after
+   * `initialMs` (default 100), doubling for each death within `stableMs`
+   * (default 30 000) of its start, at most `maxMs` (default 10 000).
+   */
+  workerRestart?: { initialMs?: number; maxMs?: number; stableMs?: number };
+  /**
+   * With `workers` and `admission`: the options of the AdmissionGate that
+   * each worker thread attaches to its own Router (saturation is the pool's,
+   * read from the shared table; the queues are per worker).
+   */
+  admissionGate?: AdmissionGateData;
+  /**
+   * Admission band of each client (`fixedBand(p)`, `new CidrBands(...)`).
+   * With `workers: 0` it needs an `AdmissionGate` on the router; with
+   * workers, give `admissionGate` too and each worker builds its own gate
+   * (and its own copy of the selector). Default: none.
+   */
   admission?: ProxyBandSelector;
   /** Listen address; default host 127.0.0.1, port 0 (any free port). */
   host?: string;
@@ -102,7 +120,8 @@ export class TcpProxy extends EventEmitter {
   /**
    * Counters of the connections this thread serves. With workers the
    * workers serve them all (these stay 0): use {@link collectStats}. The
-   * `'spliced'` / `'closed'` / `'failed'` events, likewise, are this thread's.
+   * `'spliced'` / `'closed'` / `'failed'` events come from every thread
+   * (workers forward them while this proxy has a listener for one).
    */
   readonly stats: TcpProxyStats;
   /** The shared counters this proxy counts into (metrics read them from any thread). */
@@ -117,6 +136,7 @@ export class TcpProxy extends EventEmitter {
   private readonly gate: ConnectionGate;
   private readonly requested: number;
   private readonly youngMb: number;
+  private readonly restart: RestartBackoff;
   private listener: ProxyListener | undefined;
   private pool: ProxyWorkers | undefined;
   private readonly ownRouter: Router | undefined;
@@ -138,6 +158,8 @@ export class TcpProxy extends EventEmitter {
       'logger',
       'counters',
       'worker',
+      'workerRestart',
+      'admissionGate',
       ...CONNECTION_OPTION_KEYS,
     ]);
     const { router, balancer } = opts;
@@ -157,28 +179,34 @@ export class TcpProxy extends EventEmitter {
         invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, opts.policy);
     }
     this.requested = integerIn(opts.workers ?? 0, 'options.workers', 0, balancer === undefined ? 0 : balancer.table.maxThreads - 1);
+    this.restart = restartOptions(opts.workerRestart);
     this.youngMb = integerIn(opts.youngGenerationMb ?? 4, 'options.youngGenerationMb', 1, 1024);
     if (opts.counters !== undefined && !(opts.counters instanceof ProxyCounters))
       invalidConfig('options.counters', 'must be a ProxyCounters', opts.counters);
     this.counters = opts.counters ?? ProxyCounters.create({ workers: Math.max(1, this.requested) });
     if (this.requested > 0) {
-      if (opts.worker !== undefined)
-        invalidConfig('options.worker', 'applies only with options.workers 0 (worker i counts into row i)', opts.worker);
-      if (this.counters.workers < this.requested) {
+      const first = this.counters.checkWorker(opts.worker ?? 0, 'options.worker');
+      if (this.counters.workers < first + this.requested) {
         invalidConfig(
           'options.counters',
-          `must have a row per worker (options.workers ${this.requested}), has ${this.counters.workers}`,
+          `must have a row per worker (options.workers ${this.requested} from row options.worker ${first}), has ${this.counters.workers}`,
           this.counters.workers,
         );
       }
     }
     this.worker = this.counters.checkWorker(opts.worker ?? 0, 'options.worker');
     if (this.requested > 0) {
-      if (opts.admission !== undefined)
+      if (opts.admission !== undefined && typeof opts.admission?.portable !== 'function')
         invalidConfig(
           'options.admission',
-          'needs the router in this thread (options.workers 0): an AdmissionGate cannot reach worker threads',
+          'must be fixedBand(p) or a CidrBands with options.workers > 0 (a custom selector cannot reach worker threads)',
           'admission',
+        );
+      if ((opts.admission === undefined) !== (opts.admissionGate === undefined))
+        invalidConfig(
+          opts.admission === undefined ? 'options.admission' : 'options.admissionGate',
+          'with options.workers > 0, give options.admission and options.admissionGate together (each worker gates by band)',
+          'missing',
         );
       if (typeof opts.key === 'function')
         invalidConfig(
@@ -195,6 +223,15 @@ export class TcpProxy extends EventEmitter {
     }
     if (opts.admission !== undefined && typeof opts.admission?.bandOf !== 'function')
       invalidConfig('options.admission', 'must have a bandOf(address) method', opts.admission);
+    if (opts.admissionGate !== undefined) {
+      if (this.requested === 0)
+        invalidConfig(
+          'options.admissionGate',
+          'applies only with options.workers > 0 (in this thread, attach an AdmissionGate to options.router)',
+          'admissionGate',
+        );
+      checkGateData(balancer!, opts.admissionGate);
+    }
     if (opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) {
       invalidConfig('options.host', 'must be a non-empty string', opts.host);
     }
@@ -203,7 +240,14 @@ export class TcpProxy extends EventEmitter {
     const settings = resolveConnectionOptions(opts);
     this.opts = opts;
     this.log = opts.logger ?? defaultLogger();
-    this.gate = new ConnectionGate(max);
+    // Workers post their events only while someone listens here (an unlistened proxy pays nothing per connection).
+    this.on('newListener', (event: string | symbol) => {
+      if (isProxyEvent(event)) this.pool?.forwardEvents(true);
+    });
+    this.on('removeListener', (event: string | symbol) => {
+      if (isProxyEvent(event)) this.pool?.forwardEvents(this.listensForEvents());
+    });
+    this.gate = new ConnectionGate(max, undefined, 0, Math.max(1, this.requested));
     if (this.requested > 0) {
       this.stats = freshProxyStats();
     } else {
@@ -254,7 +298,13 @@ export class TcpProxy extends EventEmitter {
         youngGenerationMb: this.youngMb,
         gate: this.gate,
         counters: this.counters,
+        counterRow: this.worker,
+        admission:
+          this.opts.admission === undefined ? undefined : { selector: this.opts.admission.portable!(), gate: this.opts.admissionGate! },
         log: this.log,
+        emit: (event, arg) => this.emit(event, arg),
+        events: this.listensForEvents(),
+        restart: this.restart,
       });
       this.threads = this.pool.threads;
       address = this.pool.address();
@@ -267,6 +317,15 @@ export class TcpProxy extends EventEmitter {
       'proxy listening',
     );
     return address;
+  }
+
+  private listensForEvents(): boolean {
+    return this.listenerCount('spliced') + this.listenerCount('closed') + this.listenerCount('failed') > 0;
+  }
+
+  /** Worker threads started again after one died (with `workers`). */
+  get restarts(): number {
+    return this.pool?.restarts ?? 0;
   }
 
   /** Whether the proxy accepts (after `listen`, before `stopAccepting` / `close`): what `/healthz` reports. */
@@ -284,12 +343,25 @@ export class TcpProxy extends EventEmitter {
     return this.gate.count;
   }
 
-  /** Counters summed over every accepting thread, and each thread's (`threads[i]` is worker i, or this thread). */
-  async collectStats(): Promise<{ total: TcpProxyStats; threads: TcpProxyStats[] }> {
-    const threads = this.pool === undefined ? [{ ...this.stats }] : await this.pool.stats();
+  /**
+   * Counters summed over every accepting thread, and each thread's
+   * (`threads[i]` is worker i since its last start, or this thread). With
+   * workers and admission bands, `admission` is every worker's gate summed
+   * (`sumAdmissionStats`) and `admissionThreads[i]` worker i's.
+   */
+  async collectStats(): Promise<{
+    total: TcpProxyStats;
+    threads: TcpProxyStats[];
+    admission?: AdmissionStats;
+    admissionThreads?: (AdmissionStats | undefined)[];
+  }> {
+    const replies = this.pool === undefined ? [{ stats: { ...this.stats }, admission: undefined }] : await this.pool.stats();
+    const threads = replies.map((r) => r.stats);
     const total = freshProxyStats();
     for (const t of threads) for (const k of Object.keys(total) as (keyof TcpProxyStats)[]) total[k] += t[k];
-    return { total, threads };
+    if (this.opts.admissionGate === undefined) return { total, threads };
+    const admissionThreads = replies.map((r) => r.admission);
+    return { total, threads, admission: sumAdmissionStats(admissionThreads), admissionThreads };
   }
 
   /**
@@ -316,6 +388,40 @@ export class TcpProxy extends EventEmitter {
     this.ownRouter?.close();
     return done;
   }
+}
+
+/** Validates each worker's gate options here, where the error can name them: a trial gate on a throwaway router. */
+function checkGateData(balancer: Balancer, o: AdmissionGateData): void {
+  if (typeof o !== 'object' || o === null) invalidConfig('options.admissionGate', 'must be an object', o);
+  for (const k of ['saturation', 'clock'])
+    if (k in o) invalidConfig(`options.admissionGate.${k}`, 'a function cannot reach worker threads', k);
+  const router = balancer.router();
+  try {
+    new AdmissionGate(router, o).close();
+  } catch (err) {
+    if (err instanceof PoiseError && err.field !== undefined)
+      throw new PoiseError(err.code, err.message.replaceAll('options.', 'options.admissionGate.'), {
+        field: err.field.replaceAll('options.', 'options.admissionGate.'),
+      });
+    throw err;
+  } finally {
+    router.close();
+  }
+}
+
+function isProxyEvent(event: string | symbol): boolean {
+  return event === 'spliced' || event === 'closed' || event === 'failed';
+}
+
+/** `options.workerRestart` → the backoff (defaults filled); throws `InvalidConfig` naming the field. */
+function restartOptions(o: TcpProxyOptions['workerRestart']): RestartBackoff {
+  if (o === undefined) return RESTART_BACKOFF;
+  if (typeof o !== 'object' || o === null) invalidConfig('options.workerRestart', 'must be an object', o);
+  checkOptionKeys(o, ['initialMs', 'maxMs', 'stableMs'], 'options.workerRestart');
+  const initialMs = integerIn(o.initialMs ?? RESTART_BACKOFF.initialMs, 'options.workerRestart.initialMs', 1, 3_600_000);
+  const maxMs = integerIn(o.maxMs ?? Math.max(initialMs, RESTART_BACKOFF.maxMs), 'options.workerRestart.maxMs', initialMs, 3_600_000);
+  const stableMs = integerIn(o.stableMs ?? RESTART_BACKOFF.stableMs, 'options.workerRestart.stableMs', 1, 86_400_000);
+  return { initialMs, maxMs, stableMs };
 }
 
 /** The connection options as structured-clonable data for the workers. */

@@ -15,6 +15,7 @@ import { CLI } from '../helpers/cli.js';
 import { startProxy } from '../helpers/proxy-process.js';
 import { freePort } from '../helpers/redis-server.js';
 import { thrown } from '../helpers/thrown.js';
+import { parseMetricsText } from '../../src/metrics/text-format.js';
 
 const silent = createLogger({ level: 'silent' });
 let backend: net.Server;
@@ -251,6 +252,52 @@ describe('poise proxy --band', () => {
       await closed(first.socket); // 0: the batch waiter goes
       await second.echoed;
       await closed(second.socket);
+      expect(await p.stop()).toBe(0);
+    } finally {
+      p.kill();
+    }
+  });
+
+  it('with --workers 2: every worker thread of --listen and of the band listener gates; /metrics sums admitted per band over them', async () => {
+    const [main, low, metrics] = [await freePort(), await freePort(), await freePort()];
+    const p = startProxy([
+      '--listen',
+      `127.0.0.1:${main}`,
+      '--backend',
+      `a=127.0.0.1:${backendPort}`,
+      '--workers',
+      '2',
+      '--band',
+      'web=10',
+      '--band',
+      `batch=1:127.0.0.1:${low}`,
+      '--admission-ceiling-min',
+      '0.5',
+      '--admission-capacity',
+      '1000',
+      '--metrics',
+      `127.0.0.1:${metrics}`,
+    ]);
+    try {
+      await p.until((r) => r.some((x) => x['msg'] === 'proxy ready'), 'proxy ready');
+      expect(p.find('admission bands ready')[0]).toMatchObject({ capacity: 1000 });
+      expect(p.find('--workers is not used')).toHaveLength(0);
+      // 30 clients on each listener, each echoed (admitted), then closed.
+      for (const port of [main, low]) {
+        const cs = Array.from({ length: 30 }, () => client(port));
+        await Promise.all(cs.map((c) => c.echoed));
+        for (const c of cs) await closed(c.socket);
+      }
+      const text = await (await fetch(`http://127.0.0.1:${metrics}/metrics`)).text();
+      const f = parseMetricsText(text);
+      const admitted = (band: string) => f.get('poise_admission_admitted_total')?.samples.find((x) => x.labels['band'] === band)?.value;
+      expect(admitted('10')).toBe(30);
+      expect(admitted('1')).toBe(30);
+      // The proxy counters: --listen's two workers in rows 0 and 1, the band listener's in rows 2 and 3.
+      const rows = f.get('poise_proxy_accepted_total')!.samples;
+      const row = (w: string) => rows.find((x) => x.labels['worker'] === w)?.value ?? 0;
+      expect(row('0') + row('1')).toBe(30);
+      expect(row('2') + row('3')).toBe(30);
       expect(await p.stop()).toBe(0);
     } finally {
       p.kill();

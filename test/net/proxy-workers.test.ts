@@ -12,6 +12,7 @@ import { ProxyCounter, reusePortSupported, TcpProxy } from '../../dist/src/net.j
 import { ConnectionGate } from '../../src/net/connection-gate.js';
 import { countingBackend, tally, type CountingBackend } from '../helpers/counting-backend.js';
 import { captureLog, until } from '../helpers/log-capture.js';
+import { leasesBack } from '../helpers/leases.js';
 
 const MULTI = reusePortSupported();
 const MiB = 1 << 20;
@@ -288,5 +289,177 @@ describe('TcpProxy options', () => {
     expect(reusePortSupported('22.12.0', 'linux')).toBe(true);
     expect(reusePortSupported('24.0.0', 'linux')).toBe(true);
     expect(reusePortSupported('24.0.0', 'darwin')).toBe(false);
+  });
+});
+
+/** The proxy's worker pool (internal): its threads, for terminating one the way a crash would. */
+function poolOf(proxy: TcpProxy): { worker(i: number): Worker | undefined; threads: number } {
+  return (proxy as unknown as { pool: { worker(i: number): Worker | undefined; threads: number } }).pool;
+}
+
+/** Connects to a port where nothing listens, for connections that no backend accepts. */
+async function closedPort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+describe.each([0, 2])('events of TcpProxy with workers: %i', (workers) => {
+  it("'spliced' and 'closed' once per connection with its backend id, 'failed' once per refused client with the PoiseError", async () => {
+    const backs = await Promise.all([0, 1].map(() => backend()));
+    const bal = balancerOver(backs);
+    const { proxy, port } = await startProxy(bal, workers);
+    const spliced: unknown[] = [];
+    const closed: unknown[] = [];
+    proxy.on('spliced', (id) => spliced.push(id));
+    proxy.on('closed', (id) => closed.push(id));
+    const out = await Promise.all(Array.from({ length: 60 }, (_, i) => roundTrip(port, Buffer.from(`e${i}`))));
+    expect(out.map(String)).toEqual(Array.from({ length: 60 }, (_, i) => `e${i}`));
+    await until(() => closed.length === 60, "60 'closed' events");
+    expect(spliced).toHaveLength(60);
+    // The payload is the backend id, exactly as often as that backend took a connection.
+    for (const [i, b] of backs.entries()) {
+      expect(spliced.filter((id) => id === `b${i}`)).toHaveLength(b.accepted);
+      expect(closed.filter((id) => id === `b${i}`)).toHaveLength(b.accepted);
+    }
+    // Now no backend accepts: every client is refused, one 'failed' each, a PoiseError by its code.
+    const failed: unknown[] = [];
+    proxy.on('failed', (err) => failed.push(err));
+    bal.update([{ id: 'gone', address: `127.0.0.1:${await closedPort()}` }]);
+    const refused = await Promise.all(Array.from({ length: 20 }, () => roundTrip(port, Buffer.from('x')).then((b) => b.length)));
+    expect(refused).toEqual(Array.from({ length: 20 }, () => 0));
+    await until(() => failed.length === 20, "20 'failed' events");
+    for (const err of failed) {
+      expect(err).toBeInstanceOf(Error);
+      expect((err as { name: string }).name).toBe('PoiseError');
+      expect((err as { code: string }).code).toBe('NoEligibleCandidates');
+      expect((err as Error).message).toMatch(/connect/);
+    }
+    expect(spliced).toHaveLength(60);
+  });
+});
+
+describe('event forwarding costs nothing unlistened', () => {
+  it('workers post no event message while the proxy has no listener, and resume when one is attached', async () => {
+    const bal = balancerOver([await backend()]);
+    const { proxy, port } = await startProxy(bal, 2);
+    const pool = poolOf(proxy);
+    let posted = 0;
+    for (let i = 0; i < pool.threads; i++) pool.worker(i)!.on('message', (m: { type: string }) => void (m.type === 'event' && posted++));
+    await Promise.all(Array.from({ length: 30 }, (_, i) => roundTrip(port, Buffer.from(`q${i}`))));
+    await until(async () => (await proxy.collectStats()).total.active === 0, 'all closed');
+    expect(posted).toBe(0);
+    const onClosed = (): void => {};
+    proxy.on('closed', onClosed);
+    // The switch is a message: wait for it to reach every worker by a round trip of stats.
+    await proxy.collectStats();
+    await Promise.all(Array.from({ length: 10 }, (_, i) => roundTrip(port, Buffer.from(`r${i}`))));
+    await until(() => posted === 20, '10 spliced + 10 closed posted');
+    proxy.off('closed', onClosed);
+    await proxy.collectStats();
+    await Promise.all(Array.from({ length: 10 }, (_, i) => roundTrip(port, Buffer.from(`s${i}`))));
+    await until(async () => (await proxy.collectStats()).total.active === 0, 'all closed');
+    expect(posted).toBe(20);
+  });
+});
+
+describe('a dead worker is restarted', () => {
+  it('120 terminations at random moments under traffic: the port stays served, leases, slots and counters exact after drain', async () => {
+    const backs = await Promise.all([0, 1].map(() => backend()));
+    const bal = balancerOver(backs);
+    const reclaims: number[] = [];
+    bal.on('reclaim', (e: { workerIndex?: number }) => reclaims.push(e.workerIndex ?? -1));
+    const { proxy, port, log } = await startProxy(bal, 2, { maxConnections: 64, workerRestart: { initialMs: 2, maxMs: 2, stableMs: 1 } });
+    const pool = poolOf(proxy);
+    const threads = pool.threads;
+    // Traffic: 6 clients in a loop, 4 KiB each way per connection.
+    const body = randomBytes(4096);
+    let running = true;
+    let ok = 0;
+    let cut = 0;
+    const client = async (): Promise<void> => {
+      while (running) {
+        try {
+          const echo = await roundTrip(port, body);
+          if (echo.equals(body)) ok++;
+          else {
+            // A connection of a dying worker ends early, never with foreign or reordered bytes.
+            expect(body.subarray(0, echo.length).equals(echo)).toBe(true);
+            cut++;
+          }
+        } catch {
+          cut++;
+          // Refused while the only worker restarts (Node 20): do not spin.
+          await new Promise((r) => setTimeout(r, 2));
+        }
+      }
+    };
+    const clients = Array.from({ length: 6 }, () => client());
+    const terminations = 120;
+    let accepted = Array.from({ length: threads }, (_, i) => proxy.counters.value(i, ProxyCounter.Accepted));
+    for (let k = 0; k < terminations; k++) {
+      await new Promise((r) => setTimeout(r, Math.random() * 15));
+      const index = Math.floor(Math.random() * threads);
+      await pool.worker(index)!.terminate();
+      // The dead thread's lease row went back before anything else (the Balancer's own 'exit' listener).
+      expect(reclaims).toHaveLength(k + 1);
+      expect(reclaims[k]).toBe(index);
+      if (threads > 1) {
+        // The other worker serves the port meanwhile: a new client is served at once.
+        expect((await roundTrip(port, body)).equals(body)).toBe(true);
+      }
+      await until(() => proxy.restarts === k + 1, `restart ${k + 1}`);
+      expect((await roundTrip(port, body)).equals(body)).toBe(true);
+      // Rows stay cumulative across restarts.
+      const now = Array.from({ length: threads }, (_, i) => proxy.counters.value(i, ProxyCounter.Accepted));
+      for (const [i, n] of now.entries()) expect(n).toBeGreaterThanOrEqual(accepted[i]!);
+      accepted = now;
+    }
+    running = false;
+    await Promise.all(clients);
+    expect(ok).toBeGreaterThan(terminations);
+    // One log line per death, naming the worker and the delay.
+    const lines = log.find('proxy: worker exited; restarting it');
+    expect(lines).toHaveLength(terminations);
+    for (const l of lines) expect(l['restartInMs']).toBe(2);
+    // Drained: no lease, no limit slot, no active connection left anywhere.
+    // (the helper reads the table through the source types; this Balancer is the build's)
+    expect(await leasesBack(bal as unknown as Parameters<typeof leasesBack>[0])).toBe(0);
+    await until(() => proxy.connections === 0, 'every limit slot back');
+    expect(proxy.counters.active()).toBe(0);
+    // Per row: every accepted connection was refused, closed, or lost with its thread.
+    let lost = 0;
+    for (let i = 0; i < threads; i++) {
+      const refused = ['max_connections', 'no_backend', 'timeout', 'local_error', 'bad_header'].reduce(
+        (a, r) => a + proxy.counters.refusals(r as 'timeout'),
+        0,
+      );
+      expect(refused).toBe(0);
+      const row = proxy.counters.value(i, ProxyCounter.Accepted);
+      const rowLost = proxy.counters.value(i, ProxyCounter.WorkerLost);
+      expect(proxy.counters.closedCount(i) + rowLost, `row ${i}`).toBe(row);
+      lost += rowLost;
+    }
+    // What the clients saw: ok ones were closed by the proxy; a client cut short had its connection lost or never accepted.
+    expect(lost).toBeLessThanOrEqual(cut + 2 * terminations);
+    expect(proxy.counters.total(ProxyCounter.Accepted)).toBeLessThanOrEqual(ok + cut + 2 * terminations);
+  }, 120_000);
+
+  it('backoff doubles per quick death up to the cap, one error line each; on one worker the restart listens on the same port', async () => {
+    const bal = balancerOver([await backend()]);
+    const { proxy, port, log } = await startProxy(bal, 1, { workerRestart: { initialMs: 5, maxMs: 20, stableMs: 60_000 } });
+    const pool = poolOf(proxy);
+    for (let k = 0; k < 5; k++) {
+      await pool.worker(0)!.terminate();
+      await until(() => proxy.restarts === k + 1, `restart ${k + 1}`);
+      expect(proxy.address().port).toBe(port);
+      expect(String(await roundTrip(port, Buffer.from(`k${k}`)))).toBe(`k${k}`);
+    }
+    const lines = log.find('proxy: worker exited; restarting it');
+    expect(lines.map((l) => l['restartInMs'])).toEqual([5, 10, 20, 20, 20]);
+    expect(lines.map((l) => l['worker'])).toEqual([0, 0, 0, 0, 0]);
+    expect(lines.every((l) => l['level'] === 50)).toBe(true);
   });
 });
