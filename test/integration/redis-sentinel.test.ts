@@ -19,7 +19,8 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isPoiseError } from '../../src/core/errors.js';
-import type { MembershipSnapshot } from '../../src/core/spec.js';
+import type { MembershipSnapshot, ResolvedBackendSpec } from '../../src/core/spec.js';
+import { compactSpec } from '../../src/membership/document.js';
 import { MembershipPublisher, type MembershipPublisherOptions } from '../../src/membership/redis-publisher.js';
 import { RedisMembership, type RedisMembershipOptions } from '../../src/membership/redis-source.js';
 import { captureLog, until } from '../helpers/log-capture.js';
@@ -107,7 +108,8 @@ describe('Redis Sentinel: failover under continuous writes', () => {
         const tail = r.log.records.slice(-15).map((x) => `${x['msg']} ${JSON.stringify(x['err'] ?? x['version'] ?? '')}`);
         throw new Error(`${(err as Error).message}; last log lines:\n${tail.join('\n')}`);
       });
-      expect(r.seen.at(-1)!.backends.map((b) => b.id)).toEqual(stored.document.backends.map((b) => b.id));
+      // The whole document, field by field (deltas are applied to the held document; a wrong one would show here).
+      expect(r.seen.at(-1)!.backends.map((b) => compactSpec(b as ResolvedBackendSpec))).toEqual(stored.document.backends);
       const versions = r.seen.map((s) => s.version);
       expect(versions).toEqual([...versions].sort((a, b) => a - b));
       expect(new Set(versions).size).toBe(versions.length);
@@ -120,12 +122,24 @@ describe('Redis Sentinel: failover under continuous writes', () => {
     expect(await pub.apply({ cluster: 'forms', backends: [be('a', 1)] })).toBe(1);
     const readers = [await reader('forms', 'options'), await reader('forms', 'url')];
     for (const r of readers) expect(r.source.version).toBe(1);
+    const tap = new Redis({ host: '127.0.0.1', port: await topo.masterPort() });
+    closers.push(async () => tap.disconnect());
+    const notices: string[] = [];
+    tap.on('message', (_c: string, m: string) => notices.push(m));
+    await tap.subscribe(pub.keys.channel);
     expect(await pub.drain('a')).toBe(2);
     for (const r of readers) await until(() => r.source.version === 2, 'notice 2');
     expect(readers.map((r) => r.seen.map((s) => s.version))).toEqual([
       [1, 2],
       [1, 2],
     ]);
+    // The notice was a delta on version 1, and both readers applied it without re-reading the snapshot.
+    await until(() => notices.length === 1, 'the tapped notice');
+    expect(notices[0]).toMatch(
+      /^\{"version":2,"lineage":"[0-9a-f]{32}","base":1,"ops":\[\{"op":"replace","backend":\{"id":"a","address":"127\.0\.0\.1:1","status":"draining"\}\}\],"digest":"[0-9a-f]{40}"\}$/,
+    );
+    for (const r of readers) expect(r.log.find('re-reading the snapshot')).toEqual([]);
+    expect(readers.map((r) => r.seen[1]!.backends[0]!.status)).toEqual(['draining', 'draining']);
   });
 
   it('master SIGKILLed under continuous writes: the publisher and every reader follow the new master and end on its stored snapshot', async () => {
