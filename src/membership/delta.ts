@@ -22,8 +22,8 @@
  */
 import { createHash } from 'node:crypto';
 import { PoiseError } from '../core/errors.js';
-import { resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
-import { checkSize, compactSpec, documentJson, resolveDocument, type ResolvedDocument } from './document.js';
+import { checkBackendSet, resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
+import { checkSize, compactSpec, documentJson, type ResolvedDocument } from './document.js';
 
 /** One delta operation, as published (backends in compact form). */
 export type DeltaOp = { op: 'remove'; id: string } | { op: 'replace'; backend: BackendSpec } | { op: 'add'; backend: BackendSpec };
@@ -113,7 +113,12 @@ export function resolveOps(value: unknown, path: string): ResolvedDeltaOp[] {
 
 /**
  * Applies validated ops to `document`, validates the result as a snapshot
- * is validated (ids, topology, size) and checks it against `digest`. Throws
+ * is validated and checks it against `digest`. Every spec of the result was
+ * validated by resolveBackendSpec (the held ones when their snapshot or
+ * delta arrived, the new ones in {@link resolveOps}), and the cluster and
+ * health block are the held, validated ones; what is left of a snapshot's
+ * validation is the cross-member laws (unique ids, locality weights) and the
+ * size, checked here on the result. Throws
  * `PoiseError` naming the field (`notice.ops[0].id: no backend "x"`,
  * `notice.digest: ...`); `document` is never modified. @internal
  */
@@ -140,10 +145,9 @@ export function applyDelta(
     if (op.op === 'remove') backends.splice(at, 1);
     else backends[at] = op.backend;
   }
-  const next = resolveDocument(
-    { cluster: document.cluster, backends, ...(document.health === undefined ? {} : { health: document.health }) },
-    `${what}.document`,
-  );
+  checkBackendSet(backends, `${what}.document.backends`);
+  const next: ResolvedDocument = { cluster: document.cluster, version: undefined, backends };
+  if (document.health !== undefined) next.health = document.health;
   const json = documentJson(next);
   checkSize(json, opts.maxBytes, `${what}.document`);
   if (documentDigest(json) !== digest) {

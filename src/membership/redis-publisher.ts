@@ -29,7 +29,7 @@ import { randomBytes } from 'node:crypto';
 import type { RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { PoiseError, invalidConfig } from '../core/errors.js';
-import { resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
+import { checkBackendSet, resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
 import { Backoff } from '../core/backoff.js';
 import { validateWeight } from '../core/weight.js';
 import { defaultLogger } from '../log.js';
@@ -377,12 +377,10 @@ export class MembershipPublisher {
       const env = await this.#read('nothing written');
       const current = env?.version ?? 0;
       const backends = f(env?.document.backends ?? []);
-      const health = env?.document.health;
-      const doc = resolveDocument({
-        cluster: this.#cluster,
-        backends: backends.map(compactSpec),
-        ...(health === undefined ? {} : { health }),
-      });
+      // Every spec is validated (the stored ones when read, a new or changed one by its operation); the list laws are checked here.
+      checkBackendSet(backends);
+      const doc: ResolvedDocument = { cluster: this.#cluster, version: undefined, backends };
+      if (env?.document.health !== undefined) doc.health = env.document.health;
       const ops = this.#deltas && env !== undefined ? this.#deltaArgs(env, doc, Number.POSITIVE_INFINITY) : undefined;
       const reply = await this.#write(documentJson(doc), String(current), '', ops);
       if (reply.written) {

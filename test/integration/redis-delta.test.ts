@@ -400,6 +400,19 @@ describe('delta notices', () => {
     );
   });
 
+  it('single-backend operations keep the health block, and readers apply their deltas onto the held health block', async () => {
+    const pub = publisher('hc');
+    const health = { outlier: { intervalMs: 86_400_000, baseEjectionTimeMs: 600_000 } };
+    await pub.apply({ cluster: 'hc', backends: [be('a', 1), be('b', 2)], health });
+    const r = await reader('hc');
+    expect(await pub.drain('a')).toBe(2);
+    expect(await pub.setWeight('b', 3)).toBe(3);
+    await until(() => r.source.version === 3, 'reader at version 3');
+    expect(JSON.parse((await admin.get(pub.keys.snapshot))!).document.health).toEqual(health);
+    expect(r.seen.map((s) => s.health)).toEqual([health, health, health]);
+    expect(r.log.find('re-reading the snapshot')).toEqual([]);
+  });
+
   it('options.notices is validated', () => {
     expect(() => new MembershipPublisher({ url: redis.url, cluster: 'x', notices: 'small' as never })).toThrow(
       'options.notices: must be "delta" or "full", got "small"',
