@@ -19,48 +19,15 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isPoiseError } from '../../src/core/errors.js';
-import type { MembershipSnapshot, ResolvedBackendSpec } from '../../src/core/spec.js';
-import { compactSpec } from '../../src/membership/document.js';
+import type { MembershipSnapshot } from '../../src/core/spec.js';
 import { MembershipPublisher, type MembershipPublisherOptions } from '../../src/membership/redis-publisher.js';
 import { RedisMembership, type RedisMembershipOptions } from '../../src/membership/redis-source.js';
 import { captureLog, until } from '../helpers/log-capture.js';
+import { converged, writer, type Reader } from '../helpers/membership-writer.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { command, startSentinelTopology, type SentinelTopology } from '../helpers/redis-topology.js';
 
 const be = (id: string, port: number) => ({ id, address: `127.0.0.1:${port}` });
-
-interface Reader {
-  source: RedisMembership;
-  seen: MembershipSnapshot[];
-  log: ReturnType<typeof captureLog>;
-}
-
-/** Writes add(prefix<i>) back to back until stopped; records what was acknowledged and what was reported failed. */
-function writer(pub: MembershipPublisher, prefix: string) {
-  const acked: { id: string; version: number; at: number }[] = [];
-  const failed: { id: string; code: string }[] = [];
-  let stop = false;
-  const done = (async () => {
-    for (let i = 0; !stop; i++) {
-      const id = `${prefix}${i}`;
-      try {
-        const version = await pub.add(be(id, 1000 + (i % 50000)));
-        acked.push({ id, version, at: Date.now() });
-      } catch (err) {
-        failed.push({ id, code: isPoiseError(err) ? err.code : String(err) });
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    }
-  })();
-  return {
-    acked,
-    failed,
-    async stop() {
-      stop = true;
-      await done;
-    },
-  };
-}
 
 describe('Redis Sentinel: failover under continuous writes', () => {
   let topo: SentinelTopology;
@@ -99,24 +66,6 @@ describe('Redis Sentinel: failover under continuous writes', () => {
     for (const n of topo.nodes) if (!n.running) await n.restart();
     await topo.waitForReplicas(2, 30_000);
   };
-  /** Every reader reaches the stored version with the stored backends, having applied strictly increasing versions. */
-  const converged = async (readers: Reader[], pub: MembershipPublisher) => {
-    const stored = (await pub.show())!;
-    for (const [i, r] of readers.entries()) {
-      await until(() => r.source.version === stored.version, `reader ${i} at the stored version ${stored.version}`, 20_000).catch((err) => {
-        // The reader's last log lines say where it stopped (connection, subscription, snapshot read).
-        const tail = r.log.records.slice(-15).map((x) => `${x['msg']} ${JSON.stringify(x['err'] ?? x['version'] ?? '')}`);
-        throw new Error(`${(err as Error).message}; last log lines:\n${tail.join('\n')}`);
-      });
-      // The whole document, field by field (deltas are applied to the held document; a wrong one would show here).
-      expect(r.seen.at(-1)!.backends.map((b) => compactSpec(b as ResolvedBackendSpec))).toEqual(stored.document.backends);
-      const versions = r.seen.map((s) => s.version);
-      expect(versions).toEqual([...versions].sort((a, b) => a - b));
-      expect(new Set(versions).size).toBe(versions.length);
-    }
-    return stored;
-  };
-
   it('both forms (sentinels + sentinelName, a redis+sentinel:// URL) find the master and follow its notices', async () => {
     const pub = publisher('forms');
     expect(await pub.apply({ cluster: 'forms', backends: [be('a', 1)] })).toBe(1);
