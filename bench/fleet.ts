@@ -3,8 +3,11 @@
  * processes through Redis pub/sub, 1,000 backends by default.
  *
  *   node dist/bench/fleet.js [--quick] [--readers N] [--processes P] [--backends N] [--changes N] [--warmup N] [--policy NAME]
+ *                            [--notices full,delta]
  *
- * Two scenarios in one run, against one private redis-server:
+ * Two scenarios per notice form (default both, side by side: whole-snapshot
+ * notices as publishers before delta notices sent them, and delta notices),
+ * in one run against one private redis-server:
  * - one reader: 1 process (a RedisMembership bound to a Balancer with 2
  *   worker routers), 1 subscriber connection;
  * - the fleet: P processes (default 4), each a RedisMembership + Balancer +
@@ -46,6 +49,8 @@ const WARMUP = Number(arg('warmup') ?? 10);
 const THREADS = 2;
 /** The workers' policy: the pool default (PeakEWMA power of two choices) unless --policy names another (maglev rebuilds a 65,537-entry table per change). */
 const POLICY = arg('policy') ?? 'p2c:latency';
+const NOTICES = (arg('notices') ?? 'full,delta').split(',') as ('full' | 'delta')[];
+if (NOTICES.some((n) => n !== 'full' && n !== 'delta')) throw new Error(`--notices: a list of full, delta; got ${arg('notices')}`);
 const CLUSTER = 'fleet';
 const PREFIX = `poise-fleet-${process.pid}`;
 const TARGET_P99_MS = 50;
@@ -138,6 +143,9 @@ class Fleet {
 }
 
 async function main(): Promise<void> {
+  const startLoad = loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
   const own = await ownRedis();
   const logger = createLogger({ level: 'warn' });
   const admin = new Redis(own.url);
@@ -147,14 +155,17 @@ async function main(): Promise<void> {
     address: `127.0.0.1:${10_000 + (i % 50_000)}`,
     weight: 1 + rng.below(100),
   }));
-  const publisher = new MembershipPublisher({ url: own.url, cluster: CLUSTER, prefix: PREFIX, logger });
-  await publisher.apply({ cluster: CLUSTER, backends });
-  const channel = publisher.keys.channel;
+  const publishers = {
+    full: new MembershipPublisher({ url: own.url, cluster: CLUSTER, prefix: PREFIX, logger, notices: 'full' }),
+    delta: new MembershipPublisher({ url: own.url, cluster: CLUSTER, prefix: PREFIX, logger, notices: 'delta' }),
+  };
+  await publishers.full.apply({ cluster: CLUSTER, backends });
+  const channel = publishers.full.keys.channel;
 
-  const scenarios = [
-    { name: 'one reader', processes: 1, readers: 1 },
-    { name: `${READERS} readers`, processes: PROCESSES, readers: READERS },
-  ];
+  const scenarios = NOTICES.flatMap((notices) => [
+    { name: `${notices} notices, one reader`, notices, processes: 1, readers: 1 },
+    { name: `${notices} notices, ${READERS} readers`, notices, processes: PROCESSES, readers: READERS },
+  ]);
   const rows: Record<string, unknown>[] = [];
   const results: Record<string, unknown> = {};
   for (const sc of scenarios) {
@@ -172,7 +183,7 @@ async function main(): Promise<void> {
     for (let i = -WARMUP; i < CHANGES; i++) {
       if (i === 0) cpu0 = await redisCpuSeconds(admin);
       const t0 = now();
-      const v = await publisher.setWeight(`b${rng.below(BACKENDS)}`, 1 + rng.below(100));
+      const v = await publishers[sc.notices].setWeight(`b${rng.below(BACKENDS)}`, 1 + rng.below(100));
       const tPub = now();
       const r = await fleet.reached(v);
       if (i < 0) continue;
@@ -190,6 +201,7 @@ async function main(): Promise<void> {
     const s = subs.length > 0 ? summary(subs) : undefined;
     rows.push({
       scenario: sc.name,
+      notices: sc.notices,
       processes: sc.processes,
       'subscriber conns': sc.readers,
       'publisher p50 ms': summary(publish).p50,
@@ -201,6 +213,7 @@ async function main(): Promise<void> {
       'Redis CPU ms/change': cpuMsPerChange,
     });
     results[sc.name] = {
+      notices: sc.notices,
       processes: sc.processes,
       workersPerProcess: THREADS,
       subscriberConnections: sc.readers,
@@ -212,19 +225,23 @@ async function main(): Promise<void> {
       samples: total,
     };
   }
-  await publisher.close();
+  await publishers.full.close();
+  await publishers.delta.close();
   admin.disconnect();
   own.child.kill('SIGKILL');
 
-  const fleetRow = results[`${READERS} readers`] as { everything: { p99: number } };
   console.log(
     `\nfleet fan-out: ${BACKENDS} backends, ${CHANGES} setWeight changes per scenario after ${WARMUP} warm-up, ${THREADS} worker routers per process (${POLICY}), loopback Redis`,
   );
   console.log(formatTable(rows));
+  for (const notices of NOTICES) {
+    const fleetRow = results[`${notices} notices, ${READERS} readers`] as { everything: { p99: number } };
+    console.log(`p99 at ${READERS} readers, ${notices} notices: ${fleetRow.everything.p99.toFixed(2)} ms (target <= ${TARGET_P99_MS} ms)`);
+  }
   console.log(
-    `p99 at ${READERS} readers: ${fleetRow.everything.p99.toFixed(2)} ms (target <= ${TARGET_P99_MS} ms); load average ${loadavg()
+    `load average ${loadavg()
       .map((l) => l.toFixed(2))
-      .join(' ')} on ${cpus().length} cpus`,
+      .join(' ')} on ${cpus().length} cpus (at the end of the run; at the start: ${startLoad})`,
   );
   const file = writeResults('fleet', {
     backends: BACKENDS,
@@ -235,7 +252,9 @@ async function main(): Promise<void> {
     policy: POLICY,
     method:
       'performance.timeOrigin + performance.now() (one clock for all processes) from before publisher.setWeight until both worker routers of every process routed a pick with the new version and every subscriber connection received its notice',
+    notices: NOTICES,
     targetP99Ms: TARGET_P99_MS,
+    loadAverageAtStart: startLoad,
     loadAverage: loadavg(),
     results,
   });

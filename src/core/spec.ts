@@ -252,6 +252,18 @@ export function resolveBackendSpecs(value: unknown, path = 'backends'): Resolved
   // An index loop, not map(): map() skips the holes of a sparse array, which must be refused like any non-object.
   const resolved: ResolvedBackendSpec[] = new Array<ResolvedBackendSpec>(value.length);
   for (let i = 0; i < value.length; i++) resolved[i] = resolveBackendSpec(value[i], `${path}[${i}]`);
+  checkBackendSet(resolved, path);
+  return resolved;
+}
+
+/**
+ * The cross-member laws of a list of already validated specs: unique ids
+ * (`DuplicateIdentity`) and one locality weight per (priority, locality)
+ * group (`InconsistentTopology`). What {@link resolveBackendSpecs} checks
+ * after validating each spec; a delta notice's result runs only this, since
+ * each of its specs was validated when it arrived. @internal
+ */
+export function checkBackendSet(resolved: readonly ResolvedBackendSpec[], path = 'backends'): void {
   const seen = new Map<string, number>();
   const groupWeight = new Map<string, { weight: number; index: number }>();
   resolved.forEach((spec, i) => {
@@ -273,5 +285,4 @@ export function resolveBackendSpecs(value: unknown, path = 'backends'): Resolved
       );
     }
   });
-  return resolved;
 }

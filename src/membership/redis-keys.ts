@@ -3,7 +3,7 @@
  * stored there and published on change.
  *
  *   <prefix>:<cluster>:snapshot   string  {"version":N,"lineage":"<hex>","document":{"cluster":...,"backends":[...]}}
- *   <prefix>:<cluster>:notices    channel the same JSON, published by the same script call
+ *   <prefix>:<cluster>:notices    channel the same JSON, or a delta notice (below), published by the same script call
  *
  * On a Redis Cluster the cluster name is a hash tag, so the key and the
  * (sharded) channel hash to one slot and the write script, the SPUBLISH and
@@ -13,9 +13,16 @@
  *
  * (names cannot contain braces, so the tag is exactly the cluster name).
  *
- * The notice carries the whole snapshot, so a reader that holds version
- * N − 1 applies notice N without a round trip; any other gap is healed by
- * re-reading the snapshot key, which is the truth.
+ * A notice is either the whole snapshot (what `apply` of a large change,
+ * and every publisher before delta notices, sends) or a delta notice
+ *
+ *   {"version":N,"lineage":"<hex>","base":B,"ops":[...],"digest":"<40 hex>"}
+ *
+ * (delta.ts): a reader holding exactly version B of that lineage applies the
+ * ops, validates the result as a snapshot and checks its digest. A reader
+ * that holds version N − 1 (full) or B (delta) applies the notice without a
+ * round trip; every other case is healed by re-reading the snapshot key,
+ * which is the truth.
  *
  * The lineage names one version line: the write script draws a new one when
  * it writes a cluster's first version into an empty Redis (and keeps it on
@@ -25,6 +32,7 @@
 import { PoiseError } from '../core/errors.js';
 import { checkSize, parseText, resolveDocument, validateVersion, type ResolvedDocument } from './document.js';
 import { validateName } from './name.js';
+import { DIGEST, resolveOps, type ResolvedDeltaOp } from './delta.js';
 
 /** Default key prefix. @internal */
 export const DEFAULT_PREFIX = 'poise';
@@ -63,6 +71,68 @@ export interface Envelope {
 }
 
 const ENVELOPE_FIELDS = ['version', 'lineage', 'document'];
+const DELTA_FIELDS = ['version', 'lineage', 'base', 'ops', 'digest'];
+
+/** A decoded delta notice: ops that turn the document at `base` into the one at `version`. @internal */
+export interface DeltaNotice {
+  /** The new version, in [1, 2^53 − 1]. */
+  version: number;
+  /** The lineage of both versions. */
+  lineage: string;
+  /** The version the ops apply to, below `version`. */
+  base: number;
+  /** The validated operations. */
+  ops: ResolvedDeltaOp[];
+  /** SHA-1 (hex) of the canonical JSON of the resulting document. */
+  digest: string;
+}
+
+/** A decoded notice: the whole snapshot, or a delta. @internal */
+export type Notice = { kind: 'full'; envelope: Envelope } | { kind: 'delta'; delta: DeltaNotice };
+
+/**
+ * Decodes a notice: a delta notice when it has a `base` field, else the
+ * whole snapshot ({@link decodeEnvelope}). Throws `Corrupt` naming the field.
+ * @internal
+ */
+export function decodeNotice(text: string, opts: { cluster: string; maxBytes: number }): Notice {
+  // A delta notice has "base" right after the lineage; anything else is decoded (and refused) as a snapshot.
+  const delta = /^\{"version":\d+,"lineage":"[0-9a-f]{32}","base":/.test(text);
+  if (!delta) return { kind: 'full', envelope: decodeEnvelope(text, { ...opts, what: 'notice' }) };
+  try {
+    return { kind: 'delta', delta: decodeDelta(text, opts.maxBytes) };
+  } catch (err) {
+    if (!(err instanceof PoiseError)) throw err;
+    throw new PoiseError('Corrupt', err.message, { field: err.field ?? 'notice', cause: err });
+  }
+}
+
+function decodeDelta(text: string, maxBytes: number): DeltaNotice {
+  checkSize(text, maxBytes, 'notice');
+  const value = parseText(text, 'json', 'notice') as Record<string, unknown>;
+  for (const key of Object.keys(value)) {
+    if (!DELTA_FIELDS.includes(key)) {
+      throw new PoiseError('InvalidConfig', `notice.${key}: unknown field of a delta notice (accepted: ${DELTA_FIELDS.join(', ')})`, {
+        field: `notice.${key}`,
+      });
+    }
+  }
+  const version = validateVersion(value['version'], 'notice.version');
+  const base = validateVersion(value['base'], 'notice.base');
+  if (base < 1 || base >= version) {
+    throw new PoiseError('InvalidConfig', `notice.base: must be in [1, version − 1] = [1, ${version - 1}], got ${base}`, {
+      field: 'notice.base',
+    });
+  }
+  const digest = value['digest'];
+  if (typeof digest !== 'string' || !DIGEST.test(digest)) {
+    throw new PoiseError('InvalidConfig', `notice.digest: must be 40 lowercase hex digits, got ${JSON.stringify(digest)}`, {
+      field: 'notice.digest',
+    });
+  }
+  // The prefix test above guarantees a valid lineage string.
+  return { version, lineage: value['lineage'] as string, base, ops: resolveOps(value['ops'], 'notice.ops'), digest };
+}
 
 /** The JSON of an envelope, in the field order the write script reads back. @internal */
 export function envelopeJson(version: number, lineage: string | undefined, documentJson: string): string {

@@ -16,12 +16,20 @@
  * the master that ran the script, also in a Cluster): the write is reported
  * as done only when N replicas acknowledged it, and as `NotReplicated`
  * otherwise (it is on the master, and may or may not survive a failover).
+ *
+ * Notices: a write whose change is a few backends (every single-backend
+ * operation; an `apply` whose ops are at most half the document's size)
+ * publishes a delta notice (delta.ts) computed against the document it read,
+ * and the script sends it only when that document is still the stored one
+ * (expected version and lineage); otherwise the whole snapshot is published.
+ * `notices: 'full'` always publishes the whole snapshot, as publishers before
+ * delta notices did (for fleets whose readers are not upgraded yet).
  */
 import { randomBytes } from 'node:crypto';
 import type { RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { PoiseError, invalidConfig } from '../core/errors.js';
-import { resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
+import { checkBackendSet, resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
 import { Backoff } from '../core/backoff.js';
 import { validateWeight } from '../core/weight.js';
 import { defaultLogger } from '../log.js';
@@ -39,6 +47,7 @@ import { redisUnavailable } from './redis-errors.js';
 import { createRedisClient, describeTarget, resolveRedisTarget, type RedisClient, type RedisConnectionOptions } from './redis-target.js';
 import { DEFAULT_PREFIX, decodeEnvelope, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
 import { WRITE_SCRIPT } from './redis-script.js';
+import { diffBackends, documentDigest } from './delta.js';
 import { integerIn } from '../core/validate.js';
 
 /**
@@ -65,6 +74,13 @@ export interface MembershipPublisherOptions extends RedisConnectionOptions {
   waitReplicas?: number;
   /** How long a write waits for `waitReplicas` acknowledgements, in [1, 60000] ms; default 1000. */
   waitTimeoutMs?: number;
+  /**
+   * `'delta'` (default): small changes publish delta notices, which readers
+   * of this release and later apply; `'full'`: every notice is the whole
+   * snapshot, which readers of every release apply. Use `'full'` until every
+   * reader of the fleet runs a release that understands delta notices.
+   */
+  notices?: 'delta' | 'full';
   /** Extra ioredis options (tls, password, timeouts); they override the defaults. */
   redisOptions?: RedisOptions;
   /** pino logger; default {@link defaultLogger}. */
@@ -85,7 +101,12 @@ export interface StoredMembership {
 const ENVELOPE_BYTES = 80;
 
 /** What the script answered: written (new version, lineage), or the expected version did not match. */
-type WriteReply = { written: true; version: number; lineage: string } | { written: false; current: string };
+type WriteReply = { written: true; version: number; lineage: string; notice: 'delta' | 'full' } | { written: false; current: string };
+/** Delta ops computed against a stored document (its lineage), for the script's ARGV[9..11]. */
+interface DeltaArgs {
+  ops: string;
+  lineage: string;
+}
 type WriteArgs = [
   key: string,
   channel: string,
@@ -97,6 +118,9 @@ type WriteArgs = [
   max: string,
   floor: string,
   floorLineage: string,
+  ops: string,
+  digest: string,
+  opsLineage: string,
 ];
 type ScriptClient = RedisClient & { poiseWrite(...args: WriteArgs): Promise<unknown> };
 
@@ -112,7 +136,7 @@ function versionFromReply(text: unknown): number {
 
 function parseReply(reply: unknown): WriteReply {
   if (Array.isArray(reply) && reply[0] === '1' && typeof reply[2] === 'string')
-    return { written: true, version: versionFromReply(reply[1]), lineage: reply[2] };
+    return { written: true, version: versionFromReply(reply[1]), lineage: reply[2], notice: reply[3] === 'delta' ? 'delta' : 'full' };
   if (Array.isArray(reply) && reply[0] === '0' && typeof reply[1] === 'string') return { written: false, current: reply[1] };
   throw new PoiseError('Corrupt', `redis: unexpected reply from the write script: ${JSON.stringify(reply)}`, { field: 'redis' });
 }
@@ -139,6 +163,7 @@ export class MembershipPublisher {
   readonly #publish: 'PUBLISH' | 'SPUBLISH';
   readonly #waitReplicas: number;
   readonly #waitTimeoutMs: number;
+  readonly #deltas: boolean;
   #lastConnectionError: string | undefined;
   /** The highest version this publisher wrote, and its lineage: the floor of the next "current + 1" (see WRITE_SCRIPT, ARGV[7]). */
   #highWater: { version: number; lineage: string } | undefined;
@@ -155,6 +180,9 @@ export class MembershipPublisher {
     this.#maxAttempts = integerIn(opts.maxAttempts ?? 16, 'options.maxAttempts', 1);
     this.#waitReplicas = integerIn(opts.waitReplicas ?? 0, 'options.waitReplicas', 0, 100);
     this.#waitTimeoutMs = integerIn(opts.waitTimeoutMs ?? 1000, 'options.waitTimeoutMs', 1, 60_000);
+    if (opts.notices !== undefined && opts.notices !== 'delta' && opts.notices !== 'full')
+      invalidConfig('options.notices', 'must be "delta" or "full"', opts.notices);
+    this.#deltas = opts.notices !== 'full';
     this.#log = (opts.logger ?? defaultLogger()).child({ component: 'membership-publisher', cluster: this.#cluster });
     this.#redis = createRedisClient(target, { lazyConnect: true, ...opts.redisOptions }) as ScriptClient;
     this.#redis.defineCommand('poiseWrite', { lua: WRITE_SCRIPT, numberOfKeys: 2 });
@@ -194,13 +222,25 @@ export class MembershipPublisher {
     if (opts.ifVersion !== undefined) validateVersion(opts.ifVersion, 'ifVersion');
     const expected = opts.ifVersion === undefined ? '' : String(opts.ifVersion);
     const requested = doc.version === undefined ? '' : String(doc.version);
-    const reply = await this.#write(documentJson(doc), expected, requested);
+    const json = documentJson(doc);
+    let reply: WriteReply | undefined;
+    const base = this.#deltas ? await this.#deltaBase(opts.ifVersion) : undefined;
+    if (base !== undefined) {
+      const ops = this.#deltaArgs(base, doc, json.length / 2);
+      // Conditional on the version read, so the ops are exact; lost to another writer, an unconditional apply falls back to the whole snapshot.
+      if (ops !== undefined) reply = await this.#write(json, String(base.version), requested, ops);
+      if (reply !== undefined && !reply.written && opts.ifVersion === undefined) reply = undefined;
+    }
+    reply ??= await this.#write(json, expected, requested);
     if (!reply.written) {
       throw new PoiseError('Conflict', `ifVersion: the stored version is ${reply.current}, not ${opts.ifVersion}; nothing written`, {
         field: 'ifVersion',
       });
     }
-    this.#log.info({ version: reply.version, lineage: reply.lineage, backends: doc.backends.length }, 'membership document applied');
+    this.#log.info(
+      { version: reply.version, lineage: reply.lineage, backends: doc.backends.length, notice: reply.notice },
+      'membership document applied',
+    );
     return reply.version;
   }
 
@@ -270,6 +310,27 @@ export class MembershipPublisher {
     await this.#redis.quit().catch(() => this.#redis.disconnect());
   }
 
+  /** The stored snapshot an apply can be a delta against (undefined: none, unreadable, or not the `ifVersion` one). */
+  async #deltaBase(ifVersion: number | undefined): Promise<Envelope | undefined> {
+    let env: Envelope | undefined;
+    try {
+      env = await this.#read('nothing written');
+    } catch {
+      return undefined; // unreadable or unreachable: the plain write reports (or replaces) it
+    }
+    if (env === undefined || env.lineage === undefined || (ifVersion !== undefined && env.version !== ifVersion)) return undefined;
+    return env;
+  }
+
+  /** Delta ops from `base` to `doc` when they exist and their JSON is at most `maxChars` long; the health block must be unchanged. */
+  #deltaArgs(base: Envelope, doc: ResolvedDocument, maxChars: number): DeltaArgs | undefined {
+    if (base.lineage === undefined || JSON.stringify(base.document.health) !== JSON.stringify(doc.health)) return undefined;
+    const ops = diffBackends(base.document.backends, doc.backends);
+    if (ops === undefined) return undefined;
+    const json = JSON.stringify(ops);
+    return json.length <= maxChars ? { ops: json, lineage: base.lineage } : undefined;
+  }
+
   #checkCluster(doc: ResolvedDocument): void {
     if (doc.cluster !== this.#cluster) {
       invalidConfig('cluster', `must be ${JSON.stringify(this.#cluster)} (the cluster this publisher writes)`, doc.cluster);
@@ -316,10 +377,14 @@ export class MembershipPublisher {
       const env = await this.#read('nothing written');
       const current = env?.version ?? 0;
       const backends = f(env?.document.backends ?? []);
-      const doc = resolveDocument({ cluster: this.#cluster, backends: backends.map(compactSpec) });
-      const reply = await this.#write(documentJson(doc), String(current), '');
+      // Every spec is validated (the stored ones when read, a new or changed one by its operation); the list laws are checked here.
+      checkBackendSet(backends);
+      const doc: ResolvedDocument = { cluster: this.#cluster, version: undefined, backends };
+      if (env?.document.health !== undefined) doc.health = env.document.health;
+      const ops = this.#deltas && env !== undefined ? this.#deltaArgs(env, doc, Number.POSITIVE_INFINITY) : undefined;
+      const reply = await this.#write(documentJson(doc), String(current), '', ops);
       if (reply.written) {
-        this.#log.info({ version: reply.version, lineage: reply.lineage, op: what }, 'membership changed');
+        this.#log.info({ version: reply.version, lineage: reply.lineage, op: what, notice: reply.notice }, 'membership changed');
         return reply.version;
       }
       this.#log.debug({ op: what, read: current, stored: reply.current, attempt }, 'concurrent write; retrying');
@@ -338,7 +403,7 @@ export class MembershipPublisher {
     return decodeEnvelope(text, { cluster: this.#cluster, maxBytes: this.#maxBytes, what: 'snapshot' });
   }
 
-  async #write(docJson: string, expected: string, requested: string): Promise<WriteReply> {
+  async #write(docJson: string, expected: string, requested: string, delta?: DeltaArgs): Promise<WriteReply> {
     // The stored value is `{"version":N,"lineage":"<32 hex>","document":<docJson>}`: at most 80 bytes around the document.
     const bytes = Buffer.byteLength(docJson, 'utf8') + ENVELOPE_BYTES;
     if (bytes > this.#maxBytes) {
@@ -364,6 +429,7 @@ export class MembershipPublisher {
       lineage,
       String(MAX_VERSION),
       ...floor,
+      ...(delta === undefined ? ['', '', ''] : [delta.ops, documentDigest(docJson), delta.lineage]),
     ] as WriteArgs;
     if (this.#waitReplicas > 0) return this.#writeAndWait(args);
     let reply: unknown;

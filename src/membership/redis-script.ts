@@ -23,10 +23,20 @@
  *          next version above every version this publisher ever published,
  *          so those readers take it instead of ignoring it as "not newer".
  * ARGV[8]  the lineage ARGV[7] belongs to, or ""
+ * ARGV[9]  delta ops JSON (delta.ts, computed against the document read at
+ *          version ARGV[3]), or "" to publish the whole snapshot
+ * ARGV[10] the digest of ARGV[2] (40 hex digits), with ARGV[9]
+ * ARGV[11] the lineage of the document the ops were computed against, with ARGV[9]
+ *
+ * The notice is the delta `{"version":N,"lineage":L,"base":B,"ops":...,"digest":...}`
+ * only when it is exact: ops given, the expected version matched (so B, the
+ * stored version, is the one the ops were computed against) and the stored
+ * lineage is ARGV[11]; otherwise it is the whole snapshot, as before delta
+ * notices. The snapshot key always holds the whole snapshot.
  *
  * Replies are strings, never Lua numbers, so nothing is rounded on the way
  * out (ioredis would read a large integer reply as an inexact JS number):
- * {"1", newVersion, lineage} on success, {"0", currentVersion} when the
+ * {"1", newVersion, lineage, "delta" | "full"} on success, {"0", currentVersion} when the
  * expected version does not match (the caller re-reads and retries), and an
  * error reply otherwise, with
  * nothing written:
@@ -46,6 +56,7 @@ local max = tonumber(ARGV[6])
 local cur = 0
 local curText = '0'
 local lineage = ARGV[5]
+local stored = nil
 local old = redis.call('GET', KEYS[1])
 if old then
   local v = string.match(old, '^{"version":(%d+),')
@@ -53,7 +64,10 @@ if old then
     cur = tonumber(v)
     curText = v
     local l = string.match(old, '^{"version":%d+,"lineage":"(%x+)",')
-    if l then lineage = l end
+    if l then
+      lineage = l
+      stored = l
+    end
   elseif ARGV[4] == '' then
     return redis.error_reply('POISE_MALFORMED the snapshot key holds a value this script did not write; apply a document with an explicit version to replace it')
   end
@@ -83,6 +97,10 @@ else
 end
 local payload = '{"version":' .. nvText .. ',"lineage":"' .. lineage .. '","document":' .. ARGV[2] .. '}'
 redis.call('SET', KEYS[1], payload)
+if ARGV[9] ~= '' and ARGV[3] ~= '' and cur >= 1 and stored == ARGV[11] then
+  redis.call(ARGV[1], KEYS[2], '{"version":' .. nvText .. ',"lineage":"' .. lineage .. '","base":' .. curText .. ',"ops":' .. ARGV[9] .. ',"digest":"' .. ARGV[10] .. '"}')
+  return {'1', nvText, lineage, 'delta'}
+end
 redis.call(ARGV[1], KEYS[2], payload)
-return {'1', nvText, lineage}
+return {'1', nvText, lineage, 'full'}
 `;

@@ -23,6 +23,14 @@
  * afterwards route the same way. A notice of another lineage triggers a
  * snapshot re-read (the snapshot is the truth); the adoption happens there.
  *
+ * Delta notices (delta.ts): a notice `{version, lineage, base, ops, digest}`
+ * is applied only by a reader holding exactly `base` of that lineage: the
+ * ops applied to the held document, the result validated as a snapshot is
+ * and its digest checked. Any other case — a gap, another lineage, a base
+ * not held, a malformed notice, an unknown op, an invalid result, a digest
+ * that does not match — re-reads the snapshot, and nothing else changes
+ * (malformed input also gets one rate-limited log line).
+ *
  * Sentinel: both connections find the master through the sentinels on every
  * (re)connection, so after a failover they reconnect to the new master and
  * the same "subscribe, confirmed, then read" order runs there: a reader
@@ -47,7 +55,18 @@ import { DEFAULT_MAX_DOCUMENT_BYTES, documentJson, formatOf, parseDocument, type
 import { validateName } from './name.js';
 import { readFileLimited } from './read-limited.js';
 import { redactUrl } from './redis-errors.js';
-import { DEFAULT_PREFIX, decodeEnvelope, envelopeJson, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
+import {
+  DEFAULT_PREFIX,
+  decodeEnvelope,
+  decodeNotice,
+  envelopeJson,
+  membershipKeys,
+  type DeltaNotice,
+  type Envelope,
+  type MembershipKeys,
+  type Notice,
+} from './redis-keys.js';
+import { applyDelta } from './delta.js';
 import {
   createRedisClient,
   describeTarget,
@@ -132,6 +151,8 @@ export class RedisMembership implements MembershipSource {
   #lineage: string | undefined;
   /** Whether anything was applied (a fallback may be version 0). */
   #held = false;
+  /** The document last applied: what a delta notice's ops apply to. */
+  #document: ResolvedDocument | undefined;
   #problem: PoiseError | undefined;
   #closed = false;
   #synced: (() => void) | undefined;
@@ -318,13 +339,20 @@ export class RedisMembership implements MembershipSource {
 
   #onNotice(channel: string, message: string): void {
     if (channel !== this.#keys.channel) return;
-    let env: Envelope;
+    let notice: Notice;
     try {
-      env = decodeEnvelope(message, { cluster: this.#cluster, maxBytes: this.#maxBytes, what: 'notice' });
+      notice = decodeNotice(message, { cluster: this.#cluster, maxBytes: this.#maxBytes });
     } catch (err) {
       this.#reject(err, 'notice');
+      // Whatever this notice was meant to say, the snapshot says it.
+      this.#requestResync('rejected notice');
       return;
     }
+    if (notice.kind === 'delta') {
+      this.#onDelta(notice.delta);
+      return;
+    }
+    const env = notice.envelope;
     if (this.#otherLineage(env)) {
       // Redis was written from scratch: the snapshot decides (and is adopted whatever its version).
       this.#log.info(
@@ -341,6 +369,31 @@ export class RedisMembership implements MembershipSource {
     }
     this.#log.info({ held: this.#version, notice: env.version }, 'notice skipped versions; re-reading the snapshot');
     this.#requestResync('version gap');
+  }
+
+  #onDelta(delta: DeltaNotice): void {
+    if (this.#held && this.#lineage === delta.lineage && delta.version <= this.#version) return;
+    const document = this.#document;
+    if (!this.#held || document === undefined || this.#lineage !== delta.lineage || delta.base !== this.#version) {
+      this.#log.info(
+        { held: this.#version, lineage: this.#lineage, notice: delta.version, base: delta.base, noticeLineage: delta.lineage },
+        'delta notice is not based on the version held; re-reading the snapshot',
+      );
+      this.#requestResync('delta base not held');
+      return;
+    }
+    let next: ResolvedDocument;
+    try {
+      next = applyDelta(document, delta.ops, delta.digest, { maxBytes: this.#maxBytes, what: 'notice' });
+    } catch (err) {
+      this.#reject(
+        isPoiseError(err) && err.code !== 'Corrupt' ? new PoiseError('Corrupt', err.message, { field: err.field, cause: err }) : err,
+        'notice',
+      );
+      this.#requestResync('delta rejected');
+      return;
+    }
+    this.#apply({ version: delta.version, lineage: delta.lineage, document: next }, 'notice');
   }
 
   /** True when `env` carries a lineage and it is not the one held (both known). */
@@ -446,6 +499,7 @@ export class RedisMembership implements MembershipSource {
     // Delivered: the source moves even when the target ignored it (offering it again would not change the answer).
     this.#version = version;
     this.#lineage = lineage;
+    this.#document = document;
     this.#held = true;
     this.#problem = undefined;
     const applied = reportDelivery(this.#log, result, snapshot, { origin, ...(lineage === undefined ? {} : { lineage }) });

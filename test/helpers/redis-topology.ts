@@ -282,14 +282,18 @@ export async function startSentinelTopology(
   }
 }
 
-/** A Redis Cluster of masters on loopback. */
+/** A Redis Cluster on loopback: masters, and replicas when asked for. */
 export interface ClusterTopology {
-  /** Master nodes. */
+  /** Every node (masters and replicas, as `redis-cli --cluster create` assigned the roles). */
   readonly nodes: readonly RedisNode[];
   /** `host:port` of every node, for `redisCluster` options and `--redis-cluster`. */
   readonly addresses: string[];
-  /** The port of the master that owns `slot`. */
+  /** The port of the master that owns `slot` (asks a running node). */
   ownerOf(slot: number): Promise<number>;
+  /** Waits until every running node names a master other than `oldPort` for `slot`, it answers ROLE master, and cluster_state is ok; returns its port. */
+  waitForNewOwner(slot: number, oldPort: number, deadlineMs?: number): Promise<number>;
+  /** Waits until every running replica has its master link up (`master_link_status:up`). */
+  waitForReplicasInSync(deadlineMs?: number): Promise<void>;
   /** Kills every process and removes the temporary directory. Idempotent. */
   stop(): Promise<void>;
 }
@@ -313,8 +317,13 @@ async function clusterPort(taken: Set<number>): Promise<number> {
   throw new Error('no free port pair (P, P + 10000) found for a cluster node');
 }
 
-/** `masters` cluster-enabled redis-servers joined with `redis-cli --cluster create`; resolves when the cluster state is ok on every node. */
-export async function startCluster(opts: { masters?: number } = {}): Promise<ClusterTopology> {
+/**
+ * `masters` cluster-enabled redis-servers (plus `replicas` per master, joined
+ * with `--cluster-replicas`) joined with `redis-cli --cluster create`;
+ * resolves when the cluster state is ok on every node and every replica is
+ * in sync.
+ */
+export async function startCluster(opts: { masters?: number; replicas?: number } = {}): Promise<ClusterTopology> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-cluster-'));
   const all: RedisNode[] = [];
   const stop = async (): Promise<void> => {
@@ -323,7 +332,8 @@ export async function startCluster(opts: { masters?: number } = {}): Promise<Clu
   };
   try {
     const taken = new Set<number>();
-    for (let i = 0; i < (opts.masters ?? 3); i++) {
+    const replicas = opts.replicas ?? 0;
+    for (let i = 0; i < (opts.masters ?? 3) * (1 + replicas); i++) {
       const port = await clusterPort(taken);
       const n = node(port, () => [
         '--port',
@@ -348,10 +358,14 @@ export async function startCluster(opts: { masters?: number } = {}): Promise<Clu
       all.push(n);
       await n.start();
     }
-    const created = spawnSync('redis-cli', ['--cluster', 'create', ...all.map((n) => n.address), '--cluster-yes'], {
-      encoding: 'utf8',
-      timeout: 30_000,
-    });
+    const created = spawnSync(
+      'redis-cli',
+      ['--cluster', 'create', ...all.map((n) => n.address), '--cluster-replicas', String(replicas), '--cluster-yes'],
+      {
+        encoding: 'utf8',
+        timeout: 30_000,
+      },
+    );
     if (created.status !== 0)
       throw new Error(`redis-cli --cluster create failed (${created.status}): ${created.stdout}\n${created.stderr}`);
     await until('cluster_state:ok on every node', async () => {
@@ -361,17 +375,54 @@ export async function startCluster(opts: { masters?: number } = {}): Promise<Clu
       }
       return true;
     });
-    return {
+    const ownerSeenBy = async (port: number, slot: number): Promise<number> => {
+      const slots = (await command(port, 'CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
+      const range = slots.find(([lo, hi]) => slot >= lo && slot <= hi);
+      if (range === undefined) throw new Error(`slot ${slot} is not served`);
+      return Number(range[2][1]);
+    };
+    const replicasInSync = async (): Promise<boolean> => {
+      for (const n of all) {
+        if (!n.running) continue;
+        const info = String(await command(n.port, 'INFO', 'replication').catch(() => ''));
+        if (info.includes('role:slave') && !info.includes('master_link_status:up')) return false;
+      }
+      return true;
+    };
+    const topology: ClusterTopology = {
       nodes: all,
       addresses: all.map((n) => n.address),
       async ownerOf(slot) {
-        const slots = (await command(all[0]!.port, 'CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
-        const range = slots.find(([lo, hi]) => slot >= lo && slot <= hi);
-        if (range === undefined) throw new Error(`slot ${slot} is not served`);
-        return Number(range[2][1]);
+        const n = all.find((x) => x.running);
+        if (n === undefined) throw new Error('no cluster node is running');
+        return ownerSeenBy(n.port, slot);
+      },
+      async waitForNewOwner(slot, oldPort, deadlineMs = 30_000) {
+        let found = 0;
+        await until(
+          `a new owner of slot ${slot} named by every running node`,
+          async () => {
+            const owners = new Set<number>();
+            for (const n of all) if (n.running) owners.add(await ownerSeenBy(n.port, slot).catch(() => 0));
+            const [port] = [...owners];
+            if (owners.size !== 1 || port === undefined || port === 0 || port === oldPort) return false;
+            const role = (await command(port, 'ROLE').catch(() => null)) as unknown[] | null;
+            const info = String(await command(port, 'CLUSTER', 'INFO').catch(() => ''));
+            found = port;
+            return role !== null && role[0] === 'master' && info.includes('cluster_state:ok');
+          },
+          deadlineMs,
+          100,
+        );
+        return found;
+      },
+      async waitForReplicasInSync(deadlineMs = 20_000) {
+        await until('every replica in sync', replicasInSync, deadlineMs, 50);
       },
       stop,
     };
+    if (replicas > 0) await topology.waitForReplicasInSync();
+    return topology;
   } catch (err) {
     await stop();
     throw err;

@@ -5,7 +5,9 @@
  */
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { MembershipSnapshot } from '../../src/core/spec.js';
+import type { MembershipSnapshot, ResolvedBackendSpec } from '../../src/core/spec.js';
+import { Rng } from '../../src/core/rng.js';
+import { compactSpec } from '../../src/membership/document.js';
 import { MembershipPublisher } from '../../src/membership/redis-publisher.js';
 import { RedisMembership } from '../../src/membership/redis-source.js';
 import { captureLog, until } from '../helpers/log-capture.js';
@@ -79,6 +81,40 @@ describe('Redis Cluster: sharded pub/sub, one hash slot per cluster', () => {
       // Notices, not re-reads: one "subscribed" snapshot read at start and no version gaps.
       expect(r.log.find('notice skipped versions')).toEqual([]);
     }
+  });
+
+  it('deltas over SPUBLISH: two publishers, 120 operations; readers apply every version from its notice and end on the stored document', async () => {
+    const pubs = [publisher('delta'), publisher('delta', { notices: 'full' })];
+    await pubs[0]!.apply({ cluster: 'delta', backends: [be('a', 1), be('b', 2)] });
+    const readers = await Promise.all([reader('delta'), reader('delta')]);
+    const tap = new Cluster(
+      topo.addresses.map((a) => ({ host: '127.0.0.1', port: Number(a.split(':')[1]) })),
+      { shardedSubscribers: true },
+    );
+    closers.push(async () => tap.disconnect());
+    const notices: string[] = [];
+    tap.on('smessage', (_c: string, m: string) => notices.push(m));
+    await tap.ssubscribe(pubs[0]!.keys.channel);
+    const rng = new Rng(16);
+    for (let i = 0; i < 120; i++) {
+      // Publisher 0 sends deltas, publisher 1 whole snapshots (an older release in a mixed fleet).
+      const pub = pubs[i % 2]!;
+      const k = rng.below(4);
+      if (k === 0) await pub.add(be(`n${i}`, 100 + i));
+      else if (k === 1) await pub.setWeight(rng.below(2) === 0 ? 'a' : 'b', 1 + rng.below(100));
+      else if (k === 2) await pub.drain(rng.below(2) === 0 ? 'a' : 'b');
+      else await pub.undrain(rng.below(2) === 0 ? 'a' : 'b');
+    }
+    const stored = (await pubs[0]!.show())!;
+    expect(stored.version).toBe(121);
+    for (const r of readers) {
+      await until(() => r.source.version === 121, 'reader at version 121');
+      expect(r.seen.map((s) => s.version)).toEqual(Array.from({ length: 121 }, (_, k) => k + 1));
+      expect(r.seen.at(-1)!.backends.map((b) => compactSpec(b as ResolvedBackendSpec))).toEqual(stored.document.backends);
+      expect(r.log.find('re-reading the snapshot')).toEqual([]);
+    }
+    await until(() => notices.length === 120, 'the 120 tapped notices');
+    expect(notices.map((m) => m.includes('"base":'))).toEqual(Array.from({ length: 120 }, (_, k) => k % 2 === 0));
   });
 
   it('a notice is a sharded message: SSUBSCRIBE on the slot owner receives it, a plain SUBSCRIBE does not', async () => {

@@ -23,43 +23,11 @@ import type { MembershipSnapshot } from '../../src/core/spec.js';
 import { MembershipPublisher, type MembershipPublisherOptions } from '../../src/membership/redis-publisher.js';
 import { RedisMembership, type RedisMembershipOptions } from '../../src/membership/redis-source.js';
 import { captureLog, until } from '../helpers/log-capture.js';
+import { converged, writer, type Reader } from '../helpers/membership-writer.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { command, startSentinelTopology, type SentinelTopology } from '../helpers/redis-topology.js';
 
 const be = (id: string, port: number) => ({ id, address: `127.0.0.1:${port}` });
-
-interface Reader {
-  source: RedisMembership;
-  seen: MembershipSnapshot[];
-  log: ReturnType<typeof captureLog>;
-}
-
-/** Writes add(prefix<i>) back to back until stopped; records what was acknowledged and what was reported failed. */
-function writer(pub: MembershipPublisher, prefix: string) {
-  const acked: { id: string; version: number; at: number }[] = [];
-  const failed: { id: string; code: string }[] = [];
-  let stop = false;
-  const done = (async () => {
-    for (let i = 0; !stop; i++) {
-      const id = `${prefix}${i}`;
-      try {
-        const version = await pub.add(be(id, 1000 + (i % 50000)));
-        acked.push({ id, version, at: Date.now() });
-      } catch (err) {
-        failed.push({ id, code: isPoiseError(err) ? err.code : String(err) });
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    }
-  })();
-  return {
-    acked,
-    failed,
-    async stop() {
-      stop = true;
-      await done;
-    },
-  };
-}
 
 describe('Redis Sentinel: failover under continuous writes', () => {
   let topo: SentinelTopology;
@@ -98,34 +66,29 @@ describe('Redis Sentinel: failover under continuous writes', () => {
     for (const n of topo.nodes) if (!n.running) await n.restart();
     await topo.waitForReplicas(2, 30_000);
   };
-  /** Every reader reaches the stored version with the stored backends, having applied strictly increasing versions. */
-  const converged = async (readers: Reader[], pub: MembershipPublisher) => {
-    const stored = (await pub.show())!;
-    for (const [i, r] of readers.entries()) {
-      await until(() => r.source.version === stored.version, `reader ${i} at the stored version ${stored.version}`, 20_000).catch((err) => {
-        // The reader's last log lines say where it stopped (connection, subscription, snapshot read).
-        const tail = r.log.records.slice(-15).map((x) => `${x['msg']} ${JSON.stringify(x['err'] ?? x['version'] ?? '')}`);
-        throw new Error(`${(err as Error).message}; last log lines:\n${tail.join('\n')}`);
-      });
-      expect(r.seen.at(-1)!.backends.map((b) => b.id)).toEqual(stored.document.backends.map((b) => b.id));
-      const versions = r.seen.map((s) => s.version);
-      expect(versions).toEqual([...versions].sort((a, b) => a - b));
-      expect(new Set(versions).size).toBe(versions.length);
-    }
-    return stored;
-  };
-
   it('both forms (sentinels + sentinelName, a redis+sentinel:// URL) find the master and follow its notices', async () => {
     const pub = publisher('forms');
     expect(await pub.apply({ cluster: 'forms', backends: [be('a', 1)] })).toBe(1);
     const readers = [await reader('forms', 'options'), await reader('forms', 'url')];
     for (const r of readers) expect(r.source.version).toBe(1);
+    const tap = new Redis({ host: '127.0.0.1', port: await topo.masterPort() });
+    closers.push(async () => tap.disconnect());
+    const notices: string[] = [];
+    tap.on('message', (_c: string, m: string) => notices.push(m));
+    await tap.subscribe(pub.keys.channel);
     expect(await pub.drain('a')).toBe(2);
     for (const r of readers) await until(() => r.source.version === 2, 'notice 2');
     expect(readers.map((r) => r.seen.map((s) => s.version))).toEqual([
       [1, 2],
       [1, 2],
     ]);
+    // The notice was a delta on version 1, and both readers applied it without re-reading the snapshot.
+    await until(() => notices.length === 1, 'the tapped notice');
+    expect(notices[0]).toMatch(
+      /^\{"version":2,"lineage":"[0-9a-f]{32}","base":1,"ops":\[\{"op":"replace","backend":\{"id":"a","address":"127\.0\.0\.1:1","status":"draining"\}\}\],"digest":"[0-9a-f]{40}"\}$/,
+    );
+    for (const r of readers) expect(r.log.find('re-reading the snapshot')).toEqual([]);
+    expect(readers.map((r) => r.seen[1]!.backends[0]!.status)).toEqual(['draining', 'draining']);
   });
 
   it('master SIGKILLed under continuous writes: the publisher and every reader follow the new master and end on its stored snapshot', async () => {
