@@ -452,6 +452,8 @@ describe('routedStream with admission (admissionPriority through a real Admissio
       expect(gate.admissionStats().waiting).toBe(1);
       const error = run % 3 === 0 ? new Error('timeout expired') : undefined;
       const frees = run % 2 === 1;
+      // What the moment implies: 'queue' (destroyed before the gate served it), 'grant' (granted, not connected), or either/connected.
+      let expected: 'queue' | 'grant' | 'any' = 'queue';
       if (frees) {
         // Capacity frees; the destroy comes 0..5 microtasks after that release
         // (before the gate serves the queue, between the grant and the
@@ -459,6 +461,11 @@ describe('routedStream with admission (admissionPriority through a real Admissio
         const h = held.pop()!;
         const hops = rng.below(6);
         const later = rng.below(10);
+        // The release queues the gate's dispatch as a microtask: a destroy
+        // before it is a cancellation in the queue; one or more hops later
+        // the lease was granted (and the socket may be dialling).
+        if (later === 0) expected = hops === 0 ? 'queue' : 'grant';
+        else expected = 'any';
         h.once('close', () => {
           if (later === 0) afterMicrotasks(hops, () => s.destroy(error));
           else void turns(later).then(() => s.destroy(error));
@@ -478,7 +485,8 @@ describe('routedStream with admission (admissionPriority through a real Admissio
       expect(openLeases(balancer)).toBe(held.length);
       expect(seen.events.filter((e) => e === 'close')).toHaveLength(1);
       expect(seen.errors).toEqual(error === undefined ? [] : [error]);
-      if (!frees) expect(cancelled).toBe(1); // nothing freed: it never left the queue
+      if (expected === 'queue') expect(cancelled).toBe(1);
+      if (expected === 'grant') expect([admitted, seen.events.includes('connect')]).toEqual([1, false]);
       if (cancelled === 1) {
         expect(s.attempts).toBe(0);
         expect(seen.events).not.toContain('connect');
@@ -486,7 +494,8 @@ describe('routedStream with admission (admissionPriority through a real Admissio
       } else if (seen.events.includes('connect')) afterConnect++;
       else afterGrant++;
     }
-    // Every kind of moment was hit (the seed is fixed: these are exact for it, and each is > 0).
+    // Every kind of moment was hit: at least the 100 runs that freed nothing
+    // ended in the queue, and the seed's draws include microtask moments of both kinds.
     expect(inQueue).toBeGreaterThan(100);
     expect(afterGrant).toBeGreaterThan(0);
     expect(afterConnect).toBeGreaterThan(0);
