@@ -9,7 +9,7 @@
  * mysql2's `stream` option).
  */
 import net from 'node:net';
-import { PoiseError, checkOptionKeys } from '../core/errors.js';
+import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
 import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
@@ -87,6 +87,24 @@ export function checkConnectOptions(opts: Pick<ConnectOptions, 'attempts' | 'con
 }
 
 /**
+ * Validates `admissionPriority` and `admissionTimeoutMs` (shared with
+ * routedStream): undefined without a band; a timeout without a band is
+ * refused, since nothing would wait. @internal
+ */
+export function checkAdmissionOptions(
+  opts: Pick<ConnectOptions, 'admissionPriority' | 'admissionTimeoutMs'>,
+): { priority: number; timeoutMs: number | undefined } | undefined {
+  const { admissionPriority: priority, admissionTimeoutMs: timeoutMs } = opts;
+  if (timeoutMs !== undefined) positiveNumber(timeoutMs, 'options.admissionTimeoutMs');
+  if (priority === undefined) {
+    if (timeoutMs !== undefined)
+      invalidConfig('options.admissionTimeoutMs', 'needs options.admissionPriority (nothing waits without a band)', timeoutMs);
+    return undefined;
+  }
+  return { priority: finiteNumber(priority, 'options.admissionPriority'), timeoutMs };
+}
+
+/**
  * Opens a TCP connection to a backend chosen by `router`, retrying on other
  * backends when a connect fails.
  *
@@ -109,8 +127,7 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
     'admissionPriority',
     'admissionTimeoutMs',
   ]);
-  if (opts.admissionPriority !== undefined) finiteNumber(opts.admissionPriority, 'options.admissionPriority');
-  if (opts.admissionTimeoutMs !== undefined) positiveNumber(opts.admissionTimeoutMs, 'options.admissionTimeoutMs');
+  const admission = checkAdmissionOptions(opts);
   const create = opts.createSocket ?? net.connect;
   const allowHalfOpen = opts.allowHalfOpen === true;
   const { attempts, timeout } = checkConnectOptions(opts);
@@ -122,13 +139,13 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
     let lease: Lease;
     try {
       lease =
-        attempt === 1 && opts.admissionPriority !== undefined
+        attempt === 1 && admission !== undefined
           ? await router.acquireAsync({
               key: opts.key,
-              priority: { admission: opts.admissionPriority, failover: opts.priority },
+              priority: { admission: admission.priority, failover: opts.priority },
               kind: 'connection',
               signal: opts.signal,
-              timeoutMs: opts.admissionTimeoutMs,
+              timeoutMs: admission.timeoutMs,
             })
           : router.acquire({ key: opts.key, priority: opts.priority, exclude, kind: 'connection' });
     } catch (err) {

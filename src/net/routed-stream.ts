@@ -23,6 +23,15 @@
  * the driver destroys the socket before it connected (its own connect
  * timeout, a pool shutting down).
  *
+ * Admission: with `admissionPriority` the first lease is taken through
+ * `router.acquireAsync` (an `AdmissionGate` on the router queues it in that
+ * band), as `connect()` does; retries after a failed connect are not queued
+ * again. While it waits the driver sees a connecting socket (`connecting`,
+ * `readyState` `'opening'`; writes wait for `'connect'`). A driver destroy
+ * while it waits aborts the wait (the gate counts it `Cancelled`, no lease
+ * is taken); a refusal (`QueueFull`, `QueueTimeout`, `Closed`, ...) reaches
+ * the driver as one `'error'` carrying that `PoiseError`, then `'close'`.
+ *
  * TLS: drivers upgrade the stream they were given (`pg`'s `ssl`, mysql2's
  * `ssl` call `tls.connect({ socket })` after their protocol's TLS request);
  * that works on a RoutedSocket like on any socket. Bytes a driver writes
@@ -33,7 +42,15 @@ import net from 'node:net';
 import { checkOptionKeys } from '../core/errors.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
-import { checkConnectOptions, isExhausted, isLocalError, localExhausted, noBackendAccepted } from './connect.js';
+import {
+  checkAdmissionOptions,
+  checkConnectOptions,
+  isExhausted,
+  isLocalError,
+  localExhausted,
+  noBackendAccepted,
+  type ConnectOptions,
+} from './connect.js';
 
 /** Options of {@link routedStream}. */
 export interface RoutedStreamOptions {
@@ -45,12 +62,18 @@ export interface RoutedStreamOptions {
   attempts?: number;
   /** Per-attempt connect timeout, ms; default 2000. */
   connectTimeoutMs?: number;
+  /** The admission band of every socket of this factory (see `connect()`'s option of that name). Default: no admission. */
+  admissionPriority?: ConnectOptions['admissionPriority'];
+  /** Longest wait for admission, ms (the gate's default otherwise); only with `admissionPriority`. */
+  admissionTimeoutMs?: ConnectOptions['admissionTimeoutMs'];
   /** Monotonic milliseconds for the connect-time sample; default `performance.now`. */
   clock?: () => number;
 }
 
 /** The driver-facing state of a RoutedSocket. */
 const IDLE = 0;
+/** Waiting for admission (`acquireAsync`); the driver sees a connecting socket. */
+const ADMITTING = 5;
 /** An attempt is connecting. */
 const DIALING = 1;
 /** An attempt failed; its error and close are swallowed, then the next lease is dialled. */
@@ -59,7 +82,7 @@ const REDIAL = 2;
 const UP = 3;
 /** Routing ended without a connection (lease already released), or the socket was closed. */
 const DONE = 4;
-type State = typeof IDLE | typeof DIALING | typeof REDIAL | typeof UP | typeof DONE;
+type State = typeof IDLE | typeof ADMITTING | typeof DIALING | typeof REDIAL | typeof UP | typeof DONE;
 
 interface Settings {
   router: Router;
@@ -67,6 +90,7 @@ interface Settings {
   priority: number | undefined;
   attempts: number;
   timeout: number;
+  admission: { priority: number; timeoutMs: number | undefined } | undefined;
   clock: () => number;
 }
 
@@ -88,6 +112,7 @@ export class RoutedSocket extends net.Socket {
   #connected = false;
   #closeSwallowed = false;
   #lastError: unknown;
+  #admission: AbortController | undefined;
 
   /** @internal Use {@link routedStream}. */
   constructor(settings: Settings) {
@@ -126,7 +151,14 @@ export class RoutedSocket extends net.Socket {
    * attempt is told apart by its error and leads to the next attempt.
    */
   override destroy(error?: Error): this {
-    if (this.#state === DIALING) {
+    if (this.#state === ADMITTING) {
+      // Aborting takes the waiter out of the gate's queue at once (counted
+      // `Cancelled`); a lease already granted but not yet seen is released
+      // by #admit's handler, which finds the socket DONE.
+      this.#state = DONE;
+      this.#admission?.abort();
+      this.#admission = undefined;
+    } else if (this.#state === DIALING) {
       if (this.#isAttemptError(error)) return this.#attemptFailed(error as Error);
       // The driver gave up (its own timeout, a pool ending): nobody to blame.
       this.#clearTimer();
@@ -184,6 +216,10 @@ export class RoutedSocket extends net.Socket {
   }
 
   #start(): void {
+    if (this.#s.admission !== undefined) {
+      this.#admit(this.#s.admission);
+      return;
+    }
     const lease = this.#acquire();
     if (lease instanceof Error) {
       this.#state = DONE;
@@ -192,6 +228,38 @@ export class RoutedSocket extends net.Socket {
       return;
     }
     this.#dial(lease);
+  }
+
+  /** Waits for the first lease in the gate's queue; the socket reads as connecting meanwhile. */
+  #admit(admission: { priority: number; timeoutMs: number | undefined }): void {
+    const { router, key, priority } = this.#s;
+    const abort = new AbortController();
+    this.#admission = abort;
+    this.#state = ADMITTING;
+    // What net.Socket#connect sets first: writes wait for 'connect', readyState is 'opening'.
+    (this as { connecting: boolean }).connecting = true;
+    router
+      .acquireAsync({
+        key,
+        priority: { admission: admission.priority, failover: priority },
+        kind: 'connection',
+        signal: abort.signal,
+        timeoutMs: admission.timeoutMs,
+      })
+      .then(
+        (lease) => {
+          this.#admission = undefined;
+          // Granted in the same turn the driver destroyed the socket.
+          if (this.#state !== ADMITTING) lease.release('cancelled');
+          else this.#dial(lease);
+        },
+        (err: unknown) => {
+          this.#admission = undefined;
+          if (this.#state !== ADMITTING) return; // our own abort
+          this.#state = DONE;
+          super.destroy(err as Error);
+        },
+      );
   }
 
   /** The next lease, or the error to fail the socket with: after a failed attempt, "none left" reports that attempt's error. */
@@ -287,14 +355,16 @@ export class RoutedSocket extends net.Socket {
  * const mysqlPool = mysql.createPool({ stream: routedStream(mysqlRouter), user: 'root' });
  */
 export function routedStream(router: Router, opts: RoutedStreamOptions = {}): (driverOptions?: unknown) => RoutedSocket {
-  checkOptionKeys(opts, ['key', 'priority', 'attempts', 'connectTimeoutMs', 'clock']);
+  checkOptionKeys(opts, ['key', 'priority', 'attempts', 'connectTimeoutMs', 'admissionPriority', 'admissionTimeoutMs', 'clock']);
   const { attempts, timeout } = checkConnectOptions(opts);
+  const admission = checkAdmissionOptions(opts);
   const settings: Settings = {
     router,
     key: opts.key,
     priority: opts.priority,
     attempts,
     timeout,
+    admission,
     clock: opts.clock ?? (() => performance.now()),
   };
   return () => new RoutedSocket(settings);

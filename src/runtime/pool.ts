@@ -123,22 +123,39 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
     atomics: 'disabled',
     workerData: { poise: data },
   });
-  // Workers exist as soon as the constructor returns; replacements for dead
-  // ones announce themselves with 'workerCreate'. Watch every one.
+  // Every worker must be watched before it can exit, or the row its Router
+  // claimed at start-up (and any lease it took) is never reclaimed. piscina
+  // announces a replacement ('workerCreate') only once the owner has read its
+  // ready message, but the worker may run a task before that (piscina's
+  // balancer also picks workers still starting) and be terminated by an
+  // abort while that message is unread: it then exits unannounced (the
+  // issue-10 hang: no 'reclaim' ever came). So the pool looks for new
+  // workers right after each piscina call that starts one — construction,
+  // run(), an abort (piscina's listener, added first, starts the
+  // replacement), a watched worker's exit — and on 'workerCreate' and
+  // 'workerDestroy' (a worker being terminated is still listed then).
   let index = 0;
   const seen = new WeakSet<Worker>();
-  const watch = (w: Worker): void => {
-    if (seen.has(w)) return;
-    seen.add(w);
-    balancer.watchWorker(w, index++);
+  const watchNew = (): void => {
+    for (const w of piscina.threads) {
+      // threadId reads -1 once a thread is gone: too late to watch it.
+      if (seen.has(w) || w.threadId < 0) continue;
+      seen.add(w);
+      balancer.watchWorker(w, index++);
+      w.once('exit', watchNew);
+    }
   };
-  for (const w of piscina.threads) watch(w);
-  piscina.on('workerCreate', (info: { id: number }) => {
-    for (const w of piscina.threads) if (w.threadId === info.id) watch(w);
-  });
+  watchNew();
+  piscina.on('workerCreate', watchNew);
+  piscina.on('workerDestroy', watchNew);
   return {
-    run: <T>(task: unknown, runOpts?: { signal?: AbortSignal }) =>
-      piscina.run(task, runOpts?.signal === undefined ? {} : { signal: runOpts.signal }) as Promise<T>,
+    run: <T>(task: unknown, runOpts?: { signal?: AbortSignal }) => {
+      const signal = runOpts?.signal;
+      const done = piscina.run(task, signal === undefined ? {} : { signal }) as Promise<T>;
+      watchNew();
+      signal?.addEventListener('abort', watchNew, { once: true });
+      return done;
+    },
     threads,
     piscina,
     close: () => piscina.close(),

@@ -5,6 +5,7 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AdmissionGate } from '../../src/admission/admission.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { leasesBack, openLeases } from '../helpers/leases.js';
 import { routedStream, type RoutedSocket } from '../../src/net/routed-stream.js';
@@ -104,4 +105,67 @@ describe('pg.Pool with stream: routedStream(router)', () => {
     expect(await leasesBack(balancer)).toBe(0);
     balancer.close();
   }, 60_000);
+
+  it('admission: a held-back band waits inside pg.Pool while a higher band connects; the server sees only the admitted; QueueFull and QueueTimeout reach pg as err.code', async () => {
+    const balancer = new Balancer({ capacity: 4 });
+    balancer.update([{ id: 'pg-main', address: `127.0.0.1:${MAIN_PORT}`, maxInflight: 4 }]);
+    const router = balancer.router({ policy: 'p2c:connections' });
+    // Band 1 is admitted while fewer than 2 of the 4 connections are open; band 10 while fewer than 4.
+    const gate = new AdmissionGate(router, { priorities: [10, 1], ceilings: [1, 0.25], kind: 'connection', maxQueue: 1 });
+    const band = (p: number) => gate.admissionStats().bands.find((x) => x.priority === p)!;
+    const pool = (admissionPriority: number, name: string, extra: { admissionTimeoutMs?: number } = {}) =>
+      new pg.Pool({
+        stream: routedStream(router, { admissionPriority, ...extra }),
+        user: 'postgres',
+        database: 'postgres',
+        application_name: name,
+        max: 4,
+      });
+    const low = pool(1, 'poise-adm-low');
+    const high = pool(10, 'poise-adm-high');
+    const onServer = async (c: pg.PoolClient): Promise<Record<string, number>> => {
+      const r = await c.query<{ name: string; n: number }>(
+        "SELECT application_name AS name, count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE 'poise-adm-%' GROUP BY 1 ORDER BY 1",
+      );
+      return Object.fromEntries(r.rows.map((x) => [x.name, x.n]));
+    };
+    const held = [await low.connect(), await low.connect()];
+    const third = low.connect();
+    await until(() => band(1).queued === 1);
+    // The band's queue holds one (maxQueue 1): the next low-band connection is refused at once.
+    const full = pool(1, 'poise-adm-full');
+    await expect(full.query('SELECT 1')).rejects.toMatchObject({ code: 'QueueFull' });
+    await full.end();
+    const highs = [await high.connect(), await high.connect()];
+    expect(await onServer(highs[0]!)).toEqual({ 'poise-adm-high': 2, 'poise-adm-low': 2 });
+    expect(band(1).queued).toBe(1);
+    for (const c of highs) c.release(true);
+    await until(() => openLeases(balancer) === 2);
+    expect(band(1).queued).toBe(1); // 2 open is not below band 1's limit
+    held.pop()!.release(true);
+    const admitted = await third;
+    expect(await onServer(admitted)).toEqual({ 'poise-adm-low': 2 });
+    expect(band(1)).toMatchObject({ admitted: 3, admittedAfterWait: 1 });
+    expect(band(10)).toMatchObject({ admitted: 2, admittedAfterWait: 0 });
+    // Two open, none freed: a band-1 connection with a short admission timeout is refused with QueueTimeout.
+    const timed = pool(1, 'poise-adm-timed', { admissionTimeoutMs: 50 });
+    await expect(timed.query('SELECT 1')).rejects.toMatchObject({ code: 'QueueTimeout' });
+    await timed.end();
+    expect(band(1).rejected).toMatchObject({ QueueFull: 1, QueueTimeout: 1, Cancelled: 0 });
+    admitted.release();
+    held[0]!.release();
+    await Promise.all([low.end(), high.end()]);
+    expect(await leasesBack(balancer)).toBe(0);
+    expect(gate.admissionStats().waiting).toBe(0);
+    gate.close();
+    balancer.close();
+  }, 60_000);
 });
+
+/** Resolves once `cond` holds (polled every loop turn; bounded by the test timeout). */
+function until(cond: () => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const check = (): void => (cond() ? resolve() : void setImmediate(check));
+    check();
+  });
+}

@@ -42,6 +42,29 @@ afterAll(async () => {
   servers = [];
 });
 
+async function flushAll(): Promise<void> {
+  for (const s of servers) {
+    const direct = new Redis(s.port, '127.0.0.1');
+    await direct.flushall();
+    direct.disconnect();
+  }
+}
+
+/** Every key on server i, asked of the server itself. */
+async function serverKeys(i: number): Promise<string[]> {
+  const direct = new Redis(servers[i]!.port, '127.0.0.1');
+  try {
+    return await direct.keys('*');
+  } finally {
+    direct.disconnect();
+  }
+}
+
+/** Resolves once `cond` holds (polled every 10 ms; bounded by the test timeout). */
+async function until(cond: () => boolean): Promise<void> {
+  while (!cond()) await new Promise((r) => setTimeout(r, 10));
+}
+
 function threeServers(): Balancer {
   const balancer = new Balancer({ capacity: 8 });
   balancer.update(servers.map((s, i) => ({ id: `r${i}`, address: `127.0.0.1:${s.port}` })));
@@ -50,11 +73,7 @@ function threeServers(): Balancer {
 
 describe('ioredis with a routed Connector', () => {
   it('cache shards: maglev keyed by the key prefix puts every key on the server the policy names, as the servers report', async () => {
-    for (const s of servers) {
-      const direct = new Redis(s.port, '127.0.0.1');
-      await direct.flushall();
-      direct.disconnect();
-    }
+    await flushAll();
     const balancer = threeServers();
     const router = balancer.router({ policy: 'maglev' });
     const clients = new Map<string, Redis>();
@@ -82,6 +101,83 @@ describe('ioredis with a routed Connector', () => {
       expect(keys.size).toBeGreaterThan(0);
     }
     for (const c of clients.values()) await c.quit();
+    expect(await leasesBack(balancer)).toBe(0);
+    balancer.close();
+  }, 60_000);
+
+  it('cache shards: one shard killed mid-run — the live shards keep their keys; with ejection after 1 failure the dead shard keys move to its Maglev successor (the table over the two left) and come back to it on reconnection once it is restarted and the ejection has expired', async () => {
+    // What the policy does, stated: routing is per connection. A prefix's
+    // client stays on its server while the connection lives, so the live
+    // shards' clients never move. A dead shard's client reconnects; the
+    // refused connect ejects the backend (consecutiveFailures 1), the same
+    // socket's retry sees a view without it, and Maglev over the two left
+    // names the new owner. The keys return only when the client reconnects
+    // after the ejection expired (here: disconnect(true) after the restart).
+    await flushAll();
+    const balancer = threeServers();
+    const router = balancer.router({ policy: 'maglev', ejection: { consecutiveFailures: 1, baseMs: 300, maxMs: 1000 } });
+    const victim = servers[2]!;
+    const ids = servers.map((_, i) => `r${i}`);
+    const maglev = new Maglev();
+    const all = ids.map((id) => new Backend(id));
+    const left = all.slice(0, 2);
+    const prefixes = Array.from({ length: 30 }, (_, i) => `tenant-${i}`);
+    const owner = new Map(prefixes.map((p) => [p, all[maglev.pick(all, { key: p })]!.id]));
+    const successor = new Map(prefixes.map((p) => [p, left[maglev.pick(left, { key: p })]!.id]));
+    const dead = prefixes.filter((p) => owner.get(p) === 'r2');
+    // Both live servers take some of the dead shard's prefixes (8 prefixes: 6 and 2).
+    expect(new Set(dead.map((p) => successor.get(p)))).toEqual(new Set(['r0', 'r1']));
+    const clients = new Map<string, Redis>();
+    const errors: string[] = [];
+    for (const p of prefixes) {
+      const c = new Redis({ Connector: routedConnector(router, { key: p }), maxRetriesPerRequest: 5, retryStrategy: () => 10 });
+      c.on('error', (e: Error) => errors.push(e.message));
+      clients.set(p, c);
+    }
+    const writeAll = (tag: string): Promise<unknown> =>
+      Promise.all(prefixes.flatMap((p) => Array.from({ length: 3 }, (_, j) => clients.get(p)!.set(`${p}:${tag}${j}`, tag))));
+    const keysOf = (keep: (p: string) => boolean, tag: string): string[] =>
+      prefixes.filter(keep).flatMap((p) => Array.from({ length: 3 }, (_, j) => `${p}:${tag}${j}`));
+    let down = false;
+    try {
+      await writeAll('a');
+      down = true;
+      await victim.kill();
+      await writeAll('b');
+      // On the servers: each live server holds its own prefixes' keys from
+      // before and during the outage, and the dead prefixes whose successor it is.
+      for (const i of [0, 1]) {
+        const id = `r${i}`;
+        const expected = [
+          ...keysOf((p) => owner.get(p) === id, 'a'),
+          ...keysOf((p) => owner.get(p) === id, 'b'),
+          ...keysOf((p) => owner.get(p) === 'r2' && successor.get(p) === id, 'b'),
+        ];
+        expect(new Set(await serverKeys(i))).toEqual(new Set(expected));
+      }
+      expect(balancer.table.stats(2).ejectionsTotal).toBeGreaterThanOrEqual(1);
+      // Restarted on the same port (empty: no persistence). New connections of a
+      // dead prefix go back to it once the ejection has expired.
+      await victim.restart();
+      down = false;
+      await until(() => {
+        const lease = router.acquire({ key: dead[0]! });
+        lease.release('cancelled');
+        return lease.id === 'r2';
+      });
+      for (const p of dead) clients.get(p)!.disconnect(true);
+      await writeAll('c');
+      expect(new Set(await serverKeys(2))).toEqual(new Set(keysOf((p) => owner.get(p) === 'r2', 'c')));
+      for (const i of [0, 1]) {
+        const keys = new Set(await serverKeys(i));
+        for (const k of keysOf((p) => owner.get(p) === `r${i}`, 'c')) expect(keys.has(k)).toBe(true);
+        for (const k of keysOf((p) => owner.get(p) === 'r2', 'c')) expect(keys.has(k)).toBe(false);
+      }
+      for (const m of errors) expect(m).toMatch(/ECONNRESET|ECONNREFUSED|Connection is closed|EPIPE|no backend accepted/i);
+    } finally {
+      for (const c of clients.values()) c.disconnect();
+      if (down) await victim.restart(); // the next tests need all three
+    }
     expect(await leasesBack(balancer)).toBe(0);
     balancer.close();
   }, 60_000);

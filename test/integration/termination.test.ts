@@ -135,6 +135,45 @@ describe('worker termination at random moments leaves every counter exact', () =
     release();
   }, 240_000);
 
+  it('a replacement worker terminated before it reported ready is reclaimed too: its row is freed (piscina announces workers only once ready)', async () => {
+    const b = new Balancer({ logger, capacity: 8 });
+    b.update(members(['a', 'b']));
+    const gate = new Int32Array(new SharedArrayBuffer(8));
+    const pool = createWorkerPool({
+      balancer: b,
+      filename: new URL('../fixtures/pool-slow-import-task.mjs', import.meta.url),
+      threads: 1,
+      policy: 'p2c',
+      workerData: { gate: gate.buffer },
+    });
+    const first = pool.piscina.threads[0]!.threadId;
+    const started = new Int32Array(new SharedArrayBuffer(4));
+    const abort = new AbortController();
+    const done = pool.run({ started: started.buffer }, { signal: abort.signal }).catch((e: Error) => e);
+    await whenSet(started);
+    const reclaimedFirst = nextReclaim(b, first);
+    abort.abort();
+    expect(await done).toBeInstanceOf(Error);
+    await reclaimedFirst;
+    // The replacement has attached its Router (claimed a row) and is blocked
+    // importing the task module: it never reports ready.
+    const next = pool.piscina.threads[0]!;
+    const tid = next.threadId;
+    expect(tid).not.toBe(first);
+    const importing = new Int32Array(gate.buffer, 0, 1);
+    await new Promise<void>((resolve) => {
+      const check = (): void => (Atomics.load(importing, 0) === 2 ? resolve() : void setImmediate(check));
+      check();
+    });
+    expect(b.table.rowOf(tid)).toBeGreaterThanOrEqual(0);
+    const exited = new Promise<void>((r) => next.once('exit', () => r()));
+    await pool.close();
+    await exited;
+    expect(b.table.rowOf(tid)).toBe(-1);
+    expect(b.reclaimStats().events).toBe(2);
+    expect(counters(b)).toBe(counters(new Balancer({ logger, capacity: 8 })));
+  }, 60_000);
+
   it('1,000 membership changes with slot reuse while workers are terminated: exact counters and every tombstone freed', async () => {
     // capacity 6 for 4 live backends: every change removes one id and adds a
     // new one, so the new one must reuse a drained tombstone's slot.

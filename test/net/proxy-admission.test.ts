@@ -175,6 +175,10 @@ describe('admission where connections enter', () => {
     const again = await connect(router, { admissionPriority: 1 });
     again.socket.destroy();
     await expect(connect(b.router(), { admissionPriority: 1 })).rejects.toMatchObject({ code: 'InvalidConfig' });
+    // A wait limit without a band: nothing would wait, so it is refused, naming both options.
+    await expect(connect(router, { admissionTimeoutMs: 20 })).rejects.toThrow(
+      /options\.admissionTimeoutMs: needs options\.admissionPriority/,
+    );
     b.close();
   });
 });

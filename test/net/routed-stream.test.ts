@@ -5,6 +5,8 @@ import { openLeases } from '../helpers/leases.js';
 import { routedStream, type RoutedSocket } from '../../src/net/routed-stream.js';
 import { PoiseError } from '../../src/core/errors.js';
 import { thrown } from '../helpers/thrown.js';
+import { AdmissionGate, type AdmissionBandStats } from '../../src/admission/admission.js';
+import { Rng } from '../../src/core/rng.js';
 
 interface Server {
   server: net.Server;
@@ -311,9 +313,197 @@ describe('routedStream', () => {
     expect(() => routedStream(router, { attempts: 0 })).toThrow(/options\.attempts/);
     expect(() => routedStream(router, { connectTimeoutMs: -1 })).toThrow(/options\.connectTimeoutMs/);
     expect(() => routedStream(router, { atempts: 2 } as never)).toThrow(/atempts/);
+    expect(() => routedStream(router, { admissionPriority: Number.NaN })).toThrow(/options\.admissionPriority: must be a finite number/);
+    expect(() => routedStream(router, { admissionPriority: 1, admissionTimeoutMs: 0 })).toThrow(/options\.admissionTimeoutMs/);
+    expect(() => routedStream(router, { admissionTimeoutMs: 50 })).toThrow(/options\.admissionTimeoutMs: needs options\.admissionPriority/);
     const err = thrown(() => routedStream(router, { attempts: 1.5 }));
     expect(err.code).toBe('InvalidConfig');
     expect(err.message).toMatch(/options\.attempts/);
+    balancer.close();
+  });
+});
+
+/** `n` turns of the event loop. */
+async function turns(n: number): Promise<void> {
+  for (let k = 0; k < n; k++) await new Promise((r) => setImmediate(r));
+}
+
+/** Runs `fn` after `hops` microtask hops (0: now). */
+function afterMicrotasks(hops: number, fn: () => void): void {
+  if (hops === 0) fn();
+  else queueMicrotask(() => afterMicrotasks(hops - 1, fn));
+}
+
+/**
+ * One backend of 4 connections behind a gate of two bands: 10 (ceiling 1)
+ * and 1 (ceiling 0.25: admitted while fewer than 2 connections are open).
+ */
+function gated(port: number, maxQueue?: number): { balancer: Balancer; router: ReturnType<Balancer['router']>; gate: AdmissionGate } {
+  const balancer = new Balancer({ capacity: 4 });
+  balancer.update([{ id: 'a', address: `127.0.0.1:${port}`, maxInflight: 4 }]);
+  const router = balancer.router({ policy: 'p2c:connections' });
+  const gate = new AdmissionGate(router, { priorities: [10, 1], ceilings: [1, 0.25], kind: 'connection', maxQueue });
+  return { balancer, router, gate };
+}
+
+function bandOf(gate: AdmissionGate, priority: number): AdmissionBandStats {
+  return gate.admissionStats().bands.find((x) => x.priority === priority)!;
+}
+
+async function connected(factory: () => RoutedSocket, n: number): Promise<RoutedSocket[]> {
+  const out: RoutedSocket[] = [];
+  for (let i = 0; i < n; i++) {
+    const s = factory();
+    await once(s, 'connect');
+    out.push(s);
+  }
+  return out;
+}
+
+async function closeAll(sockets: RoutedSocket[]): Promise<void> {
+  await Promise.all(sockets.map((s) => new Promise<void>((r) => s.once('close', () => r()).destroy())));
+}
+
+describe('routedStream with admission (admissionPriority through a real AdmissionGate)', () => {
+  it('a held-back band waits as a connecting socket while a higher band connects; it is admitted, and its early write delivered, once capacity frees below its ceiling', async () => {
+    const { balancer, router, gate } = gated(a.port);
+    const low = routedStream(router, { admissionPriority: 1 });
+    const high = routedStream(router, { admissionPriority: 10 });
+    const held = await connected(low, 2);
+    // Open connections as the server counts them (its accepts lag the clients' 'connect').
+    const open = (n: number, what: string): Promise<void> => until(() => a.sockets.size === n, what);
+    await open(2, 'the server to hold the two low-band sockets');
+    const waiting = low();
+    const seen = watch(waiting);
+    // What a driver sees while it waits: a connecting socket; a write waits for 'connect'.
+    expect(waiting.connecting).toBe(true);
+    expect(waiting.readyState).toBe('opening');
+    const reply = new Promise<string>((r) => waiting.once('data', (d) => r(d.toString())));
+    waiting.write('early');
+    expect(bandOf(gate, 1).queued).toBe(1);
+    const highs = await connected(high, 2);
+    await open(4, 'the server to accept the two high-band sockets');
+    expect(bandOf(gate, 1).queued).toBe(1);
+    expect(waiting.attempts).toBe(0);
+    expect(openLeases(balancer)).toBe(4);
+    // Back to 2 open: still not below the low band's limit of 2.
+    await closeAll(highs);
+    await open(2, 'the server to see the high-band sockets closed');
+    await turns(2);
+    expect(bandOf(gate, 1).queued).toBe(1);
+    expect(waiting.attempts).toBe(0);
+    await closeAll([held.pop()!]);
+    expect(await reply).toBe('a:early');
+    expect(seen.events).toEqual(['connect']);
+    await open(2, 'the server to hold one low-band socket and the admitted one');
+    expect(waiting.lease?.id).toBe('a');
+    expect(bandOf(gate, 1)).toMatchObject({ admitted: 3, admittedAfterWait: 1, queued: 0 });
+    expect(bandOf(gate, 10)).toMatchObject({ admitted: 2, admittedAfterWait: 0 });
+    await closeAll([...held, waiting]);
+    expect(openLeases(balancer)).toBe(0);
+    gate.close();
+    balancer.close();
+  });
+
+  it('QueueFull, QueueTimeout and Closed reach the driver as one error carrying the PoiseError code, then one close; nothing dialled, no lease', async () => {
+    const { balancer, router, gate } = gated(a.port, 1);
+    const held = await connected(routedStream(router, { admissionPriority: 1 }), 2);
+    const refusal = async (s: RoutedSocket): Promise<PoiseError> => {
+      const seen = watch(s);
+      await seen.closed;
+      expect(seen.events).toEqual(['error', 'close']);
+      expect(s.attempts).toBe(0);
+      return seen.errors[0] as PoiseError;
+    };
+    const first = routedStream(router, { admissionPriority: 1, admissionTimeoutMs: 30 })();
+    const full = await refusal(routedStream(router, { admissionPriority: 1 })());
+    expect(full).toBeInstanceOf(PoiseError);
+    expect(full.code).toBe('QueueFull');
+    expect((await refusal(first)).code).toBe('QueueTimeout');
+    const last = routedStream(router, { admissionPriority: 1 })();
+    gate.close();
+    expect((await refusal(last)).code).toBe('Closed');
+    expect(bandOf(gate, 1).rejected).toMatchObject({ QueueFull: 1, QueueTimeout: 1, Closed: 1, Cancelled: 0 });
+    expect(openLeases(balancer)).toBe(2);
+    // A band on a router without a gate: the socket fails with the InvalidConfig naming the option.
+    const ungated = balancerWith([{ id: 'a', port: a.port }]);
+    const err = await refusal(routedStream(ungated.router(), { admissionPriority: 1 })());
+    expect(err.code).toBe('InvalidConfig');
+    expect(err.message).toMatch(/priority\.admission: needs an AdmissionGate/);
+    await closeAll(held);
+    expect(openLeases(balancer)).toBe(0);
+    ungated.close();
+    balancer.close();
+  });
+
+  it('a driver destroy at 200 random moments of an admission wait: cancelled in the queue or released after the grant, counters and waiters exact every run', async () => {
+    const { balancer, router, gate } = gated(a.port);
+    const low = routedStream(router, { admissionPriority: 1 });
+    const rng = new Rng(15);
+    const held: RoutedSocket[] = [];
+    let inQueue = 0;
+    let afterGrant = 0;
+    let afterConnect = 0;
+    for (let run = 0; run < 200; run++) {
+      held.push(...(await connected(low, 2 - held.length)));
+      const band0 = bandOf(gate, 1);
+      const s = low();
+      const seen = watch(s);
+      expect(gate.admissionStats().waiting).toBe(1);
+      const error = run % 3 === 0 ? new Error('timeout expired') : undefined;
+      const frees = run % 2 === 1;
+      // What the moment implies: 'queue' (destroyed before the gate served it), 'grant' (granted, not connected), or either/connected.
+      let expected: 'queue' | 'grant' | 'any' = 'queue';
+      if (frees) {
+        // Capacity frees; the destroy comes 0..5 microtasks after that release
+        // (before the gate serves the queue, between the grant and the
+        // socket seeing it, while dialling) or 0..9 loop turns later.
+        const h = held.pop()!;
+        const hops = rng.below(6);
+        const later = rng.below(10);
+        // The release queues the gate's dispatch as a microtask: a destroy
+        // before it is a cancellation in the queue; one or more hops later
+        // the lease was granted (and the socket may be dialling).
+        if (later === 0) expected = hops === 0 ? 'queue' : 'grant';
+        else expected = 'any';
+        h.once('close', () => {
+          if (later === 0) afterMicrotasks(hops, () => s.destroy(error));
+          else void turns(later).then(() => s.destroy(error));
+        });
+        h.destroy();
+      } else {
+        await turns(rng.below(16));
+        s.destroy(error);
+      }
+      await seen.closed;
+      await turns(1);
+      const band1 = bandOf(gate, 1);
+      const cancelled = band1.rejected.Cancelled - band0.rejected.Cancelled;
+      const admitted = band1.admitted - band0.admitted;
+      expect(cancelled + admitted).toBe(1);
+      expect(gate.admissionStats().waiting).toBe(0);
+      expect(openLeases(balancer)).toBe(held.length);
+      expect(seen.events.filter((e) => e === 'close')).toHaveLength(1);
+      expect(seen.errors).toEqual(error === undefined ? [] : [error]);
+      if (expected === 'queue') expect(cancelled).toBe(1);
+      if (expected === 'grant') expect([admitted, seen.events.includes('connect')]).toEqual([1, false]);
+      if (cancelled === 1) {
+        expect(s.attempts).toBe(0);
+        expect(seen.events).not.toContain('connect');
+        inQueue++;
+      } else if (seen.events.includes('connect')) afterConnect++;
+      else afterGrant++;
+    }
+    // Every kind of moment was hit: at least the 100 runs that freed nothing
+    // ended in the queue, and the seed's draws include microtask moments of both kinds.
+    expect(inQueue).toBeGreaterThan(100);
+    expect(afterGrant).toBeGreaterThan(0);
+    expect(afterConnect).toBeGreaterThan(0);
+    expect(inQueue + afterGrant + afterConnect).toBe(200);
+    await closeAll(held);
+    expect(openLeases(balancer)).toBe(0);
+    expect(gate.admissionStats().waiting).toBe(0);
+    gate.close();
     balancer.close();
   });
 });
