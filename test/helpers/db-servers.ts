@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
-import { freePort } from './redis-server.js';
+import { freePort, selfSignedCert } from './redis-server.js';
 
 const live = new Set<ChildProcess>();
 process.on('exit', () => {
@@ -50,34 +50,6 @@ function uidOf(user: string): { uid: number; gid: number } {
   const gid = spawnSync('id', ['-g', user], { encoding: 'utf8' });
   if (id.status !== 0 || gid.status !== 0) throw new Error(`user "${user}" does not exist (needed to run the server)`);
   return { uid: Number(id.stdout.trim()), gid: Number(gid.stdout.trim()) };
-}
-
-function selfSignedCert(dir: string): { cert: string; key: string; pem: string } {
-  const cert = path.join(dir, 'server.crt');
-  const key = path.join(dir, 'server.key');
-  const made = spawnSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=127.0.0.1',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
-  if (made.status !== 0) throw new Error('openssl could not create a test certificate');
-  return { cert, key, pem: readFileSync(cert, 'utf8') };
 }
 
 async function waitFor(what: string, probe: () => Promise<void>, child: ChildProcess, log: string, deadlineMs = 30_000): Promise<void> {

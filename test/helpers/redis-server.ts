@@ -88,31 +88,8 @@ export async function startRedis(opts: { persist?: boolean; password?: string; p
   args.push('--bind', '127.0.0.1', '--save', '');
   let ca: string | undefined;
   if (opts.tls) {
-    const cert = path.join(dir!, 'cert.pem');
-    const key = path.join(dir!, 'key.pem');
-    const made = spawnSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-keyout',
-        key,
-        '-out',
-        cert,
-        '-days',
-        '1',
-        '-subj',
-        '/CN=127.0.0.1',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1',
-      ],
-      { stdio: 'ignore' },
-    );
-    if (made.status !== 0) throw new Error('openssl could not create a test certificate');
-    ca = readFileSync(cert, 'utf8');
+    const { cert, key, pem } = selfSignedCert(dir!);
+    ca = pem;
     args.push('--tls-cert-file', cert, '--tls-key-file', key, '--tls-ca-cert-file', cert, '--tls-auth-clients', 'no');
   }
   if (!opts.persist) args.push('--appendonly', 'no');
@@ -154,4 +131,33 @@ export async function startRedis(opts: { persist?: boolean; password?: string; p
       if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A self-signed certificate for 127.0.0.1 (openssl, 1 day) in `dir`: its paths and the PEM text (the CA of a client). */
+export function selfSignedCert(dir: string): { cert: string; key: string; pem: string } {
+  const cert = path.join(dir, 'server.crt');
+  const key = path.join(dir, 'server.key');
+  const made = spawnSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
+  if (made.status !== 0) throw new Error('openssl could not create a test certificate');
+  return { cert, key, pem: readFileSync(cert, 'utf8') };
 }
