@@ -5,9 +5,14 @@
  * predicates (`isMember`, `isEligible`, `isPanicEligible`, through
  * `flagsOf`) and, for locality routing, locality and locality weight — into
  * retained typed arrays. `sample()` then orders the indices by (priority,
- * locality, index) and folds them into priority groups (and locality groups
- * inside each priority) with checked weight sums and host counts: the one layout
- * `plan()`, the per-decision draw and the prepared tables all use. Nothing later re-reads a candidate, so a health
+ * locality, index) — a counting sort over the distinct (priority, locality)
+ * keys, whose counts and weights one histogram pass sums — and folds the
+ * keys into priority groups (and locality groups inside each priority) with
+ * exact weight sums and host counts: the one layout `plan()`, the
+ * per-decision draw and the prepared tables all use. Past 64 keys, or when
+ * a sum or a locality weight is wrong, a heapsort and a checked walk over
+ * the candidates compute the same layout and throw the error that names the
+ * first offending candidate. Nothing later re-reads a candidate, so a health
  * signal that changes mid-decision cannot make the plan and the endpoint
  * choice disagree.
  *
@@ -16,7 +21,7 @@
  */
 import { type LocalityCandidate, MAX_PRIORITY, type PriorityCandidate } from '../../core/candidate.js';
 import { invalidConfig, PoiseError } from '../../core/errors.js';
-import { checkedAdd, validateWeight } from '../../core/weight.js';
+import { checkedAdd, MAX_WEIGHT_SUM, validateWeight } from '../../core/weight.js';
 import { F_ELIGIBLE, F_MEMBER, F_PANIC, flagsOf } from './flags.js';
 import { KeyTable, MAX_KEYS } from './keys.js';
 /** Panic-mode selectable: a member that is eligible or panic-eligible (panic widens, never narrows). */
@@ -85,8 +90,22 @@ export class PriorityEngine {
   order = new Int32Array(0);
   /** The (priority, locality) keys of the last sample. */
   private readonly keys = new KeyTable();
-  private readonly keyRank = new Int32Array(MAX_KEYS);
+  /** Counting sort: the next slot of each key (indexed by key); after placement, where each key's range ends. */
   private readonly keyStart = new Int32Array(MAX_KEYS);
+  /** Histogram of the last {@link sumKeys}: count and weight per cell `key << 3 | flags`. */
+  private readonly hCount = new Float64Array(8 * MAX_KEYS);
+  private readonly hWeight = new Float64Array(8 * MAX_KEYS);
+  /** Per-key sums of the last counting sort, indexed by key (not rank); see {@link bucketOrder}. */
+  private readonly kAllN = new Float64Array(MAX_KEYS);
+  private readonly kMemberN = new Float64Array(MAX_KEYS);
+  private readonly kMemberW = new Float64Array(MAX_KEYS);
+  private readonly kEligibleN = new Float64Array(MAX_KEYS);
+  private readonly kEligibleW = new Float64Array(MAX_KEYS);
+  private readonly kPanicN = new Float64Array(MAX_KEYS);
+  private readonly kPanicW = new Float64Array(MAX_KEYS);
+  private readonly kLocW = new Float64Array(MAX_KEYS);
+  /** Two members of one key disagreed on the locality weight in the last counting sort. */
+  private kConflict = false;
 
   /** Number of distinct priorities, ascending in the p* arrays. */
   pCount = 0;
@@ -173,9 +192,13 @@ export class PriorityEngine {
   }
 
   private sortAndGroup(withLocality: boolean): void {
-    const order = this.order;
-    for (let i = 0; i < this.n; i++) order[i] = i;
-    if (!this.bucketOrder(withLocality)) this.heapSort(withLocality);
+    const k = this.bucketOrder(withLocality);
+    if (k >= 0 && this.foldKeys(k, withLocality)) return;
+    if (k < 0) {
+      const order = this.order;
+      for (let i = 0; i < this.n; i++) order[i] = i;
+      this.heapSort(withLocality);
+    }
     this.group(withLocality);
   }
 
@@ -235,29 +258,162 @@ export class PriorityEngine {
   /**
    * Orders `order` by (priority, locality, index) with a counting sort over
    * the distinct keys — O(n + k²) for k ≤ MAX_KEYS distinct keys, the usual
-   * case of a few priorities × a few localities. Returns false (leaving the
-   * heapsort to do it) when there are more distinct keys than that.
+   * case of a few priorities × a few localities — and sums each key's
+   * counts and weights in the same pass, in index order (sequential reads:
+   * {@link foldKeys} then groups k keys instead of walking n candidates
+   * through `order`). Returns k, or −1 (leaving the heapsort and the walk
+   * to do it) when there are more distinct keys than that.
    */
-  private bucketOrder(withLocality: boolean): boolean {
+  private bucketOrder(withLocality: boolean): number {
     const n = this.n;
     const keyOf = this.keyOf;
     const k = this.keys.find(n, this.prio, this.loc, withLocality, keyOf);
-    if (k < 0) return false;
+    if (k < 0) return -1;
     this.keys.sort(k);
+    this.sumKeys(k, withLocality);
+    // Counting sort: each key's first slot in (priority, locality) order, indexed by key.
     const keyOrder = this.keys.order;
-    const start = this.keyStart;
-    for (let r = 0; r < k; r++) {
-      this.keyRank[keyOrder[r]!] = r;
-      start[r] = 0;
-    }
-    for (let i = 0; i < n; i++) start[this.keyRank[keyOf[i]!]!]! += 1;
+    const at = this.keyStart;
     let acc = 0;
     for (let r = 0; r < k; r++) {
-      const c = start[r]!;
-      start[r] = acc;
-      acc += c;
+      const key = keyOrder[r]!;
+      at[key] = acc;
+      acc += this.kAllN[key]!;
     }
-    for (let i = 0; i < n; i++) this.order[start[this.keyRank[keyOf[i]!]!]!++] = i;
+    const order = this.order;
+    for (let i = 0; i < n; i++) order[at[keyOf[i]!]!++] = i;
+    return k;
+  }
+
+  /**
+   * Per-key counts and weights of the sampled candidates, in one
+   * sequential branch-free pass: a histogram over cells `key << 3 | flags`
+   * (with F_MEMBER = 1, F_ELIGIBLE = 2, F_PANIC = 4 the members are the odd
+   * cells, eligible members cells 3 and 7, panic-selectable members cells
+   * 3, 5 and 7), then a few additions per key.
+   */
+  private sumKeys(k: number, withLocality: boolean): void {
+    const n = this.n;
+    const keyOf = this.keyOf;
+    const flags = this.flags;
+    const weight = this.weight;
+    const hCount = this.hCount;
+    const hWeight = this.hWeight;
+    hCount.fill(0, 0, 8 * k);
+    hWeight.fill(0, 0, 8 * k);
+    this.kConflict = false;
+    if (withLocality) {
+      const locWeight = this.locWeight;
+      const kLocW = this.kLocW;
+      kLocW.fill(-1, 0, k);
+      let conflict = false;
+      for (let i = 0; i < n; i++) {
+        const key = keyOf[i]!;
+        const cell = (key << 3) | flags[i]!;
+        hCount[cell]! += 1;
+        hWeight[cell]! += weight[i]!;
+        const lw = locWeight[i]!;
+        const seen = kLocW[key]!;
+        if (seen < 0) kLocW[key] = lw;
+        else if (seen !== lw) conflict = true;
+      }
+      this.kConflict = conflict;
+    } else {
+      for (let i = 0; i < n; i++) {
+        const cell = (keyOf[i]! << 3) | flags[i]!;
+        hCount[cell]! += 1;
+        hWeight[cell]! += weight[i]!;
+      }
+    }
+    const M = F_MEMBER;
+    const E = F_MEMBER | F_ELIGIBLE;
+    const P = F_MEMBER | F_PANIC;
+    const EP = F_MEMBER | F_ELIGIBLE | F_PANIC;
+    for (let key = 0; key < k; key++) {
+      const b = key << 3;
+      this.kAllN[key] =
+        hCount[b]! + hCount[b + 1]! + hCount[b + 2]! + hCount[b + 3]! + hCount[b + 4]! + hCount[b + 5]! + hCount[b + 6]! + hCount[b + 7]!;
+      const eligibleN = hCount[b + E]! + hCount[b + EP]!;
+      const eligibleW = hWeight[b + E]! + hWeight[b + EP]!;
+      const panicN = eligibleN + hCount[b + P]!;
+      const panicW = eligibleW + hWeight[b + P]!;
+      this.kEligibleN[key] = eligibleN;
+      this.kEligibleW[key] = eligibleW;
+      this.kPanicN[key] = panicN;
+      this.kPanicW[key] = panicW;
+      this.kMemberN[key] = panicN + hCount[b + M]!;
+      this.kMemberW[key] = panicW + hWeight[b + M]!;
+    }
+  }
+
+  /**
+   * The priority and locality groups from the per-key sums of
+   * {@link bucketOrder}, folded in key order (after the placement loop,
+   * `keyStart[key]` is where that key's range ends). Sums of integers below 2^53
+   * are exact in any order, so every value equals what {@link group}'s
+   * walk computes. Returns false — and {@link group} then walks the
+   * candidates and throws the error it names, for the first offending
+   * candidate in (priority, locality, index) order — when two members of
+   * one key disagree on the locality weight or a member weight sum is past
+   * MAX_WEIGHT_SUM (the sums only grow, so a total past it means a partial
+   * sum of the walk is past it too).
+   */
+  private foldKeys(k: number, withLocality: boolean): boolean {
+    if (this.kConflict) return false;
+    const keyOrder = this.keys.order;
+    const keyPrio = this.keys.prio;
+    const end = this.keyStart;
+    const { kAllN, kMemberN, kMemberW, kEligibleN, kEligibleW, kPanicN, kPanicW } = this;
+    const { pValue, pStart, pEnd, pAllN, pMemberN, pMemberW, pEligibleN, pEligibleW, pPanicW, pLocStart } = this;
+    let p = -1;
+    let begin = 0;
+    for (let r = 0; r < k; r++) {
+      const key = keyOrder[r]!;
+      const pv = keyPrio[key]!;
+      if (p < 0 || pValue[p] !== pv) {
+        if (p >= 0) pEnd[p] = begin;
+        p++;
+        pValue[p] = pv;
+        pStart[p] = begin;
+        pMemberW[p] = pEligibleW[p] = pPanicW[p] = 0;
+        pAllN[p] = pMemberN[p] = pEligibleN[p] = 0;
+        pLocStart[p] = r;
+      }
+      pAllN[p]! += kAllN[key]!;
+      pMemberN[p]! += kMemberN[key]!;
+      pMemberW[p]! += kMemberW[key]!;
+      pEligibleN[p]! += kEligibleN[key]!;
+      pEligibleW[p]! += kEligibleW[key]!;
+      pPanicW[p]! += kPanicW[key]!;
+      begin = end[key]!;
+    }
+    pEnd[p] = this.n;
+    const pCount = p + 1;
+    this.pCount = pCount;
+    for (let q = 0; q < pCount; q++) if (pMemberW[q]! > MAX_WEIGHT_SUM) return false;
+    const pLocEnd = this.pLocEnd;
+    if (!withLocality) {
+      this.lCount = 0;
+      for (let q = 0; q < pCount; q++) pLocEnd[q] = pLocStart[q] = 0;
+      return true;
+    }
+    // With locality every key is one locality group, in key order.
+    const { lStart, lEnd, lWeight, lMemberW, lEligibleW, lPanicW, lMemberN, lEligibleN, lPanicN, kLocW } = this;
+    begin = 0;
+    for (let r = 0; r < k; r++) {
+      const key = keyOrder[r]!;
+      lStart[r] = begin;
+      begin = lEnd[r] = end[key]!;
+      lWeight[r] = kLocW[key]!;
+      lMemberW[r] = kMemberW[key]!;
+      lEligibleW[r] = kEligibleW[key]!;
+      lPanicW[r] = kPanicW[key]!;
+      lMemberN[r] = kMemberN[key]!;
+      lEligibleN[r] = kEligibleN[key]!;
+      lPanicN[r] = kPanicN[key]!;
+    }
+    this.lCount = k;
+    for (let q = 0; q < pCount; q++) pLocEnd[q] = q + 1 < pCount ? pLocStart[q + 1]! : k;
     return true;
   }
 

@@ -12,6 +12,7 @@ import { LocalityWeightedRandom } from '../../../src/policy/priority/policy.js';
 import { F_ELIGIBLE, F_MEMBER, F_PANIC, flagsOf } from '../../../src/policy/priority/flags.js';
 import { PreparedLocalityWeightedRandom, PreparedPriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
 import { PriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
+import { PriorityEngine } from '../../../src/policy/priority/sample.js';
 
 /** The three predicates called one by one: what flagsOf must equal. */
 function called(c: PriorityCandidate): number {
@@ -269,6 +270,141 @@ describe('validation of sampled values', () => {
         expect(prepared).toEqual(got);
       }),
       { numRuns: 500 },
+    );
+  });
+});
+
+describe('PriorityEngine.sample: groups equal a direct computation from the candidates', () => {
+  // The reference: sort (priority, locality, index), then sum each group
+  // member by member — what the per-key histogram and its fold must equal.
+  function reference(c: readonly LocalityCandidate[], withLocality: boolean) {
+    const order = c
+      .map((_, i) => i)
+      .sort((a, b) => {
+        const pa = c[a]!.priority;
+        const pb = c[b]!.priority;
+        if (pa !== pb) return pa - pb;
+        const la = withLocality ? c[a]!.locality : '';
+        const lb = withLocality ? c[b]!.locality : '';
+        return la < lb ? -1 : la > lb ? 1 : a - b;
+      });
+    type Sums = {
+      start: number;
+      end: number;
+      allN: number;
+      memberN: number;
+      memberW: number;
+      eligibleN: number;
+      eligibleW: number;
+      panicN: number;
+      panicW: number;
+    };
+    const open = (start: number): Sums => ({
+      start,
+      end: start,
+      allN: 0,
+      memberN: 0,
+      memberW: 0,
+      eligibleN: 0,
+      eligibleW: 0,
+      panicN: 0,
+      panicW: 0,
+    });
+    const add = (s: Sums, x: LocalityCandidate): void => {
+      s.end++;
+      s.allN++;
+      if (!x.isMember()) return;
+      s.memberN++;
+      s.memberW += x.weight;
+      if (x.isEligible()) {
+        s.eligibleN++;
+        s.eligibleW += x.weight;
+      }
+      if (x.isEligible() || x.isPanicEligible()) {
+        s.panicN++;
+        s.panicW += x.weight;
+      }
+    };
+    const priorities: (Sums & { value: number })[] = [];
+    const localities: (Sums & { weight: number; priority: number })[] = [];
+    order.forEach((i, k) => {
+      const x = c[i]!;
+      let p = priorities.at(-1);
+      if (p === undefined || p.value !== x.priority) priorities.push((p = { ...open(k), value: x.priority }));
+      add(p, x);
+      if (!withLocality) return;
+      let l = localities.at(-1);
+      const first = l === undefined ? undefined : c[order[l.start]!]!;
+      if (l === undefined || l.priority !== x.priority || first!.locality !== x.locality) {
+        localities.push((l = { ...open(k), weight: x.localityWeight, priority: x.priority }));
+      }
+      add(l, x);
+    });
+    return { order, priorities, localities };
+  }
+
+  function observed(e: PriorityEngine, withLocality: boolean) {
+    const priorities = Array.from({ length: e.pCount }, (_, p) => ({
+      value: e.pValue[p]!,
+      start: e.pStart[p]!,
+      end: e.pEnd[p]!,
+      allN: e.pAllN[p]!,
+      memberN: e.pMemberN[p]!,
+      memberW: e.pMemberW[p]!,
+      eligibleN: e.pEligibleN[p]!,
+      eligibleW: e.pEligibleW[p]!,
+      panicW: e.pPanicW[p]!,
+    }));
+    const localities = withLocality
+      ? Array.from({ length: e.lCount }, (_, l) => ({
+          start: e.lStart[l]!,
+          end: e.lEnd[l]!,
+          weight: e.lWeight[l]!,
+          memberN: e.lMemberN[l]!,
+          memberW: e.lMemberW[l]!,
+          eligibleN: e.lEligibleN[l]!,
+          eligibleW: e.lEligibleW[l]!,
+          panicN: e.lPanicN[l]!,
+          panicW: e.lPanicW[l]!,
+        }))
+      : [];
+    return { order: Array.from(e.order.subarray(0, e.n)), priorities, localities };
+  }
+
+  const entry = fc.record({
+    priority: fc.oneof(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 40 })),
+    locality: fc.constantFrom('a', 'b', 'c'),
+    weight: fc.oneof(fc.integer({ min: 1, max: 9 }), fc.integer({ min: 1, max: 2 ** 32 - 1 })),
+    status,
+    panicEligible: fc.boolean(),
+  });
+
+  it('order, group ranges, counts and weight sums, for one engine reused across snapshots', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.array(entry, { minLength: 1, maxLength: 150 }), { minLength: 1, maxLength: 5 }),
+        fc.boolean(),
+        (list, withLocality) => {
+          const e = new PriorityEngine();
+          for (const es of list) {
+            const c = buildWide(es);
+            e.sample(c, withLocality);
+            const want = reference(c, withLocality);
+            const got = observed(e, withLocality);
+            expect(got.order).toEqual(want.order);
+            expect(got.priorities).toEqual(want.priorities.map(({ panicN: _, ...p }) => p));
+            expect(got.localities).toEqual(want.localities.map(({ allN: _, priority: __, ...l }) => l));
+            if (withLocality) {
+              for (let p = 0; p < e.pCount; p++) {
+                const ls = want.localities.filter((l) => l.priority === e.pValue[p]);
+                expect(e.pLocEnd[p]! - e.pLocStart[p]!).toBe(ls.length);
+                expect(e.lStart[e.pLocStart[p]!]).toBe(ls[0]!.start);
+              }
+            }
+          }
+        },
+      ),
+      { numRuns: 300 },
     );
   });
 });
