@@ -18,7 +18,7 @@ import { readFileLimited, readStreamLimited } from '../membership/read-limited.j
 import { MembershipPublisher } from '../membership/redis-publisher.js';
 import { RedisMembership } from '../membership/redis-source.js';
 import type { RedisConnectionOptions } from '../membership/redis-target.js';
-import { integerFlag, nameFlag, parseFlags, type FlagSpecs, type ParsedFlags } from './args.js';
+import { choiceFlag, integerFlag, nameFlag, parseFlags, type FlagSpecs, type ParsedFlags } from './args.js';
 import { REDIS_FLAGS, REDIS_FLAGS_HELP, redisFlags } from './redis-flags.js';
 import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
 import { cliLogger } from './logger.js';
@@ -33,6 +33,9 @@ ${REDIS_FLAGS_HELP}
   --wait-replicas N (writes) succeed only once N replicas acknowledged the write (Redis WAIT);
                     fewer within --wait-timeout exits 8 (stored on the master, may be lost at a failover)
   --wait-timeout MS (writes) how long to wait for them, 1..60000; default 1000
+  --notices FORM    (writes) delta (default: a one-backend change publishes only the change) or full
+                    (every write publishes the whole snapshot, as earlier releases did: for fleets whose
+                    readers are not all upgraded yet)
   --help            this help
 
 ${EXIT_HELP}`;
@@ -45,6 +48,7 @@ const COMMON_FLAGS = {
   'max-bytes': { type: 'string' },
   'wait-replicas': { type: 'string' },
   'wait-timeout': { type: 'string' },
+  notices: { type: 'string' },
 } as const satisfies FlagSpecs;
 
 const S = { type: 'string' } as const;
@@ -124,6 +128,7 @@ function connection(flags: Flags): {
   maxBytes: number | undefined;
   waitReplicas: number | undefined;
   waitTimeoutMs: number | undefined;
+  notices: 'delta' | 'full' | undefined;
 } {
   const redis = redisFlags(flags.values as Record<string, string | undefined>, process.env['POISE_REDIS_URL']);
   const cluster = str(flags, 'cluster') ?? process.env['POISE_CLUSTER'];
@@ -137,6 +142,7 @@ function connection(flags: Flags): {
     redis,
     waitReplicas,
     waitTimeoutMs,
+    notices: choiceFlag('--notices', str(flags, 'notices'), ['delta', 'full'] as const),
     cluster: nameFlag('--cluster', cluster)!,
     prefix: nameFlag('--prefix', str(flags, 'prefix')) ?? 'poise',
     maxBytes: integerFlag('--max-bytes', str(flags, 'max-bytes'), 64, 512 * 1024 * 1024),
@@ -225,6 +231,7 @@ function publisher(conn: ReturnType<typeof connection>): MembershipPublisher {
     ...(conn.maxBytes === undefined ? {} : { maxMessageBytes: conn.maxBytes }),
     ...(conn.waitReplicas === undefined ? {} : { waitReplicas: conn.waitReplicas }),
     ...(conn.waitTimeoutMs === undefined ? {} : { waitTimeoutMs: conn.waitTimeoutMs }),
+    ...(conn.notices === undefined ? {} : { notices: conn.notices }),
     logger: cliLogger('poise-members', { dflt: 'warn' }),
     redisOptions: CLI_REDIS,
   });

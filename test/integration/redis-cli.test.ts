@@ -157,6 +157,43 @@ describe('poise members (CLI)', () => {
     expect(viaStdin).toMatchObject({ code: 0, stdout: '7\n' });
   });
 
+  it('--notices full publishes the whole snapshot; the default publishes a delta; anything else exits 2', async () => {
+    const mi = (sub: string, ...rest: string[]) => inProcess([sub, '--redis', redis.url, '--cluster', 'notices', ...rest]);
+    const sub = admin.duplicate();
+    const seen: Record<string, unknown>[] = [];
+    sub.on('message', (_channel: string, text: string) => seen.push(JSON.parse(text) as Record<string, unknown>));
+    await sub.subscribe('poise:notices:notices');
+    try {
+      expect(await mi('add', 'a', '127.0.0.1:7001')).toMatchObject({ code: 0, stdout: '1\n' });
+      expect(await mi('add', 'b', '127.0.0.1:7002')).toMatchObject({ code: 0, stdout: '2\n' });
+      expect(await mi('weight', 'b', '3')).toMatchObject({ code: 0, stdout: '3\n' });
+      expect(await mi('weight', 'b', '4', '--notices', 'full')).toMatchObject({ code: 0, stdout: '4\n' });
+      expect(await mi('drain', 'a', '--notices', 'delta')).toMatchObject({ code: 0, stdout: '5\n' });
+      await until(() => seen.length === 5);
+      const byVersion = new Map(seen.map((n) => [n['version'], n]));
+      // Version 3: a delta naming its base; version 4: the whole document, as earlier releases published it.
+      expect(byVersion.get(3)).toMatchObject({ version: 3, base: 2, ops: [{ op: 'replace', backend: { id: 'b', weight: 3 } }] });
+      expect(byVersion.get(4)).not.toHaveProperty('ops');
+      expect(byVersion.get(4)).toMatchObject({
+        version: 4,
+        document: {
+          cluster: 'notices',
+          backends: [
+            { id: 'a', address: '127.0.0.1:7001' },
+            { id: 'b', address: '127.0.0.1:7002', weight: 4 },
+          ],
+        },
+      });
+      expect(byVersion.get(5)).toMatchObject({ version: 5, base: 4 });
+      const bad = await mi('weight', 'b', '5', '--notices', 'half');
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain('--notices: must be one of delta, full, got "half"');
+      expect(await admin.get('poise:notices:snapshot')).toContain('"version":5');
+    } finally {
+      sub.disconnect();
+    }
+  });
+
   it('the version ceiling: 2^53 − 1 is stored and read; the next write exits 6 and stores nothing; above it is refused', async () => {
     const c = (sub: string, ...rest: string[]) => inProcess([sub, '--redis', redis.url, '--cluster', 'ceiling', ...rest]);
     const file = path.join(dir, 'ceiling.json');
