@@ -4,15 +4,28 @@
  * them on generated input).
  */
 
-const OCTET = /^(?:0|[1-9][0-9]{0,2})$/;
 const GROUP = /^[0-9A-Fa-f]{1,4}$/;
 
 /** True for a dotted-quad IPv4 address: four decimal octets in [0, 255], no leading zeros. */
 export function isIPv4(text: string): boolean {
-  const parts = text.split('.');
-  if (parts.length !== 4) return false;
-  for (const p of parts) if (!OCTET.test(p) || Number(p) > 255) return false;
-  return true;
+  // A character loop, not split + regex: every membership change re-validates every address.
+  const n = text.length;
+  let i = 0;
+  for (let octet = 1; ; octet++) {
+    const start = i;
+    let value = 0;
+    while (i < n && i - start < 4) {
+      const c = text.charCodeAt(i);
+      if (c < 48 || c > 57) break;
+      value = value * 10 + (c - 48);
+      i++;
+    }
+    const digits = i - start;
+    if (digits === 0 || digits > 3 || value > 255 || (digits > 1 && text.charCodeAt(start) === 48)) return false;
+    if (i === n) return octet === 4;
+    if (octet === 4 || text.charCodeAt(i) !== 46) return false;
+    i++;
+  }
 }
 
 /** True for an IPv6 address (RFC 4291 text forms: `::` once at most, an embedded IPv4 tail), without a zone id. */

@@ -191,9 +191,19 @@ export const ADDRESS_RULE = 'must be "host:port" with a port in [1, 65535] (IPv6
  * @internal
  */
 export function addressDetail(address: string): string | undefined {
+  if (VALID_ADDRESSES.has(address)) return undefined;
   const parts = splitAddress(address);
-  return typeof parts === 'string' ? parts : undefined;
+  if (typeof parts === 'string') return parts;
+  // Validity is a function of the string alone: remember it (bounded), since
+  // every membership change re-validates every backend's address.
+  if (VALID_ADDRESSES.size >= MAX_REMEMBERED_ADDRESSES) VALID_ADDRESSES.clear();
+  VALID_ADDRESSES.add(address);
+  return undefined;
 }
+
+/** Addresses {@link splitAddress} accepted, so that re-validating an unchanged membership is a set lookup. */
+const VALID_ADDRESSES = new Set<string>();
+const MAX_REMEMBERED_ADDRESSES = 65_536;
 
 /** The message of a refused address ({@link ADDRESS_RULE}, then the precise reason when there is one), or undefined when it is valid. @internal */
 export function addressReason(address: string): string | undefined {

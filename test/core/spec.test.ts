@@ -184,6 +184,33 @@ describe('parseAddress', () => {
     // The generator reaches valid addresses too, so the agreement is not only on garbage.
     expect(valid).toBeGreaterThan(100);
   });
+
+  it('isIPv4 agrees with node:net on dotted digit strings (octet bounds, leading zeros, empty and extra parts)', () => {
+    const octet = fc.oneof(
+      fc.integer({ min: 0, max: 300 }).map(String),
+      fc.stringMatching(/^[0-9]{0,5}$/),
+      fc.constantFrom('00', '01', '255', '256', '1a', ' 1'),
+    );
+    const text = fc
+      .oneof(fc.array(octet, { minLength: 0, maxLength: 6 }), fc.array(octet, { minLength: 4, maxLength: 4 }))
+      .map((parts) => parts.join('.'));
+    let valid = 0;
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          text,
+          text.map((t) => `${t}.`),
+          text.map((t) => `.${t}`),
+        ),
+        (t) => {
+          if (net.isIP(t) === 4) valid++;
+          expect(isIPv4(t)).toBe(net.isIP(t) === 4);
+        },
+      ),
+      { numRuns: 20_000, seed: 4 },
+    );
+    expect(valid).toBeGreaterThan(100);
+  });
 });
 
 describe('optional fields and arrays', () => {

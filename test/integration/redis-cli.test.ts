@@ -169,7 +169,7 @@ describe('poise members (CLI)', () => {
       expect(await mi('weight', 'b', '3')).toMatchObject({ code: 0, stdout: '3\n' });
       expect(await mi('weight', 'b', '4', '--notices', 'full')).toMatchObject({ code: 0, stdout: '4\n' });
       expect(await mi('drain', 'a', '--notices', 'delta')).toMatchObject({ code: 0, stdout: '5\n' });
-      await until(() => seen.length === 5);
+      await until(() => seen.length === 5, 'five notices');
       const byVersion = new Map(seen.map((n) => [n['version'], n]));
       // Version 3: a delta naming its base; version 4: the whole document, as earlier releases published it.
       expect(byVersion.get(3)).toMatchObject({ version: 3, base: 2, ops: [{ op: 'replace', backend: { id: 'b', weight: 3 } }] });
