@@ -10,7 +10,7 @@ import { MAX_PRIORITY, isStatus, type Status } from './candidate.js';
 import { PoiseError, describe } from './errors.js';
 import { isIPv4, isIPv6 } from './ip.js';
 import { MAX_WEIGHT, isValidWeight } from './weight.js';
-import { integerIn } from './validate.js';
+import { integerIn, isIntegerIn } from './validate.js';
 
 /** A backend's status in a membership: a candidate {@link Status}, or `'degraded'`. */
 export type SpecStatus = Status | 'degraded';
@@ -106,12 +106,6 @@ function fail(field: string, reason: string, got?: unknown, code: 'InvalidConfig
   throw new PoiseError(code, `${field}: ${reason}${suffix}`, { field });
 }
 const NO_VALUE = Symbol('none');
-
-/** `spec[key]`, or `dflt` when the key is absent or undefined (but not when it is `null`). */
-function field(spec: Record<string, unknown>, key: string, dflt: unknown): unknown {
-  const v = spec[key];
-  return v === undefined ? dflt : v;
-}
 
 /** One DNS label (RFC 1123), with `_` allowed as SRV and many internal names use it. */
 const LABEL = /^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$/;
@@ -219,35 +213,59 @@ export function addressReason(address: string): string | undefined {
  * @internal
  */
 export function resolveBackendSpec(value: unknown, path = 'backend'): ResolvedBackendSpec {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(path, 'must be an object', value);
+  return resolveSpecAt(value, path, -1);
+}
+
+/** `path`, or `path[index]` for a list member: built only when a message needs it (validation runs on every membership change). */
+function pathOf(path: string, index: number): string {
+  return index < 0 ? path : `${path}[${index}]`;
+}
+
+/** {@link resolveBackendSpec} for `path` (a list member when `index` ≥ 0). */
+function resolveSpecAt(value: unknown, path: string, index: number): ResolvedBackendSpec {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(pathOf(path, index), 'must be an object', value);
   const spec = value as Record<string, unknown>;
   for (const key of Object.keys(spec)) {
-    if (!SPEC_FIELDS.has(key)) fail(`${path}.${key}`, `unknown field (accepted: ${[...SPEC_FIELDS].join(', ')})`, NO_VALUE);
+    if (!SPEC_FIELDS.has(key)) fail(`${pathOf(path, index)}.${key}`, `unknown field (accepted: ${[...SPEC_FIELDS].join(', ')})`, NO_VALUE);
   }
+  // Named reads, not spec[key] with a variable key: one shape check each.
   const { id, address } = spec;
   if (typeof id !== 'string' || id.length === 0 || id.length > 256) {
-    fail(`${path}.id`, 'must be a string of 1 to 256 characters', id);
+    fail(`${pathOf(path, index)}.id`, 'must be a string of 1 to 256 characters', id);
   }
-  if (typeof address !== 'string') fail(`${path}.address`, ADDRESS_RULE, address);
+  if (typeof address !== 'string') fail(`${pathOf(path, index)}.address`, ADDRESS_RULE, address);
   const addressProblem = addressReason(address);
-  if (addressProblem !== undefined) fail(`${path}.address`, addressProblem, address);
+  if (addressProblem !== undefined) fail(`${pathOf(path, index)}.address`, addressProblem, address);
   // An optional field is either absent (undefined: the default) or valid; `null` is not "absent".
-  const weight = field(spec, 'weight', 1);
-  if (!isValidWeight(weight)) fail(`${path}.weight`, `must be an integer in [1, ${MAX_WEIGHT}]`, weight, 'InvalidWeight');
-  const priority = integerIn(field(spec, 'priority', 0), `${path}.priority`, 0, MAX_PRIORITY);
-  const locality = field(spec, 'locality', '');
+  const w = spec['weight'];
+  const weight = w === undefined ? 1 : w;
+  if (!isValidWeight(weight)) fail(`${pathOf(path, index)}.weight`, `must be an integer in [1, ${MAX_WEIGHT}]`, weight, 'InvalidWeight');
+  const p = spec['priority'];
+  const priority =
+    p === undefined ? 0 : isIntegerIn(p, 0, MAX_PRIORITY) ? p : integerIn(p, `${pathOf(path, index)}.priority`, 0, MAX_PRIORITY);
+  const l = spec['locality'];
+  const locality = l === undefined ? '' : l;
   if (typeof locality !== 'string' || locality.length > 256)
-    fail(`${path}.locality`, 'must be a string of at most 256 characters', locality);
-  const localityWeight = field(spec, 'localityWeight', 1);
+    fail(`${pathOf(path, index)}.locality`, 'must be a string of at most 256 characters', locality);
+  const lw = spec['localityWeight'];
+  const localityWeight = lw === undefined ? 1 : lw;
   if (!isValidWeight(localityWeight)) {
-    fail(`${path}.localityWeight`, `must be an integer in [1, ${MAX_WEIGHT}]`, localityWeight, 'InvalidWeight');
+    fail(`${pathOf(path, index)}.localityWeight`, `must be an integer in [1, ${MAX_WEIGHT}]`, localityWeight, 'InvalidWeight');
   }
-  const status = field(spec, 'status', 'ready');
+  const st = spec['status'];
+  const status = st === undefined ? 'ready' : st;
   if (!isStatus(status) && status !== 'degraded')
-    fail(`${path}.status`, 'must be one of "ready", "degraded", "draining", "unavailable"', status);
-  const maxInflight = integerIn(field(spec, 'maxInflight', 0), `${path}.maxInflight`, 0, MAX_INFLIGHT, '0 = unlimited');
-  const panicEligible = field(spec, 'panicEligible', true);
-  if (typeof panicEligible !== 'boolean') fail(`${path}.panicEligible`, 'must be a boolean', panicEligible);
+    fail(`${pathOf(path, index)}.status`, 'must be one of "ready", "degraded", "draining", "unavailable"', status);
+  const m = spec['maxInflight'];
+  const maxInflight =
+    m === undefined
+      ? 0
+      : isIntegerIn(m, 0, MAX_INFLIGHT)
+        ? m
+        : integerIn(m, `${pathOf(path, index)}.maxInflight`, 0, MAX_INFLIGHT, '0 = unlimited');
+  const pe = spec['panicEligible'];
+  const panicEligible = pe === undefined ? true : pe;
+  if (typeof panicEligible !== 'boolean') fail(`${pathOf(path, index)}.panicEligible`, 'must be a boolean', panicEligible);
   return { id, address, weight, priority, locality, localityWeight, status, maxInflight, panicEligible };
 }
 
@@ -261,7 +279,7 @@ export function resolveBackendSpecs(value: unknown, path = 'backends'): Resolved
   if (!Array.isArray(value)) fail(path, 'must be an array', value);
   // An index loop, not map(): map() skips the holes of a sparse array, which must be refused like any non-object.
   const resolved: ResolvedBackendSpec[] = new Array<ResolvedBackendSpec>(value.length);
-  for (let i = 0; i < value.length; i++) resolved[i] = resolveBackendSpec(value[i], `${path}[${i}]`);
+  for (let i = 0; i < value.length; i++) resolved[i] = resolveSpecAt(value[i], path, i);
   checkBackendSet(resolved, path);
   return resolved;
 }
@@ -276,7 +294,8 @@ export function resolveBackendSpecs(value: unknown, path = 'backends'): Resolved
 export function checkBackendSet(resolved: readonly ResolvedBackendSpec[], path = 'backends'): void {
   const seen = new Map<string, number>();
   const groupWeight = new Map<string, { weight: number; index: number }>();
-  resolved.forEach((spec, i) => {
+  for (let i = 0; i < resolved.length; i++) {
+    const spec = resolved[i]!;
     const first = seen.get(spec.id);
     if (first !== undefined) {
       throw new PoiseError('DuplicateIdentity', `${path}[${i}].id: duplicate id ${JSON.stringify(spec.id)} (first at ${path}[${first}])`, {
@@ -294,5 +313,5 @@ export function checkBackendSet(resolved: readonly ResolvedBackendSpec[], path =
         { field: `${path}[${i}].localityWeight` },
       );
     }
-  });
+  }
 }
