@@ -1,5 +1,5 @@
 /**
- * ioredis over routedStream (a custom `Connector`, the README recipe) against
+ * ioredis over routedStream (a custom `Connector`, the docs/guide.md recipe) against
  * three real redis-server instances: cache shards keyed by a key prefix with
  * `maglev`, and read replicas under `p2c:connections` with one killed mid-run.
  */
@@ -14,7 +14,7 @@ import type { Router } from '../../src/runtime/router.js';
 import { routedStream, type RoutedSocket, type RoutedStreamOptions } from '../../src/net/routed-stream.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 
-/** The README's recipe: every connection (and reconnection) of the client is routed; ioredis's `tls` option upgrades it. */
+/** The docs/guide.md recipe: every connection (and reconnection) of the client is routed; ioredis's `tls` option upgrades it. */
 function routedConnector(router: Router, opts?: RoutedStreamOptions, onSocket?: (s: RoutedSocket) => void) {
   const open = routedStream(router, opts);
   return class RoutedConnector extends AbstractConnector {
