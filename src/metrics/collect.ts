@@ -322,6 +322,14 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
     counter('proxy_idle_timeouts_total', 'Spliced connections closed by the client or server inactivity timeout.', [], (c) =>
       c.inc({}, proxy.total(ProxyCounter.IdleTimeouts)),
     );
+    counter(
+      'proxy_worker_lost_connections_total',
+      'Accepted connections not yet finished when their proxy worker thread died, per worker row (the row is cumulative over restarts).',
+      W,
+      (c) => {
+        for (let w = 0; w < proxy.workers; w++) c.inc({ worker: String(w) }, proxy.value(w, ProxyCounter.WorkerLost));
+      },
+    );
     const hist = proxyDurationHistogram(`${prefix}proxy_connection_duration_seconds`, proxy, DURATION_BUCKETS_SECONDS);
     registry.registerMetric(hist);
     names.push(hist.name);

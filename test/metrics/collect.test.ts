@@ -40,7 +40,15 @@ describe('collectMetrics', () => {
         bands: [{ priority: 0, queued: 2, oldestWaitMs: 1500, admitted: 9, rejected: { QueueFull: 1, QueueTimeout: 0 } }],
       }),
     };
-    const c = collectMetrics(b, { registry, proxy: ProxyCounters.create({ workers: 2 }), admission });
+    const counters = ProxyCounters.create({ workers: 2 });
+    // Row 1: 5 accepted, 1 refused, 1 spliced and closed, 3 still open when its thread died.
+    for (let i = 0; i < 5; i++) counters.accepted(1);
+    counters.refused(1, 'no_backend');
+    counters.opened(1);
+    counters.closed(1, 12, false);
+    for (let i = 0; i < 3; i++) counters.opened(1);
+    expect(counters.reclaim(1)).toBe(3);
+    const c = collectMetrics(b, { registry, proxy: counters, admission });
     const f = await families(registry);
     expect([...f.keys()].sort()).toEqual([...c.names].sort());
     for (const fam of f.values()) {
@@ -59,6 +67,9 @@ describe('collectMetrics', () => {
     expect(v(f, 'poise_admission_saturation_ratio')).toBe(0.75);
     // Two proxy workers: one accepted series each.
     expect(f.get('poise_proxy_accepted_total')!.samples.map((s) => s.labels['worker'])).toEqual(['0', '1']);
+    expect(v(f, 'poise_proxy_worker_lost_connections_total', { worker: '1' })).toBe(3);
+    expect(v(f, 'poise_proxy_worker_lost_connections_total', { worker: '0' })).toBe(0);
+    expect(v(f, 'poise_proxy_accepted_total', { worker: '1' })).toBe(5);
     c.remove();
     expect(await registry.metrics()).toBe('\n');
   });
