@@ -45,7 +45,7 @@ import {
 import { validateName } from './name.js';
 import { redisUnavailable } from './redis-errors.js';
 import { createRedisClient, describeTarget, resolveRedisTarget, type RedisClient, type RedisConnectionOptions } from './redis-target.js';
-import { DEFAULT_PREFIX, decodeEnvelope, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
+import { DEFAULT_PREFIX, decodeEnvelope, envelopeJson, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
 import { WRITE_SCRIPT } from './redis-script.js';
 import { diffBackends, documentDigest } from './delta.js';
 import { integerIn } from '../core/validate.js';
@@ -168,6 +168,15 @@ export class MembershipPublisher {
   /** The highest version this publisher wrote, and its lineage: the floor of the next "current + 1" (see WRITE_SCRIPT, ARGV[7]). */
   #highWater: { version: number; lineage: string } | undefined;
   #queue: Promise<void> = Promise.resolve();
+  /**
+   * The last stored value this publisher decoded or wrote, and its decoded
+   * envelope: a read-modify-write GETs the value anyway (another writer may
+   * have moved it), and when it is exactly this text — the common case of
+   * one publisher making changes one after another — the 1,000-backend
+   * document is not parsed and validated again. Keyed by the whole text, so
+   * any other writer's value is decoded as usual.
+   */
+  #memo: { text: string; env: Envelope } | undefined;
 
   constructor(opts: MembershipPublisherOptions) {
     const target = resolveRedisTarget(opts);
@@ -382,8 +391,15 @@ export class MembershipPublisher {
       const doc: ResolvedDocument = { cluster: this.#cluster, version: undefined, backends };
       if (env?.document.health !== undefined) doc.health = env.document.health;
       const ops = this.#deltas && env !== undefined ? this.#deltaArgs(env, doc, Number.POSITIVE_INFINITY) : undefined;
-      const reply = await this.#write(documentJson(doc), String(current), '', ops);
+      const json = documentJson(doc);
+      const reply = await this.#write(json, String(current), '', ops);
       if (reply.written) {
+        // What the script stored is exactly envelopeJson(version, lineage, json), whose decoding is `doc`
+        // (its specs and health block come from a decoded value; nothing outside this class holds them).
+        this.#memo = {
+          text: envelopeJson(reply.version, reply.lineage, json),
+          env: { version: reply.version, lineage: reply.lineage, document: doc },
+        };
         this.#log.info({ version: reply.version, lineage: reply.lineage, op: what, notice: reply.notice }, 'membership changed');
         return reply.version;
       }
@@ -400,7 +416,11 @@ export class MembershipPublisher {
       throw redisUnavailable(this.#url, err, this.#lastConnectionError, outcome);
     }
     if (text === null) return undefined;
-    return decodeEnvelope(text, { cluster: this.#cluster, maxBytes: this.#maxBytes, what: 'snapshot' });
+    const memo = this.#memo;
+    if (memo !== undefined && memo.text === text) return memo.env;
+    const env = decodeEnvelope(text, { cluster: this.#cluster, maxBytes: this.#maxBytes, what: 'snapshot' });
+    this.#memo = { text, env };
+    return env;
   }
 
   async #write(docJson: string, expected: string, requested: string, delta?: DeltaArgs): Promise<WriteReply> {

@@ -6,7 +6,8 @@
  * redis-server, compared with a plain in-memory model.
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { PoiseError } from '../../src/core/errors.js';
 import { MembershipPublisher } from '../../src/membership/redis-publisher.js';
 import { captureLog } from '../helpers/log-capture.js';
@@ -87,6 +88,47 @@ describe('MembershipPublisher against a model', () => {
     await redis?.stop();
   });
 
+  /** The stored membership as a publisher that never wrote it decodes it. */
+  async function fresh(cluster: string) {
+    const reader = new MembershipPublisher({ url: redis.url, cluster, logger: captureLog().logger });
+    try {
+      return await reader.show();
+    } finally {
+      await reader.close();
+    }
+  }
+
+  it('consecutive changes reuse the last written document (no re-parse), and any other stored value — even of the same version — is decoded', async () => {
+    const cluster = 'memo';
+    const pub = new MembershipPublisher({ url: redis.url, cluster, logger: captureLog().logger });
+    const admin = new Redis(redis.url);
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      const backends = Array.from({ length: 300 }, (_, i) => ({ id: `b${i}`, address: `127.0.0.1:${10000 + i}` }));
+      await pub.apply({ cluster, backends });
+      await pub.setWeight('b0', 2); // decodes the stored value once
+      const big = () => parse.mock.calls.filter(([text]) => typeof text === 'string' && text.length > 10_000).length;
+      const before = big();
+      for (let i = 1; i <= 20; i++) expect(await pub.setWeight(`b${i}`, 3)).toBe(2 + i);
+      expect(big()).toBe(before); // 20 writes, no snapshot parsed
+      // Another writer stores a different document under the same version number (a failover's fork):
+      const stored = JSON.parse((await admin.get('poise:memo:snapshot'))!) as { version: number; lineage: string };
+      const forked = {
+        version: stored.version,
+        lineage: stored.lineage,
+        document: { cluster, backends: [{ id: 'x', address: '127.0.0.1:9' }] },
+      };
+      await admin.set('poise:memo:snapshot', JSON.stringify(forked));
+      expect(await pub.setWeight('x', 4)).toBe(stored.version + 1);
+      expect((await pub.show())!.document.backends).toEqual([{ id: 'x', address: '127.0.0.1:9', weight: 4 }]);
+      expect(await fresh(cluster)).toEqual(await pub.show());
+    } finally {
+      parse.mockRestore();
+      admin.disconnect();
+      await pub.close();
+    }
+  });
+
   it('each operation bumps the version by one and matches the model, or fails and changes nothing', async () => {
     let round = 0;
     await fc.assert(
@@ -111,6 +153,8 @@ describe('MembershipPublisher against a model', () => {
             }
             const stored = await pub.show();
             expect(stored).toEqual({ version, lineage, document: { cluster, backends: model } });
+            // A publisher that has written reuses what it wrote; one that has not decodes the stored bytes: the same.
+            expect(await fresh(cluster)).toEqual(stored);
           }
         } finally {
           await pub.close();
