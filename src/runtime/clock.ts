@@ -18,8 +18,12 @@ import { TIME_MASK } from '../core/time.js';
 /** A clock in milliseconds. */
 export type Clock = () => number;
 
+// An ES module in a data: URL, not `eval: true` source: an eval'd worker
+// takes the parent's `--input-type`, so CommonJS source (`require`) would
+// throw in a process started with `--input-type=module` and the unhandled
+// worker 'error' would take the process down.
 const TICKER = `
-const { workerData } = require('node:worker_threads');
+import { workerData } from 'node:worker_threads';
 const words = new Int32Array(workerData.buffer);
 const t0 = process.hrtime.bigint();
 for (;;) {
@@ -40,7 +44,7 @@ let buffer: SharedArrayBuffer | undefined;
 export function processClockBuffer(): SharedArrayBuffer {
   if (buffer === undefined) {
     const b = new SharedArrayBuffer(8);
-    const ticker = new Worker(TICKER, { eval: true, workerData: { buffer: b } });
+    const ticker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(TICKER)}`), { workerData: { buffer: b } });
     ticker.unref();
     buffer = b;
   }
