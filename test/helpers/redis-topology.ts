@@ -386,6 +386,13 @@ export async function startCluster(opts: { masters?: number; replicas?: number }
         if (!n.running) continue;
         const info = String(await command(n.port, 'INFO', 'replication').catch(() => ''));
         if (info.includes('role:slave') && !info.includes('master_link_status:up')) return false;
+        // The replica's side says the link is up once it has loaded the RDB; the master counts it for WAIT only
+        // once it marks it online (after its first REPLCONF ACK): every master must see its replicas online.
+        if (info.includes('role:master')) {
+          const connected = Number(/connected_slaves:(\d+)/.exec(info)?.[1] ?? 0);
+          const online = info.split('\n').filter((l) => /^slave\d+:.*state=online/.test(l)).length;
+          if (online < Math.max(connected, replicas)) return false;
+        }
       }
       return true;
     };

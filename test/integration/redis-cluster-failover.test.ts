@@ -71,7 +71,7 @@ describe('Redis Cluster with replicas: the slot master SIGKILLed under continuou
   };
   it('with waitReplicas: 1 the publisher and every reader follow the promoted replica; every acknowledged write is present, every other one was reported failed', async () => {
     const cluster = 'cfo';
-    const pub = publisher(cluster, { waitReplicas: 1, waitTimeoutMs: 500 });
+    const pub = publisher(cluster, { waitReplicas: 1, waitTimeoutMs: 2000 });
     await pub.apply({ cluster, backends: [{ id: 'seed', address: '127.0.0.1:1' }] });
     const readers = await Promise.all([reader(cluster), reader(cluster), reader(cluster)]);
     const w = writer(pub, 'w');

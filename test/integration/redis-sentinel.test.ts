@@ -150,7 +150,7 @@ describe('Redis Sentinel: failover under continuous writes', () => {
   it('with waitReplicas: 1 every acknowledged write survives a SIGKILL of the master; every other write was reported failed', async () => {
     // The old masters come back as replicas of the new one: two replicas in sync again.
     await healthy();
-    const pub = publisher('wait', { waitReplicas: 1, waitTimeoutMs: 500 });
+    const pub = publisher('wait', { waitReplicas: 1, waitTimeoutMs: 2000 });
     await pub.apply({ cluster: 'wait', backends: [be('seed', 1)] });
     const readers = await Promise.all([reader('wait', 'options'), reader('wait', 'url')]);
     const w = writer(pub, 'r');
