@@ -209,7 +209,8 @@ export function addressReason(address: string): string | undefined {
 /**
  * Validates one spec and fills its defaults. `path` prefixes field names in
  * messages (`backends[3]`). Unknown fields are rejected: a typo such as
- * `wieght` must not silently mean "weight 1".
+ * `wieght` must not silently mean "weight 1". The result is frozen, and
+ * passing it back in returns it as it is (validated once).
  * @internal
  */
 export function resolveBackendSpec(value: unknown, path = 'backend'): ResolvedBackendSpec {
@@ -221,9 +222,23 @@ function pathOf(path: string, index: number): string {
   return index < 0 ? path : `${path}[${index}]`;
 }
 
+/**
+ * Every spec this module resolved. They are frozen, so one that comes back
+ * (a membership re-applied with its unchanged members, as a delta notice's
+ * result or a Balancer.update of a source's snapshot does) is still exactly
+ * what was validated: it is accepted as it is, by identity.
+ */
+const RESOLVED = new WeakSet<object>();
+
+/** Whether `value` is a spec {@link resolveBackendSpec} returned (frozen, so unchanged since). @internal */
+export function isResolvedSpec(value: unknown): value is ResolvedBackendSpec {
+  return typeof value === 'object' && value !== null && RESOLVED.has(value);
+}
+
 /** {@link resolveBackendSpec} for `path` (a list member when `index` ≥ 0). */
 function resolveSpecAt(value: unknown, path: string, index: number): ResolvedBackendSpec {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(pathOf(path, index), 'must be an object', value);
+  if (RESOLVED.has(value)) return value as ResolvedBackendSpec;
   const spec = value as Record<string, unknown>;
   for (const key of Object.keys(spec)) {
     if (!SPEC_FIELDS.has(key)) fail(`${pathOf(path, index)}.${key}`, `unknown field (accepted: ${[...SPEC_FIELDS].join(', ')})`, NO_VALUE);
@@ -266,7 +281,9 @@ function resolveSpecAt(value: unknown, path: string, index: number): ResolvedBac
   const pe = spec['panicEligible'];
   const panicEligible = pe === undefined ? true : pe;
   if (typeof panicEligible !== 'boolean') fail(`${pathOf(path, index)}.panicEligible`, 'must be a boolean', panicEligible);
-  return { id, address, weight, priority, locality, localityWeight, status, maxInflight, panicEligible };
+  const resolved: ResolvedBackendSpec = { id, address, weight, priority, locality, localityWeight, status, maxInflight, panicEligible };
+  RESOLVED.add(Object.freeze(resolved));
+  return resolved;
 }
 
 /**
@@ -293,7 +310,10 @@ export function resolveBackendSpecs(value: unknown, path = 'backends'): Resolved
  */
 export function checkBackendSet(resolved: readonly ResolvedBackendSpec[], path = 'backends'): void {
   const seen = new Map<string, number>();
-  const groupWeight = new Map<string, { weight: number; index: number }>();
+  // The first member's group is checked without a key (most memberships
+  // have one priority and one locality); other groups through the map.
+  const head = resolved[0];
+  let groupWeight: Map<string, { weight: number; index: number }> | undefined;
   for (let i = 0; i < resolved.length; i++) {
     const spec = resolved[i]!;
     const first = seen.get(spec.id);
@@ -303,13 +323,26 @@ export function checkBackendSet(resolved: readonly ResolvedBackendSpec[], path =
       });
     }
     seen.set(spec.id, i);
-    const group = `${spec.priority}\u0000${spec.locality}`;
-    const g = groupWeight.get(group);
-    if (g === undefined) groupWeight.set(group, { weight: spec.localityWeight, index: i });
-    else if (g.weight !== spec.localityWeight) {
+    let weight: number;
+    let index: number;
+    if (spec.priority === head!.priority && spec.locality === head!.locality) {
+      weight = head!.localityWeight;
+      index = 0;
+    } else {
+      groupWeight ??= new Map();
+      const group = `${spec.priority}\u0000${spec.locality}`;
+      const g = groupWeight.get(group);
+      if (g === undefined) {
+        groupWeight.set(group, { weight: spec.localityWeight, index: i });
+        continue;
+      }
+      weight = g.weight;
+      index = g.index;
+    }
+    if (weight !== spec.localityWeight) {
       throw new PoiseError(
         'InconsistentTopology',
-        `${path}[${i}].localityWeight: ${spec.localityWeight} contradicts ${g.weight} at ${path}[${g.index}] for priority ${spec.priority}, locality ${JSON.stringify(spec.locality)}`,
+        `${path}[${i}].localityWeight: ${spec.localityWeight} contradicts ${weight} at ${path}[${index}] for priority ${spec.priority}, locality ${JSON.stringify(spec.locality)}`,
         { field: `${path}[${i}].localityWeight` },
       );
     }

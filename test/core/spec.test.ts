@@ -2,12 +2,36 @@ import net from 'node:net';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isIPv4, isIPv6 } from '../../src/core/ip.js';
-import { addressReason, parseAddress, resolveBackendSpec, resolveBackendSpecs } from '../../src/core/spec.js';
+import type { PoiseError } from '../../src/core/errors.js';
+import {
+  addressReason,
+  checkBackendSet,
+  parseAddress,
+  resolveBackendSpec,
+  resolveBackendSpecs,
+  type ResolvedBackendSpec,
+} from '../../src/core/spec.js';
 import { thrown } from '../helpers/thrown.js';
 
 const ok = (over: Record<string, unknown> = {}): Record<string, unknown> => ({ id: 'db-1', address: '127.0.0.1:5432', ...over });
 
 describe('resolveBackendSpec', () => {
+  it('returns a frozen spec, takes it back as it is (by identity), and validates anything else again', () => {
+    const spec = resolveBackendSpec(ok({ weight: 3 }));
+    expect(Object.isFrozen(spec)).toBe(true);
+    expect(resolveBackendSpec(spec)).toBe(spec);
+    expect(resolveBackendSpecs([spec, ok({ id: 'db-2' })])[0]).toBe(spec);
+    expect(() => {
+      (spec as { weight: number }).weight = -1;
+    }).toThrow(TypeError);
+    // An equal copy is a new object: validated, and a bad field in it is refused.
+    const copy = resolveBackendSpec({ ...spec });
+    expect(copy).not.toBe(spec);
+    expect(copy).toEqual(spec);
+    expect(thrown(() => resolveBackendSpec({ ...spec, weight: -1 })).code).toBe('InvalidWeight');
+    expect(thrown(() => resolveBackendSpecs([spec, spec])).code).toBe('DuplicateIdentity');
+  });
+
   it('fills every default', () => {
     expect(resolveBackendSpec(ok())).toEqual({
       id: 'db-1',
@@ -62,6 +86,45 @@ describe('resolveBackendSpecs', () => {
     const err = thrown(() => resolveBackendSpecs([ok(), ok({ id: 'b' }), ok({ id: 'c' }), ok({ id: 'd', weight: -2 })]));
     expect(err.message).toBe('backends[3].weight: must be an integer in [1, 4294967295], got -2');
     expect(err.field).toBe('backends[3].weight');
+  });
+
+  it('checkBackendSet refuses exactly what a direct per-group check refuses, with the same first error (property)', () => {
+    /** The law, written directly: every (priority, locality) group keyed in one map, ids in another. */
+    const reference = (specs: ResolvedBackendSpec[]): string | undefined => {
+      const ids = new Map<string, number>();
+      const groups = new Map<string, number>();
+      for (let i = 0; i < specs.length; i++) {
+        const s = specs[i]!;
+        if (ids.has(s.id))
+          return `DuplicateIdentity backends[${i}].id: duplicate id ${JSON.stringify(s.id)} (first at backends[${ids.get(s.id)}])`;
+        ids.set(s.id, i);
+        const key = JSON.stringify([s.priority, s.locality]);
+        const first = groups.get(key);
+        if (first === undefined) groups.set(key, i);
+        else if (specs[first]!.localityWeight !== s.localityWeight)
+          return `InconsistentTopology backends[${i}].localityWeight: ${s.localityWeight} contradicts ${specs[first]!.localityWeight} at backends[${first}] for priority ${s.priority}, locality ${JSON.stringify(s.locality)}`;
+      }
+      return undefined;
+    };
+    const member = fc.record({
+      id: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g'),
+      priority: fc.integer({ min: 0, max: 2 }),
+      locality: fc.constantFrom('', 'eu', 'us'),
+      localityWeight: fc.integer({ min: 1, max: 3 }),
+    });
+    fc.assert(
+      fc.property(fc.array(member, { maxLength: 7 }), (members) => {
+        const specs = members.map((m, i) => resolveBackendSpec({ ...m, address: `127.0.0.1:${1000 + i}` }));
+        let got: string | undefined;
+        try {
+          checkBackendSet(specs);
+        } catch (err) {
+          got = `${(err as PoiseError).code} ${(err as Error).message}`;
+        }
+        expect(got).toBe(reference(specs));
+      }),
+      { numRuns: 5000 },
+    );
   });
 
   it('rejects duplicate ids (DuplicateIdentity) and contradictory locality weights (InconsistentTopology)', () => {
