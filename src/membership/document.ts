@@ -10,7 +10,7 @@
  */
 import { parse as parseYaml } from 'yaml';
 import { PoiseError, invalidConfig } from '../core/errors.js';
-import { resolveBackendSpecs, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
+import { isResolvedSpec, resolveBackendSpecs, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
 import { resolveHealthConfig, type HealthConfig } from '../health/config.js';
 import { validateName } from './name.js';
 import { integerIn } from '../core/validate.js';
@@ -138,11 +138,29 @@ export function compactSpec(spec: ResolvedBackendSpec): BackendSpec {
   return out;
 }
 
-/** The canonical JSON of a document without its version (Redis keeps the version beside it). @internal */
+/** The JSON of each frozen resolved spec's compact form: a document that changed one backend re-serialises one. */
+const COMPACT_JSON = new WeakMap<ResolvedBackendSpec, string>();
+
+/** `JSON.stringify(compactSpec(spec))`, remembered for the frozen specs resolveBackendSpec returned. */
+function compactJson(spec: ResolvedBackendSpec): string {
+  if (!isResolvedSpec(spec)) return JSON.stringify(compactSpec(spec));
+  let json = COMPACT_JSON.get(spec);
+  if (json === undefined) {
+    json = JSON.stringify(compactSpec(spec));
+    COMPACT_JSON.set(spec, json);
+  }
+  return json;
+}
+
+/**
+ * The canonical JSON of a document without its version (Redis keeps the
+ * version beside it): exactly `JSON.stringify({ cluster, backends:
+ * backends.map(compactSpec), health? })`, assembled from each spec's
+ * remembered JSON. @internal
+ */
 export function documentJson(doc: { cluster: string; backends: readonly ResolvedBackendSpec[]; health?: HealthConfig }): string {
-  return JSON.stringify({
-    cluster: doc.cluster,
-    backends: doc.backends.map(compactSpec),
-    ...(doc.health === undefined ? {} : { health: doc.health }),
-  });
+  const parts = new Array<string>(doc.backends.length);
+  for (let i = 0; i < parts.length; i++) parts[i] = compactJson(doc.backends[i]!);
+  const health = doc.health === undefined ? '' : `,"health":${JSON.stringify(doc.health)}`;
+  return `{"cluster":${JSON.stringify(doc.cluster)},"backends":[${parts.join(',')}]${health}}`;
 }

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { PoiseError } from '../../src/core/errors.js';
+import { resolveBackendSpec, type ResolvedBackendSpec } from '../../src/core/spec.js';
+import type { HealthConfig } from '../../src/health/config.js';
 import { compactSpec, documentJson, parseDocument, resolveDocument } from '../../src/membership/document.js';
 import { decodeEnvelope, membershipKeys } from '../../src/membership/redis-keys.js';
 
@@ -135,6 +137,54 @@ describe('membership document', () => {
         expect(again.backends).toEqual(resolved.backends);
         for (const b of again.backends) expect(Object.keys(compactSpec(b)).length).toBeLessThanOrEqual(Object.keys(b).length);
       }),
+    );
+  });
+});
+
+describe('documentJson', () => {
+  it('is exactly JSON.stringify of { cluster, compact backends, health? }, for resolved (remembered) and plain specs, before and after a change (property)', () => {
+    const spec = fc.record(
+      {
+        id: fc.string({ minLength: 1, maxLength: 8, unit: 'grapheme' }),
+        weight: fc.integer({ min: 1, max: 2 ** 32 - 1 }),
+        priority: fc.integer({ min: 0, max: 3 }),
+        locality: fc.string({ maxLength: 6, unit: 'grapheme' }),
+        status: fc.constantFrom('ready', 'draining', 'unavailable', 'degraded'),
+        maxInflight: fc.integer({ min: 0, max: 1000 }),
+        panicEligible: fc.boolean(),
+      },
+      { requiredKeys: ['id'] },
+    );
+    const reference = (doc: { cluster: string; backends: readonly ResolvedBackendSpec[]; health?: HealthConfig }) =>
+      JSON.stringify({
+        cluster: doc.cluster,
+        backends: doc.backends.map(compactSpec),
+        ...(doc.health === undefined ? {} : { health: doc.health }),
+      });
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(spec, { selector: (s) => s.id, maxLength: 12 }),
+        fc.stringMatching(/^[a-z0-9][a-z0-9._-]{0,9}$/),
+        fc.boolean(),
+        fc.nat(),
+        fc.integer({ min: 1, max: 100 }),
+        (specs, cluster, withHealth, at, weight) => {
+          const backends = specs.map((s, i) => ({ ...s, address: `127.0.0.1:${1000 + i}` }));
+          const health: HealthConfig | undefined = withHealth ? { outlier: { maxEjectionPercent: 20 } } : undefined;
+          const doc = resolveDocument({ cluster, backends, ...(health === undefined ? {} : { health }) });
+          expect(documentJson(doc)).toBe(reference(doc));
+          // Again (remembered per spec), after one backend changed, and with plain (not resolved) copies.
+          expect(documentJson(doc)).toBe(reference(doc));
+          if (doc.backends.length > 0) {
+            const k = at % doc.backends.length;
+            const next = { ...doc, backends: doc.backends.map((b, i) => (i === k ? resolveBackendSpec({ ...b, weight }) : b)) };
+            expect(documentJson(next)).toBe(reference(next));
+          }
+          const plain = { ...doc, backends: doc.backends.map((b) => ({ ...b })) };
+          expect(documentJson(plain)).toBe(reference(doc));
+        },
+      ),
+      { numRuns: 500 },
     );
   });
 });
