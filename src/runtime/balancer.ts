@@ -430,12 +430,17 @@ export class Balancer extends EventEmitter {
     assignment: Assignment,
   ): void {
     const t = this.ownerTable;
-    const { slotOf, generationOf, same, jsons } = assignment;
+    const { slotOf, generationOf, same, jsons, lines } = assignment;
     const now = this.clock();
     for (const s of reservation.closing) this.byId.delete(this.slots[s]!.id);
     for (let k = 0; k < specs.length; k++) {
       // Unchanged, live, same generation: its words and tag already say so.
-      if (same[k] === 1) continue;
+      // Keep the new (equal) spec object, so that the next membership that
+      // brings this object back is recognised by identity.
+      if (same[k] === 1) {
+        this.slots[slotOf[k]!]!.spec = specs[k]!;
+        continue;
+      }
       const spec = specs[k]!;
       const slot = slotOf[k]!;
       const generation = generationOf[k]!;
@@ -448,7 +453,7 @@ export class Balancer extends EventEmitter {
       });
       t.setHealth(slot, HealthFlag.MemberDegraded, spec.status === 'degraded' ? HealthFlag.MemberDegraded : 0);
       t.setTag(slot, generation, STATE_OF[spec.status]);
-      this.slots[slot] = { id: spec.id, generation, removed: false, spec, json: jsons[k]! };
+      this.slots[slot] = { id: spec.id, generation, removed: false, spec, json: jsons[k]!, line: lines[k]! };
       this.byId.set(spec.id, slot);
     }
     for (const [id, slot] of this.byId) {

@@ -19,6 +19,8 @@ export interface SlotInfo {
   spec: ResolvedBackendSpec;
   /** `specJson(spec)`, kept so an unchanged spec is not serialised again. */
   json: string;
+  /** `blobLine(slot, generation, json)`, kept so an unchanged slot's blob line is not built again. */
+  line: string;
 }
 
 /** The owner's slot bookkeeping: by slot, and slot by live or tombstoned id. */
@@ -49,18 +51,19 @@ export interface Assignment {
   readonly lines: readonly string[];
 }
 
-/** Field-by-field equality of two resolved specs (every field is a primitive). */
+/** Field-by-field equality of two resolved specs (every field is a primitive); the same object is equal at once. */
 export function sameSpec(a: ResolvedBackendSpec, b: ResolvedBackendSpec): boolean {
   return (
-    a.id === b.id &&
-    a.address === b.address &&
-    a.weight === b.weight &&
-    a.priority === b.priority &&
-    a.locality === b.locality &&
-    a.localityWeight === b.localityWeight &&
-    a.status === b.status &&
-    a.maxInflight === b.maxInflight &&
-    a.panicEligible === b.panicEligible
+    a === b ||
+    (a.id === b.id &&
+      a.address === b.address &&
+      a.weight === b.weight &&
+      a.priority === b.priority &&
+      a.locality === b.locality &&
+      a.localityWeight === b.localityWeight &&
+      a.status === b.status &&
+      a.maxInflight === b.maxInflight &&
+      a.panicEligible === b.panicEligible)
   );
 }
 
@@ -122,12 +125,14 @@ export function assignSlots(map: SlotMap, specs: readonly ResolvedBackendSpec[],
     const spec = specs[k]!;
     const existing = map.byId.get(spec.id);
     let json: string | undefined;
+    let line: string | undefined;
     if (existing !== undefined) {
       const info = map.slots[existing]!;
       slotOf[k] = existing;
       generationOf[k] = info.generation;
       if (sameSpec(info.spec, spec)) {
         json = info.json;
+        line = info.line;
         if (!info.removed) same[k] = 1;
       }
     } else {
@@ -138,7 +143,7 @@ export function assignSlots(map: SlotMap, specs: readonly ResolvedBackendSpec[],
     }
     json ??= specJson(spec);
     jsons[k] = json;
-    lines[k] = blobLine(slotOf[k]!, generationOf[k]!, json);
+    lines[k] = line ?? blobLine(slotOf[k]!, generationOf[k]!, json);
   }
   return { slotOf, generationOf, same, jsons, lines };
 }

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { resolveBackendSpecs } from '../../src/core/spec.js';
 import { LeaseKind, LoadTable, SlotState } from '../../src/load/load-table.js';
 import { assignSlots, reserveSlots, type SlotInfo } from '../../src/runtime/slot-allocation.js';
-import { specJson } from '../../src/runtime/spec-blob.js';
+import { blobLine, specJson } from '../../src/runtime/spec-blob.js';
 import { thrown } from '../helpers/thrown.js';
 
 /** Specs for `ids` (each id's address is its own); `weight2` marks ids whose weight is 2. */
@@ -20,7 +20,7 @@ function owner(capacity: number, live: string[], gone: string[] = []) {
   [...live, ...gone].forEach((id, s) => {
     const spec = specs(id)[0]!;
     const removed = gone.includes(id);
-    slots[s] = { id, generation: 3, removed, spec, json: specJson(spec) };
+    slots[s] = { id, generation: 3, removed, spec, json: specJson(spec), line: blobLine(s, 3, specJson(spec)) };
     byId.set(id, s);
     t.setTag(s, 3, removed ? SlotState.Removed : SlotState.Ready);
   });
