@@ -7,7 +7,7 @@
  *
  * | region       | words                              | contents |
  * |--------------|------------------------------------|----------|
- * | header       | 16 (one 64-byte line)              | layout version, capacity, thread rows, change / membership / health epochs, spec seqlock + length, PeakEWMA τ and initial value, rows in use |
+ * | header       | 32 (two 64-byte lines)             | layout version, capacity, thread rows, change / membership / health epochs, spec seqlock + length, PeakEWMA τ and initial value, rows in use; the spec blob's changed ranges |
  * | row owners   | `maxThreads`, rounded up to 16     | thread id + 1 of the thread that claimed attribution row r (0 = free) |
  * | row totals   | 16 per row (one 64-byte line each) | row r: word 0 the request leases, word 1 the connection leases thread r holds over all slots |
  * | slots        | 32 per slot (128 bytes, line-aligned)| see the slot table below |
@@ -98,7 +98,7 @@ export const EwmaSeries = { ConnectTime: 0, Latency: 1 } as const;
 export type EwmaSeriesCode = (typeof EwmaSeries)[keyof typeof EwmaSeries];
 
 /** The layout version in header word 0; an attachment with another version is refused. @internal */
-export const LAYOUT_VERSION = 0x504f0004;
+export const LAYOUT_VERSION = 0x504f0005;
 
 // Header words.
 const H_VERSION = 0;
@@ -115,7 +115,13 @@ const H_INITIAL_US = 9;
 const H_ROWS = 10;
 const H_SLOT_BASE = 12;
 const H_SPEC_WORDS = 13;
-const HEADER_WORDS = 16;
+/**
+ * The two word ranges (from, to) of the spec blob that the last publication
+ * changed, relative to the one before it (seq − 2): a reader holding that
+ * one copies only these. Under the seqlock, like the blob.
+ */
+const H_SPEC_RANGES = 16;
+const HEADER_WORDS = 32;
 /** Words of one row's totals: a whole line, so rows never share one. */
 const TOTAL_WORDS = 16;
 
@@ -259,6 +265,14 @@ export class LoadTable {
    * longer intervals fall back to Math.exp.
    */
   private readonly decay: Float64Array;
+  /** Owner: the words of the spec blob as last published by this instance (the single writer), to store only what changed. */
+  private published = new Int32Array(0);
+  /** Reader: the last blob copy this instance returned (its first `heldWords` words), and the sequence number it was read at. */
+  private held: Int32Array | undefined;
+  private heldWords = 0;
+  private heldSeq = 0;
+  /** Reader: the buffer the next copy goes into (the one before `held`): two buffers alternate, so a copy allocates nothing. */
+  private spare: Int32Array | undefined;
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
@@ -819,16 +833,27 @@ export class LoadTable {
       });
     }
     const i = this.i32;
-    const seq = Atomics.load(i, H_SPEC_SEQ);
-    // Odd = writing. SC stores: a reader that sees the final even value sees
-    // every word stored before it.
-    Atomics.store(i, H_SPEC_SEQ, seq + 1);
     const padded = new Uint8Array(words * 4);
     padded.set(bytes);
     const src = new Int32Array(padded.buffer);
-    for (let w = 0; w < words; w++) Atomics.store(i, this.specBase + w, src[w]!);
+    // Only the words that differ from the last publication are stored (one
+    // membership change touches the version line and one backend's line),
+    // in at most two ranges that readers holding that publication patch.
+    const [a0, a1, b0, b1] = changedRanges(this.published, src);
+    const seq = Atomics.load(i, H_SPEC_SEQ);
+    // Odd = writing. SC stores: a reader that sees the final even value sees
+    // every word stored before it.
+    Atomics.store(i, H_SPEC_SEQ, (seq + 1) | 0);
+    const base = this.specBase;
+    for (let w = a0; w < a1; w++) Atomics.store(i, base + w, src[w]!);
+    for (let w = b0; w < b1; w++) Atomics.store(i, base + w, src[w]!);
+    Atomics.store(i, H_SPEC_RANGES, a0);
+    Atomics.store(i, H_SPEC_RANGES + 1, a1);
+    Atomics.store(i, H_SPEC_RANGES + 2, b0);
+    Atomics.store(i, H_SPEC_RANGES + 3, b1);
     Atomics.store(i, H_SPEC_LEN, bytes.length);
-    Atomics.store(i, H_SPEC_SEQ, seq + 2);
+    Atomics.store(i, H_SPEC_SEQ, (seq + 2) | 0);
+    this.published = src;
     Atomics.notify(i, H_SPEC_SEQ);
   }
 
@@ -840,11 +865,18 @@ export class LoadTable {
   /**
    * A private copy of the current spec blob (empty before the first publish).
    * Waits with `Atomics.wait` while the owner is writing (never spins), and
-   * retries when the sequence moved during the copy.
+   * retries when the sequence moved during the copy. When this instance's
+   * last copy is of the publication just before (sequence − 2), it copies
+   * that one and loads only the ranges the owner changed; otherwise every
+   * word. Either way every shared word is read with `Atomics.load` inside
+   * the seqlock. Two buffers of this instance alternate: the result must not
+   * be modified, and it holds its bytes until the next call but one (decode
+   * it at once).
    * @internal
    */
   readSpecs(): Uint8Array {
     const i = this.i32;
+    const base = this.specBase;
     for (;;) {
       const seq = Atomics.load(i, H_SPEC_SEQ);
       if ((seq & 1) === 1) {
@@ -855,9 +887,29 @@ export class LoadTable {
       }
       const len = Atomics.load(i, H_SPEC_LEN);
       const words = Math.ceil(len / 4);
-      const out = new Int32Array(words);
-      for (let w = 0; w < words; w++) out[w] = Atomics.load(i, this.specBase + w);
-      if (Atomics.load(i, H_SPEC_SEQ) === seq) return new Uint8Array(out.buffer, 0, len);
+      const held = this.held;
+      if (held !== undefined && seq === this.heldSeq && this.heldWords === words) return new Uint8Array(held.buffer, 0, len);
+      let out = this.spare;
+      // Room for some growth, so a membership that grows by a few backends reuses the buffers.
+      if (out === undefined || out.length < words) out = new Int32Array(Math.min(this.specWords, words + (words >> 2) + 16));
+      if (held !== undefined && seq === ((this.heldSeq + 2) | 0)) {
+        out.set(held.subarray(0, Math.min(this.heldWords, words)));
+        // Ranges are clamped to the copy: a torn read of them (the sequence moved) is retried below anyway.
+        const a1 = Math.min(Atomics.load(i, H_SPEC_RANGES + 1), words);
+        for (let w = Atomics.load(i, H_SPEC_RANGES); w < a1; w++) out[w] = Atomics.load(i, base + w);
+        const b1 = Math.min(Atomics.load(i, H_SPEC_RANGES + 3), words);
+        for (let w = Atomics.load(i, H_SPEC_RANGES + 2); w < b1; w++) out[w] = Atomics.load(i, base + w);
+      } else {
+        for (let w = 0; w < words; w++) out[w] = Atomics.load(i, base + w);
+      }
+      if (Atomics.load(i, H_SPEC_SEQ) === seq) {
+        this.spare = held;
+        this.held = out;
+        this.heldWords = words;
+        this.heldSeq = seq;
+        return new Uint8Array(out.buffer, 0, len);
+      }
+      this.spare = out;
     }
   }
 
@@ -891,6 +943,31 @@ export class LoadTable {
       picks: Atomics.load(i, o + S_PICKS) >>> 0,
     };
   }
+}
+
+/** Equal words that end a changed range: closer changes are stored as one range. */
+const RANGE_GAP = 16;
+
+/**
+ * The words of `next` that differ from `prev` (the same blob one
+ * publication earlier), as at most two ranges `[a0, a1)` and `[b0, b1)`:
+ * the first run of changes (gaps shorter than {@link RANGE_GAP} words
+ * included), then everything from the next change to the last. Every word
+ * of `next` outside them equals `prev`'s. @internal
+ */
+export function changedRanges(prev: Int32Array, next: Int32Array): [number, number, number, number] {
+  const n = next.length;
+  const common = Math.min(prev.length, n);
+  let last = n - 1;
+  if (prev.length === n) while (last >= 0 && next[last] === prev[last]) last--;
+  let a0 = 0;
+  while (a0 < common && next[a0] === prev[a0]) a0++;
+  if (a0 > last) return [0, 0, 0, 0];
+  let a1 = a0 + 1;
+  for (let w = a1; w <= last && w - a1 < RANGE_GAP; w++) if (w >= common || next[w] !== prev[w]) a1 = w + 1;
+  let b0 = a1;
+  while (b0 <= last && b0 < common && next[b0] === prev[b0]) b0++;
+  return b0 > last ? [a0, a1, 0, 0] : [a0, a1, b0, last + 1];
 }
 
 function roundUp(n: number, m: number): number {
