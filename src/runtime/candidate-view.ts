@@ -33,9 +33,12 @@ export class CandidateView {
   private readonly tiered: boolean;
   private readonly log: Logger;
   private memberEpoch = -1;
-  /** By slot: the blob line each candidate was built from, and the candidate (reused while its line is unchanged). */
-  private lineOf: (string | undefined)[] = [];
-  private candOf: (SlotCandidate | undefined)[] = [];
+  /** By slot: the blob line each candidate was built from (an own copy), and the candidate (reused while its line is unchanged). */
+  private readonly lineOf: (string | undefined)[];
+  private readonly candOf: (SlotCandidate | undefined)[];
+  /** By slot: the readMembership call that last saw it in the blob. */
+  private readonly seen: Int32Array;
+  private stamp = 0;
   private readonly head: LineHead = { slot: 0, generation: 0, jsonStart: 0 };
 
   /** `tiered`: the policy plans over priorities, so unavailable members stay in the list (panic may use them). */
@@ -44,6 +47,9 @@ export class CandidateView {
     this.env = env;
     this.tiered = tiered;
     this.log = log;
+    this.lineOf = new Array<string | undefined>(table.capacity).fill(undefined);
+    this.candOf = new Array<SlotCandidate | undefined>(table.capacity).fill(undefined);
+    this.seen = new Int32Array(table.capacity);
   }
 
   /**
@@ -130,37 +136,63 @@ export class CandidateView {
     }
   }
 
-  /** Builds the candidates from the spec blob, reusing each one whose (slot, generation, spec) line is unchanged. */
+  /**
+   * Builds the candidates from the spec blob, reusing each one whose (slot,
+   * generation, spec) line is unchanged. Nothing of the blob's text outlives
+   * the call: a changed line is kept as a copy of its own (a line from
+   * `split` is a slice that would keep the whole ~60 KB text alive, and in
+   * every worker, one per change, that is what drives the old generation to
+   * a full collection), and the per-slot arrays and the id map are updated
+   * in place.
+   */
   private readMembership(): void {
     const lines = blobLines(this.table.readSpecs());
     const all: SlotCandidate[] = [];
-    const byId = new Map<string, SlotCandidate>();
+    const byId = this.byId;
     const head = this.head;
-    // Fresh per-slot maps holding only this blob's lines: a kept line is a
-    // slice of the blob's text, so keeping lines of older blobs would keep
-    // those whole texts alive.
-    const lineOf = new Array<string | undefined>(this.table.capacity);
-    const candOf = new Array<SlotCandidate | undefined>(this.table.capacity);
+    const lineOf = this.lineOf;
+    const candOf = this.candOf;
+    const seen = this.seen;
+    const stamp = ++this.stamp;
+    const changed: SlotCandidate[] = [];
     for (let k = 1; k < lines.length; k++) {
       const line = lines[k]!;
       lineHead(line, head);
+      const slot = head.slot;
+      seen[slot] = stamp;
       // Same (slot, generation, spec) text as last time: the same candidate
       // (its picks were just flushed; build() resets its flags).
-      let c = this.lineOf[head.slot] === line ? this.candOf[head.slot] : undefined;
+      let c = lineOf[slot] === line ? candOf[slot] : undefined;
       if (c === undefined) {
         const spec = specFromJson(line.slice(head.jsonStart));
         const a = parseAddress(spec.address);
-        c = slotCandidate(this.env, head.slot, head.generation, spec, a?.host ?? '', a?.port ?? 0);
+        c = slotCandidate(this.env, slot, head.generation, spec, a?.host ?? '', a?.port ?? 0);
+        const old = candOf[slot];
+        if (old !== undefined && byId.get(old.id) === old) byId.delete(old.id);
+        lineOf[slot] = ownCopy(line);
+        candOf[slot] = c;
+        changed.push(c);
       }
-      lineOf[head.slot] = line;
-      candOf[head.slot] = c;
       all.push(c);
-      byId.set(c.id, c);
     }
-    this.lineOf = lineOf;
-    this.candOf = candOf;
+    // Slots the blob no longer lists: forget them (and their ids, unless a changed candidate took the id over).
+    for (const c of this.all) {
+      if (seen[c.slot] === stamp) continue;
+      lineOf[c.slot] = undefined;
+      candOf[c.slot] = undefined;
+      if (byId.get(c.id) === c) byId.delete(c.id);
+    }
+    for (const c of changed) byId.set(c.id, c);
     this.all = all;
-    this.byId = byId;
     this.version = lines.length === 0 ? 0 : Number(lines[0]);
   }
+}
+
+/**
+ * A copy of `s` that shares no memory with the string it was cut from:
+ * concatenating makes a new string, which `slice` flattens before cutting
+ * (a plain `slice` would point into the original).
+ */
+function ownCopy(s: string): string {
+  return ` ${s}`.slice(1);
 }
