@@ -11,13 +11,14 @@
  * Messages to the parent (times are performance.timeOrigin + performance.now(),
  * one clock for every process on the machine):
  *   { kind: 'ready', version }          bound, every worker at `version`, every subscriber subscribed
- *   { kind: 'workers', version, t }     both workers route with `version`
+ *   { kind: 'workers', version, t, majorGcs }  both workers route with `version`; the fewest full GCs any thread has run
  *   { kind: 'subs', version, t }        every extra subscriber received the notice of `version`
  */
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { RedisMembership } from '../src/redis.js';
 import { Balancer, bindMembership, createLogger, createWorkerPool } from '../src/runtime.js';
+import { countMajorGcs } from './membership-worker.js';
 
 type WaitAsync = (ta: Int32Array, index: number, value: number, timeoutMs: number) => { async: boolean; value: Promise<string> | string };
 const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
@@ -95,6 +96,13 @@ async function main(): Promise<void> {
   const logger = createLogger({ level: 'warn' });
   // cells: [0] stop, [1] next worker index, [2] doorbell, [3 + i] worker i's version (the layout of membership-worker.ts)
   const view = new Int32Array(new SharedArrayBuffer(4 * (3 + cfg.threads)));
+  // Full collections so far: [0] this thread, [1 + i] worker i.
+  const mainGcs = new Int32Array(new SharedArrayBuffer(4));
+  const workerGcs = new Int32Array(new SharedArrayBuffer(4 * cfg.threads));
+  countMajorGcs(mainGcs, 0);
+  /** The fewest full collections any thread of this process has run. */
+  const fewestGcs = (): number =>
+    Math.min(Atomics.load(mainGcs, 0), ...Array.from({ length: cfg.threads }, (_, i) => Atomics.load(workerGcs, i)));
   const balancer = new Balancer({ capacity: cfg.capacity, logger });
   const allAt = async (version: number): Promise<void> => {
     for (let i = 0; i < cfg.threads; i++) {
@@ -112,7 +120,7 @@ async function main(): Promise<void> {
       // Atomics.store + notify: workers sleep on the doorbell with Atomics.waitAsync.
       Atomics.store(view, 2, v);
       Atomics.notify(view, 2);
-      if (started) void allAt(v).then(() => send({ kind: 'workers', version: v, t: now() }));
+      if (started) void allAt(v).then(() => send({ kind: 'workers', version: v, t: now(), majorGcs: fewestGcs() }));
       return v;
     },
   };
@@ -123,7 +131,7 @@ async function main(): Promise<void> {
     filename: new URL('./membership-worker.js', import.meta.url),
     threads: cfg.threads,
     policy: cfg.policy as never,
-    workerData: { cells: view.buffer },
+    workerData: { cells: view.buffer, gc: workerGcs.buffer },
   });
   const tasks = Array.from({ length: cfg.threads }, () => pool.run({}));
   await allAt(balancer.version);

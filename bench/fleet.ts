@@ -46,15 +46,19 @@ const PROCESSES = Number(arg('processes') ?? 4);
 const BACKENDS = Number(arg('backends') ?? 1000);
 const CHANGES = Number(arg('changes') ?? (quick ? 30 : 150));
 /**
- * Changes before the measured ones. Around the 30th change after the
- * processes start, every worker thread runs its first full garbage
- * collection (its start-up heap reaches V8's first limit; `node --trace-gc`
- * shows one Mark-Compact per worker, 8 at once on 2 cores, and none after it
- * in a 150-change run): with a 10-change warm-up, changes 20–21 took 60–95
- * ms in 3 runs of 3. The figures are the steady state after it; the warm-up
- * changes are reported beside them ('warm-up max ms', `warmupSamples`).
+ * Changes before the measured ones: at least --warmup (default 40), and
+ * then more until every thread of every process has run its first full
+ * garbage collection (at most MAX_WARMUP). That collection is a start-up
+ * transient: each thread's start-up heap reaches V8's first limit once,
+ * somewhere in its first ~30–130 changes (`node --trace-gc` shows exactly
+ * one Mark-Compact per worker thread in a whole run, 5–25 ms pauses on 2
+ * shared cores), and a fixed warm-up let it land in the measured window in
+ * some runs and not others. The figures are the steady state after it; the
+ * warm-up changes are reported beside them ('warm-up changes', 'warm-up max
+ * ms', `warmupSamples`).
  */
 const WARMUP = Number(arg('warmup') ?? 40);
+const MAX_WARMUP = 400;
 const THREADS = 2;
 /** The workers' policy: the pool default (PeakEWMA power of two choices) unless --policy names another (maglev rebuilds a 65,537-entry table per change). */
 const POLICY = arg('policy') ?? 'p2c:latency';
@@ -69,6 +73,8 @@ interface Report {
   kind: 'ready' | 'workers' | 'subs';
   version: number;
   t?: number;
+  /** With 'workers': the fewest full garbage collections any thread of that process has run. */
+  majorGcs?: number;
 }
 
 /** The processes of one scenario and what they reported, by version. */
@@ -77,6 +83,13 @@ class Fleet {
   readonly #expect: number;
   readonly #seen = new Map<number, { count: number; last: number; workers: number; subs: number }>();
   readonly #waiters = new Map<number, () => void>();
+  /** Per process: the fewest full GCs any of its threads had run, as of its last 'workers' report. */
+  readonly #gcs: number[] = [];
+
+  /** Whether every thread of every process has run its first full garbage collection (the start-up transient). */
+  collected(): boolean {
+    return this.#gcs.length === this.children.length && this.#gcs.every((n) => n > 0);
+  }
 
   constructor(url: string, channel: string, processes: number, readers: number) {
     const extra = readers - processes;
@@ -90,7 +103,10 @@ class Fleet {
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       });
       process.on('exit', () => child.kill('SIGKILL'));
-      child.on('message', (m: Report) => this.#onReport(m));
+      child.on('message', (m: Report) => {
+        if (m.kind === 'workers') this.#gcs[p] = m.majorGcs ?? 0;
+        this.#onReport(m);
+      });
       this.children.push(child);
     }
     // Every process reports 'workers'; processes with extra subscribers also report 'subs'.
@@ -190,16 +206,21 @@ async function main(): Promise<void> {
     const publish: number[] = [];
     const warm: number[] = [];
     let cpu0 = 0;
-    for (let i = -WARMUP; i < CHANGES; i++) {
-      if (i === 0) cpu0 = await redisCpuSeconds(admin);
+    const change = async (): Promise<{ t0: number; tPub: number; r: { last: number; workers: number; subs: number } }> => {
       const t0 = now();
       const v = await publishers[sc.notices].setWeight(`b${rng.below(BACKENDS)}`, 1 + rng.below(100));
       const tPub = now();
-      const r = await fleet.reached(v);
-      if (i < 0) {
-        warm.push(r.last - t0);
-        continue;
-      }
+      return { t0, tPub, r: await fleet.reached(v) };
+    };
+    while (warm.length < WARMUP || (!fleet.collected() && warm.length < MAX_WARMUP)) {
+      const { t0, r } = await change();
+      warm.push(r.last - t0);
+    }
+    const collected = fleet.collected();
+    if (!collected) progress(`${sc.name}: a thread had not run a full GC after ${MAX_WARMUP} warm-up changes; measuring anyway`);
+    for (let i = 0; i < CHANGES; i++) {
+      if (i === 0) cpu0 = await redisCpuSeconds(admin);
+      const { t0, tPub, r } = await change();
       total.push(r.last - t0);
       workers.push(r.workers - t0);
       if (sc.readers > sc.processes) subs.push(r.subs - t0);
@@ -224,6 +245,7 @@ async function main(): Promise<void> {
       'everything p99 ms': t.p99,
       'max ms': t.max,
       'Redis CPU ms/change': cpuMsPerChange,
+      'warm-up changes': warm.length,
       'warm-up max ms': warm.length > 0 ? summary(warm).max : undefined,
     });
     results[sc.name] = {
@@ -237,6 +259,8 @@ async function main(): Promise<void> {
       publisherCall: summary(publish),
       redisCpuMsPerChange: cpuMsPerChange,
       samples: total,
+      warmupChanges: warm.length,
+      firstFullGcInWarmup: collected,
       warmupSamples: warm,
     };
   }
@@ -246,7 +270,7 @@ async function main(): Promise<void> {
   own.child.kill('SIGKILL');
 
   console.log(
-    `\nfleet fan-out: ${BACKENDS} backends, ${CHANGES} setWeight changes per scenario after ${WARMUP} warm-up, ${THREADS} worker routers per process (${POLICY}), loopback Redis`,
+    `\nfleet fan-out: ${BACKENDS} backends, ${CHANGES} setWeight changes per scenario after a warm-up of at least ${WARMUP} and until every thread's first full GC, ${THREADS} worker routers per process (${POLICY}), loopback Redis`,
   );
   console.log(formatTable(rows));
   for (const notices of NOTICES) {
@@ -261,7 +285,7 @@ async function main(): Promise<void> {
   const file = writeResults('fleet', {
     backends: BACKENDS,
     changes: CHANGES,
-    warmupChanges: WARMUP,
+    warmupChanges: { min: WARMUP, max: MAX_WARMUP, until: "every thread's first full garbage collection" },
     readers: READERS,
     processes: PROCESSES,
     policy: POLICY,

@@ -10,6 +10,7 @@
  * routes one keyed Maglev pick with it — which includes the table rebuild —
  * and reports the version it routed with.
  */
+import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { poolWorkerData, workerRouter } from '../src/runtime.js';
 
 type WaitAsync = (ta: Int32Array, index: number, value: number, timeoutMs: number) => { async: boolean; value: Promise<string> | string };
@@ -20,10 +21,11 @@ const DOORBELL = 2;
 const FIRST_WORKER = 3;
 
 export default async function reporter(): Promise<number> {
-  const { cells } = poolWorkerData<{ cells: SharedArrayBuffer }>();
+  const { cells, gc } = poolWorkerData<{ cells: SharedArrayBuffer; gc?: SharedArrayBuffer }>();
   const view = new Int32Array(cells);
   // Atomics.add: two workers starting together still get distinct indices.
   const index = Atomics.add(view, NEXT_INDEX, 1);
+  if (gc !== undefined) countMajorGcs(new Int32Array(gc), index);
   const router = workerRouter();
   let key = 0;
   let handled = 0;
@@ -48,4 +50,14 @@ export default async function reporter(): Promise<number> {
     Atomics.notify(view, FIRST_WORKER + index);
   }
   return index;
+}
+
+/** Counts this thread's full (mark-compact) collections into `counts[index]` (bench/fleet.ts waits for each thread's first). */
+export function countMajorGcs(counts: Int32Array, index: number): void {
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      if ((e as unknown as { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR)
+        Atomics.add(counts, index, 1);
+    }
+  }).observe({ entryTypes: ['gc'] });
 }
