@@ -4,8 +4,14 @@
  * original client address. {@link encodeProxyV1} / {@link encodeProxyV2} build
  * it for `--send-proxy` / `--send-proxy-v2`; {@link parseProxyHeader} reads it
  * for `--accept-proxy` (either version, detected by the first bytes).
+ *
+ * The parser accepts exactly the specification's grammar and nothing more:
+ * v1 addresses in the text form of their family (no zone id, no leading
+ * zeros), ports in [0, 65535] without leading zeros, a line of at most 107
+ * bytes; v2 address blocks at least as long as their family needs. Addresses
+ * come out in canonical text, so nothing of a client's text reaches a
+ * backend verbatim.
  */
-import net from 'node:net';
 import { PoiseError } from '../core/errors.js';
 
 /** An endpoint of a proxied connection. */
@@ -30,90 +36,89 @@ export const V1_MAX = 107;
 export const V2_SIGNATURE = Buffer.from([0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a]);
 const V1_PREFIX = Buffer.from('PROXY ', 'latin1');
 
-/** `::ffff:a.b.c.d` → `a.b.c.d`; other text unchanged. */
-export function plainAddress(address: string): string {
-  return address.startsWith('::ffff:') && net.isIPv4(address.slice(7)) ? address.slice(7) : address;
+const DECIMAL_OCTET = /^(0|[1-9]\d{0,2})$/;
+const HEX_GROUP = /^[0-9a-fA-F]{1,4}$/;
+
+/**
+ * The four bytes of dotted-quad IPv4 text: four decimals in [0, 255], no
+ * sign, no leading zero (inet_pton, and so HAProxy, refuses those as
+ * possible octal), nothing else. Undefined when the text is not one.
+ */
+function ipv4Bytes(text: string): Uint8Array | undefined {
+  const parts = text.split('.');
+  if (parts.length !== 4) return undefined;
+  const out = new Uint8Array(4);
+  for (let i = 0; i < 4; i++) {
+    const p = parts[i]!;
+    if (!DECIMAL_OCTET.test(p)) return undefined;
+    const n = Number(p);
+    if (n > 255) return undefined;
+    out[i] = n;
+  }
+  return out;
 }
 
-function family(address: string): 4 | 6 {
-  const a = plainAddress(address);
-  if (net.isIPv4(a)) return 4;
-  if (net.isIPv6(a)) return 6;
-  throw new PoiseError('InvalidConfig', `PROXY header: ${JSON.stringify(address)} is not an IP address`, { field: 'address' });
+/** The groups of a colon-separated run of 1–4 hex digits each ('' is none); undefined for anything else. */
+function hexGroups(part: string): number[] | undefined {
+  if (part === '') return [];
+  const out: number[] = [];
+  for (const g of part.split(':')) {
+    if (!HEX_GROUP.test(g)) return undefined;
+    out.push(parseInt(g, 16));
+  }
+  return out;
 }
 
 /**
- * The v1 text header for `source → destination`. Both of one family: a v4
- * source with a v6 destination is written as TCP6 with the v4 address mapped.
- *
- * @example
- * encodeProxyV1({ address: '127.0.0.1', port: 5000 }, { address: '127.0.0.1', port: 6000 });
- * // 'PROXY TCP4 127.0.0.1 127.0.0.1 5000 6000\r\n'
+ * The 16 bytes of IPv6 text in the forms of RFC 4291 section 2.2: eight
+ * groups of one to four hex digits, at most one `::` standing for one or more
+ * zero groups, optionally the last 32 bits as dotted-quad IPv4. No zone id
+ * (`%eth0`, RFC 4007): a zone names an interface of the host that wrote it,
+ * means nothing to the next hop, and the PROXY grammar has none.
+ * Undefined when the text is not one.
  */
-export function encodeProxyV1(source: ProxyEndpoint, destination: ProxyEndpoint): Buffer {
-  const [fam, src, dst] = pair(source, destination);
-  return Buffer.from(`PROXY TCP${fam} ${src} ${dst} ${source.port} ${destination.port}\r\n`, 'latin1');
-}
-
-/** The v2 binary header for `source → destination` (command PROXY, transport STREAM, no TLVs). */
-export function encodeProxyV2(source: ProxyEndpoint, destination: ProxyEndpoint): Buffer {
-  const [fam, src, dst] = pair(source, destination);
-  const addrLen = fam === 4 ? 12 : 36;
-  const out = Buffer.alloc(16 + addrLen);
-  V2_SIGNATURE.copy(out, 0);
-  out[12] = 0x21; // version 2, command PROXY
-  out[13] = fam === 4 ? 0x11 : 0x21; // AF_INET / AF_INET6, SOCK_STREAM
-  out.writeUInt16BE(addrLen, 14);
-  const n = fam === 4 ? 4 : 16;
-  ipBytes(src, fam).copy(out, 16);
-  ipBytes(dst, fam).copy(out, 16 + n);
-  out.writeUInt16BE(source.port, 16 + 2 * n);
-  out.writeUInt16BE(destination.port, 18 + 2 * n);
-  return out;
-}
-
-function pair(source: ProxyEndpoint, destination: ProxyEndpoint): [4 | 6, string, string] {
-  const fs = family(source.address);
-  const fd = family(destination.address);
-  const src = plainAddress(source.address);
-  const dst = plainAddress(destination.address);
-  if (fs === fd) return [fs, src, dst];
-  return [6, fs === 4 ? `::ffff:${src}` : src, fd === 4 ? `::ffff:${dst}` : dst];
-}
-
-function ipBytes(address: string, fam: 4 | 6): Buffer {
-  if (fam === 4) return Buffer.from(address.split('.').map(Number));
-  let text = address;
-  const tail: number[] = [];
-  const v4 = /^(.*:)(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
-  if (v4 !== null) {
-    const q = v4.slice(2).map(Number) as [number, number, number, number];
-    tail.push((q[0] << 8) | q[1], (q[2] << 8) | q[3]);
-    text = v4[1]!.endsWith('::') ? v4[1]! : v4[1]!.slice(0, -1);
+function ipv6Bytes(text: string): Uint8Array | undefined {
+  let hex = text;
+  const lastColon = text.lastIndexOf(':');
+  if (lastColon < 0) return undefined;
+  if (text.includes('.', lastColon)) {
+    const q = ipv4Bytes(text.slice(lastColon + 1));
+    if (q === undefined) return undefined;
+    // The dotted tail becomes its two hex groups; the rest parses as one form.
+    hex = `${text.slice(0, lastColon + 1)}${((q[0]! << 8) | q[1]!).toString(16)}:${((q[2]! << 8) | q[3]!).toString(16)}`;
   }
-  const groups = (t: string): number[] => (t === '' ? [] : t.split(':').map((g) => parseInt(g, 16)));
-  const gap = text.indexOf('::');
+  const gap = hex.indexOf('::');
   let words: number[];
   if (gap < 0) {
-    words = [...groups(text), ...tail];
+    const all = hexGroups(hex);
+    if (all === undefined || all.length !== 8) return undefined;
+    words = all;
   } else {
-    const head = groups(text.slice(0, gap));
-    const rest = [...groups(text.slice(gap + 2)), ...tail];
+    if (hex.indexOf('::', gap + 1) >= 0) return undefined;
+    const head = hexGroups(hex.slice(0, gap));
+    const rest = hexGroups(hex.slice(gap + 2));
+    if (head === undefined || rest === undefined || head.length + rest.length > 7) return undefined;
     words = [...head, ...new Array<number>(8 - head.length - rest.length).fill(0), ...rest];
   }
-  const out = Buffer.alloc(16);
-  words.forEach((w, i) => {
-    out.writeUInt16BE(w, 2 * i);
-  });
+  const out = new Uint8Array(16);
+  for (let i = 0; i < 8; i++) {
+    out[2 * i] = words[i]! >> 8;
+    out[2 * i + 1] = words[i]! & 0xff;
+  }
   return out;
 }
 
-/** RFC 5952 text of 16 address bytes (longest zero run of two or more groups compressed). */
-function ipv6Text(b: Buffer, at: number): string {
+/** True for the IPv4-mapped prefix `::ffff:0:0/96`. */
+function isMapped(b: Uint8Array): boolean {
+  for (let i = 0; i < 10; i++) if (b[i] !== 0) return false;
+  return b[10] === 0xff && b[11] === 0xff;
+}
+
+/** RFC 5952 text of 16 address bytes (longest zero run of two or more groups compressed; IPv4-mapped as `::ffff:a.b.c.d`). */
+function ipv6Text(b: Uint8Array, at: number): string {
+  if (isMapped(b.subarray(at, at + 16))) return `::ffff:${b[at + 12]}.${b[at + 13]}.${b[at + 14]}.${b[at + 15]}`;
   const g: number[] = [];
-  for (let i = 0; i < 8; i++) g.push(b.readUInt16BE(at + 2 * i));
-  if (g.slice(0, 6).every((x, i) => (i < 5 ? x === 0 : x === 0xffff)))
-    return `::ffff:${b[at + 12]}.${b[at + 13]}.${b[at + 14]}.${b[at + 15]}`;
+  for (let i = 0; i < 8; i++) g.push((b[at + 2 * i]! << 8) | b[at + 2 * i + 1]!);
   let best = -1;
   let bestLen = 1;
   for (let i = 0; i < 8; ) {
@@ -130,6 +135,94 @@ function ipv6Text(b: Buffer, at: number): string {
   return `${hex.slice(0, best).join(':')}::${hex.slice(best + bestLen).join(':')}`;
 }
 
+/** The text of an address of family `fam` from its bytes; IPv4-mapped IPv6 comes out as IPv4. */
+function addressText(fam: 4 | 6, b: Uint8Array, at = 0): string {
+  if (fam === 4 || isMapped(b.subarray(at, at + 16))) {
+    const o = fam === 4 ? at : at + 12;
+    return `${b[o]}.${b[o + 1]}.${b[o + 2]}.${b[o + 3]}`;
+  }
+  return ipv6Text(b, at);
+}
+
+/** `::ffff:a.b.c.d` → `a.b.c.d`; other text unchanged. */
+export function plainAddress(address: string): string {
+  return address.startsWith('::ffff:') && ipv4Bytes(address.slice(7)) !== undefined ? address.slice(7) : address;
+}
+
+/**
+ * Family and bytes of an endpoint's address for an outgoing header;
+ * IPv4-mapped IPv6 counts as IPv4. A zone id (a link-local peer's
+ * `remoteAddress` may carry one) is dropped: the next hop could not use it.
+ * Throws `PoiseError` for text that is no IP address.
+ */
+function addressBytes(address: string): { fam: 4 | 6; bytes: Uint8Array } {
+  const zone = address.indexOf('%');
+  const a = zone < 0 ? address : address.slice(0, zone);
+  const v4 = ipv4Bytes(a);
+  if (v4 !== undefined) return { fam: 4, bytes: v4 };
+  const v6 = ipv6Bytes(a);
+  if (v6 !== undefined) return isMapped(v6) ? { fam: 4, bytes: v6.slice(12) } : { fam: 6, bytes: v6 };
+  throw new PoiseError('InvalidConfig', `PROXY header: ${JSON.stringify(address)} is not an IP address`, { field: 'address' });
+}
+
+/** IPv4 bytes as IPv4-mapped IPv6 bytes. */
+function mappedBytes(v4: Uint8Array): Uint8Array {
+  const out = new Uint8Array(16);
+  out[10] = 0xff;
+  out[11] = 0xff;
+  out.set(v4, 12);
+  return out;
+}
+
+/** Both endpoints in one family (a v4/v6 mix is written as IPv6 with the v4 address mapped), ports checked. */
+function pair(source: ProxyEndpoint, destination: ProxyEndpoint): [4 | 6, Uint8Array, Uint8Array] {
+  for (const [which, p] of [
+    ['source', source.port],
+    ['destination', destination.port],
+  ] as const) {
+    if (!Number.isInteger(p) || p < 0 || p > 65535) {
+      throw new PoiseError('InvalidConfig', `PROXY header: ${which} port must be an integer in [0, 65535], got ${p}`, { field: 'port' });
+    }
+  }
+  const s = addressBytes(source.address);
+  const d = addressBytes(destination.address);
+  if (s.fam === d.fam) return [s.fam, s.bytes, d.bytes];
+  return [6, s.fam === 4 ? mappedBytes(s.bytes) : s.bytes, d.fam === 4 ? mappedBytes(d.bytes) : d.bytes];
+}
+
+/**
+ * The v1 text header for `source → destination`. Both of one family: a v4
+ * source with a v6 destination is written as TCP6 with the v4 address
+ * mapped. Addresses are written in canonical text from their bytes. Throws
+ * `PoiseError` for an address or port the header cannot carry.
+ *
+ * @example
+ * encodeProxyV1({ address: '127.0.0.1', port: 5000 }, { address: '127.0.0.1', port: 6000 });
+ * // 'PROXY TCP4 127.0.0.1 127.0.0.1 5000 6000\r\n'
+ */
+export function encodeProxyV1(source: ProxyEndpoint, destination: ProxyEndpoint): Buffer {
+  const [fam, src, dst] = pair(source, destination);
+  const text = (b: Uint8Array): string => (fam === 4 ? addressText(4, b) : ipv6Text(b, 0));
+  return Buffer.from(`PROXY TCP${fam} ${text(src)} ${text(dst)} ${source.port} ${destination.port}\r\n`, 'latin1');
+}
+
+/** The v2 binary header for `source → destination` (command PROXY, transport STREAM, no TLVs). Throws as {@link encodeProxyV1}. */
+export function encodeProxyV2(source: ProxyEndpoint, destination: ProxyEndpoint): Buffer {
+  const [fam, src, dst] = pair(source, destination);
+  const addrLen = fam === 4 ? 12 : 36;
+  const out = Buffer.alloc(16 + addrLen);
+  V2_SIGNATURE.copy(out, 0);
+  out[12] = 0x21; // version 2, command PROXY
+  out[13] = fam === 4 ? 0x11 : 0x21; // AF_INET / AF_INET6, SOCK_STREAM
+  out.writeUInt16BE(addrLen, 14);
+  const n = fam === 4 ? 4 : 16;
+  out.set(src, 16);
+  out.set(dst, 16 + n);
+  out.writeUInt16BE(source.port, 16 + 2 * n);
+  out.writeUInt16BE(destination.port, 18 + 2 * n);
+  return out;
+}
+
 function malformed(reason: string): never {
   throw new PoiseError('Corrupt', `PROXY header: ${reason}`, { field: 'proxy-header' });
 }
@@ -140,6 +233,13 @@ function v1Port(text: string | undefined, which: string): number {
   const p = text !== undefined && PORT.test(text) ? Number(text) : -1;
   if (p < 0 || p > 65535) malformed(`v1 ${which} port must be a decimal in [0, 65535], got ${JSON.stringify(text)}`);
   return p;
+}
+
+/** The canonical text of a v1 address of family `fam` (that family's grammar exactly); refuses anything else. */
+function v1Address(text: string, fam: 4 | 6, which: string): string {
+  const bytes = fam === 4 ? ipv4Bytes(text) : ipv6Bytes(text);
+  if (bytes === undefined) malformed(`v1 ${which} ${JSON.stringify(text)} is not an ${fam === 4 ? 'IPv4' : 'IPv6'} address`);
+  return addressText(fam, bytes);
 }
 
 function parseV1(buf: Buffer): ProxyHeader | undefined {
@@ -156,17 +256,19 @@ function parseV1(buf: Buffer): ProxyHeader | undefined {
   if (proto === 'UNKNOWN') return { version: 1, length: lf + 1 };
   if (proto !== 'TCP4' && proto !== 'TCP6') malformed(`v1 protocol must be TCP4, TCP6 or UNKNOWN, got ${JSON.stringify(proto ?? '')}`);
   if (parts.length !== 6) malformed(`v1 ${proto} line must have 6 single-space-separated fields, got ${parts.length}`);
-  const ok = proto === 'TCP4' ? net.isIPv4 : net.isIPv6;
+  const fam = proto === 'TCP4' ? 4 : 6;
   const [, , src, dst, sp, dp] = parts as [string, string, string, string, string, string];
-  if (!ok(src)) malformed(`v1 source ${JSON.stringify(src)} is not an ${proto === 'TCP4' ? 'IPv4' : 'IPv6'} address`);
-  if (!ok(dst)) malformed(`v1 destination ${JSON.stringify(dst)} is not an ${proto === 'TCP4' ? 'IPv4' : 'IPv6'} address`);
   return {
     version: 1,
-    source: { address: plainAddress(src), port: v1Port(sp, 'source') },
-    destination: { address: plainAddress(dst), port: v1Port(dp, 'destination') },
+    source: { address: v1Address(src, fam, 'source'), port: v1Port(sp, 'source') },
+    destination: { address: v1Address(dst, fam, 'destination'), port: v1Port(dp, 'destination') },
     length: lf + 1,
   };
 }
+
+/** Address-block bytes of each v2 family (index: the family nibble), and its name. */
+const V2_ADDRESS_BYTES = [0, 12, 36, 216];
+const V2_FAMILY_NAMES = ['UNSPEC', 'INET', 'INET6', 'UNIX'];
 
 function parseV2(buf: Buffer, limit: number): ProxyHeader | undefined {
   if (buf.length < 16) return undefined;
@@ -177,21 +279,23 @@ function parseV2(buf: Buffer, limit: number): ProxyHeader | undefined {
   const len = buf.readUInt16BE(14);
   const total = 16 + len;
   if (total > limit) malformed(`v2 header of ${total} bytes is above the limit of ${limit}`);
-  if (buf.length < total) return undefined;
   const famByte = buf[13]!;
   const fam = famByte >> 4;
   const transport = famByte & 0x0f;
   if (fam > 3 || transport > 2) malformed(`v2 family/transport byte 0x${famByte.toString(16)} is not defined`);
+  // A PROXY command's address block must hold its family's addresses
+  // (AF_INET 12 bytes, AF_INET6 36, AF_UNIX 216); LOCAL and UNSPEC carry none.
+  if (cmd === 1 && len < V2_ADDRESS_BYTES[fam]!) {
+    malformed(`v2 ${V2_FAMILY_NAMES[fam]} address block needs ${V2_ADDRESS_BYTES[fam]} bytes, length says ${len}`);
+  }
+  if (buf.length < total) return undefined;
   if (cmd === 0 || fam === 0 || fam === 3 || transport !== 1) return { version: 2, length: total };
-  const need = fam === 1 ? 12 : 36;
-  if (len < need) malformed(`v2 ${fam === 1 ? 'INET' : 'INET6'} address block needs ${need} bytes, length says ${len}`);
+  const f = fam === 1 ? 4 : 6;
   const n = fam === 1 ? 4 : 16;
-  const text = (at: number): string =>
-    fam === 1 ? `${buf[at]}.${buf[at + 1]}.${buf[at + 2]}.${buf[at + 3]}` : plainAddress(ipv6Text(buf, at));
   return {
     version: 2,
-    source: { address: text(16), port: buf.readUInt16BE(16 + 2 * n) },
-    destination: { address: text(16 + n), port: buf.readUInt16BE(18 + 2 * n) },
+    source: { address: addressText(f, buf, 16), port: buf.readUInt16BE(16 + 2 * n) },
+    destination: { address: addressText(f, buf, 16 + n), port: buf.readUInt16BE(18 + 2 * n) },
     length: total,
   };
 }

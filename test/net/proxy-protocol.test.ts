@@ -1,7 +1,9 @@
 import net from 'node:net';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { encodeProxyV1, encodeProxyV2, parseProxyHeader } from '../../src/net/proxy-protocol.js';
+import { PoiseError } from '../../src/core/errors.js';
+import { encodeProxyV1, encodeProxyV2, parseProxyHeader, V2_SIGNATURE } from '../../src/net/proxy-protocol.js';
+import { anyHeaderBytes } from '../helpers/proxy-headers.js';
 
 const v4 = fc.tuple(fc.nat(255), fc.nat(255), fc.nat(255), fc.nat(255)).map((q) => q.join('.'));
 /** IPv6 in the platform's canonical text (URL's host serializer compresses as RFC 5952 does). */
@@ -94,5 +96,137 @@ describe('PROXY protocol encode / parse', () => {
     expect(() => parseProxyHeader(bad(13, 0x41), 536)).toThrow('v2 family/transport byte 0x41 is not defined');
     expect(() => parseProxyHeader(bad(15, 8).subarray(0, 24), 536)).toThrow('v2 INET address block needs 12 bytes, length says 8');
     expect(() => parseProxyHeader(good, 27)).toThrow('v2 header of 28 bytes is above the limit of 27');
+  });
+});
+
+/** The strict grammar, checked against Node's own address validators (zone ids aside, which the PROXY grammar has none of). */
+describe('PROXY v1 address grammar', () => {
+  const v1 = (src: string, dst = '::1', proto = 'TCP6'): Buffer => Buffer.from(`PROXY ${proto} ${src} ${dst} 1 2\r\n`);
+
+  it('refuses the zone-id header that crashed the proxy, and never hands an encoder an address it cannot write', () => {
+    const crash = Buffer.from('PROXY TCP6 fe80::1%1:2:3:4:5:6:7:8 ::1 1 2\r\n');
+    expect(() => parseProxyHeader(crash, 536)).toThrow('v1 source "fe80::1%1:2:3:4:5:6:7:8" is not an IPv6 address');
+    expect(() => parseProxyHeader(Buffer.from('PROXY TCP6 fe80::1%eth0 ::1 1 2\r\n'), 536)).toThrow('is not an IPv6 address');
+  });
+
+  it.each([
+    ['TCP4', '01.2.3.4'],
+    ['TCP4', '1.2.3'],
+    ['TCP4', '1.2.3.4.5'],
+    ['TCP4', '256.1.1.1'],
+    ['TCP4', '1.2.3.-4'],
+    ['TCP4', '1.2.3.04'],
+    ['TCP4', '0x1.2.3.4'],
+    ['TCP6', ':::1'],
+    ['TCP6', '1::2::3'],
+    ['TCP6', '1:2:3:4:5:6:7:8:9'],
+    ['TCP6', '1:2:3:4:5:6:7'],
+    ['TCP6', '12345::1'],
+    ['TCP6', ':1::2'],
+    ['TCP6', '1::2:'],
+    ['TCP6', '::1.2.3'],
+    ['TCP6', '::01.2.3.4'],
+    ['TCP6', '1.2.3.4::'],
+    ['TCP6', '1:2:3:4:5:6:7:1.2.3.4'],
+    ['TCP6', '[::1]'],
+    ['TCP6', 'g::1'],
+  ])('refuses %s source %j', (proto, src) => {
+    const dst = proto === 'TCP4' ? '1.1.1.1' : '::1';
+    expect(() => parseProxyHeader(v1(src, dst, proto), 536)).toThrow(`v1 source ${JSON.stringify(src)} is not an`);
+  });
+
+  it.each([
+    ['1:2:3:4:5:6:7::', '1:2:3:4:5:6:7:0'],
+    ['::', '::'],
+    ['0000:0000::0001', '::1'],
+    ['FE80::ABCD', 'fe80::abcd'],
+    ['::ffff:10.0.0.1', '10.0.0.1'],
+    ['::10.0.0.1', '::a00:1'],
+    ['1:2:3:4:5:6:1.2.3.4', '1:2:3:4:5:6:102:304'],
+  ])('accepts TCP6 %j as %j (canonical text)', (src, canonical) => {
+    expect(parseProxyHeader(v1(src), 536)?.source?.address).toBe(canonical);
+  });
+
+  const alphabet6 = fc.constantFrom(...'0123456789abcdefABCDEF:.%'.split(''));
+  const alphabet4 = fc.constantFrom(...'0123456789.'.split(''));
+  const ok = (text: string, proto: 'TCP4' | 'TCP6'): boolean => {
+    try {
+      parseProxyHeader(v1(text, proto === 'TCP4' ? '1.1.1.1' : '::1', proto), 536);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+
+  it('accepts exactly what node:net calls an IPv4 address (10,000 strings)', () => {
+    const near4 = fc.oneof(
+      fc.string({ unit: alphabet4, maxLength: 16 }),
+      fc.tuple(fc.nat(300), fc.nat(300), fc.nat(300), fc.nat(300)).map((q) => q.join('.')),
+    );
+    fc.assert(
+      fc.property(near4, (t) => ok(t, 'TCP4') === net.isIPv4(t)),
+      { numRuns: 10_000 },
+    );
+  });
+
+  it('accepts exactly what node:net calls an IPv6 address without a zone id (10,000 strings)', () => {
+    // Mostly near-misses of real addresses: mutate a valid text by one edit.
+    const mutated = fc.tuple(v6, fc.nat(40), alphabet6, fc.constantFrom('insert', 'replace', 'delete')).map(([a, at, ch, op]) => {
+      const i = at % (a.length + 1);
+      if (op === 'insert') return a.slice(0, i) + ch + a.slice(i);
+      if (op === 'replace') return a.slice(0, i) + ch + a.slice(i + 1);
+      return a.slice(0, i) + a.slice(i + 1);
+    });
+    fc.assert(
+      fc.property(fc.oneof(fc.string({ unit: alphabet6, maxLength: 45 }), mutated), (t) => {
+        expect(ok(t, 'TCP6')).toBe(net.isIPv6(t) && !t.includes('%'));
+      }),
+      { numRuns: 10_000 },
+    );
+  });
+});
+
+describe('PROXY header fuzz (parser level)', () => {
+  /** How many cases: a bounded number on every push, more under `npm run fuzz` (POISE_FUZZ_RUNS). */
+  const RUNS = Number(process.env.POISE_FUZZ_RUNS ?? 4000);
+  it(`any bytes: a header, a need for more, or a Corrupt PoiseError — and what it returns re-encodes and re-parses (${RUNS} cases)`, () => {
+    fc.assert(
+      fc.property(anyHeaderBytes, (buf) => {
+        let parsed;
+        try {
+          parsed = parseProxyHeader(buf, 536);
+        } catch (err) {
+          expect(err).toBeInstanceOf(PoiseError);
+          expect((err as PoiseError).code).toBe('Corrupt');
+          return;
+        }
+        if (parsed?.source === undefined || parsed.destination === undefined) return;
+        expect(parsed.length).toBeLessThanOrEqual(buf.length);
+        for (const enc of [encodeProxyV1, encodeProxyV2]) {
+          const again = parseProxyHeader(enc(parsed.source, parsed.destination), 536);
+          expect(again?.source).toEqual(parsed.source);
+          expect(again?.destination).toEqual(parsed.destination);
+        }
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it('the encoders drop a socket address zone id and refuse what is no address with a PoiseError', () => {
+    expect(encodeProxyV1({ address: 'fe80::1%eth0', port: 1 }, { address: '::1', port: 2 }).toString()).toBe(
+      'PROXY TCP6 fe80::1 ::1 1 2\r\n',
+    );
+    const zoned = encodeProxyV2({ address: 'fe80::1%1:2:3:4', port: 1 }, { address: '::1', port: 2 });
+    expect(parseProxyHeader(zoned, 536)?.source).toEqual({ address: 'fe80::1', port: 1 });
+    expect(() => encodeProxyV2({ address: 'fe80::1::2', port: 1 }, { address: '::1', port: 2 })).toThrow(PoiseError);
+    expect(() => encodeProxyV2({ address: 'localhost', port: 1 }, { address: '::1', port: 2 })).toThrow('is not an IP address');
+    expect(() => encodeProxyV1({ address: '1.2.3.4', port: 70000 }, { address: '1.2.3.4', port: 2 })).toThrow(
+      'source port must be an integer in [0, 65535], got 70000',
+    );
+  });
+
+  it('refuses a v2 PROXY command whose AF_UNIX block is shorter than 216 bytes', () => {
+    const h = Buffer.concat([V2_SIGNATURE, Buffer.from([0x21, 0x31, 0x00, 0x10]), Buffer.alloc(16)]);
+    expect(() => parseProxyHeader(h, 536)).toThrow('v2 UNIX address block needs 216 bytes, length says 16');
   });
 });
