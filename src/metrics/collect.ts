@@ -315,6 +315,14 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
     gauge('proxy_active_connections', 'Spliced client-backend pairs open now, per proxy worker.', W, (g) => {
       for (let w = 0; w < proxy.workers; w++) g.set({ worker: String(w) }, proxy.active(w));
     });
+    gauge(
+      'proxy_open_connections',
+      'Accepted client connections not yet finished (held, reading a PROXY header, connecting or spliced), per proxy worker.',
+      W,
+      (g) => {
+        for (let w = 0; w < proxy.workers; w++) g.set({ worker: String(w) }, proxy.open(w));
+      },
+    );
     counter('proxy_bytes_total', 'Bytes spliced: in = client to backend, out = backend to client.', ['direction'], (c) => {
       c.inc({ direction: 'in' }, proxy.total(ProxyCounter.BytesIn));
       c.inc({ direction: 'out' }, proxy.total(ProxyCounter.BytesOut));

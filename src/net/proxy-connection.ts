@@ -173,6 +173,8 @@ export const TERMINATIONS = {
   'proxy-header-timeout': 'cR',
   /** Closed by the proxy itself (close() without drain). */
   shutdown: 'KD',
+  /** An internal error on this connection's path closed it (and only it). */
+  'internal-error': 'PD',
 } as const;
 /** A termination cause. */
 export type Termination = keyof typeof TERMINATIONS;
@@ -227,11 +229,19 @@ export function freshStats(): ConnectionStats {
  * @internal
  */
 export function serveConnection(host: ConnectionHost, client: net.Socket): void {
-  new Connection(host, client).start();
+  const c = new Connection(host, client);
+  try {
+    c.start();
+  } catch (err) {
+    c.crash(err);
+  }
 }
 
+/** Marks a socket the proxy itself is closing (shutdown), so a connection that ends unspliced counts as `shutdown`. @internal */
+export const kCut = Symbol('poise.cut');
+
 const kConn = Symbol('poise.connection');
-type Tagged = net.Socket & { [kConn]?: Connection };
+type Tagged = net.Socket & { [kConn]?: Connection; [kCut]?: boolean };
 
 // biome-ignore lint/suspicious/noConstEnum: module-private, inlined by tsc into plain numbers on the per-connection path; never exported.
 const enum Phase {
@@ -292,6 +302,10 @@ class Connection implements WheelEntry {
   private header: Buffer | undefined;
   private open = 1;
   private upstreamFailed = false;
+  /** Counted in one outcome already: refused (any reason) or spliced (then `closed` counts it). */
+  private settled = false;
+  private crashed = false;
+  private released = false;
 
   constructor(host: ConnectionHost, client: net.Socket) {
     this.host = host;
@@ -304,6 +318,9 @@ class Connection implements WheelEntry {
     c.setNoDelay(true);
     c.on('error', onClientError);
     c.on('close', onClientClose);
+    // From the start, not from the splice: a FIN read with the PROXY header
+    // emits 'end' while the socket is paused for the connect, and would be lost.
+    c.on('end', onClientEnd);
     // The addresses cost two objects and their strings per connection: read
     // them only when something needs them (key, PROXY header, access log);
     // warnings read them on demand (see endpoints()).
@@ -332,7 +349,7 @@ class Connection implements WheelEntry {
       }
     } catch (err) {
       this.host.stats.badHeaders++;
-      this.host.counters.refused(this.host.worker, 'bad_header');
+      this.settle('bad_header');
       this.cause = 'proxy-header';
       this.host.warn.warn(errText(err), { err: errText(err), peer: this.clientText() }, 'proxy: malformed PROXY header; closing client');
       this.client.destroy();
@@ -400,6 +417,8 @@ class Connection implements WheelEntry {
       return;
     }
     const admissionPriority = this.host.admission?.bandOf(this.source?.address);
+    // Both handlers catch everything they could throw: the promise they
+    // return never rejects, so no error of this connection reaches the thread.
     connect(this.host.router, {
       key,
       attempts: s.attempts,
@@ -409,11 +428,64 @@ class Connection implements WheelEntry {
       manualRelease: true,
       admissionPriority,
     }).then(
-      (routed) => this.connected(routed),
+      (routed) => {
+        try {
+          this.connected(routed);
+        } catch (err) {
+          this.crash(err);
+        }
+      },
       (err: unknown) => {
-        if (!ac.signal.aborted) this.refuse(err);
+        try {
+          if (!ac.signal.aborted) this.refuse(err);
+        } catch (e) {
+          this.crash(e);
+        }
       },
     );
+  }
+
+  /** Counts this connection's outcome as refused for `reason`, once; later outcomes are not counted. */
+  private settle(reason: RefusalReason): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.host.counters.refused(this.host.worker, reason);
+  }
+
+  /**
+   * An error thrown on this connection's path: it closes this connection
+   * alone, counts it (refused `internal_error` unless it was already counted),
+   * returns its lease once, and logs one rate-limited line per message.
+   * Never throws.
+   */
+  crash(err: unknown): void {
+    if (this.crashed) return;
+    this.crashed = true;
+    try {
+      this.cause ??= 'internal-error';
+      this.settle('internal_error');
+      const msg = errText(err);
+      this.host.warn.warn(`internal\u0000${msg}`, { err: msg }, 'proxy: internal error on a connection; closing it');
+      this.abort?.abort(err);
+    } catch {
+      // Nothing more to report with: the sockets still close below.
+    }
+    // A lease whose upstream never got its close listener is returned here;
+    // otherwise the upstream's close returns it (releaseLease runs once).
+    const up = this.upstream;
+    if (up !== undefined && up.listenerCount('close') > 0) up.destroy();
+    else {
+      up?.destroy();
+      this.releaseLease('cancelled');
+    }
+    this.client.destroy();
+  }
+
+  /** Returns the lease once, whichever path gets here first. */
+  private releaseLease(outcome: 'success' | 'failure' | 'cancelled'): void {
+    if (this.released || this.lease === undefined) return;
+    this.released = true;
+    this.lease.release(outcome);
   }
 
   private refuse(err: unknown): void {
@@ -427,7 +499,7 @@ class Connection implements WheelEntry {
       const cause = err instanceof PoiseError ? (err.cause as { code?: unknown } | undefined) : undefined;
       this.cause = cause?.code === 'ETIMEDOUT' ? 'connect-timeout' : 'connect-failed';
     }
-    this.host.counters.refused(this.host.worker, refusalReason(err, local, this.cause));
+    this.settle(refusalReason(err, local, this.cause));
     const msg = local
       ? 'proxy: local resource exhausted; refusing client (no backend blamed)'
       : 'proxy: no backend accepted; closing client';
@@ -452,6 +524,20 @@ class Connection implements WheelEntry {
       routed.lease.release('cancelled');
       return;
     }
+    // The PROXY header is built before anything is committed: an address it
+    // cannot carry refuses this connection (crash) with the lease returned.
+    const s = this.host.settings;
+    let header: Buffer | undefined;
+    if (s.sendProxy !== undefined && this.source !== undefined && this.destination !== undefined) {
+      try {
+        header = s.sendProxy === 'v1' ? encodeProxyV1(this.source, this.destination) : encodeProxyV2(this.source, this.destination);
+      } catch (err) {
+        up.destroy();
+        routed.lease.release('cancelled');
+        this.crash(err);
+        return;
+      }
+    }
     this.host.track(up);
     this.upstream = up;
     this.lease = routed.lease;
@@ -466,13 +552,11 @@ class Connection implements WheelEntry {
     up.on('drain', onServerDrain);
     up.on('error', onServerError);
     up.on('close', onServerClose);
-    const s = this.host.settings;
-    if (s.sendProxy !== undefined && this.source !== undefined && this.destination !== undefined) {
-      up.write(s.sendProxy === 'v1' ? encodeProxyV1(this.source, this.destination) : encodeProxyV2(this.source, this.destination));
-    }
+    if (header !== undefined) up.write(header);
+    // The client already finished sending while we connected: pass its FIN on.
+    if (this.firstFin === 'client') up.end();
     const c = this.client;
     c.on('data', onClientData);
-    c.on('end', onClientEnd);
     c.on('drain', onClientDrain);
     const wheel = this.host.wheel;
     if (wheel !== undefined) {
@@ -480,6 +564,8 @@ class Connection implements WheelEntry {
       wheel.add(this);
     }
     this.host.stats.active++;
+    // From here the connection's outcome is `closed` (counted when both sockets are).
+    this.settled = true;
     this.host.counters.opened(this.host.worker);
     this.host.emit('spliced', routed.lease.id);
     c.resume();
@@ -536,7 +622,15 @@ class Connection implements WheelEntry {
   }
 
   clientEnd(): void {
+    if (this.phase === Phase.Header) {
+      // A FIN before the header is complete: it can never complete.
+      this.cause = 'client-abort';
+      this.settle('client_abort');
+      this.client.destroy();
+      return;
+    }
     this.firstFin ??= 'client';
+    // While connecting there is no upstream yet: connected() passes the FIN on.
     this.upstream?.end();
   }
 
@@ -580,7 +674,7 @@ class Connection implements WheelEntry {
 
   serverClose(): void {
     // connect() left the lease to us (manualRelease): a socket error is the backend's failure.
-    this.lease!.release(this.upstreamFailed ? 'failure' : 'success');
+    this.releaseLease(this.upstreamFailed ? 'failure' : 'success');
     const u = this.upstream!;
     this.host.untrack(u);
     if (!(u.readableEnded && u.writableFinished)) this.client.destroy();
@@ -593,6 +687,9 @@ class Connection implements WheelEntry {
     this.phase = Phase.Done;
     this.host.finished();
     this.host.wheel?.remove(this);
+    // Ended before a backend was spliced and not refused for a reason of its
+    // own: the client left (or the proxy's shutdown cut it).
+    if (!this.settled) this.settle(this.client[kCut] === true ? 'shutdown' : 'client_abort');
     if (wasData) {
       this.host.stats.active--;
       const idle = this.cause === 'client-timeout' || this.cause === 'server-timeout';
@@ -621,10 +718,19 @@ class Connection implements WheelEntry {
   }
 
   expire(now: number): void {
+    // Called from the wheel's timer: contain what it throws like a listener does.
+    try {
+      this.timedOut(now);
+    } catch (err) {
+      this.crash(err);
+    }
+  }
+
+  private timedOut(now: number): void {
     if (this.phase === Phase.Header) {
       this.cause = 'proxy-header-timeout';
       this.host.stats.timeouts++;
-      this.host.counters.refused(this.host.worker, 'timeout');
+      this.settle('timeout');
       this.host.warn.warn(
         'proxy-header-timeout',
         { peer: this.clientText(), timeoutMs: this.host.settings.acceptProxyTimeoutMs },
@@ -672,40 +778,97 @@ class Connection implements WheelEntry {
   }
 }
 
-// Shared listeners: `this` is the socket; the connection hangs off it.
+// Shared listeners: `this` is the socket; the connection hangs off it. Each
+// catches what its handler throws and closes that connection alone (crash):
+// an error escaping an event listener would take the whole thread down.
 function conn(s: net.Socket): Connection {
   return (s as Tagged)[kConn]!;
 }
 function onHeaderData(this: net.Socket, chunk: Buffer): void {
-  conn(this).headerData(chunk);
+  const c = conn(this);
+  try {
+    c.headerData(chunk);
+  } catch (err) {
+    c.crash(err);
+  }
 }
 function onClientData(this: net.Socket, chunk: Buffer): void {
-  conn(this).clientData(chunk);
+  const c = conn(this);
+  try {
+    c.clientData(chunk);
+  } catch (err) {
+    c.crash(err);
+  }
 }
 function onServerData(this: net.Socket, chunk: Buffer): void {
-  conn(this).serverData(chunk);
+  const c = conn(this);
+  try {
+    c.serverData(chunk);
+  } catch (err) {
+    c.crash(err);
+  }
 }
 function onClientDrain(this: net.Socket): void {
-  conn(this).clientDrain();
+  const c = conn(this);
+  try {
+    c.clientDrain();
+  } catch (err) {
+    c.crash(err);
+  }
 }
 function onServerDrain(this: net.Socket): void {
-  conn(this).serverDrain();
+  const c = conn(this);
+  try {
+    c.serverDrain();
+  } catch (err) {
+    c.crash(err);
+  }
 }
 function onClientEnd(this: net.Socket): void {
-  conn(this).clientEnd();
+  const c = conn(this);
+  try {
+    c.clientEnd();
+  } catch (err) {
+    c.crash(err);
+  }
 }
 function onServerEnd(this: net.Socket): void {
-  conn(this).serverEnd();
+  const c = conn(this);
+  try {
+    c.serverEnd();
+  } catch (err) {
+    c.crash(err);
+  }
 }
-function onClientError(this: net.Socket, err: NodeJS.ErrnoException): void {
-  conn(this).clientError(err);
+function onClientError(this: net.Socket, e: NodeJS.ErrnoException): void {
+  const c = conn(this);
+  try {
+    c.clientError(e);
+  } catch (err) {
+    c.crash(err);
+  }
 }
-function onServerError(this: net.Socket, err: NodeJS.ErrnoException): void {
-  conn(this).serverError(err);
+function onServerError(this: net.Socket, e: NodeJS.ErrnoException): void {
+  const c = conn(this);
+  try {
+    c.serverError(e);
+  } catch (err) {
+    c.crash(err);
+  }
 }
 function onClientClose(this: net.Socket): void {
-  conn(this).clientClose();
+  const c = conn(this);
+  try {
+    c.clientClose();
+  } catch (err) {
+    c.crash(err);
+  }
 }
 function onServerClose(this: net.Socket): void {
-  conn(this).serverClose();
+  const c = conn(this);
+  try {
+    c.serverClose();
+  } catch (err) {
+    c.crash(err);
+  }
 }

@@ -14,12 +14,18 @@
  *
  * | words            | field |
  * |------------------|-------|
- * | 0                | active connections (gauge) |
- * | 1                | reserved |
+ * | 0                | active (spliced) connections (gauge) |
+ * | 1                | open connections: accepted and not yet finished — held, reading a PROXY header, connecting or spliced (gauge) |
  * | 2 + 2k, 3 + 2k   | counter k of {@link ProxyCounter} (low, high) |
  * | after those      | one counter pair per duration bucket, the last one `+Inf` |
  *
  * Rows are padded to whole 64-byte lines, so two workers never write one line.
+ *
+ * Every accepted connection ends in exactly one counted outcome: refused
+ * (with a reason, whatever phase it ended in — held, PROXY header,
+ * connecting), closed (spliced, then finished), or lost with its worker
+ * thread; until then it is open. So at any instant when the row's writer is
+ * between connections' events, `accepted = refused + closed + lost + open`.
  */
 import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
@@ -48,15 +54,38 @@ export const ProxyCounter = {
   DurationSumUs: 9,
   /** Accepted connections not yet finished (held, connecting, spliced) when their proxy worker thread died (counted by the owner, {@link ProxyCounters.reclaim}). */
   WorkerLost: 10,
+  /** Refused: the client closed or reset before a backend was spliced (held, in its PROXY header, or while connecting). */
+  RefusedClientAbort: 11,
+  /** Refused: an internal error on the connection's path (closed alone, logged once per kind and window). */
+  RefusedInternalError: 12,
+  /** Refused: closed by the proxy's own shutdown before a backend was spliced. */
+  RefusedShutdown: 13,
 } as const;
 /** A counter index. */
 export type ProxyCounterCode = (typeof ProxyCounter)[keyof typeof ProxyCounter];
 
 /** Why a connection was refused: the `reason` label of `poise_proxy_refused_total`. */
-export type RefusalReason = 'max_connections' | 'no_backend' | 'timeout' | 'local_error' | 'bad_header';
+export type RefusalReason =
+  | 'max_connections'
+  | 'no_backend'
+  | 'timeout'
+  | 'local_error'
+  | 'bad_header'
+  | 'client_abort'
+  | 'internal_error'
+  | 'shutdown';
 
 /** Reasons in counter order (the label values). */
-export const REFUSAL_REASONS: readonly RefusalReason[] = ['max_connections', 'no_backend', 'timeout', 'local_error', 'bad_header'];
+export const REFUSAL_REASONS: readonly RefusalReason[] = [
+  'max_connections',
+  'no_backend',
+  'timeout',
+  'local_error',
+  'bad_header',
+  'client_abort',
+  'internal_error',
+  'shutdown',
+];
 
 const REFUSAL_COUNTER: Readonly<Record<RefusalReason, ProxyCounterCode>> = {
   max_connections: ProxyCounter.RefusedMaxConnections,
@@ -64,14 +93,19 @@ const REFUSAL_COUNTER: Readonly<Record<RefusalReason, ProxyCounterCode>> = {
   timeout: ProxyCounter.RefusedTimeout,
   local_error: ProxyCounter.RefusedLocalError,
   bad_header: ProxyCounter.RefusedBadHeader,
+  client_abort: ProxyCounter.RefusedClientAbort,
+  internal_error: ProxyCounter.RefusedInternalError,
+  shutdown: ProxyCounter.RefusedShutdown,
 };
 
 /** Upper bounds (seconds) of the connection-duration buckets; a `+Inf` bucket follows. */
 export const DURATION_BUCKETS_SECONDS: readonly number[] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800, 3600];
 
-const COUNTERS = 11;
+const COUNTERS = 14;
 const HEAD_WORDS = 2;
-const MAGIC = 0x50430002;
+/** Word 1 of a row: the open-connections gauge. */
+const OPEN = 1;
+const MAGIC = 0x50430003;
 // Buffer header: magic, workers, row words, bucket count.
 const HEADER_WORDS = 16;
 const TWO_32 = 4294967296;
@@ -151,14 +185,30 @@ export class ProxyCounters {
     if (old + n >= TWO_32) Atomics.add(this.i32, p + 1, 1);
   }
 
-  /** Counts one accepted client connection on `worker`'s row. @internal */
+  /** Counts one accepted client connection on `worker`'s row; it is open until refused or closed. @internal */
   accepted(worker: number): void {
-    this.add(this.base(worker) + HEAD_WORDS + 2 * ProxyCounter.Accepted, 1);
+    const b = this.base(worker);
+    this.countAndMove(b + HEAD_WORDS + 2 * ProxyCounter.Accepted, b + OPEN, 1);
   }
 
-  /** Counts one refused client connection. @internal */
+  /** Counts one refused client connection (it is no longer open). @internal */
   refused(worker: number, reason: RefusalReason): void {
-    this.add(this.base(worker) + HEAD_WORDS + 2 * REFUSAL_COUNTER[reason], 1);
+    const b = this.base(worker);
+    this.countAndMove(b + HEAD_WORDS + 2 * REFUSAL_COUNTER[reason], b + OPEN, -1);
+  }
+
+  /**
+   * Adds one to the counter pair at `p` and `delta` to the gauge word `g`.
+   * The row has one writer, and the two words move in one function with no
+   * call or loop edge between the two `Atomics` operations — the only places
+   * V8 stops a terminated thread — so reclaim() never sees one without the
+   * other, and the law `accepted = refused + closed + lost + open` holds
+   * exactly across a worker's death.
+   */
+  private countAndMove(p: number, g: number, delta: number): void {
+    const old = Atomics.add(this.i32, p, 1) >>> 0;
+    Atomics.add(this.i32, g, delta);
+    if (old + 1 >= TWO_32) Atomics.add(this.i32, p + 1, 1);
   }
 
   /** Counts bytes of one direction. @internal */
@@ -171,38 +221,36 @@ export class ProxyCounters {
     Atomics.add(this.i32, this.base(worker), 1);
   }
 
-  /** A spliced connection closed after `durationMs` (active − 1, one histogram observation). @internal */
+  /** A spliced connection closed after `durationMs` (active − 1, open − 1, one histogram observation). @internal */
   closed(worker: number, durationMs: number, idleTimeout: boolean): void {
     const b = this.base(worker);
-    Atomics.sub(this.i32, b, 1);
     const us = durationMs <= 0 ? 0 : Math.round(durationMs * 1000);
+    let k = 0;
+    while (k < BUCKET_US.length && us > BUCKET_US[k]!) k++;
+    // The bucket (the closed count) and the open gauge move together (see countAndMove).
+    this.countAndMove(b + HEAD_WORDS + 2 * (COUNTERS + k), b + OPEN, -1);
+    Atomics.sub(this.i32, b, 1);
     // Bounded below 2^32 per observation (71 minutes); longer ones count in full buckets and in the sum's cap.
     this.add(b + HEAD_WORDS + 2 * ProxyCounter.DurationSumUs, us < TWO_32 ? us : TWO_32 - 1);
     if (idleTimeout) this.add(b + HEAD_WORDS + 2 * ProxyCounter.IdleTimeouts, 1);
-    let k = 0;
-    while (k < BUCKET_US.length && us > BUCKET_US[k]!) k++;
-    this.add(b + HEAD_WORDS + 2 * (COUNTERS + k), 1);
   }
 
   /**
    * The owner's bookkeeping after row `worker`'s thread died (its `'exit'`),
    * before a new thread takes the row: every connection that thread had
-   * accepted and not yet finished (held, connecting or spliced) died with it.
-   * They count as `WorkerLost` — the row's accepted connections that are
-   * neither refused nor closed — and `active` goes to 0. Every other counter
-   * stays, so the row stays cumulative over restarts and keeps the law
-   * `accepted = refused + closed + lost` once its connections are done.
-   * Exact: the dead thread was the row's only writer. Returns the connections
-   * lost now.
+   * accepted and not yet finished (held, reading its header, connecting or
+   * spliced) died with it. They count as `WorkerLost` — the row's open
+   * gauge — and `active` and `open` go to 0. Every other counter stays, so
+   * the row stays cumulative over restarts and keeps the law
+   * `accepted = refused + closed + lost + open`. Exact: the dead thread was
+   * the row's only writer. Returns the connections lost now.
    * @internal
    */
   reclaim(worker: number): number {
     const b = this.base(worker);
     Atomics.store(this.i32, b, 0);
-    let refused = 0;
-    for (const reason of REFUSAL_REASONS) refused += this.value(worker, REFUSAL_COUNTER[reason]);
-    const closed = this.closedCount(worker);
-    const lost = this.value(worker, ProxyCounter.Accepted) - refused - closed - this.value(worker, ProxyCounter.WorkerLost);
+    // exchange: read and zero the gauge in one step (the row has no writer now).
+    const lost = Atomics.exchange(this.i32, b + OPEN, 0);
     if (lost > 0) this.add(b + HEAD_WORDS + 2 * ProxyCounter.WorkerLost, lost);
     return Math.max(0, lost);
   }
@@ -248,6 +296,21 @@ export class ProxyCounters {
     if (worker !== undefined) return Atomics.load(this.i32, this.base(worker));
     let n = 0;
     for (let w = 0; w < this.workers; w++) n += Atomics.load(this.i32, this.base(w));
+    return n;
+  }
+
+  /** Open connections (accepted, not yet refused, closed or lost) of row `worker` (omit for all rows). */
+  open(worker?: number): number {
+    if (worker !== undefined) return Atomics.load(this.i32, this.base(worker) + OPEN);
+    let n = 0;
+    for (let w = 0; w < this.workers; w++) n += Atomics.load(this.i32, this.base(w) + OPEN);
+    return n;
+  }
+
+  /** Refusals of every reason on row `worker`. */
+  refusedCount(worker: number): number {
+    let n = 0;
+    for (const reason of REFUSAL_REASONS) n += this.value(worker, REFUSAL_COUNTER[reason]);
     return n;
   }
 

@@ -15,6 +15,7 @@ import type { ProxyBandSelector } from './proxy-admission.js';
 import {
   connectionHost,
   freshStats,
+  kCut,
   serveConnection,
   type ConnectionHost,
   type ConnectionSettings,
@@ -40,10 +41,10 @@ const HELD_RECHECK_MS = 1000;
 const kListener = Symbol('poise.listener');
 const kClient = Symbol('poise.client');
 /** A socket that knows its listener while held (so the listeners are shared functions, not per-socket closures). */
-type Tracked = net.Socket & { [kListener]?: ProxyListener; [kClient]?: boolean };
+type Tracked = net.Socket & { [kListener]?: ProxyListener; [kClient]?: boolean; [kCut]?: boolean };
 
 function onHeldClose(this: Tracked): void {
-  this[kListener]!.untrack(this);
+  this[kListener]!.heldClosed(this);
 }
 
 function onHeldError(this: net.Socket): void {
@@ -133,6 +134,8 @@ export class ProxyListener {
     const cutAll = (): void => {
       for (const s of this.sockets) {
         if (s[kClient] === true) cut++;
+        // Marked first: a connection that ends unspliced now counts as `shutdown`, not as the client's abort.
+        s[kCut] = true;
         s.destroy();
       }
     };
@@ -174,6 +177,12 @@ export class ProxyListener {
   untrack(socket: net.Socket): void {
     this.sockets.delete(socket);
     if (this.sockets.size === 0) this.onEmpty?.();
+  }
+
+  /** A held client closed before a slot served it: its outcome is the client's abort (or the proxy's shutdown). @internal */
+  heldClosed(socket: Tracked): void {
+    this.counters.refused(this.worker, socket[kCut] === true ? 'shutdown' : 'client_abort');
+    this.untrack(socket);
   }
 
   private accept(client: net.Socket): void {

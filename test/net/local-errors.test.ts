@@ -124,15 +124,23 @@ describe('local errors on connect', () => {
     await until(() => log.includes('local resource exhausted'), 'a local-resource refusal to be logged');
     await until(() => served > 0, 'some clients to be served');
     for (const s of clients) s.destroy();
+    /** One request: the backend's name, or undefined when the proxy closed the client without a reply (refused). */
+    const ask = (): Promise<string | undefined> =>
+      new Promise<string | undefined>((resolve, reject) => {
+        const s = net.connect({ host: '127.0.0.1', port: listen }, () => s.write('?'));
+        s.once('data', (d) => (resolve(d.toString()), s.destroy()));
+        s.once('close', () => resolve(undefined));
+        s.once('error', reject);
+      });
+    // The proxy closes the 200 clients' descriptors as it reads their resets:
+    // until it has, a request may still be refused for want of one. Wait for a reply.
+    await until(async () => (await ask()) !== undefined, 'a request served after the clients left');
     // Every backend is still in rotation: 40 sequential requests, exactly 10 each (round robin over all 4).
     const seen: Record<string, number> = {};
     for (let i = 0; i < 40; i++) {
-      const reply = await new Promise<string>((resolve, reject) => {
-        const s = net.connect({ host: '127.0.0.1', port: listen }, () => s.write('?'));
-        s.once('data', (d) => (resolve(d.toString()), s.destroy()));
-        s.once('error', reject);
-      });
-      seen[reply] = (seen[reply] ?? 0) + 1;
+      const reply = await ask();
+      expect(reply, `request ${i} refused`).toBeDefined();
+      seen[reply!] = (seen[reply!] ?? 0) + 1;
     }
     expect(seen).toEqual({ a: 10, b: 10, c: 10, d: 10 });
     expect(log).not.toContain('backend ejected');
