@@ -52,7 +52,10 @@ describe('poise proxy /healthz with --band listeners', () => {
         '--metrics',
         `127.0.0.1:${metrics}`,
       ],
-      { NODE_OPTIONS: `--require ${SLOW_LISTEN}`, POISE_TEST_SLOW_LISTEN: `${batch},${bulk}:${HOLD_MS}` },
+      {
+        NODE_OPTIONS: `${process.env['NODE_OPTIONS'] ?? ''} --require ${SLOW_LISTEN}`.trim(),
+        POISE_TEST_SLOW_LISTEN: `${batch},${bulk}:${HOLD_MS}`,
+      },
     );
     try {
       await p.until((rs) => rs.some((r) => r['msg'] === 'metrics listening'), 'metrics listening');
