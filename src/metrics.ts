@@ -11,5 +11,5 @@ export {
   type MetricsCollection,
 } from './metrics/collect.js';
 export { MetricsServer, type MetricsServerOptions } from './metrics/server.js';
-export { parseMetricsText, type MetricFamily, type Sample } from './metrics/text-format.js';
+export { parseMetricsText, type MetricFamily, type ParseMetricsOptions, type Sample } from './metrics/text-format.js';
 export type { AdmissionStatsSource, AdmissionFigures, AdmissionBandFigures } from './admission/admission-stats.js';

@@ -201,6 +201,8 @@ export interface ProxyAdmissionRun {
   main: ProxyBandSelector | undefined;
   /** Starts the per-band listeners; a listen error names the --band. */
   listen(): Promise<void>;
+  /** Why not every per-band listener accepts in every thread now ("--band NAME listener HOST:PORT is not up"); undefined when all do. */
+  notAccepting(): string | undefined;
   /** Stops the per-band listeners and closes the gate (every waiter rejected with Closed). */
   close(): Promise<void>;
   /** The admission figures for `--metrics` (one gate, or every worker's summed as of the last {@link refresh}); undefined without --band. */
@@ -211,7 +213,14 @@ export interface ProxyAdmissionRun {
 
 /** No --band: no gate, nothing to run. */
 export function noAdmission(): ProxyAdmissionRun {
-  return { main: undefined, listen: async () => {}, close: async () => {}, admissionStats: undefined, refresh: async () => {} };
+  return {
+    main: undefined,
+    listen: async () => {},
+    notAccepting: () => undefined,
+    close: async () => {},
+    admissionStats: undefined,
+    refresh: async () => {},
+  };
 }
 
 /** The options of the gate(s) from the flags: kind `connection`, every band's priority. */
@@ -231,6 +240,12 @@ async function listenBands(extra: { l: BandListener; proxy: TcpProxy }[]): Promi
       });
     }
   }
+}
+
+/** The first band listener that does not accept in every thread, as a /healthz reason. */
+function bandNotAccepting(extra: readonly { l: BandListener; proxy: TcpProxy }[]): string | undefined {
+  const down = extra.find(({ proxy }) => !proxy.listening);
+  return down === undefined ? undefined : `--band ${down.l.band.name} listener ${down.l.host}:${down.l.port} is not up`;
 }
 
 function bandsReady(log: Logger, f: AdmissionFlags, capacity: number, ceilings: { priority: number; ceiling: number }[]): void {
@@ -261,6 +276,7 @@ export function proxyAdmission(
       await listenBands(extra);
       bandsReady(log, f, gate.admissionStats().capacity, gate.ceilings());
     },
+    notAccepting: () => bandNotAccepting(extra),
     async close() {
       await Promise.all(extra.map(({ proxy }) => proxy.close()));
       gate.close();
@@ -301,6 +317,7 @@ export function workerAdmission(
     track: (proxy) => void proxies.unshift(proxy),
     admissionStats: () => last,
     refresh,
+    notAccepting: () => bandNotAccepting(extra),
     async listen() {
       await listenBands(extra);
       await refresh();

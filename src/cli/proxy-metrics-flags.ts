@@ -49,8 +49,8 @@ export interface MetricsTarget {
   counters: ProxyCounters;
   source: MembershipSource;
   cluster: string;
-  /** Whether the proxy's listener is up. */
-  listening: () => boolean;
+  /** Why not every listener (--listen, each --band listener) accepts in every thread now; undefined when all do. */
+  notAccepting: () => string | undefined;
   /** The admission gate's figures (with --band). */
   admission?: AdmissionStatsSource | undefined;
   /** Awaited before each scrape (gathers the worker threads' admission figures). */
@@ -72,7 +72,7 @@ export async function startMetrics(at: { host: string; port: number }, t: Metric
     host: at.host,
     port: at.port,
     ...(t.beforeScrape === undefined ? {} : { beforeScrape: t.beforeScrape }),
-    notReady: () => (!t.balancer.hasMembership ? 'no membership in force' : !t.listening() ? 'the proxy listener is not up' : undefined),
+    notReady: () => (!t.balancer.hasMembership ? 'no membership in force' : t.notAccepting()),
   });
   try {
     await server.listen();

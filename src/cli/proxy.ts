@@ -352,7 +352,8 @@ async function serve(f: ProxyFlags): Promise<number> {
         cluster: f.cluster,
         admission,
         beforeScrape: () => admissionRun?.refresh() ?? Promise.resolve(),
-        listening: () => proxy?.listening === true,
+        // Ready only once every listener accepts in every thread: --listen first, then each --band listener.
+        notAccepting: () => (proxy?.listening !== true ? 'the proxy listener is not up' : admissionRun?.notAccepting()),
       });
       f.log.info({ address: `${metrics.address().address}:${metrics.address().port}` }, 'metrics listening');
     }

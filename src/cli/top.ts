@@ -11,21 +11,26 @@
  */
 import { PoiseError } from '../core/errors.js';
 import { MembershipPublisher } from '../membership/redis-publisher.js';
-import { parseMetricsText, type MetricFamily } from '../metrics/text-format.js';
-import { durationFlag, nameFlag, redisUrlFlag, type FlagSpecs } from './args.js';
+import type { MetricFamily } from '../metrics/text-format.js';
+import { durationFlag, integerFlag, nameFlag, redisUrlFlag, type FlagSpecs } from './args.js';
 import { EXIT, EXIT_HELP } from './exit.js';
 import { cliLogger } from './logger.js';
 import { flagCommand, type Command } from './command.js';
+import { scrapeMetrics } from './metrics-scrape.js';
 import { formatTable, type Cell } from './table.js';
 import { UsageError } from './usage.js';
 
-const HELP = `usage: poise top (--metrics URL | --redis URL --cluster NAME [--prefix P]) [--interval D] [--once]
+const HELP = `usage: poise top (--metrics URL [--timeout D] [--max-bytes N] | --redis URL --cluster NAME [--prefix P])
+                [--interval D] [--once]
 
 A live table of backends: state, connections, in-flight requests, PeakEWMA
 latency, pick share over the last interval, ejections.
 
   --metrics URL     scrape a proxy started with --metrics HOST:PORT (http://HOST:PORT or
                     .../metrics): every column
+  --timeout D       one deadline per scrape for the request, the body and the parse
+                    (default 5s; 100ms..10m)
+  --max-bytes N     refuse a metrics body larger than N bytes (default 16777216; 1024..1073741824)
   --redis URL       read the cluster's stored membership instead: only BACKEND and
   --cluster NAME    STATE (its status) are known; the load columns show "-"
   --prefix P        Redis key prefix; default "poise"
@@ -41,8 +46,13 @@ const OPTIONS = {
   cluster: { type: 'string' },
   prefix: { type: 'string' },
   interval: { type: 'string' },
+  timeout: { type: 'string' },
+  'max-bytes': { type: 'string' },
   once: { type: 'boolean' },
 } as const satisfies FlagSpecs;
+
+/** The default cap on a scraped body: 16 MiB, about 8× a proxy's own exposition at 1024 backends (1.9 MiB). */
+const DEFAULT_MAX_BYTES = 16 * 1024 * 1024;
 
 /** The columns of the table. */
 export const TOP_HEADERS = ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS'] as const;
@@ -120,24 +130,6 @@ export function topTable(now: readonly ScrapedBackend[], prev: readonly ScrapedB
   return formatTable(TOP_HEADERS, rows);
 }
 
-async function scrape(url: string): Promise<ScrapedBackend[]> {
-  let res: Response;
-  try {
-    res = await fetch(url, { signal: AbortSignal.timeout(5000) });
-  } catch (err) {
-    throw new PoiseError(
-      'Unavailable',
-      `--metrics: cannot scrape ${url}: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`,
-      {
-        field: '--metrics',
-      },
-    );
-  }
-  const text = await res.text();
-  if (res.status !== 200) throw new PoiseError('Unavailable', `--metrics: ${url} answered ${res.status}`, { field: '--metrics' });
-  return backendsFromMetrics(parseMetricsText(text));
-}
-
 /** `--metrics` value → the URL to scrape (`/metrics` added when the path is empty). */
 function metricsUrl(raw: string): string {
   let u: URL;
@@ -193,9 +185,13 @@ const run = flagCommand('top', OPTIONS, HELP, async (values) => {
         values.cluster !== undefined ? '--cluster' : '--prefix',
       );
     const url = metricsUrl(values.metrics);
+    const limits = {
+      timeoutMs: durationFlag('--timeout', values.timeout, 100, 600_000) ?? 5000,
+      maxBytes: integerFlag('--max-bytes', values['max-bytes'], 1024, 1024 * 1024 * 1024) ?? DEFAULT_MAX_BYTES,
+    };
     let prev: ScrapedBackend[] | undefined;
     next = async () => {
-      const now = await scrape(url);
+      const now = backendsFromMetrics(await scrapeMetrics(url, limits));
       const body = topTable(now, prev);
       prev = now;
       return { head: `poise top  ${url}  every ${intervalMs} ms  ${new Date().toISOString()}`, body };
@@ -207,6 +203,11 @@ const run = flagCommand('top', OPTIONS, HELP, async (values) => {
       await sleep(intervalMs, ac.signal);
     }
   } else {
+    if (values.timeout !== undefined || values['max-bytes'] !== undefined)
+      throw new UsageError(
+        '--timeout and --max-bytes go with --metrics, not --redis',
+        values.timeout !== undefined ? '--timeout' : '--max-bytes',
+      );
     const url = redisUrlFlag('--redis', values.redis)!;
     if (values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
     const cluster = nameFlag('--cluster', values.cluster)!;

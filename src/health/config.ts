@@ -105,8 +105,18 @@ export interface OutlierOptions {
   baseEjectionTimeMs?: number;
   /** Ceiling on one ejection, ms; default 300000 (Envoy `max_ejection_time`). */
   maxEjectionTimeMs?: number;
-  /** Never eject past this share of the cluster, percent; default 10 (one host may always be ejected). */
+  /**
+   * Never eject past this share of the cluster, percent; default 10. An
+   * outlier is ejected only if the ejected share *after* its ejection stays
+   * at or below this, as Envoy checks it: with the default, a cluster of
+   * fewer than 10 hosts ejects nobody unless `alwaysEjectOneHost` is set.
+   */
   maxEjectionPercent?: number;
+  /**
+   * Allow one ejection while nothing else is ejected, whatever
+   * `maxEjectionPercent` says; default false (Envoy's `always_eject_one_host`).
+   */
+  alwaysEjectOneHost?: boolean;
   /** Success rate: hosts with at least this many requests in the interval are judged; default 100. */
   successRateRequestVolume?: number;
   /** Success rate: at least this many such hosts, or nothing is judged; default 5. */
@@ -259,6 +269,7 @@ const OUTLIER_KEYS = [
   'baseEjectionTimeMs',
   'maxEjectionTimeMs',
   'maxEjectionPercent',
+  'alwaysEjectOneHost',
   'successRateRequestVolume',
   'successRateMinimumHosts',
   'successRateStdevFactor',
@@ -275,6 +286,8 @@ export function resolveOutlier(value: unknown, path: string): ResolvedOutlier {
   checkOptionKeys(value, OUTLIER_KEYS, path);
   const o = value as OutlierOptions;
   const baseEjectionTimeMs = int(`${path}.baseEjectionTimeMs`, o.baseEjectionTimeMs, 30_000, 1, 2 ** 28);
+  const alwaysEjectOneHost = o.alwaysEjectOneHost ?? false;
+  if (typeof alwaysEjectOneHost !== 'boolean') invalidConfig(`${path}.alwaysEjectOneHost`, 'must be a boolean', alwaysEjectOneHost);
   return {
     intervalMs: int(`${path}.intervalMs`, o.intervalMs, 10_000, 10, DAY),
     baseEjectionTimeMs,
@@ -286,6 +299,7 @@ export function resolveOutlier(value: unknown, path: string): ResolvedOutlier {
       2 ** 28,
     ),
     maxEjectionPercent: int(`${path}.maxEjectionPercent`, o.maxEjectionPercent, 10, 0, 100),
+    alwaysEjectOneHost,
     successRateRequestVolume: int(`${path}.successRateRequestVolume`, o.successRateRequestVolume, 100, 1, 2 ** 31 - 1),
     successRateMinimumHosts: int(`${path}.successRateMinimumHosts`, o.successRateMinimumHosts, 5, 1, 65536),
     successRateStdevFactor: int(`${path}.successRateStdevFactor`, o.successRateStdevFactor, 1900, 0, 100_000),

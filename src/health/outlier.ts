@@ -12,9 +12,11 @@
  * - failure percentage: among backends with `failurePercentageRequestVolume`
  *   requests (at least `failurePercentageMinimumHosts` of them), ejects those
  *   failing `failurePercentageThreshold` % or more;
- * - each candidate is ejected with probability `enforcing…` %, and only while
- *   fewer than `maxEjectionPercent` % of the cluster is ejected (one host may
- *   always be ejected, as Envoy);
+ * - each candidate is ejected with probability `enforcing…` %, and only if
+ *   the ejected share *after* its ejection stays at or below
+ *   `maxEjectionPercent` % of the cluster ({@link ejectionAllowed}, Envoy's
+ *   rule since 1.28: never above the limit, so a limit below one host ejects
+ *   nobody unless `alwaysEjectOneHost`);
  * - an ejection lasts `baseEjectionTimeMs × n` (n = ejections in a row,
  *   capped at `maxEjectionTimeMs`); n drops by one for every sweep a backend
  *   spends routable after a full interval back.
@@ -72,6 +74,20 @@ export function findOutliers(samples: readonly IntervalSample[], o: ResolvedOutl
     }
   }
   return out;
+}
+
+/**
+ * Whether one more host may be ejected when `ejected` of `total` hosts are
+ * out already (Envoy's `ejectHost`): the share after this ejection,
+ * (ejected + 1) / total, must stay at or below `maxEjectionPercent` % —
+ * compared in integers, so 2 of 3 hosts fit under 67 % and 1 of 2 under
+ * 50 %. With `alwaysEjectOneHost` the first ejection is allowed whatever the
+ * limit (Envoy's `always_eject_one_host`), so a cluster too small for the
+ * limit can still lose its one bad host.
+ */
+export function ejectionAllowed(ejected: number, total: number, o: ResolvedOutlier): boolean {
+  if (o.alwaysEjectOneHost && ejected === 0) return true;
+  return 100 * (ejected + 1) <= o.maxEjectionPercent * total;
 }
 
 /** The length of the n-th ejection in a row (n >= 1): base × n, capped. */
@@ -162,8 +178,7 @@ export class OutlierDetector {
       const tr = live[k]!;
       const enforcing = reason === 'successRate' ? this.config.enforcingSuccessRate : this.config.enforcingFailurePercentage;
       if (enforcing < 100 && this.rng.below(100) >= enforcing) continue;
-      // Envoy: always allow one; otherwise only while the ejected share is below the limit.
-      if (ejected > 0 && (100 * ejected) / total >= this.config.maxEjectionPercent) {
+      if (!ejectionAllowed(ejected, total, this.config)) {
         this.counters.ejectionsSkippedMaxPercent++;
         this.log.warn(
           { backend: tr.target.id, reason, ejected, total, maxEjectionPercent: this.config.maxEjectionPercent },

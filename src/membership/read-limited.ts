@@ -5,7 +5,6 @@
  * refused with "exceeds N bytes" instead of exhausting memory.
  */
 import { open } from 'node:fs/promises';
-import type { Readable } from 'node:stream';
 import { PoiseError } from '../core/errors.js';
 
 /** Throws the `InvalidConfig` of an input larger than `maxBytes`. */
@@ -47,17 +46,26 @@ export async function readFileLimited(file: string, maxBytes: number, field: str
   }
 }
 
-/** Reads a stream (stdin) as UTF-8 text up to `maxBytes`; refuses more with `InvalidConfig`. */
-export async function readStreamLimited(stream: Readable, maxBytes: number, field: string): Promise<string> {
+/**
+ * Reads a stream as UTF-8 text up to `maxBytes` — a Node `Readable` (stdin)
+ * or a web `ReadableStream` (a fetch body); refuses more with
+ * `InvalidConfig` ("`field`: `what` exceeds the limit of N bytes"), having
+ * read at most `maxBytes` plus one chunk. Leaving the loop early cancels the
+ * stream (its async iterator's `return`). A stream that fails rejects with
+ * its own error.
+ */
+export async function readStreamLimited(
+  stream: AsyncIterable<Uint8Array | string>,
+  maxBytes: number,
+  field: string,
+  what = 'standard input',
+): Promise<string> {
   const chunks: Buffer[] = [];
   let length = 0;
   for await (const chunk of stream) {
-    const b = typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer);
+    const b = typeof chunk === 'string' ? Buffer.from(chunk) : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     length += b.length;
-    if (length > maxBytes) {
-      stream.destroy();
-      tooLarge(field, 'standard input', maxBytes);
-    }
+    if (length > maxBytes) tooLarge(field, what, maxBytes);
     chunks.push(b);
   }
   return Buffer.concat(chunks, length).toString('utf8');

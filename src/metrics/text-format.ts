@@ -6,8 +6,13 @@
  * in a label value, HELP/TYPE repeated or after samples, a family's samples
  * split apart, a duplicate series, a histogram whose buckets are not
  * cumulative or lack `le="+Inf"` equal to `_count`, a negative counter.
+ * Values are read as Prometheus reads them (text-float.ts).
+ *
+ * Linear in the length of the text: every scan moves forward (no pattern
+ * that can backtrack over a long run), so a hostile body costs its size.
  */
 import { PoiseError } from '../core/errors.js';
+import { parseTextFloat } from './text-float.js';
 
 /** One sample line. */
 export interface Sample {
@@ -28,17 +33,21 @@ export interface MetricFamily {
 const METRIC = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 const TYPES = new Set(['counter', 'gauge', 'histogram', 'summary', 'untyped']);
-const FLOAT = /^[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|Inf|NaN)$/;
 
 function fail(line: number, reason: string): never {
   throw new PoiseError('Corrupt', `metrics text line ${line}: ${reason}`, { field: `line ${line}` });
 }
 
+/** `raw` quoted for a message, cut to its first 40 characters (a refused value may be megabytes long). */
+function quote(raw: string): string {
+  return raw.length <= 40 ? JSON.stringify(raw) : `${JSON.stringify(raw.slice(0, 40))}… (${raw.length} characters)`;
+}
+
 function parseValue(raw: string, line: number): number {
-  if (!FLOAT.test(raw)) fail(line, `value ${JSON.stringify(raw)} is not a float`);
-  if (raw === 'NaN') return Number.NaN;
-  if (raw.endsWith('Inf')) return raw.startsWith('-') ? -Infinity : Infinity;
-  return Number(raw);
+  const v = parseTextFloat(raw);
+  if (v === 'syntax') fail(line, `value ${quote(raw)} is not a float`);
+  if (v === 'range') fail(line, `value ${quote(raw)} is out of the float64 range`);
+  return v;
 }
 
 /** Parses `{a="x",b="y"}` starting at `text[0] === '{'`; returns the labels and the rest after `}`. */
@@ -54,24 +63,26 @@ function parseLabels(text: string, line: number): { labels: Record<string, strin
     if (name.startsWith('__')) fail(line, `label name ${JSON.stringify(name)} is reserved (starts with "__")`);
     if (Object.hasOwn(labels, name)) fail(line, `label ${name} repeated`);
     if (text[eq + 1] !== '"') fail(line, `label ${name}: value must be quoted`);
+    // Runs without an escape are sliced whole; each character is looked at once.
     let v = '';
     let j = eq + 2;
+    let run = j;
     for (; ; j++) {
       const c = text[j];
       if (c === undefined) fail(line, `label ${name}: unterminated value`);
       if (c === '"') break;
       if (c === '\n') fail(line, `label ${name}: raw newline in value`);
       if (c === '\\') {
+        v += text.slice(run, j);
         const e = text[++j];
         if (e === '\\') v += '\\';
         else if (e === '"') v += '"';
         else if (e === 'n') v += '\n';
         else fail(line, `label ${name}: unknown escape \\${e ?? ''}`);
-      } else {
-        v += c;
+        run = j + 1;
       }
     }
-    labels[name] = v;
+    labels[name] = v + text.slice(run, j);
     i = j + 1;
     if (text[i] === ',') i++;
     else if (text[i] !== '}') fail(line, `after label ${name}: expected "," or "}"`);
@@ -125,11 +136,34 @@ function checkHistogram(f: MetricFamily): void {
   }
 }
 
+/** Options of {@link parseMetricsText}. */
+export interface ParseMetricsOptions {
+  /**
+   * Give up once `now()` passes this instant (checked every 256 lines and
+   * before the histogram checks), so a caller's one deadline covers the
+   * parse as well as the fetch; default none.
+   */
+  deadline?: number;
+  /** The clock `deadline` is read against; default `Date.now`. */
+  now?: () => number;
+}
+
 /**
  * Parses exposition text into its families, by name, in order. Throws
- * `PoiseError` `Corrupt` naming the line and the rule broken.
+ * `PoiseError` `Corrupt` naming the line and the rule broken, or
+ * `Unavailable` when `options.deadline` passes first. Time and memory are
+ * linear in the length of `text`.
+ *
+ * @example
+ * const families = parseMetricsText('# TYPE up gauge\nup 1\n');
+ * families.get('up')?.samples[0]?.value; // 1
  */
-export function parseMetricsText(text: string): Map<string, MetricFamily> {
+export function parseMetricsText(text: string, options: ParseMetricsOptions = {}): Map<string, MetricFamily> {
+  const { deadline, now = Date.now } = options;
+  const pastDeadline = (n: number): void => {
+    if (deadline !== undefined && now() > deadline)
+      throw new PoiseError('Unavailable', `metrics text: the deadline passed while parsing (at line ${n})`, { field: 'deadline' });
+  };
   const families = new Map<string, MetricFamily>();
   const seen = new Set<string>();
   const closed = new Set<string>();
@@ -152,12 +186,14 @@ export function parseMetricsText(text: string): Map<string, MetricFamily> {
   };
   lines.forEach((raw, idx) => {
     const n = idx + 1;
+    if ((idx & 255) === 0) pastDeadline(n);
     if (raw.trim() === '') return;
     if (raw.startsWith('#')) {
-      const m = /^# (HELP|TYPE) (\S+)(?: (.*))?$/.exec(raw);
+      // The docstring is the rest of the line, whatever it holds ("." would stop at a CR or U+2028).
+      const m = /^# (HELP|TYPE) (\S+)(?: ([\s\S]*))?$/.exec(raw);
       if (m === null) return; // a plain comment
       const [, kind, name, rest = ''] = m as unknown as [string, string, string, string | undefined];
-      if (!METRIC.test(name)) fail(n, `metric name ${JSON.stringify(name)} is not [a-zA-Z_:][a-zA-Z0-9_:]*`);
+      if (!METRIC.test(name)) fail(n, `metric name ${quote(name)} is not [a-zA-Z_:][a-zA-Z0-9_:]*`);
       const f = open(name, n);
       if (f.samples.length > 0) fail(n, `${kind} of ${name} after its samples`);
       if (kind === 'HELP') {
@@ -172,18 +208,19 @@ export function parseMetricsText(text: string): Map<string, MetricFamily> {
       }
       return;
     }
-    const m = /^([^\s{]+)(.*)$/.exec(raw);
-    if (m === null) fail(n, 'not a sample');
-    const name = m[1]!;
-    if (!METRIC.test(name)) fail(n, `metric name ${JSON.stringify(name)} is not [a-zA-Z_:][a-zA-Z0-9_:]*`);
-    let rest = m[2]!;
+    // The name runs to the first blank or "{" (a one-character search: it cannot backtrack).
+    const cut = raw.search(/[\s{]/);
+    if (cut === 0) fail(n, 'not a sample');
+    const name = cut < 0 ? raw : raw.slice(0, cut);
+    if (!METRIC.test(name)) fail(n, `metric name ${quote(name)} is not [a-zA-Z_:][a-zA-Z0-9_:]*`);
+    let rest = cut < 0 ? '' : raw.slice(cut);
     let labels: Record<string, string> = {};
     if (rest.startsWith('{')) ({ labels, rest } = parseLabels(rest, n));
     const parts = rest.split(' ');
     if (parts[0] !== '' || parts.length < 2 || parts.length > 3 || parts.slice(1).includes(''))
       fail(n, 'expected one space, a value and an optional timestamp after the name and labels');
     const value = parseValue(parts[1]!, n);
-    if (parts.length === 3 && !/^-?\d+$/.test(parts[2]!)) fail(n, `timestamp ${JSON.stringify(parts[2])} is not an integer`);
+    if (parts.length === 3 && !/^-?\d+$/.test(parts[2]!)) fail(n, `timestamp ${quote(parts[2]!)} is not an integer`);
     const family = open(familyOf(name, families), n);
     const key = `${name}${JSON.stringify(Object.entries(labels).sort())}`;
     if (seen.has(key)) fail(n, `series ${name}${JSON.stringify(labels)} repeated`);
@@ -192,6 +229,7 @@ export function parseMetricsText(text: string): Map<string, MetricFamily> {
     if (family.type === 'histogram' && name === family.name) fail(n, `histogram ${name}: a sample must be _bucket, _sum or _count`);
     family.samples.push({ name, labels, value });
   });
+  pastDeadline(lines.length);
   for (const f of families.values()) if (f.type === 'histogram') checkHistogram(f);
   return families;
 }

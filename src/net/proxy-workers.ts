@@ -170,6 +170,8 @@ export class ProxyWorkers {
   private readonly startedAt: number[];
   private readonly quickDeaths: number[];
   private readonly timers: (NodeJS.Timeout | undefined)[];
+  /** Whether the worker of each index has reported its listening socket and not died since. */
+  private readonly listeningAt: boolean[];
   private bound: net.AddressInfo | undefined;
   private nextId = 0;
   private stopping = false;
@@ -185,6 +187,7 @@ export class ProxyWorkers {
     this.startedAt = new Array<number>(o.threads).fill(0);
     this.quickDeaths = new Array<number>(o.threads).fill(0);
     this.timers = new Array<NodeJS.Timeout | undefined>(o.threads).fill(undefined);
+    this.listeningAt = new Array<boolean>(o.threads).fill(false);
   }
 
   /** Starts the workers; resolves once every one listens, rejects (all stopped) when one cannot. */
@@ -204,6 +207,15 @@ export class ProxyWorkers {
   /** Accepting worker threads (a dead one waiting for its restart included). */
   get threads(): number {
     return this.slots.length;
+  }
+
+  /**
+   * Whether every worker thread accepts now: each has reported its listening
+   * socket, none is dead and waiting for its restart, and none was told to
+   * stop accepting.
+   */
+  get allAccepting(): boolean {
+    return !this.stopping && this.listeningAt.every((on) => on);
   }
 
   /** The shared bound address. */
@@ -383,6 +395,7 @@ export class ProxyWorkers {
         w.off('error', failed);
         w.on('error', (err) => this.o.log.error({ err: err.message, worker: index }, 'proxy: worker failed'));
         w.once('exit', (code) => this.died(index, w, code));
+        this.listeningAt[index] = true;
         resolve(m.address);
       };
       w.on('message', onMessage);
@@ -392,6 +405,7 @@ export class ProxyWorkers {
   /** A listening worker exited: take back its gate slots and open-connection counts, then restart it after the backoff. */
   private died(index: number, w: Worker, code: number): void {
     if (this.slots[index] === w) this.slots[index] = undefined;
+    this.listeningAt[index] = false;
     // Its leases were reclaimed by the Balancer's own 'exit' listener (registered first).
     const slots = this.o.gate.reclaim(index);
     const lost = this.o.counters.reclaim(this.o.counterRow + index);

@@ -328,9 +328,14 @@ export class TcpProxy extends EventEmitter {
     return this.pool?.restarts ?? 0;
   }
 
-  /** Whether the proxy accepts (after `listen`, before `stopAccepting` / `close`): what `/healthz` reports. */
+  /**
+   * Whether the proxy accepts in every one of its threads now: after
+   * `listen` resolved (every worker thread listening), before `stopAccepting`
+   * / `close`, and — with workers — not while a dead worker waits for its
+   * restart. What `/healthz` reports for the listener.
+   */
   get listening(): boolean {
-    return this.bound;
+    return this.bound && (this.pool === undefined || this.pool.allAccepting);
   }
 
   /** The bound address (after `listen`). */

@@ -110,6 +110,7 @@ describe('health configuration is validated, naming the field', () => {
     [{ check: { kind: 'http', expectedStatus: [300, 200] } }, 'health.check.expectedStatus[1]: must be an integer in [300, 599]'],
     [{ check: { kind: 'custom' } }, 'health.check.check'],
     [{ outlier: { maxEjectionPercent: 101 } }, 'health.outlier.maxEjectionPercent: must be an integer in [0, 100]'],
+    [{ outlier: { alwaysEjectOneHost: 'yes' } }, 'health.outlier.alwaysEjectOneHost: must be a boolean'],
     [{ outlier: { consecutive5xx: 5 } }, 'health.outlier.consecutive5xx'],
     [{ probes: {} }, 'health.probes'],
   ];

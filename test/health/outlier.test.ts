@@ -12,7 +12,13 @@ const ids = ['b0', 'b1', 'b2', 'b3', 'b4', 'b5'];
 function cluster(outlier: OutlierOptions): { b: Balancer; r: Router; clock: { now: number }; log: ReturnType<typeof captureLog> } {
   const clock = { now: 1000 };
   const log = captureLog();
-  const b = new Balancer({ capacity: 16, clock: () => clock.now, logger: log.logger, health: { outlier } });
+  // 20 % of six hosts is one host (the default 10 % is less than one: nobody could be ejected).
+  const b = new Balancer({
+    capacity: 16,
+    clock: () => clock.now,
+    logger: log.logger,
+    health: { outlier: { maxEjectionPercent: 20, ...outlier } },
+  });
   b.update(ids.map((id, i) => ({ id, address: `127.0.0.1:${10000 + i}` })));
   // Consecutive-failure ejection out of the way: only the detector ejects here.
   const r = b.router({ policy: 'round-robin', seed: 3, ejection: { consecutiveFailures: 1_000_000 } });
@@ -130,19 +136,77 @@ describe('outlier detection through the LoadTable', () => {
     expect(b.healthStats().backends.find((x) => x.id === 'b5')!.outlierEjections).toBe(2);
   });
 
-  it('max ejection percent keeps the configured share routable: two outliers, only one ejected', () => {
+  it('max ejection percent keeps the configured share routable: two outliers among six', () => {
     // σ factor 1.0 so both 70 % hosts are below mean − σ (mean 90, σ ≈ 14.1).
-    const { b, r, log } = cluster({ successRateStdevFactor: 1000, successRateRequestVolume: 100, maxEjectionPercent: 10 });
+    const base = { successRateStdevFactor: 1000, successRateRequestVolume: 100 };
+    // 10 % of six hosts is less than one host: nobody is ejected (1 of 6 would be 16.7 %).
+    const { b, r, log } = cluster({ ...base, maxEjectionPercent: 10 });
     traffic(r, 1200, new Set(['b4', 'b5']));
-    const ejected = b.sweepOutliers();
-    expect(ejected).toHaveLength(1);
-    expect(b.healthStats().counters.ejectionsSkippedMaxPercent).toBe(1);
-    expect(log.find('not ejected (max ejection percent)')).toHaveLength(1);
-    // 5 of 6 (83 %) stay routable.
-    expect(new Set(traffic(r, 600, new Set()).keys()).size).toBe(5);
+    expect(b.sweepOutliers()).toEqual([]);
+    expect(b.healthStats().counters.ejectionsSkippedMaxPercent).toBe(2);
+    expect(log.find('not ejected (max ejection percent)')).toHaveLength(2);
+    expect(new Set(traffic(r, 600, new Set()).keys()).size).toBe(6);
 
-    const { b: b2, r: r2 } = cluster({ successRateStdevFactor: 1000, successRateRequestVolume: 100, maxEjectionPercent: 20 });
+    // alwaysEjectOneHost: the first ejection goes through whatever the limit; the second does not.
+    const { b: b1, r: r1 } = cluster({ ...base, maxEjectionPercent: 10, alwaysEjectOneHost: true });
+    traffic(r1, 1200, new Set(['b4', 'b5']));
+    expect(b1.sweepOutliers()).toHaveLength(1);
+    expect(b1.healthStats().counters.ejectionsSkippedMaxPercent).toBe(1);
+    expect(new Set(traffic(r1, 600, new Set()).keys()).size).toBe(5);
+
+    // 20 %: one of six (16.7 %) fits, two (33.3 %) do not. 34 %: both fit.
+    const { b: b2, r: r2 } = cluster({ ...base, maxEjectionPercent: 20 });
     traffic(r2, 1200, new Set(['b4', 'b5']));
-    expect(b2.sweepOutliers().sort()).toEqual(['b4', 'b5']);
+    expect(b2.sweepOutliers()).toHaveLength(1);
+    const { b: b3, r: r3 } = cluster({ ...base, maxEjectionPercent: 34 });
+    traffic(r3, 1200, new Set(['b4', 'b5']));
+    expect(b3.sweepOutliers().sort()).toEqual(['b4', 'b5']);
+  });
+});
+
+describe('maxEjectionPercent: the share after an ejection never exceeds the limit (Envoy >= 1.28)', () => {
+  const sizes = Array.from({ length: 20 }, (_, i) => i + 1);
+  const percents = [0, 10, 25, 34, 50, 99, 100];
+  const cases = sizes.flatMap((n) => percents.flatMap((p) => [false, true].map((always) => ({ n, p, pct: `${p} %`, always }))));
+
+  /** `n` hosts, every one failing every request; failure percentage judges them all, success rate nobody. */
+  function allFailing(n: number, p: number, always: boolean): { b: Balancer; r: Router } {
+    const b = new Balancer({
+      capacity: 32,
+      clock: () => 1000,
+      logger: captureLog('error').logger,
+      health: {
+        outlier: {
+          maxEjectionPercent: p,
+          alwaysEjectOneHost: always,
+          enforcingFailurePercentage: 100,
+          failurePercentageThreshold: 50,
+          failurePercentageRequestVolume: 1,
+          failurePercentageMinimumHosts: 1,
+          successRateMinimumHosts: 65_536,
+        },
+      },
+    });
+    b.update(Array.from({ length: n }, (_, i) => ({ id: `h${i}`, address: `127.0.0.1:${20000 + i}` })));
+    return { b, r: b.router({ policy: 'round-robin', seed: 1, ejection: { consecutiveFailures: 1_000_000 } }) };
+  }
+
+  it.each(cases)('$n hosts at $pct (alwaysEjectOneHost $always)', ({ n, p, always }) => {
+    const { b, r } = allFailing(n, p, always);
+    // The most the limit allows: floor(p × n / 100) hosts; with alwaysEjectOneHost at least one.
+    const limit = Math.floor((p * n) / 100);
+    const expected = always ? Math.max(1, limit) : limit;
+    for (let sweep = 0; sweep < 3; sweep++) {
+      // Every routable host fails a few requests, then a sweep judges them (the clock stands still, so ejections last).
+      for (let i = 0; i < 4 * n; i++) {
+        const lease = r.acquire();
+        lease.release('failure');
+      }
+      b.sweepOutliers();
+      const ejected = b.healthStats().backends.filter((x) => x.ejectedForMs > 0).length;
+      expect(ejected).toBe(expected);
+      if (!(always && ejected === 1)) expect(100 * ejected).toBeLessThanOrEqual(p * n);
+    }
+    expect(b.healthStats().counters.ejectedFailurePercentage).toBe(expected);
   });
 });

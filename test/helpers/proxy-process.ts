@@ -18,11 +18,11 @@ export interface ProxyProcess {
   kill(): void;
 }
 
-/** Starts `poise proxy ...args` (compiled CLI) at log level info. */
-export function startProxy(args: string[]): ProxyProcess {
+/** Starts `poise proxy ...args` (compiled CLI) at log level info, with `env` added to the environment. */
+export function startProxy(args: string[], env: Record<string, string> = {}): ProxyProcess {
   const child = spawn(process.execPath, [CLI, 'proxy', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, POISE_LOG_LEVEL: 'info' },
+    env: { ...process.env, POISE_LOG_LEVEL: 'info', ...env },
   });
   let text = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (text += d));

@@ -26,7 +26,8 @@ describe('outlier detection across worker threads', () => {
       capacity: 16,
       maxThreads: 8,
       logger: createLogger({ level: 'silent' }),
-      health: { outlier: { intervalMs: 86_400_000, baseEjectionTimeMs: 600_000 } },
+      // 20 % of six hosts is one host (the default 10 % is less than one).
+      health: { outlier: { intervalMs: 86_400_000, baseEjectionTimeMs: 600_000, maxEjectionPercent: 20 } },
     });
     const ids = ['b0', 'b1', 'b2', 'b3', 'b4', 'b5'];
     b.update(ids.map((id, i) => ({ id, address: `127.0.0.1:${20000 + i}` })));

@@ -462,4 +462,21 @@ describe('a dead worker is restarted', () => {
     expect(lines.map((l) => l['worker'])).toEqual([0, 0, 0, 0, 0]);
     expect(lines.every((l) => l['level'] === 50)).toBe(true);
   });
+
+  it('listening (what /healthz reports) is false while any worker is dead and waiting for its restart, true again once it listens', async () => {
+    const bal = balancerOver([await backend()]);
+    const { proxy } = await startProxy(bal, 2, { workerRestart: { initialMs: 5, maxMs: 20, stableMs: 60_000 } });
+    const pool = poolOf(proxy);
+    expect(proxy.listening).toBe(true);
+    for (let index = 0; index < pool.threads; index++) {
+      // Its 'exit' handler (registered when it was spawned) runs before terminate() resolves.
+      await pool.worker(index)!.terminate();
+      expect(proxy.listening).toBe(false);
+      // The restart's 'listening' message marks it accepting before `restarts` counts it.
+      await until(() => proxy.restarts === index + 1, `restart of worker ${index}`);
+      expect(proxy.listening).toBe(true);
+    }
+    await proxy.stopAccepting();
+    expect(proxy.listening).toBe(false);
+  });
 });
