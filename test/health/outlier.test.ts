@@ -97,6 +97,7 @@ describe('outlier detection through the LoadTable', () => {
     expect(log.find('ejected (outlier detection)')).toHaveLength(1);
     expect(log.find('ejected (outlier detection)')[0]).toMatchObject({
       backend: 'b5',
+      address: '127.0.0.1:10005',
       reason: 'successRate',
       successes: 140,
       failures: 60,
@@ -138,6 +139,9 @@ describe('outlier detection through the LoadTable', () => {
     expect(ejected).toHaveLength(1);
     expect(b.healthStats().counters.ejectionsSkippedMaxPercent).toBe(1);
     expect(log.find('not ejected (max ejection percent)')).toHaveLength(1);
+    const skipped = log.find('not ejected (max ejection percent)')[0]!;
+    expect(skipped['address']).toBe(`127.0.0.1:${10000 + ids.indexOf(String(skipped['backend']))}`);
+    expect(['b4', 'b5']).toContain(skipped['backend']);
     // 5 of 6 (83 %) stay routable.
     expect(new Set(traffic(r, 600, new Set()).keys()).size).toBe(5);
 
