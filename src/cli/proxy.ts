@@ -149,10 +149,10 @@ interface ProxyFlags {
   check: HealthCheckOptions | undefined;
   log: Logger;
   source: MembershipSource;
-  /** `--metrics`: where to serve /metrics and /healthz. */
-  metrics: { host: string; port: number } | undefined;
-  /** The `cluster` label of the metrics (`--cluster`, else "default"). */
-  cluster: string;
+  /** `--metrics`: where to serve /metrics and /healthz, and whether with the process metrics. */
+  metrics: { host: string; port: number; processMetrics: boolean } | undefined;
+  /** The `cluster` label of the metrics: `--cluster`; undefined: the membership's own (a --file document's "cluster"), else "default". */
+  cluster: string | undefined;
 }
 
 /** `--check` and its companions → an active check (usage errors name the flag). */
@@ -264,7 +264,7 @@ function proxyFlags(values: Values): ProxyFlags {
     log,
     source,
     metrics,
-    cluster: cluster ?? 'default',
+    cluster,
   };
 }
 

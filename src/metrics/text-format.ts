@@ -28,7 +28,12 @@ export interface MetricFamily {
 const METRIC = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 const TYPES = new Set(['counter', 'gauge', 'histogram', 'summary', 'untyped']);
-const FLOAT = /^[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|Inf|NaN)$/;
+/**
+ * A sample value as Prometheus reads it (Go's strconv.ParseFloat): a decimal
+ * float, a signed `Inf` / `Infinity`, or `NaN`, the special words in any
+ * case (prom-client writes NaN as `Nan`).
+ */
+const FLOAT = /^(?:[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|inf(?:inity)?)|nan)$/i;
 
 function fail(line: number, reason: string): never {
   throw new PoiseError('Corrupt', `metrics text line ${line}: ${reason}`, { field: `line ${line}` });
@@ -36,8 +41,8 @@ function fail(line: number, reason: string): never {
 
 function parseValue(raw: string, line: number): number {
   if (!FLOAT.test(raw)) fail(line, `value ${JSON.stringify(raw)} is not a float`);
-  if (raw === 'NaN') return Number.NaN;
-  if (raw.endsWith('Inf')) return raw.startsWith('-') ? -Infinity : Infinity;
+  if (/^nan$/i.test(raw)) return Number.NaN;
+  if (/inf/i.test(raw)) return raw.startsWith('-') ? -Infinity : Infinity;
   return Number(raw);
 }
 
