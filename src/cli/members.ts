@@ -163,6 +163,31 @@ async function readDocument(file: string, versionFlag: number | undefined, maxBy
   return doc;
 }
 
+/**
+ * A document applied to cluster `cluster` must say so: a missing or other
+ * `"cluster"` is refused (`InvalidConfig`, exit 3) naming the document and
+ * what to do, before anything connects. Other shapes are left to the
+ * publisher's validation.
+ */
+function checkDocumentCluster(doc: unknown, where: string, cluster: string): void {
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return;
+  const named = (doc as Record<string, unknown>)['cluster'];
+  if (named === undefined) {
+    throw new PoiseError(
+      'InvalidConfig',
+      `${where}: the document has no "cluster"; add "cluster": ${JSON.stringify(cluster)} to it (the cluster this command writes, from --cluster or POISE_CLUSTER)`,
+      { field: 'cluster' },
+    );
+  }
+  if (typeof named === 'string' && named !== cluster) {
+    throw new PoiseError(
+      'InvalidConfig',
+      `${where}: the document is for cluster ${JSON.stringify(named)}, not ${JSON.stringify(cluster)} (--cluster or POISE_CLUSTER); apply it with --cluster ${named}, or change its "cluster"`,
+      { field: 'cluster' },
+    );
+  }
+}
+
 async function write(sub: string, flags: Flags): Promise<number> {
   const conn = connection(flags);
   // Validate flags before connecting: a usage error must not depend on Redis being up.
@@ -173,6 +198,7 @@ async function write(sub: string, flags: Flags): Promise<number> {
       const version = integerFlag('--version', str(flags, 'version'), 1, MAX_VERSION);
       const ifVersion = integerFlag('--if-version', str(flags, 'if-version'), 0, MAX_VERSION);
       const doc = await readDocument(file!, version, conn.maxBytes ?? DEFAULT_MAX_DOCUMENT_BYTES);
+      checkDocumentCluster(doc, file === '-' ? 'the document on stdin' : file!, conn.cluster);
       op = (p) => p.apply(doc, ifVersion === undefined ? {} : { ifVersion });
       break;
     }

@@ -46,14 +46,16 @@ import { REDIS_FLAGS, redisFlags } from './redis-flags.js';
 import { UsageError } from './usage.js';
 import type { HealthCheckOptions } from '../health/config.js';
 
-const HELP = `usage: poise proxy --listen HOST:PORT (--backend ID=HOST:PORT ... | --file PATH | --redis URL --cluster NAME) [flags]
+const HELP = `usage: poise proxy --listen HOST:PORT (--backend [ID=]HOST:PORT ... | --file PATH | --redis URL --cluster NAME) [flags]
 
 Accepts TCP connections on --listen and splices each onto a backend chosen
 by the policy; a refused or timed-out connect is retried on another backend
 and counts towards passive-health ejection.
 
 membership (exactly one source):
-  --backend ID=HOST:PORT   a backend, repeatable (weight 1, priority 0)
+  --backend [ID=]HOST:PORT a backend, repeatable (weight 1, priority 0); without ID= its
+                           id is HOST:PORT. An address has no scheme: 127.0.0.1:7001,
+                           db.internal:5432, [::1]:6379
   --file PATH              a membership document (JSON or YAML), watched for changes
   --redis URL --cluster NAME [--prefix P]
                            the Redis control plane (see \`poise members\`); URL may be
@@ -190,8 +192,8 @@ function checkFlags(values: Values): HealthCheckOptions | undefined {
 }
 
 /**
- * `--backend` values: the flag's shape (`ID=HOST:PORT`, or `HOST:PORT` as
- * its own id) is usage (exit 2); the backends' content — a bad address, a
+ * `--backend` values: the flag's shape (`ID=HOST:PORT`, or `HOST:PORT`, which
+ * is then its own id) is usage (exit 2); the backends' content — a bad address, a
  * duplicate or over-long id — is validation (exit 3), with the same messages
  * as a document; more backends than `--capacity` is exit 6.
  */
@@ -201,7 +203,10 @@ function backendFlags(raws: readonly string[], capacity: number): BackendSpec[] 
     const id = eq > 0 ? raw.slice(0, eq) : raw;
     const address = eq > 0 ? raw.slice(eq + 1) : raw;
     if (!/:\d+$/.test(address))
-      throw new UsageError(`--backend #${i + 1}: must be ID=HOST:PORT with a port in [1, 65535], got ${JSON.stringify(raw)}`, '--backend');
+      throw new UsageError(
+        `--backend #${i + 1}: must be [ID=]HOST:PORT with a port in [1, 65535], got ${JSON.stringify(raw)}`,
+        '--backend',
+      );
     return { id, address };
   });
   resolveBackendSpecs(specs, '--backend');

@@ -40,7 +40,7 @@ describe('poise proxy', () => {
     [['--listen', '127.0.0.1:6000'], 'membership: give exactly one of --backend, --file, --redis'],
     [
       ['--listen', '127.0.0.1:6000', '--backend', 'a=nowhere'],
-      '--backend #1: must be ID=HOST:PORT with a port in [1, 65535], got "a=nowhere"',
+      '--backend #1: must be [ID=]HOST:PORT with a port in [1, 65535], got "a=nowhere"',
     ],
     [
       ['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--attempts', '0'],
@@ -230,6 +230,12 @@ describe('poise proxy', () => {
       [...L, '--backend', 'a=999.999.999.999:80'],
       3,
       'poise proxy: --backend[0].address: must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port"); "999.999.999.999" is not an IPv4 address',
+    ],
+    [
+      'a URL as a backend address',
+      [...L, '--backend', 'a=http://127.0.0.1:7001'],
+      3,
+      'poise proxy: --backend[0].address: must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port"); "http://" is a URL scheme: give HOST:PORT without it ("127.0.0.1:7001"), got "http://127.0.0.1:7001"',
     ],
     [
       'more backends than --capacity',
