@@ -50,11 +50,11 @@ describe('poise proxy', () => {
     [['--listen', '127.0.0.1:6000', '--redis', 'redis://127.0.0.1:6379'], '--cluster: required with --redis'],
     [
       ['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--timeout-client', '30 s'],
-      '--timeout-client: must be a duration in [0ms, 86400000ms]',
+      '--timeout-client: must be a duration in [0ms, 24h]',
     ],
     [
       ['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--timeout-connect', '0'],
-      '--timeout-connect: must be a duration in [1ms, 600000ms]',
+      '--timeout-connect: must be a duration in [1ms, 10m]',
     ],
     [
       ['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--key', 'client-ip'],
@@ -81,7 +81,7 @@ describe('poise proxy', () => {
       ['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--max-connections', '-1'],
       '--max-connections: must be an integer in [0, 2147483647], got "-1"',
     ],
-    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--grace', '30 s'], '--grace: must be a duration in [0ms, 86400000ms]'],
+    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--grace', '30 s'], '--grace: must be a duration in [0ms, 24h]'],
     [
       ['--bogus'],
       'unknown flag --bogus (accepted: --listen, --backend, --file, --redis, --sentinel, --sentinel-name, --redis-cluster, --cluster, --prefix, --policy, --attempts, ',
