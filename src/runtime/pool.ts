@@ -105,8 +105,11 @@ function taskUrl(filename: string | URL): string {
  * import { workerRouter } from 'poise-lb/runtime';
  * export default async function (task) {
  *   const lease = workerRouter().acquire();
- *   try { return await callBackend(lease.host, lease.port, task); }
- *   finally { lease.release('success'); }
+ *   try {
+ *     const res = await fetch(`http://${lease.host}:${lease.port}${task.path}`);
+ *     lease.release(res.ok ? 'success' : 'failure');
+ *     return await res.text();
+ *   } catch (err) { lease.release('failure'); throw err; }
  * }
  */
 export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
