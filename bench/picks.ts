@@ -14,7 +14,7 @@
  * `process.memoryUsage().heapUsed` delta over chunks, minus an empty op).
  *
  * Run: `npm run bench:picks` (or `node dist/bench/picks.js [--quick]` after
- * `npx tsc -p tsconfig.build.json`). Writes bench/results/picks.json.
+ * `npm run build`). Writes bench/results/picks.json.
  */
 import { Bench } from 'tinybench';
 import type { Candidate } from '../src/core/candidate.js';

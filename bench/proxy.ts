@@ -2,7 +2,7 @@
  * bench/proxy: `poise proxy` side by side with HAProxy (`mode tcp`) on the
  * same loopback backends and the same load generator.
  *
- *   npm run bench:proxy [-- --quick] [--rounds N] [--seconds S] [--node PATH]
+ *   npm run bench:proxy [-- --quick] [--rounds N] [--duration D] [--node PATH]
  *                       [--poise-bin PATH] [--label NAME] [--profile]
  *                       [--idle-connections N] [--without haproxy,nginx,wrk]
  *                       [--cases short,keepalive,1MiB,16MiB,idle,slow]
@@ -48,7 +48,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { integerFlag, parseFlags, secondsFlag } from '../src/cli/args.js';
+import { durationFlag, integerFlag, parseFlags } from '../src/cli/args.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
 import {
   type Attribution,
@@ -70,7 +70,7 @@ const REPO = path.resolve(HERE, ...(HERE.includes(`${path.sep}dist${path.sep}`) 
 const { values } = parseFlags(process.argv.slice(2), {
   quick: { type: 'boolean' },
   rounds: { type: 'string' },
-  seconds: { type: 'string' },
+  duration: { type: 'string' },
   node: { type: 'string' },
   'poise-bin': { type: 'string' },
   label: { type: 'string' },
@@ -93,7 +93,8 @@ if (values.help) {
 }
 const quick = values.quick;
 const ROUNDS = integerFlag('--rounds', values.rounds, 1, 50) ?? (quick ? 1 : 3);
-const SECONDS = secondsFlag('--seconds', values.seconds, 1, 600) ?? (quick ? 1 : 5);
+/** Seconds of load per case and round (`--duration`, the CLI's duration grammar: `5s`, `1m`). */
+const SECONDS = (durationFlag('--duration', values.duration, 1000, 600_000) ?? (quick ? 1000 : 5000)) / 1000;
 const IDLE = integerFlag('--idle-connections', values['idle-connections'], 10, 8000) ?? (quick ? 300 : 2000);
 const NODE = values.node ?? process.execPath;
 const POISE = path.resolve(values['poise-bin'] ?? path.join(REPO, 'dist', 'src', 'cli', 'main.js'));

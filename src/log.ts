@@ -1,8 +1,9 @@
 /**
  * The pino logger factory. Library components take an optional `logger`
  * and fall back to {@link defaultLogger}: JSON on stderr at the level in
- * `POISE_LOG_LEVEL` (default `info`). The CLI pretty-prints only when its
- * output is a TTY.
+ * `POISE_LOG_LEVEL`, default {@link DEFAULT_LOG_LEVEL} (`warn`: a library
+ * says nothing while things go as planned). The CLI picks its own defaults
+ * and pretty-prints only when its output is a TTY.
  */
 import { createRequire } from 'node:module';
 import { pino, type Logger } from 'pino';
@@ -18,6 +19,13 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 /** One of {@link LOG_LEVELS}. */
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
+/**
+ * The level of a library logger when neither an option nor `POISE_LOG_LEVEL`
+ * names one: `warn`, so membership changes, health transitions and listener
+ * start-up (info) stay quiet and what needs attention (warn, error) does not.
+ */
+export const DEFAULT_LOG_LEVEL: LogLevel = 'warn';
+
 /** True when `value` is one of {@link LOG_LEVELS}. @internal */
 export function isLogLevel(value: unknown): value is LogLevel {
   return typeof value === 'string' && (LOG_LEVELS as readonly string[]).includes(value);
@@ -27,7 +35,7 @@ export function isLogLevel(value: unknown): value is LogLevel {
 export interface LoggerOptions {
   /** Logger name; default `poise`. */
   name?: string;
-  /** pino level, one of {@link LOG_LEVELS}; default `POISE_LOG_LEVEL` or `info`. */
+  /** pino level, one of {@link LOG_LEVELS}; default `POISE_LOG_LEVEL`, else {@link DEFAULT_LOG_LEVEL} (`warn`). */
   level?: string;
   /**
    * Pretty-print with pino-pretty instead of JSON; default false (the CLI passes
@@ -47,7 +55,7 @@ export interface LoggerOptions {
  */
 export function createLogger(opts: LoggerOptions = {}): Logger {
   const fromEnv = opts.level === undefined;
-  const level = opts.level ?? process.env['POISE_LOG_LEVEL'] ?? 'info';
+  const level = opts.level ?? process.env['POISE_LOG_LEVEL'] ?? DEFAULT_LOG_LEVEL;
   if (!isLogLevel(level)) invalidConfig(fromEnv ? 'POISE_LOG_LEVEL' : 'level', `must be one of ${LOG_LEVELS.join(', ')}`, level);
   const name = opts.name ?? 'poise';
   const pretty = opts.pretty ?? false;
@@ -73,7 +81,7 @@ function hasPinoPretty(): boolean {
 
 let shared: Logger | undefined;
 
-/** The process-wide default logger, created on first use. @internal */
+/** The process-wide default logger (`createLogger()`: `POISE_LOG_LEVEL`, else `warn`), created on first use. @internal */
 export function defaultLogger(): Logger {
   shared ??= createLogger();
   return shared;

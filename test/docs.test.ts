@@ -2,19 +2,31 @@
  * The documentation's code is checked like code: every ```ts block of
  * README.md and docs/*.md is compiled against the built package (its public
  * entries, as a user imports them) with the project's strict options, and
- * the README's tables are compared with the names the code exports.
+ * the README's tables are compared with the names the code exports. Every
+ * README block also runs, as written, in a child process (see "README
+ * examples run" below).
  *
  * A block is its own module. A block preceded by `<!-- example: continues -->`
  * is appended to the block before it (so a page can build one example in steps).
- * Free names an example leaves to the reader (`callBackend`, ...) are declared
- * in PRELUDE below, with their types, so the rest is checked.
+ * A block preceded by `<!-- example: file NAME -->` is a module the block
+ * before it loads (a worker's task file): it is written beside it as NAME.
+ * Free names an example of docs/*.md leaves to the reader (`callBackend`,
+ * ...) are declared in PRELUDE below, with their types, so the rest is
+ * checked; README blocks define everything they call (running them proves it).
  */
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MembershipPublisher } from '../src/membership/redis-publisher.js';
+import { createLogger } from '../src/log.js';
+import { freePort } from './helpers/redis-server.js';
+import { startSentinelTopology, type SentinelTopology } from './helpers/redis-topology.js';
 import { POLICY_NAMES } from '../src/runtime/policies.js';
 import { EXIT } from '../src/cli/exit.js';
 import { POISE_ERROR_CODES } from '../src/core/errors.js';
@@ -41,6 +53,8 @@ interface Example {
   readonly page: string;
   readonly line: number;
   text: string;
+  /** Set for a `<!-- example: file NAME -->` block: the file name the block before it loads it by. */
+  readonly file?: string;
 }
 
 /** The ```ts blocks of one page, continuations joined. */
@@ -59,14 +73,14 @@ function examples(page: string): Example[] {
     const start = i + 1;
     const body: string[] = [];
     for (i++; i < lines.length && !/^```\s*$/.test(lines[i]!); i++) body.push(lines[i]!);
-    const continues =
-      lines
-        .slice(0, start - 1)
-        .reverse()
-        .find((l) => l.trim() !== '') === '<!-- example: continues -->';
+    const marker = lines
+      .slice(0, start - 1)
+      .reverse()
+      .find((l) => l.trim() !== '');
+    const file = /^<!-- example: file (\S+) -->$/.exec(marker ?? '')?.[1];
     const previous = out[out.length - 1];
-    if (continues && previous) previous.text += `\n${body.join('\n')}`;
-    else out.push({ page, line: start, text: body.join('\n') });
+    if (marker === '<!-- example: continues -->' && previous) previous.text += `\n${body.join('\n')}`;
+    else out.push({ page, line: start, text: body.join('\n'), ...(file === undefined ? {} : { file }) });
   }
   return out;
 }
@@ -185,3 +199,144 @@ describe('documentation links', () => {
     expect(broken).toEqual([]);
   });
 });
+
+/**
+ * Every README block runs as written, each in a child process of its own
+ * (`node main.js`, compiled with TypeScript's transpiler, beside the files it
+ * loads), with POISE_LOG_LEVEL unset as on a user's machine. The block must
+ * exit 0 by itself (nothing left open), print what its comments say, and
+ * write nothing to stderr unless it is about logging.
+ *
+ * The one edit: the addresses the README uses are this test's servers —
+ * the two HTTP backends (7001, 7002: loopback servers answering
+ * `hello from 7001` / `hello from 7002`), Redis (a master, a replica and two
+ * sentinels started here, the membership of `orders-db` applied first, as
+ * the README's `poise members apply` does), and the second PostgreSQL
+ * (5433: a port nothing listens on, so the routed connect retries onto the
+ * local PostgreSQL on 5432, as the README says it would).
+ */
+describe('README examples run', () => {
+  const readme = all.filter((e) => e.page === 'README.md');
+  const runDir = mkdtempSync(path.join(os.tmpdir(), 'poise-readme-run-'));
+  const servers: http.Server[] = [];
+  let topology: SentinelTopology | undefined;
+  const addresses = new Map<string, string>();
+
+  let requests = 0;
+  /** What a block prints (and how many requests it sends the HTTP backends, default none): matched by a line of its text. */
+  const EXPECT: { block: string; stdout: RegExp; stderr?: RegExp; requests?: number }[] = [
+    // One call in the owner thread (a `catch` would hide a callBackend that throws: the count shows it ran), one in a worker.
+    { block: "filename: new URL('./task.js', import.meta.url)", stdout: /^hello from 700[12]\n$/, requests: 2 },
+    {
+      block: "createLogger({ name: 'lb', level: 'info' })",
+      stdout: /^$/,
+      stderr:
+        /^\{"level":30,[^\n]*"msg":"poise: health configuration applied"\}\n\{"level":30,[^\n]*"msg":"poise: membership applied"\}\n$/,
+    },
+    { block: 'await connect(router)', stdout: /^\d+(\.\d+)? [12] \[ \{ one: 1 \} \]\n$/ },
+    { block: "stream: routedStream(balancer.router({ policy: 'p2c:connections' }))", stdout: /^\[ \{ port: 5432 \} \]\n$/ },
+    { block: 'new AdmissionGate(router,', stdout: /^\{\n {2}priority: 1,\n {2}ceiling: 0\.5,[\s\S]*admitted: 1,[\s\S]*\}\n$/ },
+    { block: 'const source = new RedisMembership({', stdout: /^version 1\n$/ },
+    { block: "sentinelName: 'mymaster'", stdout: /^2\n$/ },
+    { block: 'new PowerOfTwo({ seed: 42 })', stdout: /^$/ },
+  ];
+
+  beforeAll(async () => {
+    for (const port of [7001, 7002]) {
+      const server = http.createServer((_req, res) => {
+        requests++;
+        res.end(`hello from ${port}`);
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      servers.push(server);
+      addresses.set(`127.0.0.1:${port}`, `127.0.0.1:${(server.address() as net.AddressInfo).port}`);
+    }
+    addresses.set('127.0.0.1:5433', `127.0.0.1:${await freePort()}`);
+    topology = await startSentinelTopology({ replicas: 1, sentinels: 2 });
+    addresses.set('redis://127.0.0.1:6379', `redis://${topology.nodes[0]!.address}`);
+    addresses.set("'10.0.0.5:26379'", `'${topology.sentinelAddresses[0]}'`);
+    addresses.set("'10.0.0.6:26379'", `'${topology.sentinelAddresses[1]}'`);
+    const pub = new MembershipPublisher({ url: `redis://${topology.nodes[0]!.address}`, cluster: 'orders-db', logger: silent() });
+    await pub.apply({
+      cluster: 'orders-db',
+      backends: [
+        { id: 'pg-a', address: '127.0.0.1:5432' },
+        { id: 'pg-b', address: '127.0.0.1:5432' },
+      ],
+    });
+    await pub.close();
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const server of servers) await new Promise((r) => server.close(r));
+    await topology?.stop();
+    rmSync(runDir, { recursive: true, force: true });
+  });
+
+  it('every README block is run (a companion file with the block that loads it) and has its expectation here', () => {
+    const runnable = readme.filter((e) => e.file === undefined);
+    for (const e of runnable) expect(EXPECT.filter((x) => e.text.includes(x.block)).length, `README.md line ${e.line}`).toBe(1);
+    expect(runnable).toHaveLength(EXPECT.length);
+    expect(readme.filter((e) => e.file !== undefined).map((e) => e.file)).toEqual(['task.js']);
+  });
+
+  it.each(EXPECT.map((x) => [x.block, x] as const))('%s', async (_name, x) => {
+    const at = readme.findIndex((e) => e.file === undefined && e.text.includes(x.block));
+    const main = readme[at]!;
+    const dir = mkdtempSync(path.join(runDir, `line-${main.line}-`));
+    symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
+    writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ type: 'module', private: true }));
+    const files: [string, Example][] = [['main.js', main]];
+    for (let k = at + 1; k < readme.length && readme[k]!.file !== undefined; k++) files.push([readme[k]!.file!, readme[k]!]);
+    for (const [name, e] of files) {
+      let text = e.text;
+      for (const [from, to] of addresses) text = text.split(from).join(to);
+      const js = ts.transpileModule(text, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } }).outputText;
+      writeFileSync(path.join(dir, name), js);
+    }
+    const before = requests;
+    const r = await runNode(path.join(dir, 'main.js'), dir);
+    expect({ code: r.code, stderr: x.stderr === undefined ? r.stderr : '' }, `README.md line ${main.line}`).toEqual({
+      code: 0,
+      stderr: '',
+    });
+    expect(requests - before).toBe(x.requests ?? 0);
+    expect(r.stdout).toMatch(x.stdout);
+    if (x.stderr !== undefined) expect(r.stderr).toMatch(x.stderr);
+  });
+
+  it('every address it replaces occurs in a README block (the map edits nothing else)', () => {
+    for (const from of addresses.keys())
+      expect(
+        readme.some((e) => e.text.includes(from)),
+        from,
+      ).toBe(true);
+  });
+});
+
+/** A pino logger that writes nowhere, for the test's own publisher. */
+function silent() {
+  return createLogger({ level: 'silent' });
+}
+
+/** `node file` in `cwd` without POISE_LOG_LEVEL; killed (and reported) if it has not exited after 60 s. */
+function runNode(file: string, cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env = { ...process.env };
+  delete env['POISE_LOG_LEVEL'];
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [file], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const hang = setTimeout(() => {
+      stderr += '\n[test] still running after 60 s: something the example opened keeps the process alive\n';
+      child.kill('SIGKILL');
+    }, 60_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(hang);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}

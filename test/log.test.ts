@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PoiseError } from '../src/core/errors.js';
-import { LOG_LEVELS, createLogger, rateLimited } from '../src/log.js';
+import { DEFAULT_LOG_LEVEL, LOG_LEVELS, createLogger, rateLimited } from '../src/log.js';
 import { captureLog } from './helpers/log-capture.js';
 
 /** A hand-driven scheduler: `fire()` runs what is due, as the end of a window would. */
@@ -78,5 +78,31 @@ describe('createLogger', () => {
     expect((err as PoiseError).code).toBe('InvalidConfig');
     expect((err as PoiseError).message).toBe(`level: must be one of ${LOG_LEVELS.join(', ')}, got "loud"`);
     for (const level of LOG_LEVELS) expect(createLogger({ level }).level).toBe(level);
+  });
+});
+
+describe('the default level', () => {
+  /** Runs `fn` with POISE_LOG_LEVEL set to `value` (removed when undefined), then restores it. */
+  function withEnv<T>(value: string | undefined, fn: () => T): T {
+    const saved = process.env['POISE_LOG_LEVEL'];
+    if (value === undefined) delete process.env['POISE_LOG_LEVEL'];
+    else process.env['POISE_LOG_LEVEL'] = value;
+    try {
+      return fn();
+    } finally {
+      if (saved === undefined) delete process.env['POISE_LOG_LEVEL'];
+      else process.env['POISE_LOG_LEVEL'] = saved;
+    }
+  }
+
+  it('is warn without POISE_LOG_LEVEL; POISE_LOG_LEVEL overrides it; an explicit level overrides both', () => {
+    expect(DEFAULT_LOG_LEVEL).toBe('warn');
+    expect(withEnv(undefined, () => createLogger().level)).toBe('warn');
+    expect(withEnv('debug', () => createLogger().level)).toBe('debug');
+    expect(withEnv('debug', () => createLogger({ level: 'error' }).level)).toBe('error');
+  });
+
+  it('a bad POISE_LOG_LEVEL is InvalidConfig naming the variable', () => {
+    expect(() => withEnv('loud', () => createLogger())).toThrow(`POISE_LOG_LEVEL: must be one of ${LOG_LEVELS.join(', ')}, got "loud"`);
   });
 });

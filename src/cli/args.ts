@@ -133,29 +133,46 @@ export function integerFlag(flag: string, raw: string | undefined, min: number, 
   return v;
 }
 
-/** `raw` as a decimal number of seconds in [min, max]; undefined when absent. Throws {@link UsageError} naming `flag`. */
-export function secondsFlag(flag: string, raw: string | undefined, min: number, max: number): number | undefined {
-  if (raw === undefined) return undefined;
-  const v = /^[+]?(\d+(\.\d*)?|\.\d+)$/.test(raw.trim()) ? Number(raw) : Number.NaN;
-  if (!Number.isFinite(v) || v < min || v > max)
-    throw new UsageError(`${flag}: must be a number of seconds in [${min}, ${max}], got ${JSON.stringify(raw)}`, flag);
-  return v;
-}
-
-const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+/** The units of a duration, largest first, in ms. */
+const DURATION_UNITS: readonly (readonly [string, number])[] = [
+  ['h', 3_600_000],
+  ['m', 60_000],
+  ['s', 1000],
+  ['ms', 1],
+];
+const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/;
 
 /**
- * `raw` as a duration in milliseconds in [minMs, maxMs]: an integer with an
- * optional unit, `ms` (the default, as in HAProxy), `s`, `m` or `h` —
- * `30s`, `2000`, `1.5s`. Undefined when absent. Throws {@link UsageError} naming `flag`.
+ * The one duration grammar of every `poise` flag that takes a time, as the
+ * help texts state it: a number with a unit `ms`, `s`, `m` or `h`, no unit
+ * meaning milliseconds (as in HAProxy).
+ */
+export const DURATION_GRAMMAR = 'a number with a unit ms, s, m or h; no unit = ms';
+
+/** `ms` in the largest unit that writes it as a whole number: `86400000` → `24h`, `1500` → `1500ms`. */
+export function formatDuration(ms: number): string {
+  for (const [unit, size] of DURATION_UNITS) if (ms !== 0 && ms % size === 0) return `${ms / size}${unit}`;
+  return `${ms}ms`;
+}
+
+/**
+ * `raw` as a duration in whole milliseconds in [minMs, maxMs], in the one
+ * grammar ({@link DURATION_GRAMMAR}): `30s`, `2000` (ms), `1.5s`, `10m`,
+ * `1h`; fractions round to the nearest ms. Undefined when absent. Throws
+ * {@link UsageError} naming `flag`, the range and the grammar.
+ *
+ * @example
+ * durationFlag('--grace', '5s', 0, 86_400_000); // 5000
+ * durationFlag('--grace', '5 s', 0, 86_400_000); // UsageError: --grace: must be a duration in [0ms, 24h] (a number with ...
  */
 export function durationFlag(flag: string, raw: string | undefined, minMs: number, maxMs: number): number | undefined {
   if (raw === undefined) return undefined;
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(raw.trim());
-  const v = m === null ? Number.NaN : Math.round(Number(m[1]) * DURATION_UNITS[m[2] ?? 'ms']!);
+  const m = DURATION.exec(raw.trim());
+  const unit = m === null ? undefined : DURATION_UNITS.find(([u]) => u === (m[2] ?? 'ms'));
+  const v = m === null || unit === undefined ? Number.NaN : Math.round(Number(m[1]) * unit[1]);
   if (!Number.isSafeInteger(v) || v < minMs || v > maxMs) {
     throw new UsageError(
-      `${flag}: must be a duration in [${minMs}ms, ${maxMs}ms] (a number with unit ms, s, m or h; no unit = ms), got ${JSON.stringify(raw)}`,
+      `${flag}: must be a duration in [${formatDuration(minMs)}, ${formatDuration(maxMs)}] (${DURATION_GRAMMAR}), got ${JSON.stringify(raw)}`,
       flag,
     );
   }

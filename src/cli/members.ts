@@ -18,7 +18,7 @@ import { readFileLimited, readStreamLimited } from '../membership/read-limited.j
 import { MembershipPublisher } from '../membership/redis-publisher.js';
 import { RedisMembership } from '../membership/redis-source.js';
 import type { RedisConnectionOptions } from '../membership/redis-target.js';
-import { choiceFlag, integerFlag, nameFlag, parseFlags, type FlagSpecs, type ParsedFlags } from './args.js';
+import { DURATION_GRAMMAR, choiceFlag, durationFlag, integerFlag, nameFlag, parseFlags, type FlagSpecs, type ParsedFlags } from './args.js';
 import { REDIS_FLAGS, REDIS_FLAGS_HELP, redisFlags } from './redis-flags.js';
 import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
 import { cliLogger } from './logger.js';
@@ -32,7 +32,7 @@ ${REDIS_FLAGS_HELP}
   --max-bytes N     largest snapshot/notice/document in bytes; default 1048576
   --wait-replicas N (writes) succeed only once N replicas acknowledged the write (Redis WAIT);
                     fewer within --wait-timeout exits 8 (stored on the master, may be lost at a failover)
-  --wait-timeout MS (writes) how long to wait for them, 1..60000; default 1000
+  --wait-timeout D  (writes) how long to wait for them, 1ms..1m (${DURATION_GRAMMAR}); default 1s
   --notices FORM    (writes) delta (default: a one-backend change publishes only the change) or full
                     (every write publishes the whole snapshot, as earlier releases did: for fleets whose
                     readers are not all upgraded yet)
@@ -121,6 +121,18 @@ function positional(flags: Flags, n: number, names: string): string[] {
   return flags.positionals;
 }
 
+/**
+ * The flags every subcommand shares (`argv`: the words after the
+ * subcommand), validated as the command does, without connecting. Throws
+ * {@link UsageError}. @internal
+ */
+export function parseMembersConnection(argv: readonly string[]): ReturnType<typeof connection> {
+  return connection(parseFlags(argv, COMMON_FLAGS, { positionals: true }));
+}
+
+/** The common `--help` text of every subcommand. @internal */
+export const MEMBERS_HELP = COMMON;
+
 function connection(flags: Flags): {
   redis: RedisConnectionOptions;
   cluster: string;
@@ -135,7 +147,7 @@ function connection(flags: Flags): {
   if (redis === undefined) throw new UsageError('--redis: required (or --sentinel, --redis-cluster, or set POISE_REDIS_URL)', '--redis');
   if (cluster === undefined || cluster === '') throw new UsageError('--cluster: required (or set POISE_CLUSTER)', '--cluster');
   const waitReplicas = integerFlag('--wait-replicas', str(flags, 'wait-replicas'), 0, 100);
-  const waitTimeoutMs = integerFlag('--wait-timeout', str(flags, 'wait-timeout'), 1, 60_000);
+  const waitTimeoutMs = durationFlag('--wait-timeout', str(flags, 'wait-timeout'), 1, 60_000);
   if (waitTimeoutMs !== undefined && waitReplicas === undefined)
     throw new UsageError('--wait-timeout: only with --wait-replicas', '--wait-timeout');
   return {
@@ -163,6 +175,31 @@ async function readDocument(file: string, versionFlag: number | undefined, maxBy
   return doc;
 }
 
+/**
+ * A document applied to cluster `cluster` must say so: a missing or other
+ * `"cluster"` is refused (`InvalidConfig`, exit 3) naming the document and
+ * what to do, before anything connects. Other shapes are left to the
+ * publisher's validation.
+ */
+function checkDocumentCluster(doc: unknown, where: string, cluster: string): void {
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return;
+  const named = (doc as Record<string, unknown>)['cluster'];
+  if (named === undefined) {
+    throw new PoiseError(
+      'InvalidConfig',
+      `${where}: the document has no "cluster"; add "cluster": ${JSON.stringify(cluster)} to it (the cluster this command writes, from --cluster or POISE_CLUSTER)`,
+      { field: 'cluster' },
+    );
+  }
+  if (typeof named === 'string' && named !== cluster) {
+    throw new PoiseError(
+      'InvalidConfig',
+      `${where}: the document is for cluster ${JSON.stringify(named)}, not ${JSON.stringify(cluster)} (--cluster or POISE_CLUSTER); apply it with --cluster ${named}, or change its "cluster"`,
+      { field: 'cluster' },
+    );
+  }
+}
+
 async function write(sub: string, flags: Flags): Promise<number> {
   const conn = connection(flags);
   // Validate flags before connecting: a usage error must not depend on Redis being up.
@@ -173,6 +210,7 @@ async function write(sub: string, flags: Flags): Promise<number> {
       const version = integerFlag('--version', str(flags, 'version'), 1, MAX_VERSION);
       const ifVersion = integerFlag('--if-version', str(flags, 'if-version'), 0, MAX_VERSION);
       const doc = await readDocument(file!, version, conn.maxBytes ?? DEFAULT_MAX_DOCUMENT_BYTES);
+      checkDocumentCluster(doc, file === '-' ? 'the document on stdin' : file!, conn.cluster);
       op = (p) => p.apply(doc, ifVersion === undefined ? {} : { ifVersion });
       break;
     }

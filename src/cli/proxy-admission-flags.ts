@@ -43,7 +43,7 @@ export const ADMISSION_HELP = `admission (priority holdback on the pool's satura
                            ceiling of the highest band, in (0, 1] (default 1)
   --admission-capacity N   connections at saturation 1 (default: the sum of the backends'
                            maxInflight; give it when backends have none)
-  --admission-timeout D    longest wait for admission (default 60s)
+  --admission-timeout D    longest wait for admission, 1ms..24h (default 60s)
   --admission-max-queue N  waiting connections per band before refusing (default 1024)`;
 
 /** A band with its own listener. */

@@ -5,7 +5,7 @@
  */
 import type { ConnectionOptions } from '../net/proxy-connection.js';
 import { KEYED_POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
-import { choiceFlag, durationFlag, integerFlag, type FlagSpecs, type FlagValues } from './args.js';
+import { DURATION_GRAMMAR, choiceFlag, durationFlag, integerFlag, type FlagSpecs, type FlagValues } from './args.js';
 import { UsageError } from './usage.js';
 
 /** Flag specs (merged into the proxy's). */
@@ -24,7 +24,7 @@ export const CONNECTION_FLAGS = {
 } as const satisfies FlagSpecs;
 
 /** Their --help lines. */
-export const CONNECTION_HELP = `connections (durations: a number with ms, s, m or h; no unit = ms):
+export const CONNECTION_HELP = `connections (durations D: ${DURATION_GRAMMAR}):
   --attempts N             backends tried per connection, 1..100 (default 3)
   --timeout-connect D      per-attempt connect timeout, 1ms..10m (default 2s)
   --timeout-client D       client-side inactivity, 0 = none, ..24h (default 30s)
@@ -37,7 +37,7 @@ export const CONNECTION_HELP = `connections (durations: a number with ms, s, m o
   --send-proxy-v2          send a PROXY protocol v2 (binary) header to backends
   --accept-proxy           expect a PROXY v1 or v2 header from clients; its address
                            is the client for --key and the access log
-  --accept-proxy-timeout D time allowed for that header (default 5s)
+  --accept-proxy-timeout D time allowed for that header, 1ms..10m (default 5s)
   --accept-proxy-max-bytes N
                            largest v2 header accepted, 28..65551 (default 536)
   --access-log             one JSON line per connection on stdout (client, backend,

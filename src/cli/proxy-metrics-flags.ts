@@ -18,6 +18,7 @@ import { UsageError } from './usage.js';
 /** Flag specs (merged into the proxy's). */
 export const METRICS_FLAGS = {
   metrics: { type: 'string' },
+  'no-process-metrics': { type: 'boolean' },
 } as const satisfies FlagSpecs;
 
 /** Their --help lines. */
@@ -26,12 +27,19 @@ export const METRICS_HELP = `monitoring:
                            state, connections, in-flight, PeakEWMA, ejections; the
                            proxy's accepted/refused/bytes/durations) and GET /healthz
                            (200 once a membership is in force and the listener is up,
-                           503 with the reason before); see README "Monitoring"`;
+                           503 with the reason before). The cluster label is --cluster,
+                           else the --file document's "cluster", else "default". Also
+                           prom-client's process and Node.js metrics (CPU, memory,
+                           event-loop lag, heap, GC); see docs/monitoring.md
+  --no-process-metrics     leave those out`;
 
-/** `--metrics` → the address to serve on, or undefined; throws {@link UsageError} naming the flag. */
-export function metricsFlag(values: FlagValues<typeof METRICS_FLAGS>): { host: string; port: number } | undefined {
+/** `--metrics` → the address to serve on (and whether to add the process metrics), or undefined; throws {@link UsageError} naming the flag. */
+export function metricsFlag(values: FlagValues<typeof METRICS_FLAGS>): { host: string; port: number; processMetrics: boolean } | undefined {
   const raw = values.metrics;
-  if (raw === undefined) return undefined;
+  if (raw === undefined) {
+    if (values['no-process-metrics']) throw new UsageError('--no-process-metrics: needs --metrics', '--no-process-metrics');
+    return undefined;
+  }
   const at = parseAddress(raw);
   if (at === undefined) {
     const detail = addressDetail(raw);
@@ -40,7 +48,7 @@ export function metricsFlag(values: FlagValues<typeof METRICS_FLAGS>): { host: s
       '--metrics',
     );
   }
-  return at;
+  return { ...at, processMetrics: !values['no-process-metrics'] };
 }
 
 /** What the metrics server reads. */
@@ -48,7 +56,8 @@ export interface MetricsTarget {
   balancer: Balancer;
   counters: ProxyCounters;
   source: MembershipSource;
-  cluster: string;
+  /** The `cluster` label (`--cluster`); undefined: the cluster of the membership in force, else "default". */
+  cluster: string | undefined;
   /** Why not every listener (--listen, each --band listener) accepts in every thread now; undefined when all do. */
   notAccepting: () => string | undefined;
   /** The admission gate's figures (with --band). */
@@ -58,11 +67,12 @@ export interface MetricsTarget {
 }
 
 /** Starts the `/metrics` + `/healthz` server on `at`; throws `PoiseError` `Unavailable` naming --metrics when it cannot listen. */
-export async function startMetrics(at: { host: string; port: number }, t: MetricsTarget): Promise<MetricsServer> {
+export async function startMetrics(at: { host: string; port: number; processMetrics: boolean }, t: MetricsTarget): Promise<MetricsServer> {
   const registry = new Registry();
   collectMetrics(t.balancer, {
     registry,
-    cluster: t.cluster,
+    ...(t.cluster === undefined ? {} : { cluster: t.cluster }),
+    processMetrics: at.processMetrics,
     source: t.source,
     proxy: t.counters,
     ...(t.admission === undefined ? {} : { admission: t.admission }),

@@ -22,7 +22,7 @@ import type { ConnectionOptions } from '../net/proxy-connection.js';
 import { TcpProxy } from '../net/proxy.js';
 import { Balancer } from '../runtime/balancer.js';
 import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
-import { choiceFlag, durationFlag, integerFlag, nameFlag, type FlagSpecs, type FlagValues } from './args.js';
+import { DURATION_GRAMMAR, choiceFlag, durationFlag, integerFlag, nameFlag, parseFlags, type FlagSpecs, type FlagValues } from './args.js';
 import { EXIT, EXIT_HELP } from './exit.js';
 import { cliLogger } from './logger.js';
 import { flagCommand, type Command } from './command.js';
@@ -46,14 +46,19 @@ import { REDIS_FLAGS, redisFlags } from './redis-flags.js';
 import { UsageError } from './usage.js';
 import type { HealthCheckOptions } from '../health/config.js';
 
-const HELP = `usage: poise proxy --listen HOST:PORT (--backend ID=HOST:PORT ... | --file PATH | --redis URL --cluster NAME) [flags]
+/** A day in ms: the longest --grace and check interval or timeout. */
+const DAY_MS = 86_400_000;
+
+const HELP = `usage: poise proxy --listen HOST:PORT (--backend [ID=]HOST:PORT ... | --file PATH | --redis URL --cluster NAME) [flags]
 
 Accepts TCP connections on --listen and splices each onto a backend chosen
 by the policy; a refused or timed-out connect is retried on another backend
 and counts towards passive-health ejection.
 
 membership (exactly one source):
-  --backend ID=HOST:PORT   a backend, repeatable (weight 1, priority 0)
+  --backend [ID=]HOST:PORT a backend, repeatable (weight 1, priority 0); without ID= its
+                           id is HOST:PORT. An address has no scheme: 127.0.0.1:7001,
+                           db.internal:5432, [::1]:6379
   --file PATH              a membership document (JSON or YAML), watched for changes
   --redis URL --cluster NAME [--prefix P]
                            the Redis control plane (see \`poise members\`); URL may be
@@ -64,12 +69,12 @@ membership (exactly one source):
 Until a first valid membership is applied (nothing stored in Redis, a stored value
 that is not a valid snapshot, a missing or invalid --file, Redis down), the proxy
 does NOT listen: clients are refused, never accepted and reset. It logs why every
---wait-log-interval ms and starts listening as soon as one arrives. With
+--wait-log-interval and starts listening as soon as one arrives. With
 --require-membership it exits instead, at once, naming the reason (exit 3 invalid
 file, 4 nothing stored / no such file, 6 more backends than --capacity, 7 corrupt
 stored snapshot, 1 Redis unavailable).
 
-flags:
+flags (durations D: ${DURATION_GRAMMAR}: 500ms, 2s, 1m):
   --listen HOST:PORT       listen address (required)
   --policy NAME            ${POLICY_NAMES.join(' | ')}
                            (default p2c:latency: PeakEWMA of each request-reply
@@ -83,14 +88,14 @@ flags:
   --max-connections N      connections served at once, all workers together, 0 = no
                            limit (default 0); clients over it wait unread, never reset
   --grace D                on SIGTERM/SIGINT stop accepting and let open connections
-                           finish for D, then close the rest and exit 0 (default 30s;
-                           a second signal exits at once)
+                           finish for D, then close the rest and exit 0, 0ms..24h
+                           (default 30s; a second signal exits at once)
   --require-membership     fail at start when no valid membership is available (default: wait)
-  --wait-log-interval MS   while waiting for a membership, log why every MS, 100..600000 (default 5000)
+  --wait-log-interval D    while waiting for a membership, log why every D, 100ms..10m (default 5s)
   --check KIND             active health check of every backend: tcp | http:/PATH | redis | postgres
                            (default none; a document's health block applies too, see docs/health.md)
-  --check-interval MS      between checks, 10..86400000 (default 2000)
-  --check-timeout MS       a check slower than this fails, 1..86400000 (default 1000)
+  --check-interval D       between checks, 10ms..24h (default 2s)
+  --check-timeout D        a check slower than this fails, 1ms..24h (default 1s)
   --rise N                 passes that bring a down backend back, 1..1000 (default 2)
   --fall N                 failures that take a backend down, 1..1000 (default 3)
   --log-level LEVEL        fatal | error | warn | info | debug | trace | silent (default info)
@@ -134,8 +139,8 @@ const OPTIONS = {
 
 type Values = FlagValues<typeof OPTIONS>;
 
-/** The validated flags of one run. */
-interface ProxyFlags {
+/** The validated flags of one run. @internal */
+export interface ProxyFlags {
   listen: { host: string; port: number };
   policy: PolicyName;
   connection: ConnectionOptions;
@@ -149,10 +154,10 @@ interface ProxyFlags {
   check: HealthCheckOptions | undefined;
   log: Logger;
   source: MembershipSource;
-  /** `--metrics`: where to serve /metrics and /healthz. */
-  metrics: { host: string; port: number } | undefined;
-  /** The `cluster` label of the metrics (`--cluster`, else "default"). */
-  cluster: string;
+  /** `--metrics`: where to serve /metrics and /healthz, and whether with the process metrics. */
+  metrics: { host: string; port: number; processMetrics: boolean } | undefined;
+  /** The `cluster` label of the metrics: `--cluster`; undefined: the membership's own (a --file document's "cluster"), else "default". */
+  cluster: string | undefined;
 }
 
 /** `--check` and its companions → an active check (usage errors name the flag). */
@@ -176,8 +181,8 @@ function checkFlags(values: Values): HealthCheckOptions | undefined {
   } else {
     throw new UsageError(`--check: must be one of tcp, http:/PATH, redis, postgres, got ${JSON.stringify(raw)}`, '--check');
   }
-  const intervalMs = integerFlag('--check-interval', values['check-interval'], 10, 86_400_000);
-  const timeoutMs = integerFlag('--check-timeout', values['check-timeout'], 1, 86_400_000);
+  const intervalMs = durationFlag('--check-interval', values['check-interval'], 10, DAY_MS);
+  const timeoutMs = durationFlag('--check-timeout', values['check-timeout'], 1, DAY_MS);
   const rise = integerFlag('--rise', values.rise, 1, 1000);
   const fall = integerFlag('--fall', values.fall, 1, 1000);
   return {
@@ -190,8 +195,8 @@ function checkFlags(values: Values): HealthCheckOptions | undefined {
 }
 
 /**
- * `--backend` values: the flag's shape (`ID=HOST:PORT`, or `HOST:PORT` as
- * its own id) is usage (exit 2); the backends' content — a bad address, a
+ * `--backend` values: the flag's shape (`ID=HOST:PORT`, or `HOST:PORT`, which
+ * is then its own id) is usage (exit 2); the backends' content — a bad address, a
  * duplicate or over-long id — is validation (exit 3), with the same messages
  * as a document; more backends than `--capacity` is exit 6.
  */
@@ -201,7 +206,10 @@ function backendFlags(raws: readonly string[], capacity: number): BackendSpec[] 
     const id = eq > 0 ? raw.slice(0, eq) : raw;
     const address = eq > 0 ? raw.slice(eq + 1) : raw;
     if (!/:\d+$/.test(address))
-      throw new UsageError(`--backend #${i + 1}: must be ID=HOST:PORT with a port in [1, 65535], got ${JSON.stringify(raw)}`, '--backend');
+      throw new UsageError(
+        `--backend #${i + 1}: must be [ID=]HOST:PORT with a port in [1, 65535], got ${JSON.stringify(raw)}`,
+        '--backend',
+      );
     return { id, address };
   });
   resolveBackendSpecs(specs, '--backend');
@@ -228,11 +236,11 @@ function proxyFlags(values: Values): ProxyFlags {
   const requireMembership = values['require-membership'];
   const workers = integerFlag('--workers', values.workers, 0, 64) ?? Math.min(64, os.availableParallelism());
   const maxConnections = integerFlag('--max-connections', values['max-connections'], 0, 2_147_483_647) ?? 0;
-  const graceMs = durationFlag('--grace', values.grace, 0, 86_400_000) ?? 30_000;
+  const graceMs = durationFlag('--grace', values.grace, 0, DAY_MS) ?? 30_000;
   // Every flag is checked before a source is built: a usage error leaves nothing open.
   const connection = connectionFlags(values, policy);
   const admission = admissionFlags(values);
-  const waitLogMs = integerFlag('--wait-log-interval', values['wait-log-interval'], 100, 600_000) ?? 5000;
+  const waitLogMs = durationFlag('--wait-log-interval', values['wait-log-interval'], 100, 600_000) ?? 5000;
   const check = checkFlags(values);
   const metrics = metricsFlag(values);
   const redis = redisFlags(values);
@@ -264,7 +272,7 @@ function proxyFlags(values: Values): ProxyFlags {
     log,
     source,
     metrics,
-    cluster: cluster ?? 'default',
+    cluster,
   };
 }
 
@@ -432,6 +440,18 @@ async function serve(f: ProxyFlags): Promise<number> {
     balancer.close();
   }
 }
+
+/**
+ * `argv` (the words after `poise proxy`) as the validated flags of a run,
+ * without starting anything (the membership source is built, not started).
+ * Throws {@link UsageError} or `PoiseError` as the command would. @internal
+ */
+export function parseProxyArgs(argv: readonly string[]): ProxyFlags {
+  return proxyFlags(parseFlags(argv, OPTIONS).values);
+}
+
+/** The `--help` text. @internal */
+export const PROXY_HELP = HELP;
 
 const run = flagCommand('proxy', OPTIONS, HELP, (values) => serve(proxyFlags(values)));
 

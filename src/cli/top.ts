@@ -12,7 +12,7 @@
 import { PoiseError } from '../core/errors.js';
 import { MembershipPublisher } from '../membership/redis-publisher.js';
 import type { MetricFamily } from '../metrics/text-format.js';
-import { durationFlag, integerFlag, nameFlag, redisUrlFlag, type FlagSpecs } from './args.js';
+import { DURATION_GRAMMAR, durationFlag, integerFlag, nameFlag, redisUrlFlag, type FlagSpecs } from './args.js';
 import { EXIT, EXIT_HELP } from './exit.js';
 import { cliLogger } from './logger.js';
 import { flagCommand, type Command } from './command.js';
@@ -34,7 +34,7 @@ latency, pick share over the last interval, ejections.
   --redis URL       read the cluster's stored membership instead: only BACKEND and
   --cluster NAME    STATE (its status) are known; the load columns show "-"
   --prefix P        Redis key prefix; default "poise"
-  --interval D      between refreshes: a number with ms, s, m (default 2s; 100ms..1h)
+  --interval D      between refreshes, 100ms..1h (${DURATION_GRAMMAR}; default 2s)
   --once            print one table and exit (with --metrics: two scrapes --interval apart)
   -h, --help        this text
 
@@ -171,9 +171,17 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
     signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
   });
 
+/** `--interval` in ms: between refreshes, 100ms..1h, default 2s. Throws {@link UsageError}. @internal */
+export function topIntervalMs(raw: string | undefined): number {
+  return durationFlag('--interval', raw, 100, 3_600_000) ?? 2000;
+}
+
+/** The `--help` text. @internal */
+export const TOP_HELP = HELP;
+
 const run = flagCommand('top', OPTIONS, HELP, async (values) => {
   if ((values.metrics === undefined) === (values.redis === undefined)) throw new UsageError('give exactly one of --metrics and --redis');
-  const intervalMs = durationFlag('--interval', values.interval, 100, 3_600_000) ?? 2000;
+  const intervalMs = topIntervalMs(values.interval);
   const once = values.once;
   const tty = process.stdout.isTTY === true && !once;
   let next: () => Promise<{ head: string; body: string }>;

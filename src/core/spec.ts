@@ -142,11 +142,26 @@ function hostProblem(host: string, bracketed: boolean): string | undefined {
   return undefined;
 }
 
+/** A URL scheme at the start of an address (`http://`, `redis://`, `tcp://`). */
+const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//;
+
+/**
+ * Why an address that starts with a URL scheme is refused, with the
+ * address to give instead when the rest (up to a path) is one.
+ */
+function schemeProblem(address: string, scheme: string): string {
+  const rest = address.slice(scheme.length).split('/')[0]!;
+  const instead = typeof splitAddress(rest) === 'string' ? '' : ` (${JSON.stringify(rest)})`;
+  return `${JSON.stringify(scheme)} is a URL scheme: give HOST:PORT without it${instead}`;
+}
+
 /**
  * Splits and checks `host:port`: the parts, or the reason it is refused
  * (`''` when the shape itself is wrong: no port, a port outside [1, 65535]).
  */
 function splitAddress(address: string): { host: string; port: number } | string {
+  const scheme = SCHEME.exec(address);
+  if (scheme !== null) return schemeProblem(address, scheme[0]);
   const colon = address.lastIndexOf(':');
   const portText = address.slice(colon + 1);
   if (colon < 0 || !/^\d{1,5}$/.test(portText)) return '';

@@ -146,7 +146,7 @@ export class ActiveChecker {
   /** Applies one check result to the state machine, the table, the log and the counters. */
   private record(w: Watch, verdict: CheckVerdict, reason: string | undefined, timedOut: boolean): void {
     const c = this.counters;
-    const id = w.target.id;
+    const { id, address } = w.target;
     c.checks++;
     w.checked = true;
     const ok = verdict !== 'unhealthy';
@@ -161,7 +161,10 @@ export class ActiveChecker {
         w.up = false;
         w.streak = 0;
         c.markedDown++;
-        this.log.warn({ backend: id, check: this.config.kind, fall: this.config.fall, reason }, 'poise: backend down (active check)');
+        this.log.warn(
+          { backend: id, address, check: this.config.kind, fall: this.config.fall, reason },
+          'poise: backend down (active check)',
+        );
       }
     } else {
       w.streak = ok ? w.streak + 1 : 0;
@@ -169,7 +172,7 @@ export class ActiveChecker {
         w.up = true;
         w.streak = 0;
         c.markedUp++;
-        this.log.info({ backend: id, check: this.config.kind, rise: this.config.rise }, 'poise: backend up (active check)');
+        this.log.info({ backend: id, address, check: this.config.kind, rise: this.config.rise }, 'poise: backend up (active check)');
       }
     }
     // Degraded is a property of an up backend's passing replies; a failure keeps the last word until it decides.
@@ -179,7 +182,7 @@ export class ActiveChecker {
       if (degraded) c.markedDegraded++;
       else c.clearedDegraded++;
       this.log.info(
-        { backend: id, check: this.config.kind },
+        { backend: id, address, check: this.config.kind },
         degraded ? 'poise: backend degraded (active check)' : 'poise: backend no longer degraded (active check)',
       );
     }
@@ -196,7 +199,10 @@ export class ActiveChecker {
     t.uneject(slot);
     t.bumpHealthEpoch();
     this.counters.unejectedByCheck++;
-    this.log.info({ backend: w.target.id, check: this.config.kind }, 'poise: backend un-ejected (active check passed)');
+    this.log.info(
+      { backend: w.target.id, address: w.target.address, check: this.config.kind },
+      'poise: backend un-ejected (active check passed)',
+    );
   }
 
   /** Writes the check bits of the watch's slot, if the slot still holds its generation, and announces a change. */

@@ -181,7 +181,7 @@ export class OutlierDetector {
       if (!ejectionAllowed(ejected, total, this.config)) {
         this.counters.ejectionsSkippedMaxPercent++;
         this.log.warn(
-          { backend: tr.target.id, reason, ejected, total, maxEjectionPercent: this.config.maxEjectionPercent },
+          { backend: tr.target.id, address: tr.target.address, reason, ejected, total, maxEjectionPercent: this.config.maxEjectionPercent },
           'poise: outlier not ejected (max ejection percent)',
         );
         continue;
@@ -195,7 +195,15 @@ export class OutlierDetector {
       else this.counters.ejectedFailurePercentage++;
       const s = samples[k]!;
       this.log.warn(
-        { backend: tr.target.id, reason, successes: s.successes, failures: s.failures, ejectMs: ms, ejections: tr.multiplier },
+        {
+          backend: tr.target.id,
+          address: tr.target.address,
+          reason,
+          successes: s.successes,
+          failures: s.failures,
+          ejectMs: ms,
+          ejections: tr.multiplier,
+        },
         'poise: backend ejected (outlier detection)',
       );
       out.push(tr.target.id);

@@ -10,7 +10,7 @@
  * path. One snapshot is read per scrape (the first metric's `get` reads
  * it, the rest of that synchronous pass reuse it).
  */
-import { Registry, register as defaultRegistry } from 'prom-client';
+import { Registry, collectDefaultMetrics, register as defaultRegistry } from 'prom-client';
 import { Backend, Prioritized, type Status } from '../core/candidate.js';
 import { invalidConfig, checkOptionKeys, PoiseError } from '../core/errors.js';
 import type { ResolvedBackendSpec } from '../core/spec.js';
@@ -35,8 +35,22 @@ export interface CollectMetricsOptions {
   registry?: Registry;
   /** Metric name prefix; default `'poise_'`. Must match `[a-zA-Z_:][a-zA-Z0-9_:]*` (or be empty). */
   prefix?: string;
-  /** The `cluster` label value; default `'default'`. */
+  /**
+   * The `cluster` label value. Default: the cluster the membership in force
+   * names (`balancer.cluster`: a document's `"cluster"`, a Redis source's
+   * cluster), read at each scrape, else `'default'`.
+   */
   cluster?: string;
+  /**
+   * Also register prom-client's default process and Node.js metrics
+   * (`process_cpu_seconds_total`, `process_resident_memory_bytes`,
+   * `nodejs_eventloop_lag_seconds`, `nodejs_heap_size_used_bytes`, GC
+   * durations, ...; unprefixed, their standard names) on the same registry,
+   * unless it holds them already. Default false: an application that
+   * registers them itself (prom-client refuses a second registration)
+   * keeps doing so. `poise proxy --metrics` turns it on.
+   */
+  processMetrics?: boolean;
   /** The membership source bound to the balancer: adds its kind and connection state. */
   source?: MembershipSource;
   /** A proxy's shared counters (every worker's row): adds the `proxy_*` metrics. */
@@ -70,6 +84,8 @@ interface BackendRow {
 
 /** One scrape's reading of everything. @internal */
 interface Snapshot {
+  /** The `cluster` label value of this scrape. */
+  cluster: string;
   rows: BackendRow[];
   plan: PriorityPlan | undefined;
   nowWallMs: number;
@@ -117,7 +133,7 @@ function sourceKind(source: MembershipSource): string {
  */
 export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions = {}): MetricsCollection {
   if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-  checkOptionKeys(opts, ['registry', 'prefix', 'cluster', 'source', 'proxy', 'admission', 'plan']);
+  checkOptionKeys(opts, ['registry', 'prefix', 'cluster', 'processMetrics', 'source', 'proxy', 'admission', 'plan']);
   if (typeof balancer !== 'object' || balancer === null || typeof balancer.slotEntries !== 'function')
     invalidConfig('balancer', 'must be a Balancer', balancer);
   const registry = opts.registry ?? defaultRegistry;
@@ -125,8 +141,11 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
   const prefix = opts.prefix ?? 'poise_';
   if (typeof prefix !== 'string' || (prefix !== '' && !NAME.test(prefix)))
     invalidConfig('options.prefix', 'must match [a-zA-Z_:][a-zA-Z0-9_:]* or be empty', prefix);
-  const cluster = opts.cluster ?? 'default';
-  if (typeof cluster !== 'string' || cluster.length === 0) invalidConfig('options.cluster', 'must be a non-empty string', cluster);
+  const fixedCluster = opts.cluster;
+  if (fixedCluster !== undefined && (typeof fixedCluster !== 'string' || fixedCluster.length === 0))
+    invalidConfig('options.cluster', 'must be a non-empty string', fixedCluster);
+  const processMetrics = opts.processMetrics ?? false;
+  if (typeof processMetrics !== 'boolean') invalidConfig('options.processMetrics', 'must be a boolean', processMetrics);
   const planner = new PriorityWeightedRandom({ seed: 1, ...opts.plan });
   const { source, proxy, admission } = opts;
   if (admission !== undefined && typeof admission?.admissionStats !== 'function')
@@ -135,7 +154,7 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
   let snap: Snapshot | undefined;
   const read = (): Snapshot => {
     if (snap !== undefined) return snap;
-    snap = takeSnapshot(balancer, cluster, planner, admission);
+    snap = takeSnapshot(balancer, fixedCluster ?? balancer.cluster ?? 'default', planner, admission);
     // Reused by every metric of this synchronous scrape pass, then dropped.
     queueMicrotask(() => {
       snap = undefined;
@@ -207,29 +226,31 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
 
   // --- per balancer ------------------------------------------------------------
   const C = ['cluster'] as const;
-  gauge('membership_version', 'Membership version in force (0 before the first).', C, (g) => g.set({ cluster }, balancer.version));
+  gauge('membership_version', 'Membership version in force (0 before the first).', C, (g, s) =>
+    g.set({ cluster: s.cluster }, balancer.version),
+  );
   gauge(
     'membership_info',
     'The membership in force: lineage (empty when none) and source kind; always 1.',
     ['cluster', 'lineage', 'source'],
-    (g) => g.set({ cluster, lineage: balancer.lineage ?? '', source: source === undefined ? 'none' : sourceKind(source) }, 1),
+    (g, s) => g.set({ cluster: s.cluster, lineage: balancer.lineage ?? '', source: source === undefined ? 'none' : sourceKind(source) }, 1),
   );
-  gauge('membership_applied', 'Whether a membership is in force (1) or none was applied yet (0).', C, (g) =>
-    g.set({ cluster }, balancer.hasMembership ? 1 : 0),
+  gauge('membership_applied', 'Whether a membership is in force (1) or none was applied yet (0).', C, (g, s) =>
+    g.set({ cluster: s.cluster }, balancer.hasMembership ? 1 : 0),
   );
   if (source !== undefined) {
     gauge(
       'membership_source_up',
       'Whether the membership source is connected (Redis) or healthy (file: no problem reported).',
       ['cluster', 'source'],
-      (g) => {
+      (g, s) => {
         const up = source.connected ?? source.problem === undefined;
-        g.set({ cluster, source: sourceKind(source) }, up ? 1 : 0);
+        g.set({ cluster: s.cluster, source: sourceKind(source) }, up ? 1 : 0);
       },
     );
   }
-  gauge('membership_last_change_timestamp_seconds', 'Unix time the membership in force was applied; 0 before the first.', C, (g) =>
-    g.set({ cluster }, (balancer.lastChangeAt ?? 0) / 1000),
+  gauge('membership_last_change_timestamp_seconds', 'Unix time the membership in force was applied; 0 before the first.', C, (g, s) =>
+    g.set({ cluster: s.cluster }, (balancer.lastChangeAt ?? 0) / 1000),
   );
   gauge(
     'slots',
@@ -242,21 +263,24 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
         if (r.state === 'removed') tomb++;
         else live++;
       }
-      g.set({ cluster, state: 'live' }, live);
-      g.set({ cluster, state: 'tombstone' }, tomb);
-      g.set({ cluster, state: 'free' }, balancer.table.capacity - live - tomb);
+      g.set({ cluster: s.cluster, state: 'live' }, live);
+      g.set({ cluster: s.cluster, state: 'tombstone' }, tomb);
+      g.set({ cluster: s.cluster, state: 'free' }, balancer.table.capacity - live - tomb);
     },
   );
-  counter('reclaims_total', 'Exited worker threads whose leases the owner reclaimed.', C, (c, s) => c.inc({ cluster }, s.reclaims.events));
+  counter('reclaims_total', 'Exited worker threads whose leases the owner reclaimed.', C, (c, s) =>
+    c.inc({ cluster: s.cluster }, s.reclaims.events),
+  );
   counter('reclaimed_leases_total', 'Leases subtracted from the shared counters on behalf of exited threads.', C, (c, s) =>
-    c.inc({ cluster }, s.reclaims.leases),
+    c.inc({ cluster: s.cluster }, s.reclaims.leases),
   );
   gauge(
     'priority_availability_ratio',
     'Effective availability of each priority (overprovisioned, capped at 1) in the priority plan.',
     ['cluster', 'priority'],
     (g, s) => {
-      for (const p of s.plan?.priorities ?? []) g.set({ cluster, priority: String(p.priority) }, p.effectiveAvailabilityMillionths / 1e6);
+      for (const p of s.plan?.priorities ?? [])
+        g.set({ cluster: s.cluster, priority: String(p.priority) }, p.effectiveAvailabilityMillionths / 1e6);
     },
   );
   gauge(
@@ -264,7 +288,7 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
     'Share of traffic the priority plan sends to each priority (sums to 1 when anything is selectable).',
     ['cluster', 'priority'],
     (g, s) => {
-      for (const p of s.plan?.priorities ?? []) g.set({ cluster, priority: String(p.priority) }, p.shareMillionths / 1e6);
+      for (const p of s.plan?.priorities ?? []) g.set({ cluster: s.cluster, priority: String(p.priority) }, p.shareMillionths / 1e6);
     },
   );
   gauge(
@@ -272,35 +296,35 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
     'Whether the priority is in panic (1): its traffic goes to all its hosts, healthy or not.',
     ['cluster', 'priority'],
     (g, s) => {
-      for (const p of s.plan?.priorities ?? []) g.set({ cluster, priority: String(p.priority) }, p.panic ? 1 : 0);
+      for (const p of s.plan?.priorities ?? []) g.set({ cluster: s.cluster, priority: String(p.priority) }, p.panic ? 1 : 0);
     },
   );
   counter('health_checks_total', 'Active health checks completed, by result.', ['cluster', 'result'], (c, s) => {
     const h = s.health;
-    c.inc({ cluster, result: 'passed' }, h.checksPassed);
-    c.inc({ cluster, result: 'failed' }, h.checksFailed);
+    c.inc({ cluster: s.cluster, result: 'passed' }, h.checksPassed);
+    c.inc({ cluster: s.cluster, result: 'failed' }, h.checksFailed);
   });
   counter('health_check_timeouts_total', 'Active health checks that failed by reaching their timeout.', C, (c, s) =>
-    c.inc({ cluster }, s.health.checksTimedOut),
+    c.inc({ cluster: s.cluster }, s.health.checksTimedOut),
   );
   counter('health_transitions_total', 'Active-check transitions: down, up, degraded, not_degraded.', ['cluster', 'to'], (c, s) => {
     const h = s.health;
-    c.inc({ cluster, to: 'down' }, h.markedDown);
-    c.inc({ cluster, to: 'up' }, h.markedUp);
-    c.inc({ cluster, to: 'degraded' }, h.markedDegraded);
-    c.inc({ cluster, to: 'not_degraded' }, h.clearedDegraded);
+    c.inc({ cluster: s.cluster, to: 'down' }, h.markedDown);
+    c.inc({ cluster: s.cluster, to: 'up' }, h.markedUp);
+    c.inc({ cluster: s.cluster, to: 'degraded' }, h.markedDegraded);
+    c.inc({ cluster: s.cluster, to: 'not_degraded' }, h.clearedDegraded);
   });
   counter('health_check_unejections_total', 'Ejections ended early by a passing active check (unejectOnPass).', C, (c, s) =>
-    c.inc({ cluster }, s.health.unejectedByCheck),
+    c.inc({ cluster: s.cluster }, s.health.unejectedByCheck),
   );
-  counter('outlier_sweeps_total', 'Outlier-detection sweeps run.', C, (c, s) => c.inc({ cluster }, s.health.outlierSweeps));
+  counter('outlier_sweeps_total', 'Outlier-detection sweeps run.', C, (c, s) => c.inc({ cluster: s.cluster }, s.health.outlierSweeps));
   counter('outlier_ejections_total', 'Outlier-detection ejections, by detector.', ['cluster', 'reason'], (c, s) => {
     const h = s.health;
-    c.inc({ cluster, reason: 'success_rate' }, h.ejectedSuccessRate);
-    c.inc({ cluster, reason: 'failure_percentage' }, h.ejectedFailurePercentage);
+    c.inc({ cluster: s.cluster, reason: 'success_rate' }, h.ejectedSuccessRate);
+    c.inc({ cluster: s.cluster, reason: 'failure_percentage' }, h.ejectedFailurePercentage);
   });
   counter('outlier_ejections_skipped_total', 'Outliers left routable because maxEjectionPercent was reached.', C, (c, s) =>
-    c.inc({ cluster }, s.health.ejectionsSkippedMaxPercent),
+    c.inc({ cluster: s.cluster }, s.health.ejectionsSkippedMaxPercent),
   );
 
   // --- proxy ---------------------------------------------------------------------
@@ -365,6 +389,15 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
     });
   }
 
+  // --- process ---------------------------------------------------------------
+  // prom-client's defaults, under their standard names; left alone when the
+  // registry has them already (the application registered them).
+  if (processMetrics && registry.getSingleMetric('process_cpu_user_seconds_total') === undefined) {
+    const before = new Set(registry.getMetricsAsArray().map((m) => m.name));
+    collectDefaultMetrics({ register: registry });
+    for (const m of registry.getMetricsAsArray()) if (!before.has(m.name)) names.push(m.name);
+  }
+
   return {
     registry,
     names,
@@ -408,6 +441,7 @@ function takeSnapshot(
     if (!(err instanceof PoiseError)) throw err;
   }
   return {
+    cluster,
     rows,
     plan,
     nowWallMs: Date.now(),

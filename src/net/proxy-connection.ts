@@ -652,7 +652,7 @@ class Connection implements WheelEntry {
     this.cause ??= 'server-error';
     this.host.warn.warn(
       `${this.lease?.id}\u0000${err.code ?? err.message}`,
-      { err: err.message, backend: this.lease?.id },
+      { err: err.message, backend: this.lease?.id, address: this.lease?.address },
       'proxy: backend socket error',
     );
     this.upstream!.destroy();

@@ -108,6 +108,8 @@ export class Balancer extends EventEmitter {
   private ver = 0;
   /** The lineage of the membership in force: the last one a snapshot carried (see {@link Balancer.apply}). */
   private line: string | undefined;
+  /** The cluster the last snapshot that named one named. */
+  private clusterName: string | undefined;
   /** Whether any membership has been applied (a first snapshot may carry version 0). */
   private applied = false;
   private closed = false;
@@ -156,6 +158,15 @@ export class Balancer extends EventEmitter {
   /** The lineage of the membership in force, when a snapshot carried one (the Redis control plane sets it). */
   get lineage(): string | undefined {
     return this.line;
+  }
+
+  /**
+   * The cluster named by the membership in force: the last applied snapshot
+   * that carried one (a membership document's `cluster`, a Redis source's
+   * cluster); undefined when none did (an array, `StaticMembership` backends).
+   */
+  get cluster(): string | undefined {
+    return this.clusterName;
   }
 
   /** Whether a membership has been applied (the first may be version 0, so `version` alone cannot tell). */
@@ -221,6 +232,7 @@ export class Balancer extends EventEmitter {
     let version: number;
     let backends: unknown;
     let lineage = this.line;
+    let cluster = this.clusterName;
     if (Array.isArray(input)) {
       version = this.ver + 1;
       backends = input;
@@ -238,9 +250,13 @@ export class Balancer extends EventEmitter {
         this.log.debug({ offered: v, version: this.ver }, 'poise: membership ignored (not newer)');
         return { applied: false, version: this.ver, offered: v, reason: 'not-newer' };
       }
+      const c = snapshot.cluster;
+      if (c !== undefined && (typeof c !== 'string' || c.length === 0 || c.length > 256))
+        invalidConfig('membership.cluster', 'must be a string of 1 to 256 characters', c);
       version = v;
       backends = snapshot.backends;
       if (l !== undefined) lineage = l;
+      if (c !== undefined) cluster = c;
     } else {
       return invalidConfig('membership', 'must be a MembershipSnapshot or an array of BackendSpec', input);
     }
@@ -268,6 +284,7 @@ export class Balancer extends EventEmitter {
     const previous = this.ver;
     this.ver = version;
     this.line = lineage;
+    this.clusterName = cluster;
     this.applied = true;
     this.changedAt = Date.now();
     const epoch = t.bumpMembershipEpoch();

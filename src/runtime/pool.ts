@@ -26,6 +26,8 @@ import type { Balancer } from './balancer.js';
 import { Router, type PolicyName, type RouterAttachment, type RouterOptions } from './router.js';
 import { POLICY_NAMES } from './policies.js';
 import { integerIn } from '../core/validate.js';
+import { LOG_LEVELS, createLogger, defaultLogger, isLogLevel, type LogLevel } from '../log.js';
+import { runError } from './pool-start-failure.js';
 
 /** Options of {@link createWorkerPool}. */
 export interface WorkerPoolOptions {
@@ -41,13 +43,24 @@ export interface WorkerPoolOptions {
   seed?: Seed;
   /** Passed to every worker router. */
   router?: Omit<RouterOptions, 'policy' | 'seed' | 'clock' | 'logger'>;
+  /**
+   * The level of every worker router's logger (a pino logger cannot cross
+   * threads, so each worker makes its own: JSON on stderr, named `poise`).
+   * Default: `POISE_LOG_LEVEL`, else `warn`.
+   */
+  logLevel?: LogLevel;
   /** User data, available in a worker through {@link poolWorkerData}. */
   workerData?: unknown;
 }
 
 /** A running pool. */
 export interface WorkerPool {
-  /** Runs `task` on a worker (piscina's `run`). */
+  /**
+   * Runs `task` on a worker (piscina's `run`). A worker that could not start
+   * rejects every task with a `PoiseError` naming the reason: `NotFound`
+   * when `filename` does not exist, `InvalidConfig` when the module does not
+   * load, the Router's own code when the worker could not attach.
+   */
   run<T = unknown>(task: unknown, opts?: { signal?: AbortSignal }): Promise<T>;
   /** Threads in the pool. */
   readonly threads: number;
@@ -64,6 +77,7 @@ interface PoolData {
   policy: PolicyName | undefined;
   seed: Seed | undefined;
   router: RouterOptions | undefined;
+  logLevel: LogLevel | undefined;
   user: unknown;
 }
 
@@ -91,13 +105,16 @@ function taskUrl(filename: string | URL): string {
  * import { workerRouter } from 'poise-lb/runtime';
  * export default async function (task) {
  *   const lease = workerRouter().acquire();
- *   try { return await callBackend(lease.host, lease.port, task); }
- *   finally { lease.release('success'); }
+ *   try {
+ *     const res = await fetch(`http://${lease.host}:${lease.port}${task.path}`);
+ *     lease.release(res.ok ? 'success' : 'failure');
+ *     return await res.text();
+ *   } catch (err) { lease.release('failure'); throw err; }
  * }
  */
 export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
   if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-  checkOptionKeys(opts, ['balancer', 'filename', 'threads', 'policy', 'seed', 'router', 'workerData']);
+  checkOptionKeys(opts, ['balancer', 'filename', 'threads', 'policy', 'seed', 'router', 'logLevel', 'workerData']);
   const { balancer } = opts;
   if (typeof balancer !== 'object' || balancer === null || typeof balancer.attachment !== 'function') {
     invalidConfig('options.balancer', 'must be a Balancer', balancer);
@@ -107,12 +124,15 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
   if (opts.policy !== undefined && !(POLICY_NAMES as readonly string[]).includes(opts.policy)) {
     invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, opts.policy);
   }
+  if (opts.logLevel !== undefined && !isLogLevel(opts.logLevel))
+    invalidConfig('options.logLevel', `must be one of ${LOG_LEVELS.join(', ')}`, opts.logLevel);
   const data: PoolData = {
     attachment: balancer.attachment(),
     filename: taskUrl(opts.filename),
     policy: opts.policy,
     seed: opts.seed,
     router: opts.router,
+    logLevel: opts.logLevel,
     user: opts.workerData,
   };
   const piscina = new Piscina({
@@ -148,10 +168,19 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
   watchNew();
   piscina.on('workerCreate', watchNew);
   piscina.on('workerDestroy', watchNew);
+  // piscina emits 'error' for a worker that died with no task to fail (an
+  // uncaught exception between tasks; it starts a replacement): an EventEmitter
+  // 'error' nobody listens to would kill the process, and no `try` around run()
+  // could catch it. Start-up failures never get here (pool-worker.ts).
+  piscina.on('error', (err: unknown) =>
+    defaultLogger().error({ err: err instanceof Error ? err.message : String(err) }, 'poise: pool worker failed'),
+  );
   return {
     run: <T>(task: unknown, runOpts?: { signal?: AbortSignal }) => {
       const signal = runOpts?.signal;
-      const done = piscina.run(task, signal === undefined ? {} : { signal }) as Promise<T>;
+      const done = (piscina.run(task, signal === undefined ? {} : { signal }) as Promise<T>).catch((err: unknown) => {
+        throw runError(err);
+      });
       watchNew();
       signal?.addEventListener('abort', watchNew, { once: true });
       return done;
@@ -182,6 +211,7 @@ export function workerRouter(): Router {
   const d = poolData();
   const opts: RouterOptions = { ...(d.router ?? {}) };
   if (d.policy !== undefined) opts.policy = d.policy;
+  if (d.logLevel !== undefined) opts.logger = createLogger({ level: d.logLevel });
   if (d.seed === undefined) {
     cached = Router.attach(d.attachment, opts);
   } else {

@@ -14,7 +14,10 @@ describe('poise proxy --check', () => {
     [[...L, '--check', 'http:health'], '--check: the http path must start with "/"'],
     [[...L, '--rise', '2'], '--rise: needs --check'],
     [[...L, '--check', 'tcp', '--fall', '0'], '--fall: must be an integer in [1, 1000], got "0"'],
-    [[...L, '--check', 'tcp', '--check-interval', '5'], '--check-interval: must be an integer in [10, 86400000], got "5"'],
+    [
+      [...L, '--check', 'tcp', '--check-interval', '5'],
+      '--check-interval: must be a duration in [10ms, 24h] (a number with a unit ms, s, m or h; no unit = ms), got "5"',
+    ],
   ])('refuses %j with exit 2 naming the flag', (args, message) => {
     const r = spawnSync(process.execPath, [CLI, 'proxy', ...args], { encoding: 'utf8' });
     expect(r.stderr).toContain(message);

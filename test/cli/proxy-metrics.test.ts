@@ -24,6 +24,20 @@ async function get(port: number, p: string): Promise<[number, string]> {
   }
 }
 
+/** Process and Node.js metrics docs/monitoring.md names. */
+const PROCESS_METRICS = [
+  'process_cpu_user_seconds_total',
+  'process_cpu_system_seconds_total',
+  'process_resident_memory_bytes',
+  'process_open_fds',
+  'process_start_time_seconds',
+  'nodejs_eventloop_lag_seconds',
+  'nodejs_heap_size_used_bytes',
+  'nodejs_gc_duration_seconds',
+  'nodejs_active_handles',
+  'nodejs_version_info',
+];
+
 describe('poise proxy --metrics', () => {
   it('/healthz 503 until the membership file arrives, then 200; /metrics counts the clients and the backend connections (source file)', async () => {
     let open = 0;
@@ -84,6 +98,14 @@ describe('poise proxy --metrics', () => {
       expect(val('poise_membership_info', { source: 'file' })).toBe(1);
       expect(val('poise_membership_source_up', { source: 'file' })).toBe(1);
       expect(val('poise_backend_state', { backend: 'web-1', state: 'ready' })).toBe(1);
+      // The cluster label is the document's "cluster" (no --cluster given), on every sample that has one.
+      const clusters = new Set(
+        [...f.values()].flatMap((fam) => fam.samples.map((x) => x.labels['cluster']).filter((c) => c !== undefined)),
+      );
+      expect([...clusters]).toEqual(['web']);
+      // prom-client's process and Node.js metrics, under their standard names (the list docs/monitoring.md gives).
+      for (const name of PROCESS_METRICS) expect(f.has(name), name).toBe(true);
+      expect(val('process_resident_memory_bytes')).toBeGreaterThan(0);
     } finally {
       for (const c of clients) c.destroy();
       expect(await proxy.stop()).toBe(0);
@@ -97,5 +119,40 @@ describe('poise proxy --metrics', () => {
     const r = await runCli(['proxy', '--listen', '127.0.0.1:1', '--backend', 'a=127.0.0.1:2', '--metrics', 'nope']);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('--metrics: must be HOST:PORT with a port in [1, 65535], got "nope"');
+  });
+
+  it('--no-process-metrics leaves out every process_ and nodejs_ family; --backend HOST:PORT without ID= is named by its address; the cluster is "default"', async () => {
+    const backend = net.createServer((s) => s.on('error', () => {}));
+    await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
+    const address = `127.0.0.1:${(backend.address() as net.AddressInfo).port}`;
+    const [listen, metrics] = [await freePort(), await freePort()];
+    const proxy = startProxy([
+      '--listen',
+      `127.0.0.1:${listen}`,
+      '--backend',
+      address,
+      '--metrics',
+      `127.0.0.1:${metrics}`,
+      '--no-process-metrics',
+    ]);
+    try {
+      await proxy.until((rs) => rs.some((r) => r['msg'] === 'proxy ready'), 'proxy ready');
+      const [status, text] = await get(metrics, '/metrics');
+      expect(status).toBe(200);
+      const f = parseMetricsText(text);
+      expect([...f.keys()].filter((n) => !n.startsWith('poise_'))).toEqual([]);
+      const states = f.get('poise_backend_state')!.samples.filter((x) => x.labels['state'] === 'ready');
+      expect(states.map((x) => [x.labels['backend'], x.labels['cluster'], x.value])).toEqual([[address, 'default', 1]]);
+    } finally {
+      expect(await proxy.stop()).toBe(0);
+      proxy.kill();
+      await new Promise((r) => backend.close(r));
+    }
+  });
+
+  it('--no-process-metrics without --metrics is a usage error (exit 2)', async () => {
+    const r = await runCli(['proxy', '--listen', '127.0.0.1:1', '--backend', 'a=127.0.0.1:2', '--no-process-metrics']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--no-process-metrics: needs --metrics');
   });
 });

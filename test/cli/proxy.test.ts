@@ -40,7 +40,7 @@ describe('poise proxy', () => {
     [['--listen', '127.0.0.1:6000'], 'membership: give exactly one of --backend, --file, --redis'],
     [
       ['--listen', '127.0.0.1:6000', '--backend', 'a=nowhere'],
-      '--backend #1: must be ID=HOST:PORT with a port in [1, 65535], got "a=nowhere"',
+      '--backend #1: must be [ID=]HOST:PORT with a port in [1, 65535], got "a=nowhere"',
     ],
     [
       ['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--attempts', '0'],
@@ -50,11 +50,11 @@ describe('poise proxy', () => {
     [['--listen', '127.0.0.1:6000', '--redis', 'redis://127.0.0.1:6379'], '--cluster: required with --redis'],
     [
       ['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--timeout-client', '30 s'],
-      '--timeout-client: must be a duration in [0ms, 86400000ms]',
+      '--timeout-client: must be a duration in [0ms, 24h]',
     ],
     [
       ['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--timeout-connect', '0'],
-      '--timeout-connect: must be a duration in [1ms, 600000ms]',
+      '--timeout-connect: must be a duration in [1ms, 10m]',
     ],
     [
       ['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--key', 'client-ip'],
@@ -81,7 +81,7 @@ describe('poise proxy', () => {
       ['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--max-connections', '-1'],
       '--max-connections: must be an integer in [0, 2147483647], got "-1"',
     ],
-    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--grace', '30 s'], '--grace: must be a duration in [0ms, 86400000ms]'],
+    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--grace', '30 s'], '--grace: must be a duration in [0ms, 24h]'],
     [
       ['--bogus'],
       'unknown flag --bogus (accepted: --listen, --backend, --file, --redis, --sentinel, --sentinel-name, --redis-cluster, --cluster, --prefix, --policy, --attempts, ',
@@ -230,6 +230,12 @@ describe('poise proxy', () => {
       [...L, '--backend', 'a=999.999.999.999:80'],
       3,
       'poise proxy: --backend[0].address: must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port"); "999.999.999.999" is not an IPv4 address',
+    ],
+    [
+      'a URL as a backend address',
+      [...L, '--backend', 'a=http://127.0.0.1:7001'],
+      3,
+      'poise proxy: --backend[0].address: must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port"); "http://" is a URL scheme: give HOST:PORT without it ("127.0.0.1:7001"), got "http://127.0.0.1:7001"',
     ],
     [
       'more backends than --capacity',

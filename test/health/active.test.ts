@@ -98,6 +98,9 @@ describe('active checks: the rise/fall state machine (custom check, scripted ver
     ]);
     expect(log.find('backend down (active check)')).toHaveLength(1);
     expect(log.find('backend up (active check)')).toHaveLength(1);
+    // Every line about a backend names its id and its address.
+    for (const msg of ['backend down (active check)', 'backend up (active check)'])
+      expect(log.find(msg)[0]).toMatchObject({ backend: 'a', address: '127.0.0.1:1', check: 'custom' });
     const c = b.healthStats().counters;
     expect(c.markedDown).toBe(1);
     expect(c.markedUp).toBe(1);
@@ -138,6 +141,7 @@ describe('active checks: the rise/fall state machine (custom check, scripted ver
         await until(() => stateOf(b, 'a').ejectedForMs === 0, 'the next passing check un-ejects a');
         expect(b.healthStats().counters.unejectedByCheck).toBe(1);
         expect(log.find('backend un-ejected (active check passed)')).toHaveLength(1);
+        expect(log.find('backend un-ejected (active check passed)')[0]).toMatchObject({ backend: 'a', address: '127.0.0.1:1' });
         // Routable again: round-robin over both backends reaches a.
         const ids = new Set(
           Array.from({ length: 4 }, () => {
@@ -236,13 +240,16 @@ describe('active checks against real servers', () => {
       }),
     );
     open.push(healthy, degraded);
-    const { b } = balancer({ kind: 'http', intervalMs: 20, jitterPercent: 0, rise: 1, fall: 1 });
+    const { b, log } = balancer({ kind: 'http', intervalMs: 20, jitterPercent: 0, rise: 1, fall: 1 });
     b.update([
       { id: 'h', address: `127.0.0.1:${portOf(healthy)}` },
       { id: 'd', address: `127.0.0.1:${portOf(degraded)}` },
     ]);
     await until(() => stateOf(b, 'd').degraded && stateOf(b, 'h').check === 'up', 'd degraded');
     expect(b.healthStats().counters.markedDegraded).toBe(1);
+    expect(log.find('backend degraded (active check)').map((r) => [r['backend'], r['address']])).toEqual([
+      ['d', `127.0.0.1:${portOf(degraded)}`],
+    ]);
     expect([...picks(b, 300).keys()]).toEqual(['h']);
     healthyUp = false;
     await until(() => stateOf(b, 'h').check === 'down', 'h down');

@@ -103,6 +103,7 @@ describe('outlier detection through the LoadTable', () => {
     expect(log.find('ejected (outlier detection)')).toHaveLength(1);
     expect(log.find('ejected (outlier detection)')[0]).toMatchObject({
       backend: 'b5',
+      address: '127.0.0.1:10005',
       reason: 'successRate',
       successes: 140,
       failures: 60,
@@ -144,7 +145,12 @@ describe('outlier detection through the LoadTable', () => {
     traffic(r, 1200, new Set(['b4', 'b5']));
     expect(b.sweepOutliers()).toEqual([]);
     expect(b.healthStats().counters.ejectionsSkippedMaxPercent).toBe(2);
-    expect(log.find('not ejected (max ejection percent)')).toHaveLength(2);
+    const skipped = log.find('not ejected (max ejection percent)');
+    expect(skipped).toHaveLength(2);
+    for (const s of skipped) {
+      expect(s['address']).toBe(`127.0.0.1:${10000 + ids.indexOf(String(s['backend']))}`);
+      expect(['b4', 'b5']).toContain(s['backend']);
+    }
     expect(new Set(traffic(r, 600, new Set()).keys()).size).toBe(6);
 
     // alwaysEjectOneHost: the first ejection goes through whatever the limit; the second does not.

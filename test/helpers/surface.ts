@@ -86,6 +86,7 @@ export const SURFACE: Record<string, string[]> = {
   ],
   'poise-lb/metrics': ['BACKEND_STATES', 'MetricsServer', 'collectMetrics', 'parseMetricsText'],
   'poise-lb/cli': [
+    'DURATION_GRAMMAR',
     'EXIT',
     'EXIT_HELP',
     'NAME_RULE',
@@ -93,12 +94,12 @@ export const SURFACE: Record<string, string[]> = {
     'choiceFlag',
     'durationFlag',
     'exitCodeOf',
+    'formatDuration',
     'integerFlag',
     'nameFlag',
     'parseFlags',
     'pathFlag',
     'redisUrlFlag',
-    'secondsFlag',
   ],
 };
 

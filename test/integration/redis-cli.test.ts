@@ -312,6 +312,27 @@ describe('poise members (CLI)', () => {
     expect(level.stderr).toContain('POISE_LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent, got "loud"');
   });
 
+  it('apply refuses a document without "cluster", or for another cluster, naming the document and what to do; nothing is written', async () => {
+    const bare = path.join(dir, 'bare.json');
+    writeFileSync(bare, JSON.stringify({ backends: [{ id: 'a', address: '127.0.0.1:7001' }] }));
+    const none = await inProcess(['apply', bare, '--redis', redis.url, '--cluster', 'doc-check']);
+    expect(none.code).toBe(3);
+    expect(none.stderr).toBe(
+      `poise members apply: ${bare}: the document has no "cluster"; add "cluster": "doc-check" to it (the cluster this command writes, from --cluster or POISE_CLUSTER)\n`,
+    );
+    const other = path.join(dir, 'other.json');
+    writeFileSync(other, JSON.stringify({ cluster: 'api', backends: [{ id: 'a', address: '127.0.0.1:7001' }] }));
+    const mismatch = await inProcess(['apply', other, '--redis', redis.url, '--cluster', 'doc-check']);
+    expect(mismatch.code).toBe(3);
+    expect(mismatch.stderr).toBe(
+      `poise members apply: ${other}: the document is for cluster "api", not "doc-check" (--cluster or POISE_CLUSTER); apply it with --cluster api, or change its "cluster"\n`,
+    );
+    expect(await admin.exists('poise:doc-check:snapshot')).toBe(0);
+    // The same document with its cluster named applies.
+    writeFileSync(bare, JSON.stringify({ cluster: 'doc-check', backends: [{ id: 'a', address: '127.0.0.1:7001' }] }));
+    expect(await inProcess(['apply', bare, '--redis', redis.url, '--cluster', 'doc-check'])).toMatchObject({ code: 0, stdout: '1\n' });
+  });
+
   it('watch prints each applied version', async () => {
     const child = spawn(process.execPath, [CLI, 'members', 'watch', '--redis', redis.url, '--cluster', 'watched', '--count', '3'], {
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -259,11 +259,73 @@ describe('collectMetrics', () => {
     expect(() => collectMetrics(b, { prefix: 'bad-prefix' })).toThrow('options.prefix: must match');
     expect(() => collectMetrics(b, { registry: {} as Registry })).toThrow('options.registry: must be a prom-client Registry');
     expect(() => collectMetrics(b, { cluster: '' })).toThrow('options.cluster: must be a non-empty string');
+    expect(() => collectMetrics(b, { processMetrics: 'yes' as never })).toThrow('options.processMetrics: must be a boolean, got "yes"');
     expect(() => collectMetrics(b, { bogus: 1 } as never)).toThrow('bogus');
     expect(() => collectMetrics({} as Balancer)).toThrow('balancer: must be a Balancer');
     // A second collection on the same registry and prefix is prom-client's refusal.
     const registry = new Registry();
     collectMetrics(b, { registry });
     expect(() => collectMetrics(b, { registry })).toThrow('already been registered');
+  });
+
+  it('the cluster label is the membership\'s cluster, read at each scrape: "default" before one names it, then the last one named; a given option wins', async () => {
+    const b = new Balancer({ logger });
+    const registry = new Registry();
+    collectMetrics(b, { registry });
+    /** The set of cluster label values of one scrape (every sample that has one). */
+    const clusters = async (r: Registry): Promise<string[]> => {
+      const values = new Set<string>();
+      for (const fam of (await families(r)).values())
+        for (const x of fam.samples) if (x.labels['cluster'] !== undefined) values.add(x.labels['cluster']);
+      return [...values];
+    };
+    expect(await clusters(registry)).toEqual(['default']);
+    b.update({ version: 1, cluster: 'api', backends: specs(2) });
+    expect(await clusters(registry)).toEqual(['api']);
+    b.update({ version: 2, backends: specs(2) }); // a snapshot naming no cluster keeps the one in force
+    expect(await clusters(registry)).toEqual(['api']);
+    b.update({ version: 3, cluster: 'web', backends: specs(2) });
+    expect(await clusters(registry)).toEqual(['web']);
+    expect(b.cluster).toBe('web');
+    const fixed = new Registry();
+    collectMetrics(b, { registry: fixed, cluster: 'given' });
+    expect(await clusters(fixed)).toEqual(['given']);
+    // A refused snapshot changes nothing.
+    expect(() => b.update({ version: 4, cluster: '' as string, backends: specs(2) })).toThrow(
+      'membership.cluster: must be a string of 1 to 256 characters, got ""',
+    );
+    expect(b.cluster).toBe('web');
+    b.close();
+  });
+
+  it("processMetrics adds prom-client's process and Node.js metrics under their standard names (and remove() takes them off); without it there are none", async () => {
+    const b = new Balancer({ logger });
+    const PROCESS = [
+      'process_cpu_user_seconds_total',
+      'process_resident_memory_bytes',
+      'nodejs_eventloop_lag_seconds',
+      'nodejs_heap_size_used_bytes',
+    ];
+    const off = new Registry();
+    collectMetrics(b, { registry: off });
+    const fOff = await families(off);
+    for (const name of PROCESS) expect(fOff.has(name), name).toBe(false);
+    expect([...fOff.keys()].every((n) => n.startsWith('poise_'))).toBe(true);
+
+    const on = new Registry();
+    const c = collectMetrics(b, { registry: on, processMetrics: true });
+    const f = await families(on); // the whole scrape, prom-client's families included, parses strictly
+    for (const name of PROCESS) {
+      expect(f.has(name), name).toBe(true);
+      expect(c.names).toContain(name);
+    }
+    expect(v(f, 'process_resident_memory_bytes')).toBeGreaterThan(0);
+    // A second collection (another prefix) on that registry leaves the process metrics registered once.
+    const second = collectMetrics(b, { registry: on, prefix: 'other_', processMetrics: true });
+    expect(second.names.filter((n) => !n.startsWith('other_'))).toEqual([]);
+    c.remove();
+    second.remove();
+    expect(await on.metrics()).toBe('\n');
+    b.close();
   });
 });

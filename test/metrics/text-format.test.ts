@@ -27,6 +27,15 @@ describe('parseMetricsText', () => {
     expect(f.get('h')!.samples.map((s) => s.name)).toEqual(['h_bucket', 'h_bucket', 'h_bucket', 'h_sum', 'h_count']);
   });
 
+  it('reads the special values as Prometheus does (Go ParseFloat: any case, Inf or Infinity, signed infinities): prom-client writes NaN as "Nan"', () => {
+    const words = ['NaN', 'Nan', 'nan', 'Inf', '+Inf', '-Inf', 'inf', '+infinity', '-Infinity'];
+    const text = words.map((w, i) => `g${i} ${w}\n`).join('');
+    const values = [...parseMetricsText(text).values()].map((f) => f.samples[0]!.value);
+    expect(values).toEqual([Number.NaN, Number.NaN, Number.NaN, Infinity, Infinity, -Infinity, Infinity, Infinity, -Infinity]);
+    for (const bad of ['NaNa', '+-Inf', 'In', 'infinit', '1e', '.'])
+      expect(() => parseMetricsText(`g ${bad}\n`), bad).toThrow('is not a float');
+  });
+
   it.each([
     ['a bad metric name', '1x 1\n', 'metric name "1x"'],
     ['a bad label name', 'x{1a="v"} 1\n', 'label name "1a"'],

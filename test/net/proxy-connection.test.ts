@@ -624,4 +624,18 @@ describe('access log and warnings', () => {
     expect(lines).toHaveLength(2);
     expect(lines[1]!['repeated']).toBe(19);
   });
+
+  it('a backend that resets a spliced connection: the warning names the backend by id and address', async () => {
+    const port0 = await listen((s) => s.once('data', () => s.resetAndDestroy()));
+    const b = balancer([{ id: 'rst', port: port0 }]);
+    const router = b.router({ policy: 'round-robin' });
+    const log = captureLog('info');
+    const { port } = await proxyOn(router, { logger: log.logger });
+    const s = await dial(port);
+    s.on('error', () => {});
+    s.write('hello');
+    await closed(s);
+    await until(() => log.find('backend socket error').length === 1, 'the backend socket error');
+    expect(log.find('backend socket error')[0]).toMatchObject({ backend: 'rst', address: `127.0.0.1:${port0}`, err: 'read ECONNRESET' });
+  });
 });

@@ -15,4 +15,12 @@ describe('createWorkerPool options', () => {
       /^options\.policy: must be one of round-robin, .*, got "fastest"$/,
     );
   });
+
+  it('refuses a log level pino does not know, naming options.logLevel, before any worker starts', () => {
+    const balancer = new Balancer({ capacity: 4 });
+    balancers.push(balancer);
+    expect(() => createWorkerPool({ balancer, filename: new URL('file:///nowhere.js'), threads: 1, logLevel: 'loud' as never })).toThrow(
+      /^options\.logLevel: must be one of fatal, error, warn, info, debug, trace, silent, got "loud"$/,
+    );
+  });
 });

@@ -11,12 +11,14 @@ import {
   NAME_RULE,
   UsageError,
   choiceFlag,
+  DURATION_GRAMMAR,
+  durationFlag,
+  formatDuration,
   integerFlag,
   nameFlag,
   parseFlags,
   pathFlag,
   redisUrlFlag,
-  secondsFlag,
   type FlagSpecs,
 } from 'poise-lb/cli';
 
@@ -28,7 +30,7 @@ export interface BenchFlags {
   workers: number;
   backends: number;
   concurrency: number;
-  /** Seconds of measured load per policy. */
+  /** Seconds of measured load per policy (`--duration`, given in the CLI's duration grammar). */
   duration: number;
   /** Explicit `--policy` values, in order, without duplicates (empty: the scenario's default set). */
   policies: BenchPolicyName[];
@@ -42,12 +44,12 @@ export interface BenchFlags {
   help: boolean;
 }
 
-/** Accepted ranges, shared by validation, `--help` and the README. */
+/** Accepted ranges, shared by validation, `--help` and the README (`duration` in ms). */
 export const LIMITS = {
   workers: { min: 1, max: 64 },
   backends: { min: 3, max: 64 },
   concurrency: { min: 1, max: 1024 },
-  duration: { min: 0.2, max: 3600 },
+  duration: { min: 200, max: 3_600_000 },
   seed: { min: 0, max: Number.MAX_SAFE_INTEGER },
 } as const;
 
@@ -55,6 +57,7 @@ export const LIMITS = {
 export const DEFAULTS = {
   backends: 8,
   concurrency: 16,
+  /** Seconds. */
   duration: 5,
   scenario: 'slow-backend' as ScenarioName,
   connection: 'persistent' as ConnectionMode,
@@ -96,7 +99,7 @@ const CONNECTION_MODES: readonly ConnectionMode[] = ['persistent', 'per-request'
 export function parseBenchFlags(argv: readonly string[]): BenchFlags {
   const { values: v } = parseFlags(argv, FLAGS);
   if (v.help) return { ...parseBenchFlags([]), help: true }; // --help wins over any other problem
-  const int = (flag: keyof typeof LIMITS & keyof typeof FLAGS): number | undefined =>
+  const int = (flag: Exclude<keyof typeof LIMITS & keyof typeof FLAGS, 'duration'>): number | undefined =>
     integerFlag(`--${flag}`, v[flag], LIMITS[flag].min, LIMITS[flag].max);
   const policies: BenchPolicyName[] = [];
   for (const raw of v.policy) {
@@ -107,7 +110,7 @@ export function parseBenchFlags(argv: readonly string[]): BenchFlags {
     workers: int('workers') ?? defaultWorkers(),
     backends: int('backends') ?? DEFAULTS.backends,
     concurrency: int('concurrency') ?? DEFAULTS.concurrency,
-    duration: secondsFlag('--duration', v.duration, LIMITS.duration.min, LIMITS.duration.max) ?? DEFAULTS.duration,
+    duration: (durationFlag('--duration', v.duration, LIMITS.duration.min, LIMITS.duration.max) ?? DEFAULTS.duration * 1000) / 1000,
     policies,
     scenario: choiceFlag('--scenario', v.scenario, SCENARIO_NAMES) ?? DEFAULTS.scenario,
     connection: choiceFlag('--connection', v.connection, CONNECTION_MODES) ?? DEFAULTS.connection,
@@ -144,13 +147,14 @@ export function benchHelp(): string {
     '',
     'Starts K TCP backends on 127.0.0.1 inside this process, a pool of W worker threads each with its',
     'own OS-seeded Router over one shared LoadTable, and drives C concurrent requests per worker for',
-    'D seconds per policy; prints one table, writes an HTML report and the same data as JSON.',
+    'a duration D per policy; prints one table, writes an HTML report and the same data as JSON.',
     '',
     'flags:',
     `  --workers N        worker threads, integer in [${LIMITS.workers.min}, ${LIMITS.workers.max}] (default: cores = ${defaultWorkers()})`,
     `  --backends K       backends, integer in [${LIMITS.backends.min}, ${LIMITS.backends.max}] (default ${DEFAULTS.backends})`,
     `  --concurrency C    concurrent requests per worker, integer in [${LIMITS.concurrency.min}, ${LIMITS.concurrency.max}] (default ${DEFAULTS.concurrency})`,
-    `  --duration D       seconds of load per policy, in [${LIMITS.duration.min}, ${LIMITS.duration.max}] (default ${DEFAULTS.duration})`,
+    `  --duration D       load per policy, in [${formatDuration(LIMITS.duration.min)}, ${formatDuration(LIMITS.duration.max)}] (default ${DEFAULTS.duration}s);`,
+    `                     ${DURATION_GRAMMAR}: 500ms, 10s, 2m`,
     `  --policy NAME      repeatable; one of ${POLICY_NAMES.join(', ')}`,
     `                     (default: round-robin, random, weighted, least-loaded, p2c:connections, p2c:latency)`,
     `  --scenario NAME    ${SCENARIO_NAMES.join(' | ')} (default ${DEFAULTS.scenario})`,

@@ -31,7 +31,7 @@ describe('poise bench flags', () => {
     const f = parseBenchFlags([
       '--workers',
       '2',
-      '--duration=1.5',
+      '--duration=1.5s',
       '--policy',
       'random',
       '--policy=p2c:latency',
@@ -61,8 +61,10 @@ describe('poise bench flags', () => {
     [['--workers', '2.5'], `--workers: must be an integer in [1, 64], got "2.5"`],
     [['--backends', '2'], `--backends: must be an integer in [3, 64], got "2"`],
     [['--concurrency', '-1'], `--concurrency: must be an integer in [1, 1024], got "-1"`],
-    [['--duration', 'abc'], `--duration: must be a number of seconds in [0.2, 3600], got "abc"`],
-    [['--duration', '0'], `--duration: must be a number of seconds in [0.2, 3600], got "0"`],
+    [['--duration', 'abc'], `--duration: must be a duration in [200ms, 1h] (a number with a unit ms, s, m or h; no unit = ms), got "abc"`],
+    [['--duration', '0'], `--duration: must be a duration in [200ms, 1h] (a number with a unit ms, s, m or h; no unit = ms), got "0"`],
+    // A bare number is milliseconds, as for every duration flag: 5 is 5 ms, below the range.
+    [['--duration', '5'], `--duration: must be a duration in [200ms, 1h] (a number with a unit ms, s, m or h; no unit = ms), got "5"`],
     [
       ['--policy', 'fastest'],
       '--policy: must be one of round-robin, smooth-weighted, random, weighted, least-loaded, p2c, p2c:connections, p2c:requests, p2c:connectionTime, p2c:latency, rendezvous, maglev, maglev:bounded, ring-hash, ring-hash:bounded, priority, locality, got "fastest"',

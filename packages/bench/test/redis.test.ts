@@ -61,7 +61,7 @@ describe('poise bench --redis', () => {
       '--workers',
       '2',
       '--duration',
-      '1',
+      '1s',
       '--concurrency',
       '2',
       '--policy',
@@ -94,7 +94,7 @@ describe('poise bench --redis', () => {
       '--workers',
       '1',
       '--duration',
-      '1',
+      '1s',
       '--json',
       path.join(dir, 'b.json'),
       '--report',
@@ -107,7 +107,7 @@ describe('poise bench --redis', () => {
   });
 
   it('exit codes from the one table: --cluster a:b is a usage error (2, the naming rule), an empty cluster is not found (4)', async () => {
-    const colon = await bench(['--redis', redis.url, '--cluster', 'a:b', '--workers', '1', '--duration', '1']);
+    const colon = await bench(['--redis', redis.url, '--cluster', 'a:b', '--workers', '1', '--duration', '1s']);
     expect(colon.code).toBe(2);
     expect(colon.stderr).toContain(
       'poise bench: --cluster: must be 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit, got "a:b"',
@@ -120,7 +120,7 @@ describe('poise bench --redis', () => {
       '--workers',
       '1',
       '--duration',
-      '1',
+      '1s',
       '--json',
       path.join(dir, 'e.json'),
       '--report',
