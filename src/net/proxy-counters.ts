@@ -15,7 +15,7 @@
  * | words            | field |
  * |------------------|-------|
  * | 0                | active (spliced) connections (gauge) |
- * | 1                | open connections: accepted and not yet finished — held, reading a PROXY header, connecting or spliced (gauge) |
+ * | 1                | reserved |
  * | 2 + 2k, 3 + 2k   | counter k of {@link ProxyCounter} (low, high) |
  * | after those      | one counter pair per duration bucket, the last one `+Inf` |
  *
@@ -24,8 +24,12 @@
  * Every accepted connection ends in exactly one counted outcome: refused
  * (with a reason, whatever phase it ended in — held, PROXY header,
  * connecting), closed (spliced, then finished), or lost with its worker
- * thread; until then it is open. So at any instant when the row's writer is
- * between connections' events, `accepted = refused + closed + lost + open`.
+ * thread; until then it is open. Open is therefore not a word of its own
+ * but `accepted − refused − closed − lost`: each event is one counter's
+ * increment, so no worker can die between two words that had to move
+ * together (a terminated thread can stop between any two `Atomics` calls,
+ * even in one function — measured: 37 of 300 terminations of a loop of
+ * paired adds left the pair apart).
  */
 import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
@@ -103,8 +107,6 @@ export const DURATION_BUCKETS_SECONDS: readonly number[] = [0.001, 0.005, 0.01, 
 
 const COUNTERS = 14;
 const HEAD_WORDS = 2;
-/** Word 1 of a row: the open-connections gauge. */
-const OPEN = 1;
 const MAGIC = 0x50430003;
 // Buffer header: magic, workers, row words, bucket count.
 const HEADER_WORDS = 16;
@@ -187,28 +189,12 @@ export class ProxyCounters {
 
   /** Counts one accepted client connection on `worker`'s row; it is open until refused or closed. @internal */
   accepted(worker: number): void {
-    const b = this.base(worker);
-    this.countAndMove(b + HEAD_WORDS + 2 * ProxyCounter.Accepted, b + OPEN, 1);
+    this.add(this.base(worker) + HEAD_WORDS + 2 * ProxyCounter.Accepted, 1);
   }
 
   /** Counts one refused client connection (it is no longer open). @internal */
   refused(worker: number, reason: RefusalReason): void {
-    const b = this.base(worker);
-    this.countAndMove(b + HEAD_WORDS + 2 * REFUSAL_COUNTER[reason], b + OPEN, -1);
-  }
-
-  /**
-   * Adds one to the counter pair at `p` and `delta` to the gauge word `g`.
-   * The row has one writer, and the two words move in one function with no
-   * call or loop edge between the two `Atomics` operations — the only places
-   * V8 stops a terminated thread — so reclaim() never sees one without the
-   * other, and the law `accepted = refused + closed + lost + open` holds
-   * exactly across a worker's death.
-   */
-  private countAndMove(p: number, g: number, delta: number): void {
-    const old = Atomics.add(this.i32, p, 1) >>> 0;
-    Atomics.add(this.i32, g, delta);
-    if (old + 1 >= TWO_32) Atomics.add(this.i32, p + 1, 1);
+    this.add(this.base(worker) + HEAD_WORDS + 2 * REFUSAL_COUNTER[reason], 1);
   }
 
   /** Counts bytes of one direction. @internal */
@@ -221,14 +207,13 @@ export class ProxyCounters {
     Atomics.add(this.i32, this.base(worker), 1);
   }
 
-  /** A spliced connection closed after `durationMs` (active − 1, open − 1, one histogram observation). @internal */
+  /** A spliced connection closed after `durationMs` (active − 1, one histogram observation: the closed count). @internal */
   closed(worker: number, durationMs: number, idleTimeout: boolean): void {
     const b = this.base(worker);
     const us = durationMs <= 0 ? 0 : Math.round(durationMs * 1000);
     let k = 0;
     while (k < BUCKET_US.length && us > BUCKET_US[k]!) k++;
-    // The bucket (the closed count) and the open gauge move together (see countAndMove).
-    this.countAndMove(b + HEAD_WORDS + 2 * (COUNTERS + k), b + OPEN, -1);
+    this.add(b + HEAD_WORDS + 2 * (COUNTERS + k), 1);
     Atomics.sub(this.i32, b, 1);
     // Bounded below 2^32 per observation (71 minutes); longer ones count in full buckets and in the sum's cap.
     this.add(b + HEAD_WORDS + 2 * ProxyCounter.DurationSumUs, us < TWO_32 ? us : TWO_32 - 1);
@@ -240,7 +225,7 @@ export class ProxyCounters {
    * before a new thread takes the row: every connection that thread had
    * accepted and not yet finished (held, reading its header, connecting or
    * spliced) died with it. They count as `WorkerLost` — the row's open
-   * gauge — and `active` and `open` go to 0. Every other counter stays, so
+   * connections — and `active` goes to 0. Every other counter stays, so
    * the row stays cumulative over restarts and keeps the law
    * `accepted = refused + closed + lost + open`. Exact: the dead thread was
    * the row's only writer. Returns the connections lost now.
@@ -249,8 +234,7 @@ export class ProxyCounters {
   reclaim(worker: number): number {
     const b = this.base(worker);
     Atomics.store(this.i32, b, 0);
-    // exchange: read and zero the gauge in one step (the row has no writer now).
-    const lost = Atomics.exchange(this.i32, b + OPEN, 0);
+    const lost = this.open(worker);
     if (lost > 0) this.add(b + HEAD_WORDS + 2 * ProxyCounter.WorkerLost, lost);
     return Math.max(0, lost);
   }
@@ -299,12 +283,19 @@ export class ProxyCounters {
     return n;
   }
 
-  /** Open connections (accepted, not yet refused, closed or lost) of row `worker` (omit for all rows). */
+  /** Open connections of row `worker` (omit for all rows): accepted − refused − closed − lost. */
   open(worker?: number): number {
-    if (worker !== undefined) return Atomics.load(this.i32, this.base(worker) + OPEN);
-    let n = 0;
-    for (let w = 0; w < this.workers; w++) n += Atomics.load(this.i32, this.base(w) + OPEN);
-    return n;
+    if (worker === undefined) {
+      let n = 0;
+      for (let w = 0; w < this.workers; w++) n += this.open(w);
+      return n;
+    }
+    return (
+      this.value(worker, ProxyCounter.Accepted) -
+      this.refusedCount(worker) -
+      this.closedCount(worker) -
+      this.value(worker, ProxyCounter.WorkerLost)
+    );
   }
 
   /** Refusals of every reason on row `worker`. */
