@@ -26,6 +26,8 @@ export function machine(): Record<string, unknown> {
     cpus: os.cpus().length,
     cpuModel: os.cpus()[0]?.model ?? 'unknown',
     memGiB: Math.round(os.totalmem() / 2 ** 30),
+    // 1, 5 and 15 minute load averages when the result was written: a figure counts only from a quiet machine.
+    loadavg: os.loadavg().map((x) => Math.round(x * 100) / 100),
     date: new Date().toISOString(),
   };
 }
