@@ -54,11 +54,11 @@ function routerLoop(r: Router, ops: number, keyed: boolean): number {
 function slotLoop(t: LoadTable, slot: number, row: number, ops: number): number {
   let sink = 0;
   for (let i = 0; i < ops; i++) {
-    t.leaseUp(slot, LeaseKind.Request, row);
+    t.leases.up(slot, LeaseKind.Request, row);
     sink ^= t.tag(slot);
-    t.leaseDown(slot, LeaseKind.Request, row);
-    t.observe(slot, EwmaSeries.Latency, 0, now(), row);
-    t.clearFailures(slot);
+    t.leases.down(slot, LeaseKind.Request, row);
+    t.ewma.observe(slot, EwmaSeries.Latency, 0, now(), row);
+    t.health.clearFailures(slot);
   }
   return sink;
 }

@@ -22,9 +22,11 @@
  */
 import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
-import type { AcquireAsyncOptions, AdmissionHook } from '../runtime/admission-hook.js';
+import type { AcquireAsyncOptions, AcquireOptions, LeaseKindName } from '../runtime/acquire-options.js';
+import type { AdmissionHook } from '../runtime/admission-hook.js';
 import type { Lease } from '../runtime/lease.js';
-import type { AcquireOptions, LeaseKindName, Router } from '../runtime/router.js';
+import type { PoolGauge } from '../runtime/pool-gauge.js';
+import type { Router } from '../runtime/router.js';
 import { holdbackCeilings, type HoldbackOptions } from './holdback.js';
 
 /** What the gate counts as load. */
@@ -175,6 +177,8 @@ export class AdmissionGate implements AdmissionHook {
   readonly router: Router;
   /** The load this gate reads. */
   readonly kind: AdmissionLoadKind;
+  /** What the gate reads of the router's pool (capacity, load, the release signal). */
+  private readonly gauge: PoolGauge;
   private readonly bands: Band[];
   private readonly byPriority = new Map<number, Band>();
   private readonly defaultBand: Band;
@@ -200,7 +204,7 @@ export class AdmissionGate implements AdmissionHook {
 
   /** Throws one `InvalidConfig` naming every bad option. */
   constructor(router: Router, opts: AdmissionGateOptions) {
-    if (typeof router !== 'object' || router === null || typeof router.attachAdmission !== 'function') {
+    if (typeof router !== 'object' || router === null || typeof router.attachAdmission !== 'function' || router.gauge === undefined) {
       invalidConfig('router', 'must be a Router', router);
     }
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
@@ -289,7 +293,8 @@ export class AdmissionGate implements AdmissionHook {
       },
     ]);
     this.router = router;
-    this.kind = o.kind ?? router.leaseKind;
+    this.gauge = router.gauge;
+    this.kind = o.kind ?? router.gauge.kind;
     this.maxQueue = o.maxQueue ?? 1024;
     this.timeoutMs = o.timeoutMs ?? 60_000;
     this.pollMs = o.pollMs ?? 2;
@@ -310,6 +315,7 @@ export class AdmissionGate implements AdmissionHook {
     for (const band of this.bands) this.byPriority.set(band.priority, band);
     this.defaultBand = this.byPriority.get(o.defaultPriority ?? sorted[0]!)!;
     router.attachAdmission(this);
+    router.gauge.onRelease(() => this.released());
   }
 
   /** Each band's ceiling, most important first. */
@@ -420,8 +426,8 @@ export class AdmissionGate implements AdmissionHook {
     });
   }
 
-  /** A lease of the router was released: serve the queues in a microtask (never inside the release). Called by the router. */
-  released(): void {
+  /** A lease of the router was released (the gauge's signal): serve the queues in a microtask, never inside the release. */
+  private released(): void {
     if (this.waiting > 0 && !this.scheduled) {
       this.scheduled = true;
       queueMicrotask(this.onReleased);
@@ -452,10 +458,10 @@ export class AdmissionGate implements AdmissionHook {
 
   /** Saturation now: the pool's load over its capacity (1 with no eligible capacity), or the custom figure. */
   saturation(): number {
-    if (this.router.admissionCapacity() === 0) return 1;
+    if (this.gauge.capacity() === 0) return 1;
     if (this.saturationFn !== undefined) return this.customSaturation();
     const cap = this.capacity();
-    return cap === Number.POSITIVE_INFINITY ? 0 : this.router.admissionLoad(this.kind) / cap;
+    return cap === Number.POSITIVE_INFINITY ? 0 : this.gauge.load(this.kind) / cap;
   }
 
   /** Plain numbers for a metrics collector: saturation, capacity, load, and per band queue length, oldest wait, admitted, rejected by reason. */
@@ -464,7 +470,7 @@ export class AdmissionGate implements AdmissionHook {
     return {
       saturation: this.saturation(),
       capacity: this.saturationFn !== undefined ? Number.NaN : this.capacity(),
-      load: this.router.admissionLoad(this.kind),
+      load: this.gauge.load(this.kind),
       waiting: this.waiting,
       bands: this.bands.map((b) => {
         const oldest = this.headOf(b);
@@ -484,7 +490,7 @@ export class AdmissionGate implements AdmissionHook {
   // --- internals -----------------------------------------------------------------
 
   private capacity(): number {
-    const eligible = this.router.admissionCapacity();
+    const eligible = this.gauge.capacity();
     return this.fixedCapacity === undefined || eligible === 0 ? eligible : this.fixedCapacity;
   }
 
@@ -496,7 +502,7 @@ export class AdmissionGate implements AdmissionHook {
 
   /** Is `band` admissible now: saturation ≤ its ceiling and the pool not full. */
   private admissible(band: Band): boolean {
-    const eligible = this.router.admissionCapacity();
+    const eligible = this.gauge.capacity();
     if (eligible === 0) return false;
     if (this.saturationFn !== undefined) {
       const s = this.customSaturation();
@@ -510,7 +516,7 @@ export class AdmissionGate implements AdmissionHook {
       for (const b of this.bands) b.limit = Math.min(cap, Math.floor(b.ceiling * cap + 1e-9) + 1);
       this.limitsFor = cap;
     }
-    return this.router.admissionLoad(this.kind) < band.limit;
+    return this.gauge.load(this.kind) < band.limit;
   }
 
   /**
@@ -522,7 +528,7 @@ export class AdmissionGate implements AdmissionHook {
    */
   private lostRace(err: unknown, opts: AcquireOptions | undefined): boolean {
     if (!(err instanceof PoiseError) || (err.code !== 'NoEligibleCandidates' && err.code !== 'Empty')) return false;
-    const eligible = this.router.admissionCapacity();
+    const eligible = this.gauge.capacity();
     if (eligible === 0) return true;
     if (opts === undefined || (opts.exclude === undefined && opts.priority === undefined)) return eligible !== Number.POSITIVE_INFINITY;
     return this.saturation() >= 1;

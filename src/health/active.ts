@@ -196,8 +196,8 @@ export class ActiveChecker {
     const slot = w.target.slot;
     // Owner thread: the generation cannot change under this check (see write()).
     if (t.tag(slot) >>> 3 !== w.target.generation || t.ejectedForMs(slot, this.clock()) === 0) return;
-    t.uneject(slot);
-    t.bumpHealthEpoch();
+    t.health.uneject(slot);
+    t.epochs.bumpHealth();
     this.counters.unejectedByCheck++;
     this.log.info(
       { backend: w.target.id, address: w.target.address, check: this.config.kind },
@@ -211,6 +211,6 @@ export class ActiveChecker {
     // The owner is the only writer of tags and health words: a generation
     // that still matches cannot change between this check and the store.
     if (t.tag(w.target.slot) >>> 3 !== w.target.generation) return;
-    if (t.setHealth(w.target.slot, CHECK_BITS, bits)) t.bumpHealthEpoch();
+    if (t.health.setHealth(w.target.slot, CHECK_BITS, bits)) t.epochs.bumpHealth();
   }
 }

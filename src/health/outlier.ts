@@ -157,7 +157,7 @@ export class OutlierDetector {
     for (const tr of this.tracks.values()) {
       const slot = tr.target.slot;
       if (t.tag(slot) >>> 3 !== tr.target.generation) continue;
-      t.takeInterval(slot, this.pair);
+      t.health.takeInterval(slot, this.pair);
       if (t.ejectedForMs(slot, now) > 0) {
         // Ejected hosts are not judged (their counts are stragglers).
         ejected++;
@@ -189,7 +189,7 @@ export class OutlierDetector {
       tr.multiplier++;
       tr.wasEjected = true;
       const ms = ejectionTimeMs(tr.multiplier, this.config);
-      t.eject(tr.target.slot, now + ms);
+      t.health.eject(tr.target.slot, now + ms);
       ejected++;
       if (reason === 'successRate') this.counters.ejectedSuccessRate++;
       else this.counters.ejectedFailurePercentage++;
@@ -208,7 +208,7 @@ export class OutlierDetector {
       );
       out.push(tr.target.id);
     }
-    if (out.length > 0) t.bumpHealthEpoch();
+    if (out.length > 0) t.epochs.bumpHealth();
     return out;
   }
 }

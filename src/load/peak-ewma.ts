@@ -28,9 +28,12 @@
  * 50 ms (`initialMs = 50`), the cost of a backend that has never been measured.
  * (linkerd and Finagle decay over 10 s; pass `tauMs: 10_000` for that.)
  *
- * The pure functions {@link decayEstimate} and {@link observeSample} are the
- * whole algorithm; {@link PeakEwma} is a convenience holder for one backend.
- * The runtime applies the same functions to values kept in shared memory.
+ * This file is the one kernel: {@link peakEwmaNext} is the update and
+ * {@link DecayTable} the decay factor. {@link decayEstimate},
+ * {@link observeSample} and {@link PeakEwma} apply them to float
+ * milliseconds for one backend; the LoadTable's PeakEWMA region
+ * (ewma-region.ts) applies them to integer microseconds in shared memory,
+ * where elapsed times are whole milliseconds and the factor is looked up.
  */
 import { invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { positiveNumber, nonNegativeNumber } from '../core/validate.js';
@@ -60,9 +63,43 @@ export function decayEstimate(estimate: number, lastMs: number, nowMs: number, t
  */
 export function observeSample(estimate: number, lastMs: number, sampleMs: number, nowMs: number, tauMs: number): number {
   const dt = nowMs - lastMs;
-  const w = dt > 0 ? Math.exp(-dt / tauMs) : 1;
-  if (sampleMs > estimate * w) return sampleMs;
-  return estimate * w + sampleMs * (1 - w);
+  return peakEwmaNext(estimate, dt > 0 ? Math.exp(-dt / tauMs) : 1, sampleMs);
+}
+
+/**
+ * The PeakEWMA update with decay weight `w = e^(−Δt/τ)`: the peak rule (a
+ * sample above the decayed estimate replaces it), else the EWMA
+ * `estimate · w + sample · (1 − w)`. Any unit, as long as both are the same.
+ */
+export function peakEwmaNext(estimate: number, w: number, sample: number): number {
+  const decayed = estimate * w;
+  return sample > decayed ? sample : decayed + sample * (1 - w);
+}
+
+/** Entries of a {@link DecayTable}: elapsed times below 4.096 s are looked up (32 KiB per table). */
+export const DECAY_STEPS = 4096;
+
+/**
+ * `e^(−k/τ)` for whole milliseconds k, looked up instead of calling
+ * `Math.exp` on every read of a shared estimate. The same expression, so the
+ * same doubles bit for bit; longer intervals fall back to `Math.exp`.
+ */
+export class DecayTable {
+  /** Decay constant τ, ms. */
+  readonly tauMs: number;
+  /** `steps[k] = Math.exp(-k / tauMs)`. */
+  readonly steps: Float64Array;
+
+  constructor(tauMs: number) {
+    this.tauMs = tauMs;
+    this.steps = new Float64Array(DECAY_STEPS);
+    for (let k = 0; k < DECAY_STEPS; k++) this.steps[k] = Math.exp(-k / tauMs);
+  }
+
+  /** e^(−dt/τ) for an elapsed time dt >= 0 ms (an integer). */
+  factor(dt: number): number {
+    return dt < DECAY_STEPS ? this.steps[dt]! : Math.exp(-dt / this.tauMs);
+  }
 }
 
 /** Options of {@link PeakEwma}. */

@@ -88,7 +88,7 @@ export class CandidateView {
       // The owner's health word: an active check's verdict and the
       // membership's degraded mark. Unhealthy is like ejected; degraded is
       // eligible only where its tier has no healthy host left (below).
-      const health = state === SlotState.Ready ? t.health(c.slot) : 0;
+      const health = state === SlotState.Ready ? t.health.health(c.slot) : 0;
       c.eligible = state === SlotState.Ready && left === 0 && (health & HealthFlag.Unhealthy) === 0;
       c.blocked = false;
       if (state === SlotState.Ready) ready++;
@@ -131,7 +131,7 @@ export class CandidateView {
   /** Adds the candidates' not-yet-counted picks to the table's pick counters (only to their own generation). */
   flushPicks(): void {
     for (const c of this.all) {
-      if (c.unflushedPicks > 0 && this.table.tag(c.slot) >>> 3 === c.generation) this.table.countPicks(c.slot, c.unflushedPicks);
+      if (c.unflushedPicks > 0 && this.table.tag(c.slot) >>> 3 === c.generation) this.table.leases.countPicks(c.slot, c.unflushedPicks);
       c.unflushedPicks = 0;
     }
   }
@@ -146,7 +146,7 @@ export class CandidateView {
    * in place.
    */
   private readMembership(): void {
-    const lines = blobLines(this.table.readSpecs());
+    const lines = blobLines(this.table.specs.read());
     const all: SlotCandidate[] = [];
     const byId = this.byId;
     const head = this.head;

@@ -22,8 +22,8 @@ export const MAX_OPEN_LEASES = 1 << INDEX_BITS;
 /** Open leases of one router (single-threaded). */
 export class LeaseBook {
   private cap = 0;
-  private slot = new Int32Array(0);
-  private gen = new Int32Array(0);
+  /** The candidate each open entry leased (its slot and generation), undefined when closed. */
+  private cand: (SlotCandidate | undefined)[] = [];
   private kind = new Uint8Array(0);
   private open = new Uint8Array(0);
   private seq = new Int32Array(0);
@@ -52,8 +52,7 @@ export class LeaseBook {
     const i = this.ring[this.head]!;
     this.head = (this.head + 1) & (this.cap - 1);
     this.free--;
-    this.slot[i] = c.slot;
-    this.gen[i] = c.generation;
+    this.cand[i] = c;
     this.kind[i] = kind;
     this.open[i] = 1;
     this.count++;
@@ -70,17 +69,17 @@ export class LeaseBook {
   /** Closes entry `i` (from {@link find}). */
   close(i: number): void {
     this.open[i] = 0;
+    // Drop the reference: a closed entry must not keep a replaced candidate alive.
+    this.cand[i] = undefined;
     this.seq[i] = (this.seq[i]! + 1) & SEQ_MASK;
     this.ring[(this.head + this.free) & (this.cap - 1)] = i;
     this.free++;
     this.count--;
   }
 
-  slotOf(i: number): number {
-    return this.slot[i]!;
-  }
-  generationOf(i: number): number {
-    return this.gen[i]!;
+  /** The candidate open entry `i` leased. */
+  candidateOf(i: number): SlotCandidate {
+    return this.cand[i]!;
   }
   kindOf(i: number): LeaseKindCode {
     return this.kind[i] as LeaseKindCode;
@@ -99,8 +98,7 @@ export class LeaseBook {
       b.set(a);
       return b;
     };
-    this.slot = copy(this.slot, (k) => new Int32Array(k));
-    this.gen = copy(this.gen, (k) => new Int32Array(k));
+    for (let k = old; k < n; k++) this.cand.push(undefined);
     this.kind = copy(this.kind, (k) => new Uint8Array(k));
     this.open = copy(this.open, (k) => new Uint8Array(k));
     this.seq = copy(this.seq, (k) => new Int32Array(k));

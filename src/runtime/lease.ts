@@ -19,10 +19,10 @@ export interface ReleaseOptions {
   connectMs?: number;
 }
 
-/** What a Lease needs from its Router (kept narrow to avoid an import cycle). */
+/** Where a Lease records its outcome: the router's feedback module (feedback.ts), seen through this narrow shape. */
 export interface LeaseOwner {
-  releaseHandle(handle: number, outcome: Outcome, latencyMs?: number, connectMs?: number): boolean;
-  recordConnect(handle: number, connectMs: number): void;
+  release(handle: number, outcome: Outcome, latencyMs?: number, connectMs?: number): boolean;
+  connected(handle: number, connectMs: number): void;
   requestUp(handle: number): boolean;
   requestDown(handle: number, latencyMs: number | undefined): void;
 }
@@ -48,7 +48,7 @@ export class Lease {
   private open = true;
   private request = false;
 
-  /** @internal Created by Router.acquire. */
+  /** @internal Created by Router.acquire, owned by its feedback module. */
   constructor(owner: LeaseOwner, handle: number, cand: SlotCandidate) {
     this.owner = owner;
     this.handle = handle;
@@ -90,7 +90,7 @@ export class Lease {
   release(outcome: Outcome, opts?: ReleaseOptions): void {
     if (!this.open) return;
     if (this.request) this.endRequest();
-    this.owner.releaseHandle(this.handle, outcome, opts?.latencyMs, opts?.connectMs);
+    this.owner.release(this.handle, outcome, opts?.latencyMs, opts?.connectMs);
     this.open = false;
   }
 
@@ -100,7 +100,7 @@ export class Lease {
    * backend's consecutive failures (it answered). No-op after release.
    */
   connected(connectMs: number): void {
-    if (this.open) this.owner.recordConnect(this.handle, connectMs);
+    if (this.open) this.owner.connected(this.handle, connectMs);
   }
 
   /**

@@ -15,9 +15,9 @@
  * | `p2c:latency`       | PowerOfTwo (the default)        | PeakEWMA latency × (requests + 1) |
  * | `rendezvous`        | Rendezvous (needs `key`)        | — |
  * | `maglev`            | Maglev (needs `key`)            | — |
- * | `maglev:bounded`    | Maglev, bounded loads c = 1.25  | connections + requests, total from the table's row totals |
+ * | `maglev:bounded`    | Maglev, bounded loads c = 1.25  | connections + requests, total from the rows' totals (PoolTotal) |
  * | `ring-hash`         | RingHash (ketama; needs `key`)  | — |
- * | `ring-hash:bounded` | RingHash, bounded loads c = 1.25 | connections + requests, total from the table's row totals |
+ * | `ring-hash:bounded` | RingHash, bounded loads c = 1.25 | connections + requests, total from the rows' totals (PoolTotal) |
  * | `priority`          | PreparedPriorityWeightedRandom  | — (reads health, priorities) |
  * | `locality`          | PreparedLocalityWeightedRandom  | — (also localities) |
  *
@@ -134,17 +134,11 @@ export function policySetup(name: unknown): PolicySetup {
     case 'maglev':
       return plain(Metric.Outstanding, () => new Maglev());
     case 'maglev:bounded':
-      return plain(
-        Metric.Outstanding,
-        (_, env) => new Maglev({ balanceFactor: BOUNDED_FACTOR, totalLoad: () => env.table.totalOutstanding() }),
-      );
+      return plain(Metric.Outstanding, (_, env) => new Maglev({ balanceFactor: BOUNDED_FACTOR, totalLoad: () => env.pool!.read() }));
     case 'ring-hash':
       return plain(Metric.Outstanding, () => new RingHash());
     case 'ring-hash:bounded':
-      return plain(
-        Metric.Outstanding,
-        (_, env) => new RingHash({ balanceFactor: BOUNDED_FACTOR, totalLoad: () => env.table.totalOutstanding() }),
-      );
+      return plain(Metric.Outstanding, (_, env) => new RingHash({ balanceFactor: BOUNDED_FACTOR, totalLoad: () => env.pool!.read() }));
     case 'priority':
       return { create: (seed) => new PreparedPriorityWeightedRandom<SlotCandidate>({ seed }), metric: Metric.Outstanding, tiered: true };
     case 'locality':

@@ -1,35 +1,45 @@
 /**
- * Router: picks backends and takes leases on them, in any thread.
+ * Router: chooses a backend and takes a lease on it, in any thread. That is
+ * its one job: what is written after the pick (release, samples, passive
+ * health) is the feedback module's (feedback.ts), which the lease records
+ * into; what admission reads of the pool is the PoolGauge (pool-gauge.ts).
  *
  * Each router owns its policy and its random streams, seeded from the OS in
  * the router's own thread, and reads load only from the shared LoadTable —
  * no global minimum is ever computed. It keeps a prepared candidate view
  * (eligible slots, with the policy's tables built on them) and rebuilds it
- * only when the table's change epoch moves (one `Atomics.load` per acquire)
- * or an ejection it knows of expires. The view is built off the request
- * path by candidate-view.ts; this file is the hot path (acquire, release).
+ * only when the table's change epoch moves (one plain load per acquire) or
+ * an ejection it knows of expires. The view is built off the request path
+ * by candidate-view.ts; this file is the pick path.
  */
 import { threadId } from 'node:worker_threads';
 import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
-import type { Backoff } from '../core/backoff.js';
 import { Rng, type Seed } from '../core/rng.js';
 import { elapsedMs, wrapMs } from '../core/time.js';
 import { integerIn, positiveNumber } from '../core/validate.js';
-import { EwmaSeries, LAYOUT_VERSION, LeaseKind, LoadTable, SlotState, type LeaseKindCode } from '../load/load-table.js';
+import { LAYOUT_VERSION } from '../load/layout.js';
+import { LeaseKind, PoolTotal, type LeaseKindCode } from '../load/leases.js';
+import { LoadTable } from '../load/load-table.js';
+import { SlotState } from '../load/slot-tags.js';
 import type { PickContext, Policy } from '../policy/types.js';
 import { defaultLogger, type Logger } from '../log.js';
+import type { AcquireAsyncOptions, AcquireOptions, LeaseKindName } from './acquire-options.js';
+import type { AdmissionHook } from './admission-hook.js';
 import type { Clock } from './clock.js';
-import { ejectionBackoff, resolveEjection, type EjectionOptions, type ResolvedEjection } from './health.js';
-import { Lease, type LeaseOwner, type Outcome } from './lease.js';
+import { Feedback } from './feedback.js';
+import { ejectionBackoff, resolveEjection, type EjectionOptions } from './health.js';
+import { Lease, type Outcome } from './lease.js';
 import { LeaseBook } from './lease-book.js';
 import { policySetup, type PolicyName, type PolicySetup } from './policies.js';
+import { PoolGauge } from './pool-gauge.js';
 import { CandidateView } from './candidate-view.js';
 import { LoadEnv, Metric, type SlotCandidate } from './slot-candidate.js';
-import type { AcquireAsyncOptions, AdmissionHook } from './admission-hook.js';
 
 export type { PolicyName } from './policies.js';
 export type { Outcome } from './lease.js';
-export type { AcquireAsyncOptions, AcquirePriority, AdmissionHook } from './admission-hook.js';
+export type { AcquireAsyncOptions, AcquireOptions, AcquirePriority, LeaseKindName } from './acquire-options.js';
+export type { AdmissionHook } from './admission-hook.js';
+export { PoolGauge } from './pool-gauge.js';
 
 /** What a thread needs to attach a Router: structured-clonable; the buffer is shared, not copied. */
 export interface RouterAttachment {
@@ -40,9 +50,6 @@ export interface RouterAttachment {
   /** The process's shared clock (ticked by the owner's ticker thread). */
   clock: SharedArrayBuffer;
 }
-
-/** Lease kind names. */
-export type LeaseKindName = 'request' | 'connection';
 
 /** Options of a Router. */
 export interface RouterOptions {
@@ -70,18 +77,6 @@ export interface RouterOptions {
    * @internal
    */
   publishWaitMs?: number;
-}
-
-/** Options of {@link Router.acquire}. */
-export interface AcquireOptions {
-  /** Affinity key for `rendezvous` / `maglev`. */
-  key?: string | number;
-  /** Only backends of this failover priority. */
-  priority?: number;
-  /** Backend ids to avoid (retries). */
-  exclude?: ReadonlySet<string> | readonly string[];
-  /** Overrides the router's lease kind for this lease. */
-  kind?: LeaseKindName;
 }
 
 interface Tier {
@@ -128,12 +123,6 @@ function checkAcquireKeys(opts: object): void {
   }
 }
 
-function checkSample(value: unknown, field: string): void {
-  if (typeof value !== 'number' || !(value >= 0) || value === Number.POSITIVE_INFINITY) {
-    invalidConfig(field, 'must be a finite number >= 0 (milliseconds)', value);
-  }
-}
-
 /**
  * A router over a Balancer's LoadTable.
  *
@@ -146,11 +135,16 @@ function checkSample(value: unknown, field: string): void {
  * lease.release('success', { latencyMs: 12 });
  * // any other thread: Router.attach(balancer.attachment()) (pass it in workerData)
  */
-export class Router implements LeaseOwner {
+export class Router {
   /** The policy this router was built with. */
   readonly policyName: PolicyName;
   /** This thread's attribution row in the table. */
   readonly row: number;
+  /**
+   * The read-only gauge of this router's pool: what an admission gate reads
+   * (capacity, load by kind) and waits on (a release signal).
+   */
+  readonly gauge: PoolGauge;
   private readonly table: LoadTable;
   private readonly setup: PolicySetup;
   private readonly policy: Policy<SlotCandidate>;
@@ -159,13 +153,12 @@ export class Router implements LeaseOwner {
   private readonly clockWords: Int32Array;
   private readonly customClock: Clock | undefined;
   private readonly log: Logger;
-  private readonly ejection: ResolvedEjection;
   private readonly publishWaitMs: number;
-  private readonly backoff: Backoff;
   private readonly env: LoadEnv;
   private readonly timed: boolean;
   private readonly defaultKind: LeaseKindCode;
   private readonly book = new LeaseBook();
+  private readonly feedback: Feedback;
   private readonly ctx: PickContext = { key: undefined };
   private readonly tierPolicies = new Map<number, Policy<SlotCandidate>>();
   private readonly candidates: CandidateView;
@@ -179,11 +172,12 @@ export class Router implements LeaseOwner {
   private blocked: SlotCandidate[] = [];
   private nBlocked = 0;
   private closed = false;
-  private lastCand: SlotCandidate | undefined;
   /** The attached admission gate, if any (see admission-hook.ts). */
   private gate: AdmissionHook | undefined;
   /** Σ maxInflight of the eligible members of the last build (Infinity when one is unlimited, 0 when none). */
   private eligibleCapacity = 0;
+  /** Flushes the batched pick counts at least once a second, so a lightly used router's picks show up. */
+  private readonly flushTimer: ReturnType<typeof setInterval>;
 
   private constructor(table: LoadTable, clock: SharedArrayBuffer, opts: RouterOptions) {
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
@@ -192,13 +186,13 @@ export class Router implements LeaseOwner {
     this.table = table;
     this.policyName = opts.policy ?? 'p2c:latency';
     this.setup = policySetup(this.policyName);
-    this.ejection = resolveEjection(opts.ejection);
+    const ejection = resolveEjection(opts.ejection);
     if (opts.clock !== undefined && typeof opts.clock !== 'function')
       invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
     this.seed = opts.seed;
     // Seeds are drawn here, in the router's own thread (or derived from a replay seed).
     this.rng = new Rng(opts.seed === undefined ? undefined : deriveSeed(opts.seed, 1));
-    this.backoff = ejectionBackoff(this.ejection, this.rng);
+    const backoff = ejectionBackoff(ejection, this.rng);
     this.env = new LoadEnv(table, this.setup.metric);
     this.policy = this.setup.create(opts.seed === undefined ? undefined : deriveSeed(opts.seed, 2), this.env);
     this.clockWords = new Int32Array(clock);
@@ -213,9 +207,14 @@ export class Router implements LeaseOwner {
           : LeaseKind.Request
         : kindCode(opts.leaseKind, 'options.leaseKind');
     this.candidates = new CandidateView(table, this.env, this.setup.tiered, this.log);
-    this.row = table.claimRow(threadId);
+    this.row = table.leases.claimRow(threadId);
+    this.env.pool = new PoolTotal(table.leases, table.words, table.layout, this.row);
+    this.gauge = new PoolGauge(table.leases, () => this.capacity(), this.defaultKind === LeaseKind.Connection ? 'connection' : 'request');
+    this.feedback = new Feedback(table, this.row, this.book, this.gauge, () => this.now(), ejection, backoff, this.log);
     // A router starts with the view of the membership in force.
     this.rebuild();
+    this.flushTimer = setInterval(() => this.flushPicks(), 1000);
+    this.flushTimer.unref();
   }
 
   /**
@@ -254,7 +253,7 @@ export class Router implements LeaseOwner {
    * For a thread that waits for a version without routing meanwhile.
    */
   refresh(): number {
-    if (this.table.changeEpoch() !== this.epoch) this.rebuild();
+    if (this.table.epochs.change() !== this.epoch) this.rebuild();
     return this.candidates.version;
   }
 
@@ -263,15 +262,20 @@ export class Router implements LeaseOwner {
     return this.book.count;
   }
 
+  /** The lease kind this router counts by default. */
+  get leaseKind(): LeaseKindName {
+    return this.gauge.kind;
+  }
+
   /**
    * Picks a backend and takes a lease on it. Throws `PoiseError`: `Empty` (no
    * backends), `NoEligibleCandidates` (none may be chosen: all draining,
    * excluded, or at `maxInflight`), `PanicRejected` (fail-closed priority
-   * panic), `InvalidConfig` (bad options, or a closed router).
+   * panic), `InvalidConfig` (bad options), `Closed` (a closed router).
    */
   acquire(opts?: AcquireOptions): Lease {
     const handle = this.acquireHandle(opts);
-    return new Lease(this, handle, this.lastCand!);
+    return new Lease(this.feedback, handle, this.book.candidateOf(this.book.find(handle)));
   }
 
   /**
@@ -313,32 +317,10 @@ export class Router implements LeaseOwner {
     this.gate = hook;
   }
 
-  /**
-   * The pool's capacity for admission: Σ `maxInflight` of the members
-   * eligible in the current view (brought up to date first when an epoch
-   * moved — one load otherwise), `Infinity` when an eligible member is
-   * unlimited, 0 when none is eligible. Computed when the view is rebuilt,
-   * not per call.
-   * @internal
-   */
-  admissionCapacity(): number {
-    if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && elapsedMs(this.now(), this.expiryAt) >= 0)) this.rebuild();
+  /** The gauge's capacity: the current view's (rebuilt first when an epoch moved). */
+  private capacity(): number {
+    if (this.table.epochs.change() !== this.epoch || (this.hasExpiry && elapsedMs(this.now(), this.expiryAt) >= 0)) this.rebuild();
     return this.eligibleCapacity;
-  }
-
-  /**
-   * The pool's current total of leases of `kind` (`'outstanding'`: both
-   * kinds) over every thread — one read per attribution row.
-   * @internal
-   */
-  admissionLoad(kind: LeaseKindName | 'outstanding'): number {
-    if (kind === 'outstanding') return this.table.totalOutstanding();
-    return this.table.totalLeases(kind === 'connection' ? LeaseKind.Connection : LeaseKind.Request);
-  }
-
-  /** The lease kind this router counts by default. */
-  get leaseKind(): LeaseKindName {
-    return this.defaultKind === LeaseKind.Connection ? 'connection' : 'request';
   }
 
   /**
@@ -352,19 +334,25 @@ export class Router implements LeaseOwner {
     return handle >= 0 ? handle : this.acquireAfterStale(opts, handle);
   }
 
+  /** Returns a lease taken by {@link acquireHandle} (see `Lease.release`); false when the handle was already released. */
+  releaseHandle(handle: number, outcome: Outcome, latencyMs?: number, connectMs?: number): boolean {
+    return this.feedback.release(handle, outcome, latencyMs, connectMs);
+  }
+
   /**
    * One draw over the current view (rebuilt first if an epoch moved).
    * Returns a handle, or STALE / TAG_MOVED when the membership moved under
-   * the draw and `retry` allows it (see {@link take}). Kept apart from the rare retry loop so that the common path
-   * stays small enough for V8 to inline the policy and load() into it
-   * (which keeps their numbers unboxed: 0 bytes per acquire).
+   * the draw and `retry` allows it (see {@link take}). Kept apart from the
+   * rare retry loop so that the common path stays small enough for V8 to
+   * inline the policy and load() into it (which keeps their numbers unboxed:
+   * 0 bytes per acquire).
    */
   private tryAcquire(opts: AcquireOptions | undefined, retry: RetryMode): number {
-    // One SC load per acquire: the epoch moves after every membership or
-    // health write, so an unchanged epoch means the prepared view is current.
-    // The clock is read only when something needs it: a timed metric's
-    // decay, or a known ejection's expiry.
-    if (this.table.changeEpoch() !== this.epoch || (this.hasExpiry && elapsedMs(this.now(), this.expiryAt) >= 0)) this.rebuild();
+    // One plain load per acquire (epochs.ts, changeHint: a stale read costs
+    // at most one draw from the old view, which the tag check below makes
+    // safe). The clock is read only when something needs it: a timed
+    // metric's decay, or a known ejection's expiry.
+    if (this.table.epochs.changeHint() !== this.epoch || (this.hasExpiry && elapsedMs(this.now(), this.expiryAt) >= 0)) this.rebuild();
     if (this.timed) this.env.now = this.now();
     let cands = this.view;
     let policy = this.policy;
@@ -396,7 +384,7 @@ export class Router implements LeaseOwner {
       if (cands.length === 0) {
         // Emptied by changes published while the view was being built (its
         // blob older than the tags it read): rebuild rather than refuse.
-        if (retry !== NO_RETRY && this.table.changeEpoch() !== this.epoch) return STALE;
+        if (retry !== NO_RETRY && this.table.epochs.change() !== this.epoch) return STALE;
         this.throwNone(cands);
       }
       // Room in the book before anything is counted in the table.
@@ -426,7 +414,7 @@ export class Router implements LeaseOwner {
     for (let round = 1; ; round++) {
       if (code === TAG_MOVED) {
         const t0 = performance.now();
-        this.table.waitForChange(this.epoch, this.publishWaitMs - waitedMs);
+        this.table.epochs.waitForChange(this.epoch, this.publishWaitMs - waitedMs);
         waitedMs += performance.now() - t0;
       }
       const retry = round >= MAX_STALE_ROUNDS ? NO_RETRY : waitedMs < this.publishWaitMs ? RETRY_WAIT : RETRY_STALE;
@@ -444,29 +432,29 @@ export class Router implements LeaseOwner {
    */
   private take(cands: SlotCandidate[], policy: Policy<SlotCandidate>, kind: LeaseKindCode, retry: RetryMode): number {
     const t = this.table;
+    const leases = t.leases;
     for (let attempt = 0; ; attempt++) {
       let c = cands[policy.pick(cands, this.ctx)]!;
       if (c.blocked) c = this.fallback(cands);
-      t.leaseUp(c.slot, kind, this.row);
-      const tag = t.tag(c.slot);
+      const count = leases.up(c.slot, kind, this.row);
+      const tag = t.tags.tag(c.slot);
       const state = tag & 7;
       // The lease stands only if, after our increment, the slot still holds
       // this generation in a leasable state: the owner changes the tag before
       // it reads the counters to reuse a slot, so either it sees our lease or
-      // we see its new tag (both operations are sequentially consistent).
-      // The cap is checked after the increment: of two threads racing for
-      // the last unit, the later sum sees both, so the cap is never exceeded
-      // (at worst both back off).
+      // we see its new tag (both SC; slot-tags.ts). The cap is checked on the
+      // count our own increment returned: of two threads racing for the last
+      // unit, the later add sees both, so the cap is never exceeded (at worst
+      // both back off).
       const tagOk = tag >>> 3 === c.generation && (state === SlotState.Ready || (state === SlotState.Unavailable && this.setup.tiered));
-      if (tagOk && (c.maxInflight === 0 || t.count(c.slot, kind) <= c.maxInflight)) {
-        // The pick counter is statistics: batch it (one shared add per 64 picks).
+      if (tagOk && (c.maxInflight === 0 || count <= c.maxInflight)) {
+        // The pick counter is statistics: batch it (one shared add per 64 picks, and the timer).
         if (++c.unflushedPicks === PICK_BATCH) this.flushPick(c);
-        this.lastCand = c;
         return this.book.openLease(c, kind);
       }
-      t.leaseDown(c.slot, kind, this.row);
+      leases.down(c.slot, kind, this.row);
       if (retry !== NO_RETRY) {
-        if (t.changeEpoch() !== this.epoch) return STALE;
+        if (t.epochs.change() !== this.epoch) return STALE;
         // Only a tag change is a publication in progress; a full slot (maxInflight) is not.
         if (!tagOk && retry === RETRY_WAIT) return TAG_MOVED;
       }
@@ -476,127 +464,40 @@ export class Router implements LeaseOwner {
   }
 
   private flushPick(c: SlotCandidate): void {
-    this.table.countPicks(c.slot, PICK_BATCH);
+    this.table.leases.countPicks(c.slot, PICK_BATCH);
     c.unflushedPicks = 0;
   }
 
-  /** Returns a lease taken by {@link acquireHandle}; false when the handle was already released. */
-  releaseHandle(handle: number, outcome: Outcome, latencyMs?: number, connectMs?: number): boolean {
-    if (outcome !== 'success' && outcome !== 'failure' && outcome !== 'overload' && outcome !== 'cancelled') {
-      invalidConfig('release(outcome)', 'must be one of "success", "failure", "overload", "cancelled"', outcome);
-    }
-    if (latencyMs !== undefined) checkSample(latencyMs, 'release(options).latencyMs');
-    if (connectMs !== undefined) checkSample(connectMs, 'release(options).connectMs');
-    const book = this.book;
-    const i = book.find(handle);
-    if (i < 0) return false;
-    const slot = book.slotOf(i);
-    const gen = book.generationOf(i);
-    const kind = book.kindOf(i);
-    book.close(i);
-    const t = this.table;
-    // Health first, load last. While this lease is still counted the owner
-    // cannot reuse the slot (it reuses a tombstone only once its counts read
-    // zero after closing it), so every health write below lands on the
-    // lease's own generation; returning the load first would let the slot's
-    // next occupant inherit this backend's sample, failure or ejection.
-    // The generation check is belt and braces for the same guarantee.
-    if (t.tag(slot) >>> 3 === gen) {
-      if (outcome === 'success') {
-        if (latencyMs !== undefined || connectMs !== undefined) {
-          const now = this.now();
-          if (latencyMs !== undefined) {
-            t.observe(slot, kind === LeaseKind.Connection ? EwmaSeries.ConnectTime : EwmaSeries.Latency, latencyMs, now, this.row);
-          }
-          if (connectMs !== undefined) t.observe(slot, EwmaSeries.ConnectTime, connectMs, now, this.row);
-        }
-        t.clearFailures(slot);
-        t.countOutcome(slot, true);
-      } else if (outcome === 'failure') {
-        t.countOutcome(slot, false);
-        if (t.addFailure(slot) === this.ejection.consecutiveFailures) this.eject(slot);
-      }
-    }
-    t.leaseDown(slot, kind, this.row);
-    // Capacity freed in this thread: the gate (if any) serves its queue.
-    if (this.gate !== undefined) this.gate.released();
-    return true;
-  }
-
-  /** Records a connect-time sample for an open lease and clears the backend's failures. */
-  recordConnect(handle: number, connectMs: number): void {
-    checkSample(connectMs, 'connected(connectMs)');
-    const i = this.book.find(handle);
-    if (i < 0) return;
-    const slot = this.book.slotOf(i);
-    if (this.table.tag(slot) >>> 3 !== this.book.generationOf(i)) return;
-    this.table.observe(slot, EwmaSeries.ConnectTime, connectMs, this.now(), this.row);
-    this.table.clearFailures(slot);
-  }
-
   /**
-   * Counts one in-flight request on an open lease's backend (see
-   * Lease.beginRequest); false when the handle is not open. The open lease
-   * keeps the slot's generation (the owner reuses a slot only once its counts
-   * read zero), so the request count lands on the lease's own backend.
+   * Stops new acquires (open leases can still be released) and flushes the
+   * batched pick counts. The thread's row stays claimed until the thread exits.
    */
-  requestUp(handle: number): boolean {
-    const i = this.book.find(handle);
-    if (i < 0) return false;
-    this.table.leaseUp(this.book.slotOf(i), LeaseKind.Request, this.row);
-    return true;
-  }
-
-  /** Returns a count {@link requestUp} took; records `latencyMs` as a request-latency sample when given. */
-  requestDown(handle: number, latencyMs: number | undefined): void {
-    if (latencyMs !== undefined) checkSample(latencyMs, 'endRequest(latencyMs)');
-    const i = this.book.find(handle);
-    if (i < 0) return;
-    const slot = this.book.slotOf(i);
-    // Sample first, count last (the release order): the lease still holds the slot either way.
-    if (latencyMs !== undefined && this.table.tag(slot) >>> 3 === this.book.generationOf(i)) {
-      this.table.observe(slot, EwmaSeries.Latency, latencyMs, this.now(), this.row);
-    }
-    this.table.leaseDown(slot, LeaseKind.Request, this.row);
-    if (this.gate !== undefined) this.gate.released();
-  }
-
-  /** Stops new acquires (open leases can still be released) and flushes the batched pick counts. The thread's row stays claimed until the thread exits. */
   close(): void {
     this.closed = true;
+    clearInterval(this.flushTimer);
     this.flushPicks();
     this.gate?.routerClosed();
   }
 
-  /** Adds this router's not-yet-counted picks to the table's pick counters. */
+  /** Adds this router's not-yet-counted picks to the table's pick counters (also done at least once a second). */
   flushPicks(): void {
     this.candidates.flushPicks();
   }
 
   // --- view --------------------------------------------------------------------
 
-  /** Shared-clock ms modulo 2^30: one Atomics.load of the ticker's word, or the injected clock. */
+  /** Shared-clock ms modulo 2^30: the ticker's word, or the injected clock. */
   private now(): number {
-    // The ticker thread stores each tick with one Atomics.store; a load sees a whole value.
-    return this.customClock === undefined ? Atomics.load(this.clockWords, 0) : wrapMs(this.customClock());
-  }
-
-  private eject(slot: number): void {
-    const now = this.now();
-    const ms = this.backoff.delayMs(this.table.ejections(slot));
-    this.table.eject(slot, now + ms);
-    this.table.bumpHealthEpoch();
-    this.log.warn(
-      { slot, ejectMs: Math.round(ms), failures: this.ejection.consecutiveFailures },
-      'poise: backend ejected after consecutive failures',
-    );
+    // A plain load (tear-free) of the ticker's single-store word: at worst a
+    // millisecond old, which is the clock's resolution anyway.
+    return this.customClock === undefined ? this.clockWords[0]! : wrapMs(this.customClock());
   }
 
   /** Rebuilds the candidate view (a new array, so policies re-prepare). */
   private rebuild(): void {
-    // Read the epoch first: a change that lands during the rebuild moves it
-    // past the value recorded here, so the next acquire rebuilds again.
-    const epoch = this.table.changeEpoch();
+    // Read the epoch first (SC): a change that lands during the rebuild moves
+    // it past the value recorded here, so the next acquire rebuilds again.
+    const epoch = this.table.epochs.change();
     const now = this.now();
     const cv = this.candidates;
     cv.build(now);

@@ -86,16 +86,16 @@ export function reserveSlots(t: LoadTable, map: SlotMap, specs: readonly Resolve
     // Close the tombstone before reading its counters: a router that leases
     // it after this store sees Closing and backs off; one that leased it
     // before is visible in the counters (both sides are SC).
-    t.setTag(s, info.generation, SlotState.Closing);
+    t.tags.setTag(s, info.generation, SlotState.Closing);
     if (t.connections(s) === 0 && t.requests(s) === 0) {
       reserved.push(s);
       closing.push(s);
     } else {
-      t.setTag(s, info.generation, SlotState.Removed);
+      t.tags.setTag(s, info.generation, SlotState.Removed);
     }
   }
   const rollback = (): void => {
-    for (const s of closing) t.setTag(s, map.slots[s]!.generation, SlotState.Removed);
+    for (const s of closing) t.tags.setTag(s, map.slots[s]!.generation, SlotState.Removed);
   };
   if (reserved.length < newcomers) {
     rollback();

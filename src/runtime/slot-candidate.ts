@@ -3,12 +3,21 @@
  *
  * Identity, weight, priority and locality come from the spec blob; the
  * eligibility flags are fixed when the view is built (an epoch moved), so
- * prepared policies see a stable slice; `load()` reads the shared counters
- * and PeakEWMA with Atomics for the router's metric, at the router's `now`.
+ * prepared policies see a stable slice; `load()` reads the shared lease
+ * counters and PeakEWMA for the router's metric, at the router's `now`.
+ *
+ * `load()` reads the counters with plain loads of the table's words: one
+ * word per count (its low 20 bits; a sequence sits above them), whatever the
+ * number of threads, tear-free and possibly a few nanoseconds stale — which a
+ * comparison between backends tolerates (load/leases.ts argues it; nothing
+ * that must never be exceeded reads it).
  */
 import type { LocalityCandidate, Status } from '../core/candidate.js';
 import type { ResolvedBackendSpec } from '../core/spec.js';
-import { EwmaSeries, type LoadTable } from '../load/load-table.js';
+import { EwmaSeries, type EwmaRegion } from '../load/ewma-region.js';
+import { S_LEASES } from '../load/layout.js';
+import { COUNT_MASK, LeaseKind, type PoolTotal } from '../load/leases.js';
+import type { LoadTable } from '../load/load-table.js';
 
 /** Load metrics a router can compare. */
 export const Metric = {
@@ -30,13 +39,21 @@ export type MetricCode = (typeof Metric)[keyof typeof Metric];
 export class LoadEnv {
   /** The shared table. */
   readonly table: LoadTable;
+  /** The table's words (the plain loads of `load()`). */
+  readonly words: Int32Array;
+  /** The table's PeakEWMA region. */
+  readonly ewma: EwmaRegion;
   /** The metric `load()` reports. */
   readonly metric: MetricCode;
   /** Shared-clock ms (mod 2^30) of the acquire in progress (set once per acquire). */
   now = 0;
+  /** The router's view of the pool-wide outstanding count (set once the router has its row). */
+  pool: PoolTotal | undefined;
 
   constructor(table: LoadTable, metric: MetricCode) {
     this.table = table;
+    this.words = table.words;
+    this.ewma = table.ewma;
     this.metric = metric;
   }
 }
@@ -63,9 +80,11 @@ export class SlotCandidate implements LocalityCandidate {
   eligible = false;
   /** Temporarily excluded during one acquire (exclude list, or at its cap). */
   blocked = false;
-  /** Picks not yet added to the table's pick counter (flushed every 64). */
+  /** Picks not yet added to the table's pick counter (flushed every 64, and at least once a second). */
   unflushedPicks = 0;
   protected readonly env: LoadEnv;
+  /** Word of this slot's request counter; the connection counter is the next (`S_LEASES + kind`). */
+  protected readonly counts: number;
 
   constructor(env: LoadEnv, slot: number, generation: number, spec: ResolvedBackendSpec, host: string, port: number) {
     this.env = env;
@@ -80,6 +99,7 @@ export class SlotCandidate implements LocalityCandidate {
     this.maxInflight = spec.maxInflight;
     this.host = host;
     this.port = port;
+    this.counts = env.table.layout.slot(slot) + S_LEASES;
   }
 
   /** Eligible when the view was built, and not excluded from this acquire. */
@@ -105,21 +125,22 @@ export class SlotCandidate implements LocalityCandidate {
    * with room left for the policy's random draws, which then never box).
    */
   load(): number {
-    return this.env.table.outstanding(this.slot);
+    const w = this.env.words;
+    return (w[this.counts]! & COUNT_MASK) + (w[this.counts + 1]! & COUNT_MASK);
   }
 }
 
 /** `p2c:connections`: active connections. */
 class ConnectionsCandidate extends SlotCandidate {
   override load(): number {
-    return this.env.table.connections(this.slot);
+    return this.env.words[this.counts + LeaseKind.Connection]! & COUNT_MASK;
   }
 }
 
 /** `p2c:requests`: in-flight requests. */
 class RequestsCandidate extends SlotCandidate {
   override load(): number {
-    return this.env.table.requests(this.slot);
+    return this.env.words[this.counts + LeaseKind.Request]! & COUNT_MASK;
   }
 }
 
@@ -127,7 +148,10 @@ class RequestsCandidate extends SlotCandidate {
 class ConnectTimeCandidate extends SlotCandidate {
   override load(): number {
     const env = this.env;
-    return env.table.estimateUs(this.slot, EwmaSeries.ConnectTime, env.now) * (env.table.connections(this.slot) + 1);
+    return (
+      env.ewma.estimateHintUs(this.slot, EwmaSeries.ConnectTime, env.now) *
+      ((env.words[this.counts + LeaseKind.Connection]! & COUNT_MASK) + 1)
+    );
   }
 }
 
@@ -135,7 +159,9 @@ class ConnectTimeCandidate extends SlotCandidate {
 class LatencyCandidate extends SlotCandidate {
   override load(): number {
     const env = this.env;
-    return env.table.estimateUs(this.slot, EwmaSeries.Latency, env.now) * (env.table.requests(this.slot) + 1);
+    return (
+      env.ewma.estimateHintUs(this.slot, EwmaSeries.Latency, env.now) * ((env.words[this.counts + LeaseKind.Request]! & COUNT_MASK) + 1)
+    );
   }
 }
 

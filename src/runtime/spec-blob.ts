@@ -89,7 +89,7 @@ export function encodeBlob(blob: SpecBlob): Uint8Array {
   );
 }
 
-/** The lines of what {@link LoadTable.readSpecs} returned: `[]` for the empty blob, else the version line first. */
+/** The lines of what `table.specs.read()` returned: `[]` for the empty blob, else the version line first. */
 export function blobLines(bytes: Uint8Array): string[] {
   return bytes.length === 0 ? [] : decoder.decode(bytes).split('\n');
 }
@@ -113,7 +113,7 @@ export function lineHead(line: string, out: LineHead): void {
   out.jsonStart = k + 1;
 }
 
-/** Decodes what {@link LoadTable.readSpecs} returned (the empty blob is version 0, no entries). */
+/** Decodes what `table.specs.read()` returned (the empty blob is version 0, no entries). */
 export function decodeBlob(bytes: Uint8Array): SpecBlob {
   const lines = blobLines(bytes);
   if (lines.length === 0) return { version: 0, entries: [] };

@@ -39,7 +39,8 @@ describe('an acquire inside the owner’s publication window', () => {
     b.update([{ id: 'm0', address: '127.0.0.1:7000' }]);
     // The owner side of the table (internal: the build strips it from the public types).
     const table = (b as unknown as { ownerTable: LoadTable }).ownerTable;
-    const bump = table.bumpMembershipEpoch.bind(table);
+    const epochs = table.epochs;
+    const bump = epochs.bumpMembership.bind(epochs);
     const control = new Int32Array(new SharedArrayBuffer(8));
     /** Per round: whether the router was seen blocked on the epoch before the bump. */
     const seenWaiting: boolean[] = [];
@@ -47,7 +48,7 @@ describe('an acquire inside the owner’s publication window', () => {
     // The owner, held between its tag stores (done) and its epoch bump: tell
     // the router to acquire now, and bump only once it is blocked waiting for
     // the bump (or after 3 s: a late round).
-    table.bumpMembershipEpoch = (): number => {
+    epochs.bumpMembership = (): number => {
       if (round > 0) {
         Atomics.store(control, 0, round);
         Atomics.notify(control, 0);
@@ -55,7 +56,7 @@ describe('an acquire inside the owner’s publication window', () => {
         // is bounded at 2 s here).
         let woke = 0;
         const until = performance.now() + 3000;
-        while (woke === 0 && performance.now() < until) woke = table.wakeChangeWaiters();
+        while (woke === 0 && performance.now() < until) woke = table.epochs.wake();
         seenWaiting[round] = woke > 0;
       }
       return bump();

@@ -109,14 +109,14 @@ describe('LoadTable spec blob: ranged publication', () => {
             // (Compared as the decoded bytes: a cut may split a surrogate pair, which encodes as U+FFFD.)
             const bytes = encoder.encode(next);
             current = decoder.decode(bytes);
-            owner.publishSpecs(bytes);
+            owner.specs.publish(bytes);
             step.readers.forEach((reads, k) => {
-              if (reads) expect(decoder.decode(readers[k]!.readSpecs())).toBe(current);
+              if (reads) expect(decoder.decode(readers[k]!.specs.read())).toBe(current);
             });
-            expect(decoder.decode(readers[0]!.readSpecs())).toBe(current);
-            expect(decoder.decode(readers[0]!.readSpecs())).toBe(current);
+            expect(decoder.decode(readers[0]!.specs.read())).toBe(current);
+            expect(decoder.decode(readers[0]!.specs.read())).toBe(current);
           }
-          for (const r of readers) expect(decoder.decode(r.readSpecs())).toBe(current);
+          for (const r of readers) expect(decoder.decode(r.specs.read())).toBe(current);
         },
       ),
       { numRuns: 400 },
@@ -142,7 +142,7 @@ describe('LoadTable spec blob: ranged publication', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     const VERSIONS = 3000;
     for (let v = 1; v <= VERSIONS; v++) {
-      owner.publishSpecs(encoder.encode(blobText(v)));
+      owner.specs.publish(encoder.encode(blobText(v)));
       // Let the readers run between some publications, so they see both consecutive and skipped versions.
       if (v % 100 === 0) await new Promise((resolve) => setImmediate(resolve));
     }

@@ -241,9 +241,9 @@ const queued: Promise<unknown> = router.acquireAsync({ priority: { admission: 1 
 // @ts-expect-error the gate's attachment point is internal
 router.attachAdmission;
 // @ts-expect-error the view has no writers
-balancer.table.setTag(0, 1, 1);
+balancer.table.tags.setTag(0, 1, 1);
 // @ts-expect-error the table's writers are internal
-LoadTable.attach(attachment.buffer).leaseUp(0, 0, 0);
+LoadTable.attach(attachment.buffer).leases.up(0, 0, 0);
 // @ts-expect-error the owner-side table is internal
 balancer.ownerTable;
 // @ts-expect-error attachment() is the RouterAttachment, not a wrapper

@@ -131,13 +131,13 @@ describe('membership moving during an acquire', () => {
     // A slot retired behind the router's back with no publication (not what
     // the owner does; the bound on the wait is what is under test here).
     const t = b.ownerTable;
-    const epoch = t.changeEpoch();
-    t.setTag(0, t.tag(0) >>> 3, SlotState.Draining);
+    const epoch = t.epochs.change();
+    t.tags.setTag(0, t.tag(0) >>> 3, SlotState.Draining);
     for (let k = 0; k < 3; k++) expect(thrown(() => r.acquire()).code).toBe('NoEligibleCandidates');
-    expect(t.changeEpoch()).toBe(epoch);
+    expect(t.epochs.change()).toBe(epoch);
     for (let s = 0; s < 4; s++) expect(b.table.outstanding(s)).toBe(0);
     // Once it is published, the router sees the drained membership as such.
-    t.bumpHealthEpoch();
+    t.epochs.bumpHealth();
     expect(thrown(() => r.acquire()).code).toBe('NoEligibleCandidates');
     expect(r.openLeases).toBe(0);
   });

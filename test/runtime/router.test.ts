@@ -119,8 +119,8 @@ describe('membership changes', () => {
     const r = b.router({ ejection: { consecutiveFailures: 1 } });
     const h = r.acquireHandle();
     // Simulate a slot handed to a new occupant (generation moved) while the lease was out.
-    b.ownerTable.setTag(0, 7, SlotState.Ready);
-    b.ownerTable.leaseUp(0, 0, r.row);
+    b.ownerTable.tags.setTag(0, 7, SlotState.Ready);
+    b.ownerTable.leases.up(0, 0, r.row);
     expect(r.releaseHandle(h, 'failure')).toBe(true);
     // The lease's own count is returned (the row's cell is exact) ...
     expect(counters(b, 0)).toEqual({ c: 0, r: 1 });

@@ -22,7 +22,7 @@ function owner(capacity: number, live: string[], gone: string[] = []) {
     const removed = gone.includes(id);
     slots[s] = { id, generation: 3, removed, spec, json: specJson(spec), line: blobLine(s, 3, specJson(spec)) };
     byId.set(id, s);
-    t.setTag(s, 3, removed ? SlotState.Removed : SlotState.Ready);
+    t.tags.setTag(s, 3, removed ? SlotState.Removed : SlotState.Ready);
   });
   return { t, map: { slots, byId } };
 }
@@ -45,7 +45,7 @@ describe('slot allocation', () => {
 
   it('reuses a drained tombstone with the generation bumped, never one that still holds a lease, and refuses when slots run out', () => {
     const { t, map } = owner(3, ['a'], ['y', 'z']);
-    t.leaseUp(1, LeaseKind.Request, t.claimRow(threadId)); // y still holds a lease
+    t.leases.up(1, LeaseKind.Request, t.leases.claimRow(threadId)); // y still holds a lease
     const next = specs('a', 'c');
     const r = reserveSlots(t, map, next, new Set(['a', 'c']));
     expect(r.reserved).toEqual([2]);

@@ -1,0 +1,175 @@
+/**
+ * The LoadTable's layout: every offset into its SharedArrayBuffer, and
+ * nothing else (piscina's `symbols.ts` is the model). The region modules
+ * beside this file each implement one protocol over these words; only they
+ * and this file know where a word lives.
+ *
+ * All words are 32-bit, on one `Int32Array` over the buffer.
+ *
+ * | region        | words                                | contents |
+ * |---------------|--------------------------------------|----------|
+ * | header        | 32 (two 64-byte lines)               | layout version, capacity, thread rows, the three epochs, spec seqlock + length, PeakEWMA τ and initial value, rows in use, region bases, the spec blob's changed ranges |
+ * | row owners    | `maxThreads`, rounded up to 16       | thread id + 1 of the thread that claimed attribution row r (0 = free) |
+ * | row totals    | 16 per row (one line each)           | word k: the leases of kind k row r holds over all slots |
+ * | slots         | 32 per slot (two lines, line-aligned)| the slot table below |
+ * | row cells     | per row: `capacity × 2`, rounded up to 16 | row r's leases on slot s, kind k: the record a dead thread's leases are reclaimed from |
+ * | spec blob     | `specBytes / 4`                      | the owner's UTF-8 spec text for every live slot, under a seqlock |
+ *
+ * Slot words. The first line is what a pick and a release touch (the lease
+ * counters, the tag, the PeakEWMA pair, the failures word); the second holds
+ * what the owner writes and a view rebuild reads, and the statistics.
+ *
+ * | word | field           | region module | unit / encoding |
+ * |------|-----------------|---------------|-----------------|
+ * | 0    | tag             | slot-tags     | `generation << 3 \| state` |
+ * | 1    | requests        | leases        | in-flight request leases, all threads (`LeaseKind.Request` = 0) |
+ * | 2    | connections     | leases        | connection leases, all threads (`LeaseKind.Connection` = 1) |
+ * | 3    | ewma lock       | ewma-region   | seqlock word: `version << 8 \| (writer row + 1)` |
+ * | 4, 5 | connect est, at | ewma-region   | PeakEWMA connect time, integer µs; its last update, shared-clock ms mod 2^30 |
+ * | 6, 7 | latency est, at | ewma-region   | PeakEWMA request latency, the same |
+ * | 8    | failures        | passive-health| consecutive failures (bits 0–29); bit 30: ejections to clear |
+ * | 16   | ejected until   | passive-health| shared-clock ms mod 2^30; 0 = not ejected |
+ * | 17   | ejections       | passive-health| consecutive ejections (the backoff exponent) |
+ * | 18   | ejections total | passive-health| every ejection of this occupant (wraps at 2^32) |
+ * | 19   | health          | passive-health| owner-written flags (`HealthFlag`) |
+ * | 20   | interval ok     | passive-health| successes since the owner's outlier detector last took them |
+ * | 21   | interval fail   | passive-health| failures, the same |
+ * | 22   | picks           | leases        | leases granted on this slot (wraps at 2^32; routers add in batches) |
+ * | 9–15, 23–31 | reserved | —             | 0 |
+ */
+import { invalidConfig } from '../core/errors.js';
+import { integerIn } from '../core/validate.js';
+
+/** The layout version in header word 0; an attachment with another version is refused. */
+export const LAYOUT_VERSION = 0x504f0006;
+
+// --- header -------------------------------------------------------------------
+export const H_VERSION = 0;
+export const H_CAPACITY = 1;
+export const H_THREADS = 2;
+export const H_CHANGE_EPOCH = 3;
+export const H_MEMBER_EPOCH = 4;
+export const H_HEALTH_EPOCH = 5;
+export const H_SPEC_SEQ = 6;
+export const H_SPEC_LEN = 7;
+export const H_TAU_MS = 8;
+export const H_INITIAL_US = 9;
+/** Rows in use: one more than the highest row ever claimed (raised by claimRow, never lowered). */
+export const H_ROWS = 10;
+export const H_SLOT_BASE = 12;
+export const H_SPEC_WORDS = 13;
+/** Four words: the two ranges (from, to) of the spec blob that the last publication changed. */
+export const H_SPEC_RANGES = 16;
+export const HEADER_WORDS = 32;
+
+// --- slots --------------------------------------------------------------------
+export const S_TAG = 0;
+/** The lease counter of kind k is word `S_LEASES + k`. */
+export const S_LEASES = 1;
+export const S_EWMA_LOCK = 3;
+/** The estimate of series k is word `S_EWMA + 2k`, its timestamp the next. */
+export const S_EWMA = 4;
+export const S_FAILURES = 8;
+export const S_EJECTED_UNTIL = 16;
+export const S_EJECTIONS = 17;
+export const S_EJECTIONS_TOTAL = 18;
+export const S_HEALTH = 19;
+export const S_INTERVAL_OK = 20;
+export const S_INTERVAL_FAIL = 21;
+export const S_PICKS = 22;
+/** Words per slot: 32 × 4 bytes = two 64-byte cache lines. */
+export const SLOT_WORDS = 32;
+
+/** Words of one row's totals: a whole line, so rows never share one. */
+export const TOTAL_WORDS = 16;
+/** Lease kinds per slot and row. */
+export const KINDS = 2;
+
+/** Where every region starts, for one capacity and row count. */
+export class Layout {
+  /** Slots. */
+  readonly capacity: number;
+  /** Attribution rows. */
+  readonly maxThreads: number;
+  readonly ownerBase: number;
+  readonly totalsBase: number;
+  readonly slotBase: number;
+  readonly cellsBase: number;
+  /** Words of one row's cells (`capacity × KINDS`, rounded up to whole lines). */
+  readonly cellStride: number;
+  readonly specBase: number;
+  readonly specWords: number;
+  /** Words in all. */
+  readonly words: number;
+
+  private constructor(capacity: number, maxThreads: number, slotBase: number, specWords: number) {
+    this.capacity = capacity;
+    this.maxThreads = maxThreads;
+    this.ownerBase = HEADER_WORDS;
+    this.totalsBase = HEADER_WORDS + roundUp(maxThreads, 16);
+    this.slotBase = slotBase;
+    this.cellsBase = roundUp(slotBase + capacity * SLOT_WORDS, 16);
+    this.cellStride = roundUp(capacity * KINDS, 16);
+    this.specBase = this.cellsBase + maxThreads * this.cellStride;
+    this.specWords = specWords;
+    this.words = this.specBase + specWords;
+  }
+
+  /**
+   * The layout of a new table. `unaligned` shifts the slot array by 32
+   * bytes, so every slot straddles lines shared with its neighbours — only for
+   * the benchmark that shows what the alignment is worth.
+   */
+  static plan(capacity: number, maxThreads: number, specBytes: number, unaligned: boolean): Layout {
+    const slotBase = HEADER_WORDS + roundUp(maxThreads, 16) + maxThreads * TOTAL_WORDS + (unaligned ? 8 : 0);
+    return new Layout(capacity, maxThreads, slotBase, Math.ceil(specBytes / 4));
+  }
+
+  /** Writes the header words a reader needs to find the regions (before the buffer is shared). */
+  writeHeader(i32: Int32Array, tauMs: number, initialUs: number): void {
+    // Initialisation happens before any other thread can see the buffer;
+    // stores go through Atomics anyway, so no access to shared memory is plain
+    // outside the documented hot-path reads.
+    Atomics.store(i32, H_CAPACITY, this.capacity);
+    Atomics.store(i32, H_THREADS, this.maxThreads);
+    Atomics.store(i32, H_TAU_MS, tauMs);
+    Atomics.store(i32, H_INITIAL_US, initialUs);
+    Atomics.store(i32, H_SLOT_BASE, this.slotBase);
+    Atomics.store(i32, H_SPEC_WORDS, this.specWords);
+    Atomics.store(i32, H_VERSION, LAYOUT_VERSION);
+  }
+
+  /** The layout of an existing table; refuses a buffer of another layout version. */
+  static read(i32: Int32Array): Layout {
+    if (i32.length < HEADER_WORDS || Atomics.load(i32, H_VERSION) !== LAYOUT_VERSION) {
+      invalidConfig(
+        'buffer',
+        `is not a LoadTable of layout version ${LAYOUT_VERSION.toString(16)} (same poise-lb version in every thread)`,
+      );
+    }
+    const capacity = integerIn(Atomics.load(i32, H_CAPACITY), 'buffer.capacity', 1, 65536);
+    const maxThreads = integerIn(Atomics.load(i32, H_THREADS), 'buffer.maxThreads', 1, 255);
+    const layout = new Layout(capacity, maxThreads, Atomics.load(i32, H_SLOT_BASE), Atomics.load(i32, H_SPEC_WORDS));
+    if (layout.words > i32.length) invalidConfig('buffer', `is ${i32.length * 4} bytes, its header asks for ${layout.words * 4}`);
+    return layout;
+  }
+
+  /** First word of slot `slot`. */
+  slot(slot: number): number {
+    return this.slotBase + slot * SLOT_WORDS;
+  }
+
+  /** Row `row`'s cell of kind `kind` on slot `slot`. */
+  cell(row: number, slot: number, kind: number): number {
+    return this.cellsBase + row * this.cellStride + slot * KINDS + kind;
+  }
+
+  /** Row `row`'s total of kind `kind`. */
+  total(row: number, kind: number): number {
+    return this.totalsBase + row * TOTAL_WORDS + kind;
+  }
+}
+
+function roundUp(n: number, m: number): number {
+  return Math.ceil(n / m) * m;
+}

@@ -1,0 +1,164 @@
+/**
+ * Feedback: everything written after a pick. A lease records its own
+ * outcome here (tower's completion handle): the code that chose — the
+ * Router and its policy — never writes feedback.
+ *
+ * On release it writes, in this order, the samples (PeakEWMA), the
+ * passive-health words (a success clears the consecutive failures; a
+ * failure counts one and, at the threshold, ejects the backend with backoff
+ * and jitter), the outlier detector's interval counters, and last the lease
+ * counters; then it signals the router's pool gauge. Health first, load
+ * last: while the lease is still counted the owner cannot reuse the slot (it
+ * reuses a tombstone only once its counters read zero after closing it), so
+ * every health write lands on the lease's own backend — returning the load
+ * first would let the slot's next occupant inherit this backend's sample,
+ * failure or ejection.
+ *
+ * Also here: a connect-time sample on an open lease (`Lease.connected`), and
+ * request turns counted on a connection lease (`Lease.beginRequest` /
+ * `endRequest`, what the proxy does per request–reply turn).
+ */
+import type { Backoff } from '../core/backoff.js';
+import { invalidConfig } from '../core/errors.js';
+import { EwmaSeries } from '../load/ewma-region.js';
+import { LeaseKind } from '../load/leases.js';
+import type { LoadTable } from '../load/load-table.js';
+import type { Logger } from '../log.js';
+import type { ResolvedEjection } from './health.js';
+import type { Outcome } from './lease.js';
+import type { LeaseBook } from './lease-book.js';
+import type { PoolGauge } from './pool-gauge.js';
+import type { SlotCandidate } from './slot-candidate.js';
+
+function checkSample(value: unknown, field: string): void {
+  if (typeof value !== 'number' || !(value >= 0) || value === Number.POSITIVE_INFINITY) {
+    invalidConfig(field, 'must be a finite number >= 0 (milliseconds)', value);
+  }
+}
+
+/** The feedback writer of one router (its thread only). */
+export class Feedback {
+  private readonly table: LoadTable;
+  private readonly row: number;
+  private readonly book: LeaseBook;
+  private readonly gauge: PoolGauge;
+  private readonly now: () => number;
+  private readonly ejection: ResolvedEjection;
+  private readonly backoff: Backoff;
+  private readonly log: Logger;
+
+  /** @internal Built by the Router, with its row, book, gauge and clock. */
+  constructor(
+    table: LoadTable,
+    row: number,
+    book: LeaseBook,
+    gauge: PoolGauge,
+    now: () => number,
+    ejection: ResolvedEjection,
+    backoff: Backoff,
+    log: Logger,
+  ) {
+    this.table = table;
+    this.row = row;
+    this.book = book;
+    this.gauge = gauge;
+    this.now = now;
+    this.ejection = ejection;
+    this.backoff = backoff;
+    this.log = log;
+  }
+
+  /**
+   * Returns the lease of `handle` with its outcome and samples; false when
+   * the handle was already released (or is not this router's). Throws
+   * `InvalidConfig` for an unknown outcome or a bad sample (the lease then
+   * stays open).
+   */
+  release(handle: number, outcome: Outcome, latencyMs?: number, connectMs?: number): boolean {
+    if (outcome !== 'success' && outcome !== 'failure' && outcome !== 'overload' && outcome !== 'cancelled') {
+      invalidConfig('release(outcome)', 'must be one of "success", "failure", "overload", "cancelled"', outcome);
+    }
+    if (latencyMs !== undefined) checkSample(latencyMs, 'release(options).latencyMs');
+    if (connectMs !== undefined) checkSample(connectMs, 'release(options).connectMs');
+    const book = this.book;
+    const i = book.find(handle);
+    if (i < 0) return false;
+    const cand = book.candidateOf(i);
+    const kind = book.kindOf(i);
+    book.close(i);
+    const t = this.table;
+    const slot = cand.slot;
+    // The open lease pins the slot's generation (file comment), so this plain
+    // read only confirms it; it guards the health writes all the same.
+    if (t.tags.tagHint(slot) >>> 3 === cand.generation) {
+      const h = t.health;
+      if (outcome === 'success') {
+        if (latencyMs !== undefined || connectMs !== undefined) {
+          const now = this.now();
+          if (latencyMs !== undefined) {
+            t.ewma.observe(slot, kind === LeaseKind.Connection ? EwmaSeries.ConnectTime : EwmaSeries.Latency, latencyMs, now, this.row);
+          }
+          if (connectMs !== undefined) t.ewma.observe(slot, EwmaSeries.ConnectTime, connectMs, now, this.row);
+        }
+        h.clearFailures(slot);
+        h.countOutcome(slot, true);
+      } else if (outcome === 'failure') {
+        h.countOutcome(slot, false);
+        if (h.addFailure(slot) === this.ejection.consecutiveFailures) this.eject(cand);
+      }
+    }
+    t.leases.down(slot, kind, this.row);
+    this.gauge.released();
+    return true;
+  }
+
+  /** Records a connect-time sample on an open lease and clears its backend's failures (it answered). */
+  connected(handle: number, connectMs: number): void {
+    checkSample(connectMs, 'connected(connectMs)');
+    const i = this.book.find(handle);
+    if (i < 0) return;
+    const c = this.book.candidateOf(i);
+    if (this.table.tags.tagHint(c.slot) >>> 3 !== c.generation) return;
+    this.table.ewma.observe(c.slot, EwmaSeries.ConnectTime, connectMs, this.now(), this.row);
+    this.table.health.clearFailures(c.slot);
+  }
+
+  /**
+   * Counts one in-flight request on an open lease's backend; false when the
+   * handle is not open. The open lease keeps the slot's generation, so the
+   * count lands on the lease's own backend.
+   */
+  requestUp(handle: number): boolean {
+    const i = this.book.find(handle);
+    if (i < 0) return false;
+    this.table.leases.up(this.book.candidateOf(i).slot, LeaseKind.Request, this.row);
+    return true;
+  }
+
+  /** Returns a count {@link requestUp} took; records `latencyMs` as a request-latency sample when given. */
+  requestDown(handle: number, latencyMs: number | undefined): void {
+    if (latencyMs !== undefined) checkSample(latencyMs, 'endRequest(latencyMs)');
+    const i = this.book.find(handle);
+    if (i < 0) return;
+    const c = this.book.candidateOf(i);
+    // Sample first, count last (the release order): the lease still holds the slot either way.
+    if (latencyMs !== undefined && this.table.tags.tagHint(c.slot) >>> 3 === c.generation) {
+      this.table.ewma.observe(c.slot, EwmaSeries.Latency, latencyMs, this.now(), this.row);
+    }
+    this.table.leases.down(c.slot, LeaseKind.Request, this.row);
+    this.gauge.released();
+  }
+
+  /** Ejects `c`'s backend for a backoff with jitter and publishes it (the health epoch); one warning naming it. */
+  private eject(c: SlotCandidate): void {
+    const t = this.table;
+    const now = this.now();
+    const ms = this.backoff.delayMs(t.health.ejections(c.slot));
+    t.health.eject(c.slot, now + ms);
+    t.epochs.bumpHealth();
+    this.log.warn(
+      { backend: c.id, address: c.spec.address, slot: c.slot, ejectMs: Math.round(ms), failures: this.ejection.consecutiveFailures },
+      'poise: backend ejected after consecutive failures',
+    );
+  }
+}
