@@ -12,6 +12,7 @@
 import { threadId } from 'node:worker_threads';
 import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
 import type { Backoff } from '../core/backoff.js';
+import type { ResolvedBackendSpec } from '../core/spec.js';
 import { Rng, type Seed } from '../core/rng.js';
 import { elapsedMs, wrapMs } from '../core/time.js';
 import { integerIn, positiveNumber } from '../core/validate.js';
@@ -256,6 +257,16 @@ export class Router implements LeaseOwner {
   refresh(): number {
     if (this.table.changeEpoch() !== this.epoch) this.rebuild();
     return this.candidates.version;
+  }
+
+  /**
+   * The spec of backend `id` in the view in force (as of the last acquire or
+   * {@link refresh}), or undefined when that membership has no such backend
+   * (removed, or not yet seen). A pure read: a map lookup.
+   * @internal
+   */
+  member(id: string): Readonly<ResolvedBackendSpec> | undefined {
+    return this.candidates.byId.get(id)?.spec;
   }
 
   /** Leases this router holds open. */
