@@ -283,6 +283,36 @@ describe.each(variants)('PoiseDispatcher with $name', ({ u, factory }) => {
     expect(r.inFlight()).toBe(0);
   });
 
+  it('outlier detection judges backends by their HTTP requests: the one answering 500 to 3 in 10 is ejected and gets no more', async () => {
+    const f = await fleet(6);
+    cleanups.push(() => f.close());
+    const h5 = f.backends[5]!;
+    let n5 = 0;
+    h5.respond = (_req, res) => {
+      res.writeHead(n5++ % 10 < 3 ? 500 : 200);
+      res.end('h5');
+    };
+    const balancer = new Balancer({ logger, health: { outlier: { intervalMs: 3_600_000 } } });
+    cleanups.push(async () => balancer.close());
+    balancer.update(f.specs());
+    // Consecutive-failure ejection out of the way: only the detector ejects here.
+    const router = balancer.router({ policy: 'round-robin', ejection: { consecutiveFailures: 1_000_000 } });
+    const dispatcher = new PoiseDispatcher({ router, origin: 'http://api', factory, attempts: 1 });
+    cleanups.push(() => dispatcher.destroy());
+    const get = async (): Promise<number> => {
+      const res = await u.request('http://api/', { dispatcher });
+      await res.body.dump();
+      return res.statusCode;
+    };
+    const statuses: number[] = [];
+    for (let i = 0; i < 600; i++) statuses.push(await get());
+    expect(statuses.filter((s) => s === 500)).toHaveLength(30);
+    expect(balancer.sweepOutliers()).toEqual(['h5']);
+    const before = h5.seen.length;
+    for (let i = 0; i < 50; i++) await get();
+    expect(h5.seen.length).toBe(before);
+  });
+
   it('admission bands: a low band waits while the pool is saturated, goes once it is not, and an abort while waiting counts nothing', async () => {
     // 2 backends × maxInflight 2 = capacity 4; band 0's ceiling 0.5: it waits above 2 in flight.
     const f = await fleet(2);
