@@ -35,7 +35,7 @@ export {
 } from './runtime/router.js';
 export { Lease, type ReleaseOptions } from './runtime/lease.js';
 export type { AcquireAsyncOptions, AcquirePriority } from './runtime/acquire-options.js';
-export { PoolGauge } from './runtime/pool-gauge.js';
+export type { PoolGauge } from './runtime/pool-gauge.js';
 
 // admission on the pool's global saturation (docs/admission.md)
 export {

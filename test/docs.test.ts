@@ -239,6 +239,11 @@ describe('README examples run', () => {
     { block: 'const source = new RedisMembership({', stdout: /^version 1\n$/ },
     { block: "sentinelName: 'mymaster'", stdout: /^2\n$/ },
     { block: 'new PowerOfTwo({ seed: 42 })', stdout: /^$/ },
+    {
+      block: "new PoiseDispatcher({ router: balancer.router(), origin: 'http://api' })",
+      stdout: /^200 hello from 700[12]\n$/,
+      requests: 1,
+    },
   ];
 
   beforeAll(async () => {

@@ -37,7 +37,6 @@ export { EwmaSeries, type EwmaSeriesCode } from './ewma-region.js';
 export { LeaseKind, type LeaseKindCode } from './leases.js';
 export { HealthFlag } from './passive-health.js';
 export { SlotState, type SlotStateCode } from './slot-tags.js';
-export { changedRanges } from './spec-region.js';
 
 const MAX_US = 0x7fffffff;
 

@@ -22,7 +22,8 @@ import type { PriorityPlan } from '../policy/priority/policy.js';
 import type { Balancer } from '../runtime/balancer.js';
 import type { AdmissionFigures, AdmissionStatsSource } from '../admission/admission-stats.js';
 import type { HealthCounters } from '../health/stats.js';
-import { proxyDurationHistogram, snapshotMetric, type Push } from './snapshot-metrics.js';
+import { HTTP_OUTCOMES, LATENCY_BUCKETS_SECONDS, type HttpBackendFigures, type HttpCounters } from '../http/counters.js';
+import { proxyDurationHistogram, snapshotHistogram, snapshotMetric, type Push } from './snapshot-metrics.js';
 
 /** The `state` label values of `poise_backend_state` (exactly one is 1 per backend). */
 export const BACKEND_STATES = ['ready', 'draining', 'unavailable', 'ejected', 'unhealthy', 'removed'] as const;
@@ -57,6 +58,8 @@ export interface CollectMetricsOptions {
   proxy?: ProxyCounters;
   /** An admission controller: adds the `admission_*` metrics. */
   admission?: AdmissionStatsSource;
+  /** The HTTP dispatchers' shared counters (`HttpCounters`, `poise-lb/http`): adds the per-backend `http_*` metrics. */
+  http?: HttpCounters;
   /** Options of the priority plan shown by `priority_*` (default Envoy's: overprovisioning 140 %, panic threshold 50 %). */
   plan?: { overprovisioningFactorPercent?: number; panicThresholdPercent?: number };
 }
@@ -74,6 +77,7 @@ export interface MetricsCollection {
 /** One backend as one scrape saw it. @internal */
 interface BackendRow {
   labels: { cluster: string; backend: string; priority: string; locality: string };
+  slot: number;
   state: BackendState;
   stats: SlotStats;
   spec: ResolvedBackendSpec;
@@ -133,7 +137,7 @@ function sourceKind(source: MembershipSource): string {
  */
 export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions = {}): MetricsCollection {
   if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-  checkOptionKeys(opts, ['registry', 'prefix', 'cluster', 'processMetrics', 'source', 'proxy', 'admission', 'plan']);
+  checkOptionKeys(opts, ['registry', 'prefix', 'cluster', 'processMetrics', 'source', 'proxy', 'admission', 'http', 'plan']);
   if (typeof balancer !== 'object' || balancer === null || typeof balancer.slotEntries !== 'function')
     invalidConfig('balancer', 'must be a Balancer', balancer);
   const registry = opts.registry ?? defaultRegistry;
@@ -147,7 +151,9 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
   const processMetrics = opts.processMetrics ?? false;
   if (typeof processMetrics !== 'boolean') invalidConfig('options.processMetrics', 'must be a boolean', processMetrics);
   const planner = new PriorityWeightedRandom({ seed: 1, ...opts.plan });
-  const { source, proxy, admission } = opts;
+  const { source, proxy, admission, http } = opts;
+  if (http !== undefined && (typeof http !== 'object' || http === null || typeof http.figures !== 'function'))
+    invalidConfig('options.http', 'must be an HttpCounters (poise-lb/http)', http);
   if (admission !== undefined && typeof admission?.admissionStats !== 'function')
     invalidConfig('options.admission', 'must have admissionStats()', admission);
 
@@ -367,6 +373,57 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
     names.push(hist.name);
   }
 
+  // --- HTTP dispatcher --------------------------------------------------------
+  if (http !== undefined) {
+    // One read of the shared rows per backend and scrape, shared by the four families of that pass.
+    let figures: Map<BackendRow, HttpBackendFigures> | undefined;
+    const httpOf = (s: Snapshot): Map<BackendRow, HttpBackendFigures> => {
+      if (figures !== undefined) return figures;
+      const m = new Map<BackendRow, HttpBackendFigures>();
+      for (const r of s.rows) m.set(r, http.figures(r.slot, r.stats.generation));
+      figures = m;
+      queueMicrotask(() => {
+        figures = undefined;
+      });
+      return m;
+    };
+    counter(
+      'http_requests_total',
+      'HTTP attempts sent to the backend, by how their lease ended (every dispatcher thread).',
+      [...BL, 'outcome'],
+      (c, s) => {
+        for (const [r, f] of httpOf(s))
+          for (let k = 0; k < HTTP_OUTCOMES.length; k++) c.inc({ ...r.labels, outcome: HTTP_OUTCOMES[k]! }, f.outcomes[k]!);
+      },
+    );
+    counter(
+      'http_retries_total',
+      'Retries the retry budget granted after a failure on the backend (each to another backend, when one is left).',
+      BL,
+      (c, s) => {
+        for (const [r, f] of httpOf(s)) c.inc(r.labels, f.retries);
+      },
+    );
+    counter(
+      'http_retries_refused_total',
+      'Requests that failed on the backend and were not retried: the retry budget was spent.',
+      BL,
+      (c, s) => {
+        for (const [r, f] of httpOf(s)) c.inc(r.labels, f.retriesRefused);
+      },
+    );
+    const hist = snapshotHistogram(
+      `${prefix}http_response_latency_seconds`,
+      'Latency from sending an HTTP attempt to its response headers, per backend (every dispatcher thread).',
+      LATENCY_BUCKETS_SECONDS,
+      (push) => {
+        for (const [r, f] of httpOf(read())) push(r.labels, f.buckets, f.latencySumSeconds);
+      },
+    );
+    registry.registerMetric(hist);
+    names.push(hist.name);
+  }
+
   // --- admission -------------------------------------------------------------
   if (admission !== undefined) {
     const B = ['band'] as const;
@@ -422,6 +479,7 @@ function takeSnapshot(
     const state = backendState(stats, ejectedForMs, e.removed);
     rows.push({
       labels: { cluster, backend: e.id, priority: String(e.spec.priority), locality: e.spec.locality },
+      slot: e.slot,
       state,
       stats,
       spec: e.spec,

@@ -7,9 +7,10 @@
  *   reset and refill it on every scrape (a sort and a join per series);
  *   these hand the registry the values directly, about 3x cheaper per series.
  * - the proxy's connection-duration histogram, whose buckets are the shared
- *   {@link ProxyCounters} (every worker's row). prom-client's own Histogram
- *   keeps its buckets in the thread that observes, so it cannot show other
- *   threads' observations.
+ *   {@link ProxyCounters} (every worker's row), and the HTTP dispatcher's
+ *   per-backend latency histograms (the shared HttpCounters). prom-client's
+ *   own Histogram keeps its buckets in the thread that observes, so it
+ *   cannot show other threads' observations.
  * @internal
  */
 import type { Metric, MetricValueWithName } from 'prom-client';
@@ -47,25 +48,42 @@ export function snapshotMetric(
 /** The histogram metric over `counters`' duration buckets (`bounds` in seconds). @internal */
 export function proxyDurationHistogram(name: string, counters: ProxyCounters, bounds: readonly number[]): Metric & { name: string } {
   const help = 'Duration of spliced client connections, accept to close (every proxy worker).';
+  return snapshotHistogram(name, help, bounds, (push) =>
+    push({}, counters.durationBuckets(), counters.total(ProxyCounter.DurationSumUs) / 1e6),
+  );
+}
+
+/** Pushes one labelled histogram series: its bucket counts (not cumulative, the last `+Inf`) and sum. @internal */
+export type PushHistogram = (labels: Record<string, string>, counts: readonly number[], sum: number) => void;
+
+/** A histogram with labels whose series `fill` pushes at each scrape (`bounds` in seconds, `+Inf` implied). @internal */
+export function snapshotHistogram(
+  name: string,
+  help: string,
+  bounds: readonly number[],
+  fill: (push: PushHistogram) => void,
+): Metric & { name: string } {
+  const les = [...bounds.map(String), '+Inf'];
   const metric = {
     name,
     help,
     type: 'histogram',
     aggregator: 'sum',
     get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: MetricValueWithName<string>[] }> {
-      const counts = counters.durationBuckets();
       const values: MetricValueWithName<string>[] = [];
-      let cumulative = 0;
-      for (let k = 0; k < counts.length; k++) {
-        cumulative += counts[k]!;
-        values.push({ metricName: `${name}_bucket`, labels: { le: k < bounds.length ? String(bounds[k]) : '+Inf' }, value: cumulative });
-      }
-      values.push({ metricName: `${name}_sum`, labels: {}, value: counters.total(ProxyCounter.DurationSumUs) / 1e6 });
-      values.push({ metricName: `${name}_count`, labels: {}, value: cumulative });
+      fill((labels, counts, sum) => {
+        let cumulative = 0;
+        for (let k = 0; k < les.length; k++) {
+          cumulative += counts[k] ?? 0;
+          values.push({ metricName: `${name}_bucket`, labels: { ...labels, le: les[k]! }, value: cumulative });
+        }
+        values.push({ metricName: `${name}_sum`, labels, value: sum });
+        values.push({ metricName: `${name}_count`, labels, value: cumulative });
+      });
       return Promise.resolve({ name, help, type: 'histogram', aggregator: 'sum', values });
     },
     reset(): void {
-      // The counts are the proxy's shared counters: nothing of this object to reset.
+      // The counts live in shared memory: nothing of this object to reset.
     },
   };
   return metric as unknown as Metric & { name: string };

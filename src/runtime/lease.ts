@@ -79,6 +79,19 @@ export class Lease {
   get released(): boolean {
     return !this.open;
   }
+  /**
+   * The LoadTable slot of the backend, and the slot generation this lease
+   * pins while it is open (the owner reuses a slot only once its counts read
+   * zero): keys for per-backend side tables in shared memory.
+   * @internal
+   */
+  get slot(): number {
+    return this.cand.slot;
+  }
+  /** See {@link slot}. @internal */
+  get generation(): number {
+    return this.cand.generation;
+  }
 
   /**
    * Ends the lease. `'success'` records the samples and clears passive-health

@@ -14,6 +14,7 @@
  */
 import { threadId } from 'node:worker_threads';
 import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
+import type { ResolvedBackendSpec } from '../core/spec.js';
 import { Rng, type Seed } from '../core/rng.js';
 import { elapsedMs, wrapMs } from '../core/time.js';
 import { integerIn, positiveNumber } from '../core/validate.js';
@@ -39,7 +40,6 @@ export type { PolicyName } from './policies.js';
 export type { Outcome } from './lease.js';
 export type { AcquireAsyncOptions, AcquireOptions, AcquirePriority, LeaseKindName } from './acquire-options.js';
 export type { AdmissionHook } from './admission-hook.js';
-export { PoolGauge } from './pool-gauge.js';
 
 /** What a thread needs to attach a Router: structured-clonable; the buffer is shared, not copied. */
 export interface RouterAttachment {
@@ -255,6 +255,16 @@ export class Router {
   refresh(): number {
     if (this.table.epochs.change() !== this.epoch) this.rebuild();
     return this.candidates.version;
+  }
+
+  /**
+   * The spec of backend `id` in the view in force (as of the last acquire or
+   * {@link refresh}), or undefined when that membership has no such backend
+   * (removed, or not yet seen). A pure read: a map lookup.
+   * @internal
+   */
+  member(id: string): Readonly<ResolvedBackendSpec> | undefined {
+    return this.candidates.byId.get(id)?.spec;
   }
 
   /** Leases this router holds open. */

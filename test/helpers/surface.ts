@@ -85,6 +85,7 @@ export const SURFACE: Record<string, string[]> = {
     'routedStream',
   ],
   'poise-lb/metrics': ['BACKEND_STATES', 'MetricsServer', 'collectMetrics', 'parseMetricsText'],
+  'poise-lb/http': ['HTTP_OUTCOMES', 'HttpCounters', 'LATENCY_BUCKETS_SECONDS', 'PoiseDispatcher', 'RatioRetryBudget'],
   'poise-lb/cli': [
     'DURATION_GRAMMAR',
     'EXIT',

@@ -10,7 +10,8 @@
 import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { changedRanges, LoadTable } from '../../src/load/load-table.js';
+import { LoadTable } from '../../src/load/load-table.js';
+import { changedRanges } from '../../src/load/spec-region.js';
 import { blobText } from '../fixtures/spec-blob-text.mjs';
 
 const encoder = new TextEncoder();

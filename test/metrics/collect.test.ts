@@ -13,6 +13,7 @@ import type { AdmissionStatsSource } from '../../src/admission/admission-stats.j
 import { collectMetrics } from '../../src/metrics/collect.js';
 import { parseMetricsText, type MetricFamily } from '../../src/metrics/text-format.js';
 import { ProxyCounters } from '../../src/net/proxy-counters.js';
+import { HttpCounters } from '../../src/http/counters.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { createLogger } from '../../src/log.js';
 import { specs } from '../helpers/runtime.js';
@@ -244,13 +245,14 @@ describe('collectMetrics', () => {
     expect(h.checksFailed).toBeGreaterThanOrEqual(2);
   });
 
-  it('the docs/monitoring.md metric table lists exactly the metrics registered (with a source, a proxy and admission)', () => {
+  it('the docs/monitoring.md metric table lists exactly the metrics registered (with a source, a proxy, admission and HTTP counters)', () => {
     const section = readFileSync(new URL('../../docs/monitoring.md', import.meta.url), 'utf8');
     const documented = [...section.matchAll(/^\| `(poise_[a-z_]+)` \|/gm)].map((m) => m[1]);
     const b = new Balancer({ logger });
     const source = { start: async () => {}, close: async () => {}, version: 0, description: 'file members.json' };
     const admission: AdmissionStatsSource = { admissionStats: () => ({ bands: [] }) };
-    const c = collectMetrics(b, { registry: new Registry(), source, proxy: ProxyCounters.create(), admission });
+    const http = HttpCounters.create({ capacity: b.table.capacity });
+    const c = collectMetrics(b, { registry: new Registry(), source, proxy: ProxyCounters.create(), admission, http });
     expect(documented.sort()).toEqual([...c.names].sort());
   });
 

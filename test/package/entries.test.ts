@@ -65,6 +65,11 @@ describe('package entries', () => {
     for (const entry of ['poise-lb', 'poise-lb/runtime', 'poise-lb/redis']) expect(probe(entry).packages).not.toContain('prom-client');
   });
 
+  it('only poise-lb/http loads undici (a peer dependency, optional for every other entry), and nothing else', () => {
+    expect(probe('poise-lb/http').packages).toEqual(['undici']);
+    for (const entry of Object.keys(SURFACE).filter((e) => e !== 'poise-lb/http')) expect(probe(entry).packages).not.toContain('undici');
+  });
+
   it.each(Object.keys(SURFACE))('%s exports exactly its documented run-time names, and no internal', (entry) => {
     const names = probe(entry).exports;
     expect(names).toEqual([...SURFACE[entry]!].sort());

@@ -40,6 +40,8 @@ interface PackageJson {
   engines: Record<string, string>;
   dependencies: Record<string, string>;
   optionalDependencies: Record<string, string>;
+  peerDependencies: Record<string, string>;
+  peerDependenciesMeta: Record<string, unknown>;
   exports: Record<string, Record<string, string> | string>;
 }
 
@@ -64,25 +66,34 @@ function npm(args: string[], cwd: string): string {
 function consumerLock(tarball: string): unknown {
   const repo = JSON.parse(readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> };
   const packages: Record<string, unknown> = {
-    '': { name: 'consumer', version: '0.0.0', dependencies: { 'poise-lb': tarball } },
+    '': { name: 'consumer', version: '0.0.0', dependencies: consumerDependencies(tarball) },
     'node_modules/poise-lb': {
       version: pkg.version,
       resolved: tarball,
       license: pkg.license,
       dependencies: pkg.dependencies,
       optionalDependencies: pkg.optionalDependencies,
+      peerDependencies: pkg.peerDependencies,
+      peerDependenciesMeta: pkg.peerDependenciesMeta,
       bin: Object.fromEntries(Object.entries(pkg.bin).map(([k, v]) => [k, v.replace(/^\.\//, '')])),
       engines: pkg.engines,
     },
   };
   for (const [key, entry] of Object.entries(repo.packages)) {
     // Only installed packages: not the root, the workspaces (packages/*) or
-    // their links (node_modules/poise-lb is the repo itself), nor dev ones.
-    if (!key.startsWith('node_modules/') || entry['link'] === true || entry.dev === true) continue;
-    const { devOptional: _devOptional, ...rest } = entry;
+    // their links (node_modules/poise-lb is the repo itself), nor dev ones —
+    // but undici, the peer the consumer installs beside poise-lb for its http entry.
+    if (!key.startsWith('node_modules/') || entry['link'] === true || (entry.dev === true && key !== 'node_modules/undici')) continue;
+    const { devOptional: _devOptional, dev: _dev, ...rest } = entry;
     packages[key] = rest;
   }
   return { name: 'consumer', version: '0.0.0', lockfileVersion: 3, requires: true, packages };
+}
+
+/** The consumer's dependencies: the tarball, and undici (the http entry's peer) at the version this repo tests. */
+function consumerDependencies(tarball: string): Record<string, string> {
+  const repo = JSON.parse(readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> };
+  return { 'poise-lb': tarball, undici: repo.packages['node_modules/undici']!.version! };
 }
 
 function run(args: string[], opts: { input?: string } = {}): { status: number | null; stdout: string; stderr: string } {
@@ -107,7 +118,7 @@ beforeAll(() => {
   execFileSync('mkdir', [project]);
   writeFileSync(
     path.join(project, 'package.json'),
-    JSON.stringify({ name: 'consumer', version: '0.0.0', private: true, type: 'module', dependencies: { 'poise-lb': tarball } }),
+    JSON.stringify({ name: 'consumer', version: '0.0.0', private: true, type: 'module', dependencies: consumerDependencies(tarball) }),
   );
   writeFileSync(path.join(project, 'package-lock.json'), JSON.stringify(consumerLock(tarball)));
   // Scripts allowed, as a user's install: npm reviews the install scripts of a non-registry package (this tarball).
@@ -221,6 +232,8 @@ import { Backend, PowerOfTwo, PoiseError, Prioritized, PriorityWeightedRandom, h
 import { AdmissionGate, Balancer, LoadTable, Router, createLogger, type AdmissionStats, type LoadTableView, type RouterAttachment, type SlotStats } from 'poise-lb/runtime';
 import { MembershipPublisher, RedisMembership, type RedisMembershipOptions } from 'poise-lb/redis';
 import { TcpProxy, connect, type ConnectOptions } from 'poise-lb/net';
+import { HttpCounters, PoiseDispatcher, RatioRetryBudget, type PoiseDispatcherOptions, type RetryBudget } from 'poise-lb/http';
+import { fetch } from 'undici';
 // @ts-expect-error internal arithmetic is not exported
 import { checkedAdd } from 'poise-lb';
 // @ts-expect-error the shared clock is not exported
@@ -250,7 +263,13 @@ balancer.ownerTable;
 balancer.attachment().transferList;
 const options: RedisMembershipOptions | undefined = undefined;
 const connectOptions: ConnectOptions = {};
-export { pick, plan, ceilings, stats, router, reads, admission, queued, options, connectOptions, PoiseError, MembershipPublisher, RedisMembership, TcpProxy, connect, checkedAdd, sharedClock };
+const budget: RetryBudget = new RatioRetryBudget({ ratio: 0.1 });
+const dispatcherOptions: PoiseDispatcherOptions = { router, origin: 'http://api', retryBudget: budget, counters: HttpCounters.create({ capacity: 8 }) };
+const dispatcher = new PoiseDispatcher(dispatcherOptions);
+const response: Promise<Response | unknown> = fetch('http://api/x', { dispatcher });
+// @ts-expect-error the router's membership read for the dispatcher is internal
+router.member('a');
+export { pick, plan, ceilings, stats, router, reads, admission, queued, options, connectOptions, response, PoiseError, MembershipPublisher, RedisMembership, TcpProxy, connect, checkedAdd, sharedClock };
 `;
     writeFileSync(path.join(project, 'consumer.ts'), consumer);
     writeFileSync(

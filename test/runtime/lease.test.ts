@@ -60,3 +60,43 @@ describe('Lease', () => {
     expect(b.table.stats(0).latencyEstimateUs).toBe(80_000);
   });
 });
+
+describe('what a lease and a router tell a side table (the HTTP dispatcher keys its pools and counters on them)', () => {
+  it("lease.slot / lease.generation are the slot's and its generation's, and a reused slot shows the next generation", () => {
+    const b = new Balancer({ logger, capacity: 1 });
+    b.update([{ id: 'old', address: '127.0.0.1:7000' }]);
+    const r = b.router({ policy: 'round-robin' });
+    const first = r.acquire();
+    expect([first.slot, first.generation]).toEqual([0, b.table.stats(0).generation]);
+    first.release('success');
+    b.update([]);
+    b.update([{ id: 'new', address: '127.0.0.1:7001' }]);
+    const second = r.acquire();
+    expect(second.id).toBe('new');
+    expect(second.slot).toBe(0);
+    expect(second.generation).toBe(first.generation + 1);
+    expect(second.generation).toBe(b.table.stats(0).generation);
+    second.release('success');
+  });
+
+  it('router.member(id) is the spec in force in its view: undefined once the view no longer lists the id, a new object after a change', () => {
+    const b = new Balancer({ logger });
+    b.update([
+      { id: 'a', address: '127.0.0.1:7000' },
+      { id: 'b', address: '127.0.0.1:7001' },
+    ]);
+    const r = b.router();
+    expect(r.member('a')?.address).toBe('127.0.0.1:7000');
+    expect(r.member('nope')).toBeUndefined();
+    b.update([{ id: 'a', address: '127.0.0.1:7002' }]);
+    // A pure read: the view changes at the next acquire or refresh.
+    expect(r.member('b')?.address).toBe('127.0.0.1:7001');
+    r.refresh();
+    expect(r.member('b')).toBeUndefined();
+    expect(r.member('a')?.address).toBe('127.0.0.1:7002');
+    b.update([{ id: 'a', address: '127.0.0.1:7002', status: 'draining' }]);
+    r.refresh();
+    // A draining backend is still a member (its leases finish).
+    expect(r.member('a')?.status).toBe('draining');
+  });
+});
