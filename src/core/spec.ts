@@ -6,48 +6,15 @@
  *
  *     backends[3].weight: must be an integer in [1, 4294967295], got -2
  *
- * host:port validation is src/core/address.ts (re-exported here).
+ * The fields themselves, their rules and defaults are declared in
+ * src/core/spec-fields.ts; host:port validation is src/core/address.ts.
  */
-import { MAX_PRIORITY, isStatus, type Status } from './candidate.js';
 import { PoiseError, describe } from './errors.js';
-import { ADDRESS_RULE, addressReason } from './address.js';
-import { MAX_WEIGHT, isValidWeight } from './weight.js';
-import { integerIn, isIntegerIn } from './validate.js';
+import { SPEC_FIELD_LIST, type BackendSpec, type ResolvedBackendSpec, type SpecValue } from './spec-fields.js';
 
+export type { BackendSpec, ResolvedBackendSpec, SpecStatus } from './spec-fields.js';
 /** host:port validation, for the modules that import it from here. @internal */
 export { ADDRESS_RULE, addressDetail, addressReason, parseAddress } from './address.js';
-
-/** A backend's status in a membership: a candidate {@link Status}, or `'degraded'`. */
-export type SpecStatus = Status | 'degraded';
-
-/** One backend of a membership snapshot. Only `id` and `address` are required. */
-export interface BackendSpec {
-  /** Stable identity; unique within a cluster. 1–256 characters. */
-  id: string;
-  /** `host:port`; IPv6 hosts in brackets (`[::1]:5432`). */
-  address: string;
-  /** Endpoint capacity, an integer in [1, 2^32 − 1]; default 1. */
-  weight?: number;
-  /** Failover priority, an integer in [0, 2^32 − 1]; 0 first; default 0. */
-  priority?: number;
-  /** Locality (zone, region); default `""`. */
-  locality?: string;
-  /** The locality's configured weight in [1, 2^32 − 1]; default 1; equal across a (priority, locality) group. */
-  localityWeight?: number;
-  /**
-   * Default `'ready'`. `'degraded'` is ready but used only when its priority
-   * has no healthy backend left (Envoy's degraded hosts); candidates see it
-   * as `'ready'`.
-   */
-  status?: SpecStatus;
-  /** Cap on concurrent in-flight requests (0 = unlimited); default 0. */
-  maxInflight?: number;
-  /** May use-all panic revive this backend? Default true. */
-  panicEligible?: boolean;
-}
-
-/** A BackendSpec with every default filled in. */
-export type ResolvedBackendSpec = Required<BackendSpec>;
 
 /** A versioned membership: what a source hands the Balancer. */
 export interface MembershipSnapshot {
@@ -91,20 +58,8 @@ export type MembershipOutcome =
       readonly reason: 'not-newer';
     };
 
-const SPEC_FIELDS: ReadonlySet<string> = new Set([
-  'id',
-  'address',
-  'weight',
-  'priority',
-  'locality',
-  'localityWeight',
-  'status',
-  'maxInflight',
-  'panicEligible',
-]);
-
-/** The largest accepted `maxInflight`. @internal */
-export const MAX_INFLIGHT = 0x7fff_ffff;
+/** The field names, for the unknown-field check. */
+const FIELD_NAMES: ReadonlySet<string> = new Set(SPEC_FIELD_LIST.map((f) => f.name));
 
 function fail(field: string, reason: string, got?: unknown, code: 'InvalidConfig' | 'InvalidWeight' = 'InvalidConfig'): never {
   const suffix = got === NO_VALUE ? '' : `, got ${describe(got)}`;
@@ -147,49 +102,19 @@ function resolveSpecAt(value: unknown, path: string, index: number): ResolvedBac
   if (RESOLVED.has(value)) return value as ResolvedBackendSpec;
   const spec = value as Record<string, unknown>;
   for (const key of Object.keys(spec)) {
-    if (!SPEC_FIELDS.has(key)) fail(`${pathOf(path, index)}.${key}`, `unknown field (accepted: ${[...SPEC_FIELDS].join(', ')})`, NO_VALUE);
+    if (!FIELD_NAMES.has(key)) fail(`${pathOf(path, index)}.${key}`, `unknown field (accepted: ${[...FIELD_NAMES].join(', ')})`, NO_VALUE);
   }
-  // Named reads, not spec[key] with a variable key: one shape check each.
-  const { id, address } = spec;
-  if (typeof id !== 'string' || id.length === 0 || id.length > 256) {
-    fail(`${pathOf(path, index)}.id`, 'must be a string of 1 to 256 characters', id);
+  const resolved: Record<string, SpecValue> = {};
+  for (let f = 0; f < SPEC_FIELD_LIST.length; f++) {
+    const field = SPEC_FIELD_LIST[f]!;
+    const given = spec[field.name];
+    // An optional field is either absent (undefined: the default) or valid; `null` is not "absent".
+    const v = given === undefined ? field.default : given;
+    if (!field.kind.accepts(v)) fail(`${pathOf(path, index)}.${field.name}`, field.kind.reason(v), v, field.kind.code);
+    resolved[field.name] = v;
   }
-  if (typeof address !== 'string') fail(`${pathOf(path, index)}.address`, ADDRESS_RULE, address);
-  const addressProblem = addressReason(address);
-  if (addressProblem !== undefined) fail(`${pathOf(path, index)}.address`, addressProblem, address);
-  // An optional field is either absent (undefined: the default) or valid; `null` is not "absent".
-  const w = spec['weight'];
-  const weight = w === undefined ? 1 : w;
-  if (!isValidWeight(weight)) fail(`${pathOf(path, index)}.weight`, `must be an integer in [1, ${MAX_WEIGHT}]`, weight, 'InvalidWeight');
-  const p = spec['priority'];
-  const priority =
-    p === undefined ? 0 : isIntegerIn(p, 0, MAX_PRIORITY) ? p : integerIn(p, `${pathOf(path, index)}.priority`, 0, MAX_PRIORITY);
-  const l = spec['locality'];
-  const locality = l === undefined ? '' : l;
-  if (typeof locality !== 'string' || locality.length > 256)
-    fail(`${pathOf(path, index)}.locality`, 'must be a string of at most 256 characters', locality);
-  const lw = spec['localityWeight'];
-  const localityWeight = lw === undefined ? 1 : lw;
-  if (!isValidWeight(localityWeight)) {
-    fail(`${pathOf(path, index)}.localityWeight`, `must be an integer in [1, ${MAX_WEIGHT}]`, localityWeight, 'InvalidWeight');
-  }
-  const st = spec['status'];
-  const status = st === undefined ? 'ready' : st;
-  if (!isStatus(status) && status !== 'degraded')
-    fail(`${pathOf(path, index)}.status`, 'must be one of "ready", "degraded", "draining", "unavailable"', status);
-  const m = spec['maxInflight'];
-  const maxInflight =
-    m === undefined
-      ? 0
-      : isIntegerIn(m, 0, MAX_INFLIGHT)
-        ? m
-        : integerIn(m, `${pathOf(path, index)}.maxInflight`, 0, MAX_INFLIGHT, '0 = unlimited');
-  const pe = spec['panicEligible'];
-  const panicEligible = pe === undefined ? true : pe;
-  if (typeof panicEligible !== 'boolean') fail(`${pathOf(path, index)}.panicEligible`, 'must be a boolean', panicEligible);
-  const resolved: ResolvedBackendSpec = { id, address, weight, priority, locality, localityWeight, status, maxInflight, panicEligible };
   RESOLVED.add(Object.freeze(resolved));
-  return resolved;
+  return resolved as unknown as ResolvedBackendSpec;
 }
 
 /**
