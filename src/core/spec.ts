@@ -5,44 +5,16 @@
  * same message, naming the exact path and the reason:
  *
  *     backends[3].weight: must be an integer in [1, 4294967295], got -2
+ *
+ * The fields themselves, their rules and defaults are declared in
+ * src/core/spec-fields.ts; host:port validation is src/core/address.ts.
  */
-import { MAX_PRIORITY, isStatus, type Status } from './candidate.js';
 import { PoiseError, describe } from './errors.js';
-import { isIPv4, isIPv6 } from './ip.js';
-import { MAX_WEIGHT, isValidWeight } from './weight.js';
-import { integerIn, isIntegerIn } from './validate.js';
+import { SPEC_FIELD_LIST, type BackendSpec, type ResolvedBackendSpec, type SpecValue } from './spec-fields.js';
 
-/** A backend's status in a membership: a candidate {@link Status}, or `'degraded'`. */
-export type SpecStatus = Status | 'degraded';
-
-/** One backend of a membership snapshot. Only `id` and `address` are required. */
-export interface BackendSpec {
-  /** Stable identity; unique within a cluster. 1–256 characters. */
-  id: string;
-  /** `host:port`; IPv6 hosts in brackets (`[::1]:5432`). */
-  address: string;
-  /** Endpoint capacity, an integer in [1, 2^32 − 1]; default 1. */
-  weight?: number;
-  /** Failover priority, an integer in [0, 2^32 − 1]; 0 first; default 0. */
-  priority?: number;
-  /** Locality (zone, region); default `""`. */
-  locality?: string;
-  /** The locality's configured weight in [1, 2^32 − 1]; default 1; equal across a (priority, locality) group. */
-  localityWeight?: number;
-  /**
-   * Default `'ready'`. `'degraded'` is ready but used only when its priority
-   * has no healthy backend left (Envoy's degraded hosts); candidates see it
-   * as `'ready'`.
-   */
-  status?: SpecStatus;
-  /** Cap on concurrent in-flight requests (0 = unlimited); default 0. */
-  maxInflight?: number;
-  /** May use-all panic revive this backend? Default true. */
-  panicEligible?: boolean;
-}
-
-/** A BackendSpec with every default filled in. */
-export type ResolvedBackendSpec = Required<BackendSpec>;
+export type { BackendSpec, ResolvedBackendSpec, SpecStatus } from './spec-fields.js';
+/** host:port validation, for the modules that import it from here. @internal */
+export { ADDRESS_RULE, addressDetail, addressReason, parseAddress } from './address.js';
 
 /** A versioned membership: what a source hands the Balancer. */
 export interface MembershipSnapshot {
@@ -86,140 +58,14 @@ export type MembershipOutcome =
       readonly reason: 'not-newer';
     };
 
-const SPEC_FIELDS: ReadonlySet<string> = new Set([
-  'id',
-  'address',
-  'weight',
-  'priority',
-  'locality',
-  'localityWeight',
-  'status',
-  'maxInflight',
-  'panicEligible',
-]);
-
-/** The largest accepted `maxInflight`. @internal */
-export const MAX_INFLIGHT = 0x7fff_ffff;
+/** The field names, for the unknown-field check. */
+const FIELD_NAMES: ReadonlySet<string> = new Set(SPEC_FIELD_LIST.map((f) => f.name));
 
 function fail(field: string, reason: string, got?: unknown, code: 'InvalidConfig' | 'InvalidWeight' = 'InvalidConfig'): never {
   const suffix = got === NO_VALUE ? '' : `, got ${describe(got)}`;
   throw new PoiseError(code, `${field}: ${reason}${suffix}`, { field });
 }
 const NO_VALUE = Symbol('none');
-
-/** One DNS label (RFC 1123), with `_` allowed as SRV and many internal names use it. */
-const LABEL = /^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$/;
-/** An IPv6 zone id (RFC 6874 unreserved characters): `eth0`, `en0`, `3`. */
-const ZONE = /^[A-Za-z0-9._~-]{1,64}$/;
-
-/**
- * Why `host` (of `host:port`, brackets removed) is not a valid host, or
- * undefined when it is. Accepted: a hostname of RFC 1123 labels (1–63
- * characters of `[A-Za-z0-9_-]`, no leading or trailing hyphen, at most 253
- * characters in all), a dotted-quad IPv4 address with every octet in
- * [0, 255], and (bracketed) an IPv6 address with an optional zone id.
- */
-function hostProblem(host: string, bracketed: boolean): string | undefined {
-  if (bracketed) {
-    const pct = host.indexOf('%');
-    const ip = pct < 0 ? host : host.slice(0, pct);
-    if (!isIPv6(ip)) return `${JSON.stringify(host)} is not an IPv6 address`;
-    if (pct >= 0 && !ZONE.test(host.slice(pct + 1)))
-      return `${JSON.stringify(host)} has a zone id that is not 1 to 64 characters of [A-Za-z0-9._~-]`;
-    return undefined;
-  }
-  if (host.includes(':')) return 'an IPv6 host must be in brackets';
-  // All digits and dots: an IPv4 address or nothing (never a hostname: no top-level domain is numeric).
-  if (/^[0-9.]+$/.test(host) && /[0-9]/.test(host)) {
-    return isIPv4(host) ? undefined : `${JSON.stringify(host)} is not an IPv4 address (four decimal octets, each in [0, 255])`;
-  }
-  if (host.length > 253) return `host is ${host.length} characters, more than 253`;
-  for (const label of host.split('.')) {
-    if (!LABEL.test(label)) {
-      return `host ${JSON.stringify(host)} has the label ${JSON.stringify(label)}, not 1 to 63 characters of [A-Za-z0-9_-] without a leading or trailing hyphen`;
-    }
-  }
-  return undefined;
-}
-
-/** A URL scheme at the start of an address (`http://`, `redis://`, `tcp://`). */
-const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//;
-
-/**
- * Why an address that starts with a URL scheme is refused, with the
- * address to give instead when the rest (up to a path) is one.
- */
-function schemeProblem(address: string, scheme: string): string {
-  const rest = address.slice(scheme.length).split('/')[0]!;
-  const instead = typeof splitAddress(rest) === 'string' ? '' : ` (${JSON.stringify(rest)})`;
-  return `${JSON.stringify(scheme)} is a URL scheme: give HOST:PORT without it${instead}`;
-}
-
-/**
- * Splits and checks `host:port`: the parts, or the reason it is refused
- * (`''` when the shape itself is wrong: no port, a port outside [1, 65535]).
- */
-function splitAddress(address: string): { host: string; port: number } | string {
-  const scheme = SCHEME.exec(address);
-  if (scheme !== null) return schemeProblem(address, scheme[0]);
-  const colon = address.lastIndexOf(':');
-  const portText = address.slice(colon + 1);
-  if (colon < 0 || !/^\d{1,5}$/.test(portText)) return '';
-  const port = Number(portText);
-  if (port < 1 || port > 65535) return '';
-  const raw = address.slice(0, colon);
-  const bracketed = raw.startsWith('[') && raw.endsWith(']') && raw.length >= 2;
-  const host = bracketed ? raw.slice(1, -1) : raw;
-  if (host.length === 0) return '';
-  const problem = hostProblem(host, bracketed);
-  return problem ?? { host, port };
-}
-
-/**
- * Parses `host:port` (IPv6 as `[addr]:port` or `[addr%zone]:port`); returns
- * undefined when malformed. The host is returned without brackets.
- *
- * @example
- * parseAddress('[fe80::1%eth0]:5432'); // { host: 'fe80::1%eth0', port: 5432 }
- * parseAddress('999.999.999.999:80');  // undefined
- * @internal
- */
-export function parseAddress(address: string): { host: string; port: number } | undefined {
-  if (typeof address !== 'string') return undefined;
-  const parts = splitAddress(address);
-  return typeof parts === 'string' ? undefined : parts;
-}
-
-/** The general rule an address must follow, as messages state it. @internal */
-export const ADDRESS_RULE = 'must be "host:port" with a port in [1, 65535] (IPv6 as "[::1]:port")';
-
-/**
- * Why `address` is refused: undefined when it is valid, `''` when its shape
- * is wrong (no port, a port outside [1, 65535], an empty host), else the
- * precise reason (`"999.999.999.999" is not an IPv4 address ...`).
- * @internal
- */
-export function addressDetail(address: string): string | undefined {
-  if (VALID_ADDRESSES.has(address)) return undefined;
-  const parts = splitAddress(address);
-  if (typeof parts === 'string') return parts;
-  // Validity is a function of the string alone: remember it (bounded), since
-  // every membership change re-validates every backend's address.
-  if (VALID_ADDRESSES.size >= MAX_REMEMBERED_ADDRESSES) VALID_ADDRESSES.clear();
-  VALID_ADDRESSES.add(address);
-  return undefined;
-}
-
-/** Addresses {@link splitAddress} accepted, so that re-validating an unchanged membership is a set lookup. */
-const VALID_ADDRESSES = new Set<string>();
-const MAX_REMEMBERED_ADDRESSES = 65_536;
-
-/** The message of a refused address ({@link ADDRESS_RULE}, then the precise reason when there is one), or undefined when it is valid. @internal */
-export function addressReason(address: string): string | undefined {
-  const detail = addressDetail(address);
-  if (detail === undefined) return undefined;
-  return `${ADDRESS_RULE}${detail === '' ? '' : `; ${detail}`}`;
-}
 
 /**
  * Validates one spec and fills its defaults. `path` prefixes field names in
@@ -256,49 +102,19 @@ function resolveSpecAt(value: unknown, path: string, index: number): ResolvedBac
   if (RESOLVED.has(value)) return value as ResolvedBackendSpec;
   const spec = value as Record<string, unknown>;
   for (const key of Object.keys(spec)) {
-    if (!SPEC_FIELDS.has(key)) fail(`${pathOf(path, index)}.${key}`, `unknown field (accepted: ${[...SPEC_FIELDS].join(', ')})`, NO_VALUE);
+    if (!FIELD_NAMES.has(key)) fail(`${pathOf(path, index)}.${key}`, `unknown field (accepted: ${[...FIELD_NAMES].join(', ')})`, NO_VALUE);
   }
-  // Named reads, not spec[key] with a variable key: one shape check each.
-  const { id, address } = spec;
-  if (typeof id !== 'string' || id.length === 0 || id.length > 256) {
-    fail(`${pathOf(path, index)}.id`, 'must be a string of 1 to 256 characters', id);
+  const resolved: Record<string, SpecValue> = {};
+  for (let f = 0; f < SPEC_FIELD_LIST.length; f++) {
+    const field = SPEC_FIELD_LIST[f]!;
+    const given = spec[field.name];
+    // An optional field is either absent (undefined: the default) or valid; `null` is not "absent".
+    const v = given === undefined ? field.default : given;
+    if (!field.kind.accepts(v)) fail(`${pathOf(path, index)}.${field.name}`, field.kind.reason(v), v, field.kind.code);
+    resolved[field.name] = v;
   }
-  if (typeof address !== 'string') fail(`${pathOf(path, index)}.address`, ADDRESS_RULE, address);
-  const addressProblem = addressReason(address);
-  if (addressProblem !== undefined) fail(`${pathOf(path, index)}.address`, addressProblem, address);
-  // An optional field is either absent (undefined: the default) or valid; `null` is not "absent".
-  const w = spec['weight'];
-  const weight = w === undefined ? 1 : w;
-  if (!isValidWeight(weight)) fail(`${pathOf(path, index)}.weight`, `must be an integer in [1, ${MAX_WEIGHT}]`, weight, 'InvalidWeight');
-  const p = spec['priority'];
-  const priority =
-    p === undefined ? 0 : isIntegerIn(p, 0, MAX_PRIORITY) ? p : integerIn(p, `${pathOf(path, index)}.priority`, 0, MAX_PRIORITY);
-  const l = spec['locality'];
-  const locality = l === undefined ? '' : l;
-  if (typeof locality !== 'string' || locality.length > 256)
-    fail(`${pathOf(path, index)}.locality`, 'must be a string of at most 256 characters', locality);
-  const lw = spec['localityWeight'];
-  const localityWeight = lw === undefined ? 1 : lw;
-  if (!isValidWeight(localityWeight)) {
-    fail(`${pathOf(path, index)}.localityWeight`, `must be an integer in [1, ${MAX_WEIGHT}]`, localityWeight, 'InvalidWeight');
-  }
-  const st = spec['status'];
-  const status = st === undefined ? 'ready' : st;
-  if (!isStatus(status) && status !== 'degraded')
-    fail(`${pathOf(path, index)}.status`, 'must be one of "ready", "degraded", "draining", "unavailable"', status);
-  const m = spec['maxInflight'];
-  const maxInflight =
-    m === undefined
-      ? 0
-      : isIntegerIn(m, 0, MAX_INFLIGHT)
-        ? m
-        : integerIn(m, `${pathOf(path, index)}.maxInflight`, 0, MAX_INFLIGHT, '0 = unlimited');
-  const pe = spec['panicEligible'];
-  const panicEligible = pe === undefined ? true : pe;
-  if (typeof panicEligible !== 'boolean') fail(`${pathOf(path, index)}.panicEligible`, 'must be a boolean', panicEligible);
-  const resolved: ResolvedBackendSpec = { id, address, weight, priority, locality, localityWeight, status, maxInflight, panicEligible };
   RESOLVED.add(Object.freeze(resolved));
-  return resolved;
+  return resolved as unknown as ResolvedBackendSpec;
 }
 
 /**

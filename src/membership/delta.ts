@@ -23,7 +23,8 @@
 import { createHash } from 'node:crypto';
 import { PoiseError } from '../core/errors.js';
 import { checkBackendSet, resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
-import { checkSize, compactSpec, documentJson, type ResolvedDocument } from './document.js';
+import { compactSpec, sameSpec } from '../core/spec-fields.js';
+import { checkSize, documentJson, type ResolvedDocument } from './document.js';
 
 /** One delta operation, as published (backends in compact form). */
 export type DeltaOp = { op: 'remove'; id: string } | { op: 'replace'; backend: BackendSpec } | { op: 'add'; backend: BackendSpec };
@@ -38,13 +39,6 @@ export function documentDigest(json: string): string {
 
 /** A digest as it appears in a notice. @internal */
 export const DIGEST = /^[0-9a-f]{40}$/;
-
-const SPEC_KEYS = ['id', 'address', 'weight', 'priority', 'locality', 'localityWeight', 'status', 'maxInflight', 'panicEligible'] as const;
-
-function sameSpec(a: ResolvedBackendSpec, b: ResolvedBackendSpec): boolean {
-  for (const k of SPEC_KEYS) if (a[k] !== b[k]) return false;
-  return true;
-}
 
 /**
  * The ops that turn `from` into `to` (removes, then in-place replaces, then

@@ -11,6 +11,7 @@
 import { parse as parseYaml } from 'yaml';
 import { PoiseError, invalidConfig } from '../core/errors.js';
 import { isResolvedSpec, resolveBackendSpecs, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
+import { compactSpec } from '../core/spec-fields.js';
 import { resolveHealthConfig, type HealthConfig } from '../health/config.js';
 import { validateName } from './name.js';
 import { integerIn } from '../core/validate.js';
@@ -123,19 +124,6 @@ export function parseText(text: string, format: DocumentFormat, field: string): 
     const reason = err instanceof Error ? (err.message.split('\n')[0] ?? err.message) : String(err);
     throw new PoiseError('InvalidConfig', `${field}: malformed ${format === 'yaml' ? 'YAML' : 'JSON'} (${reason})`, { field, cause: err });
   }
-}
-
-/** A spec with its default-valued fields left out: what is stored and sent. @internal */
-export function compactSpec(spec: ResolvedBackendSpec): BackendSpec {
-  const out: BackendSpec = { id: spec.id, address: spec.address };
-  if (spec.weight !== 1) out.weight = spec.weight;
-  if (spec.priority !== 0) out.priority = spec.priority;
-  if (spec.locality !== '') out.locality = spec.locality;
-  if (spec.localityWeight !== 1) out.localityWeight = spec.localityWeight;
-  if (spec.status !== 'ready') out.status = spec.status;
-  if (spec.maxInflight !== 0) out.maxInflight = spec.maxInflight;
-  if (!spec.panicEligible) out.panicEligible = false;
-  return out;
 }
 
 /** The JSON of each frozen resolved spec's compact form: a document that changed one backend re-serialises one. */

@@ -30,13 +30,13 @@ import type { RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { PoiseError, invalidConfig } from '../core/errors.js';
 import { checkBackendSet, resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
+import { compactSpec } from '../core/spec-fields.js';
 import { Backoff } from '../core/backoff.js';
 import { validateWeight } from '../core/weight.js';
 import { defaultLogger } from '../log.js';
 import {
   DEFAULT_MAX_DOCUMENT_BYTES,
   MAX_VERSION,
-  compactSpec,
   documentJson,
   resolveDocument,
   validateVersion,

@@ -7,7 +7,7 @@
  * bumps its generation, so a stale lease can never touch the new occupant.
  */
 import { PoiseError } from '../core/errors.js';
-import type { ResolvedBackendSpec } from '../core/spec.js';
+import { sameSpec, type ResolvedBackendSpec } from '../core/spec-fields.js';
 import { SlotState, type LoadTable } from '../load/load-table.js';
 import { blobLine, specJson } from './spec-blob.js';
 
@@ -49,22 +49,6 @@ export interface Assignment {
   readonly jsons: readonly string[];
   /** Per spec: its blob line. */
   readonly lines: readonly string[];
-}
-
-/** Field-by-field equality of two resolved specs (every field is a primitive); the same object is equal at once. */
-export function sameSpec(a: ResolvedBackendSpec, b: ResolvedBackendSpec): boolean {
-  return (
-    a === b ||
-    (a.id === b.id &&
-      a.address === b.address &&
-      a.weight === b.weight &&
-      a.priority === b.priority &&
-      a.locality === b.locality &&
-      a.localityWeight === b.localityWeight &&
-      a.status === b.status &&
-      a.maxInflight === b.maxInflight &&
-      a.panicEligible === b.panicEligible)
-  );
 }
 
 /**

@@ -10,11 +10,12 @@
  * holding the version:
  *
  *     version
- *     slot,generation,[id,address,weight,priority,locality,localityWeight,status,maxInflight,panicEligible]
+ *     slot,generation,[id,address,weight,...]
  *     ...
  *
- * (the spec as a positional JSON array: less than half the bytes of an
- * object, so less to store, copy and parse on every change).
+ * (the spec as a positional JSON array, one place per field in the order of
+ * src/core/spec-fields.ts: less than half the bytes of an object, so less to
+ * store, copy and parse on every change).
  *
  * `JSON.stringify` escapes newlines, so a line is always one entry. Lines are
  * independent, so a reader compares each line with the one it saw last for
@@ -22,7 +23,7 @@
  * one spec, not a thousand), and the writer re-serialises only specs that
  * changed.
  */
-import type { ResolvedBackendSpec } from '../core/spec.js';
+import { specFromValues, specValues, type ResolvedBackendSpec, type SpecValue } from '../core/spec-fields.js';
 
 /** One published slot. */
 export interface BlobEntry {
@@ -42,33 +43,12 @@ const decoder = new TextDecoder();
 
 /** The spec's JSON text (its part of a blob line): the fields as a positional array. */
 export function specJson(spec: ResolvedBackendSpec): string {
-  return JSON.stringify([
-    spec.id,
-    spec.address,
-    spec.weight,
-    spec.priority,
-    spec.locality,
-    spec.localityWeight,
-    spec.status,
-    spec.maxInflight,
-    spec.panicEligible,
-  ]);
+  return JSON.stringify(specValues(spec));
 }
 
-/** The spec a {@link specJson} text holds (fields in `resolveBackendSpec`'s order). */
+/** The spec a {@link specJson} text holds. */
 export function specFromJson(json: string): ResolvedBackendSpec {
-  const a = JSON.parse(json) as [string, string, number, number, string, number, ResolvedBackendSpec['status'], number, boolean];
-  return {
-    id: a[0],
-    address: a[1],
-    weight: a[2],
-    priority: a[3],
-    locality: a[4],
-    localityWeight: a[5],
-    status: a[6],
-    maxInflight: a[7],
-    panicEligible: a[8],
-  };
+  return specFromValues(JSON.parse(json) as SpecValue[]);
 }
 
 /** One blob line: `slot,generation,` then the spec's JSON text ({@link specJson}). */

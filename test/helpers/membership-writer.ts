@@ -2,7 +2,7 @@
 import { expect } from 'vitest';
 import { isPoiseError } from '../../src/core/errors.js';
 import type { MembershipSnapshot, ResolvedBackendSpec } from '../../src/core/spec.js';
-import { compactSpec } from '../../src/membership/document.js';
+import { compactSpec } from '../../src/core/spec-fields.js';
 import type { MembershipPublisher, StoredMembership } from '../../src/membership/redis-publisher.js';
 import type { RedisMembership } from '../../src/membership/redis-source.js';
 import { type CapturedLog, until } from './log-capture.js';

@@ -7,7 +7,7 @@ import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MembershipSnapshot, ResolvedBackendSpec } from '../../src/core/spec.js';
 import { Rng } from '../../src/core/rng.js';
-import { compactSpec } from '../../src/membership/document.js';
+import { compactSpec } from '../../src/core/spec-fields.js';
 import { MembershipPublisher } from '../../src/membership/redis-publisher.js';
 import { RedisMembership } from '../../src/membership/redis-source.js';
 import { captureLog, until } from '../helpers/log-capture.js';

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../src/core/rng.js';
 import { isPoiseError } from '../../src/core/errors.js';
 import type { MembershipSnapshot } from '../../src/core/spec.js';
-import { compactSpec } from '../../src/membership/document.js';
+import { compactSpec } from '../../src/core/spec-fields.js';
 import { MembershipPublisher, type MembershipPublisherOptions } from '../../src/membership/redis-publisher.js';
 import { decodeEnvelope } from '../../src/membership/redis-keys.js';
 import { RedisMembership } from '../../src/membership/redis-source.js';

@@ -3,7 +3,8 @@ import fc from 'fast-check';
 import { PoiseError } from '../../src/core/errors.js';
 import { resolveBackendSpec, type ResolvedBackendSpec } from '../../src/core/spec.js';
 import type { HealthConfig } from '../../src/health/config.js';
-import { compactSpec, documentJson, parseDocument, resolveDocument } from '../../src/membership/document.js';
+import { compactSpec } from '../../src/core/spec-fields.js';
+import { documentJson, parseDocument, resolveDocument } from '../../src/membership/document.js';
 import { decodeEnvelope, membershipKeys } from '../../src/membership/redis-keys.js';
 
 const ok = {

@@ -229,7 +229,7 @@ describe('the packed package', () => {
   it('the declarations type-check a consumer (NodeNext, skipLibCheck off): public names resolve, internals and writers do not', () => {
     const consumer = `
 import { Backend, PowerOfTwo, PoiseError, Prioritized, PriorityWeightedRandom, holdbackCeilings, type PriorityPlan, type Status } from 'poise-lb';
-import { AdmissionGate, Balancer, LoadTable, Router, createLogger, type AdmissionStats, type LoadTableView, type RouterAttachment, type SlotStats } from 'poise-lb/runtime';
+import { AdmissionGate, Balancer, LoadTable, Router, createLogger, type AdmissionStats, type BackendSpec, type LoadTableView, type ResolvedBackendSpec, type RouterAttachment, type SlotStats } from 'poise-lb/runtime';
 import { MembershipPublisher, RedisMembership, type RedisMembershipOptions } from 'poise-lb/redis';
 import { TcpProxy, connect, type ConnectOptions } from 'poise-lb/net';
 import { HttpCounters, PoiseDispatcher, RatioRetryBudget, type PoiseDispatcherOptions, type RetryBudget } from 'poise-lb/http';
@@ -269,6 +269,18 @@ const dispatcher = new PoiseDispatcher(dispatcherOptions);
 const response: Promise<Response | unknown> = fetch('http://api/x', { dispatcher });
 // @ts-expect-error the router's membership read for the dispatcher is internal
 router.member('a');
+// The spec types are mapped from the field table: required and optional fields, the status union, every field resolved.
+const spec: BackendSpec = { id: 'a', address: '127.0.0.1:1', weight: 2, status: 'degraded', panicEligible: false };
+// @ts-expect-error a misspelt field is not a BackendSpec field
+const typo: BackendSpec = { id: 'a', address: '127.0.0.1:1', wieght: 2 };
+// @ts-expect-error address is required
+const noAddress: BackendSpec = { id: 'a' };
+// @ts-expect-error status is one of the four statuses
+const badStatus: BackendSpec = { id: 'a', address: '127.0.0.1:1', status: 'up' };
+const resolved: ResolvedBackendSpec = { ...spec, priority: 0, locality: '', localityWeight: 1, maxInflight: 0, weight: 1, status: 'ready', panicEligible: true };
+// @ts-expect-error a resolved spec has every field
+const partial: ResolvedBackendSpec = { id: 'a', address: '127.0.0.1:1' };
+export { spec, typo, noAddress, badStatus, resolved, partial };
 export { pick, plan, ceilings, stats, router, reads, admission, queued, options, connectOptions, response, PoiseError, MembershipPublisher, RedisMembership, TcpProxy, connect, checkedAdd, sharedClock };
 `;
     writeFileSync(path.join(project, 'consumer.ts'), consumer);
