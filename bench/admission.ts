@@ -23,11 +23,17 @@
  *
  * Two measurements come first, in this thread: the wake-up latency across
  * threads (a worker releases the pool's only unit; how long until this
- * thread's queued request is admitted, with the default pollMs 2 and with
- * pollMs 1), and the release path's cost (acquireHandle + releaseHandle
- * without a gate, with an idle gate attached, and with the Atomics.add +
- * Atomics.notify per release that an Atomics.waitAsync wake-up would add;
- * and heap bytes per pair, without and with the gate).
+ * thread's queued request is admitted — woken by the release's notify, with
+ * the poll fallback at its default 20 ms and at 1 s to show the timer plays
+ * no part), and the release path's cost (acquireHandle + releaseHandle
+ * without a gate, with an idle gate attached, and with an unconditional
+ * Atomics.add + Atomics.notify per release — what the wake-up costs a
+ * release only while gates wait; and heap bytes per pair).
+ *
+ * Then fairness across workers: 10 rounds (3 with --quick) in which two
+ * workers offer identical load of one band into a pool at twice its
+ * capacity; per round, each worker's share of the admissions and its
+ * QueueTimeouts. Target: every round within ±10 % of an even split.
  */
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
@@ -217,7 +223,69 @@ function releasePath(): Record<string, number> {
 progress('release path');
 const release = releasePath();
 progress('wake-up across threads');
-const wake = [await wakeUp(2, quick ? 50 : 200), await wakeUp(1, quick ? 50 : 200)];
+const wake = [await wakeUp(20, quick ? 50 : 200), await wakeUp(1000, quick ? 50 : 200)];
+
+/** One fairness round: two workers, identical single-band load at 2× capacity; each worker's share of admissions. */
+async function fairnessRound(): Promise<{ shares: number[]; timeouts: number[]; admitted: number[] }> {
+  const b = new Balancer({ capacity: 16, maxThreads: 8, logger: SILENT });
+  b.update(Array.from({ length: 4 }, (_, i) => ({ id: `b${i}`, address: `127.0.0.1:${7000 + i}`, maxInflight: 25 })));
+  const plan: LoadPlan = {
+    attachment: b.attachment(),
+    priorities: [1],
+    ceilings: [1],
+    // 100 leases of 50 ms: 2,000 admissions/s; each worker offers 2,000/s.
+    perTick: [10],
+    tickMs: 5,
+    durationMs: (quick ? 1 : 2) * 1000,
+    serviceMs: 50,
+    timeoutMs: 500,
+    maxQueue: 100_000,
+  };
+  const pair = [0, 1].map(() => new Worker(WORKER, { workerData: plan }));
+  for (const w of pair) b.watchWorker(w);
+  await Promise.all(pair.map((w) => new Promise((r) => w.once('message', r))));
+  const reports = pair.map(
+    (w) =>
+      new Promise<LoadReport>((resolve, reject) => {
+        w.once('message', resolve);
+        w.once('error', reject);
+      }),
+  );
+  for (const w of pair) w.postMessage('start');
+  const out = await Promise.all(reports);
+  await Promise.all(pair.map((w) => w.terminate()));
+  b.close();
+  const admitted = out.map((r) => r.bands[0]!.admitted);
+  const all = admitted[0]! + admitted[1]!;
+  return {
+    admitted,
+    shares: admitted.map((a) => Number((a / all).toFixed(4))),
+    timeouts: out.map((r) => r.bands[0]!.rejected['QueueTimeout'] ?? 0),
+  };
+}
+const fairness: {
+  round: number;
+  shareWorker0: number;
+  shareWorker1: number;
+  admitted0: number;
+  admitted1: number;
+  timeouts0: number;
+  timeouts1: number;
+}[] = [];
+for (let r = 0; r < (quick ? 3 : 10); r++) {
+  progress(`fairness round ${r + 1}`);
+  const f = await fairnessRound();
+  fairness.push({
+    round: r + 1,
+    shareWorker0: f.shares[0]!,
+    shareWorker1: f.shares[1]!,
+    admitted0: f.admitted[0]!,
+    admitted1: f.admitted[1]!,
+    timeouts0: f.timeouts[0]!,
+    timeouts1: f.timeouts[1]!,
+  });
+}
+const worstShareDeviation = Math.max(...fairness.map((f) => Math.abs(f.shareWorker0 - 0.5) / 0.5));
 
 for (let r = 0; r < ROUNDS; r++) {
   for (const mode of (r % 2 === 0 ? ['holdback', 'static'] : ['static', 'holdback']) as Mode[]) {
@@ -257,11 +325,14 @@ const ratios = {
 const targets = {
   topBandP99AtMostTenthOfStatic: ratios.topBandP99HoldbackOverStatic <= 0.1,
   throughputWithin5Percent: Math.abs(ratios.admittedThroughputHoldbackOverStatic - 1) <= 0.05,
+  everyFairnessRoundWithin10PercentOfEven: worstShareDeviation <= 0.1,
 };
 console.log(formatTable(rows));
 console.log(ratios, targets);
 console.log('release path', release);
 console.log(formatTable(wake));
+console.log(formatTable(fairness));
+console.log({ worstShareDeviationFromEven: Number(worstShareDeviation.toFixed(4)) });
 const file = writeResults('admission', {
   loadAverage: os.loadavg(),
   config: {
@@ -281,6 +352,7 @@ const file = writeResults('admission', {
   bands: rows,
   releasePath: release,
   wakeUpAcrossThreads: wake,
+  fairness: { rounds: fairness, worstShareDeviationFromEven: worstShareDeviation, offeredPerWorkerPerSec: 2000, capacityPerSec: 2000 },
   ratios,
   targets,
 });

@@ -11,21 +11,24 @@
  * A request of band p is admitted while saturation ≤ ceiling(p) and the pool
  * is not full (so every band flows on an idle pool); otherwise it waits in
  * p's FIFO queue. When capacity frees, the highest band is served first; an
- * empty band never blocks a lower one. Queues are per gate (per worker
- * thread): see docs/admission.md for what that means for fairness.
+ * empty band never blocks a lower one.
  *
- * Wake-up: a release by this thread's router serves the queue at once (a
- * microtask); capacity freed by another thread is noticed by a timer of
- * `pollMs` (default 2 ms) that runs only while something waits — no timer
- * when the queues are empty, nothing added to the release path of any
- * thread (docs/admission.md gives the reasons and the latency).
+ * Across threads the gates of one table act as one queue per band: every
+ * waiter takes a ticket from the table, each gate publishes its oldest
+ * waiter per band, and a gate admits its head only when no thread holds a
+ * waiter of a more important band or an older one of the same band
+ * (load/admission-region.ts). A release in any thread wakes the waiting gates
+ * through `Atomics.notify` — one plain load on the release path when nobody
+ * waits — so the oldest waiter anywhere is served next, not the one whose
+ * thread happened to free the capacity; a poll of `pollMs` remains only as
+ * the fallback (docs/admission.md).
  */
 import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
 import type { AcquireAsyncOptions, AcquireOptions, LeaseKindName } from '../runtime/acquire-options.js';
 import type { AdmissionHook } from '../runtime/admission-hook.js';
 import type { Lease } from '../runtime/lease.js';
-import type { PoolGauge } from '../runtime/pool-gauge.js';
+import type { PoolGauge, RowAdmission } from '../runtime/pool-gauge.js';
 import type { Router } from '../runtime/router.js';
 import { holdbackCeilings, type HoldbackOptions } from './holdback.js';
 
@@ -53,7 +56,7 @@ export interface AdmissionGateOptions extends Partial<HoldbackOptions> {
   maxQueue?: number;
   /** Longest wait in a queue, ms, before `QueueTimeout`; default 60 000 (per-request `timeoutMs` overrides it). */
   timeoutMs?: number;
-  /** Interval of the re-check while something waits (capacity freed by other threads), ms; default 2. */
+  /** Longest wait for a wake-up while something waits (the fallback re-check; releases wake the gates at once), ms; default 20. */
   pollMs?: number;
   /** The band of a request that names none; default the most important one. */
   defaultPriority?: number;
@@ -98,6 +101,8 @@ export interface AdmissionStats {
 
 interface Waiter {
   band: Band;
+  /** Its ticket in the table's queue of its band (admission-region.ts). */
+  ticket: number;
   opts: AcquireOptions | undefined;
   resolve: (lease: Lease) => void;
   reject: (err: unknown) => void;
@@ -109,6 +114,8 @@ interface Waiter {
 }
 
 interface Band {
+  /** Position in the gate's bands, most important first: the band index of the table's queue. */
+  index: number;
   priority: number;
   ceiling: number;
   /** Admit while load < limit = min(capacity, floor(ceiling × capacity) + 1) (capacity mode). */
@@ -179,6 +186,8 @@ export class AdmissionGate implements AdmissionHook {
   readonly kind: AdmissionLoadKind;
   /** What the gate reads of the router's pool (capacity, load, the release signal). */
   private readonly gauge: PoolGauge;
+  /** The table's queue across threads, as this router's row sees it. */
+  private readonly queue: RowAdmission;
   private readonly bands: Band[];
   private readonly byPriority = new Map<number, Band>();
   private readonly defaultBand: Band;
@@ -191,10 +200,11 @@ export class AdmissionGate implements AdmissionHook {
   private closed = false;
   private waiting = 0;
   private limitsFor = -1;
-  private pollTimer: ReturnType<typeof setTimeout> | undefined;
+  /** A wake-up wait on the table's generation is pending. */
+  private armed = false;
   private scheduled = false;
-  private readonly onPoll = (): void => {
-    this.pollTimer = undefined;
+  private readonly onWake = (): void => {
+    this.armed = false;
     this.dispatch();
   };
   private readonly onReleased = (): void => {
@@ -294,14 +304,16 @@ export class AdmissionGate implements AdmissionHook {
     ]);
     this.router = router;
     this.gauge = router.gauge;
+    this.queue = router.gauge.queue;
     this.kind = o.kind ?? router.gauge.kind;
     this.maxQueue = o.maxQueue ?? 1024;
     this.timeoutMs = o.timeoutMs ?? 60_000;
-    this.pollMs = o.pollMs ?? 2;
+    this.pollMs = o.pollMs ?? 20;
     this.fixedCapacity = o.capacity;
     this.saturationFn = o.saturation;
     this.clock = o.clock ?? (() => performance.now());
     this.bands = sorted.map((priority, i) => ({
+      index: i,
       priority,
       ceiling: ceilings[i]!,
       limit: 0,
@@ -370,7 +382,7 @@ export class AdmissionGate implements AdmissionHook {
     if (this.closed)
       return Promise.reject(this.reject(band, 'Closed', new PoiseError('Closed', 'acquireAsync: the admission gate is closed')));
     if (signal?.aborted) return Promise.reject(this.reject(band, 'Cancelled', cancelled(signal)));
-    if (!this.waitingFrom(band) && this.admissible(band)) {
+    if (!this.waitingFrom(band) && this.queue.nobodyWaitsFor(band.index) && this.admissible(band)) {
       try {
         const lease = this.router.acquire(acquireOpts);
         band.admitted++;
@@ -393,6 +405,7 @@ export class AdmissionGate implements AdmissionHook {
     return new Promise<Lease>((resolve, reject) => {
       const w: Waiter = {
         band,
+        ticket: this.queue.takeTicket(band.index),
         opts: acquireOpts,
         resolve,
         reject,
@@ -421,7 +434,8 @@ export class AdmissionGate implements AdmissionHook {
       }
       band.queue.push(w);
       band.live++;
-      this.waiting++;
+      if (band.live === 1) this.queue.setOldest(band.index, w.ticket);
+      if (this.waiting++ === 0) this.queue.setCounted(true);
       this.arm();
     });
   }
@@ -443,7 +457,6 @@ export class AdmissionGate implements AdmissionHook {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.disarm();
     for (const band of this.bands) {
       for (const w of band.queue.slice(band.head)) {
         if (w !== undefined && this.finish(w))
@@ -544,24 +557,39 @@ export class AdmissionGate implements AdmissionHook {
     return false;
   }
 
-  /** Serves waiters, most important band first, while each fits under its ceiling. */
+  /**
+   * Serves waiters, most important band first, while each fits under its
+   * ceiling and is the oldest waiter of its band in every thread (and no
+   * thread waits in a more important band). What stops it waits for the next
+   * release anywhere (or the poll fallback).
+   */
   private dispatch(): void {
     if (this.closed) return;
+    // Read before any check: a release after this read wakes the wait armed below at once.
+    const generation = this.queue.generation();
+    let admitted = 0;
     for (const band of this.bands) {
       while (band.live > 0) {
         // Ceilings never rise towards less important bands, so a band that
         // does not fit means none below fits either: stop.
         if (!this.admissible(band)) {
-          this.arm();
+          this.arm(generation);
           return;
         }
         const w = this.headOf(band)!;
+        // Not this thread's turn: an older waiter of this band, or one of a
+        // more important band, waits in another thread, which the same
+        // release woke. Nothing below this band may go ahead of it either.
+        if (!this.queue.mayAdmit(band.index, w.ticket)) {
+          this.arm(generation);
+          return;
+        }
         let lease: Lease;
         try {
           lease = this.router.acquire(w.opts);
         } catch (err) {
           if (this.lostRace(err, w.opts)) {
-            this.arm();
+            this.arm(generation);
             return;
           }
           if (this.finish(w)) w.reject(this.reject(band, reasonOf(err), err));
@@ -570,9 +598,14 @@ export class AdmissionGate implements AdmissionHook {
         this.finish(w);
         band.admitted++;
         band.admittedAfterWait++;
+        admitted++;
         w.resolve(lease);
       }
     }
+    // Capacity left over after this gate's queues emptied: the next oldest
+    // waiter may be in another thread, which waits for a release that may not
+    // come. Wake it.
+    if (admitted > 0) this.queue.wake();
   }
 
   /** The oldest live waiter of `band` (drops finished ones from the front). */
@@ -603,7 +636,9 @@ export class AdmissionGate implements AdmissionHook {
       band.queue.splice(0, band.head);
       band.head = 0;
     }
-    if (this.waiting === 0) this.disarm();
+    // The band's oldest waiter as every thread sees it.
+    this.queue.setOldest(band.index, this.headOf(band)?.ticket);
+    if (this.waiting === 0) this.queue.setCounted(false);
     return true;
   }
 
@@ -612,16 +647,16 @@ export class AdmissionGate implements AdmissionHook {
     return err;
   }
 
-  /** The re-check timer runs only while something waits. */
-  private arm(): void {
-    if (this.pollTimer === undefined && this.waiting > 0 && !this.closed) this.pollTimer = setTimeout(this.onPoll, this.pollMs);
-  }
-
-  private disarm(): void {
-    if (this.pollTimer !== undefined) {
-      clearTimeout(this.pollTimer);
-      this.pollTimer = undefined;
-    }
+  /**
+   * While something waits, one wait on the table's generation is pending:
+   * a release in any thread moves it (and notifies); `pollMs` bounds the wait
+   * for a wake-up the hint could miss. `seen` is the generation read before
+   * the checks that found nothing to admit, so no release is lost between.
+   */
+  private arm(seen = this.queue.generation()): void {
+    if (this.armed || this.waiting === 0 || this.closed) return;
+    this.armed = true;
+    void this.queue.waitForRelease(seen, this.pollMs).then(this.onWake);
   }
 }
 

@@ -8,9 +8,10 @@
  *
  * | region        | words                                | contents |
  * |---------------|--------------------------------------|----------|
- * | header        | 32 (two 64-byte lines)               | layout version, capacity, thread rows, the three epochs, spec seqlock + length, PeakEWMA τ and initial value, rows in use, region bases, the spec blob's changed ranges |
+ * | header        | 32 (two 64-byte lines)               | layout version, capacity, thread rows, the three epochs, spec seqlock + length, PeakEWMA τ and initial value, rows in use, region bases (first line, read on every acquire); the spec blob's changed ranges, the admission waiters hint, generation and tickets (second line) |
  * | row owners    | `maxThreads`, rounded up to 16       | thread id + 1 of the thread that claimed attribution row r (0 = free) |
  * | row totals    | 16 per row (one line each)           | word k: the leases of kind k row r holds over all slots |
+ * | admission rows| 16 per row (one line each)           | row r's oldest admission waiter per band, and whether its gate counts in the waiters hint (admission-region.ts) |
  * | slots         | 32 per slot (two lines, line-aligned)| the slot table below |
  * | row cells     | per row: `capacity × 2`, rounded up to 16 | row r's leases on slot s, kind k: the record a dead thread's leases are reclaimed from |
  * | spec blob     | `specBytes / 4`                      | the owner's UTF-8 spec text for every live slot, under a seqlock |
@@ -41,7 +42,7 @@ import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 
 /** The layout version in header word 0; an attachment with another version is refused. */
-export const LAYOUT_VERSION = 0x504f0006;
+export const LAYOUT_VERSION = 0x504f0007;
 
 // --- header -------------------------------------------------------------------
 export const H_VERSION = 0;
@@ -60,7 +61,23 @@ export const H_SLOT_BASE = 12;
 export const H_SPEC_WORDS = 13;
 /** Four words: the two ranges (from, to) of the spec blob that the last publication changed. */
 export const H_SPEC_RANGES = 16;
+/** Gates with admission waiters now (a hint every release reads plainly). */
+export const A_WAITERS = 20;
+/** Bumped when capacity frees while gates wait; they wait on it. */
+export const A_GENERATION = 21;
+/** Band indices whose waiters are ordered across threads. */
+export const ADMISSION_BANDS = 8;
+/** The next ticket of band index b is word `A_TICKETS + b`. */
+export const A_TICKETS = 24;
 export const HEADER_WORDS = 32;
+
+// --- admission rows -----------------------------------------------------------------
+/** Row r's oldest waiter of band b: word `A_ROW_OLDEST + b` of its admission line. */
+export const A_ROW_OLDEST = 0;
+/** Whether row r's gate counts in the waiters hint. */
+export const A_ROW_COUNTED = ADMISSION_BANDS;
+/** Words of one row's admission line. */
+export const ADMISSION_ROW_WORDS = 16;
 
 // --- slots --------------------------------------------------------------------
 export const S_TAG = 0;
@@ -93,6 +110,7 @@ export class Layout {
   readonly maxThreads: number;
   readonly ownerBase: number;
   readonly totalsBase: number;
+  readonly admissionBase: number;
   readonly slotBase: number;
   readonly cellsBase: number;
   /** Words of one row's cells (`capacity × KINDS`, rounded up to whole lines). */
@@ -107,6 +125,7 @@ export class Layout {
     this.maxThreads = maxThreads;
     this.ownerBase = HEADER_WORDS;
     this.totalsBase = HEADER_WORDS + roundUp(maxThreads, 16);
+    this.admissionBase = this.totalsBase + maxThreads * TOTAL_WORDS;
     this.slotBase = slotBase;
     this.cellsBase = roundUp(slotBase + capacity * SLOT_WORDS, 16);
     this.cellStride = roundUp(capacity * KINDS, 16);
@@ -121,7 +140,7 @@ export class Layout {
    * the benchmark that shows what the alignment is worth.
    */
   static plan(capacity: number, maxThreads: number, specBytes: number, unaligned: boolean): Layout {
-    const slotBase = HEADER_WORDS + roundUp(maxThreads, 16) + maxThreads * TOTAL_WORDS + (unaligned ? 8 : 0);
+    const slotBase = HEADER_WORDS + roundUp(maxThreads, 16) + maxThreads * (TOTAL_WORDS + ADMISSION_ROW_WORDS) + (unaligned ? 8 : 0);
     return new Layout(capacity, maxThreads, slotBase, Math.ceil(specBytes / 4));
   }
 
@@ -162,6 +181,11 @@ export class Layout {
   /** Row `row`'s cell of kind `kind` on slot `slot`. */
   cell(row: number, slot: number, kind: number): number {
     return this.cellsBase + row * this.cellStride + slot * KINDS + kind;
+  }
+
+  /** First word of row `row`'s admission line. */
+  admissionRow(row: number): number {
+    return this.admissionBase + row * ADMISSION_ROW_WORDS;
   }
 
   /** Row `row`'s total of kind `kind`. */

@@ -12,6 +12,7 @@
  * | PeakEWMA pairs and seqlocks | ewma-region.ts    | every router |
  * | passive health              | passive-health.ts | every router (failures, ejections, outcomes), the owner (health word) |
  * | spec blob                   | spec-region.ts    | the owner |
+ * | admission waiters and tickets | admission-region.ts | the admission gates (their own rows), every release (a wake-up when gates wait) |
  *
  * This class creates or attaches the buffer and holds one instance of each
  * region; the Balancer, the Router and the feedback module use the regions
@@ -24,6 +25,7 @@
  */
 import { PoiseError, invalidConfig } from '../core/errors.js';
 import { integerIn, numberIn } from '../core/validate.js';
+import { AdmissionRegion } from './admission-region.js';
 import { Epochs } from './epochs.js';
 import { EwmaRegion, EwmaSeries, type EwmaSeriesCode } from './ewma-region.js';
 import { H_INITIAL_US, H_TAU_MS, Layout, S_EWMA } from './layout.js';
@@ -127,6 +129,8 @@ export class LoadTable {
   readonly health: PassiveHealth;
   /** @internal */
   readonly specs: SpecRegion;
+  /** @internal */
+  readonly admission: AdmissionRegion;
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
@@ -144,6 +148,7 @@ export class LoadTable {
     this.ewma = new EwmaRegion(i32, this.layout, this.tauMs);
     this.health = new PassiveHealth(i32, this.layout);
     this.specs = new SpecRegion(i32, this.layout);
+    this.admission = new AdmissionRegion(i32, this.layout);
   }
 
   /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. @internal */
@@ -297,6 +302,7 @@ export class LoadTable {
     if (row < 0) return { leases: 0, pending: 0, uncertain: 0 };
     const reclaimed = this.leases.reclaim(row);
     this.ewma.unlockRow(row);
+    this.admission.reclaimRow(row);
     this.leases.freeRow(row);
     return reclaimed;
   }

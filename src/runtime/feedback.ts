@@ -108,6 +108,8 @@ export class Feedback {
       }
     }
     t.leases.down(slot, kind, this.row);
+    // Gates waiting in any thread learn of the freed capacity (one plain load when none waits).
+    t.admission.released();
     this.gauge.released();
     return true;
   }
@@ -146,6 +148,7 @@ export class Feedback {
       this.table.ewma.observe(c.slot, EwmaSeries.Latency, latencyMs, this.now(), this.row);
     }
     this.table.leases.down(c.slot, LeaseKind.Request, this.row);
+    this.table.admission.released();
     this.gauge.released();
   }
 

@@ -32,7 +32,8 @@ import { ejectionBackoff, resolveEjection, type EjectionOptions } from './health
 import { Lease, type Outcome } from './lease.js';
 import { LeaseBook } from './lease-book.js';
 import { policySetup, type PolicyName, type PolicySetup } from './policies.js';
-import { PoolGauge } from './pool-gauge.js';
+import { PoolGauge, RowAdmission } from './pool-gauge.js';
+import { AdmissionRegion } from '../load/admission-region.js';
 import { CandidateView } from './candidate-view.js';
 import { LoadEnv, Metric, type SlotCandidate } from './slot-candidate.js';
 
@@ -209,7 +210,12 @@ export class Router {
     this.candidates = new CandidateView(table, this.env, this.setup.tiered, this.log);
     this.row = table.leases.claimRow(threadId);
     this.env.pool = new PoolTotal(table.leases, table.words, table.layout, this.row);
-    this.gauge = new PoolGauge(table.leases, () => this.capacity(), this.defaultKind === LeaseKind.Connection ? 'connection' : 'request');
+    this.gauge = new PoolGauge(
+      table.leases,
+      () => this.capacity(),
+      this.defaultKind === LeaseKind.Connection ? 'connection' : 'request',
+      new RowAdmission(table.admission, this.row, AdmissionRegion.BANDS),
+    );
     this.feedback = new Feedback(table, this.row, this.book, this.gauge, () => this.now(), ejection, backoff, this.log);
     // A router starts with the view of the membership in force.
     this.rebuild();

@@ -50,7 +50,7 @@ describe('LoadTableView (balancer.table)', () => {
     expect(Object.isFrozen(b.table)).toBe(true);
     const writers = tableMembers().filter((n) => !VIEW_METHODS.includes(n));
     // The LoadTable really has writers to hide (so this test cannot pass vacuously).
-    for (const w of ['epochs', 'tags', 'leases', 'ewma', 'health', 'specs', 'words', 'layout', 'resetHealth', 'reclaimRow']) {
+    for (const w of ['epochs', 'tags', 'leases', 'ewma', 'health', 'specs', 'admission', 'words', 'layout', 'resetHealth', 'reclaimRow']) {
       expect(writers).toContain(w);
     }
     for (const w of writers) expect({ member: w, value: view[w] }).toEqual({ member: w, value: undefined });
