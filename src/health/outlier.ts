@@ -116,6 +116,8 @@ export class OutlierDetector {
     private readonly log: Logger,
     private readonly counters: HealthCounters,
     private readonly clock: () => number,
+    /** Called first in every sweep: flushes the owner thread's batched outcome counts into the table. */
+    private readonly beforeSweep: () => void = () => {},
   ) {}
 
   /** Follows the membership: new slots start with a zero multiplier. */
@@ -148,6 +150,7 @@ export class OutlierDetector {
 
   /** One sweep: take every interval, find the outliers, eject within the limits. Returns the ids ejected. */
   sweep(): string[] {
+    this.beforeSweep();
     const t = this.table;
     const now = this.clock();
     this.counters.outlierSweeps++;

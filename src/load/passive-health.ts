@@ -120,11 +120,16 @@ export class PassiveHealth {
     return left > 0 ? left : 0;
   }
 
-  /** Counts one released outcome in the slot's interval counters (any router; one Atomics.add). */
-  countOutcome(slot: number, success: boolean): void {
-    // add: routers in every thread count into the same word and none may be
+  /**
+   * Adds released outcomes to the slot's interval counters (any router; it
+   * batches them, like its picks, and flushes at least once a second — the
+   * detector's interval is seconds).
+   */
+  countOutcomes(slot: number, successes: number, failures: number): void {
+    // add: routers in every thread count into the same words and none may be
     // lost; the owner's exchange below takes whatever has been added so far.
-    Atomics.add(this.i32, this.at(slot) + (success ? S_INTERVAL_OK : S_INTERVAL_FAIL), 1);
+    if (successes > 0) Atomics.add(this.i32, this.at(slot) + S_INTERVAL_OK, successes);
+    if (failures > 0) Atomics.add(this.i32, this.at(slot) + S_INTERVAL_FAIL, failures);
   }
 
   /**

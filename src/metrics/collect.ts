@@ -470,6 +470,8 @@ function takeSnapshot(
   planner: PriorityWeightedRandom,
   admission: AdmissionStatsSource | undefined,
 ): Snapshot {
+  // The owner thread's routers batch their picks and outcomes: count them in before reading.
+  balancer.flushStats();
   const t = balancer.table;
   const rows: BackendRow[] = [];
   const candidates: Prioritized<Backend>[] = [];

@@ -112,6 +112,8 @@ export class Balancer extends EventEmitter {
   /** The two above, as slot allocation reads them. */
   private readonly slotMap: SlotMap;
   private readonly watched = new WeakSet<Worker>();
+  /** Routers made by {@link router} in this thread, whose batched statistics a scrape or sweep flushes first. */
+  private readonly localRouters = new Set<Router>();
   private ver = 0;
   /** The lineage of the membership in force: the last one a snapshot carried (see {@link Balancer.apply}). */
   private line: string | undefined;
@@ -315,11 +317,27 @@ export class Balancer extends EventEmitter {
 
   /** A Router in this (owner) thread; it uses the Balancer's clock unless `opts.clock` is given. */
   router(opts: RouterOptions = {}): Router {
-    return Router.attach(this.attachment(), {
+    const r = Router.attach(this.attachment(), {
       logger: this.log,
       ...(this.customClock ? { clock: this.clock } : {}),
       ...opts,
     });
+    this.localRouters.add(r);
+    return r;
+  }
+
+  /**
+   * Adds the batched statistics (picks, released outcomes) of the routers
+   * this Balancer made in its own thread to the table's counters, so a
+   * scrape or an outlier sweep sees every pick and outcome made here up to
+   * now. Routers in other threads flush at least once a second. @internal
+   */
+  flushStats(): void {
+    for (const r of this.localRouters) {
+      r.flushPicks();
+      // A closed router with nothing open adds nothing more: forget it.
+      if (r.closed && r.openLeases === 0) this.localRouters.delete(r);
+    }
   }
 
   /**
@@ -408,7 +426,7 @@ export class Balancer extends EventEmitter {
     this.outlier =
       conf.outlier === undefined
         ? undefined
-        : new OutlierDetector(this.ownerTable, conf.outlier, this.log, this.healthCounters, this.clock);
+        : new OutlierDetector(this.ownerTable, conf.outlier, this.log, this.healthCounters, this.clock, () => this.flushStats());
     // With an injected clock time is the caller's: sweeps run through sweepOutliers().
     if (!this.customClock) this.outlier?.start();
     this.log.info({ check: conf.check?.kind ?? null, outlier: conf.outlier !== undefined }, 'poise: health configuration applied');

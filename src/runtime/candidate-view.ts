@@ -128,12 +128,13 @@ export class CandidateView {
     this.soonestExpiryMs = soonest;
   }
 
-  /** Adds the candidates' not-yet-counted picks to the table's pick counters (only to their own generation). */
+  /**
+   * Adds the candidates' batched statistics — picks, released successes and
+   * failures — to the table's counters, only to their own generation (a slot
+   * reused since belongs to another backend).
+   */
   flushPicks(): void {
-    for (const c of this.all) {
-      if (c.unflushedPicks > 0 && this.table.tag(c.slot) >>> 3 === c.generation) this.table.leases.countPicks(c.slot, c.unflushedPicks);
-      c.unflushedPicks = 0;
-    }
+    for (const c of this.all) flushStats(this.table, c);
   }
 
   /**
@@ -168,7 +169,11 @@ export class CandidateView {
         const a = parseAddress(spec.address);
         c = slotCandidate(this.env, slot, head.generation, spec, a?.host ?? '', a?.port ?? 0);
         const old = candOf[slot];
-        if (old !== undefined && byId.get(old.id) === old) byId.delete(old.id);
+        if (old !== undefined) {
+          // Its batched statistics were flushed before this read (build()); leases still open on it count directly.
+          old.retired = true;
+          if (byId.get(old.id) === old) byId.delete(old.id);
+        }
         lineOf[slot] = ownCopy(line);
         candOf[slot] = c;
         changed.push(c);
@@ -178,6 +183,7 @@ export class CandidateView {
     // Slots the blob no longer lists: forget them (and their ids, unless a changed candidate took the id over).
     for (const c of this.all) {
       if (seen[c.slot] === stamp) continue;
+      c.retired = true;
       lineOf[c.slot] = undefined;
       candOf[c.slot] = undefined;
       if (byId.get(c.id) === c) byId.delete(c.id);
@@ -195,4 +201,16 @@ export class CandidateView {
  */
 function ownCopy(s: string): string {
   return ` ${s}`.slice(1);
+}
+
+/** Adds `c`'s batched picks and outcomes to the table (only to its own generation) and zeroes them. */
+export function flushStats(table: LoadTable, c: SlotCandidate): void {
+  if ((c.unflushedPicks | c.unflushedOk | c.unflushedFail) === 0) return;
+  if (table.tag(c.slot) >>> 3 === c.generation) {
+    if (c.unflushedPicks > 0) table.leases.countPicks(c.slot, c.unflushedPicks);
+    table.health.countOutcomes(c.slot, c.unflushedOk, c.unflushedFail);
+  }
+  c.unflushedPicks = 0;
+  c.unflushedOk = 0;
+  c.unflushedFail = 0;
 }

@@ -6,8 +6,10 @@
  * On release it writes, in this order, the samples (PeakEWMA), the
  * passive-health words (a success clears the consecutive failures; a
  * failure counts one and, at the threshold, ejects the backend with backoff
- * and jitter), the outlier detector's interval counters, and last the lease
- * counters; then it signals the router's pool gauge. Health first, load
+ * and jitter), the outlier detector's interval counts (batched per
+ * candidate like the picks, flushed every 64 and at least once a second),
+ * and last the lease counters; then it signals waiting admission gates and
+ * the router's pool gauge. Health first, load
  * last: while the lease is still counted the owner cannot reuse the slot (it
  * reuses a tombstone only once its counters read zero after closing it), so
  * every health write lands on the lease's own backend — returning the load
@@ -27,8 +29,12 @@ import type { Logger } from '../log.js';
 import type { ResolvedEjection } from './health.js';
 import type { Outcome } from './lease.js';
 import type { LeaseBook } from './lease-book.js';
+import { flushStats } from './candidate-view.js';
 import type { PoolGauge } from './pool-gauge.js';
 import type { SlotCandidate } from './slot-candidate.js';
+
+/** Outcomes a candidate batches before one shared add (as its picks). */
+const STATS_BATCH = 64;
 
 function checkSample(value: unknown, field: string): void {
   if (typeof value !== 'number' || !(value >= 0) || value === Number.POSITIVE_INFINITY) {
@@ -101,9 +107,12 @@ export class Feedback {
           if (connectMs !== undefined) t.ewma.observe(slot, EwmaSeries.ConnectTime, connectMs, now, this.row);
         }
         h.clearFailures(slot);
-        h.countOutcome(slot, true);
+        // Batched with the router's picks (one shared add per 64, and the timer).
+        if (cand.retired) h.countOutcomes(slot, 1, 0);
+        else if (++cand.unflushedOk === STATS_BATCH) flushStats(t, cand);
       } else if (outcome === 'failure') {
-        h.countOutcome(slot, false);
+        if (cand.retired) h.countOutcomes(slot, 0, 1);
+        else if (++cand.unflushedFail === STATS_BATCH) flushStats(t, cand);
         if (h.addFailure(slot) === this.ejection.consecutiveFailures) this.eject(cand);
       }
     }

@@ -34,7 +34,7 @@ import { LeaseBook } from './lease-book.js';
 import { policySetup, type PolicyName, type PolicySetup } from './policies.js';
 import { PoolGauge, RowAdmission } from './pool-gauge.js';
 import { AdmissionRegion } from '../load/admission-region.js';
-import { CandidateView } from './candidate-view.js';
+import { CandidateView, flushStats } from './candidate-view.js';
 import { LoadEnv, Metric, type SlotCandidate } from './slot-candidate.js';
 
 export type { PolicyName } from './policies.js';
@@ -172,7 +172,7 @@ export class Router {
   private expiryAt = 0;
   private blocked: SlotCandidate[] = [];
   private nBlocked = 0;
-  private closed = false;
+  private shut = false;
   /** The attached admission gate, if any (see admission-hook.ts). */
   private gate: AdmissionHook | undefined;
   /** Σ maxInflight of the eligible members of the last build (Infinity when one is unlimited, 0 when none). */
@@ -273,6 +273,11 @@ export class Router {
     return this.candidates.byId.get(id)?.spec;
   }
 
+  /** True once {@link close} was called. */
+  get closed(): boolean {
+    return this.shut;
+  }
+
   /** Leases this router holds open. */
   get openLeases(): number {
     return this.book.count;
@@ -345,7 +350,7 @@ export class Router {
    * path; applications usually prefer `acquire()`.
    */
   acquireHandle(opts?: AcquireOptions): number {
-    if (this.closed) throw new PoiseError('Closed', 'acquire: the router is closed');
+    if (this.shut) throw new PoiseError('Closed', 'acquire: the router is closed');
     const handle = this.tryAcquire(opts, RETRY_WAIT);
     return handle >= 0 ? handle : this.acquireAfterStale(opts, handle);
   }
@@ -480,8 +485,7 @@ export class Router {
   }
 
   private flushPick(c: SlotCandidate): void {
-    this.table.leases.countPicks(c.slot, PICK_BATCH);
-    c.unflushedPicks = 0;
+    flushStats(this.table, c);
   }
 
   /**
@@ -489,13 +493,13 @@ export class Router {
    * batched pick counts. The thread's row stays claimed until the thread exits.
    */
   close(): void {
-    this.closed = true;
+    this.shut = true;
     clearInterval(this.flushTimer);
     this.flushPicks();
     this.gate?.routerClosed();
   }
 
-  /** Adds this router's not-yet-counted picks to the table's pick counters (also done at least once a second). */
+  /** Adds this router's batched picks and outcomes to the table's counters (also done at least once a second). */
   flushPicks(): void {
     this.candidates.flushPicks();
   }

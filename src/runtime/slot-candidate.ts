@@ -82,6 +82,15 @@ export class SlotCandidate implements LocalityCandidate {
   blocked = false;
   /** Picks not yet added to the table's pick counter (flushed every 64, and at least once a second). */
   unflushedPicks = 0;
+  /** Released successes and failures not yet added to the outlier detector's interval counters (flushed as the picks). */
+  unflushedOk = 0;
+  unflushedFail = 0;
+  /**
+   * Replaced in its router's view by a newer membership: its batched
+   * statistics were flushed then, so a lease still open on it counts its
+   * outcome directly.
+   */
+  retired = false;
   protected readonly env: LoadEnv;
   /** Word of this slot's request counter; the connection counter is the next (`S_LEASES + kind`). */
   protected readonly counts: number;
