@@ -24,6 +24,7 @@
  * the fallback (docs/admission.md).
  */
 import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
+import { realTimers, timerSourceProblem, type TimerSource } from '../core/timers.js';
 import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
 import type { AcquireAsyncOptions, AcquireOptions, LeaseKindName } from '../runtime/acquire-options.js';
 import type { AdmissionHook } from '../runtime/admission-hook.js';
@@ -60,8 +61,13 @@ export interface AdmissionGateOptions extends Partial<HoldbackOptions> {
   pollMs?: number;
   /** The band of a request that names none; default the most important one. */
   defaultPriority?: number;
-  /** Milliseconds for the wait statistics; default `performance.now`. */
+  /** Milliseconds for the wait statistics; default the timer source's clock. */
   clock?: () => number;
+  /**
+   * The clock and timers queue timeouts run on; default the process's
+   * (`realTimers`). Inject a paused clock to drive timeouts by hand in tests.
+   */
+  timers?: TimerSource;
 }
 
 /** Why a request was rejected. */
@@ -107,7 +113,7 @@ interface Waiter {
   resolve: (lease: Lease) => void;
   reject: (err: unknown) => void;
   at: number;
-  timer: ReturnType<typeof setTimeout> | undefined;
+  timer: unknown;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
   done: boolean;
@@ -143,6 +149,7 @@ const OPTION_KEYS = [
   'pollMs',
   'defaultPriority',
   'clock',
+  'timers',
 ];
 const ASYNC_KEYS = ['key', 'priority', 'exclude', 'kind', 'signal', 'timeoutMs'];
 
@@ -197,6 +204,7 @@ export class AdmissionGate implements AdmissionHook {
   private readonly fixedCapacity: number | undefined;
   private readonly saturationFn: (() => number) | undefined;
   private readonly clock: () => number;
+  private readonly timers: TimerSource;
   private closed = false;
   private waiting = 0;
   private limitsFor = -1;
@@ -301,6 +309,10 @@ export class AdmissionGate implements AdmissionHook {
         if (o.clock !== undefined && typeof o.clock !== 'function')
           invalidConfig('options.clock', 'must be a function returning milliseconds', o.clock);
       },
+      () => {
+        const problem = o.timers === undefined ? undefined : timerSourceProblem(o.timers);
+        if (problem !== undefined) invalidConfig('options.timers', problem, o.timers);
+      },
     ]);
     this.router = router;
     this.gauge = router.gauge;
@@ -311,7 +323,9 @@ export class AdmissionGate implements AdmissionHook {
     this.pollMs = o.pollMs ?? 20;
     this.fixedCapacity = o.capacity;
     this.saturationFn = o.saturation;
-    this.clock = o.clock ?? (() => performance.now());
+    this.timers = o.timers ?? realTimers;
+    const timers = this.timers;
+    this.clock = o.clock ?? (() => timers.now());
     this.bands = sorted.map((priority, i) => ({
       index: i,
       priority,
@@ -415,7 +429,7 @@ export class AdmissionGate implements AdmissionHook {
         onAbort: undefined,
         done: false,
       };
-      w.timer = setTimeout(() => {
+      w.timer = this.timers.setTimeout(() => {
         if (this.finish(w)) {
           reject(
             this.reject(
@@ -623,7 +637,7 @@ export class AdmissionGate implements AdmissionHook {
   private finish(w: Waiter): boolean {
     if (w.done) return false;
     w.done = true;
-    if (w.timer !== undefined) clearTimeout(w.timer);
+    if (w.timer !== undefined) this.timers.clearTimeout(w.timer);
     if (w.onAbort !== undefined) w.signal?.removeEventListener('abort', w.onAbort);
     const band = w.band;
     band.live--;

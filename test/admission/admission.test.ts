@@ -11,6 +11,8 @@ import type { Lease } from '../../src/runtime/lease.js';
 import type { Router } from '../../src/runtime/router.js';
 import { specs } from '../helpers/runtime.js';
 import { thrown } from '../helpers/thrown.js';
+import { until } from '../helpers/log-capture.js';
+import { ManualTimers } from '../helpers/manual-timers.js';
 
 const silent = createLogger({ level: 'silent' });
 const open: Balancer[] = [];
@@ -51,9 +53,6 @@ async function rejection(p: Promise<unknown>): Promise<PoiseError> {
   throw new Error('expected a rejection');
 }
 
-/** Lets microtasks and a few poll periods run. */
-const settle = (ms = 20): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 describe('AdmissionGate: ceilings on the pool saturation', () => {
   it('capacity is Σ maxInflight of the eligible backends; a band is admitted while load / capacity <= its ceiling', async () => {
     // 4 × 5 = 20; ceilings 1 / 0.75 / 0.5 → admit while load < 20 / 16 / 11.
@@ -72,7 +71,7 @@ describe('AdmissionGate: ceilings on the pool saturation', () => {
     const mid = router.acquireAsync({ priority: { admission: 2 } }); // 16 / 20 > 0.75: waits
     for (let i = 0; i < 4; i++) leases.push(await router.acquireAsync({ priority: { admission: 3 } })); // 16 .. 19 < 20
     const top = router.acquireAsync({ priority: { admission: 3 } }); // full: waits
-    await settle();
+    // Queued synchronously: the stats already show every waiter.
     const s = gate.admissionStats();
     expect(s).toMatchObject({ capacity: 20, load: 20, saturation: 1, waiting: 3 });
     expect(s.bands.map((x) => [x.priority, x.queued, x.admitted])).toEqual([
@@ -83,7 +82,7 @@ describe('AdmissionGate: ceilings on the pool saturation', () => {
     // Free 10 at once: the queues drain most important first (top, mid, then low at load 12 > 11 stays).
     for (const l of held) l.release('success');
     const got = await Promise.all([top, mid]);
-    await settle();
+    // The dispatch that admitted them stopped at the low band's limit.
     expect(gate.admissionStats().bands.map((x) => x.queued)).toEqual([0, 0, 1]);
     for (const l of [...got, ...leases.splice(0, 3)]) l.release('success');
     const lowLease = await low; // load 9 after those releases
@@ -98,7 +97,6 @@ describe('AdmissionGate: ceilings on the pool saturation', () => {
     const first = await router.acquireAsync({ priority: { admission: 0 } });
     expect(gate.saturation()).toBe(1);
     const top = router.acquireAsync({ priority: { admission: 1 } });
-    await settle();
     expect(gate.admissionStats().bands[0]!.queued).toBe(1);
     first.release('success');
     (await top).release('success');
@@ -107,13 +105,14 @@ describe('AdmissionGate: ceilings on the pool saturation', () => {
 
   it('no eligible capacity reads as saturation 1: requests wait, then time out; a backend coming back drains them', async () => {
     const { b, router } = pool(2, 3);
-    const gate = new AdmissionGate(router, { priorities: [1], minCeiling: 0 });
+    const timers = new ManualTimers();
+    const gate = new AdmissionGate(router, { priorities: [1], minCeiling: 0, timers });
     b.update(specs(2, { maxInflight: 3, status: 'draining' }));
     expect(gate.saturation()).toBe(1);
-    const err = await rejection(router.acquireAsync({ timeoutMs: 30 }));
-    expect(err.code).toBe('QueueTimeout');
+    const timedOut = rejection(router.acquireAsync({ timeoutMs: 30 }));
+    await timers.advance(30);
+    expect((await timedOut).code).toBe('QueueTimeout');
     const waiting = router.acquireAsync({ timeoutMs: 5000 });
-    await settle();
     b.update(specs(2, { maxInflight: 3 }));
     const lease = await waiting; // noticed by the poll: the epoch moved, capacity 6
     expect(gate.admissionStats()).toMatchObject({ capacity: 6, load: 1 });
@@ -126,7 +125,6 @@ describe('AdmissionGate: ceilings on the pool saturation', () => {
     const held = hold(holder, 3); // 3 / 4 > 0.5
     const low = router.acquireAsync({ priority: { admission: 0 } });
     const high = await router.acquireAsync({ priority: { admission: 1 } }); // 3 < 4
-    await settle();
     expect(gate.admissionStats()).toMatchObject({ capacity: 4, load: 4, waiting: 1 });
     for (const l of held) l.release('success');
     high.release('success');
@@ -145,16 +143,17 @@ describe('AdmissionGate: ceilings on the pool saturation', () => {
   it('a custom saturation function replaces load / capacity', async () => {
     const { router } = pool(2, 0);
     let s = 0.6;
-    const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0.5, saturation: () => s });
+    const timers = new ManualTimers();
+    const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0.5, saturation: () => s, timers });
     const high = await router.acquireAsync({ priority: { admission: 1 } });
     const low = router.acquireAsync({ priority: { admission: 0 } });
-    await settle();
     expect(gate.admissionStats().bands[1]!.queued).toBe(1);
     s = 0.5;
     (await low).release('success');
     s = Number.NaN; // reads as 1: even the top band waits
-    const err = await rejection(router.acquireAsync({ priority: { admission: 1 }, timeoutMs: 20 }));
-    expect(err.code).toBe('QueueTimeout');
+    const top = rejection(router.acquireAsync({ priority: { admission: 1 }, timeoutMs: 20 }));
+    await timers.advance(20);
+    expect((await top).code).toBe('QueueTimeout');
     high.release('success');
   });
 
@@ -204,10 +203,10 @@ describe('AdmissionGate: queues', () => {
         return l;
       }),
     );
-    await settle();
     // Down to load 3: band 3 is empty, band 2 takes M1, M2 (→ 5), band 1 takes L1 (→ 6) and stops at its limit.
+    // The releases are another router's: the table's wake-up reaches the gate.
     for (const l of held.splice(0, 7)) l.release('success');
-    await settle();
+    await until(() => order.length === 3, 'three admissions');
     expect(order).toEqual(['M1', 'M2', 'L1']);
     for (const l of held.splice(0)) l.release('success'); // load 3: L2, L3
     const leases = await Promise.all(waits);
@@ -223,7 +222,6 @@ describe('AdmissionGate: queues', () => {
     const held = hold(holder, 4);
     const order: string[] = [];
     const first = router.acquireAsync({ priority: { admission: 0 } }).then((l) => (order.push('first'), l));
-    await settle();
     // Load 1 by now: the fast path alone would admit the next arrival, but 'first' waits and goes first (→ 2, → 3).
     for (const l of held.slice(0, 3)) l.release('success');
     const second = router.acquireAsync({ priority: { admission: 0 } }).then((l) => (order.push('second'), l));
@@ -243,7 +241,6 @@ describe('AdmissionGate: queues', () => {
     expect(err.code).toBe('QueueFull');
     expect(err.message).toContain('maxQueue');
     const top = router.acquireAsync({ priority: { admission: 1 } }); // its own queue has room
-    await settle();
     expect(gate.admissionStats().bands.map((x) => [x.queued, x.rejected.QueueFull])).toEqual([
       [1, 0],
       [2, 1],
@@ -252,7 +249,6 @@ describe('AdmissionGate: queues', () => {
     // Capacity 2: the top band first, then the oldest low waiter; the last low one enters when a lease returns.
     const topLease = await top;
     const low1 = await queued[0]!;
-    await settle();
     expect(gate.admissionStats().bands.map((x) => x.queued)).toEqual([0, 1]);
     topLease.release('success');
     const low2 = await queued[1]!;
@@ -269,16 +265,23 @@ describe('AdmissionGate: queues', () => {
 describe('AdmissionGate: refusals, each with its code, and nothing left behind', () => {
   it('QueueTimeout after the per-request timeout (the gate default otherwise), counted per band; no lease taken', async () => {
     const { b, holder, router } = pool(1, 1);
-    const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0, timeoutMs: 40 });
+    const timers = new ManualTimers();
+    const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0, timeoutMs: 40, timers });
     const held = hold(holder, 1);
-    const t0 = performance.now();
-    const [own, dflt] = await Promise.all([
-      rejection(router.acquireAsync({ priority: { admission: 0 }, timeoutMs: 10 })),
-      rejection(router.acquireAsync({ priority: { admission: 1 } })),
-    ]);
-    expect([own.code, dflt.code]).toEqual(['QueueTimeout', 'QueueTimeout']);
-    expect(dflt.message).toContain('40 ms');
-    expect(performance.now() - t0).toBeGreaterThanOrEqual(39); // not before its deadline (a lower bound, not a speed claim)
+    const settled: string[] = [];
+    const own = rejection(router.acquireAsync({ priority: { admission: 0 }, timeoutMs: 10 })).then((e) => (settled.push('own'), e));
+    const dflt = rejection(router.acquireAsync({ priority: { admission: 1 } })).then((e) => (settled.push('default'), e));
+    // Each times out exactly at its deadline on the gate's clock, not a millisecond before.
+    await timers.advance(9);
+    expect(settled).toEqual([]);
+    await timers.advance(1);
+    expect(settled).toEqual(['own']);
+    await timers.advance(29);
+    expect(settled).toEqual(['own']);
+    await timers.advance(1);
+    expect(settled).toEqual(['own', 'default']);
+    expect([(await own).code, (await dflt).code]).toEqual(['QueueTimeout', 'QueueTimeout']);
+    expect((await dflt).message).toContain('40 ms');
     const s = gate.admissionStats();
     expect(s.bands.map((x) => x.rejected.QueueTimeout)).toEqual([1, 1]);
     expect(s.waiting).toBe(0);
@@ -293,7 +296,7 @@ describe('AdmissionGate: refusals, each with its code, and nothing left behind',
     const held = hold(holder, 1);
     const ac = new AbortController();
     const p = router.acquireAsync({ priority: { admission: 0 }, signal: ac.signal });
-    await settle(5);
+    expect(gate.admissionStats().waiting).toBe(1);
     ac.abort(new Error('client went away'));
     const err = await rejection(p);
     expect(err.code).toBe('Cancelled');
@@ -313,7 +316,6 @@ describe('AdmissionGate: refusals, each with its code, and nothing left behind',
       const gate = new AdmissionGate(router, { priorities: [2, 1, 0], minCeiling: 0 });
       const held = hold(holder, 1);
       const waiters = [0, 1, 2, 0, 1, 2].map((p) => rejection(router.acquireAsync({ priority: { admission: p } })));
-      await settle(5);
       expect(gate.admissionStats().waiting).toBe(6);
       if (via === 'gate') gate.close();
       else router.close();
@@ -331,9 +333,8 @@ describe('AdmissionGate: refusals, each with its code, and nothing left behind',
     const gate = new AdmissionGate(router, { priorities: [1], minCeiling: 0, saturation: () => 0 });
     const held = hold(holder, 1);
     const p = router.acquireAsync({ timeoutMs: 5000 });
-    await settle(5);
     expect(gate.admissionStats().waiting).toBe(1);
-    held[0]!.release('success'); // freed by a router without the gate: the poll notices
+    held[0]!.release('success'); // freed by a router without the gate: the table's wake-up reaches the gate
     const lease = await p;
     expect(gate.admissionStats().bands[0]).toMatchObject({ admitted: 1, admittedAfterWait: 1, rejected: { NoEligibleCandidates: 0 } });
     lease.release('success');
@@ -346,7 +347,7 @@ describe('AdmissionGate: refusals, each with its code, and nothing left behind',
     expect(err.code).toBe('NoEligibleCandidates');
     const held = hold(holder, 2);
     const queued = router.acquireAsync({ exclude: ['b0', 'b1'] });
-    await settle(5);
+    expect(gate.admissionStats().waiting).toBe(1);
     held[0]!.release('success');
     expect((await rejection(queued)).code).toBe('NoEligibleCandidates');
     expect(gate.admissionStats().bands[0]!.rejected.NoEligibleCandidates).toBe(2);
@@ -483,6 +484,17 @@ describe('AdmissionGate: options', () => {
       expect(err.message).toContain(f);
     }
     expect(err.message).toMatch(/^8 bad options/);
+  });
+
+  it('a timers option that is not a TimerSource names the member it lacks', () => {
+    const { router } = pool(1, 1);
+    expect(thrown(() => new AdmissionGate(router, { priorities: [1], minCeiling: 0, timers: 5 as never })).message).toBe(
+      'options.timers: must be a TimerSource ({ now, setTimeout, clearTimeout }), got 5',
+    );
+    expect(
+      thrown(() => new AdmissionGate(router, { priorities: [1], minCeiling: 0, timers: { now: () => 0, setTimeout: () => 0 } as never }))
+        .message,
+    ).toMatch(/^options\.timers: must have a function clearTimeout/);
   });
 
   it('explicit ceilings: one per priority, in [0, 1], never higher for a less important band, not mixed with holdback options', () => {
