@@ -7,8 +7,8 @@ import { PowerOfTwo } from '../src/policy/power-of-two.js';
 import { PriorityWeightedRandom } from '../src/policy/priority/policy.js';
 import { Rendezvous } from '../src/policy/rendezvous.js';
 import { RoundRobin } from '../src/policy/round-robin.js';
-import { PoiseError } from '../src/core/errors.js';
 import { Balancer } from '../src/runtime/balancer.js';
+import { thrown } from './helpers/thrown.js';
 
 // Misspelled options are refused, never silently defaulted, by every public
 // constructor: one table across modules, because the law is the same.
@@ -65,14 +65,8 @@ describe('misspelled options are refused, never silently defaulted', () => {
       'options.queue: unknown option',
     ],
   ])('%s', (_name, make, message) => {
-    let err: unknown;
-    try {
-      make();
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(PoiseError);
-    expect((err as PoiseError).code).toBe('InvalidConfig');
-    expect((err as PoiseError).message).toContain(message);
+    const err = thrown(make);
+    expect(err.code).toBe('InvalidConfig');
+    expect(err.message).toContain(message);
   });
 });

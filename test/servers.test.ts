@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import config from '../vitest.config.js';
-import { freePort } from './helpers/redis-server.js';
+import { freePort } from './helpers/ports.js';
 import { REQUIREMENTS, binary, mariadb, missingServers, postgres } from './helpers/servers.js';
 
 describe('the globalSetup that names missing servers', () => {

@@ -9,8 +9,8 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { scrapeMetrics } from '../../src/cli/metrics-scrape.js';
-import { isPoiseError } from '../../src/core/errors.js';
 import { runCli } from '../helpers/cli.js';
+import { rejection } from '../helpers/thrown.js';
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -48,27 +48,18 @@ function trickle(res: ServerResponse): void {
   res.on('close', () => clearInterval(t));
 }
 
-async function refusal(p: Promise<unknown>): Promise<Error> {
-  try {
-    await p;
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('the scrape succeeded');
-}
-
 describe('scrapeMetrics (one deadline, one cap)', () => {
   it('an endless body is refused once it passes maxBytes, naming the cap (InvalidConfig), long before the deadline', async () => {
     const url = await serve(endless);
-    const err = await refusal(scrapeMetrics(url, { timeoutMs: 600_000, maxBytes: 1 << 20 }));
-    expect(isPoiseError(err, 'InvalidConfig')).toBe(true);
+    const err = await rejection(scrapeMetrics(url, { timeoutMs: 600_000, maxBytes: 1 << 20 }));
+    expect(err.code).toBe('InvalidConfig');
     expect(err.message).toBe(`--metrics: the body of ${url} exceeds the limit of 1048576 bytes`);
   });
 
   it('a body that trickles forever ends at the deadline (Unavailable, naming the timeout)', async () => {
     const url = await serve(trickle);
-    const err = await refusal(scrapeMetrics(url, { timeoutMs: 300, maxBytes: 1 << 20 }));
-    expect(isPoiseError(err, 'Unavailable')).toBe(true);
+    const err = await rejection(scrapeMetrics(url, { timeoutMs: 300, maxBytes: 1 << 20 }));
+    expect(err.code).toBe('Unavailable');
     expect(err.message).toBe(`--metrics: ${url} did not answer within 300 ms (--timeout covers the request, the body and the parse)`);
   });
 
@@ -78,7 +69,7 @@ describe('scrapeMetrics (one deadline, one cap)', () => {
     // First look: the start (deadline = 0 + 1000). Every later look is past it.
     let looks = 0;
     const now = (): number => (looks++ === 0 ? 0 : 1001);
-    const err = await refusal(scrapeMetrics(url, { timeoutMs: 1000, maxBytes: 1 << 20, now }));
+    const err = await rejection(scrapeMetrics(url, { timeoutMs: 1000, maxBytes: 1 << 20, now }));
     expect(err.message).toBe(`--metrics: ${url} did not answer within 1000 ms (--timeout covers the request, the body and the parse)`);
     // The same body with a clock that stands still parses whole.
     const stand = await scrapeMetrics(url, { timeoutMs: 1000, maxBytes: 1 << 20, now: () => 0 });
@@ -87,7 +78,7 @@ describe('scrapeMetrics (one deadline, one cap)', () => {
 
   it('a non-200 answer is Unavailable naming the status; its body is not read', async () => {
     const url = await serve((res) => endless(res, 503));
-    const err = await refusal(scrapeMetrics(url, { timeoutMs: 600_000, maxBytes: 1024 }));
+    const err = await rejection(scrapeMetrics(url, { timeoutMs: 600_000, maxBytes: 1024 }));
     expect(err.message).toBe(`--metrics: ${url} answered 503`);
   });
 });

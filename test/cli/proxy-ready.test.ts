@@ -10,9 +10,9 @@
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { until } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { refused, startProxy } from '../helpers/proxy-process.js';
-import { freePort } from '../helpers/redis-server.js';
+import { freePort } from '../helpers/ports.js';
 
 const SLOW_LISTEN = fileURLToPath(new URL('../helpers/slow-listen.cjs', import.meta.url));
 const HOLD_MS = 1500;

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../helpers/redis-server.js';
+import { freePort } from '../helpers/ports.js';
 import { startProxy, refused, echo } from '../helpers/proxy-process.js';
 
 // The built CLI (npm test builds first).

@@ -13,7 +13,7 @@ import { MetricsServer } from '../../src/metrics/server.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { createLogger } from '../../src/log.js';
 import { CLI, runCli } from '../helpers/cli.js';
-import { until } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 
 const logger = createLogger({ level: 'silent' });

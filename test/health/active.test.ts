@@ -6,7 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { CheckVerdict, HealthCheckOptions } from '../../src/health/config.js';
 import { HealthFlag } from '../../src/load/load-table.js';
 import { Balancer } from '../../src/runtime/balancer.js';
-import { captureLog, until } from '../helpers/log-capture.js';
+import { captureLog } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 
 const open: { close(): void }[] = [];
 afterEach(() => {

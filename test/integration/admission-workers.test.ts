@@ -9,6 +9,7 @@ import { Balancer } from '../../src/runtime/balancer.js';
 import type { Lease } from '../../src/runtime/lease.js';
 import type { LoadPlan, LoadReport } from '../../bench/admission-worker.js';
 import { specs } from '../helpers/runtime.js';
+import { rejection } from '../helpers/thrown.js';
 
 const HOLDER = new URL('../../dist/bench/admission-holder.js', import.meta.url);
 const LOAD = new URL('../../dist/bench/admission-worker.js', import.meta.url);
@@ -89,22 +90,17 @@ describe('admission with saturation held by another worker thread', () => {
     const router = b.router({ policy: 'round-robin', leaseKind: 'request' });
     const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0, maxQueue: 3, pollMs: 1 });
     expect(await ask(holder, { hold: 4 })).toEqual({ held: 4 }); // full
-    const codeOf = (p: Promise<unknown>): Promise<string> =>
-      p.then(
-        () => 'admitted',
-        (e: { code: string }) => e.code,
-      );
     const ac = new AbortController();
-    const timedOut = codeOf(router.acquireAsync({ priority: { admission: 1 }, timeoutMs: 15 }));
-    const cancelled = codeOf(router.acquireAsync({ priority: { admission: 0 }, signal: ac.signal }));
-    const closed = [0, 1].map(() => codeOf(router.acquireAsync({ priority: { admission: 0 } })));
-    const full = codeOf(router.acquireAsync({ priority: { admission: 0 } }));
-    expect(await full).toBe('QueueFull');
-    expect(await timedOut).toBe('QueueTimeout');
+    const timedOut = rejection(router.acquireAsync({ priority: { admission: 1 }, timeoutMs: 15 }));
+    const cancelled = rejection(router.acquireAsync({ priority: { admission: 0 }, signal: ac.signal }));
+    const closed = [0, 1].map(() => rejection(router.acquireAsync({ priority: { admission: 0 } })));
+    const full = rejection(router.acquireAsync({ priority: { admission: 0 } }));
+    expect(await full).toMatchObject({ code: 'QueueFull' });
+    expect(await timedOut).toMatchObject({ code: 'QueueTimeout' });
     ac.abort();
-    expect(await cancelled).toBe('Cancelled');
+    expect(await cancelled).toMatchObject({ code: 'Cancelled' });
     gate.close();
-    expect(await Promise.all(closed)).toEqual(['Closed', 'Closed']);
+    expect((await Promise.all(closed)).map((e) => e.code)).toEqual(['Closed', 'Closed']);
     expect(await ask(holder, { release: 4 })).toEqual({ held: 0 });
     expect(totalRequests(b, 2)).toBe(0);
     expect(router.openLeases).toBe(0);

@@ -17,6 +17,7 @@ import { TcpProxy } from '../../src/net/proxy.js';
 import { ProxyCounters } from '../../src/net/proxy-counters.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { createLogger } from '../../src/log.js';
+import { until } from '../helpers/until.js';
 
 const logger = createLogger({ level: 'silent' });
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -50,14 +51,6 @@ function value(families: Map<string, MetricFamily>, name: string, labels: Record
   const f = families.get(name) ?? families.get(name.replace(/_(bucket|sum|count)$/, ''));
   const s = f?.samples.find((x) => x.name === name && Object.entries(labels).every(([k, v]) => x.labels[k] === v));
   return s?.value;
-}
-
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 function holder(balancer: Balancer, hold: number): Promise<{ worker: Worker; perBackend: Record<string, number> }> {
@@ -245,7 +238,8 @@ describe('metrics of a running proxy and two router worker threads', () => {
       // A counter never goes backwards between scrapes.
       expect(picks).toBeGreaterThanOrEqual(picksBefore);
       picksBefore = picks;
-      await new Promise((r) => setTimeout(r, 2));
+      // The next scrape samples a later moment: the threads have picked since this one.
+      await until(() => [0, 1, 2, 3].reduce((n, s) => n + balancer.table.stats(s).picks, 0) > picks, 'the threads to pick again');
     }
     expect(picksBefore).toBeGreaterThan(0);
     await Promise.all(workers.map((w) => w.terminate()));

@@ -11,8 +11,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { connect } from '../../src/net/connect.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { CLI } from '../helpers/cli.js';
-import { until } from '../helpers/log-capture.js';
-import { freePort } from '../helpers/redis-server.js';
+import { until } from '../helpers/until.js';
+import { freePort } from '../helpers/ports.js';
+import { rejection } from '../helpers/thrown.js';
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -62,7 +63,7 @@ describe('local errors on connect', () => {
       const router = balancer.router({ policy: 'p2c:connectionTime', ejection: { consecutiveFailures: 1 } });
       const before = balancer.table.stats(0);
       for (let i = 0; i < 20; i++) {
-        const err = await connect(router, { createSocket: failing(code), attempts: 3 }).catch((e: unknown) => e);
+        const err = await rejection(connect(router, { createSocket: failing(code), attempts: 3 }));
         expect(err).toMatchObject({ code: 'CapacityExhausted', cause: { code } });
       }
       const after = balancer.table.stats(0);

@@ -5,39 +5,10 @@ import mysql from 'mysql2/promise';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { connect } from '../../src/net/connect.js';
 import { TcpProxy } from '../../src/net/proxy.js';
-import { PoiseError } from '../../src/core/errors.js';
-
-interface EchoServer {
-  server: net.Server;
-  port: number;
-  /** Connections currently open on this server. */
-  open: () => number;
-  accepted: () => number;
-}
-
-/** A real TCP echo server on 127.0.0.1 that prefixes replies with its name. */
-async function echoServer(name: string): Promise<EchoServer> {
-  let open = 0;
-  let accepted = 0;
-  const server = net.createServer((s) => {
-    open++;
-    accepted++;
-    s.on('close', () => open--);
-    s.on('error', () => s.destroy());
-    s.on('data', (d) => s.write(`${name}:${d.toString()}`));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { server, port: (server.address() as net.AddressInfo).port, open: () => open, accepted: () => accepted };
-}
-
-/** A port on 127.0.0.1 with nothing listening (bound, then closed). */
-async function closedPort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
+import { echoServer, type EchoServer } from '../helpers/echo-server.js';
+import { freePort } from '../helpers/ports.js';
+import { until } from '../helpers/until.js';
+import { rejection } from '../helpers/thrown.js';
 
 function roundTrip(socket: net.Socket, payload: string): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -52,15 +23,6 @@ function closeSocket(socket: net.Socket): Promise<void> {
     socket.once('close', () => r());
     socket.end();
   });
-}
-
-/** Resolves once `cond` holds, polling the event loop (bounded; for socket close propagation). */
-async function until(cond: () => boolean, what: string, deadlineMs = 5000): Promise<void> {
-  const end = Date.now() + deadlineMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setImmediate(r));
-  }
 }
 
 let a: EchoServer;
@@ -82,8 +44,7 @@ afterEach(() => {
   for (const x of balancers.splice(0)) x.close();
 });
 afterAll(async () => {
-  await new Promise<void>((r) => a.server.close(() => r()));
-  await new Promise<void>((r) => b.server.close(() => r()));
+  await Promise.all([a.close(), b.close()]);
 });
 
 describe('connect()', () => {
@@ -100,7 +61,7 @@ describe('connect()', () => {
   });
 
   it('a refused backend is a failure and the next backend is tried, never the same one twice', async () => {
-    const dead = await closedPort();
+    const dead = await freePort();
     const router = balancerWith([
       { id: 'dead', port: dead },
       { id: 'a', port: a.port },
@@ -119,13 +80,12 @@ describe('connect()', () => {
 
   it('gives up with NoEligibleCandidates naming the connect error when every backend refuses', async () => {
     const router = balancerWith([
-      { id: 'd1', port: await closedPort() },
-      { id: 'd2', port: await closedPort() },
+      { id: 'd1', port: await freePort() },
+      { id: 'd2', port: await freePort() },
     ]).router({ policy: 'random' });
-    const err = await connect(router, { attempts: 5 }).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(PoiseError);
-    expect((err as PoiseError).code).toBe('NoEligibleCandidates');
-    expect((err as PoiseError).message).toMatch(/^connect: no backend accepted a connection \(2 tried\): connect ECONNREFUSED/);
+    const err = await rejection(connect(router, { attempts: 5 }));
+    expect(err.code).toBe('NoEligibleCandidates');
+    expect(err.message).toMatch(/^connect: no backend accepted a connection \(2 tried\): connect ECONNREFUSED/);
     expect(router.openLeases).toBe(0);
   });
 
@@ -204,7 +164,7 @@ describe('TcpProxy', () => {
   });
 
   it('retries past a dead backend and closes the client only when none accepts', async () => {
-    const dead = await closedPort();
+    const dead = await freePort();
     const router = balancerWith([
       { id: 'dead', port: dead },
       { id: 'a', port: a.port },

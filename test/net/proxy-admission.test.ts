@@ -13,7 +13,7 @@ import { TcpProxy } from '../../src/net/proxy.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { CLI } from '../helpers/cli.js';
 import { startProxy } from '../helpers/proxy-process.js';
-import { freePort } from '../helpers/redis-server.js';
+import { freePort } from '../helpers/ports.js';
 import { thrown } from '../helpers/thrown.js';
 import { parseMetricsText } from '../../src/metrics/text-format.js';
 

@@ -11,7 +11,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Balancer } from '../../src/runtime/balancer.js';
 import type { Router } from '../../src/runtime/router.js';
 import { TcpProxy, type TcpProxyOptions } from '../../src/net/proxy.js';
-import { captureLog, until } from '../helpers/log-capture.js';
+import { captureLog } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { dial as dialFrom, readAll } from '../helpers/loopback.js';
 import { noDelayOf } from '../helpers/sockopt.js';
 

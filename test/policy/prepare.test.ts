@@ -7,7 +7,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Backend, Localized, Prioritized, type Candidate, type Status } from '../../src/core/candidate.js';
-import { PoiseError } from '../../src/core/errors.js';
 import {
   LocalityWeightedRandom,
   PreparedLocalityWeightedRandom,
@@ -16,6 +15,7 @@ import {
 } from '../../src/policy/priority/policy.js';
 import type { Policy } from '../../src/policy/types.js';
 import { SINGLE_TIER_POLICIES } from '../helpers/policy.js';
+import { caught } from '../helpers/thrown.js';
 
 type AnyPolicy = Policy<Localized<Prioritized<Backend>>>;
 
@@ -51,12 +51,8 @@ function slice(ms: readonly Member[]): Localized<Prioritized<Backend>>[] {
 function draws(policy: AnyPolicy, cands: readonly Candidate[], n: number): (number | string)[] {
   const out: (number | string)[] = [];
   for (let i = 0; i < n; i++) {
-    try {
-      out.push(policy.pick(cands as Localized<Prioritized<Backend>>[], { key: `k${i}` }));
-    } catch (err) {
-      if (!(err instanceof PoiseError)) throw err;
-      out.push(err.code);
-    }
+    const err = caught(() => out.push(policy.pick(cands as Localized<Prioritized<Backend>>[], { key: `k${i}` })));
+    if (err !== undefined) out.push(err.code);
   }
   return out;
 }
@@ -81,12 +77,8 @@ describe('Policy.prepare', () => {
             const expected = [...draws(lazy, a, 40), ...draws(lazy, b, 40)];
             const actual: (number | string)[] = [];
             for (const s of [a, b]) {
-              try {
-                prepared.prepare(s);
-              } catch (err) {
-                // A slice pick refuses is refused by prepare too; pick then throws the same.
-                if (!(err instanceof PoiseError)) throw err;
-              }
+              // A slice pick refuses is refused by prepare too (a PoiseError); pick then throws the same.
+              caught(() => prepared.prepare(s));
               actual.push(...draws(prepared, s, 40));
             }
             expect(actual).toEqual(expected);
