@@ -16,6 +16,7 @@ import { ProxyCounters } from '../../src/net/proxy-counters.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { createLogger } from '../../src/log.js';
 import { specs } from '../helpers/runtime.js';
+import { until } from '../helpers/until.js';
 
 const logger = createLogger({ level: 'silent' });
 
@@ -228,8 +229,7 @@ describe('collectMetrics', () => {
     const registry = new Registry();
     collectMetrics(b, { registry });
     up = false;
-    const deadline = Date.now() + 10_000;
-    while (b.healthStats().counters.markedDown === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    await until(() => b.healthStats().counters.markedDown > 0, 'b1 marked down', 10_000);
     // The scrape reads its snapshot synchronously inside metrics(): healthStats() right after it sees the same counters.
     const text = registry.metrics();
     const h = b.healthStats().counters;

@@ -15,6 +15,7 @@ import { CLI } from '../helpers/cli.js';
 import { startProxy } from '../helpers/proxy-process.js';
 import { freePort } from '../helpers/ports.js';
 import { thrown } from '../helpers/thrown.js';
+import { until } from '../helpers/until.js';
 import { parseMetricsText } from '../../src/metrics/text-format.js';
 
 const silent = createLogger({ level: 'silent' });
@@ -48,7 +49,6 @@ function client(port: number): { echoed: Promise<void>; socket: net.Socket } {
   return { echoed, socket };
 }
 
-const tick = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const closed = (s: net.Socket): Promise<void> => new Promise((r) => (s.destroyed ? r() : (s.once('close', () => r()), s.destroy())));
 
 describe('CidrBands', () => {
@@ -105,14 +105,15 @@ describe('admission where connections enter', () => {
       const batched = [client(bp), client(bp), client(bp)];
       await Promise.all(batched.map((c) => c.echoed));
       const waiting = client(bp);
-      await tick(30);
+      await until(() => gate.admissionStats().bands[1]!.queued === 1, 'the fourth batch client queued');
       expect(gate.admissionStats().bands.map((x) => x.queued)).toEqual([0, 1]);
       expect(live.size).toBe(3); // the waiting client has no backend connection yet
       const w = client(wp);
       await w.echoed; // load 3 < 4
       expect(live.size).toBe(4);
       await closed(w.socket); // 3: batch still held (3 > 2)
-      await tick(30);
+      // The release serves the queue in a microtask: once the lease is back, the gate has decided.
+      await until(() => b.table.stats(0).connections === 3, "the web client's lease back");
       expect(gate.admissionStats().bands[1]!.queued).toBe(1);
       await closed(batched[0]!.socket); // 2: the waiter goes
       await waiting.echoed;
@@ -170,8 +171,7 @@ describe('admission where connections enter', () => {
     const first = await connect(router, { admissionPriority: 0 });
     await expect(connect(router, { admissionPriority: 1, admissionTimeoutMs: 20 })).rejects.toMatchObject({ code: 'QueueTimeout' });
     first.socket.destroy();
-    await tick(10);
-    expect(b.table.stats(0).connections).toBe(0);
+    await until(() => b.table.stats(0).connections === 0, "the first connection's lease back");
     const again = await connect(router, { admissionPriority: 1 });
     again.socket.destroy();
     await expect(connect(b.router(), { admissionPriority: 1 })).rejects.toMatchObject({ code: 'InvalidConfig' });
@@ -222,7 +222,7 @@ describe('poise proxy --band', () => {
   });
 
   it('a band listener of its own: the second batch client waits for admission while a --listen client passes', async () => {
-    const [main, low] = [await freePort(), await freePort()];
+    const [main, low, metrics] = [await freePort(), await freePort(), await freePort()];
     const p = startProxy([
       '--listen',
       `127.0.0.1:${main}`,
@@ -240,6 +240,8 @@ describe('poise proxy --band', () => {
       '2',
       '--log-level',
       'info',
+      '--metrics',
+      `127.0.0.1:${metrics}`,
     ]);
     try {
       await p.until((r) => r.some((x) => x['msg'] === 'proxy ready'), 'proxy ready');
@@ -248,7 +250,11 @@ describe('poise proxy --band', () => {
       const first = client(low);
       await first.echoed; // idle pool: even a ceiling of 0 flows
       const second = client(low);
-      await tick(50);
+      const queued = async (): Promise<number | undefined> => {
+        const f = parseMetricsText(await (await fetch(`http://127.0.0.1:${metrics}/metrics`)).text());
+        return f.get('poise_admission_queue_length')?.samples.find((x) => x.labels['band'] === '1')?.value;
+      };
+      await until(async () => (await queued()) === 1, 'the second batch client queued', 15_000, 50);
       expect(live.size).toBe(before + 1); // held: 1 / 2 > 0
       const w = client(main);
       await w.echoed; // web: 1 < 2

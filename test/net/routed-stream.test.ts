@@ -240,7 +240,7 @@ describe('routedStream', () => {
     await once(socket, 'connect');
     let called = 0;
     socket.connect(5432, 'localhost', () => called++);
-    await new Promise((r) => setImmediate(r));
+    await until(() => called > 0, 'the connect callback');
     expect(called).toBe(1);
     const closed = once(socket, 'close');
     socket.destroy();
