@@ -1,5 +1,6 @@
 /** A real TCP echo server on loopback, for tests of what connects to backends. */
 import net from 'node:net';
+import { afterAll, beforeAll } from 'vitest';
 
 export interface EchoServer {
   readonly server: net.Server;
@@ -37,5 +38,36 @@ export async function echoServer(name: string): Promise<EchoServer> {
         for (const s of sockets) s.destroy();
         server.close(() => r());
       }),
+  };
+}
+
+/**
+ * An {@link echoServer} shared by every test of the calling file: started
+ * before the first (vitest `beforeAll`), closed after the last. Call at the
+ * top level of a test file; read `port` and `sockets` inside tests.
+ */
+export function fileEchoServer(name: string): EchoServer {
+  let server: EchoServer | undefined;
+  beforeAll(async () => {
+    server = await echoServer(name);
+  });
+  afterAll(() => server?.close());
+  const started = (): EchoServer => {
+    if (server === undefined) throw new Error(`echo server ${name} read before beforeAll started it`);
+    return server;
+  };
+  return {
+    get server() {
+      return started().server;
+    },
+    get port() {
+      return started().port;
+    },
+    get sockets() {
+      return started().sockets;
+    },
+    open: () => started().open(),
+    accepted: () => started().accepted(),
+    close: () => started().close(),
   };
 }

@@ -282,3 +282,30 @@ describe('metrics of a running proxy and two router worker threads', () => {
     expect((await fetch(`http://127.0.0.1:${port}/metrics`, { method: 'POST' })).status).toBe(405);
   });
 });
+
+describe('metrics of a worker thread that dies', () => {
+  it('reclaims: a worker terminated holding 3 connection leases counts one reclaim event and 3 leases', async () => {
+    const socks = new Set<net.Socket>();
+    const server = net.createServer((sock) => (socks.add(sock), sock.on('error', () => {})));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const b = new Balancer({ logger });
+    b.update([{ id: 'a', address: `127.0.0.1:${(server.address() as net.AddressInfo).port}` }]);
+    const registry = new Registry();
+    collectMetrics(b, { registry });
+    const w = new Worker(new URL('../fixtures/metrics-holder.mjs', import.meta.url), {
+      workerData: { attachment: b.attachment(), hold: 3 },
+    });
+    const reclaimed = new Promise((r) => b.once('reclaim', r));
+    b.watchWorker(w);
+    await new Promise((resolve, reject) => (w.once('error', reject), w.once('message', resolve)));
+    expect(value(parseMetricsText(await registry.metrics()), 'poise_backend_connections', { backend: 'a' })).toBe(3);
+    await w.terminate();
+    await reclaimed;
+    const f = parseMetricsText(await registry.metrics());
+    expect(value(f, 'poise_reclaims_total', {})).toBe(1);
+    expect(value(f, 'poise_reclaimed_leases_total', {})).toBe(3);
+    expect(value(f, 'poise_backend_connections', { backend: 'a' })).toBe(0);
+    for (const sock of socks) sock.destroy();
+    await new Promise((r) => server.close(r));
+  });
+});

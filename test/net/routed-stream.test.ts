@@ -1,5 +1,5 @@
 import type net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { openLeases } from '../helpers/leases.js';
 import { routedStream, type RoutedSocket } from '../../src/net/routed-stream.js';
@@ -7,7 +7,7 @@ import { PoiseError } from '../../src/core/errors.js';
 import { thrown } from '../helpers/thrown.js';
 import { AdmissionGate, type AdmissionBandStats } from '../../src/admission/admission.js';
 import { Rng } from '../../src/core/rng.js';
-import { echoServer, type EchoServer } from '../helpers/echo-server.js';
+import { fileEchoServer } from '../helpers/echo-server.js';
 import { freePort } from '../helpers/ports.js';
 import { until } from '../helpers/until.js';
 
@@ -47,15 +47,8 @@ function roundTrip(socket: net.Socket, payload: string): Promise<string> {
   });
 }
 
-let a: EchoServer;
-let b: EchoServer;
-beforeAll(async () => {
-  a = await echoServer('a');
-  b = await echoServer('b');
-});
-afterAll(async () => {
-  await Promise.all([a.close(), b.close()]);
-});
+const a = fileEchoServer('a');
+const b = fileEchoServer('b');
 
 describe('routedStream', () => {
   it('ignores the driver host and port, connects to the routed backend, and holds one lease exactly as long as the socket', async () => {
