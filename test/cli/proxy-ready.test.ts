@@ -76,6 +76,8 @@ describe('poise proxy /healthz with --band listeners', () => {
       expect(first).toEqual([200, 'ok\n']);
       // The polls went through the window in which --listen accepted and the band listeners did not.
       expect([...reasons]).toContain(`not ready: --band batch listener 127.0.0.1:${batch} is not up\n`);
+      // The child's log reaches us through a pipe, on its own schedule: wait for the line, then count it.
+      await p.until((rs) => rs.some((r) => r['msg'] === 'proxy ready'), 'the proxy ready line');
       expect(p.find('proxy ready')).toHaveLength(1);
       expect(await p.stop()).toBe(0);
     } finally {
