@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
@@ -54,7 +55,9 @@ function entriesToSources(): { find: RegExp; replacement: string }[] {
     const source = built?.match(/^\.\/dist\/(src\/.+)\.js$/)?.[1];
     if (source === undefined) return [];
     const name = pkg.name + key.slice(1);
-    return [{ find: new RegExp(`^${name.replace(/[/.]/g, '\\$&')}$`), replacement: new URL(`./${source}.ts`, import.meta.url).pathname }];
+    return [
+      { find: new RegExp(`^${name.replace(/[/.]/g, '\\$&')}$`), replacement: fileURLToPath(new URL(`./${source}.ts`, import.meta.url)) },
+    ];
   });
 }
 
