@@ -25,7 +25,7 @@ import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MembershipPublisher } from '../src/membership/redis-publisher.js';
 import { createLogger } from '../src/log.js';
-import { freePort } from './helpers/redis-server.js';
+import { freePort } from './helpers/ports.js';
 import { startSentinelTopology, type SentinelTopology } from './helpers/redis-topology.js';
 import { POLICY_NAMES } from '../src/runtime/policies.js';
 import { EXIT } from '../src/cli/exit.js';

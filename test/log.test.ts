@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { PoiseError } from '../src/core/errors.js';
 import { DEFAULT_LOG_LEVEL, LOG_LEVELS, createLogger, rateLimited } from '../src/log.js';
 import { captureLog } from './helpers/log-capture.js';
+import { thrown } from './helpers/thrown.js';
 
 /** A hand-driven scheduler: `fire()` runs what is due, as the end of a window would. */
 function manualSchedule() {
@@ -68,15 +68,9 @@ describe('rateLimited', () => {
 
 describe('createLogger', () => {
   it('refuses a level pino does not know with InvalidConfig naming where it came from', () => {
-    let err: unknown;
-    try {
-      createLogger({ level: 'loud' });
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(PoiseError);
-    expect((err as PoiseError).code).toBe('InvalidConfig');
-    expect((err as PoiseError).message).toBe(`level: must be one of ${LOG_LEVELS.join(', ')}, got "loud"`);
+    const err = thrown(() => createLogger({ level: 'loud' }));
+    expect(err.code).toBe('InvalidConfig');
+    expect(err.message).toBe(`level: must be one of ${LOG_LEVELS.join(', ')}, got "loud"`);
     for (const level of LOG_LEVELS) expect(createLogger({ level }).level).toBe(level);
   });
 });

@@ -1,8 +1,8 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import config from '../vitest.config.js';
-import { freePort } from './helpers/redis-server.js';
-import { REQUIREMENTS, binary, mariadb, missingServers, postgres } from './helpers/servers.js';
+import { freePort } from './helpers/ports.js';
+import { REQUIREMENTS, binary, built, mariadb, missingServers, postgres } from './helpers/servers.js';
 
 describe('the globalSetup that names missing servers', () => {
   let closed: number;
@@ -17,18 +17,23 @@ describe('the globalSetup that names missing servers', () => {
   });
   afterAll(() => new Promise<void>((r) => impostor.close(() => r())));
 
-  it('is the vitest globalSetup', () => {
-    expect(config.test?.globalSetup).toEqual(['test/helpers/servers.ts']);
+  it('is the globalSetup of the integration project, and of no other', () => {
+    const projects = (config.test?.projects ?? []) as { test?: { name?: string; globalSetup?: string[] } }[];
+    expect(projects.map((p) => [p.test?.name, p.test?.globalSetup])).toEqual([
+      ['unit', undefined],
+      ['integration', ['test/helpers/servers.ts']],
+    ]);
+    expect(config.test?.globalSetup).toBeUndefined();
   });
 
-  it('passes on this machine: every requirement of npm test is there', async () => {
+  it('passes on this machine: every requirement of the integration tests is there', async () => {
     expect(await missingServers(REQUIREMENTS)).toBeUndefined();
   });
 
   it('names a PostgreSQL that does not listen, the reason and how to start it', async () => {
     const message = await missingServers([postgres('127.0.0.1', closed), mariadb('127.0.0.1', 3306)]);
     expect(message).toBe(
-      'npm test needs these local servers and tools, and one is missing:\n' +
+      'the integration tests need these, and one is missing:\n' +
         `  - PostgreSQL on 127.0.0.1:${closed} (user postgres, database "test", trust auth): connect ECONNREFUSED 127.0.0.1:${closed}\n` +
         '    fix: service postgresql start && su postgres -c "createdb test"  (or set trust auth in pg_hba.conf)',
     );
@@ -40,7 +45,7 @@ describe('the globalSetup that names missing servers', () => {
       postgres('127.0.0.1', 5432),
       binary('poise-no-such-binary', ['--version'], 'install it'),
     ]);
-    expect(message).toMatch(/^npm test needs these local servers and tools, and some are missing:\n/);
+    expect(message).toMatch(/^the integration tests need these, and some are missing:\n/);
     const named = message!.split('\n').filter((l) => l.startsWith('  - '));
     expect(named).toEqual([
       `  - MariaDB on 127.0.0.1:${closed} (user root, no password): connect ECONNREFUSED 127.0.0.1:${closed}`,
@@ -57,6 +62,14 @@ describe('the globalSetup that names missing servers', () => {
   it("refuses a PostgreSQL without the tests' database", async () => {
     const message = await missingServers([postgres('127.0.0.1', 5432, 'poise_no_such_db')]);
     expect(message).toContain('database "poise_no_such_db" does not exist');
+  });
+
+  it('names a build that is not there and how to make it', async () => {
+    const message = await missingServers([built(['dist/src/index.js', 'dist/src/poise-no-such-file.js'])]);
+    expect(message).toMatch(
+      /^ {2}- the build in dist\/: ENOENT: no such file or directory, access '.*\/dist\/src\/poise-no-such-file\.js'$/m,
+    );
+    expect(message).toContain('    fix: npm run build  (npm test and npm run test:integration run it first)');
   });
 
   it('refuses a binary that exits non-zero', async () => {

@@ -11,7 +11,7 @@ import type { Lease } from '../../src/runtime/lease.js';
 import type { Router } from '../../src/runtime/router.js';
 import { specs } from '../helpers/runtime.js';
 import { thrown } from '../helpers/thrown.js';
-import { until } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { ManualTimers } from '../helpers/manual-timers.js';
 
 const silent = createLogger({ level: 'silent' });

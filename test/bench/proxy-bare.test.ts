@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { dial as dialFrom, readAll } from '../helpers/loopback.js';
 import { noDelayOf } from '../helpers/sockopt.js';
+import { until } from '../helpers/until.js';
 
 const BARE = fileURLToPath(new URL('../../dist/bench/proxy-bare.js', import.meta.url));
 const cleanups: Array<() => unknown> = [];
@@ -140,7 +141,7 @@ describe('bench/proxy-bare', () => {
     const { port, child } = await bare([p]);
     const c = await dial(port);
     c.write('hello');
-    for (let i = 0; i < 100 && upstreamPeer === undefined; i++) await new Promise((r) => setTimeout(r, 20));
+    await until(() => upstreamPeer !== undefined, 'the upstream connection at the backend', 2000);
     // The proxy's two sockets: local port `port` with the client's port as peer, and the upstream socket to the backend.
     const flags = noDelayOf(child.pid!, [
       [port, c.localPort!],

@@ -40,7 +40,9 @@ describe('exit codes: one table from error code to exit code', () => {
   });
 
   it('a PoiseError of another copy of the package maps by its code; an unknown code is a runtime failure', async () => {
-    const other = (await import('../../dist/src/core/errors.js')) as typeof import('../../src/core/errors.js');
+    // The same file under another URL is another module instance, as when the package is installed twice.
+    const secondCopy: string = '../../src/core/errors.js?second-copy';
+    const other = (await import(secondCopy)) as typeof import('../../src/core/errors.js');
     expect(exitCodeOf(new other.PoiseError('Conflict', 'x'))).toBe(5);
     expect(exitCodeOf(new other.PoiseError('FromTheFuture' as PoiseErrorCode, 'x'))).toBe(1);
   });

@@ -3,7 +3,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { freePort } from '../helpers/redis-server.js';
+import { freePort } from '../helpers/ports.js';
 
 const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
 const L = ['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1'];

@@ -5,8 +5,9 @@ import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { reusePortSupported } from '../../src/net/proxy-workers.js';
 import { countingBackend, type CountingBackend } from '../helpers/counting-backend.js';
-import { freePort } from '../helpers/redis-server.js';
+import { freePort } from '../helpers/ports.js';
 import { refused, startProxy, type ProxyProcess } from '../helpers/proxy-process.js';
+import { until } from '../helpers/until.js';
 
 const MULTI = reusePortSupported();
 const cleanup: (() => Promise<void> | void)[] = [];
@@ -53,14 +54,6 @@ function exited(p: ProxyProcess): Promise<number | null> {
     if (p.child.exitCode !== null) resolve(p.child.exitCode);
     else p.child.once('exit', (code) => resolve(code));
   });
-}
-
-async function until(probe: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 15_000;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 describe('poise proxy --workers', () => {

@@ -11,9 +11,9 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseMetricsText } from '../../src/metrics/text-format.js';
 import { runCli } from '../helpers/cli.js';
-import { until } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { startProxy } from '../helpers/proxy-process.js';
-import { freePort } from '../helpers/redis-server.js';
+import { freePort } from '../helpers/ports.js';
 
 async function get(port: number, p: string): Promise<[number, string]> {
   try {

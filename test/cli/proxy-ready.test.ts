@@ -10,9 +10,9 @@
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { until } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { refused, startProxy } from '../helpers/proxy-process.js';
-import { freePort } from '../helpers/redis-server.js';
+import { freePort } from '../helpers/ports.js';
 
 const SLOW_LISTEN = fileURLToPath(new URL('../helpers/slow-listen.cjs', import.meta.url));
 const HOLD_MS = 1500;
@@ -76,6 +76,8 @@ describe('poise proxy /healthz with --band listeners', () => {
       expect(first).toEqual([200, 'ok\n']);
       // The polls went through the window in which --listen accepted and the band listeners did not.
       expect([...reasons]).toContain(`not ready: --band batch listener 127.0.0.1:${batch} is not up\n`);
+      // The child's log reaches us through a pipe, on its own schedule: wait for the line, then count it.
+      await p.until((rs) => rs.some((r) => r['msg'] === 'proxy ready'), 'the proxy ready line');
       expect(p.find('proxy ready')).toHaveLength(1);
       expect(await p.stop()).toBe(0);
     } finally {

@@ -5,8 +5,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../helpers/redis-server.js';
+import { freePort } from '../helpers/ports.js';
 import { startProxy, refused, echo } from '../helpers/proxy-process.js';
+import { until } from '../helpers/until.js';
 
 // The built CLI (npm test builds first).
 const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
@@ -193,8 +194,7 @@ describe('poise proxy', () => {
     const local = await new Promise<number>((r) => s.once('connect', () => r(s.localPort!)));
     s.resume();
     await new Promise<void>((r) => s.once('close', () => r()));
-    const deadline = Date.now() + 10_000;
-    while (!out.includes('\n') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await until(() => out.includes('\n'), 'the access log record on stdout', 10_000);
     const record = JSON.parse(out.split('\n')[0]!) as Record<string, unknown>;
     expect(record).toMatchObject({
       msg: 'connection',

@@ -13,7 +13,8 @@ import { MetricsServer } from '../../src/metrics/server.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { createLogger } from '../../src/log.js';
 import { CLI, runCli } from '../helpers/cli.js';
-import { until } from '../helpers/log-capture.js';
+import { endless, serve, trickle } from '../helpers/hostile-http.js';
+import { until } from '../helpers/until.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 
 const logger = createLogger({ level: 'silent' });
@@ -158,5 +159,38 @@ describe('poise top', () => {
     const down = await runCli(['top', '--metrics', 'http://127.0.0.1:1/metrics', '--once', '--interval', '100ms']);
     expect(down.code).toBe(1);
     expect(down.stderr).toContain('--metrics: cannot scrape http://127.0.0.1:1/metrics');
+  });
+});
+
+describe('poise top --once against a hostile endpoint', () => {
+  it('--max-bytes: an endless body fails the command with the cap in the message (exit 3)', async () => {
+    const url = await serve(endless);
+    const r = await runCli(['top', '--metrics', url, '--once', '--interval', '100ms', '--max-bytes', '65536']);
+    expect(r.stderr).toBe(`poise top: --metrics: the body of ${url} exceeds the limit of 65536 bytes\n`);
+    expect(r.code).toBe(3);
+  });
+
+  it('--timeout: headers, then a body that never ends, fails the command at the timeout (exit 1)', async () => {
+    const url = await serve(trickle);
+    const r = await runCli(['top', '--metrics', url, '--once', '--interval', '100ms', '--timeout', '300ms']);
+    expect(r.stderr).toBe(
+      `poise top: --metrics: ${url} did not answer within 300 ms (--timeout covers the request, the body and the parse)\n`,
+    );
+    expect(r.code).toBe(1);
+  });
+
+  it('--timeout and --max-bytes are validated and belong to --metrics', async () => {
+    expect(await runCli(['top', '--metrics', 'http://127.0.0.1:1', '--timeout', '5ms'])).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('--timeout: must be a duration in [100ms, 600000ms]'),
+    });
+    expect(await runCli(['top', '--metrics', 'http://127.0.0.1:1', '--max-bytes', '10'])).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('--max-bytes: must be an integer in [1024, 1073741824], got "10"'),
+    });
+    expect(await runCli(['top', '--redis', 'redis://127.0.0.1:1', '--cluster', 'c', '--timeout', '1s'])).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('--timeout and --max-bytes go with --metrics, not --redis'),
+    });
   });
 });

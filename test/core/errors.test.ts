@@ -3,8 +3,9 @@ import { POISE_ERROR_CODES, PoiseError, isPoiseError } from '../../src/core/erro
 
 describe('PoiseError', () => {
   it('is recognised by brand across two copies of the module (instanceof and isPoiseError)', async () => {
-    // A second copy of the package: the compiled build (npm test builds it first) is another module instance.
-    const other = (await import('../../dist/src/core/errors.js')) as typeof import('../../src/core/errors.js');
+    // A second copy of the package, as when it is installed twice: the same file under another URL is another module instance.
+    const secondCopy: string = '../../src/core/errors.js?second-copy';
+    const other = (await import(secondCopy)) as typeof import('../../src/core/errors.js');
     expect(other.PoiseError).not.toBe(PoiseError);
     const foreign = new other.PoiseError('Conflict', 'stored version 3, expected 2');
     expect(foreign instanceof PoiseError).toBe(true);

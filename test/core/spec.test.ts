@@ -2,7 +2,6 @@ import net from 'node:net';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isIPv4, isIPv6 } from '../../src/core/ip.js';
-import type { PoiseError } from '../../src/core/errors.js';
 import {
   addressReason,
   checkBackendSet,
@@ -11,7 +10,7 @@ import {
   resolveBackendSpecs,
   type ResolvedBackendSpec,
 } from '../../src/core/spec.js';
-import { thrown } from '../helpers/thrown.js';
+import { caught, thrown } from '../helpers/thrown.js';
 
 const ok = (over: Record<string, unknown> = {}): Record<string, unknown> => ({ id: 'db-1', address: '127.0.0.1:5432', ...over });
 
@@ -115,12 +114,8 @@ describe('resolveBackendSpecs', () => {
     fc.assert(
       fc.property(fc.array(member, { maxLength: 7 }), (members) => {
         const specs = members.map((m, i) => resolveBackendSpec({ ...m, address: `127.0.0.1:${1000 + i}` }));
-        let got: string | undefined;
-        try {
-          checkBackendSet(specs);
-        } catch (err) {
-          got = `${(err as PoiseError).code} ${(err as Error).message}`;
-        }
+        const err = caught(() => checkBackendSet(specs));
+        const got = err === undefined ? undefined : `${err.code} ${err.message}`;
         expect(got).toBe(reference(specs));
       }),
       { numRuns: 5000 },

@@ -1,11 +1,11 @@
 // The degraded state set by membership, and priority planning that counts
 // unhealthy and degraded hosts.
 import { describe, expect, it } from 'vitest';
-import { isPoiseError } from '../../src/core/errors.js';
 import { resolveDocument } from '../../src/membership/document.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { createLogger } from '../../src/log.js';
 import type { BackendSpec } from '../../src/core/spec.js';
+import { thrown } from '../helpers/thrown.js';
 
 const quiet = createLogger({ level: 'silent' });
 
@@ -116,14 +116,9 @@ describe('health configuration is validated, naming the field', () => {
   ];
   for (const [health, message] of cases) {
     it(`${JSON.stringify(health)} → ${message}`, () => {
-      let err: unknown;
-      try {
-        resolveDocument({ cluster: 'db', backends: [{ id: 'a', address: '127.0.0.1:1' }], health });
-      } catch (e) {
-        err = e;
-      }
-      expect(isPoiseError(err, 'InvalidConfig')).toBe(true);
-      expect((err as Error).message).toContain(message);
+      const err = thrown(() => resolveDocument({ cluster: 'db', backends: [{ id: 'a', address: '127.0.0.1:1' }], health }));
+      expect(err.code).toBe('InvalidConfig');
+      expect(err.message).toContain(message);
     });
   }
 

@@ -14,7 +14,9 @@ import os from 'node:os';
 import path from 'node:path';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
-import { freePort, selfSignedCert } from './redis-server.js';
+import { freePort } from './ports.js';
+import { selfSignedCert } from './redis-server.js';
+import { until } from './until.js';
 
 const live = new Set<ChildProcess>();
 process.on('exit', () => {
@@ -53,20 +55,23 @@ function uidOf(user: string): { uid: number; gid: number } {
 }
 
 async function waitFor(what: string, probe: () => Promise<void>, child: ChildProcess, log: string, deadlineMs = 30_000): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
   let last: unknown;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) break;
+  const up = async (): Promise<boolean> => {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`exited (${child.exitCode ?? child.signalCode})`);
     try {
       await probe();
-      return;
+      return true;
     } catch (err) {
       last = err;
-      await new Promise((r) => setTimeout(r, 100));
+      return false;
     }
+  };
+  try {
+    await until(up, what, deadlineMs, 100);
+  } catch (err) {
+    const text = existsSync(log) ? readFileSync(log, 'utf8').slice(-2000) : '(no log)';
+    throw new Error(`${what} did not come up (${String(last ?? err)}); log tail:\n${text}`);
   }
-  const text = existsSync(log) ? readFileSync(log, 'utf8').slice(-2000) : '(no log)';
-  throw new Error(`${what} did not come up (${String(last)}); log tail:\n${text}`);
 }
 
 function launch(cmd: string, args: string[], opts: { uid?: number; gid?: number; log: string }): ChildProcess {

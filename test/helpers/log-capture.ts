@@ -13,13 +13,3 @@ export function captureLog(level = 'debug'): CapturedLog {
   const logger = pino({ level }, { write: (line: string) => void records.push(JSON.parse(line) as Record<string, unknown>) });
   return { logger, records, find: (text) => records.filter((r) => String(r['msg']).includes(text)) };
 }
-
-/** Polls `probe` until it returns true or `deadlineMs` passes (for external events only). */
-export async function until(probe: () => boolean | Promise<boolean>, what: string, deadlineMs = 15_000): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  while (Date.now() < deadline) {
-    if (await probe()) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`timed out after ${deadlineMs} ms waiting for ${what}`);
-}

@@ -1,4 +1,4 @@
-/** Half-open loopback client sockets for proxy tests, and reading one to its FIN. */
+/** Loopback client sockets for proxy tests: half-open ones, reading one to its FIN, a hello client of an echo server. */
 import net from 'node:net';
 
 /** Connects a half-open client to host:port; `cleanups` gets its destroy. */
@@ -19,4 +19,20 @@ export function readAll(socket: net.Socket): Promise<Buffer> {
     socket.once('end', () => resolve(Buffer.concat(chunks)));
     socket.once('error', reject);
   });
+}
+
+/** A client of `port` that writes `hello`; `echoed` resolves once `echo:hello` comes back (admitted and spliced to an `echoServer('echo')`). */
+export function helloClient(port: number): { echoed: Promise<void>; socket: net.Socket } {
+  const socket = net.connect({ host: '127.0.0.1', port });
+  socket.write('hello');
+  const echoed = new Promise<void>((resolve, reject) => {
+    socket.once('data', (d) => (d.toString() === 'echo:hello' ? resolve() : reject(new Error(d.toString()))));
+    socket.once('error', reject);
+  });
+  return { echoed, socket };
+}
+
+/** Destroys `socket` and resolves once it has closed. */
+export function destroyed(socket: net.Socket): Promise<void> {
+  return new Promise((r) => (socket.destroyed ? r() : (socket.once('close', () => r()), socket.destroy())));
 }

@@ -5,7 +5,8 @@ import type { MembershipSnapshot, ResolvedBackendSpec } from '../../src/core/spe
 import { compactSpec } from '../../src/core/spec-fields.js';
 import type { MembershipPublisher, StoredMembership } from '../../src/membership/redis-publisher.js';
 import type { RedisMembership } from '../../src/membership/redis-source.js';
-import { type CapturedLog, until } from './log-capture.js';
+import type { CapturedLog } from './log-capture.js';
+import { until } from './until.js';
 
 /** A started reader and what it delivered. */
 export interface Reader {

@@ -1,5 +1,4 @@
 import { Backend, type Status } from '../../src/core/candidate.js';
-import { PoiseError, type PoiseErrorCode } from '../../src/core/errors.js';
 import { LeastLoaded } from '../../src/policy/least-loaded.js';
 import { Maglev } from '../../src/policy/maglev.js';
 import { PowerOfTwo } from '../../src/policy/power-of-two.js';
@@ -31,17 +30,6 @@ export function backends(
     const load = opts.loads?.[i] ?? 0;
     return new Backend(`b${i}`, { weight: opts.weights?.[i] ?? 1, load: () => load, status: opts.status?.(i) ?? 'ready' });
   });
-}
-
-/** The PoiseError code thrown by `fn`, or undefined when it returns. */
-export function codeOf(fn: () => unknown): PoiseErrorCode | undefined {
-  try {
-    fn();
-    return undefined;
-  } catch (err) {
-    if (err instanceof PoiseError) return err.code;
-    throw err;
-  }
 }
 
 /** Counts of each index over `picks` calls. */

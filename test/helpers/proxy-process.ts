@@ -1,7 +1,7 @@
 /** A `poise proxy` child process whose pino lines (stderr) tests can wait on, and two small TCP probes. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
-import { until } from './log-capture.js';
+import { until } from './until.js';
 import { CLI } from './cli.js';
 
 export interface ProxyProcess {

@@ -9,6 +9,8 @@ import net from 'node:net';
 import tls from 'node:tls';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort } from './ports.js';
+import { until } from './until.js';
 
 const live = new Set<ChildProcess>();
 function killAll(): void {
@@ -30,18 +32,6 @@ export interface TestRedis {
   restart(): Promise<void>;
   /** Kills it and removes its data directory. Idempotent. */
   stop(): Promise<void>;
-}
-
-/** A port that was free a moment ago on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 function ping(port: number, secure: boolean): Promise<boolean> {
@@ -66,13 +56,15 @@ function ping(port: number, secure: boolean): Promise<boolean> {
 }
 
 async function waitReady(port: number, child: ChildProcess, secure: boolean, deadlineMs = 10_000): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`redis-server on port ${port} exited with code ${child.exitCode}`);
-    if (await ping(port, secure)) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`redis-server on port ${port} did not answer PING within ${deadlineMs} ms`);
+  await until(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`redis-server on port ${port} exited with code ${child.exitCode}`);
+      return ping(port, secure);
+    },
+    `redis-server on port ${port} to answer PING`,
+    deadlineMs,
+    25,
+  );
 }
 
 /**

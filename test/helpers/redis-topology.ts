@@ -13,7 +13,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort } from './redis-server.js';
+import { freePort } from './ports.js';
+import { until } from './until.js';
 
 const live = new Set<ChildProcess>();
 process.on('exit', () => {
@@ -53,15 +54,6 @@ function answers(port: number): Promise<boolean> {
   });
 }
 
-async function until(what: string, check: () => Promise<boolean>, deadlineMs = 20_000, everyMs = 50): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-  throw new Error(`${what}: not reached within ${deadlineMs} ms`);
-}
-
 function node(port: number, args: () => string[]): RedisNode & { start(): Promise<void> } {
   let child: ChildProcess | undefined;
   const start = async (): Promise<void> => {
@@ -70,11 +62,11 @@ function node(port: number, args: () => string[]): RedisNode & { start(): Promis
     c.on('exit', () => live.delete(c));
     child = c;
     await until(
-      `redis on port ${port} answering PING`,
       async () => {
         if (c.exitCode !== null) throw new Error(`redis-server on port ${port} exited with code ${c.exitCode}`);
         return answers(port);
       },
+      `redis on port ${port} answering PING`,
       10_000,
       25,
     );
@@ -230,7 +222,6 @@ export async function startSentinelTopology(
       async waitForNewMaster(oldPort, deadlineMs = 30_000) {
         let found = 0;
         await until(
-          'a new master named by every sentinel',
           async () => {
             const ports = new Set<number>();
             for (const s of sentinels) {
@@ -246,6 +237,7 @@ export async function startSentinelTopology(
             found = port;
             return role !== null && role[0] === 'master';
           },
+          'a new master named by every sentinel',
           deadlineMs,
           100,
         );
@@ -253,13 +245,13 @@ export async function startSentinelTopology(
       },
       async waitForReplicas(n, deadlineMs = 20_000) {
         await until(
-          `${n} replicas connected and in sync`,
           async () => {
             const port = await masterPortNow();
             const info = String(await command(port, 'INFO', 'replication').catch(() => ''));
             const online = info.split('\n').filter((l) => /^slave\d+:.*state=online/.test(l)).length;
             return online >= n;
           },
+          `${n} replicas connected and in sync`,
           deadlineMs,
           50,
         );
@@ -268,13 +260,18 @@ export async function startSentinelTopology(
     };
     await topology.waitForReplicas(opts.replicas ?? 2);
     // Every sentinel must know every replica (learned from the master's INFO) before a failover can pick one.
-    await until('sentinels know the replicas', async () => {
-      for (const s of sentinels) {
-        const replicas = (await command(s.port, 'SENTINEL', 'replicas', name).catch(() => [])) as unknown[];
-        if (replicas.length < (opts.replicas ?? 2)) return false;
-      }
-      return true;
-    });
+    await until(
+      async () => {
+        for (const s of sentinels) {
+          const replicas = (await command(s.port, 'SENTINEL', 'replicas', name).catch(() => [])) as unknown[];
+          if (replicas.length < (opts.replicas ?? 2)) return false;
+        }
+        return true;
+      },
+      'sentinels know the replicas',
+      20_000,
+      50,
+    );
     return topology;
   } catch (err) {
     await stop();
@@ -368,13 +365,18 @@ export async function startCluster(opts: { masters?: number; replicas?: number }
     );
     if (created.status !== 0)
       throw new Error(`redis-cli --cluster create failed (${created.status}): ${created.stdout}\n${created.stderr}`);
-    await until('cluster_state:ok on every node', async () => {
-      for (const n of all) {
-        const info = String(await command(n.port, 'CLUSTER', 'INFO').catch(() => ''));
-        if (!info.includes('cluster_state:ok')) return false;
-      }
-      return true;
-    });
+    await until(
+      async () => {
+        for (const n of all) {
+          const info = String(await command(n.port, 'CLUSTER', 'INFO').catch(() => ''));
+          if (!info.includes('cluster_state:ok')) return false;
+        }
+        return true;
+      },
+      'cluster_state:ok on every node',
+      20_000,
+      50,
+    );
     const ownerSeenBy = async (port: number, slot: number): Promise<number> => {
       const slots = (await command(port, 'CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
       const range = slots.find(([lo, hi]) => slot >= lo && slot <= hi);
@@ -407,7 +409,6 @@ export async function startCluster(opts: { masters?: number; replicas?: number }
       async waitForNewOwner(slot, oldPort, deadlineMs = 30_000) {
         let found = 0;
         await until(
-          `a new owner of slot ${slot} named by every running node`,
           async () => {
             const owners = new Set<number>();
             for (const n of all) if (n.running) owners.add(await ownerSeenBy(n.port, slot).catch(() => 0));
@@ -418,13 +419,14 @@ export async function startCluster(opts: { masters?: number; replicas?: number }
             found = port;
             return role !== null && role[0] === 'master' && info.includes('cluster_state:ok');
           },
+          `a new owner of slot ${slot} named by every running node`,
           deadlineMs,
           100,
         );
         return found;
       },
       async waitForReplicasInSync(deadlineMs = 20_000) {
-        await until('every replica in sync', replicasInSync, deadlineMs, 50);
+        await until(replicasInSync, 'every replica in sync', deadlineMs, 50);
       },
       stop,
     };

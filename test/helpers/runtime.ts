@@ -1,5 +1,7 @@
-import type { Balancer } from '../../src/runtime/balancer.js';
+import { onTestFinished } from 'vitest';
 import type { BackendSpec } from '../../src/core/spec.js';
+import { Balancer } from '../../src/runtime/balancer.js';
+import type { Router } from '../../src/runtime/router.js';
 
 /** `n` backend specs `b0 .. b{n-1}` on loopback ports 7000 + i, each with `extra` merged in. */
 export function specs(n: number, extra: Partial<BackendSpec> = {}): BackendSpec[] {
@@ -16,4 +18,12 @@ export function manualClock(start = 1000): { now: () => number; advance: (ms: nu
 export function counters(b: Balancer, slot: number): { c: number; r: number } {
   const s = b.table.stats(slot);
   return { c: s.connections, r: s.requests };
+}
+
+/** A round-robin Router over backends named `ids` (loopback ports 7000 + i); its Balancer closes when the test ends. */
+export function routerOver(ids: readonly string[]): Router {
+  const balancer = new Balancer({ capacity: 8 });
+  onTestFinished(() => balancer.close());
+  balancer.update(ids.map((id, i) => ({ id, address: `127.0.0.1:${7000 + i}` })));
+  return balancer.router({ policy: 'round-robin' });
 }

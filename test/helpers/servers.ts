@@ -1,10 +1,13 @@
 /**
- * The local servers `npm test` needs, probed once before any test file runs
- * (vitest `globalSetup`). A missing one fails the run at once with a message
- * that names it and says how to start it, instead of a connect error deep in
- * some test minutes later.
+ * What the integration tests need, probed once before any of their files
+ * runs (the `integration` project's vitest `globalSetup`; the unit tests
+ * need none of it). A missing one fails the run at once with a message that
+ * names it and says how to get it, instead of a connect error deep in some
+ * test minutes later.
  *
- * What the tests use (grep test/ for 5432, 3306 and startRedis):
+ * What the tests use (grep test/ for dist/, 5432, 3306 and startRedis):
+ * - the build in dist/ (`npm test` runs `npm run build` first): worker
+ *   threads, child processes and the package tests load it;
  * - PostgreSQL on 127.0.0.1:5432, user `postgres`, database `test`, trust auth
  *   (connect() hands pg a routed socket);
  * - MariaDB on 127.0.0.1:3306, user `root`, no password (the same for mysql2);
@@ -13,6 +16,8 @@
  * - the `openssl` binary, for the TLS Redis test's certificate.
  */
 import { spawnSync } from 'node:child_process';
+import { access } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 
@@ -74,8 +79,20 @@ export function binary(command: string, args: readonly string[], remedy: string)
   };
 }
 
-/** Everything `npm test` needs on this machine. */
+/** Files of the build, relative to the repository (the package's, then the bench workspace's entry). */
+export function built(files: readonly string[]): Requirement {
+  return {
+    name: 'the build in dist/',
+    remedy: 'npm run build  (npm test and npm run test:integration run it first)',
+    async probe() {
+      for (const f of files) await access(fileURLToPath(new URL(`../../${f}`, import.meta.url)));
+    },
+  };
+}
+
+/** Everything the integration tests need on this machine. */
 export const REQUIREMENTS: readonly Requirement[] = [
+  built(['dist/src/index.js', 'packages/bench/dist/src/main.js']),
   postgres('127.0.0.1', 5432),
   mariadb('127.0.0.1', 3306),
   binary('redis-server', ['--version'], 'apt-get install -y redis-server  (the tests start their own on free ports)'),
@@ -93,7 +110,7 @@ export async function missingServers(requirements: readonly Requirement[]): Prom
     lines.push(`  - ${req.name}: ${reason}\n    fix: ${req.remedy}`);
   });
   if (lines.length === 0) return undefined;
-  return `npm test needs these local servers and tools, and ${lines.length === 1 ? 'one is' : 'some are'} missing:\n${lines.join('\n')}`;
+  return `the integration tests need these, and ${lines.length === 1 ? 'one is' : 'some are'} missing:\n${lines.join('\n')}`;
 }
 
 /** vitest globalSetup: fail fast, naming what is missing. */

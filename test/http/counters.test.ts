@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { HttpCounters, LATENCY_BUCKETS_SECONDS, outcomeCode } from '../../src/http/counters.js';
 import { thrown } from '../helpers/thrown.js';
-import { until } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 
 const bucketOf = (ms: number): number => {
   const k = LATENCY_BUCKETS_SECONDS.findIndex((s) => ms / 1000 <= s);

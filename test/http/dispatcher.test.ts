@@ -11,7 +11,7 @@ import { createLogger } from '../../src/log.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { fleet } from '../helpers/http-backends.js';
 import { httpRig as rig, slotOf } from '../helpers/http-rig.js';
-import { until } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { manualClock } from '../helpers/runtime.js';
 import { runsUndici8, undiciVariants } from '../helpers/undici-variants.js';
 

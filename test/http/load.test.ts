@@ -8,7 +8,7 @@ import { HttpCounters } from '../../src/http/counters.js';
 import { createLogger } from '../../src/log.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { fleet } from '../helpers/http-backends.js';
-import { until } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { undiciVariants } from '../helpers/undici-variants.js';
 
 const logger = createLogger({ level: 'silent' });

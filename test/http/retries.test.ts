@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Fleet } from '../helpers/http-backends.js';
 import { httpRig as rig } from '../helpers/http-rig.js';
-import { until } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { undiciVariants } from '../helpers/undici-variants.js';
 
 const variants = await undiciVariants();

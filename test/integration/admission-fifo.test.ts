@@ -7,7 +7,7 @@ import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Rng } from '../../dist/src/index.js';
 import { AdmissionGate, Balancer, createLogger } from '../../dist/src/runtime.js';
-import { until } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 
 const WORKER = new URL('../fixtures/admission-fifo-worker.mjs', import.meta.url);
 const silent = createLogger({ level: 'silent' });

@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { fleet, type Fleet } from '../helpers/http-backends.js';
-import { until } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 
 const WORKER = new URL('../fixtures/http-dispatch-worker.mjs', import.meta.url);
 const logger = createLogger({ level: 'silent' });

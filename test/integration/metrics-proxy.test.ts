@@ -17,6 +17,7 @@ import { TcpProxy } from '../../src/net/proxy.js';
 import { ProxyCounters } from '../../src/net/proxy-counters.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { createLogger } from '../../src/log.js';
+import { until } from '../helpers/until.js';
 
 const logger = createLogger({ level: 'silent' });
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -50,14 +51,6 @@ function value(families: Map<string, MetricFamily>, name: string, labels: Record
   const f = families.get(name) ?? families.get(name.replace(/_(bucket|sum|count)$/, ''));
   const s = f?.samples.find((x) => x.name === name && Object.entries(labels).every(([k, v]) => x.labels[k] === v));
   return s?.value;
-}
-
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 function holder(balancer: Balancer, hold: number): Promise<{ worker: Worker; perBackend: Record<string, number> }> {
@@ -245,7 +238,8 @@ describe('metrics of a running proxy and two router worker threads', () => {
       // A counter never goes backwards between scrapes.
       expect(picks).toBeGreaterThanOrEqual(picksBefore);
       picksBefore = picks;
-      await new Promise((r) => setTimeout(r, 2));
+      // The next scrape samples a later moment: the threads have picked since this one.
+      await until(() => [0, 1, 2, 3].reduce((n, s) => n + balancer.table.stats(s).picks, 0) > picks, 'the threads to pick again');
     }
     expect(picksBefore).toBeGreaterThan(0);
     await Promise.all(workers.map((w) => w.terminate()));
@@ -286,5 +280,32 @@ describe('metrics of a running proxy and two router worker threads', () => {
     expect(await health()).toEqual([503, 'not ready: the proxy listener is not up\n']);
     expect((await fetch(`http://127.0.0.1:${port}/nope`)).status).toBe(404);
     expect((await fetch(`http://127.0.0.1:${port}/metrics`, { method: 'POST' })).status).toBe(405);
+  });
+});
+
+describe('metrics of a worker thread that dies', () => {
+  it('reclaims: a worker terminated holding 3 connection leases counts one reclaim event and 3 leases', async () => {
+    const socks = new Set<net.Socket>();
+    const server = net.createServer((sock) => (socks.add(sock), sock.on('error', () => {})));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const b = new Balancer({ logger });
+    b.update([{ id: 'a', address: `127.0.0.1:${(server.address() as net.AddressInfo).port}` }]);
+    const registry = new Registry();
+    collectMetrics(b, { registry });
+    const w = new Worker(new URL('../fixtures/metrics-holder.mjs', import.meta.url), {
+      workerData: { attachment: b.attachment(), hold: 3 },
+    });
+    const reclaimed = new Promise((r) => b.once('reclaim', r));
+    b.watchWorker(w);
+    await new Promise((resolve, reject) => (w.once('error', reject), w.once('message', resolve)));
+    expect(value(parseMetricsText(await registry.metrics()), 'poise_backend_connections', { backend: 'a' })).toBe(3);
+    await w.terminate();
+    await reclaimed;
+    const f = parseMetricsText(await registry.metrics());
+    expect(value(f, 'poise_reclaims_total', {})).toBe(1);
+    expect(value(f, 'poise_reclaimed_leases_total', {})).toBe(3);
+    expect(value(f, 'poise_backend_connections', { backend: 'a' })).toBe(0);
+    for (const sock of socks) sock.destroy();
+    await new Promise((r) => server.close(r));
   });
 });

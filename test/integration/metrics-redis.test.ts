@@ -12,7 +12,7 @@ import { RedisMembership } from '../../src/membership/redis-source.js';
 import { collectMetrics } from '../../src/metrics/collect.js';
 import { parseMetricsText } from '../../src/metrics/text-format.js';
 import { Balancer } from '../../src/runtime/balancer.js';
-import { until } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 
 const logger = createLogger({ level: 'silent' });

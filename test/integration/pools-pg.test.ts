@@ -10,6 +10,7 @@ import { Balancer } from '../../src/runtime/balancer.js';
 import { leasesBack, openLeases } from '../helpers/leases.js';
 import { routedStream, type RoutedSocket } from '../../src/net/routed-stream.js';
 import { startPostgres, type TestDbServer } from '../helpers/db-servers.js';
+import { until } from '../helpers/until.js';
 import { expectEvenSpread, expectKillLaws, killMidway, tracking, type Checkout } from '../helpers/pool-kill.js';
 
 const MAIN_PORT = 5432;
@@ -131,7 +132,7 @@ describe('pg.Pool with stream: routedStream(router)', () => {
     };
     const held = [await low.connect(), await low.connect()];
     const third = low.connect();
-    await until(() => band(1).queued === 1);
+    await until(() => band(1).queued === 1, 'the third low-band connection queued');
     // The band's queue holds one (maxQueue 1): the next low-band connection is refused at once.
     const full = pool(1, 'poise-adm-full');
     await expect(full.query('SELECT 1')).rejects.toMatchObject({ code: 'QueueFull' });
@@ -140,7 +141,7 @@ describe('pg.Pool with stream: routedStream(router)', () => {
     expect(await onServer(highs[0]!)).toEqual({ 'poise-adm-high': 2, 'poise-adm-low': 2 });
     expect(band(1).queued).toBe(1);
     for (const c of highs) c.release(true);
-    await until(() => openLeases(balancer) === 2);
+    await until(() => openLeases(balancer) === 2, 'the two high-band leases back');
     expect(band(1).queued).toBe(1); // 2 open is not below band 1's limit
     held.pop()!.release(true);
     const admitted = await third;
@@ -161,11 +162,3 @@ describe('pg.Pool with stream: routedStream(router)', () => {
     balancer.close();
   }, 60_000);
 });
-
-/** Resolves once `cond` holds (polled every loop turn; bounded by the test timeout). */
-function until(cond: () => boolean): Promise<void> {
-  return new Promise((resolve) => {
-    const check = (): void => (cond() ? resolve() : void setImmediate(check));
-    check();
-  });
-}

@@ -13,6 +13,7 @@ import { leasesBack } from '../helpers/leases.js';
 import type { Router } from '../../src/runtime/router.js';
 import { routedStream, type RoutedSocket, type RoutedStreamOptions } from '../../src/net/routed-stream.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { until } from '../helpers/until.js';
 
 /** The docs/guide.md recipe: every connection (and reconnection) of the client is routed; ioredis's `tls` option upgrades it. */
 function routedConnector(router: Router, opts?: RoutedStreamOptions, onSocket?: (s: RoutedSocket) => void) {
@@ -58,11 +59,6 @@ async function serverKeys(i: number): Promise<string[]> {
   } finally {
     direct.disconnect();
   }
-}
-
-/** Resolves once `cond` holds (polled every 10 ms; bounded by the test timeout). */
-async function until(cond: () => boolean): Promise<void> {
-  while (!cond()) await new Promise((r) => setTimeout(r, 10));
 }
 
 function threeServers(): Balancer {
@@ -164,7 +160,7 @@ describe('ioredis with a routed Connector', () => {
         const lease = router.acquire({ key: dead[0]! });
         lease.release('cancelled');
         return lease.id === 'r2';
-      });
+      }, 'the dead prefix routed back to r2 once its ejection expired');
       for (const p of dead) clients.get(p)!.disconnect(true);
       await writeAll('c');
       expect(new Set(await serverKeys(2))).toEqual(new Set(keysOf((p) => owner.get(p) === 'r2', 'c')));

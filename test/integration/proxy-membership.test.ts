@@ -8,7 +8,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
 import { echo, refused, startProxy } from '../helpers/proxy-process.js';
-import { freePort, startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { freePort } from '../helpers/ports.js';
+import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 
 describe('poise proxy --redis before the first membership', () => {
   let redis: TestRedis;

@@ -13,7 +13,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
-import { until } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');

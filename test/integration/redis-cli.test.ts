@@ -9,8 +9,9 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { command } from '../../src/cli/members.js';
-import { freePort, startRedis, type TestRedis } from '../helpers/redis-server.js';
-import { until } from '../helpers/log-capture.js';
+import { freePort } from '../helpers/ports.js';
+import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { until } from '../helpers/until.js';
 import { CLI, runCli, type CliResult } from '../helpers/cli.js';
 
 const poise = runCli;

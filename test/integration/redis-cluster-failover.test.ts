@@ -21,7 +21,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MembershipSnapshot } from '../../src/core/spec.js';
 import { MembershipPublisher, type MembershipPublisherOptions } from '../../src/membership/redis-publisher.js';
 import { RedisMembership } from '../../src/membership/redis-source.js';
-import { captureLog, until } from '../helpers/log-capture.js';
+import { captureLog } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { converged, writer, type Reader } from '../helpers/membership-writer.js';
 import { command, startCluster, type ClusterTopology } from '../helpers/redis-topology.js';
 

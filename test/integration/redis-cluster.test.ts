@@ -10,8 +10,10 @@ import { Rng } from '../../src/core/rng.js';
 import { compactSpec } from '../../src/core/spec-fields.js';
 import { MembershipPublisher } from '../../src/membership/redis-publisher.js';
 import { RedisMembership } from '../../src/membership/redis-source.js';
-import { captureLog, until } from '../helpers/log-capture.js';
+import { captureLog } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { command, startCluster, type ClusterTopology } from '../helpers/redis-topology.js';
+import { rejection, thrown } from '../helpers/thrown.js';
 
 const be = (id: string, port: number) => ({ id, address: `127.0.0.1:${port}` });
 
@@ -146,33 +148,23 @@ describe('Redis Cluster: sharded pub/sub, one hash slot per cluster', () => {
 
   it('waitReplicas on a Cluster: the script and WAIT travel in one pipeline to the slot master (no replicas here: NotReplicated, and the write is stored)', async () => {
     const pub = publisher('waited', { waitReplicas: 1, waitTimeoutMs: 50 });
-    const err = await pub.apply({ cluster: 'waited', backends: [be('a', 1)] }).catch((e: unknown) => e);
-    expect((err as { code?: string }).code).toBe('NotReplicated');
-    expect((err as Error).message).toContain(
-      'waitReplicas: version 1 was written on the master but acknowledged by 0 of 1 replicas within 50 ms',
-    );
+    const err = await rejection(pub.apply({ cluster: 'waited', backends: [be('a', 1)] }));
+    expect(err.code).toBe('NotReplicated');
+    expect(err.message).toContain('waitReplicas: version 1 was written on the master but acknowledged by 0 of 1 replicas within 50 ms');
     expect((await publisher('waited').show())?.version).toBe(1);
   });
 
   it('validation: an empty list, a bad host:port and a repeated node are refused, naming redisCluster', () => {
-    const msg = (f: () => unknown) => {
-      try {
-        f();
-      } catch (err) {
-        return (err as Error).message;
-      }
-      return 'no error';
-    };
-    expect(msg(() => new MembershipPublisher({ redisCluster: [], cluster: 'x' }))).toBe(
+    expect(thrown(() => new MembershipPublisher({ redisCluster: [], cluster: 'x' })).message).toBe(
       'options.redisCluster: must name at least one "host:port", got an array',
     );
-    expect(msg(() => new RedisMembership({ redisCluster: ['127.0.0.1'], cluster: 'x' }))).toContain(
+    expect(thrown(() => new RedisMembership({ redisCluster: ['127.0.0.1'], cluster: 'x' })).message).toContain(
       'options.redisCluster: element 0 "127.0.0.1": must be "host:port"',
     );
-    expect(msg(() => new RedisMembership({ redisCluster: ['127.0.0.1:7000', '127.0.0.1:7000'], cluster: 'x' }))).toContain(
+    expect(thrown(() => new RedisMembership({ redisCluster: ['127.0.0.1:7000', '127.0.0.1:7000'], cluster: 'x' })).message).toContain(
       'element 1 "127.0.0.1:7000": repeated',
     );
-    expect(msg(() => new RedisMembership({ redisCluster: ['127.0.0.1:7000'], url: 'redis://127.0.0.1', cluster: 'x' }))).toBe(
+    expect(thrown(() => new RedisMembership({ redisCluster: ['127.0.0.1:7000'], url: 'redis://127.0.0.1', cluster: 'x' })).message).toBe(
       'options.redisCluster: give exactly one of url, sentinels, redisCluster (got url and redisCluster)',
     );
   });

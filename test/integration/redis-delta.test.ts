@@ -15,7 +15,8 @@ import { compactSpec } from '../../src/core/spec-fields.js';
 import { MembershipPublisher, type MembershipPublisherOptions } from '../../src/membership/redis-publisher.js';
 import { decodeEnvelope } from '../../src/membership/redis-keys.js';
 import { RedisMembership } from '../../src/membership/redis-source.js';
-import { captureLog, until } from '../helpers/log-capture.js';
+import { captureLog } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 
 const be = (id: string, port: number, extra: Record<string, unknown> = {}) => ({ id, address: `127.0.0.1:${port}`, ...extra });

@@ -8,10 +8,10 @@
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { PoiseError } from '../../src/core/errors.js';
 import { MembershipPublisher } from '../../src/membership/redis-publisher.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { rejection } from '../helpers/thrown.js';
 
 type Op =
   | { kind: 'add'; id: string; weight: number }
@@ -143,9 +143,8 @@ describe('MembershipPublisher against a model', () => {
           for (const o of ops) {
             const expected = step(model, o);
             if ('error' in expected) {
-              const err = await run(pub, o).catch((e: unknown) => e);
-              expect(err).toBeInstanceOf(PoiseError);
-              expect((err as PoiseError).code).toBe(expected.error);
+              const err = await rejection(run(pub, o));
+              expect(err.code).toBe(expected.error);
             } else {
               expect(await run(pub, o)).toBe(version + 1);
               version += 1;

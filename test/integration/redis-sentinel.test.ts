@@ -18,14 +18,15 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isPoiseError } from '../../src/core/errors.js';
 import type { MembershipSnapshot } from '../../src/core/spec.js';
 import { MembershipPublisher, type MembershipPublisherOptions } from '../../src/membership/redis-publisher.js';
 import { RedisMembership, type RedisMembershipOptions } from '../../src/membership/redis-source.js';
-import { captureLog, until } from '../helpers/log-capture.js';
+import { captureLog } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { converged, writer, type Reader } from '../helpers/membership-writer.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { command, startSentinelTopology, type SentinelTopology } from '../helpers/redis-topology.js';
+import { rejection, thrown } from '../helpers/thrown.js';
 
 const be = (id: string, port: number) => ({ id, address: `127.0.0.1:${port}` });
 
@@ -196,45 +197,39 @@ describe('Redis Sentinel: failover under continuous writes', () => {
   }, 90_000);
 
   it('validation: sentinels without a name, an empty list, a bad host:port, both sentinels and url', () => {
-    const msg = (f: () => unknown) => {
-      try {
-        f();
-      } catch (err) {
-        return (err as Error).message;
-      }
-      return 'no error';
-    };
-    expect(msg(() => new RedisMembership({ sentinels: ['127.0.0.1:26379'], cluster: 'x' }))).toBe(
+    expect(thrown(() => new RedisMembership({ sentinels: ['127.0.0.1:26379'], cluster: 'x' })).message).toBe(
       'options.sentinelName: required with sentinels',
     );
-    expect(msg(() => new MembershipPublisher({ sentinels: [], sentinelName: 'm', cluster: 'x' }))).toBe(
+    expect(thrown(() => new MembershipPublisher({ sentinels: [], sentinelName: 'm', cluster: 'x' })).message).toBe(
       'options.sentinels: must name at least one "host:port", got an array',
     );
-    expect(msg(() => new MembershipPublisher({ sentinels: ['localhost:0'], sentinelName: 'm', cluster: 'x' }))).toContain(
+    expect(thrown(() => new MembershipPublisher({ sentinels: ['localhost:0'], sentinelName: 'm', cluster: 'x' })).message).toContain(
       'options.sentinels: element 0 "localhost:0": must be "host:port"',
     );
-    expect(msg(() => new MembershipPublisher({ sentinels: ['h:1'], sentinelName: 'a b', cluster: 'x' }))).toBe(
+    expect(thrown(() => new MembershipPublisher({ sentinels: ['h:1'], sentinelName: 'a b', cluster: 'x' })).message).toBe(
       'options.sentinelName: must be 1 to 128 characters of [A-Za-z0-9._-], got "a b"',
     );
-    expect(msg(() => new RedisMembership({ url: 'redis://h:1', sentinels: ['h:1'], sentinelName: 'm', cluster: 'x' }))).toBe(
+    expect(thrown(() => new RedisMembership({ url: 'redis://h:1', sentinels: ['h:1'], sentinelName: 'm', cluster: 'x' })).message).toBe(
       'options.sentinels: give exactly one of url, sentinels, redisCluster (got url and sentinels)',
     );
-    expect(msg(() => new RedisMembership({ url: 'redis://h:1', sentinelName: 'm', cluster: 'x' }))).toBe(
+    expect(thrown(() => new RedisMembership({ url: 'redis://h:1', sentinelName: 'm', cluster: 'x' })).message).toBe(
       'options.sentinelName: only with sentinels, got "m"',
     );
-    expect(msg(() => new RedisMembership({ url: 'redis+sentinel://h:1/', cluster: 'x' }))).toContain(
+    expect(thrown(() => new RedisMembership({ url: 'redis+sentinel://h:1/', cluster: 'x' })).message).toContain(
       '(master name "": must be 1 to 128 characters',
     );
-    expect(msg(() => new RedisMembership({ url: 'redis+sentinel://h:1,h:99999/m', cluster: 'x' }))).toContain(
+    expect(thrown(() => new RedisMembership({ url: 'redis+sentinel://h:1,h:99999/m', cluster: 'x' })).message).toContain(
       '(sentinels: element 1 "h:99999": must be "host:port"',
     );
-    expect(msg(() => new RedisMembership({ url: 'redis+sentinel://h:1/m?db=x', cluster: 'x' }))).toContain(
+    expect(thrown(() => new RedisMembership({ url: 'redis+sentinel://h:1/m?db=x', cluster: 'x' })).message).toContain(
       '(db: must be an integer in [0, 99], got "x")',
     );
-    expect(msg(() => new RedisMembership({ url: 'redis+sentinel://h:1/m?tls=1', cluster: 'x' }))).toContain(
+    expect(thrown(() => new RedisMembership({ url: 'redis+sentinel://h:1/m?tls=1', cluster: 'x' })).message).toContain(
       '(query parameter "tls": unknown (accepted: db))',
     );
-    expect(msg(() => new MembershipPublisher({ url: 'redis://h:1', cluster: 'x', waitReplicas: -1 }))).toContain('options.waitReplicas');
+    expect(thrown(() => new MembershipPublisher({ url: 'redis://h:1', cluster: 'x', waitReplicas: -1 })).message).toContain(
+      'options.waitReplicas',
+    );
   });
 });
 
@@ -258,19 +253,17 @@ describe('waitReplicas on a server without enough replicas', () => {
     const seen: MembershipSnapshot[] = [];
     const source = new RedisMembership({ url: redis.url, cluster: 'nr', logger: captureLog('error').logger, startTimeoutMs: 200 });
     try {
-      const err = await pub.apply({ cluster: 'nr', backends: [be('a', 1)] }).catch((e: unknown) => e);
-      expect(isPoiseError(err, 'NotReplicated')).toBe(true);
-      expect((err as Error).message).toBe(
+      const err = await rejection(pub.apply({ cluster: 'nr', backends: [be('a', 1)] }));
+      expect(err.code).toBe('NotReplicated');
+      expect(err.message).toBe(
         'waitReplicas: version 1 was written on the master but acknowledged by 0 of 1 replicas within 50 ms; a failover before it replicates can lose it (read back with show())',
       );
       expect((await pub.show())?.version).toBe(1);
       await source.start((s) => seen.push(s));
       expect(seen.map((s) => s.version)).toEqual([1]);
       // Read-modify-write operations report it the same way, and the next version still follows.
-      const drained = await pub.drain('a').catch((e: unknown) => e);
-      expect(isPoiseError(drained, 'NotReplicated') && (drained as Error).message.startsWith('waitReplicas: version 2 was written')).toBe(
-        true,
-      );
+      const drained = await rejection(pub.drain('a'));
+      expect(drained.code === 'NotReplicated' && drained.message.startsWith('waitReplicas: version 2 was written')).toBe(true);
       await until(() => source.version === 2, 'notice 2');
     } finally {
       await source.close();

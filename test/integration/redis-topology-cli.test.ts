@@ -7,9 +7,9 @@ import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, runCli } from '../helpers/cli.js';
-import { until } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { echo, startProxy } from '../helpers/proxy-process.js';
-import { freePort } from '../helpers/redis-server.js';
+import { freePort } from '../helpers/ports.js';
 import { startCluster, startSentinelTopology, type ClusterTopology, type SentinelTopology } from '../helpers/redis-topology.js';
 
 describe('poise members / proxy over Sentinel and Cluster', () => {

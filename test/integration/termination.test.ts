@@ -7,6 +7,7 @@ import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { Rng } from '../../dist/src/index.js';
 import { Balancer, createLogger, createWorkerPool, LeaseKind, type ReclaimEvent } from '../../dist/src/runtime.js';
+import { until } from '../helpers/until.js';
 
 const logger = createLogger({ level: 'silent' });
 const LOOP = new URL('../fixtures/worker-terminate.mjs', import.meta.url);
@@ -40,12 +41,9 @@ function nextReclaim(b: Balancer, threadId?: number): Promise<ReclaimEvent> {
   });
 }
 
-/** Resolves once flag[0] is 1 (polled, bounded by the test timeout). */
+/** Resolves once flag[0] is 1 (the worker's signal that it is running); fails at the deadline. */
 function whenSet(flag: Int32Array): Promise<void> {
-  return new Promise((resolve) => {
-    const check = (): void => (Atomics.load(flag, 0) === 1 ? resolve() : void setImmediate(check));
-    check();
-  });
+  return until(() => Atomics.load(flag, 0) === 1, 'the worker to signal that it runs');
 }
 
 /** A random delay of 0 to ~2 ms: a spin of a random number of microtask-free ticks. */
@@ -161,10 +159,7 @@ describe('worker termination at random moments leaves every counter exact', () =
     const tid = next.threadId;
     expect(tid).not.toBe(first);
     const importing = new Int32Array(gate.buffer, 0, 1);
-    await new Promise<void>((resolve) => {
-      const check = (): void => (Atomics.load(importing, 0) === 2 ? resolve() : void setImmediate(check));
-      check();
-    });
+    await until(() => Atomics.load(importing, 0) === 2, 'the replacement to block importing the task module');
     expect(b.table.rowOf(tid)).toBeGreaterThanOrEqual(0);
     const exited = new Promise<void>((r) => next.once('exit', () => r()));
     await pool.close();

@@ -3,12 +3,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PoiseError } from '../../src/core/errors.js';
 import type { MembershipSnapshot } from '../../src/core/spec.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { StaticMembership } from '../../src/membership/static.js';
 import { bindMembership } from '../../src/membership/source.js';
-import { captureLog, until } from '../helpers/log-capture.js';
+import { captureLog } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
+import { rejection } from '../helpers/thrown.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-bind-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -96,10 +97,9 @@ describe('bindMembership with a Balancer', () => {
     const quiet = { logger: captureLog().logger };
     const first = await bindMembership(new StaticMembership({ backends: [{ id: 'a', address: '127.0.0.1:1' }] }, quiet), balancer, quiet);
     const second = new StaticMembership({ file: path.join(dir, 'never-read.json') }, quiet);
-    const err = await bindMembership(second, balancer, quiet).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(PoiseError);
-    expect((err as PoiseError).code).toBe('Conflict');
-    expect((err as PoiseError).message).toBe(
+    const err = await rejection(bindMembership(second, balancer, quiet));
+    expect(err.code).toBe('Conflict');
+    expect(err.message).toBe(
       `bindMembership: the target already follows memory; refusing a second source (file ${path.join(dir, 'never-read.json')}): versions of two sources are not comparable. Close the first binding, or feed one source`,
     );
     expect(balancer.version).toBe(1);

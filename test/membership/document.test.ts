@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { PoiseError } from '../../src/core/errors.js';
 import { resolveBackendSpec, type ResolvedBackendSpec } from '../../src/core/spec.js';
 import type { HealthConfig } from '../../src/health/config.js';
 import { compactSpec } from '../../src/core/spec-fields.js';
 import { documentJson, parseDocument, resolveDocument } from '../../src/membership/document.js';
 import { decodeEnvelope, membershipKeys } from '../../src/membership/redis-keys.js';
+import { thrown } from '../helpers/thrown.js';
 
 const ok = {
   cluster: 'db',
@@ -16,13 +16,7 @@ const ok = {
 };
 
 function message(f: () => unknown): string {
-  try {
-    f();
-  } catch (err) {
-    expect(err).toBeInstanceOf(PoiseError);
-    return (err as Error).message;
-  }
-  throw new Error('expected a PoiseError');
+  return thrown(f).message;
 }
 
 describe('membership document', () => {

@@ -3,10 +3,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { MembershipSnapshot } from '../../src/core/spec.js';
-import { PoiseError } from '../../src/core/errors.js';
 import { StaticMembership } from '../../src/membership/static.js';
 import { bindMembership } from '../../src/membership/source.js';
-import { captureLog, until } from '../helpers/log-capture.js';
+import { captureLog } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
+import { rejection } from '../helpers/thrown.js';
 
 const quiet = () => captureLog().logger;
 const dirs: string[] = [];
@@ -146,9 +147,8 @@ describe('StaticMembership (file)', () => {
 
   it('reads through a size cap: /dev/zero is "exceeds N bytes", not a crash', async () => {
     const src = new StaticMembership({ file: '/dev/zero' }, { watch: false, maxBytes: 1024, logger: quiet() });
-    const err = await src.start(() => {}).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(PoiseError);
-    expect([(err as PoiseError).code, (err as PoiseError).field, (err as PoiseError).message]).toEqual([
+    const err = await rejection(src.start(() => {}));
+    expect([err.code, err.field, err.message]).toEqual([
       'InvalidConfig',
       'input.file',
       'input.file: "/dev/zero" exceeds the limit of 1024 bytes',
@@ -189,11 +189,10 @@ describe('StaticMembership (file)', () => {
 describe('StaticMembership input', () => {
   it('StaticMembership rejects a missing file with a NotFound PoiseError naming input.file', async () => {
     const source = new StaticMembership({ file: '/nonexistent/poise-members.json' });
-    const err = await source.start(() => {}).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(PoiseError);
-    expect((err as PoiseError).code).toBe('NotFound');
-    expect((err as PoiseError).field).toBe('input.file');
-    expect((err as PoiseError).message).toMatch(/^input\.file: cannot read "\/nonexistent\/poise-members\.json": ENOENT/);
+    const err = await rejection(source.start(() => {}));
+    expect(err.code).toBe('NotFound');
+    expect(err.field).toBe('input.file');
+    expect(err.message).toMatch(/^input\.file: cannot read "\/nonexistent\/poise-members\.json": ENOENT/);
     await source.close();
   });
 });

@@ -1,12 +1,12 @@
 /**
  * collectMetrics against an embedded Balancer: exact figures read from the
  * table (picks, in-flight, slots and tombstones, the priority plan,
- * reclaims), every scrape valid under the strict parser, Prometheus naming
- * conventions, option refusals, and the AdmissionStatsSource plumbing.
+ * reclaims counted from the table), every scrape valid under the strict
+ * parser, Prometheus naming conventions, option refusals, and the
+ * AdmissionStatsSource plumbing. A reclaim after a real worker thread dies:
+ * test/integration/metrics-proxy.test.ts.
  */
 import { readFileSync } from 'node:fs';
-import net from 'node:net';
-import { Worker } from 'node:worker_threads';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import type { AdmissionStatsSource } from '../../src/admission/admission-stats.js';
@@ -17,6 +17,7 @@ import { HttpCounters } from '../../src/http/counters.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { createLogger } from '../../src/log.js';
 import { specs } from '../helpers/runtime.js';
+import { until } from '../helpers/until.js';
 
 const logger = createLogger({ level: 'silent' });
 
@@ -150,31 +151,6 @@ describe('collectMetrics', () => {
     expect(v(f, 'poise_priority_panic', { priority: '0' })).toBe(0);
   });
 
-  it('reclaims: a worker terminated holding 3 connection leases counts one reclaim event and 3 leases', async () => {
-    const socks = new Set<net.Socket>();
-    const server = net.createServer((sock) => (socks.add(sock), sock.on('error', () => {})));
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const b = new Balancer({ logger });
-    b.update([{ id: 'a', address: `127.0.0.1:${(server.address() as net.AddressInfo).port}` }]);
-    const registry = new Registry();
-    collectMetrics(b, { registry });
-    const w = new Worker(new URL('../fixtures/metrics-holder.mjs', import.meta.url), {
-      workerData: { attachment: b.attachment(), hold: 3 },
-    });
-    const reclaimed = new Promise((r) => b.once('reclaim', r));
-    b.watchWorker(w);
-    await new Promise((resolve, reject) => (w.once('error', reject), w.once('message', resolve)));
-    expect(v(await families(registry), 'poise_backend_connections', { backend: 'a' })).toBe(3);
-    await w.terminate();
-    await reclaimed;
-    const f = await families(registry);
-    expect(v(f, 'poise_reclaims_total')).toBe(1);
-    expect(v(f, 'poise_reclaimed_leases_total')).toBe(3);
-    expect(v(f, 'poise_backend_connections', { backend: 'a' })).toBe(0);
-    for (const sock of socks) sock.destroy();
-    await new Promise((r) => server.close(r));
-  });
-
   it('a scrape writes nothing to shared memory beyond the owner routers’ batched statistics: the LoadTable and the proxy counters are byte-identical across 5 scrapes', async () => {
     const b = new Balancer({ logger });
     b.update(specs(4, { priority: 0 }).map((x, i) => ({ ...x, priority: i % 2 })));
@@ -232,8 +208,7 @@ describe('collectMetrics', () => {
     const registry = new Registry();
     collectMetrics(b, { registry });
     up = false;
-    const deadline = Date.now() + 10_000;
-    while (b.healthStats().counters.markedDown === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    await until(() => b.healthStats().counters.markedDown > 0, 'b1 marked down', 10_000);
     // The scrape reads its snapshot synchronously inside metrics(): healthStats() right after it sees the same counters.
     const text = registry.metrics();
     const h = b.healthStats().counters;

@@ -1,43 +1,12 @@
 import net from 'node:net';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import pg from 'pg';
-import mysql from 'mysql2/promise';
+import { afterEach, describe, expect, it } from 'vitest';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { connect } from '../../src/net/connect.js';
 import { TcpProxy } from '../../src/net/proxy.js';
-import { PoiseError } from '../../src/core/errors.js';
-
-interface EchoServer {
-  server: net.Server;
-  port: number;
-  /** Connections currently open on this server. */
-  open: () => number;
-  accepted: () => number;
-}
-
-/** A real TCP echo server on 127.0.0.1 that prefixes replies with its name. */
-async function echoServer(name: string): Promise<EchoServer> {
-  let open = 0;
-  let accepted = 0;
-  const server = net.createServer((s) => {
-    open++;
-    accepted++;
-    s.on('close', () => open--);
-    s.on('error', () => s.destroy());
-    s.on('data', (d) => s.write(`${name}:${d.toString()}`));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { server, port: (server.address() as net.AddressInfo).port, open: () => open, accepted: () => accepted };
-}
-
-/** A port on 127.0.0.1 with nothing listening (bound, then closed). */
-async function closedPort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
+import { fileEchoServer } from '../helpers/echo-server.js';
+import { freePort } from '../helpers/ports.js';
+import { until } from '../helpers/until.js';
+import { rejection } from '../helpers/thrown.js';
 
 function roundTrip(socket: net.Socket, payload: string): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -54,17 +23,8 @@ function closeSocket(socket: net.Socket): Promise<void> {
   });
 }
 
-/** Resolves once `cond` holds, polling the event loop (bounded; for socket close propagation). */
-async function until(cond: () => boolean, what: string, deadlineMs = 5000): Promise<void> {
-  const end = Date.now() + deadlineMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setImmediate(r));
-  }
-}
-
-let a: EchoServer;
-let b: EchoServer;
+const a = fileEchoServer('a');
+const b = fileEchoServer('b');
 const balancers: Balancer[] = [];
 
 function balancerWith(backends: { id: string; port: number; priority?: number }[]): Balancer {
@@ -74,16 +34,8 @@ function balancerWith(backends: { id: string; port: number; priority?: number }[
   return balancer;
 }
 
-beforeAll(async () => {
-  a = await echoServer('a');
-  b = await echoServer('b');
-});
 afterEach(() => {
   for (const x of balancers.splice(0)) x.close();
-});
-afterAll(async () => {
-  await new Promise<void>((r) => a.server.close(() => r()));
-  await new Promise<void>((r) => b.server.close(() => r()));
 });
 
 describe('connect()', () => {
@@ -100,7 +52,7 @@ describe('connect()', () => {
   });
 
   it('a refused backend is a failure and the next backend is tried, never the same one twice', async () => {
-    const dead = await closedPort();
+    const dead = await freePort();
     const router = balancerWith([
       { id: 'dead', port: dead },
       { id: 'a', port: a.port },
@@ -119,13 +71,12 @@ describe('connect()', () => {
 
   it('gives up with NoEligibleCandidates naming the connect error when every backend refuses', async () => {
     const router = balancerWith([
-      { id: 'd1', port: await closedPort() },
-      { id: 'd2', port: await closedPort() },
+      { id: 'd1', port: await freePort() },
+      { id: 'd2', port: await freePort() },
     ]).router({ policy: 'random' });
-    const err = await connect(router, { attempts: 5 }).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(PoiseError);
-    expect((err as PoiseError).code).toBe('NoEligibleCandidates');
-    expect((err as PoiseError).message).toMatch(/^connect: no backend accepted a connection \(2 tried\): connect ECONNREFUSED/);
+    const err = await rejection(connect(router, { attempts: 5 }));
+    expect(err.code).toBe('NoEligibleCandidates');
+    expect(err.message).toMatch(/^connect: no backend accepted a connection \(2 tried\): connect ECONNREFUSED/);
     expect(router.openLeases).toBe(0);
   });
 
@@ -135,44 +86,6 @@ describe('connect()', () => {
     await expect(connect(router, { connectTimeoutMs: -1 })).rejects.toThrow(
       'options.connectTimeoutMs: must be a finite number > 0, got -1',
     );
-  });
-
-  it('hands PostgreSQL a routed socket: pg runs a query over it', async () => {
-    // Two backend ids for the one local server: the router picks, pg speaks the protocol.
-    const router = balancerWith([
-      { id: 'pg-a', port: 5432 },
-      { id: 'pg-b', port: 5432 },
-    ]).router({ policy: 'p2c:connections' });
-    const clients: pg.Client[] = [];
-    const ids: string[] = [];
-    for (let i = 0; i < 4; i++) {
-      const { socket, lease } = await connect(router);
-      ids.push(lease.id);
-      const client = new pg.Client({ stream: () => socket, user: 'postgres', database: 'test' });
-      await client.connect();
-      const { rows } = await client.query<{ n: number }>('SELECT $1::int + 1 AS n', [i]);
-      expect(rows[0]!.n).toBe(i + 1);
-      clients.push(client);
-    }
-    // Two choices among two backends always compare both: connections alternate exactly.
-    expect(ids.filter((id) => id === 'pg-a').length).toBe(2);
-    expect(router.openLeases).toBe(4);
-    for (const c of clients) await c.end();
-    await until(() => router.openLeases === 0, 'pg sockets to close');
-  });
-});
-
-describe('connect() with MariaDB', () => {
-  it('hands mysql2 a routed socket: a query runs over it and the lease ends with the connection', async () => {
-    const router = balancerWith([{ id: 'maria', port: 3306 }]).router({ policy: 'least-loaded' });
-    const { socket, lease } = await connect(router);
-    const conn = await mysql.createConnection({ stream: socket, user: 'root', password: '' });
-    const [rows] = await conn.query('SELECT 6 * 7 AS answer');
-    expect((rows as { answer: number }[])[0]!.answer).toBe(42);
-    expect(router.openLeases).toBe(1);
-    await conn.end();
-    await until(() => lease.released, 'the MariaDB socket to close');
-    expect(router.openLeases).toBe(0);
   });
 });
 
@@ -204,7 +117,7 @@ describe('TcpProxy', () => {
   });
 
   it('retries past a dead backend and closes the client only when none accepts', async () => {
-    const dead = await closedPort();
+    const dead = await freePort();
     const router = balancerWith([
       { id: 'dead', port: dead },
       { id: 'a', port: a.port },

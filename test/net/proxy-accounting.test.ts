@@ -10,7 +10,8 @@ import { Balancer } from '../../dist/src/runtime.js';
 import { encodeProxyV1, encodeProxyV2, parseProxyHeader } from '../../src/net/proxy-protocol.js';
 import { ProxyCounter, TcpProxy, type ProxyCounters } from '../../dist/src/net.js';
 import { countingBackend, type CountingBackend } from '../helpers/counting-backend.js';
-import { captureLog, until } from '../helpers/log-capture.js';
+import { captureLog } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 import { leasesBack } from '../helpers/leases.js';
 import { endpoint, mutatedHeader, rawBytes, validHeader, zonedHeader } from '../helpers/proxy-headers.js';
 

@@ -1,23 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { PoiseError } from '../../src/core/errors.js';
+import { describe, expect, it } from 'vitest';
 import { TcpProxy } from '../../src/net/proxy.js';
-import { Balancer } from '../../src/runtime/balancer.js';
-import type { Router } from '../../src/runtime/router.js';
+import { routerOver } from '../helpers/runtime.js';
+import { thrown } from '../helpers/thrown.js';
 
 // Bad input from a caller gets a PoiseError naming the field, never a TypeError
 // from deep inside, and never a silently ignored option.
-
-const balancers: Balancer[] = [];
-afterEach(() => {
-  for (const b of balancers.splice(0)) b.close();
-});
-
-function routerOver(ids: string[]): Router {
-  const balancer = new Balancer({ capacity: 8 });
-  balancers.push(balancer);
-  balancer.update(ids.map((id, i) => ({ id, address: `127.0.0.1:${7000 + i}` })));
-  return balancer.router({ policy: 'round-robin' });
-}
 
 describe('TcpProxy options', () => {
   it('TcpProxy checks its options at construction, not at the first client', () => {
@@ -47,15 +34,6 @@ describe('TcpProxy options', () => {
         'options.idleTimeoutMs: unknown option (accepted: router, balancer, policy, workers, maxConnections, youngGenerationMb, admission, host, port, logger, counters, worker, workerRestart, admissionGate, attempts, connectTimeoutMs, clientTimeoutMs, serverTimeoutMs, key, sendProxy, acceptProxy, acceptProxyTimeoutMs, acceptProxyMaxBytes, accessLog)',
       ],
     ];
-    for (const [opts, message] of cases) {
-      let err: unknown;
-      try {
-        new TcpProxy(opts as never);
-      } catch (e) {
-        err = e;
-      }
-      expect(err).toBeInstanceOf(PoiseError);
-      expect((err as PoiseError).message).toBe(message);
-    }
+    for (const [opts, message] of cases) expect(thrown(() => new TcpProxy(opts as never)).message).toBe(message);
   });
 });

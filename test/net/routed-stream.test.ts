@@ -1,5 +1,5 @@
-import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type net from 'node:net';
+import { describe, expect, it } from 'vitest';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { openLeases } from '../helpers/leases.js';
 import { routedStream, type RoutedSocket } from '../../src/net/routed-stream.js';
@@ -7,35 +7,9 @@ import { PoiseError } from '../../src/core/errors.js';
 import { thrown } from '../helpers/thrown.js';
 import { AdmissionGate, type AdmissionBandStats } from '../../src/admission/admission.js';
 import { Rng } from '../../src/core/rng.js';
-
-interface Server {
-  server: net.Server;
-  port: number;
-  accepted: () => number;
-  sockets: Set<net.Socket>;
-}
-
-async function echoServer(name: string): Promise<Server> {
-  let accepted = 0;
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((s) => {
-    accepted++;
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-    s.on('error', () => s.destroy());
-    s.on('data', (d) => s.write(`${name}:${d.toString()}`));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { server, port: (server.address() as net.AddressInfo).port, accepted: () => accepted, sockets };
-}
-
-async function closedPort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
+import { fileEchoServer } from '../helpers/echo-server.js';
+import { freePort } from '../helpers/ports.js';
+import { until } from '../helpers/until.js';
 
 function balancerWith(backends: { id: string; port: number }[]): Balancer {
   const balancer = new Balancer({ capacity: 16 });
@@ -61,15 +35,6 @@ function watch(socket: net.Socket): { events: string[]; errors: unknown[]; close
   return { events, errors, closed };
 }
 
-/** Resolves once `cond` holds, polling the event loop (bounded; for the server side of a connect). */
-async function until(cond: () => boolean, what: string, deadlineMs = 5000): Promise<void> {
-  const end = Date.now() + deadlineMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 1));
-  }
-}
-
 function once(socket: net.Socket, event: string): Promise<void> {
   return new Promise((r) => socket.once(event, () => r()));
 }
@@ -82,18 +47,8 @@ function roundTrip(socket: net.Socket, payload: string): Promise<string> {
   });
 }
 
-let a: Server;
-let b: Server;
-beforeAll(async () => {
-  a = await echoServer('a');
-  b = await echoServer('b');
-});
-afterAll(async () => {
-  for (const s of [a, b]) {
-    for (const c of s.sockets) c.destroy();
-    await new Promise<void>((r) => s.server.close(() => r()));
-  }
-});
+const a = fileEchoServer('a');
+const b = fileEchoServer('b');
 
 describe('routedStream', () => {
   it('ignores the driver host and port, connects to the routed backend, and holds one lease exactly as long as the socket', async () => {
@@ -136,7 +91,7 @@ describe('routedStream', () => {
   });
 
   it('retries a refused connect on the other backend without showing the driver the failed attempt; 200 sockets, counts exact', async () => {
-    const dead = await closedPort();
+    const dead = await freePort();
     const balancer = balancerWith([
       { id: 'dead', port: dead },
       { id: 'a', port: a.port },
@@ -169,8 +124,8 @@ describe('routedStream', () => {
 
   it('fails with one NoEligibleCandidates error and one close when no backend accepts; every lease is back', async () => {
     const balancer = balancerWith([
-      { id: 'x', port: await closedPort() },
-      { id: 'y', port: await closedPort() },
+      { id: 'x', port: await freePort() },
+      { id: 'y', port: await freePort() },
     ]);
     const factory = routedStream(balancer.router({ policy: 'round-robin' }), { attempts: 5 });
     const socket = factory();
@@ -188,7 +143,7 @@ describe('routedStream', () => {
   });
 
   it('stops after `attempts` backends even when more are left', async () => {
-    const ports = [await closedPort(), await closedPort(), await closedPort()];
+    const ports = [await freePort(), await freePort(), await freePort()];
     const balancer = balancerWith(ports.map((port, i) => ({ id: `d${i}`, port })));
     const socket = routedStream(balancer.router({ policy: 'round-robin' }), { attempts: 2 })();
     const seen = watch(socket);
@@ -231,7 +186,7 @@ describe('routedStream', () => {
   });
 
   it('a driver destroy at any moment of a retry cancels it: one close, no connect, every lease back (200 runs over the gaps)', async () => {
-    const dead = await closedPort();
+    const dead = await freePort();
     const balancer = balancerWith([
       { id: 'dead', port: dead },
       { id: 'a', port: a.port },
@@ -278,7 +233,7 @@ describe('routedStream', () => {
     await once(socket, 'connect');
     let called = 0;
     socket.connect(5432, 'localhost', () => called++);
-    await new Promise((r) => setImmediate(r));
+    await until(() => called > 0, 'the connect callback');
     expect(called).toBe(1);
     const closed = once(socket, 'close');
     socket.destroy();

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { LeastLoaded } from '../../src/policy/least-loaded.js';
-import { agreements, backends, binomialSigma, codeOf, histogram } from '../helpers/policy.js';
+import { agreements, backends, binomialSigma, histogram } from '../helpers/policy.js';
+import { thrown } from '../helpers/thrown.js';
 
 describe('LeastLoaded', () => {
   it('returns the strictly least loaded eligible member, reading every eligible load once', () => {
@@ -27,8 +28,8 @@ describe('LeastLoaded', () => {
 
   it('Empty / NoEligibleCandidates', () => {
     const ll = new LeastLoaded({ seed: 1 });
-    expect(codeOf(() => ll.pick([]))).toBe('Empty');
-    expect(codeOf(() => ll.pick(backends(3, { status: () => 'unavailable' })))).toBe('NoEligibleCandidates');
+    expect(thrown(() => ll.pick([])).code).toBe('Empty');
+    expect(thrown(() => ll.pick(backends(3, { status: () => 'unavailable' }))).code).toBe('NoEligibleCandidates');
   });
 
   it('replays an exact seeded sequence', () => {

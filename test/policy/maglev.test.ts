@@ -1,7 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { Maglev, nextPrime } from '../../src/policy/maglev.js';
-import { backends, codeOf } from '../helpers/policy.js';
+import { backends } from '../helpers/policy.js';
+import { thrown } from '../helpers/thrown.js';
 
 const KEYS = Array.from({ length: 50_000 }, (_, i) => `key-${i}`);
 const owners = (p: Maglev, slice: readonly Backend[], keys = KEYS): string[] => keys.map((key) => slice[p.pick(slice, { key })]!.id);
@@ -29,7 +30,7 @@ describe('Maglev', () => {
     [{ hashSeed: 1.5 as unknown as bigint }, 'options.hashSeed: must be a bigint or a safe integer, got 1.5'],
   ])('rejects %o with an exact message', (options, message) => {
     expect(() => new Maglev(options)).toThrow(message);
-    expect(codeOf(() => new Maglev(options))).toBe('InvalidConfig');
+    expect(thrown(() => new Maglev(options)).code).toBe('InvalidConfig');
   });
 
   it('same key → same backend across instances, whatever the slice order', () => {
@@ -104,7 +105,7 @@ describe('Maglev', () => {
     for (let round = 0; round < 3; round++) {
       for (const slice of slices) {
         if (slice.length === 0) {
-          expect(codeOf(() => reused.pick(slice, { key: 'k' }))).toBe('Empty');
+          expect(thrown(() => reused.pick(slice, { key: 'k' })).code).toBe('Empty');
           continue;
         }
         expect(owners(reused, slice, keys)).toEqual(owners(new Maglev({ tableSize: 1009 }), slice, keys));
@@ -121,7 +122,7 @@ describe('Maglev', () => {
     const expected = owners(p, a, keys);
     // A candidate whose weight is invalid (Backend itself refuses 0, so a plain object).
     const bad = [...backends(2), { ...backends(1)[0]!, id: 'x', weight: 0, isEligible: () => true } as unknown as Backend];
-    expect(codeOf(() => p.prepare(bad))).toBe('InvalidWeight');
+    expect(thrown(() => p.prepare(bad)).code).toBe('InvalidWeight');
     expect(keys.map((key) => a[p.pick(a, { key })]!.id)).toEqual(expected);
   });
 
@@ -144,8 +145,8 @@ describe('Maglev', () => {
 
   it('Empty / NoEligibleCandidates / round robin without a key', () => {
     const p = new Maglev({ tableSize: 101 });
-    expect(codeOf(() => p.pick([], { key: 'k' }))).toBe('Empty');
-    expect(codeOf(() => p.pick(backends(40, { status: () => 'draining' }), { key: 'k' }))).toBe('NoEligibleCandidates');
+    expect(thrown(() => p.pick([], { key: 'k' })).code).toBe('Empty');
+    expect(thrown(() => p.pick(backends(40, { status: () => 'draining' }), { key: 'k' })).code).toBe('NoEligibleCandidates');
     const slice = backends(3);
     expect([p.pick(slice), p.pick(slice), p.pick(slice)]).toEqual([0, 1, 2]);
   });

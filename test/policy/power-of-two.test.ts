@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { Rng } from '../../src/core/rng.js';
 import { PowerOfTwo } from '../../src/policy/power-of-two.js';
-import { agreements, backends, binomialSigma, codeOf } from '../helpers/policy.js';
+import { agreements, backends, binomialSigma } from '../helpers/policy.js';
+import { thrown } from '../helpers/thrown.js';
 
 describe('PowerOfTwo', () => {
   it('calls load() exactly twice per pick, on two distinct members, over 64 candidates', () => {
@@ -78,13 +79,13 @@ describe('PowerOfTwo', () => {
 
   it('Empty for 0 candidates; the only one for 1 (without reading its load)', () => {
     const p2c = new PowerOfTwo({ seed: 1 });
-    expect(codeOf(() => p2c.pick([]))).toBe('Empty');
+    expect(thrown(() => p2c.pick([])).code).toBe('Empty');
     let reads = 0;
     const one = [new Backend('solo', { load: () => ++reads })];
     expect(p2c.pick(one)).toBe(0);
     expect(reads).toBe(0);
-    expect(codeOf(() => p2c.pick(backends(1, { status: () => 'draining' })))).toBe('NoEligibleCandidates');
-    expect(codeOf(() => p2c.pick(backends(5, { status: () => 'unavailable' })))).toBe('NoEligibleCandidates');
+    expect(thrown(() => p2c.pick(backends(1, { status: () => 'draining' }))).code).toBe('NoEligibleCandidates');
+    expect(thrown(() => p2c.pick(backends(5, { status: () => 'unavailable' }))).code).toBe('NoEligibleCandidates');
   });
 
   it('never returns an ineligible member and still compares two eligible loads', () => {

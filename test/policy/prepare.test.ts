@@ -2,12 +2,12 @@
  * The `Policy.prepare` contract: calling it is never required and never
  * changes a decision. A seeded policy that was prepared draws exactly the
  * sequence (indices and error codes) of a twin that prepares lazily inside
- * pick, for every slice, including after the slice changes.
+ * pick, for every slice, including after the slice changes; and a prepared
+ * array is never prepared again by the picks on it (the hot path reuses it).
  */
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { Backend, Localized, Prioritized, type Candidate, type Status } from '../../src/core/candidate.js';
-import { PoiseError } from '../../src/core/errors.js';
 import {
   LocalityWeightedRandom,
   PreparedLocalityWeightedRandom,
@@ -16,6 +16,7 @@ import {
 } from '../../src/policy/priority/policy.js';
 import type { Policy } from '../../src/policy/types.js';
 import { SINGLE_TIER_POLICIES } from '../helpers/policy.js';
+import { caught } from '../helpers/thrown.js';
 
 type AnyPolicy = Policy<Localized<Prioritized<Backend>>>;
 
@@ -51,20 +52,28 @@ function slice(ms: readonly Member[]): Localized<Prioritized<Backend>>[] {
 function draws(policy: AnyPolicy, cands: readonly Candidate[], n: number): (number | string)[] {
   const out: (number | string)[] = [];
   for (let i = 0; i < n; i++) {
-    try {
-      out.push(policy.pick(cands as Localized<Prioritized<Backend>>[], { key: `k${i}` }));
-    } catch (err) {
-      if (!(err instanceof PoiseError)) throw err;
-      out.push(err.code);
-    }
+    const err = caught(() => out.push(policy.pick(cands as Localized<Prioritized<Backend>>[], { key: `k${i}` })));
+    if (err !== undefined) out.push(err.code);
   }
   return out;
 }
 
 describe('Policy.prepare', () => {
-  it('is part of every public policy', () => {
-    for (const [name, make] of Object.entries(POLICIES)) expect(typeof make(1).prepare, name).toBe('function');
-  });
+  for (const [name, make] of Object.entries(POLICIES)) {
+    it(`${name}: once prepared for an array, picks on that array never prepare again; a new array is prepared at most once`, () => {
+      const policy = make(1);
+      const a = slice(
+        Array.from({ length: 8 }, (_, i) => ({ weight: 1 + (i % 3), status: 'ready', load: i % 2, priority: 0, locality: 'eu' })),
+      );
+      const b = a.slice(0, 5);
+      policy.prepare(a);
+      const spy = vi.spyOn(policy, 'prepare');
+      for (let i = 0; i < 200; i++) policy.pick(a, { key: `k${i}` });
+      expect(spy).not.toHaveBeenCalled();
+      for (let i = 0; i < 200; i++) policy.pick(b, { key: `k${i}` });
+      expect(spy.mock.calls.length).toBeLessThanOrEqual(1);
+    });
+  }
 
   for (const [name, make] of Object.entries(POLICIES)) {
     it(`${name}: preparing never changes the seeded decisions, across a membership change`, () => {
@@ -81,12 +90,8 @@ describe('Policy.prepare', () => {
             const expected = [...draws(lazy, a, 40), ...draws(lazy, b, 40)];
             const actual: (number | string)[] = [];
             for (const s of [a, b]) {
-              try {
-                prepared.prepare(s);
-              } catch (err) {
-                // A slice pick refuses is refused by prepare too; pick then throws the same.
-                if (!(err instanceof PoiseError)) throw err;
-              }
+              // A slice pick refuses is refused by prepare too (a PoiseError); pick then throws the same.
+              caught(() => prepared.prepare(s));
               actual.push(...draws(prepared, s, 40));
             }
             expect(actual).toEqual(expected);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Random } from '../../src/policy/random.js';
-import { agreements, backends, binomialSigma, codeOf, histogram } from '../helpers/policy.js';
+import { agreements, backends, binomialSigma, histogram } from '../helpers/policy.js';
+import { thrown } from '../helpers/thrown.js';
 
 describe('Random', () => {
   it('is uniform: each of 8 members within 5σ of N/8 over 80,000 picks', () => {
@@ -26,8 +27,8 @@ describe('Random', () => {
 
   it('Empty / NoEligibleCandidates', () => {
     const r = new Random({ seed: 1 });
-    expect(codeOf(() => r.pick([]))).toBe('Empty');
-    expect(codeOf(() => r.pick(backends(4, { status: () => 'draining' })))).toBe('NoEligibleCandidates');
+    expect(thrown(() => r.pick([])).code).toBe('Empty');
+    expect(thrown(() => r.pick(backends(4, { status: () => 'draining' }))).code).toBe('NoEligibleCandidates');
   });
 
   it('replays an exact seeded sequence', () => {

@@ -1,7 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { Rendezvous } from '../../src/policy/rendezvous.js';
-import { backends, binomialSigma, codeOf } from '../helpers/policy.js';
+import { backends, binomialSigma } from '../helpers/policy.js';
+import { thrown } from '../helpers/thrown.js';
 
 const KEYS = Array.from({ length: 20_000 }, (_, i) => `key-${i}`);
 const owners = (p: Rendezvous, slice: readonly Backend[], keys = KEYS): string[] => keys.map((key) => slice[p.pick(slice, { key })]!.id);
@@ -116,7 +117,7 @@ describe('Rendezvous', () => {
     expect(() => new Rendezvous({ hashSeed: 'x' as unknown as bigint })).toThrow(
       'options.hashSeed: must be a bigint or a safe integer, got "x"',
     );
-    expect(codeOf(() => p.pick([], { key: 'k' }))).toBe('Empty');
-    expect(codeOf(() => p.pick(backends(2, { status: () => 'unavailable' }), { key: 'k' }))).toBe('NoEligibleCandidates');
+    expect(thrown(() => p.pick([], { key: 'k' })).code).toBe('Empty');
+    expect(thrown(() => p.pick(backends(2, { status: () => 'unavailable' }), { key: 'k' })).code).toBe('NoEligibleCandidates');
   });
 });

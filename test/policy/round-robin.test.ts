@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { RoundRobin } from '../../src/policy/round-robin.js';
-import { backends, codeOf } from '../helpers/policy.js';
+import { backends } from '../helpers/policy.js';
+import { thrown } from '../helpers/thrown.js';
 
 const ids = (slice: readonly Backend[], picks: readonly number[]): string[] => picks.map((i) => slice[i]!.id);
 const named = (...names: string[]): Backend[] => names.map((n) => new Backend(n));
@@ -59,7 +60,7 @@ describe('RoundRobin', () => {
 
   it('Empty / NoEligibleCandidates', () => {
     const rr = new RoundRobin();
-    expect(codeOf(() => rr.pick([]))).toBe('Empty');
-    expect(codeOf(() => rr.pick(backends(3, { status: () => 'unavailable' })))).toBe('NoEligibleCandidates');
+    expect(thrown(() => rr.pick([])).code).toBe('Empty');
+    expect(thrown(() => rr.pick(backends(3, { status: () => 'unavailable' }))).code).toBe('NoEligibleCandidates');
   });
 });

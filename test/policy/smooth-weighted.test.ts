@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { SmoothWeightedRoundRobin } from '../../src/policy/smooth-weighted.js';
-import { backends, codeOf, histogram } from '../helpers/policy.js';
+import { backends, histogram } from '../helpers/policy.js';
+import { thrown } from '../helpers/thrown.js';
 
 const weighted = (spec: Record<string, number>): Backend[] => Object.entries(spec).map(([id, weight]) => new Backend(id, { weight }));
 const run = (p: SmoothWeightedRoundRobin, slice: readonly Backend[], k: number): string[] =>
@@ -58,9 +59,9 @@ describe('SmoothWeightedRoundRobin', () => {
 
   it('Empty / NoEligibleCandidates / WeightOverflow', () => {
     const swrr = new SmoothWeightedRoundRobin();
-    expect(codeOf(() => swrr.pick([]))).toBe('Empty');
-    expect(codeOf(() => swrr.pick(backends(3, { status: () => 'unavailable' })))).toBe('NoEligibleCandidates');
+    expect(thrown(() => swrr.pick([])).code).toBe('Empty');
+    expect(thrown(() => swrr.pick(backends(3, { status: () => 'unavailable' }))).code).toBe('NoEligibleCandidates');
     const heavy = { id: 'x', weight: 0xffff_ffff, isEligible: () => true, load: () => 0 };
-    expect(codeOf(() => swrr.pick(new Array<typeof heavy>(524_289).fill(heavy)))).toBe('WeightOverflow');
+    expect(thrown(() => swrr.pick(new Array<typeof heavy>(524_289).fill(heavy))).code).toBe('WeightOverflow');
   });
 });

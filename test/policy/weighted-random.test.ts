@@ -3,7 +3,8 @@ import { describe, expect, it, vi } from 'vitest';
 import { Backend } from '../../src/core/candidate.js';
 import { MAX_WEIGHT } from '../../src/core/weight.js';
 import { WeightedRandom } from '../../src/policy/weighted-random.js';
-import { agreements, backends, binomialSigma, codeOf, histogram } from '../helpers/policy.js';
+import { agreements, backends, binomialSigma, histogram } from '../helpers/policy.js';
+import { thrown } from '../helpers/thrown.js';
 
 interface AliasInternals {
   prob: Float64Array;
@@ -74,7 +75,7 @@ describe('WeightedRandom', () => {
     // 2^21 + 1 maximal weights sum past 2^53 − 1.
     const heavy = { id: 'x', weight: MAX_WEIGHT, isEligible: () => true, load: () => 0 };
     const huge = new Array<typeof heavy>(2_097_153).fill(heavy);
-    expect(codeOf(() => wr.prepare(huge))).toBe('WeightOverflow');
+    expect(thrown(() => wr.prepare(huge)).code).toBe('WeightOverflow');
     expect([0, 1]).toContain(wr.pick(good));
   });
 
@@ -82,13 +83,13 @@ describe('WeightedRandom', () => {
     const wr = new WeightedRandom({ seed: 1 });
     const bad = [new Backend('a'), { id: 'b', weight: 0, isEligible: () => true, load: () => 0 }];
     expect(() => wr.pick(bad)).toThrow('candidates[1].weight: must be an integer in [1, 4294967295], got 0');
-    expect(codeOf(() => wr.pick(bad))).toBe('InvalidWeight');
+    expect(thrown(() => wr.pick(bad)).code).toBe('InvalidWeight');
   });
 
   it('Empty / NoEligibleCandidates', () => {
     const wr = new WeightedRandom({ seed: 1 });
-    expect(codeOf(() => wr.pick([]))).toBe('Empty');
-    expect(codeOf(() => wr.pick(backends(3, { status: () => 'draining' })))).toBe('NoEligibleCandidates');
+    expect(thrown(() => wr.pick([])).code).toBe('Empty');
+    expect(thrown(() => wr.pick(backends(3, { status: () => 'draining' }))).code).toBe('NoEligibleCandidates');
   });
 
   it('replays an exact seeded sequence', () => {

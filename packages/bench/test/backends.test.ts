@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BackendFarm } from '../src/backends.js';
 import { LineConnection } from '../src/protocol.js';
 import { scenarioPlan, type BackendModel } from '../src/scenarios.js';
+import { until } from '../../../test/helpers/until.js';
 
 const model = (id: string, over: Partial<BackendModel> = {}): BackendModel => ({
   id,
@@ -64,7 +65,7 @@ describe('bench backends (real TCP on 127.0.0.1)', () => {
     const h = farm.get('hold');
     const held = await Promise.all(Array.from({ length: 5 }, () => LineConnection.open(h.host, h.port)));
     for (const c of held) void c.request().catch(() => {}); // rejected when the farm closes
-    while (h.inFlight < 5) await new Promise((r) => setImmediate(r));
+    await until(() => h.inFlight === 5, 'five requests in flight at the server');
     expect([h.inFlight, h.answered]).toEqual([5, 0]);
     // 'slow' answers after 30 ms: once the reply is read, nothing is in flight there.
     const s = farm.get('slow');

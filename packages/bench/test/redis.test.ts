@@ -11,7 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BenchResult } from '../src/results.js';
 import { MembershipPublisher } from 'poise-lb/redis';
 import { CLI } from '../../../test/helpers/cli.js';
-import { freePort, startRedis, type TestRedis } from '../../../test/helpers/redis-server.js';
+import { freePort } from '../../../test/helpers/ports.js';
+import { startRedis, type TestRedis } from '../../../test/helpers/redis-server.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-bench-redis-'));
 let redis: TestRedis;

@@ -5,16 +5,14 @@ import { LocalityWeightedRandom } from '../../../src/policy/priority/policy.js';
 import { PreparedLocalityWeightedRandom, PreparedPriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
 import type { PriorityOptions } from '../../../src/policy/priority/options.js';
 import { PriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
+import { caught } from '../../helpers/thrown.js';
 
 /** Index, or the error code, of each of `n` picks. */
 function run(pick: () => number, n: number): (number | string)[] {
   const out: (number | string)[] = [];
   for (let i = 0; i < n; i++) {
-    try {
-      out.push(pick());
-    } catch (err) {
-      out.push((err as { code: string }).code);
-    }
+    const err = caught(() => out.push(pick()));
+    if (err !== undefined) out.push(err.code);
   }
   return out;
 }

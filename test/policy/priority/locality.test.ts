@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { Backend, Localized, Prioritized, type LocalityCandidate, type Status } from '../../../src/core/candidate.js';
 import { LocalityWeightedRandom } from '../../../src/policy/priority/policy.js';
-import { codeOf } from '../../helpers/policy.js';
+import { thrown } from '../../helpers/thrown.js';
 
 /** `total` endpoints of one (priority, locality), the first `healthy` ready. */
 function zone(priority: number, locality: string, localityWeight: number, total: number, healthy: number, weight = 1): Localized[] {
@@ -97,7 +97,7 @@ describe('LocalityWeightedRandom: health-adjusted locality weights', () => {
           .map((x) => x[1]);
         const policy = new LocalityWeightedRandom({ seed: 1 });
         expect(() => policy.pick(shuffled)).toThrow('locality "a" at priority 0 has contradictory locality weights 2 and 3');
-        expect(codeOf(() => policy.plan(shuffled))).toBe('InconsistentTopology');
+        expect(thrown(() => policy.plan(shuffled)).code).toBe('InconsistentTopology');
       }),
       { numRuns: 50 },
     );
@@ -107,7 +107,7 @@ describe('LocalityWeightedRandom: health-adjusted locality weights', () => {
 
   it('checked sums: locality effective weights past 2^53 throw WeightOverflow', () => {
     const c = [...zone(0, 'a', 2 ** 32 - 1, 1, 1), ...zone(0, 'b', 2 ** 32 - 1, 1, 1), ...zone(0, 'c', 2 ** 32 - 1, 1, 1)];
-    expect(codeOf(() => new LocalityWeightedRandom({ seed: 1 }).pick(c))).toBe('WeightOverflow');
+    expect(thrown(() => new LocalityWeightedRandom({ seed: 1 }).pick(c)).code).toBe('WeightOverflow');
   });
 
   it('in use-all panic, panic-eligible endpoints form the selectable capacity of each locality', () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { Backend, Prioritized, type PriorityCandidate, type Status } from '../../../src/core/candidate.js';
 import { PriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
-import { codeOf } from '../../helpers/policy.js';
+import { caught, thrown } from '../../helpers/thrown.js';
 
 /** `total` members at `priority`, the first `healthy` ready and the rest unavailable. */
 function level(priority: number, total: number, healthy: number, weight = 1, tag = `p${priority}`): Prioritized[] {
@@ -176,7 +176,7 @@ describe('PriorityWeightedRandom: millionth-share arithmetic', () => {
           const plan = policy.plan(c);
           const sum = plan.priorities.reduce((s, p) => s + p.shareMillionths, 0);
           for (const p of plan.priorities) expect(Number.isInteger(p.shareMillionths) && p.shareMillionths >= 0).toBe(true);
-          const code = codeOf(() => policy.pick(c));
+          const code = caught(() => policy.pick(c))?.code;
           if (code === undefined || code === 'PanicRejected') expect(sum).toBe(1_000_000);
           else expect(code).toBe('NoEligibleCandidates');
           if (!plan.globalShortage) for (const p of plan.priorities) expect(p.panic).toBe(false);
@@ -202,11 +202,10 @@ describe('PriorityWeightedRandom: millionth-share arithmetic', () => {
           const c = ms.map((m, i) => new Prioritized(new Backend(`b${i}`, { status: m.status }), m.priority, m.pe));
           const policy = new PriorityWeightedRandom({ seed });
           for (let k = 0; k < 10; k++) {
-            let d;
-            try {
-              d = policy.decide(c);
-            } catch (err) {
-              expect((err as { code: string }).code).toBe('NoEligibleCandidates');
+            let d = undefined as ReturnType<typeof policy.decide> | undefined;
+            const err = caught(() => (d = policy.decide(c)));
+            if (err !== undefined || d === undefined) {
+              expect(err?.code).toBe('NoEligibleCandidates');
               expect(c.some((x) => x.isEligible() || (x.isPanicEligible() && x.isMember()))).toBe(false);
               return;
             }
@@ -247,17 +246,17 @@ describe('PriorityWeightedRandom: panic', () => {
       [false, 0],
       [false, 0],
     ]);
-    expect(codeOf(() => policy.pick(c))).toBe('NoEligibleCandidates');
+    expect(thrown(() => policy.pick(c)).code).toBe('NoEligibleCandidates');
     expect(policy.plan(level(0, 10, 1)).priorities[0]!.panic).toBe(false);
   });
 
   it('failClosed throws PanicRejected, distinguishable from Empty and NoEligibleCandidates', () => {
     const policy = new PriorityWeightedRandom({ seed: 1, panicMode: 'failClosed' });
-    expect(codeOf(() => policy.pick(level(0, 4, 1)))).toBe('PanicRejected');
+    expect(thrown(() => policy.pick(level(0, 4, 1))).code).toBe('PanicRejected');
     expect(() => policy.pick(level(0, 4, 1))).toThrow("priority 0 is in panic and panicMode is 'failClosed'");
-    expect(codeOf(() => policy.pick([]))).toBe('Empty');
+    expect(thrown(() => policy.pick([])).code).toBe('Empty');
     const allOptedOut = level(0, 2, 0).map((c) => c.withPanicEligibility(false));
-    expect(codeOf(() => policy.pick(allOptedOut))).toBe('NoEligibleCandidates');
+    expect(thrown(() => policy.pick(allOptedOut)).code).toBe('NoEligibleCandidates');
     // A healthy priority still serves under failClosed.
     expect(policy.decide(level(0, 2, 2))).toMatchObject({ priority: 0, mode: 'healthy' });
   });
@@ -275,7 +274,7 @@ describe('PriorityWeightedRandom: panic', () => {
     const n = 4000;
     let rejected = 0;
     for (let i = 0; i < n; i++) {
-      const code = codeOf(() => expect(policy.decide(c)).toMatchObject({ priority: 1, mode: 'healthy' }));
+      const code = caught(() => expect(policy.decide(c)).toMatchObject({ priority: 1, mode: 'healthy' }))?.code;
       if (code !== undefined) {
         expect(code).toBe('PanicRejected');
         rejected++;
@@ -321,7 +320,7 @@ describe('PriorityWeightedRandom: panic', () => {
     expect(() => new PriorityWeightedRandom({ arithmetic: 'float' as never })).toThrow(
       "options.arithmetic: must be 'millionths' or 'envoy', got \"float\"",
     );
-    expect(codeOf(() => new PriorityWeightedRandom({ overprovisioningFactorPercent: 99 }))).toBe('InvalidConfig');
+    expect(thrown(() => new PriorityWeightedRandom({ overprovisioningFactorPercent: 99 })).code).toBe('InvalidConfig');
   });
 });
 
@@ -385,7 +384,7 @@ describe('PriorityWeightedRandom: decisions and replay', () => {
 
   it('throws Empty for an empty slice and InvalidWeight for a candidate with a bad weight', () => {
     const policy = new PriorityWeightedRandom({ seed: 1 });
-    expect(codeOf(() => policy.pick([]))).toBe('Empty');
+    expect(thrown(() => policy.pick([])).code).toBe('Empty');
     const bad = {
       id: 'x',
       weight: 0,

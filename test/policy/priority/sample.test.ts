@@ -13,6 +13,7 @@ import { F_ELIGIBLE, F_MEMBER, F_PANIC, flagsOf } from '../../../src/policy/prio
 import { PreparedLocalityWeightedRandom, PreparedPriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
 import { PriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
 import { PriorityEngine } from '../../../src/policy/priority/sample.js';
+import { caught, thrown } from '../../helpers/thrown.js';
 
 /** The three predicates called one by one: what flagsOf must equal. */
 function called(c: PriorityCandidate): number {
@@ -23,11 +24,8 @@ function called(c: PriorityCandidate): number {
 function run(pick: () => number, n: number): (number | string)[] {
   const out: (number | string)[] = [];
   for (let i = 0; i < n; i++) {
-    try {
-      out.push(pick());
-    } catch (err) {
-      out.push(`${(err as { code: string }).code}: ${(err as Error).message}`);
-    }
+    const err = caught(() => out.push(pick()));
+    if (err !== undefined) out.push(`${err.code}: ${err.message}`);
   }
   return out;
 }
@@ -158,12 +156,8 @@ describe('per-decision aggregation ≡ prepared (sorted) layout beyond the fast 
         const shuffled = [...c];
         shuffled.splice(at % (c.length + 1), 0, bad);
         const policy = new LocalityWeightedRandom({ seed: 1 });
-        let planMessage = '';
-        try {
-          policy.plan(shuffled);
-        } catch (err) {
-          planMessage = `${(err as { code: string }).code}: ${(err as Error).message}`;
-        }
+        const err = thrown(() => policy.plan(shuffled));
+        const planMessage = `${err.code}: ${err.message}`;
         expect(planMessage).toMatch(/^InconsistentTopology: /);
         expect(run(() => policy.pick(shuffled), 1)).toEqual([planMessage]);
         expect(run(() => new PreparedLocalityWeightedRandom({ seed: 1 }).pick(shuffled), 1)).toEqual([planMessage]);

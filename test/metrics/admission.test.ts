@@ -15,7 +15,7 @@ import { fixedBand } from '../../src/net/proxy-admission.js';
 import { ProxyCounters } from '../../src/net/proxy-counters.js';
 import { TcpProxy } from '../../src/net/proxy.js';
 import { Balancer } from '../../src/runtime/balancer.js';
-import { until } from '../helpers/log-capture.js';
+import { until } from '../helpers/until.js';
 
 const logger = createLogger({ level: 'silent' });
 
