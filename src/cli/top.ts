@@ -176,6 +176,11 @@ export function topIntervalMs(raw: string | undefined): number {
   return durationFlag('--interval', raw, 100, 3_600_000) ?? 2000;
 }
 
+/** `--timeout`: one deadline per scrape, in ms (default 5 s). @internal */
+export function topTimeoutMs(raw: string | undefined): number {
+  return durationFlag('--timeout', raw, 100, 600_000) ?? 5000;
+}
+
 /** The `--help` text. @internal */
 export const TOP_HELP = HELP;
 
@@ -194,7 +199,7 @@ const run = flagCommand('top', OPTIONS, HELP, async (values) => {
       );
     const url = metricsUrl(values.metrics);
     const limits = {
-      timeoutMs: durationFlag('--timeout', values.timeout, 100, 600_000) ?? 5000,
+      timeoutMs: topTimeoutMs(values.timeout),
       maxBytes: integerFlag('--max-bytes', values['max-bytes'], 1024, 1024 * 1024 * 1024) ?? DEFAULT_MAX_BYTES,
     };
     let prev: ScrapedBackend[] | undefined;

@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { DURATION_GRAMMAR, formatDuration } from '../../src/cli/args.js';
 import { MEMBERS_HELP, parseMembersConnection } from '../../src/cli/members.js';
 import { PROXY_HELP, parseProxyArgs } from '../../src/cli/proxy.js';
-import { TOP_HELP, topIntervalMs } from '../../src/cli/top.js';
+import { TOP_HELP, topIntervalMs, topTimeoutMs } from '../../src/cli/top.js';
 import { UsageError } from '../../src/cli/usage.js';
 import { benchHelp, parseBenchFlags } from '../../packages/bench/src/flags.js';
 
@@ -92,6 +92,7 @@ const ROWS: Row[] = [
     absent: undefined,
   },
   { flag: '--interval', parse: topIntervalMs, min: 100, max: 3_600_000, absent: 2000 },
+  { flag: '--timeout', parse: topTimeoutMs, min: 100, max: 600_000, absent: 5000 },
   {
     flag: '--duration',
     // bench keeps seconds inside; the flag is a duration like every other.
