@@ -38,6 +38,22 @@ interface BalancerLike {
   close(): void;
 }
 
+/**
+ * Waits until this process (every thread) used under 5 % of a core over
+ * 200 ms, at most 10 s: 31 freshly started threads keep compiling and
+ * collecting for a while after they say 'attached', and a measurement taken
+ * then times their start-up, not the table.
+ */
+async function processQuiet(): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const before = process.cpuUsage();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const used = process.cpuUsage(before);
+    if (used.user + used.system < 10_000) return;
+  }
+}
+
 /** One cell: median ns per acquire + release (handle form) and per Lease form. */
 async function cell(runtime: string, threads: number, policy: string, quick: boolean): Promise<{ handle: number; lease: number }> {
   const { Balancer, createLogger } = (await import(runtime)) as {
@@ -55,6 +71,7 @@ async function cell(runtime: string, threads: number, policy: string, quick: boo
       idle.push(w);
     }
     await Promise.all(idle.map((w) => new Promise((resolve, reject) => (w.once('message', resolve), w.once('error', reject)))));
+    await processQuiet();
     const m = new Worker(THREAD_FILE, { workerData: { ...base, mode: 'measure' } });
     const out = await new Promise<{ handle: number; lease: number }>(
       (resolve, reject) => (m.once('message', resolve), m.once('error', reject)),
@@ -137,7 +154,7 @@ async function main(): Promise<void> {
     threadCounts: THREAD_COUNTS,
     loadavgAtStart: load,
     method:
-      'per cell: T − 1 idle attached threads, one fresh measuring thread; median over batches of acquireHandle + releaseHandle (and acquire().release()) pairs; median over rounds; builds interleaved',
+      'per cell: T − 1 idle attached threads, then a wait until the process uses < 5 % of a core over 200 ms, one fresh measuring thread; median over batches of acquireHandle + releaseHandle (and acquire().release()) pairs; median over rounds; builds interleaved',
     builds: Object.fromEntries(Object.keys(builds).map((k) => [k, k === 'baseline' ? process.argv[at + 1] : 'dist/src/runtime.js'])),
     result,
   });
