@@ -58,15 +58,6 @@ export class LoadEnv {
   }
 }
 
-/**
- * The weight the priority layer and every policy read for a slot: the one
- * place a backend's effective weight is computed from its spec (a factor
- * such as slow start belongs here, and nowhere else).
- */
-export function effectiveWeight(spec: Readonly<ResolvedBackendSpec>): number {
-  return spec.weight;
-}
-
 /** One slot as a policy candidate. */
 export class SlotCandidate implements LocalityCandidate {
   readonly id: string;
@@ -110,7 +101,7 @@ export class SlotCandidate implements LocalityCandidate {
     this.generation = generation;
     this.spec = spec;
     this.id = spec.id;
-    this.weight = effectiveWeight(spec);
+    this.weight = spec.weight;
     this.priority = spec.priority;
     this.locality = spec.locality;
     this.localityWeight = spec.localityWeight;
