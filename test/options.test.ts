@@ -48,7 +48,7 @@ describe('misspelled options are refused, never silently defaulted', () => {
       'options.ejection.consecutiveFailure: unknown option',
     ],
     ['PowerOfTwo', () => new PowerOfTwo({ sed: 1 } as never), 'options.sed: unknown option (accepted: seed)'],
-    ['RoundRobin', () => new RoundRobin({ seeds: 1 } as never), 'options.seeds: unknown option (accepted: seed)'],
+    ['RoundRobin', () => new RoundRobin({ seeds: 1 } as never), 'options.seeds: unknown option (accepted: seed, start)'],
     ['Rendezvous', () => new Rendezvous({ hashseed: 1n } as never), 'options.hashseed: unknown option (accepted: hashSeed, seed)'],
     [
       'Maglev',

@@ -39,11 +39,23 @@
  * floating-point `%` per pick) and `coin`'s top bit — the same values, in the
  * same order, as `below(n)`, `below(n − 1)`, `coin()`.
  *
- * Lower `load()` is lighter; weights are not read (as in Sōzu). An ineligible
- * draw (standalone callers only) falls back to P2C over the eligible members.
+ * Weights: with equal weights (the usual case) the draw above, unchanged.
+ * When the slice's weights differ, the two members are drawn by weight, each
+ * independently (with replacement) through an alias table built when the
+ * slice is adopted (alias.ts), and their loads are compared as they are.
+ * At equal loads the lighter-of-two then picks member i with probability
+ * exactly wᵢ / Σw: P(i) = pᵢ² + 2·pᵢ(1 − pᵢ)·½ = pᵢ (a draw of the same
+ * member twice needs no comparison; a tie is the coin). Comparing
+ * load ÷ weight over a uniform pair instead was measured to follow weights
+ * less closely at equal load (docs/policies.md, "Weighted power of two
+ * choices"). Still exactly two `load()` reads per pick.
+ *
+ * Lower `load()` is lighter. An ineligible draw (standalone callers only)
+ * falls back to P2C over the eligible members.
  */
 import type { Candidate } from '../core/candidate.js';
 import { rejectionLimit32 } from '../core/rng.js';
+import { drawEligibleByWeight } from './alias.js';
 import { EligibleDraw, throwEmpty, throwNoEligible } from './slice.js';
 
 /**
@@ -54,13 +66,18 @@ import { EligibleDraw, throwEmpty, throwNoEligible } from './slice.js';
  * const i = p2c.pick(backends);   // reads backends[a].load() and backends[b].load()
  */
 export class PowerOfTwo extends EligibleDraw {
-  /** Slice length the limits below were computed for. */
-  private n = -1;
   /** `below(n)`'s and `below(n − 1)`'s rejection limits. */
   private limitFirst = 0;
   private limitSecond = 0;
+  /** Adopts a slice: scratch, weights, and the two draws' limits. */
+  override prepare(candidates: readonly Candidate[]): void {
+    super.prepare(candidates);
+    const n = candidates.length;
+    this.limitFirst = rejectionLimit32(Math.max(1, n));
+    this.limitSecond = rejectionLimit32(Math.max(1, n - 1));
+  }
 
-  /** The lighter of two distinct random eligible members; `Empty` / `NoEligibleCandidates` when none. */
+  /** The lighter of two random eligible members; `Empty` / `NoEligibleCandidates` when none. */
   pick(candidates: readonly Candidate[]): number {
     const n = candidates.length;
     if (n < 2) {
@@ -68,11 +85,8 @@ export class PowerOfTwo extends EligibleDraw {
       if (candidates[0]!.isEligible()) return 0;
       throwNoEligible(1);
     }
-    if (n !== this.n) {
-      this.limitFirst = rejectionLimit32(n);
-      this.limitSecond = rejectionLimit32(n - 1);
-      this.n = n;
-    }
+    if (n !== this.n || candidates !== this.slice) this.prepare(candidates);
+    if (this.weighted) return this.pickWeighted(candidates);
     const rng = this.rng;
     let a = -1;
     let b = -1;
@@ -108,6 +122,25 @@ export class PowerOfTwo extends EligibleDraw {
     if (la < lb) return a;
     if (lb < la) return b;
     return this.rng.coin() ? b : a;
+  }
+
+  /** Unequal weights: two independent draws by weight, the lighter of the two (exactly two `load()` reads). */
+  private pickWeighted(candidates: readonly Candidate[]): number {
+    const a = this.alias.draw(this.rng);
+    const b = this.alias.draw(this.rng);
+    const ca = candidates[a]!;
+    const cb = candidates[b]!;
+    if (!ca.isEligible() || !cb.isEligible()) return this.pickEligibleWeighted(candidates);
+    const la = ca.load();
+    const lb = cb.load();
+    return a === b ? a : this.lighter(a, la, b, lb);
+  }
+
+  /** Slow path of {@link pickWeighted}: the same two draws by weight over the eligible members only. */
+  private pickEligibleWeighted(candidates: readonly Candidate[]): number {
+    const a = drawEligibleByWeight(candidates, this.rng);
+    const b = drawEligibleByWeight(candidates, this.rng);
+    return a === b ? a : this.lighter(a, candidates[a]!.load(), b, candidates[b]!.load());
   }
 
   /** Slow path: the same draw over the eligible indices only. */

@@ -8,9 +8,15 @@
  * for standalone callers; the runtime's slices are all eligible), a fresh
  * uniform draw among the eligible members is made, so the result is exactly
  * uniform over the eligible members either way.
+ *
+ * Weights: when the slice's weights differ, a member is drawn in proportion
+ * to its weight instead (the alias table of {@link WeightedRandom}, built
+ * when the slice is adopted), so `random` honours weights like every other
+ * policy; with equal weights the draw above is unchanged.
  */
 import type { Candidate } from '../core/candidate.js';
 import { rejectionLimit32 } from '../core/rng.js';
+import { drawEligibleByWeight } from './alias.js';
 import { EligibleDraw, throwEmpty } from './slice.js';
 
 /**
@@ -21,18 +27,23 @@ import { EligibleDraw, throwEmpty } from './slice.js';
  * const i = policy.pick(backends);
  */
 export class Random extends EligibleDraw {
-  /** Slice length `limit` was computed for. */
-  private n = -1;
   /** `below(n)`'s rejection limit. */
   private limit = 0;
 
-  /** A uniformly random eligible index; `Empty` / `NoEligibleCandidates` when none. */
+  /** Adopts a slice: scratch, weights, and `below(n)`'s limit. */
+  override prepare(candidates: readonly Candidate[]): void {
+    super.prepare(candidates);
+    this.limit = rejectionLimit32(Math.max(1, candidates.length));
+  }
+
+  /** A random eligible index (uniform, or by weight when weights differ); `Empty` / `NoEligibleCandidates` when none. */
   pick(candidates: readonly Candidate[]): number {
     const n = candidates.length;
     if (n === 0) throwEmpty();
-    if (n !== this.n) {
-      this.limit = rejectionLimit32(n);
-      this.n = n;
+    if (n !== this.n || candidates !== this.slice) this.prepare(candidates);
+    if (this.weighted) {
+      const w = this.alias.draw(this.rng);
+      return candidates[w]!.isEligible() ? w : drawEligibleByWeight(candidates, this.rng);
     }
     const rng = this.rng;
     let i: number;

@@ -11,6 +11,7 @@
 import type { Candidate } from '../core/candidate.js';
 import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { Rng } from '../core/rng.js';
+import { AliasTable } from './alias.js';
 import type { Policy, SeedOptions } from './types.js';
 
 /** Throws `Empty`. */
@@ -68,22 +69,36 @@ export function rngFromOptions(options: SeedOptions, extra: readonly string[] = 
 /**
  * The common body of the policies that draw among eligible indices with a
  * stream of their own (`Random`, `PowerOfTwo`): the seeded stream, the
- * retained eligible-index scratch, and `prepare`, which only reserves it.
+ * retained eligible-index scratch, and `prepare`, which reserves it and
+ * reads the weights: when they differ, an alias table draws by weight.
  */
 export abstract class EligibleDraw implements Policy {
   /** This policy's own stream. */
   protected readonly rng: Rng;
   /** Scratch for the slow path (some candidate ineligible). */
   protected readonly eligible = new EligibleIndices();
+  /** The slice adopted last (`prepare`), and its length then. */
+  protected slice: readonly Candidate[] | undefined;
+  protected n = -1;
+  /** The adopted slice's weights differ: draw through {@link alias}. */
+  protected weighted = false;
+  protected readonly alias = new AliasTable();
 
   /** OS-seeded unless `seed` is given (never seed it from a shared constant in production). */
   constructor(options: SeedOptions = {}) {
     this.rng = rngFromOptions(options);
   }
 
-  /** Reserves scratch space for a slice (optional; picks need no table). */
+  /** Adopts a slice: reserves scratch and reads its weights (throws `InvalidWeight` / `WeightOverflow` for unequal bad weights). */
   prepare(candidates: readonly Candidate[]): void {
-    this.eligible.reserve(candidates.length);
+    const n = candidates.length;
+    this.eligible.reserve(n);
+    let weighted = false;
+    for (let i = 1; i < n && !weighted; i++) weighted = candidates[i]!.weight !== candidates[0]!.weight;
+    if (weighted) this.alias.build(candidates);
+    this.weighted = weighted;
+    this.n = n;
+    this.slice = candidates;
   }
 
   /** An index into `candidates`. */

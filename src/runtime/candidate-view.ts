@@ -8,7 +8,11 @@
  * build. The Router rebuilds it only when the table's change epoch moves or
  * a known ejection expires; between builds the list is the same array, so
  * prepared policies keep their tables. A slot enters the list only with the
- * spec of its current generation.
+ * spec of its current generation. Every member that is not draining is in
+ * the list, eligible or not: the priority layer around every policy counts
+ * unavailable and ejected members in their priority's availability (and
+ * use-all panic may choose them), and hands the policy only the eligible
+ * members of the group it chose.
  */
 import { parseAddress } from '../core/spec.js';
 import { HealthFlag, SlotState, type LoadTable } from '../load/load-table.js';
@@ -30,7 +34,6 @@ export class CandidateView {
   soonestExpiryMs = 0;
   private readonly table: LoadTable;
   private readonly env: LoadEnv;
-  private readonly tiered: boolean;
   private readonly log: Logger;
   private memberEpoch = -1;
   /** By slot: the blob line each candidate was built from (an own copy), and the candidate (reused while its line is unchanged). */
@@ -41,11 +44,9 @@ export class CandidateView {
   private stamp = 0;
   private readonly head: LineHead = { slot: 0, generation: 0, jsonStart: 0 };
 
-  /** `tiered`: the policy plans over priorities, so unavailable members stay in the list (panic may use them). */
-  constructor(table: LoadTable, env: LoadEnv, tiered: boolean, log: Logger) {
+  constructor(table: LoadTable, env: LoadEnv, log: Logger) {
     this.table = table;
     this.env = env;
-    this.tiered = tiered;
     this.log = log;
     this.lineOf = new Array<string | undefined>(table.capacity).fill(undefined);
     this.candOf = new Array<SlotCandidate | undefined>(table.capacity).fill(undefined);
@@ -66,11 +67,11 @@ export class CandidateView {
       this.readMembership();
       this.memberEpoch = memberEpoch;
     }
-    const tiered = this.tiered;
     const members: SlotCandidate[] = [];
     let ready = 0;
+    let eligible = 0;
     let soonest = 0;
-    /** Degraded candidates, and the priorities (or, untiered, the -1 bucket) that still have a healthy one. */
+    /** Degraded candidates, and the priorities that still have a healthy one. */
     let degraded: SlotCandidate[] | undefined;
     let healthyTiers: Set<number> | undefined;
     for (const c of this.all) {
@@ -93,36 +94,27 @@ export class CandidateView {
       c.blocked = false;
       if (state === SlotState.Ready) ready++;
       if (c.eligible) {
+        eligible++;
         if ((health & (HealthFlag.CheckDegraded | HealthFlag.MemberDegraded)) !== 0) {
           degraded ??= [];
           degraded.push(c);
         } else {
           healthyTiers ??= new Set();
-          healthyTiers.add(tiered ? c.priority : -1);
+          healthyTiers.add(c.priority);
         }
       }
-      if (tiered ? c.status !== 'draining' : c.eligible) members.push(c);
+      if (c.status !== 'draining') members.push(c);
     }
     if (degraded !== undefined) {
-      // Envoy's degraded hosts: used only when no healthy host of their
-      // priority is left (untiered policies have one tier).
-      for (const c of degraded) if (healthyTiers?.has(tiered ? c.priority : -1) === true) c.eligible = false;
-      if (!tiered) {
-        let k = 0;
-        for (const c of members) if (c.eligible) members[k++] = c;
-        members.length = k;
-      }
+      // Envoy's degraded hosts: used only when no healthy host of their priority is left.
+      for (const c of degraded) if (healthyTiers?.has(c.priority) === true) c.eligible = false;
     }
-    if (!tiered && members.length === 0 && ready > 0) {
-      // Fail open (as Sōzu does): every ready backend is ejected, so ejection
-      // is ignored until one of them expires rather than refusing all traffic.
-      for (const c of this.all) {
-        if (c.status === 'ready' && t.tag(c.slot) >>> 3 === c.generation) {
-          c.eligible = true;
-          members.push(c);
-        }
-      }
-      this.log.warn({ backends: members.length }, 'poise: every ready backend is ejected; failing open');
+    if (eligible === 0 && ready > 0) {
+      // Every ready backend is ejected or unhealthy: the layer's use-all panic
+      // (availability 0 % is below any panic threshold) routes over the
+      // panic-eligible ones until one recovers, rather than refusing all
+      // traffic (Sōzu and Envoy fail open the same way).
+      this.log.warn({ backends: ready }, 'poise: every ready backend is ejected; failing open (priority panic)');
     }
     this.members = members;
     this.soonestExpiryMs = soonest;

@@ -1,9 +1,15 @@
 /**
  * Policies by name: what a Router builds from `RouterOptions.policy`.
  *
- * | name                | policy                          | load() metric |
+ * Every name runs inside the priority and locality layer
+ * (policy/priority/layer.ts): the layer chooses the priority (Envoy
+ * overprovisioning, spill-over and panic) and the locality (health-adjusted
+ * locality weights) from the plan prepared when the view was built, and the
+ * named policy chooses among that group's members.
+ *
+ * | name                | policy inside the layer          | load() metric |
  * |---------------------|---------------------------------|---------------|
- * | `round-robin`       | RoundRobin                      | — |
+ * | `round-robin`       | RoundRobin (EDF when weighted)  | — |
  * | `smooth-weighted`   | SmoothWeightedRoundRobin        | — |
  * | `random`            | Random                          | — |
  * | `weighted`          | WeightedRandom                  | — |
@@ -18,12 +24,17 @@
  * | `maglev:bounded`    | Maglev, bounded loads c = 1.25  | connections + requests, total from the rows' totals (PoolTotal) |
  * | `ring-hash`         | RingHash (ketama; needs `key`)  | — |
  * | `ring-hash:bounded` | RingHash, bounded loads c = 1.25 | connections + requests, total from the rows' totals (PoolTotal) |
- * | `priority`          | PreparedPriorityWeightedRandom  | — (reads health, priorities) |
+ * | `priority`          | PreparedPriorityWeightedRandom  | — (weighted random is the layer's own last stage) |
  * | `locality`          | PreparedLocalityWeightedRandom  | — (also localities) |
  *
  * Every stochastic policy is seeded from the OS in the thread that builds it,
- * unless a replay seed is given.
+ * unless a replay seed is given; the first group's policy gets the router's
+ * policy seed itself, so with one group a seeded sequence is the named
+ * policy's own. A round-robin rotation in a worker thread starts at a seeded
+ * random offset (Envoy's per-worker start), the owner thread's at the first
+ * member.
  */
+import { isMainThread } from 'node:worker_threads';
 import { invalidConfig } from '../core/errors.js';
 import type { Seed } from '../core/rng.js';
 import { LeastLoaded } from '../policy/least-loaded.js';
@@ -92,57 +103,80 @@ export const KEYED_POLICY_NAMES: readonly PolicyName[] = ['rendezvous', 'maglev'
 
 /** What the factory returns. @internal */
 export interface PolicySetup {
-  /** A fresh policy instance over the router's load environment. */
+  /** A fresh policy instance (the layer around the named policy) over the router's load environment. */
   create(seed: Seed | undefined, env: LoadEnv): Policy<SlotCandidate>;
   /** The metric candidates' load() reports. */
   metric: MetricCode;
-  /** Priority-aware: the view keeps unavailable and ejected members (they count in availability). */
-  tiered: boolean;
 }
 
-const plain = (metric: MetricCode, make: (seed: Seed | undefined, env: LoadEnv) => Policy<SlotCandidate>): PolicySetup => ({
-  create: make,
+/** `seed` mixed with `salt` (a different stream for each salt; salt 0 is the seed itself). */
+function salted(seed: Seed | undefined, salt: number): Seed | undefined {
+  if (seed === undefined || salt === 0) return seed;
+  return BigInt.asUintN(64, BigInt(seed) * 0xbf58476d1ce4e5b9n + BigInt(salt) * 0x94d049bb133111ebn + 1n);
+}
+
+/** The layer's own draws (priority and locality) use this salt of the policy seed. */
+const LAYER_SALT = 0x5eed;
+
+/** The named policy `make` inside the priority and locality layer; `keyed`: a key picks the priority and locality too. */
+const layered = (metric: MetricCode, make: (seed: Seed | undefined, env: LoadEnv) => Policy, keyed = false): PolicySetup => ({
+  create: (seed, env) =>
+    new PreparedLocalityWeightedRandom<SlotCandidate>({
+      seed: salted(seed, LAYER_SALT),
+      within: (group) => make(salted(seed, group), env),
+      stickyKeys: keyed,
+    }),
   metric,
-  tiered: false,
 });
+
+/** Where a round-robin rotation starts: a seeded offset in worker threads, the first member in the owner thread. */
+const START = isMainThread ? 'first' : 'random';
 
 /** Resolves a policy name; throws `InvalidConfig` naming `options.policy` for an unknown one. @internal */
 export function policySetup(name: unknown): PolicySetup {
   switch (name) {
     case 'round-robin':
-      return plain(Metric.Outstanding, () => new RoundRobin());
+      return layered(Metric.Outstanding, (seed) => new RoundRobin({ seed, start: START }));
     case 'smooth-weighted':
-      return plain(Metric.Outstanding, () => new SmoothWeightedRoundRobin());
+      return layered(Metric.Outstanding, () => new SmoothWeightedRoundRobin());
     case 'random':
-      return plain(Metric.Outstanding, (seed) => new Random({ seed }));
+      return layered(Metric.Outstanding, (seed) => new Random({ seed }));
     case 'weighted':
-      return plain(Metric.Outstanding, (seed) => new WeightedRandom({ seed }));
+      return layered(Metric.Outstanding, (seed) => new WeightedRandom({ seed }));
     case 'least-loaded':
-      return plain(Metric.Outstanding, (seed) => new LeastLoaded({ seed }));
+      return layered(Metric.Outstanding, (seed) => new LeastLoaded({ seed }));
     case 'p2c':
-      return plain(Metric.Outstanding, (seed) => new PowerOfTwo({ seed }));
+      return layered(Metric.Outstanding, (seed) => new PowerOfTwo({ seed }));
     case 'p2c:connections':
-      return plain(Metric.Connections, (seed) => new PowerOfTwo({ seed }));
+      return layered(Metric.Connections, (seed) => new PowerOfTwo({ seed }));
     case 'p2c:requests':
-      return plain(Metric.Requests, (seed) => new PowerOfTwo({ seed }));
+      return layered(Metric.Requests, (seed) => new PowerOfTwo({ seed }));
     case 'p2c:connectionTime':
-      return plain(Metric.ConnectTime, (seed) => new PowerOfTwo({ seed }));
+      return layered(Metric.ConnectTime, (seed) => new PowerOfTwo({ seed }));
     case 'p2c:latency':
-      return plain(Metric.Latency, (seed) => new PowerOfTwo({ seed }));
+      return layered(Metric.Latency, (seed) => new PowerOfTwo({ seed }));
     case 'rendezvous':
-      return plain(Metric.Outstanding, () => new Rendezvous());
+      return layered(Metric.Outstanding, () => new Rendezvous(), true);
     case 'maglev':
-      return plain(Metric.Outstanding, () => new Maglev());
+      return layered(Metric.Outstanding, () => new Maglev(), true);
     case 'maglev:bounded':
-      return plain(Metric.Outstanding, (_, env) => new Maglev({ balanceFactor: BOUNDED_FACTOR, totalLoad: () => env.pool!.read() }));
+      return layered(
+        Metric.Outstanding,
+        (_, env) => new Maglev({ balanceFactor: BOUNDED_FACTOR, totalLoad: () => env.pool!.read() }),
+        true,
+      );
     case 'ring-hash':
-      return plain(Metric.Outstanding, () => new RingHash());
+      return layered(Metric.Outstanding, () => new RingHash(), true);
     case 'ring-hash:bounded':
-      return plain(Metric.Outstanding, (_, env) => new RingHash({ balanceFactor: BOUNDED_FACTOR, totalLoad: () => env.pool!.read() }));
+      return layered(
+        Metric.Outstanding,
+        (_, env) => new RingHash({ balanceFactor: BOUNDED_FACTOR, totalLoad: () => env.pool!.read() }),
+        true,
+      );
     case 'priority':
-      return { create: (seed) => new PreparedPriorityWeightedRandom<SlotCandidate>({ seed }), metric: Metric.Outstanding, tiered: true };
+      return { create: (seed) => new PreparedPriorityWeightedRandom<SlotCandidate>({ seed }), metric: Metric.Outstanding };
     case 'locality':
-      return { create: (seed) => new PreparedLocalityWeightedRandom<SlotCandidate>({ seed }), metric: Metric.Outstanding, tiered: true };
+      return { create: (seed) => new PreparedLocalityWeightedRandom<SlotCandidate>({ seed }), metric: Metric.Outstanding };
     default:
       return invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, name);
   }

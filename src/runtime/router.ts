@@ -100,6 +100,21 @@ const RETRY_STALE = 1;
 const RETRY_WAIT = 2;
 type RetryMode = typeof NO_RETRY | typeof RETRY_STALE | typeof RETRY_WAIT;
 
+/**
+ * Prepares `policy` for a new view now, before any acquire has excluded a
+ * member (an exclusion marks candidates ineligible for that acquire only,
+ * and a plan sampled then would keep them out until the next view). A
+ * snapshot the policy refuses is left to the pick, which throws the same
+ * error to the acquire.
+ */
+function prepareQuietly(policy: Policy<SlotCandidate>, view: SlotCandidate[]): void {
+  try {
+    policy.prepare(view);
+  } catch {
+    // The next pick on this view prepares again and throws the error to its caller.
+  }
+}
+
 function deriveSeed(seed: Seed, salt: number): bigint {
   return BigInt.asUintN(64, BigInt(seed) * 0x9e3779b97f4a7c15n + BigInt(salt) * 0xbf58476d1ce4e5b9n + 1n);
 }
@@ -207,7 +222,7 @@ export class Router {
           ? LeaseKind.Connection
           : LeaseKind.Request
         : kindCode(opts.leaseKind, 'options.leaseKind');
-    this.candidates = new CandidateView(table, this.env, this.setup.tiered, this.log);
+    this.candidates = new CandidateView(table, this.env, this.log);
     this.row = table.leases.claimRow(threadId);
     this.env.pool = new PoolTotal(table.leases, table.words, table.layout, this.row);
     this.gauge = new PoolGauge(
@@ -467,7 +482,8 @@ export class Router {
       // count our own increment returned: of two threads racing for the last
       // unit, the later add sees both, so the cap is never exceeded (at worst
       // both back off).
-      const tagOk = tag >>> 3 === c.generation && (state === SlotState.Ready || (state === SlotState.Unavailable && this.setup.tiered));
+      // An unavailable slot is leased only when priority panic chose it (the layer plans over every member).
+      const tagOk = tag >>> 3 === c.generation && (state === SlotState.Ready || state === SlotState.Unavailable);
       if (tagOk && (c.maxInflight === 0 || count <= c.maxInflight)) {
         // The pick counter is statistics: batch it (one shared add per 64 picks, and the timer).
         if (++c.unflushedPicks === PICK_BATCH) this.flushPick(c);
@@ -526,6 +542,7 @@ export class Router {
     for (const c of cv.members) if (c.eligible) capacity += c.maxInflight === 0 ? Number.POSITIVE_INFINITY : c.maxInflight;
     this.eligibleCapacity = capacity;
     this.tiers = new Map();
+    prepareQuietly(this.policy, this.view);
     this.hasExpiry = cv.soonestExpiryMs > 0;
     this.expiryAt = wrapMs(now + cv.soonestExpiryMs);
     this.epoch = epoch;
@@ -541,6 +558,7 @@ export class Router {
         this.tierPolicies.set(priority, policy);
       }
       tier = { cands: this.view.filter((c) => c.priority === priority), policy };
+      prepareQuietly(policy, tier.cands);
       this.tiers.set(priority, tier);
     }
     return tier;
@@ -576,11 +594,9 @@ export class Router {
       const c = cands[(start + k) % n]!;
       if (c.isEligible()) return c;
     }
-    if (this.setup.tiered) {
-      for (let k = 0; k < n; k++) {
-        const c = cands[(start + k) % n]!;
-        if (c.isPanicEligible()) return c;
-      }
+    for (let k = 0; k < n; k++) {
+      const c = cands[(start + k) % n]!;
+      if (c.isPanicEligible()) return c;
     }
     return this.throwNone(cands);
   }

@@ -205,15 +205,23 @@ describe('active checks against real servers', () => {
       }),
     );
     const wrongBody = await listen(createHttpServer((_req, res) => res.end('starting')));
-    open.push(ok, bad, wrongBody);
+    const ok2 = await listen(createHttpServer((_req, res) => res.end('status: ok')));
+    open.push(ok, bad, wrongBody, ok2);
     const { b, log } = balancer({ kind: 'http', path: '/healthz', bodyIncludes: 'ok', intervalMs: 20, jitterPercent: 0, rise: 1, fall: 2 });
+    // Two of four healthy: 50 % available is not below the 50 % panic threshold, so the two down backends stay out
+    // (with one of three, priority panic would route over all three, as Envoy does: docs/policies.md).
     b.update([
       { id: 'ok', address: `127.0.0.1:${portOf(ok)}` },
+      { id: 'ok2', address: `127.0.0.1:${portOf(ok2)}` },
       { id: 'bad', address: `127.0.0.1:${portOf(bad)}` },
       { id: 'body', address: `127.0.0.1:${portOf(wrongBody)}` },
     ]);
     await until(
-      () => stateOf(b, 'bad').check === 'down' && stateOf(b, 'body').check === 'down' && stateOf(b, 'ok').check === 'up',
+      () =>
+        stateOf(b, 'bad').check === 'down' &&
+        stateOf(b, 'body').check === 'down' &&
+        stateOf(b, 'ok').check === 'up' &&
+        stateOf(b, 'ok2').check === 'up',
       'checks settled',
     );
     expect(
@@ -223,7 +231,7 @@ describe('active checks against real servers', () => {
         .sort(),
     ).toEqual(['bad', 'body']);
     expect(String(log.find('backend down').find((r) => r['backend'] === 'bad')!['reason'])).toContain('status 503 outside [200, 399]');
-    expect([...picks(b, 300).keys()]).toEqual(['ok']);
+    expect([...picks(b, 300).keys()].sort()).toEqual(['ok', 'ok2']);
   });
 
   it('http: a degraded reply (x-envoy-degraded) takes traffic only when its priority has no healthy host left', async () => {

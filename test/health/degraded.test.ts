@@ -61,7 +61,8 @@ describe('membership status "degraded"', () => {
     expect(b.healthStats().backends.find((x) => x.id === 'd')!.degraded).toBe(true);
     b.update(specs('ready').map((s) => (s.id === 'd' ? { ...s, status: 'ready' as const } : s)));
     expect(b.healthStats().backends.find((x) => x.id === 'd')!.degraded).toBe(false);
-    expect(picks(b, 600, 'round-robin')).toEqual({ a: 200, d: 200, p1: 200 });
+    // p1 is priority 1: every policy runs inside the priority layer, so it gets nothing while priority 0 is fully available.
+    expect(picks(b, 600, 'round-robin')).toEqual({ a: 300, d: 300 });
   });
 });
 

@@ -10,6 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MembershipSnapshot } from '../../src/core/spec.js';
 import { MembershipPublisher } from '../../src/membership/redis-publisher.js';
 import { RedisMembership } from '../../src/membership/redis-source.js';
+import { bindMembership } from '../../src/membership/source.js';
+import { Balancer } from '../../src/runtime/balancer.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { until } from '../helpers/until.js';
 import { freePort } from '../helpers/ports.js';
@@ -77,6 +79,39 @@ describe('Redis control plane', () => {
     ]);
     expect((await pub.show())!.version).toBe(6);
     expect(r.log.find('version gap')).toHaveLength(0);
+  });
+
+  it('priority through Redis: under the default p2c:latency a priority-1 backend gets 0 of 200 picks while priority 0 is healthy, and takes over when it drains', async () => {
+    const pub = publisher('tiers');
+    await pub.apply({ cluster: 'tiers', backends: [be('api-1', 1, { weight: 2 }), be('api-2', 2), be('standby', 3, { priority: 1 })] });
+    const log = captureLog();
+    const balancer = new Balancer({ logger: log.logger });
+    const binding = await bindMembership(new RedisMembership({ url: redis.url, cluster: 'tiers', logger: log.logger }), balancer, {
+      logger: log.logger,
+    });
+    closers.push(async () => {
+      await binding.close();
+      balancer.close();
+    });
+    const router = balancer.router();
+    const picks = (n: number): Map<string, number> => {
+      const counts = new Map<string, number>();
+      for (let i = 0; i < n; i++) {
+        const lease = router.acquire();
+        counts.set(lease.id, (counts.get(lease.id) ?? 0) + 1);
+        lease.release('success', { latencyMs: 5 });
+      }
+      return counts;
+    };
+    const healthy = picks(200);
+    expect(healthy.get('standby') ?? 0).toBe(0);
+    expect((healthy.get('api-1') ?? 0) + (healthy.get('api-2') ?? 0)).toBe(200);
+    // Both priority-0 backends drain: priority 0 has no members left, priority 1 takes every pick.
+    await pub.drain('api-1');
+    const version = await pub.drain('api-2');
+    await until(() => router.refresh() === version, `router at version ${version}`);
+    expect(picks(50).get('standby')).toBe(50);
+    router.close();
   });
 
   it('a write failing validation changes nothing, in Redis and in readers', async () => {

@@ -32,7 +32,7 @@ describe('WeightedRandom', () => {
       fc.property(fc.array(fc.integer({ min: 1, max: MAX_WEIGHT }), { minLength: 1, maxLength: 40 }), (weights) => {
         const wr = new WeightedRandom({ seed: 1 });
         wr.prepare(backends(weights.length, { weights }));
-        const { prob, alias, total } = wr as unknown as AliasInternals;
+        const { prob, alias, total } = (wr as unknown as { table: AliasInternals }).table;
         const n = weights.length;
         const mass = new Array<bigint>(n).fill(0n);
         for (let c = 0; c < n; c++) {

@@ -67,7 +67,10 @@ describe('incremental membership (unchanged specs are neither re-encoded by the 
             }
             const seen = new Map<string, number>();
             const weights = new Map<string, number>();
-            for (let k = 0; k < ready.length; k++) {
+            // Round robin with weights is an EDF rotation: every member is due within one period (≤ 1 of virtual
+            // time), and at most wᵢ + 1 deadlines of member i fall in any interval of length 1, so Σw + n picks see all.
+            const picks = ready.reduce((sum, d) => sum + d.weight, 0) + ready.length;
+            for (let k = 0; k < picks; k++) {
               const lease = r.acquire();
               seen.set(lease.id, lease.port);
               weights.set(lease.id, lease.spec.weight);

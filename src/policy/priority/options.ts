@@ -3,7 +3,7 @@
  * Shared by the per-decision and the prepared forms.
  */
 import { checkOptionKeys, invalidConfig } from '../../core/errors.js';
-import type { SeedOptions } from '../types.js';
+import type { Policy, SeedOptions } from '../types.js';
 /** What use-all panic does when traffic lands on a panicking priority. */
 export type PanicMode = 'useAll' | 'failClosed';
 
@@ -24,6 +24,24 @@ export interface PriorityOptions extends SeedOptions {
   panicMode?: PanicMode;
   /** Default `'millionths'`; `'envoy'` reproduces Envoy's priority load and panic computation. */
   arithmetic?: PriorityArithmetic;
+  /**
+   * Prepared forms only: the policy that chooses inside the chosen priority
+   * (and locality), instead of weighted random. Called once per endpoint
+   * group — `group` counts the instances made (0 first) — and each instance
+   * is kept for its (priority, locality) across prepares. Default: weighted
+   * random by `Candidate.weight`, with exactly the decisions of the policy
+   * without this option.
+   *
+   * @example
+   * const policy = new PreparedPriorityWeightedRandom({ within: () => new PowerOfTwo() });
+   */
+  within?: (group: number) => Policy;
+  /**
+   * With `within`: take the priority and locality draws from the hash of
+   * `context.key` when a pick has one (for keyed policies: a key stays on
+   * its priority and locality unless their shares move). Default false.
+   */
+  stickyKeys?: boolean;
 }
 
 /** Validated options, every field present. */
@@ -51,7 +69,21 @@ function integerIn(value: unknown, min: number, max: number, field: string): num
  * @internal
  */
 export function resolvePriorityOptions(options: PriorityOptions = {}): ResolvedPriorityOptions {
-  checkOptionKeys(options, ['overprovisioningFactorPercent', 'panicThresholdPercent', 'panicMode', 'arithmetic', 'seed']);
+  checkOptionKeys(options, [
+    'overprovisioningFactorPercent',
+    'panicThresholdPercent',
+    'panicMode',
+    'arithmetic',
+    'seed',
+    'within',
+    'stickyKeys',
+  ]);
+  if (options.within !== undefined && typeof options.within !== 'function') {
+    invalidConfig('options.within', 'must be a function returning a policy', options.within);
+  }
+  if (options.stickyKeys !== undefined && typeof options.stickyKeys !== 'boolean') {
+    invalidConfig('options.stickyKeys', 'must be a boolean', options.stickyKeys);
+  }
   const overprovisioningFactorPercent = integerIn(
     options.overprovisioningFactorPercent ?? 140,
     100,

@@ -18,10 +18,12 @@
  * chosen priority's): docs/priority.md, "Two forms".
  */
 import type { LocalityCandidate, PriorityCandidate } from '../../core/candidate.js';
+import { invalidConfig } from '../../core/errors.js';
 import { Rng } from '../../core/rng.js';
 import type { PickContext, Policy } from '../types.js';
 import { type DrawResult, drawDecision, type PriorityDecision } from './draw.js';
 import { type PriorityOptions, type ResolvedPriorityOptions, resolvePriorityOptions } from './options.js';
+import { PriorityLayer } from './layer.js';
 import { computeLocalityShares, computePriorityShares } from './plan.js';
 import { PriorityEngine, type Sample } from './sample.js';
 import { PriorityTable } from './table.js';
@@ -39,6 +41,8 @@ export abstract class PriorityPolicyBase<C extends PriorityCandidate> implements
   private readonly last: DrawResult = { priority: 0, panic: false };
   private readonly withLocality: boolean;
   private readonly perDecision: boolean;
+  /** The layer around the `within` policy (prepared forms), or undefined for weighted random. */
+  private readonly layer: PriorityLayer | undefined;
   private preparedPlan: PriorityPlan | undefined;
   private source: readonly C[] | undefined;
   private sourceLength = -1;
@@ -48,6 +52,11 @@ export abstract class PriorityPolicyBase<C extends PriorityCandidate> implements
     this.rng = new Rng(options?.seed);
     this.withLocality = withLocality;
     this.perDecision = form === 'per-decision';
+    const within = options?.within;
+    if (within !== undefined && this.perDecision) {
+      invalidConfig('options.within', 'needs a prepared form (PreparedPriorityWeightedRandom or PreparedLocalityWeightedRandom)', within);
+    }
+    this.layer = within === undefined ? undefined : new PriorityLayer(within, options?.stickyKeys === true);
   }
 
   /**
@@ -62,6 +71,7 @@ export abstract class PriorityPolicyBase<C extends PriorityCandidate> implements
     this.engine.sample(candidates, this.withLocality);
     computePriorityShares(this.engine, this.options);
     this.table.load(this.engine, this.options, this.withLocality);
+    this.layer?.prepare(this.engine, this.table, candidates, this.withLocality);
     this.preparedPlan = planOf(this.engine, this.options, this.withLocality);
     this.source = candidates;
     this.sourceLength = candidates.length;
@@ -74,13 +84,13 @@ export abstract class PriorityPolicyBase<C extends PriorityCandidate> implements
    * expected O(1) while the same array is passed.
    */
   pick(candidates: readonly C[], context?: PickContext): number {
-    void context;
     if (this.perDecision) {
       this.engine.sample(candidates, this.withLocality);
       computePriorityShares(this.engine, this.options);
       return drawDecision(this.engine, this.options, this.rng, this.withLocality, this.last);
     }
     if (candidates !== this.source || candidates.length !== this.sourceLength) this.prepare(candidates);
+    if (this.layer !== undefined) return this.layer.pick(this.table, this.rng, candidates, context, this.last);
     return this.table.pick(this.rng, this.last);
   }
 

@@ -160,6 +160,72 @@ export class PriorityTable {
     return m;
   }
 
+  // --- the layer (docs/policies.md, "Weight and priority"): the first two stages with given draws ---
+
+  /**
+   * The priority stage for a draw `x` in [0, 1e6): its group index `p`,
+   * with `out` set and `PanicRejected` / `NoEligibleCandidates` thrown as
+   * {@link pick} throws them. The layer (layer.ts) draws `x` itself (from
+   * its stream, or a key's hash) and then lets the configured policy choose
+   * inside the group, so these never touch {@link pick}'s draws.
+   */
+  priorityAt(x: number, out: DrawResult): number {
+    if (!this.any) throw noEligible();
+    const p = this.search(this.cum, 0, this.k, 0, x);
+    const mode = this.mode[p]!;
+    out.priority = this.value[p]!;
+    out.panic = mode === PANIC || mode === REJECT;
+    if (mode === REJECT) throw panicRejected(this.value[p]!);
+    if (mode === EMPTY) throw noEligible();
+    return p;
+  }
+
+  /** Endpoint groups of priority `p`: its localities (locality routing), else 1. */
+  groupCount(p: number): number {
+    return this.gTo[p]! - this.gFrom[p]!;
+  }
+
+  /** The endpoint group of priority `p` for a locality draw `y` in [0, 1e6) (unused with one group). */
+  groupAt(p: number, y: number): number {
+    const lo = this.gFrom[p]!;
+    const hi = this.gTo[p]!;
+    return hi - lo === 1 ? lo : this.search(this.gCum, lo, hi, 1 + p, y);
+  }
+
+  /** The priority group that takes all traffic when one does (share 1e6, routable), else −1. */
+  soleGroupPriority(): number {
+    if (!this.any) return -1;
+    for (let p = 0; p < this.k; p++) {
+      const share = this.cum[p]! - (p > 0 ? this.cum[p - 1]! : 0);
+      if (share === MILLION) return this.mode[p] === HEALTHY ? p : -1;
+      if (share > 0) return -1;
+    }
+    return -1;
+  }
+
+  /** Priority groups in the table. */
+  get priorities(): number {
+    return this.k;
+  }
+
+  /** The first endpoint group of priority `p` (its groups are `groupStart(p) .. groupStart(p) + groupCount(p) − 1`). */
+  groupStart(p: number): number {
+    return this.gFrom[p]!;
+  }
+
+  /** Selectable members of endpoint group `g`, as candidate indices in candidate order. */
+  groupMembers(g: number): Int32Array {
+    const off = this.gOff[g]!;
+    return this.members.slice(off, off + this.gLen[g]!);
+  }
+
+  /** First index in [lo, hi − 1] of `arr` whose value exceeds `x` (`hi − 1` when none), through range `slot`'s guide. */
+  private search(arr: Float64Array, lo: number, hi: number, slot: number, x: number): number {
+    let r = hi - lo <= SHORT ? lo : this.guide[this.sGuide[slot]! + Math.floor(x * this.sInv[slot]!)]!;
+    while (r < hi - 1 && arr[r]! <= x) r++;
+    return r;
+  }
+
   /**
    * One decision: the same draws, in the same order, as the per-decision form.
    * The three stages (priority, locality, endpoint) share one draw and one
