@@ -18,8 +18,8 @@
  * | `maglev:bounded`    | Maglev, bounded loads c = 1.25  | connections + requests, total from the rows' totals (PoolTotal) |
  * | `ring-hash`         | RingHash (ketama; needs `key`)  | — |
  * | `ring-hash:bounded` | RingHash, bounded loads c = 1.25 | connections + requests, total from the rows' totals (PoolTotal) |
- * | `priority`          | PreparedPriorityWeightedRandom  | — (reads health, priorities) |
- * | `locality`          | PreparedLocalityWeightedRandom  | — (also localities) |
+ * | `priority`          | PriorityWeightedRandom, prepared | — (reads health, priorities) |
+ * | `locality`          | LocalityWeightedRandom, prepared | — (also localities) |
  *
  * Every stochastic policy is seeded from the OS in the thread that builds it,
  * unless a replay seed is given.
@@ -29,7 +29,7 @@ import type { Seed } from '../core/rng.js';
 import { LeastLoaded } from '../policy/least-loaded.js';
 import { Maglev } from '../policy/maglev.js';
 import { PowerOfTwo } from '../policy/power-of-two.js';
-import { PreparedLocalityWeightedRandom, PreparedPriorityWeightedRandom } from '../policy/priority/policy.js';
+import { LocalityWeightedRandom, PriorityWeightedRandom } from '../policy/priority/policy.js';
 import { Random } from '../policy/random.js';
 import { Rendezvous } from '../policy/rendezvous.js';
 import { RoundRobin } from '../policy/round-robin.js';
@@ -140,9 +140,17 @@ export function policySetup(name: unknown): PolicySetup {
     case 'ring-hash:bounded':
       return plain(Metric.Outstanding, (_, env) => new RingHash({ balanceFactor: BOUNDED_FACTOR, totalLoad: () => env.pool!.read() }));
     case 'priority':
-      return { create: (seed) => new PreparedPriorityWeightedRandom<SlotCandidate>({ seed }), metric: Metric.Outstanding, tiered: true };
+      return {
+        create: (seed) => new PriorityWeightedRandom<SlotCandidate>({ seed, prepared: true }),
+        metric: Metric.Outstanding,
+        tiered: true,
+      };
     case 'locality':
-      return { create: (seed) => new PreparedLocalityWeightedRandom<SlotCandidate>({ seed }), metric: Metric.Outstanding, tiered: true };
+      return {
+        create: (seed) => new LocalityWeightedRandom<SlotCandidate>({ seed, prepared: true }),
+        metric: Metric.Outstanding,
+        tiered: true,
+      };
     default:
       return invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, name);
   }

@@ -24,6 +24,13 @@ export interface PriorityOptions extends SeedOptions {
   panicMode?: PanicMode;
   /** Default `'millionths'`; `'envoy'` reproduces Envoy's priority load and panic computation. */
   arithmetic?: PriorityArithmetic;
+  /**
+   * Default false: plan on every decision. True: plan once per snapshot (a
+   * new array or length, or `prepare()`), then expected-O(1) picks through
+   * prepared tables; the same index sequence for the same snapshot and seed
+   * (docs/priority.md, "Prepared vs per-decision").
+   */
+  prepared?: boolean;
 }
 
 /** Validated options, every field present. */
@@ -51,7 +58,10 @@ function integerIn(value: unknown, min: number, max: number, field: string): num
  * @internal
  */
 export function resolvePriorityOptions(options: PriorityOptions = {}): ResolvedPriorityOptions {
-  checkOptionKeys(options, ['overprovisioningFactorPercent', 'panicThresholdPercent', 'panicMode', 'arithmetic', 'seed']);
+  checkOptionKeys(options, ['overprovisioningFactorPercent', 'panicThresholdPercent', 'panicMode', 'arithmetic', 'prepared', 'seed']);
+  if (options.prepared !== undefined && typeof options.prepared !== 'boolean') {
+    invalidConfig('options.prepared', 'must be a boolean', options.prepared);
+  }
   const overprovisioningFactorPercent = integerIn(
     options.overprovisioningFactorPercent ?? 140,
     100,
