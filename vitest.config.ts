@@ -62,6 +62,12 @@ function entriesToSources(): { find: RegExp; replacement: string }[] {
   });
 }
 
+/** The bench package's private path into the build (packages/bench/src/kit.ts), resolved to its source likewise. */
+const BENCH_KIT = {
+  find: /^\.\.\/\.\.\/\.\.\/dist\/src\/bench-kit\.js$/,
+  replacement: fileURLToPath(new URL('./src/bench-kit.ts', import.meta.url)),
+};
+
 export default defineConfig({
   test: {
     pool: 'forks',
@@ -72,7 +78,7 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        resolve: { alias: entriesToSources() },
+        resolve: { alias: [...entriesToSources(), BENCH_KIT] },
         test: {
           name: 'unit',
           include: TESTS,

@@ -30,7 +30,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
-import { Rng } from '../src/index.js';
+import { Rng } from '../src/core/rng.js';
 import { MembershipPublisher } from '../src/redis.js';
 import { createLogger } from '../src/runtime.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';

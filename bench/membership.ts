@@ -18,7 +18,7 @@
  * validated by the reader; Balancer.update returned; every worker routed.
  */
 import { performance } from 'node:perf_hooks';
-import { Rng } from '../src/index.js';
+import { Rng } from '../src/core/rng.js';
 import { MembershipPublisher, RedisMembership } from '../src/redis.js';
 import { Balancer, bindMembership, createLogger, createWorkerPool } from '../src/runtime.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';

@@ -16,15 +16,7 @@
  * Writes bench/results/picks-priority.json.
  */
 import { Bench } from 'tinybench';
-import {
-  Backend,
-  Localized,
-  LocalityWeightedRandom,
-  PreparedLocalityWeightedRandom,
-  PreparedPriorityWeightedRandom,
-  Prioritized,
-  PriorityWeightedRandom,
-} from '../src/index.js';
+import { Backend, Localized, LocalityWeightedRandom, Prioritized, PriorityWeightedRandom } from '../src/index.js';
 import { formatTable, heapBytesPerOp, progress, progressDone, writeResults } from './lib/harness.js';
 
 const quick = process.argv.includes('--quick');
@@ -87,10 +79,10 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   for (const n of SIZES) {
     const pd = await measure('priority', 'per-decision', n, new PriorityWeightedRandom({ seed: 1 }));
-    const pp = await measure('priority', 'prepared', n, new PreparedPriorityWeightedRandom({ seed: 1 }));
+    const pp = await measure('priority', 'prepared', n, new PriorityWeightedRandom({ seed: 1, prepared: true }));
     pp['x faster'] = pd['ns/pick'] / pp['ns/pick'];
     const ld = await measure('locality', 'per-decision', n, new LocalityWeightedRandom({ seed: 1 }));
-    const lp = await measure('locality', 'prepared', n, new PreparedLocalityWeightedRandom({ seed: 1 }));
+    const lp = await measure('locality', 'prepared', n, new LocalityWeightedRandom({ seed: 1, prepared: true }));
     lp['x faster'] = ld['ns/pick'] / lp['ns/pick'];
     rows.push(pd, pp, ld, lp);
   }

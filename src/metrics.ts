@@ -1,7 +1,7 @@
 /**
  * poise-lb/metrics — Prometheus metrics read from the shared LoadTable
- * (prom-client), the `/metrics` + `/healthz` server, and a strict parser of
- * the text format. Explicit named exports only.
+ * (prom-client) and the `/metrics` + `/healthz` server. Explicit named
+ * exports only; at most 30 names (test/surface.test.ts).
  */
 export {
   collectMetrics,
@@ -11,5 +11,4 @@ export {
   type MetricsCollection,
 } from './metrics/collect.js';
 export { MetricsServer, type MetricsServerOptions } from './metrics/server.js';
-export { parseMetricsText, type MetricFamily, type ParseMetricsOptions, type Sample } from './metrics/text-format.js';
 export type { AdmissionStatsSource, AdmissionFigures, AdmissionBandFigures } from './admission/admission-stats.js';

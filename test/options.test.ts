@@ -6,12 +6,7 @@ import { PeakEwma } from '../src/load/peak-ewma.js';
 import { LeastLoaded } from '../src/policy/least-loaded.js';
 import { Maglev } from '../src/policy/maglev.js';
 import { PowerOfTwo } from '../src/policy/power-of-two.js';
-import {
-  LocalityWeightedRandom,
-  PreparedLocalityWeightedRandom,
-  PreparedPriorityWeightedRandom,
-  PriorityWeightedRandom,
-} from '../src/policy/priority/policy.js';
+import { LocalityWeightedRandom, PriorityWeightedRandom } from '../src/policy/priority/policy.js';
 import { Random } from '../src/policy/random.js';
 import { Rendezvous } from '../src/policy/rendezvous.js';
 import { RingHash } from '../src/policy/ring-hash.js';
@@ -90,8 +85,8 @@ describe('{ seed } is exact replay', () => {
     ['PowerOfTwo (ties)', (seed) => new PowerOfTwo({ seed }), plain],
     ['PriorityWeightedRandom', (seed) => new PriorityWeightedRandom({ seed }) as Policy<Candidate>, tiered],
     ['LocalityWeightedRandom', (seed) => new LocalityWeightedRandom({ seed }) as Policy<Candidate>, tiered],
-    ['PreparedPriorityWeightedRandom', (seed) => new PreparedPriorityWeightedRandom({ seed }) as Policy<Candidate>, tiered],
-    ['PreparedLocalityWeightedRandom', (seed) => new PreparedLocalityWeightedRandom({ seed }) as Policy<Candidate>, tiered],
+    ['PreparedPriorityWeightedRandom', (seed) => new PriorityWeightedRandom({ seed, prepared: true }) as Policy<Candidate>, tiered],
+    ['PreparedLocalityWeightedRandom', (seed) => new LocalityWeightedRandom({ seed, prepared: true }) as Policy<Candidate>, tiered],
   ];
   it.each(stochastic)('%s: the same seed replays the same picks; 20 seeds draw 20 different sequences', (_name, make, candidates) => {
     const bySeed = SEEDS.map((seed) => picks(make(seed), candidates));

@@ -40,14 +40,14 @@ function testFiles(): string[] {
     .sort();
 }
 
-/** `file` and every test-side module it imports by a relative path (helpers, fixtures), not the sources under src/. */
+/** `file` and every test-side module it imports by a relative path (helpers, fixtures), not the sources (src/, packages/NAME/src/). */
 function withLocalImports(file: string, seen = new Set<string>()): Set<string> {
   if (seen.has(file)) return seen;
   seen.add(file);
   const text = readFileSync(path.join(ROOT, file), 'utf8');
   for (const m of text.matchAll(/(?:from|import\()\s*['"](\.{1,2}\/[^'"]+)['"]/g)) {
     const target = path.posix.normalize(path.posix.join(path.posix.dirname(file), m[1]!)).replace(/\.js$/, '.ts');
-    if (target.startsWith('src/') || !existsSync(path.join(ROOT, target))) continue;
+    if (/^(packages\/[^/]+\/)?src\//.test(target) || !existsSync(path.join(ROOT, target))) continue;
     withLocalImports(target, seen);
   }
   return seen;

@@ -1,8 +1,8 @@
 /**
  * What admission control shows to metrics: the shape the metrics collector
  * (src/metrics) reads at scrape time. An admission controller implements it
- * (issue 13's gate returns these fields from `admissionStats()`); types
- * only here, so admission imports nothing of metrics.
+ * (`AdmissionGate.admissionStats()` returns these fields); types only here,
+ * so admission imports nothing of metrics.
  */
 
 /** One band of an admission controller, as of now. */

@@ -6,7 +6,7 @@
 import { isPoiseError, type PoiseErrorCode } from '../core/errors.js';
 import { UsageError } from './usage.js';
 
-/** Exit codes of every `poise` command (stable; documented in README and `--help`). */
+/** Exit codes of every `poise` command (stable; documented in docs/cli.md and `--help`). */
 export const EXIT = {
   /** Success. */
   ok: 0,

@@ -3,7 +3,7 @@
  * `poise` — the command-line entry. Each subcommand lives in its own module
  * and is loaded only when asked for; each answers `--help`.
  *
- * Exit codes: one table for every subcommand (exit.ts, README "Exit codes"):
+ * Exit codes: one table for every subcommand (exit.ts, docs/cli.md "Exit codes"):
  * 0 success, 1 runtime failure, 2 usage error, 3 rejected by validation,
  * 4 not found, 5 conflict, 6 capacity exhausted, 7 stored snapshot corrupt.
  */

@@ -4,6 +4,7 @@
  * the model: `time::pause(); time::advance(..)`). Components take one in
  * their options and default to {@link realTimers}.
  */
+import { invalidConfig } from './errors.js';
 
 /** What a component needs of time: milliseconds now, and one-shot timers on that clock. */
 export interface TimerSource {
@@ -28,4 +29,12 @@ export function timerSourceProblem(t: unknown): string | undefined {
   const o = t as Record<string, unknown>;
   for (const k of ['now', 'setTimeout', 'clearTimeout']) if (typeof o[k] !== 'function') return `must have a function ${k}`;
   return undefined;
+}
+
+/** The `timers` option: `realTimers` when absent, else the TimerSource given (`InvalidConfig` naming `field` otherwise). @internal */
+export function timersOption(t: unknown, field = 'options.timers'): TimerSource {
+  if (t === undefined) return realTimers;
+  const problem = timerSourceProblem(t);
+  if (problem !== undefined) invalidConfig(field, problem, t);
+  return t as TimerSource;
 }

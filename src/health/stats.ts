@@ -1,7 +1,8 @@
 /**
- * Health counters the Balancer exposes through `healthStats()` (issue 12
- * exports them as metrics). Monotonic counts since the Balancer was made;
- * owner thread only, plain numbers.
+ * Health counters the Balancer exposes through `healthStats()`, which the
+ * metrics collector (src/metrics/collect.ts) exports at scrape time.
+ * Monotonic counts since the Balancer was made; owner thread only, plain
+ * numbers.
  */
 
 /** Counters of active checks and outlier detection. */

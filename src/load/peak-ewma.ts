@@ -42,6 +42,7 @@ import { positiveNumber, nonNegativeNumber } from '../core/validate.js';
  * The estimate `estimate` (recorded at `lastMs`) decayed to `nowMs`:
  * `estimate · e^(−(nowMs − lastMs)/tauMs)`. A clock that went backwards
  * (`nowMs < lastMs`) decays nothing. All arguments in milliseconds.
+ * {@link PeakEwma}'s read. @internal
  *
  * @example
  * decayEstimate(100, 0, 1000, 1000); // 100 / e ≈ 36.79
@@ -56,6 +57,7 @@ export function decayEstimate(estimate: number, lastMs: number, nowMs: number, t
  * recorded at `lastMs`: the sample itself when it is above the decayed
  * estimate (the peak rule), else `estimate · w + sampleMs · (1 − w)` with
  * `w = e^(−Δt/tauMs)`. Record `nowMs` as the new `lastMs`. All in milliseconds.
+ * {@link PeakEwma}'s update. @internal
  *
  * @example
  * observeSample(50, 0, 200, 10, 1000); // 200: a peak replaces the estimate
@@ -115,7 +117,10 @@ export interface PeakEwmaOptions {
 const defaultClock = (): number => performance.now();
 
 /**
- * One backend's PeakEWMA latency estimate.
+ * One backend's PeakEWMA latency estimate, for your own candidates (a
+ * `Backend`'s `load`, a custom policy). The runtime's routers do not use this
+ * class: they read the LoadTable's shared estimates (ewma-region.ts), which
+ * the same kernel updates in integer microseconds.
  *
  * @example
  * let now = 0;

@@ -10,6 +10,7 @@
  */
 import net from 'node:net';
 import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
+import { timersOption, type TimerSource } from '../core/timers.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
 import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
@@ -36,8 +37,13 @@ export interface ConnectOptions {
   admissionPriority?: number;
   /** Longest wait for admission, ms (the gate's default otherwise); only with `admissionPriority`. */
   admissionTimeoutMs?: number;
-  /** Monotonic milliseconds for the connect-time sample; default `performance.now`. */
+  /** Monotonic milliseconds for the connect-time sample; default the timer source's clock. */
   clock?: () => number;
+  /**
+   * The clock and timers the per-attempt connect timeout runs on; default the
+   * process's (`realTimers`). Inject a paused clock to drive timeouts by hand in tests.
+   */
+  timers?: TimerSource;
   /**
    * Keep the socket writable after the backend's FIN (`net.connect`'s
    * `allowHalfOpen`); default false. The proxy sets it so a client can still
@@ -121,6 +127,7 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
     'connectTimeoutMs',
     'signal',
     'clock',
+    'timers',
     'allowHalfOpen',
     'createSocket',
     'manualRelease',
@@ -131,7 +138,10 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
   const create = opts.createSocket ?? net.connect;
   const allowHalfOpen = opts.allowHalfOpen === true;
   const { attempts, timeout } = checkConnectOptions(opts);
-  const clock = opts.clock ?? (() => performance.now());
+  const timers = timersOption(opts.timers);
+  if (opts.clock !== undefined && typeof opts.clock !== 'function')
+    invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
+  const clock = opts.clock ?? (() => timers.now());
   const exclude = new Set<string>();
   let lastError: unknown;
   for (let attempt = 1; attempt <= attempts; attempt++) {
@@ -155,7 +165,7 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
     }
     const started = clock();
     try {
-      const socket = await openSocket(create, { host: lease.host, port: lease.port, allowHalfOpen }, timeout, opts.signal);
+      const socket = await openSocket(create, { host: lease.host, port: lease.port, allowHalfOpen }, timeout, timers, opts.signal);
       const connectMs = Math.max(0, clock() - started);
       lease.connected(connectMs);
       if (opts.manualRelease === true) return { socket, lease, connectMs, attempts: attempt };
@@ -219,6 +229,7 @@ function openSocket(
   create: (opts: net.NetConnectOpts) => net.Socket,
   at: { host: string; port: number; allowHalfOpen: boolean },
   timeoutMs: number,
+  timers: TimerSource,
   signal: AbortSignal | undefined,
 ): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
@@ -229,14 +240,14 @@ function openSocket(
       reject(err);
       return;
     }
-    const timer = setTimeout(
+    const timer = timers.setTimeout(
       () => fail(Object.assign(new Error(`connect ${at.host}:${at.port} timed out after ${timeoutMs} ms`), { code: 'ETIMEDOUT' })),
       timeoutMs,
     );
     const onAbort = (): void => fail(signal?.reason ?? new Error('aborted'));
     signal?.addEventListener('abort', onAbort, { once: true });
     function cleanup(): void {
-      clearTimeout(timer);
+      timers.clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
       socket.off('connect', onConnect);
       socket.off('error', fail);

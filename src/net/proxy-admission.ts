@@ -53,7 +53,12 @@ interface Entry {
   priority: number;
 }
 
-/** Every connection in one band (a listener of its own per band). */
+/**
+ * Every connection in one band (a listener of its own per band).
+ *
+ * @example
+ * const batch = new TcpProxy({ router, port: 6001, admission: fixedBand(1) }); // this port's clients are batch
+ */
 export function fixedBand(priority: number): ProxyBandSelector {
   finiteNumber(priority, 'band priority');
   return { bandOf: () => priority, portable: () => ({ kind: 'fixed', priority }) };

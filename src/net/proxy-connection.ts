@@ -27,6 +27,7 @@
 import type net from 'node:net';
 import { pino } from 'pino';
 import { PoiseError, invalidConfig } from '../core/errors.js';
+import { timersOption, type TimerSource } from '../core/timers.js';
 import { integerIn } from '../core/validate.js';
 import { rateLimited, type Logger, type RateLimitedLogger } from '../log.js';
 import type { Lease } from '../runtime/lease.js';
@@ -66,6 +67,12 @@ export interface ConnectionOptions {
    * proxy worker threads, each writing whole lines synchronously).
    */
   accessLog?: Logger | 'stdout';
+  /**
+   * The clock and timers of the client, server, PROXY-header and connect
+   * timeouts; default the process's. Inject a paused clock to drive them by
+   * hand in tests (this thread only: a TimerSource cannot reach workers).
+   */
+  timers?: TimerSource;
 }
 
 /** The validated options. @internal */
@@ -80,6 +87,8 @@ export interface ConnectionSettings {
   acceptProxyTimeoutMs: number;
   acceptProxyMaxBytes: number;
   accessLog: Logger | undefined;
+  /** Undefined: the process's timers (the wheel's unref'd interval, connect()'s default). */
+  timers: TimerSource | undefined;
 }
 
 /** The option names {@link resolveConnectionOptions} reads. @internal */
@@ -94,6 +103,7 @@ export const CONNECTION_OPTION_KEYS = [
   'acceptProxyTimeoutMs',
   'acceptProxyMaxBytes',
   'accessLog',
+  'timers',
 ] as const;
 
 function msOption(value: unknown, field: string, dflt: number, min: number): number {
@@ -126,6 +136,7 @@ export function resolveConnectionOptions(opts: ConnectionOptions): ConnectionSet
     acceptProxyTimeoutMs: msOption(opts.acceptProxyTimeoutMs, 'options.acceptProxyTimeoutMs', 5000, 1),
     acceptProxyMaxBytes: maxBytes,
     accessLog: log,
+    timers: opts.timers === undefined ? undefined : timersOption(opts.timers),
   };
 }
 
@@ -214,7 +225,9 @@ export function connectionHost(
   );
   // A tick of 1/20 of the shortest timeout, within [5 ms, 1 s].
   const wheel =
-    timeouts.length === 0 ? undefined : new TimeoutWheel({ tickMs: Math.min(1000, Math.max(5, Math.floor(Math.min(...timeouts) / 20))) });
+    timeouts.length === 0
+      ? undefined
+      : new TimeoutWheel({ tickMs: Math.min(1000, Math.max(5, Math.floor(Math.min(...timeouts) / 20))), timers: settings.timers });
   return { ...parts, settings, wheel, warn: rateLimited(parts.log) };
 }
 
@@ -328,8 +341,9 @@ class Connection implements WheelEntry {
     if (st.accessLog !== undefined || st.sendProxy !== undefined || typeof st.key === 'string' || this.host.admission !== undefined)
       this.endpoints();
     if (this.host.settings.acceptProxy) {
-      this.wheelStart = this.host.wheel!.now;
+      // add() first: it restarts a wheel that stood empty, and so its clock, which the stamp then reads.
       this.host.wheel!.add(this);
+      this.wheelStart = this.host.wheel!.now;
       c.on('data', onHeaderData);
       c.resume();
       return;
@@ -427,6 +441,7 @@ class Connection implements WheelEntry {
       allowHalfOpen: true,
       manualRelease: true,
       admissionPriority,
+      timers: s.timers,
     }).then(
       (routed) => {
         try {
@@ -560,8 +575,8 @@ class Connection implements WheelEntry {
     c.on('drain', onClientDrain);
     const wheel = this.host.wheel;
     if (wheel !== undefined) {
+      wheel.add(this); // first: a wheel that stood empty restarts its clock, which the stamps read
       this.clientSeen = this.serverSeen = wheel.now;
-      wheel.add(this);
     }
     this.host.stats.active++;
     // From here the connection's outcome is `closed` (counted when both sockets are).

@@ -46,8 +46,8 @@ export interface TcpProxyOptions extends ConnectionOptions {
    * worker threads each listen on the same port with `reusePort` and route
    * with their own Router — on Node >= 22.12 on Linux. Elsewhere one worker
    * thread accepts, and (for N > 1) one warn line says so. With workers,
-   * `key` must be a string form and `accessLog` `'stdout'` (functions and
-   * loggers cannot cross threads).
+   * `key` must be a string form, `accessLog` `'stdout'` and `timers` absent
+   * (functions, loggers and timer sources cannot cross threads).
    */
   workers?: number;
   /**
@@ -220,6 +220,8 @@ export class TcpProxy extends EventEmitter {
           'a logger cannot reach worker threads (options.workers > 0); use "stdout"',
           typeof opts.accessLog,
         );
+      if (opts.timers !== undefined)
+        invalidConfig('options.timers', 'a timer source cannot reach worker threads (options.workers > 0)', typeof opts.timers);
     }
     if (opts.admission !== undefined && typeof opts.admission?.bandOf !== 'function')
       invalidConfig('options.admission', 'must have a bandOf(address) method', opts.admission);

@@ -10,7 +10,12 @@
  * ticks (activity stamps are up to one tick old; a bucket is visited once a
  * tick). Entries due beyond one revolution wait in their bucket and are
  * re-checked each revolution.
+ *
+ * Time is injected: a {@link TimerSource} (`timers`) gives the wheel its
+ * clock and its tick, so a test drives every timeout by hand; without one
+ * the wheel ticks on an unref'd `setInterval` and reads `performance.now`.
  */
+import type { TimerSource } from '../core/timers.js';
 
 /** Something the wheel can expire. @internal */
 export interface WheelEntry {
@@ -28,9 +33,15 @@ export interface TimeoutWheelOptions {
   tickMs: number;
   /** Buckets per revolution; default 64. */
   buckets?: number;
-  /** Monotonic ms; default `performance.now`. */
+  /**
+   * The clock and the timers the wheel ticks on (one timer armed at a time,
+   * while the wheel holds an entry); default an unref'd `setInterval` over
+   * `performance.now`.
+   */
+  timers?: TimerSource;
+  /** Monotonic ms; default the timer source's clock, else `performance.now`. */
   clock?: () => number;
-  /** Starts the periodic tick; returns a stop function. Default: an unref'd setInterval. */
+  /** Starts the periodic tick; returns a stop function. Default: on `timers`, else an unref'd setInterval. */
   schedule?: (fn: () => void, everyMs: number) => () => void;
 }
 
@@ -38,6 +49,24 @@ function defaultSchedule(fn: () => void, everyMs: number): () => void {
   const t = setInterval(fn, everyMs);
   t.unref();
   return () => clearInterval(t);
+}
+
+/** A periodic tick on a timer source: one one-shot timer, re-armed before each tick runs. */
+function scheduleOn(timers: TimerSource): (fn: () => void, everyMs: number) => () => void {
+  return (fn, everyMs) => {
+    let live = true;
+    let handle: unknown;
+    const run = (): void => {
+      if (!live) return;
+      handle = timers.setTimeout(run, everyMs);
+      fn();
+    };
+    handle = timers.setTimeout(run, everyMs);
+    return () => {
+      live = false;
+      timers.clearTimeout(handle);
+    };
+  };
 }
 
 /** @internal */
@@ -55,8 +84,9 @@ export class TimeoutWheel {
 
   constructor(opts: TimeoutWheelOptions) {
     this.tickMs = Math.max(1, Math.floor(opts.tickMs));
-    this.clock = opts.clock ?? (() => performance.now());
-    this.schedule = opts.schedule ?? defaultSchedule;
+    const timers = opts.timers;
+    this.clock = opts.clock ?? (timers === undefined ? () => performance.now() : () => timers.now());
+    this.schedule = opts.schedule ?? (timers === undefined ? defaultSchedule : scheduleOn(timers));
     this.buckets = Array.from({ length: opts.buckets ?? 64 }, () => new Set<WheelEntry>());
     this.now = this.clock();
     this.cursor = Math.floor(this.now / this.tickMs);

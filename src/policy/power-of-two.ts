@@ -1,10 +1,13 @@
 /**
  * PowerOfTwo: power of two choices (P2C) on `candidate.load()`.
  *
- * Draw two distinct members uniformly — `first = below(n)`, `second =
- * below(n − 1)` bumped by one when `>= first` (Sōzu's draw) — read the load of
- * those two and nothing else (exactly two `load()` calls per pick when n >= 2),
- * keep the strictly lighter, and settle an exact tie with a coin flip.
+ * Draw two distinct members, each pair equally likely: `first = below(n)`
+ * uniform over all n, `second = below(n − 1)` uniform over the other n − 1
+ * (bumped by one when `>= first`, so it never equals `first` and needs no
+ * redraw). Read the load of those two and nothing else (exactly two `load()`
+ * calls per pick when n >= 2), keep the strictly lighter, and settle an exact
+ * tie with a coin flip. For one seed the sequence of pairs is fixed, so a
+ * seeded run replays exactly.
  *
  * Why two: with n picks into n backends, one random choice leaves a maximum
  * load of Θ(log n / log log n); the lighter of two leaves ln ln n / ln 2 + O(1)
@@ -27,10 +30,9 @@
  * identically fleet-wide. Without `{ seed }` each instance reads the OS once,
  * at construction; `{ seed }` is for exact replay in tests and simulations.
  *
- * Cost: two draws and two load reads, whatever n. Sōzu's P2C also reads only
- * two loads but runs after an O(n) walk that collects the healthy backends on
- * every request; here the runtime prepares eligible slices when health or
- * membership changes, so the whole pick is O(1).
+ * Cost: two draws and two load reads, whatever n. No walk collects the
+ * healthy members per request: the runtime prepares eligible slices when
+ * health or membership changes, so the whole pick is O(1).
  *
  * Allocation-free: the three draws (first, second, and the coin on a tie)
  * come from one `rng.step()` site, read from `rng.word` (never a returned
@@ -98,7 +100,7 @@ export class PowerOfTwo extends EligibleDraw {
         // below(n): redraw at or past the limit, else r mod n.
         if (r < this.limitFirst) a = r % n;
       } else if (b < 0) {
-        // below(n − 1), bumped past first (Sōzu's draw).
+        // below(n − 1), bumped past first: uniform over the other n − 1, never first.
         if (r < this.limitSecond) {
           b = r % (n - 1);
           if (b >= a) b++;

@@ -24,8 +24,8 @@
  * | `maglev:bounded`    | Maglev, bounded loads c = 1.25  | connections + requests, total from the rows' totals (PoolTotal) |
  * | `ring-hash`         | RingHash (ketama; needs `key`)  | — |
  * | `ring-hash:bounded` | RingHash, bounded loads c = 1.25 | connections + requests, total from the rows' totals (PoolTotal) |
- * | `priority`          | PreparedPriorityWeightedRandom  | — (weighted random is the layer's own last stage) |
- * | `locality`          | PreparedLocalityWeightedRandom  | — (also localities) |
+ * | `priority`          | PriorityWeightedRandom, prepared | — (weighted random is the layer's own last stage) |
+ * | `locality`          | LocalityWeightedRandom, prepared | — (also localities) |
  *
  * Every stochastic policy is seeded from the OS in the thread that builds it,
  * unless a replay seed is given; the first group's policy gets the router's
@@ -40,7 +40,7 @@ import type { Seed } from '../core/rng.js';
 import { LeastLoaded } from '../policy/least-loaded.js';
 import { Maglev } from '../policy/maglev.js';
 import { PowerOfTwo } from '../policy/power-of-two.js';
-import { PreparedLocalityWeightedRandom, PreparedPriorityWeightedRandom } from '../policy/priority/policy.js';
+import { LocalityWeightedRandom, PriorityWeightedRandom } from '../policy/priority/policy.js';
 import { Random } from '../policy/random.js';
 import { Rendezvous } from '../policy/rendezvous.js';
 import { RoundRobin } from '../policy/round-robin.js';
@@ -121,7 +121,8 @@ const LAYER_SALT = 0x5eed;
 /** The named policy `make` inside the priority and locality layer; `keyed`: a key picks the priority and locality too. */
 const layered = (metric: MetricCode, make: (seed: Seed | undefined, env: LoadEnv) => Policy, keyed = false): PolicySetup => ({
   create: (seed, env) =>
-    new PreparedLocalityWeightedRandom<SlotCandidate>({
+    new LocalityWeightedRandom<SlotCandidate>({
+      prepared: true,
       seed: salted(seed, LAYER_SALT),
       within: (group) => make(salted(seed, group), env),
       stickyKeys: keyed,
@@ -174,9 +175,9 @@ export function policySetup(name: unknown): PolicySetup {
         true,
       );
     case 'priority':
-      return { create: (seed) => new PreparedPriorityWeightedRandom<SlotCandidate>({ seed }), metric: Metric.Outstanding };
+      return { create: (seed) => new PriorityWeightedRandom<SlotCandidate>({ seed, prepared: true }), metric: Metric.Outstanding };
     case 'locality':
-      return { create: (seed) => new PreparedLocalityWeightedRandom<SlotCandidate>({ seed }), metric: Metric.Outstanding };
+      return { create: (seed) => new LocalityWeightedRandom<SlotCandidate>({ seed, prepared: true }), metric: Metric.Outstanding };
     default:
       return invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, name);
   }

@@ -148,12 +148,13 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
   // announces a replacement ('workerCreate') only once the owner has read its
   // ready message, but the worker may run a task before that (piscina's
   // balancer also picks workers still starting) and be terminated by an
-  // abort while that message is unread: it then exits unannounced (the
-  // issue-10 hang: no 'reclaim' ever came). So the pool looks for new
-  // workers right after each piscina call that starts one — construction,
-  // run(), an abort (piscina's listener, added first, starts the
-  // replacement), a watched worker's exit — and on 'workerCreate' and
-  // 'workerDestroy' (a worker being terminated is still listed then).
+  // abort while that message is unread: it then exits unannounced, and
+  // without a watch no 'reclaim' would ever come (the pool hangs waiting for
+  // it). So the pool looks for new workers right after each piscina call
+  // that starts one — construction, run(), an abort (piscina's listener,
+  // added first, starts the replacement), a watched worker's exit — and on
+  // 'workerCreate' and 'workerDestroy' (a worker being terminated is still
+  // listed then).
   let index = 0;
   const seen = new WeakSet<Worker>();
   const watchNew = (): void => {
@@ -205,7 +206,23 @@ function deriveWorkerSeed(seed: Seed, row: number): bigint {
   return BigInt.asUintN(64, (BigInt(seed) ^ 0x5bd1e995n) * 0x9e3779b97f4a7c15n + BigInt(row + 1) * 0xd6e8feb86659fd93n);
 }
 
-/** In a pool worker: this worker's Router (attached at start-up, cached). */
+/**
+ * In a pool worker: this worker's Router (attached at start-up, cached).
+ *
+ * @example
+ * // task.js, the `filename` of createWorkerPool
+ * export default async function task({ path }) {
+ *   const lease = workerRouter().acquire();
+ *   try {
+ *     const body = await fetchFrom(lease.host, lease.port, path);
+ *     lease.release('success');
+ *     return body;
+ *   } catch (err) {
+ *     lease.release('failure');
+ *     throw err;
+ *   }
+ * }
+ */
 export function workerRouter(): Router {
   if (cached !== undefined) return cached;
   const d = poolData();
@@ -224,7 +241,12 @@ export function workerRouter(): Router {
   return cached;
 }
 
-/** In a pool worker: the `workerData` given to {@link createWorkerPool}. */
+/**
+ * In a pool worker: the `workerData` given to {@link createWorkerPool}.
+ *
+ * @example
+ * const { greeting } = poolWorkerData<{ greeting: string }>();
+ */
 export function poolWorkerData<T = unknown>(): T {
   return poolData().user as T;
 }

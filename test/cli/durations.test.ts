@@ -107,7 +107,7 @@ function refusal(row: Row, raw: string): string {
   try {
     row.parse(raw);
   } catch (err) {
-    // The bench package's UsageError is the same class, through poise-lb/cli.
+    // The bench package's UsageError is the same class, through its kit (src/bench-kit.ts).
     expect((err as Error).constructor.name).toBe(UsageError.name);
     expect((err as UsageError).flag).toBe(row.flag);
     return (err as Error).message;

@@ -92,7 +92,7 @@ export function built(files: readonly string[]): Requirement {
 
 /** Everything the integration tests need on this machine. */
 export const REQUIREMENTS: readonly Requirement[] = [
-  built(['dist/src/index.js', 'packages/bench/dist/src/main.js']),
+  built(['dist/src/index.js', 'packages/bench/dist/main.js']),
   postgres('127.0.0.1', 5432),
   mariadb('127.0.0.1', 3306),
   binary('redis-server', ['--version'], 'apt-get install -y redis-server  (the tests start their own on free ports)'),

@@ -5,7 +5,7 @@
 // here). Workers run the build (test/fixtures/admission-fifo-worker.mjs).
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Rng } from '../../dist/src/index.js';
+import { Rng } from '../../dist/src/core/rng.js';
 import { AdmissionGate, Balancer, createLogger } from '../../dist/src/runtime.js';
 import { until } from '../helpers/until.js';
 

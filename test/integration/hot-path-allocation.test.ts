@@ -10,7 +10,8 @@
  */
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { Balancer, KEYED_POLICY_NAMES, POLICY_NAMES, createLogger } from '../../src/runtime.js';
+import { Balancer, createLogger } from '../../src/runtime.js';
+import { KEYED_POLICY_NAMES, POLICY_NAMES } from '../../src/runtime/policies.js';
 
 const logger = createLogger({ level: 'silent' });
 

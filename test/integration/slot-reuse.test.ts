@@ -1,4 +1,4 @@
-// A late release racing the owner's slot reuse, with real timing (issue 9 §2).
+// A late release racing the owner's slot reuse, with real timing.
 // With the release order reversed (load returned before health written) this
 // test saw 3 contaminated rounds in 300 on a 2-core VM; 1,000 rounds make a
 // regression show with probability > 0.99.

@@ -1,12 +1,14 @@
-// Exact counters under worker termination at random moments (issue 9 §1).
+// Exact counters under worker termination at random moments.
 // A worker loops acquire/release; the test terminates it at a random moment,
 // waits for the owner's reclaim, and requires every shared counter to be back
 // exactly at its value before the worker started. Workers run the compiled
 // build (test/fixtures/*.mjs import dist/), so `npm run build` must have run.
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { Rng } from '../../dist/src/index.js';
-import { Balancer, createLogger, createWorkerPool, LeaseKind, type ReclaimEvent } from '../../dist/src/runtime.js';
+import { Rng } from '../../dist/src/core/rng.js';
+import { LeaseKind } from '../../dist/src/load/leases.js';
+import type { ReclaimEvent } from '../../dist/src/runtime/balancer.js';
+import { Balancer, createLogger, createWorkerPool } from '../../dist/src/runtime.js';
 import { until } from '../helpers/until.js';
 
 const logger = createLogger({ level: 'silent' });

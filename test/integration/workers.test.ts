@@ -4,7 +4,8 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Balancer, createLogger, createWorkerPool, type ReclaimEvent } from '../../dist/src/runtime.js';
+import type { ReclaimEvent } from '../../dist/src/runtime/balancer.js';
+import { Balancer, createLogger, createWorkerPool } from '../../dist/src/runtime.js';
 
 const logger = createLogger({ level: 'silent' });
 const HAMMER = new URL('../fixtures/worker-hammer.mjs', import.meta.url);

@@ -105,7 +105,7 @@ describe('PeakEwma', () => {
   });
 });
 
-describe('decayEstimate / observeSample (the functions the runtime applies to shared memory)', () => {
+describe('decayEstimate / observeSample (the float-millisecond read and update of PeakEwma)', () => {
   it('decayEstimate is est · e^(−Δt/τ)', () => {
     expect(decayEstimate(100, 0, 1000, 1000)).toBe(36.787944117144235);
     expect(decayEstimate(100, 2000, 2000, 1000)).toBe(100);

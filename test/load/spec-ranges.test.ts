@@ -13,6 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { LoadTable } from '../../src/load/load-table.js';
 import { changedRanges } from '../../src/load/spec-region.js';
 import { blobText } from '../fixtures/spec-blob-text.mjs';
+import { until } from '../helpers/until.js';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -126,7 +127,9 @@ describe('LoadTable spec blob: ranged publication', () => {
 
   it('two reader threads copying while the owner publishes 3,000 versions: no copy mixes two publications', async () => {
     const owner = LoadTable.create({ capacity: 1, specBytes: 64 * 1024 });
-    const stop = new SharedArrayBuffer(8);
+    // [0] stop, [1] the readers' spin word, [2] and [3] reader 1's and 2's last version read + 1 (0: not started).
+    const stop = new SharedArrayBuffer(16);
+    const cells = new Int32Array(stop);
     const workers = [1, 2].map(
       (seed) =>
         new Worker(new URL('../fixtures/spec-blob-reader.mjs', import.meta.url), { workerData: { buffer: owner.buffer, stop, seed } }),
@@ -140,15 +143,18 @@ describe('LoadTable spec blob: ranged publication', () => {
           },
         ),
     );
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await until(() => Atomics.load(cells, 2) > 0 && Atomics.load(cells, 3) > 0, 'both readers copying');
     const VERSIONS = 3000;
     for (let v = 1; v <= VERSIONS; v++) {
       owner.specs.publish(encoder.encode(blobText(v)));
       // Let the readers run between some publications, so they see both consecutive and skipped versions.
       if (v % 100 === 0) await new Promise((resolve) => setImmediate(resolve));
     }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    Atomics.store(new Int32Array(stop), 0, 1);
+    await until(
+      () => Atomics.load(cells, 2) === VERSIONS + 1 && Atomics.load(cells, 3) === VERSIONS + 1,
+      'both readers on the last version',
+    );
+    Atomics.store(cells, 0, 1);
     const seen = await Promise.all(reports);
     await Promise.all(workers.map((w) => w.terminate()));
     for (const s of seen) {

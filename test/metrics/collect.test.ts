@@ -34,7 +34,7 @@ describe('collectMetrics', () => {
     const b = new Balancer({ logger });
     b.update(specs(3));
     const registry = new Registry();
-    // The shape issue 13's gate returns from admissionStats() (a stand-in here: no gate is on this branch).
+    // The shape AdmissionGate.admissionStats() returns (a stand-in: the figures are fixed, so the scrape's values are known).
     const admission: AdmissionStatsSource = {
       admissionStats: () => ({
         saturation: 0.75,

@@ -5,6 +5,7 @@ import { connect } from '../../src/net/connect.js';
 import { TcpProxy } from '../../src/net/proxy.js';
 import { fileEchoServer } from '../helpers/echo-server.js';
 import { freePort } from '../helpers/ports.js';
+import { ManualTimers } from '../helpers/manual-timers.js';
 import { until } from '../helpers/until.js';
 import { rejection } from '../helpers/thrown.js';
 
@@ -86,6 +87,31 @@ describe('connect()', () => {
     await expect(connect(router, { connectTimeoutMs: -1 })).rejects.toThrow(
       'options.connectTimeoutMs: must be a finite number > 0, got -1',
     );
+    await expect(connect(router, { timers: {} as never })).rejects.toThrow('options.timers: must have a function now, got a object');
+  });
+
+  it('on an injected TimerSource: an attempt times out exactly at connectTimeoutMs of its clock, a failure, and the next backend is tried', async () => {
+    const bal = balancerWith([
+      { id: 'silent', port: a.port },
+      { id: 'a', port: a.port },
+    ]);
+    const router = bal.router({ policy: 'round-robin', seed: 1, ejection: { consecutiveFailures: 100 } });
+    const timers = new ManualTimers();
+    // The first dial gets a socket that never connects (a backend that drops the SYN); later dials are real.
+    let dials = 0;
+    const createSocket = (o: net.NetConnectOpts): net.Socket => (dials++ === 0 ? new net.Socket() : net.connect(o));
+    let settled = false;
+    const pending = connect(router, { connectTimeoutMs: 500, timers, createSocket }).finally(() => (settled = true));
+    await timers.advance(499);
+    expect(settled).toBe(false);
+    expect(dials).toBe(1);
+    await timers.advance(1);
+    const c = await pending;
+    expect({ id: c.lease.id, attempts: c.attempts, dials }).toEqual({ id: 'a', attempts: 2, dials: 2 });
+    // The connect-time sample is read on the injected clock, which did not move during the real connect.
+    expect(c.connectMs).toBe(0);
+    expect(bal.table.stats(bal.slotEntries().find((e) => e.id === 'silent')!.slot).failures).toBe(1);
+    await closeSocket(c.socket);
   });
 });
 

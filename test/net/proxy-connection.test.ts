@@ -12,6 +12,7 @@ import { Balancer } from '../../src/runtime/balancer.js';
 import type { Router } from '../../src/runtime/router.js';
 import { TcpProxy, type TcpProxyOptions } from '../../src/net/proxy.js';
 import { captureLog } from '../helpers/log-capture.js';
+import { ManualTimers } from '../helpers/manual-timers.js';
 import { until } from '../helpers/until.js';
 import { dial as dialFrom, readAll } from '../helpers/loopback.js';
 
@@ -63,6 +64,18 @@ function dial(port: number, host = '127.0.0.1', localAddress?: string): Promise<
 
 function firstData(socket: net.Socket): Promise<Buffer> {
   return new Promise((resolve) => socket.once('data', resolve));
+}
+
+/**
+ * On the paused clock: no timeout `quietMs` from now, exactly one by `lateMs`
+ * from now (a wheel visits an entry within two ticks after its deadline).
+ */
+async function timesOutBetween(proxy: TcpProxy, timers: ManualTimers, quietMs: number, lateMs: number): Promise<void> {
+  const before = proxy.stats.timeouts;
+  await timers.advance(quietMs);
+  expect(proxy.stats.timeouts).toBe(before);
+  await timers.advance(lateMs - quietMs);
+  expect(proxy.stats.timeouts).toBe(before + 1);
 }
 
 /** Resolves when `socket` has closed; a FIN from the far side is answered with ours (the test sockets are half-open). */
@@ -347,13 +360,18 @@ describe('PeakEWMA from the proxy', () => {
 });
 
 describe('timeouts', () => {
-  it('a client that never sends releases the backend connection at the client timeout (termination cD)', async () => {
+  it('a client that never sends releases the backend connection at the client timeout, not before (termination cD)', async () => {
     let backendClosed = false;
     const backendPort = await listen((s) => s.on('close', () => (backendClosed = true)));
     const router = balancer([{ id: 'a', port: backendPort }]).router({ policy: 'round-robin' });
     const log = captureLog('info');
-    const { proxy, port } = await proxyOn(router, { clientTimeoutMs: 150, serverTimeoutMs: 600_000, accessLog: log.logger });
+    const timers = new ManualTimers();
+    const opts = { clientTimeoutMs: 150, serverTimeoutMs: 600_000, accessLog: log.logger, timers };
+    const { proxy, port } = await proxyOn(router, opts);
     const client = await dial(port);
+    await until(() => proxy.stats.active === 1, 'the pair spliced');
+    // The wheel ticks every 7 ms (150 / 20): the pair expires within two ticks after 150 ms of quiet, never before.
+    await timesOutBetween(proxy, timers, 149, 164);
     await closed(client);
     await until(() => backendClosed && router.openLeases === 0, 'the backend connection to be released');
     await until(() => log.find('connection').length === 1, 'the access record');
@@ -377,24 +395,67 @@ describe('timeouts', () => {
     expect(b.table.stats(0).requests).toBe(0);
   });
 
-  it('with both timeouts 0 an idle pair stays open; activity keeps a pair alive past its timeout', async () => {
+  /** A proxy with these idle timeouts on a paused clock, in front of an echo backend, and one client through it. */
+  async function echoPair(timeoutMs: number) {
     const backendPort = await listen((s) => s.on('data', (d) => s.write(d)));
     const router = balancer([{ id: 'a', port: backendPort }]).router({ policy: 'round-robin' });
-    const { proxy, port } = await proxyOn(router, { clientTimeoutMs: 200, serverTimeoutMs: 200 });
+    const timers = new ManualTimers();
+    const { proxy, port } = await proxyOn(router, { clientTimeoutMs: timeoutMs, serverTimeoutMs: timeoutMs, timers });
     const client = await dial(port);
-    // 12 turns 50 ms apart: 600 ms in all, never 200 ms idle.
-    for (let i = 0; i < 12; i++) {
+    /** One request–reply turn: `text` out, the same back. */
+    const turn = async (text: string): Promise<void> => {
       const reply = firstData(client);
-      client.write(`t${i}`);
-      expect((await reply).toString()).toBe(`t${i}`);
-      await new Promise((r) => setTimeout(r, 50));
+      client.write(text);
+      expect((await reply).toString()).toBe(text);
+    };
+    return { proxy, port, timers, client, turn };
+  }
+
+  it('activity keeps a pair alive past its timeout, and 200 ms of quiet (+ two 10 ms ticks) ends it', async () => {
+    const { proxy, timers, client, turn } = await echoPair(200);
+    // 12 turns 50 ms apart on the paused clock: 600 ms in all, never 200 ms idle. The last turn is at 550 ms.
+    for (let i = 0; i < 12; i++) {
+      await turn(`t${i}`);
+      await timers.advance(50);
     }
     expect(client.destroyed).toBe(false);
     expect(proxy.stats.timeouts).toBe(0);
-    const { port: none } = await proxyOn(router, { clientTimeoutMs: 0, serverTimeoutMs: 0 });
-    const idle = await dial(none);
-    await new Promise((r) => setTimeout(r, 300));
+    // Now 50 ms after the last turn: still open 190 ms after it, closed 220 ms after it.
+    await timesOutBetween(proxy, timers, 140, 170);
+    await closed(client);
+  });
+
+  it('a pair opened after the wheel stood empty gets its whole timeout (the wheel restarts its clock before the pair stamps it)', async () => {
+    const { proxy, port, timers, client, turn } = await echoPair(200);
+    await turn('a');
+    client.destroy();
+    await until(() => proxy.stats.active === 0, 'the first pair closed');
+    await timers.advance(10_000); // the wheel is empty and stopped meanwhile
+    const second = await dial(port);
+    await until(() => proxy.stats.active === 1, 'the second pair spliced');
+    await timesOutBetween(proxy, timers, 190, 220);
+    await closed(second);
+  });
+
+  it('with both timeouts 0 no timer is armed for a pair, so an idle pair stays open however long', async () => {
+    const { proxy, timers, client: idle, turn } = await echoPair(0);
+    await turn('x');
+    // The connect timer was cleared on connect, and no wheel exists: nothing is pending.
+    expect(timers.pending).toBe(0);
+    await timers.advance(3_600_000);
     expect(idle.destroyed).toBe(false);
+    expect(proxy.stats.timeouts).toBe(0);
+  });
+
+  it('options.timers must be a TimerSource, and cannot reach worker threads', () => {
+    const b = balancer([{ id: 'a', port: 1 }]);
+    const router = b.router({ policy: 'round-robin' });
+    expect(() => new TcpProxy({ router, timers: 5 as never })).toThrow(
+      'options.timers: must be a TimerSource ({ now, setTimeout, clearTimeout }), got 5',
+    );
+    expect(() => new TcpProxy({ balancer: b, workers: 1, timers: new ManualTimers() })).toThrow(
+      'options.timers: a timer source cannot reach worker threads (options.workers > 0), got "object"',
+    );
   });
 });
 
@@ -477,18 +538,23 @@ describe('PROXY protocol', () => {
     expect(backendConnections).toBe(0);
   });
 
-  it('--accept-proxy: a client that sends no complete header in time is closed (proxy-header-timeout)', async () => {
+  it('--accept-proxy: a client that sends no complete header in time is closed at the header timeout, not before (proxy-header-timeout)', async () => {
     const backendPort = await listen(() => {});
     const router = balancer([{ id: 'a', port: backendPort }]).router({ policy: 'round-robin' });
     const log = captureLog('info');
+    const timers = new ManualTimers();
     const { proxy, port } = await proxyOn(router, {
       acceptProxy: true,
       acceptProxyTimeoutMs: 100,
       accessLog: log.logger,
       logger: log.logger,
+      timers,
     });
     const client = await dial(port);
     client.write('PROXY TCP4 1.2.3.4');
+    await until(() => proxy.stats.accepted === 1, 'the client accepted');
+    // The wheel ticks every 5 ms (100 / 20): expired within two ticks after 100 ms, never before.
+    await timesOutBetween(proxy, timers, 99, 110);
     await closed(client);
     expect(proxy.stats.timeouts).toBe(1);
     await until(() => log.find('connection').length === 1, 'the access record');

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { TimeoutWheel, type WheelEntry } from '../../src/net/timeout-wheel.js';
+import { ManualTimers } from '../helpers/manual-timers.js';
 
 function entry(due: () => number, fired: Array<[number, number]>, id: number): WheelEntry {
   return { wheelBucket: -1, deadline: due, expire: (now) => void fired.push([id, now]) };
@@ -57,5 +58,30 @@ describe('TimeoutWheel', () => {
     later = 600;
     for (; now <= 700; now += 10) wheel.tick();
     expect(fired).toEqual([[2, 600]]);
+  });
+
+  it('on an injected TimerSource: its clock and its timers drive the wheel, one timer armed while the wheel holds an entry', async () => {
+    const timers = new ManualTimers(1000);
+    const wheel = new TimeoutWheel({ tickMs: 10, buckets: 8, timers });
+    const fired: Array<[number, number]> = [];
+    expect(timers.pending).toBe(0);
+    wheel.add(entry(() => 1095, fired, 1));
+    wheel.add(entry(() => 1200, fired, 2));
+    expect(timers.pending).toBe(1);
+    await timers.advance(94);
+    expect(fired).toEqual([]);
+    await timers.advance(6);
+    expect(fired).toEqual([[1, 1100]]);
+    expect(wheel.now).toBe(1100);
+    await timers.advance(100);
+    expect(fired).toEqual([
+      [1, 1100],
+      [2, 1200],
+    ]);
+    // Empty again: the tick timer is cleared, nothing is pending.
+    expect(wheel.count).toBe(0);
+    expect(timers.pending).toBe(0);
+    await timers.advance(10_000);
+    expect(fired).toHaveLength(2);
   });
 });

@@ -3,7 +3,7 @@
 // must have run — `npm test` does). Each import runs in a fresh process under
 // test/fixtures/load-probe.mjs, which reports every node_modules package the
 // import loaded, seen both by a module resolve hook and in the CommonJS cache.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -74,6 +74,17 @@ describe('package entries', () => {
     const names = probe(entry).exports;
     expect(names).toEqual([...SURFACE[entry]!].sort());
     for (const internal of INTERNALS) expect(names).not.toContain(internal);
+  });
+
+  it('poise-lb/cli (the flag parser and exit table the bench package uses) is not an entry: Node refuses it, as it refuses a deep path', () => {
+    for (const specifier of ['poise-lb/cli', 'poise-lb/dist/src/bench-kit.js']) {
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', `await import(${JSON.stringify(specifier)});`], {
+        cwd: ROOT,
+        encoding: 'utf8',
+      });
+      expect(r.status, specifier).toBe(1);
+      expect(r.stderr).toContain('ERR_PACKAGE_PATH_NOT_EXPORTED');
+    }
   });
 
   it('package.json maps every entry to its compiled module and its declarations, and exports nothing else', () => {

@@ -229,7 +229,7 @@ describe('the packed package', () => {
   it('the declarations type-check a consumer (NodeNext, skipLibCheck off): public names resolve, internals and writers do not', () => {
     const consumer = `
 import { Backend, PowerOfTwo, PoiseError, Prioritized, PriorityWeightedRandom, holdbackCeilings, type PriorityPlan, type Status } from 'poise-lb';
-import { AdmissionGate, Balancer, LoadTable, Router, createLogger, type AdmissionStats, type BackendSpec, type LoadTableView, type ResolvedBackendSpec, type RouterAttachment, type SlotStats } from 'poise-lb/runtime';
+import { AdmissionGate, Balancer, LoadTable, Router, createLogger, type AdmissionStats, type BackendSpec, type LoadTableView, type ResolvedBackendSpec, type RouterAttachment } from 'poise-lb/runtime';
 import { MembershipPublisher, RedisMembership, type RedisMembershipOptions } from 'poise-lb/redis';
 import { TcpProxy, connect, type ConnectOptions } from 'poise-lb/net';
 import { HttpCounters, PoiseDispatcher, RatioRetryBudget, type PoiseDispatcherOptions, type RetryBudget } from 'poise-lb/http';
@@ -238,6 +238,10 @@ import { fetch } from 'undici';
 import { checkedAdd } from 'poise-lb';
 // @ts-expect-error the shared clock is not exported
 import { sharedClock } from 'poise-lb/runtime';
+// @ts-expect-error the generator is internal (the bench's kit)
+import { Rng } from 'poise-lb';
+// @ts-expect-error the CLI's flag parser is not an entry
+import { parseFlags } from 'poise-lb/cli';
 
 const status: Status = 'ready';
 const pick: number = new PowerOfTwo({ seed: 1 }).pick([new Backend('a', { status }), new Backend('b')]);
@@ -245,7 +249,7 @@ const plan: PriorityPlan = new PriorityWeightedRandom({ seed: 1 }).plan([new Pri
 const ceilings: number[] = holdbackCeilings([2, 1], { minCeiling: 0.5 });
 const balancer = new Balancer({ logger: createLogger({ level: 'silent' }) });
 const view: LoadTableView = balancer.table;
-const stats: SlotStats = view.stats(0);
+const stats: { requests: number } = view.stats(0);
 const attachment: RouterAttachment = balancer.attachment();
 const router: Router = Router.attach(attachment);
 const reads: number = LoadTable.attach(attachment.buffer).requests(0);
@@ -281,7 +285,7 @@ const resolved: ResolvedBackendSpec = { ...spec, priority: 0, locality: '', loca
 // @ts-expect-error a resolved spec has every field
 const partial: ResolvedBackendSpec = { id: 'a', address: '127.0.0.1:1' };
 export { spec, typo, noAddress, badStatus, resolved, partial };
-export { pick, plan, ceilings, stats, router, reads, admission, queued, options, connectOptions, response, PoiseError, MembershipPublisher, RedisMembership, TcpProxy, connect, checkedAdd, sharedClock };
+export { pick, plan, ceilings, stats, router, reads, admission, queued, options, connectOptions, response, PoiseError, MembershipPublisher, RedisMembership, TcpProxy, connect, checkedAdd, sharedClock, Rng, parseFlags };
 `;
     writeFileSync(path.join(project, 'consumer.ts'), consumer);
     writeFileSync(

@@ -8,12 +8,7 @@
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { Backend, Localized, Prioritized, type Candidate, type Status } from '../../src/core/candidate.js';
-import {
-  LocalityWeightedRandom,
-  PreparedLocalityWeightedRandom,
-  PreparedPriorityWeightedRandom,
-  PriorityWeightedRandom,
-} from '../../src/policy/priority/policy.js';
+import { LocalityWeightedRandom, PriorityWeightedRandom } from '../../src/policy/priority/policy.js';
 import type { Policy } from '../../src/policy/types.js';
 import { SINGLE_TIER_POLICIES } from '../helpers/policy.js';
 import { caught } from '../helpers/thrown.js';
@@ -25,8 +20,8 @@ const POLICIES: Record<string, (seed: number) => AnyPolicy> = {
   ...SINGLE_TIER_POLICIES,
   PriorityWeightedRandom: (seed) => new PriorityWeightedRandom({ seed }),
   LocalityWeightedRandom: (seed) => new LocalityWeightedRandom({ seed }),
-  PreparedPriorityWeightedRandom: (seed) => new PreparedPriorityWeightedRandom({ seed }),
-  PreparedLocalityWeightedRandom: (seed) => new PreparedLocalityWeightedRandom({ seed }),
+  PreparedPriorityWeightedRandom: (seed) => new PriorityWeightedRandom({ seed, prepared: true }),
+  PreparedLocalityWeightedRandom: (seed) => new LocalityWeightedRandom({ seed, prepared: true }),
 };
 
 const member = fc.record({

@@ -1,4 +1,4 @@
-// Lease accounting under faults (issue 9 §2, §3): a late release never writes
+// Lease accounting under faults: a late release never writes
 // health into its slot's next occupant, and a router's open-lease limit
 // refuses before anything is counted.
 import { describe, expect, it } from 'vitest';

@@ -9,7 +9,7 @@
  * independent of the balancer's counters.
  */
 import net from 'node:net';
-import { Rng, type Seed } from 'poise-lb';
+import { Rng, type Seed } from './kit.js';
 import type { BackendModel } from './scenarios.js';
 
 /** One running backend. */

@@ -16,7 +16,8 @@
  * degrades gracefully. m = 4n so that the lightest set is small, as in a
  * busy system.
  */
-import { LeastLoaded, PowerOfTwo, Random, Rng, type Candidate, type Policy } from 'poise-lb';
+import { LeastLoaded, PowerOfTwo, Random, type Candidate, type Policy } from 'poise-lb';
+import { Rng } from './kit.js';
 
 /** A bin as a candidate: its load is read from whichever view it is bound to. */
 class Bin implements Candidate {

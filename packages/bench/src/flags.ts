@@ -20,7 +20,7 @@ import {
   pathFlag,
   redisUrlFlag,
   type FlagSpecs,
-} from 'poise-lb/cli';
+} from './kit.js';
 
 /** How a worker talks to a backend. */
 export type ConnectionMode = 'persistent' | 'per-request';

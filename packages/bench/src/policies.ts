@@ -3,7 +3,8 @@
  * so the flag can never drift from what a Router runs — and the set a run
  * compares by default.
  */
-import { KEYED_POLICY_NAMES, POLICY_NAMES as RUNTIME_POLICY_NAMES, type PolicyName } from 'poise-lb/runtime';
+import type { PolicyName } from 'poise-lb/runtime';
+import { KEYED_POLICY_NAMES, POLICY_NAMES as RUNTIME_POLICY_NAMES } from './kit.js';
 
 /** Every policy a Router can run, in the runtime's documentation order. */
 export const POLICY_NAMES: readonly PolicyName[] = RUNTIME_POLICY_NAMES;

@@ -12,8 +12,8 @@
  * running) and one completed-request counter per worker for progress.
  */
 import type { RecordableHistogram } from 'node:perf_hooks';
-import { Rng } from 'poise-lb';
 import { workerRouter, type Lease, type Outcome } from 'poise-lb/runtime';
+import { Rng } from './kit.js';
 import type { ConnectionMode } from './flags.js';
 import { LineConnection } from './protocol.js';
 import { latencyHistogram, recordMs } from './stats.js';

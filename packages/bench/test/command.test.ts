@@ -15,7 +15,7 @@ import { CLI } from '../../../test/helpers/cli.js';
 import { checkWellFormed } from './helpers/wellformed.js';
 
 /** This package's own bin, `poise-bench` (compiled). */
-const BIN = fileURLToPath(new URL('../dist/src/main.js', import.meta.url));
+const BIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-bench-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

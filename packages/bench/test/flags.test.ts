@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { UsageError } from 'poise-lb/cli';
+import { UsageError } from '../src/kit.js';
 import { DEFAULTS, LIMITS, defaultWorkers, parseBenchFlags } from '../src/flags.js';
 
 function refused(argv: string[]): UsageError {

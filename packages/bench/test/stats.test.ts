@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MAX_US, latencyHistogram, recordMs, summarize } from '../src/stats.js';
-import { Rng } from 'poise-lb';
+import { Rng } from '../src/kit.js';
 
 /** The ⌊q·n + ½⌋-th smallest value (at least the first): HdrHistogram's rank for the q-quantile. */
 function rankValue(sorted: number[], q: number): number {

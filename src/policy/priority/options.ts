@@ -25,7 +25,7 @@ export interface PriorityOptions extends SeedOptions {
   /** Default `'millionths'`; `'envoy'` reproduces Envoy's priority load and panic computation. */
   arithmetic?: PriorityArithmetic;
   /**
-   * Prepared forms only: the policy that chooses inside the chosen priority
+   * Prepared form only (`prepared: true`): the policy that chooses inside the chosen priority
    * (and locality), instead of weighted random. Called once per endpoint
    * group — `group` counts the instances made (0 first) — and each instance
    * is kept for its (priority, locality) across prepares. Default: weighted
@@ -33,7 +33,7 @@ export interface PriorityOptions extends SeedOptions {
    * without this option.
    *
    * @example
-   * const policy = new PreparedPriorityWeightedRandom({ within: () => new PowerOfTwo() });
+   * const policy = new PriorityWeightedRandom({ prepared: true, within: () => new PowerOfTwo() });
    */
   within?: (group: number) => Policy;
   /**
@@ -42,6 +42,13 @@ export interface PriorityOptions extends SeedOptions {
    * its priority and locality unless their shares move). Default false.
    */
   stickyKeys?: boolean;
+  /**
+   * Default false: plan on every decision. True: plan once per snapshot (a
+   * new array or length, or `prepare()`), then expected-O(1) picks through
+   * prepared tables; the same index sequence for the same snapshot and seed
+   * (docs/priority.md, "Prepared vs per-decision").
+   */
+  prepared?: boolean;
 }
 
 /** Validated options, every field present. */
@@ -74,10 +81,14 @@ export function resolvePriorityOptions(options: PriorityOptions = {}): ResolvedP
     'panicThresholdPercent',
     'panicMode',
     'arithmetic',
+    'prepared',
     'seed',
     'within',
     'stickyKeys',
   ]);
+  if (options.prepared !== undefined && typeof options.prepared !== 'boolean') {
+    invalidConfig('options.prepared', 'must be a boolean', options.prepared);
+  }
   if (options.within !== undefined && typeof options.within !== 'function') {
     invalidConfig('options.within', 'must be a function returning a policy', options.within);
   }

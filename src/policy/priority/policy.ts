@@ -6,7 +6,7 @@
  * - per decision (`PriorityWeightedRandom`, `LocalityWeightedRandom`): draw
  *   directly from the sample (draw.ts), on every pick, so every predicate is
  *   read at that pick;
- * - prepared (`Prepared…`): load cumulative tables once per snapshot (a new
+ * - prepared (`{ prepared: true }`): load cumulative tables once per snapshot (a new
  *   array identity or length, or `prepare()`; table.ts), then expected-O(1)
  *   picks through them.
  *
@@ -31,6 +31,11 @@ import { PriorityTable } from './table.js';
 /** Which of the two forms a policy object is. */
 type Form = 'per-decision' | 'prepared';
 
+/** The form `options.prepared` asks for (validated with the other options, in the constructor). */
+function formOf(options: PriorityOptions | undefined): Form {
+  return options?.prepared === true ? 'prepared' : 'per-decision';
+}
+
 /** Common body of the four priority and locality policies. */
 export abstract class PriorityPolicyBase<C extends PriorityCandidate> implements Policy<C> {
   /** The validated options in force. */
@@ -54,7 +59,7 @@ export abstract class PriorityPolicyBase<C extends PriorityCandidate> implements
     this.perDecision = form === 'per-decision';
     const within = options?.within;
     if (within !== undefined && this.perDecision) {
-      invalidConfig('options.within', 'needs a prepared form (PreparedPriorityWeightedRandom or PreparedLocalityWeightedRandom)', within);
+      invalidConfig('options.within', 'needs the prepared form (prepared: true)', within);
     }
     this.layer = within === undefined ? undefined : new PriorityLayer(within, options?.stickyKeys === true);
   }
@@ -128,11 +133,18 @@ export abstract class PriorityPolicyBase<C extends PriorityCandidate> implements
  * checked (`WeightOverflow`). Calculation is O(n) per decision — one read
  * of every candidate and a counting sort into groups, for up to 64
  * distinct (priority, locality) groups; O(n log n) beyond — with retained scratch;
- * for per-request use see {@link PreparedPriorityWeightedRandom}.
+ * for per-request use pass `prepared: true`.
  */
 
 /**
- * Priority failover with weighted random endpoint choice, planned per decision.
+ * Priority failover with weighted random endpoint choice, planned per
+ * decision, or once per snapshot with `prepared: true` (expected-O(1) picks;
+ * pass a new array, or call `prepare()`, when membership or health changes).
+ *
+ * @example
+ * const hot = new PriorityWeightedRandom({ prepared: true });
+ * hot.prepare(members);               // on every membership/health epoch
+ * const i = hot.pick(members);        // expected O(1), no allocation
  *
  * @example
  * const policy = new PriorityWeightedRandom({ panicMode: 'failClosed', seed: 1 });
@@ -143,9 +155,9 @@ export abstract class PriorityPolicyBase<C extends PriorityCandidate> implements
  * const { index, priority, mode } = policy.decide(members);
  */
 export class PriorityWeightedRandom<C extends PriorityCandidate = PriorityCandidate> extends PriorityPolicyBase<C> {
-  /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given. */
+  /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given; `prepared: true` plans once per snapshot. */
   constructor(options?: PriorityOptions) {
-    super(options, false, 'per-decision');
+    super(options, false, formOf(options));
   }
 }
 
@@ -164,8 +176,8 @@ export class PriorityWeightedRandom<C extends PriorityCandidate = PriorityCandid
  * between localities) and endpoint weight (capacity inside one locality)
  * stay separate. Members of one (priority, locality) that disagree on the
  * locality weight throw `InconsistentTopology`, whatever their order. This
- * form plans per decision; {@link PreparedLocalityWeightedRandom} plans once
- * per snapshot.
+ * form plans per decision unless `prepared: true`, which plans once per
+ * snapshot.
  *
  * @example
  * const policy = new LocalityWeightedRandom({ seed: 7 });
@@ -177,38 +189,9 @@ export class PriorityWeightedRandom<C extends PriorityCandidate = PriorityCandid
  * policy.plan(endpoints).priorities[0]?.localities; // [{ locality: 'us-east-1', ... }, ...]
  */
 export class LocalityWeightedRandom<C extends LocalityCandidate = LocalityCandidate> extends PriorityPolicyBase<C> {
-  /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given. */
+  /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given; `prepared: true` plans once per snapshot. */
   constructor(options?: PriorityOptions) {
-    super(options, true, 'per-decision');
-  }
-}
-
-/**
- * {@link PriorityWeightedRandom} with the plan prepared once per snapshot.
- *
- * @example
- * const policy = new PreparedPriorityWeightedRandom({ seed: 1 });
- * policy.prepare(members);          // on every membership/health epoch (or pass a new array)
- * const i = policy.pick(members);   // expected O(1), no allocation
- */
-export class PreparedPriorityWeightedRandom<C extends PriorityCandidate = PriorityCandidate> extends PriorityPolicyBase<C> {
-  /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given. */
-  constructor(options?: PriorityOptions) {
-    super(options, false, 'prepared');
-  }
-}
-
-/**
- * {@link LocalityWeightedRandom} with the plan prepared once per snapshot.
- *
- * @example
- * const policy = new PreparedLocalityWeightedRandom({ seed: 1 });
- * const i = policy.pick(endpoints); // prepares on first use and on a new array
- */
-export class PreparedLocalityWeightedRandom<C extends LocalityCandidate = LocalityCandidate> extends PriorityPolicyBase<C> {
-  /** Throws `InvalidConfig` naming a bad option. OS-seeded unless `seed` is given. */
-  constructor(options?: PriorityOptions) {
-    super(options, true, 'prepared');
+    super(options, true, formOf(options));
   }
 }
 

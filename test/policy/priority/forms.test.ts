@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { Backend, Localized, Prioritized, type Status } from '../../../src/core/candidate.js';
 import { LocalityWeightedRandom } from '../../../src/policy/priority/policy.js';
-import { PreparedLocalityWeightedRandom, PreparedPriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
 import type { PriorityOptions } from '../../../src/policy/priority/options.js';
 import { PriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
 import { caught } from '../../helpers/thrown.js';
@@ -57,12 +56,12 @@ function build(es: Endpoint[]): Localized[] {
 }
 
 describe('prepared form ≡ per-decision form', () => {
-  it('PreparedPriorityWeightedRandom returns the same index (or error) sequence for the same seed and snapshot', () => {
+  it('PriorityWeightedRandom({ prepared: true }) returns the same index (or error) sequence for the same seed and snapshot', () => {
     fc.assert(
       fc.property(fc.array(endpoint, { minLength: 0, maxLength: 40 }), options, (es, o: PriorityOptions) => {
         const c = build(es);
         const a = new PriorityWeightedRandom(o);
-        const b = new PreparedPriorityWeightedRandom(o);
+        const b = new PriorityWeightedRandom({ ...o, prepared: true });
         expect(run(() => b.pick(c), 60)).toEqual(run(() => a.pick(c), 60));
         if (c.length > 0) expect(b.plan(c)).toEqual(a.plan(c));
       }),
@@ -70,12 +69,12 @@ describe('prepared form ≡ per-decision form', () => {
     );
   });
 
-  it('PreparedLocalityWeightedRandom returns the same index (or error) sequence for the same seed and snapshot', () => {
+  it('LocalityWeightedRandom({ prepared: true }) returns the same index (or error) sequence for the same seed and snapshot', () => {
     fc.assert(
       fc.property(fc.array(endpoint, { minLength: 0, maxLength: 40 }), options, (es, o: PriorityOptions) => {
         const c = build(es);
         const a = new LocalityWeightedRandom(o);
-        const b = new PreparedLocalityWeightedRandom(o);
+        const b = new LocalityWeightedRandom({ ...o, prepared: true });
         expect(run(() => b.pick(c), 60)).toEqual(run(() => a.pick(c), 60));
         if (c.length > 0) expect(b.plan(c)).toEqual(a.plan(c));
       }),
@@ -89,16 +88,25 @@ describe('prepared form ≡ per-decision form', () => {
       ...Array.from({ length: 4 }, (_, i) => new Prioritized(new Backend(`b${i}`, { status: i === 0 ? 'ready' : 'unavailable' }), 1)),
     ];
     const a = new PriorityWeightedRandom({ seed: 99 });
-    const b = new PreparedPriorityWeightedRandom({ seed: 99 });
+    const b = new PriorityWeightedRandom({ seed: 99, prepared: true });
     for (let i = 0; i < 200; i++) expect(b.decide(c)).toEqual(a.decide(c));
   });
 });
 
 describe('prepared form: epochs', () => {
+  it('options.prepared takes a boolean, and the error names it', () => {
+    for (const make of [(o: PriorityOptions) => new PriorityWeightedRandom(o), (o: PriorityOptions) => new LocalityWeightedRandom(o)]) {
+      expect(caught(() => make({ prepared: 'yes' } as unknown as PriorityOptions))).toMatchObject({
+        code: 'InvalidConfig',
+        message: 'options.prepared: must be a boolean, got "yes"',
+      });
+    }
+  });
+
   it('re-prepares only for a different array identity or length; explicit prepare() takes a new health sample', () => {
     const backends = [new Backend('a'), new Backend('b')];
     const c = backends.map((b, i) => new Prioritized(b, i));
-    const policy = new PreparedPriorityWeightedRandom({ seed: 1 });
+    const policy = new PriorityWeightedRandom({ seed: 1, prepared: true });
     expect(policy.decide(c)).toMatchObject({ index: 0, priority: 0 });
     backends[0]!.status = 'unavailable';
     // Same array, same length: the prepared plan (a healthy P0) stays in force.
@@ -119,7 +127,7 @@ describe('prepared form: epochs', () => {
   it('a failed prepare keeps the previous prepared state', () => {
     const good = [new Localized(new Prioritized(new Backend('a'), 0), 'x', 1)];
     const bad = [new Localized(new Prioritized(new Backend('p'), 0), 'x', 1), new Localized(new Prioritized(new Backend('q'), 0), 'x', 2)];
-    const policy = new PreparedLocalityWeightedRandom({ seed: 1 });
+    const policy = new LocalityWeightedRandom({ seed: 1, prepared: true });
     policy.prepare(good);
     expect(() => policy.prepare(bad)).toThrow(expect.objectContaining({ code: 'InconsistentTopology' }));
     expect(policy.plan(good).priorities[0]!.localities).toEqual([{ locality: 'x', shareMillionths: 1_000_000 }]);

@@ -12,11 +12,7 @@ import { Backend, Localized, Prioritized, type Status } from '../../../src/core/
 import { LeastLoaded } from '../../../src/policy/least-loaded.js';
 import { Maglev } from '../../../src/policy/maglev.js';
 import { PowerOfTwo } from '../../../src/policy/power-of-two.js';
-import {
-  PreparedLocalityWeightedRandom,
-  PreparedPriorityWeightedRandom,
-  PriorityWeightedRandom,
-} from '../../../src/policy/priority/policy.js';
+import { LocalityWeightedRandom, PriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
 import type { Policy } from '../../../src/policy/types.js';
 import { binomialSigma, SINGLE_TIER_POLICIES } from '../../helpers/policy.js';
 import { caught, thrown } from '../../helpers/thrown.js';
@@ -26,9 +22,9 @@ const INNER = SINGLE_TIER_POLICIES;
 const KEYED = new Set(['Rendezvous', 'Maglev']);
 
 /** A layered policy with `name` inside (one instance per group, each seeded from `seed`). */
-function layered(name: string, seed: number, options: { panicMode?: 'useAll' | 'failClosed' } = {}): PreparedPriorityWeightedRandom {
+function layered(name: string, seed: number, options: { panicMode?: 'useAll' | 'failClosed' } = {}): PriorityWeightedRandom {
   const make = INNER[name]!;
-  return new PreparedPriorityWeightedRandom({ seed, within: (g) => make(seed + g), stickyKeys: KEYED.has(name), ...options });
+  return new PriorityWeightedRandom({ prepared: true, seed, within: (g) => make(seed + g), stickyKeys: KEYED.has(name), ...options });
 }
 
 /** `total` members at `priority`, the first `healthy` ready and the rest unavailable. */
@@ -141,7 +137,7 @@ describe('the layer: priority first, then the configured policy', () => {
     const bare = loads.map((l, i) => new Backend(`b${i}`, { load: () => l }));
     const wrapped = bare.map((b) => new Prioritized(b, 0));
     const alone = new PowerOfTwo({ seed: 77 });
-    const inside = new PreparedPriorityWeightedRandom({ seed: 1, within: () => new PowerOfTwo({ seed: 77 }) });
+    const inside = new PriorityWeightedRandom({ prepared: true, seed: 1, within: () => new PowerOfTwo({ seed: 77 }) });
     const a = Array.from({ length: 200 }, () => alone.pick(bare));
     const b = Array.from({ length: 200 }, () => inside.pick(wrapped));
     expect(b).toEqual(a);
@@ -170,7 +166,7 @@ describe('the layer: priority first, then the configured policy', () => {
     );
     const y = [0, 1].map((i) => new Localized(new Prioritized(new Backend(`y${i}`), 0), 'Y').withLocalityWeight(2));
     const cands = [...x, ...y];
-    const policy = new PreparedLocalityWeightedRandom({ seed: 5, within: (g) => new LeastLoaded({ seed: g }) });
+    const policy = new LocalityWeightedRandom({ prepared: true, seed: 5, within: (g) => new LeastLoaded({ seed: g }) });
     let inX = 0;
     for (let k = 0; k < N; k++) if (cands[policy.pick(cands)]!.locality === 'X') inX++;
     expect(policy.plan(cands).priorities[0]!.localities!.map((l) => l.locality)).toEqual(['X', 'Y']);
@@ -179,12 +175,14 @@ describe('the layer: priority first, then the configured policy', () => {
 
   it('refuses within on a per-decision form, and a within that is not a function', () => {
     expect(thrown(() => new PriorityWeightedRandom({ within: () => new PowerOfTwo() })).message).toMatch(
-      /^options\.within: needs a prepared form/,
+      /^options\.within: needs the prepared form \(prepared: true\)/,
     );
-    expect(thrown(() => new PreparedPriorityWeightedRandom({ within: 3 as unknown as () => Policy })).message).toBe(
+    expect(thrown(() => new PriorityWeightedRandom({ prepared: true, within: 3 as unknown as () => Policy })).message).toBe(
       'options.within: must be a function returning a policy, got 3',
     );
-    expect(thrown(() => new PreparedPriorityWeightedRandom({ stickyKeys: 'yes' as unknown as boolean })).code).toBe('InvalidConfig');
+    expect(thrown(() => new PriorityWeightedRandom({ prepared: true, stickyKeys: 'yes' as unknown as boolean })).code).toBe(
+      'InvalidConfig',
+    );
   });
 
   it('keeps each group’s policy across prepares: a Maglev table is built once per group, not per pick', () => {
@@ -195,7 +193,12 @@ describe('the layer: priority first, then the configured policy', () => {
         super.prepare(c);
       }
     }
-    const policy = new PreparedPriorityWeightedRandom({ seed: 1, within: () => new CountingMaglev({ tableSize: 31 }), stickyKeys: true });
+    const policy = new PriorityWeightedRandom({
+      prepared: true,
+      seed: 1,
+      within: () => new CountingMaglev({ tableSize: 31 }),
+      stickyKeys: true,
+    });
     const cands = [...level(0, 3, 3), ...level(1, 2, 2)];
     for (let k = 0; k < 500; k++) policy.pick(cands, { key: `k${k}` });
     expect(built).toBe(2);

@@ -10,7 +10,6 @@ import {
 } from '../../../src/core/candidate.js';
 import { LocalityWeightedRandom } from '../../../src/policy/priority/policy.js';
 import { F_ELIGIBLE, F_MEMBER, F_PANIC, flagsOf } from '../../../src/policy/priority/flags.js';
-import { PreparedLocalityWeightedRandom, PreparedPriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
 import { PriorityWeightedRandom } from '../../../src/policy/priority/policy.js';
 import { PriorityEngine } from '../../../src/policy/priority/sample.js';
 import { caught, thrown } from '../../helpers/thrown.js';
@@ -133,14 +132,14 @@ describe('per-decision aggregation ≡ prepared (sorted) layout beyond the fast 
     fc.assert(
       fc.property(fc.array(wide, { minLength: 60, maxLength: 220 }), fc.integer(), (es, seed) => {
         const c = buildWide(es);
-        expect(run(() => new PreparedLocalityWeightedRandom({ seed }).pick(c), 1)).toEqual(
+        expect(run(() => new LocalityWeightedRandom({ seed, prepared: true }).pick(c), 1)).toEqual(
           run(() => new LocalityWeightedRandom({ seed }).pick(c), 1),
         );
         const a = new LocalityWeightedRandom({ seed });
-        const b = new PreparedLocalityWeightedRandom({ seed });
+        const b = new LocalityWeightedRandom({ seed, prepared: true });
         expect(run(() => b.pick(c), 40)).toEqual(run(() => a.pick(c), 40));
         const pa = new PriorityWeightedRandom({ seed, panicMode: 'failClosed' });
-        const pb = new PreparedPriorityWeightedRandom({ seed, panicMode: 'failClosed' });
+        const pb = new PriorityWeightedRandom({ seed, panicMode: 'failClosed', prepared: true });
         expect(run(() => pb.pick(c), 40)).toEqual(run(() => pa.pick(c), 40));
       }),
       { numRuns: 60 },
@@ -160,7 +159,7 @@ describe('per-decision aggregation ≡ prepared (sorted) layout beyond the fast 
         const planMessage = `${err.code}: ${err.message}`;
         expect(planMessage).toMatch(/^InconsistentTopology: /);
         expect(run(() => policy.pick(shuffled), 1)).toEqual([planMessage]);
-        expect(run(() => new PreparedLocalityWeightedRandom({ seed: 1 }).pick(shuffled), 1)).toEqual([planMessage]);
+        expect(run(() => new LocalityWeightedRandom({ seed: 1, prepared: true }).pick(shuffled), 1)).toEqual([planMessage]);
       }),
       { numRuns: 200 },
     );
@@ -190,9 +189,9 @@ describe('one long-lived per-decision policy across changing snapshots', () => {
         // Sometimes hand over the same candidate objects again, reordered (same keys, new order).
         if (reuse) arrays.push([...arrays[0]!].reverse(), arrays[0]!.slice(1));
         const a = new LocalityWeightedRandom({ seed });
-        const b = new PreparedLocalityWeightedRandom({ seed });
+        const b = new LocalityWeightedRandom({ seed, prepared: true });
         const pa = new PriorityWeightedRandom({ seed });
-        const pb = new PreparedPriorityWeightedRandom({ seed });
+        const pb = new PriorityWeightedRandom({ seed, prepared: true });
         for (const c of arrays) {
           if (c.length === 0) continue;
           expect(run(() => a.pick(c), 5)).toEqual(run(() => b.pick(c), 5));
@@ -216,7 +215,7 @@ describe('key table reuse after a shrinking snapshot', () => {
     ];
     for (let seed = 0; seed < 20; seed++) {
       const a = new PriorityWeightedRandom({ seed });
-      const b = new PreparedPriorityWeightedRandom({ seed });
+      const b = new PriorityWeightedRandom({ seed, prepared: true });
       for (const c of snapshots) expect(run(() => a.pick(c), 20)).toEqual(run(() => b.pick(c), 20));
       expect(a.plan(snapshots[2]!).priorities.map((p) => p.priority)).toEqual([1, 2]);
     }
@@ -260,7 +259,7 @@ describe('validation of sampled values', () => {
         const [got] = run(() => new LocalityWeightedRandom({ seed: 1 }).pick(c), 1);
         if (expected === undefined) expect(got).toBe(0);
         else expect(String(got).startsWith(`${expected}:`)).toBe(true);
-        const [prepared] = run(() => new PreparedLocalityWeightedRandom({ seed: 1 }).pick(c), 1);
+        const [prepared] = run(() => new LocalityWeightedRandom({ seed: 1, prepared: true }).pick(c), 1);
         expect(prepared).toEqual(got);
       }),
       { numRuns: 500 },
