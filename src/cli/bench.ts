@@ -2,9 +2,10 @@
  * `poise bench` — the policies compared under load (what `npm start` runs).
  * The bench lives in its own package, `@poise-lb/bench` (packages/bench in
  * this repository), so that its 2,000 lines of harness, report and
- * simulation do not ship with the library. This command loads it when it is
- * installed and otherwise says which package to install: exit 1, or 0 for
- * `--help`.
+ * simulation do not ship with the library. The package is private: it runs
+ * from a clone of the repository, where `npm install` links it. This command
+ * loads it when it is there and otherwise says how to get it: exit 1, or 0
+ * for `--help`.
  */
 import type { Command } from './command.js';
 import { EXIT } from './exit.js';
@@ -39,13 +40,12 @@ export async function loadBench(specifier: string = BENCH_PACKAGE): Promise<Comm
 
 /** The text for a `poise bench` without its package. */
 export function missingBench(specifier: string = BENCH_PACKAGE): string {
-  return `poise bench: the bench is the package ${specifier}, which is not installed.
-Install it next to poise-lb and run the same command again:
+  return `poise bench: the bench is the workspace package ${specifier} (packages/bench), which is not installed here.
+It is not published: it runs from a clone of the repository, where \`npm install\` links it:
 
-  npm install ${specifier}
-  npx poise bench --help        (or: npx poise-bench --help)
-
-In a clone of the repository, \`npm install\` links it (packages/bench) and \`npm start\` runs it.`;
+  git clone https://github.com/poise-for-node/poise-lb && cd poise-lb
+  npm install
+  npm start                     (or: npx poise bench --help)`;
 }
 
 /** Runs `poise bench argv` through `specifier`'s command. */

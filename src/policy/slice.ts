@@ -80,8 +80,9 @@ export abstract class EligibleDraw implements Policy {
   /** The slice adopted last (`prepare`), and its length then. */
   protected slice: readonly Candidate[] | undefined;
   protected n = -1;
-  /** The adopted slice's weights differ: draw through {@link alias}. */
+  /** The adopted slice's weights differ: draw through the alias table. */
   protected weighted = false;
+  /** The alias table of the adopted slice's weights. @internal */
   protected readonly alias = new AliasTable();
 
   /** OS-seeded unless `seed` is given (never seed it from a shared constant in production). */

@@ -33,14 +33,14 @@ describe('poise bench → @poise-lb/bench', () => {
     expect(bench?.summary).toMatch(/^compare balancing policies under load/);
   });
 
-  it('a package that is not installed: exit 1 naming the package to install; --help exits 0 with the same text on stdout', async () => {
+  it('a package that is not installed: exit 1 naming the workspace package and how to get it; --help exits 0 with the same text on stdout', async () => {
     const missing = await captured(['--workers', '2'], '@poise-lb/bench-absent');
     expect(missing).toMatchObject({ code: 1, stdout: '' });
-    expect(missing.stderr).toContain('poise bench: the bench is the package @poise-lb/bench-absent, which is not installed.');
-    expect(missing.stderr).toContain('npm install @poise-lb/bench-absent');
+    expect(missing.stderr).toContain('poise bench: the bench is the workspace package @poise-lb/bench-absent');
+    expect(missing.stderr).toContain('the workspace package @poise-lb/bench-absent (packages/bench), which is not installed here');
     const help = await captured(['--help'], '@poise-lb/bench-absent');
     expect(help).toMatchObject({ code: 0, stderr: '' });
-    expect(help.stdout).toContain('npm install @poise-lb/bench-absent');
+    expect(help.stdout).toContain('the workspace package @poise-lb/bench-absent (packages/bench), which is not installed here');
   });
 
   it('a package that is installed but cannot load is not reported as missing: its own error comes through', async () => {
@@ -66,10 +66,10 @@ describe('poise bench → @poise-lb/bench', () => {
     it('poise bench exits 1 and says to install @poise-lb/bench; poise bench --help exits 0', () => {
       const r = poise('bench');
       expect(r.status).toBe(1);
-      expect(r.stderr).toContain('npm install @poise-lb/bench\n');
+      expect(r.stderr).toContain('the workspace package @poise-lb/bench (packages/bench), which is not installed here');
       const help = poise('bench', '--help');
       expect(help.status).toBe(0);
-      expect(help.stdout).toContain('poise bench: the bench is the package @poise-lb/bench, which is not installed.');
+      expect(help.stdout).toContain('poise bench: the bench is the workspace package @poise-lb/bench (packages/bench)');
     });
 
     it('the other commands and poise --help work as before', () => {
