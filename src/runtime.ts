@@ -34,7 +34,7 @@ export {
   type Outcome,
 } from './runtime/router.js';
 export { Lease, type ReleaseOptions } from './runtime/lease.js';
-export type { AcquireAsyncOptions, AcquirePriority } from './runtime/acquire-options.js';
+export type { AcquireAsyncOptions } from './runtime/acquire-options.js';
 export type { PoolGauge } from './runtime/pool-gauge.js';
 
 // admission on the pool's global saturation (docs/admission.md)
