@@ -235,7 +235,7 @@ describe('README examples run', () => {
     },
     { block: 'await connect(router)', stdout: /^\d+(\.\d+)? [12] \[ \{ one: 1 \} \]\n$/ },
     { block: "stream: routedStream(balancer.router({ policy: 'p2c:connections' }))", stdout: /^\[ \{ port: 5432 \} \]\n$/ },
-    { block: 'new AdmissionGate(router,', stdout: /^\{\n {2}priority: 1,\n {2}ceiling: 0\.5,[\s\S]*admitted: 1,[\s\S]*\}\n$/ },
+    { block: 'new AdmissionGate(router,', stdout: /^\{\n {2}band: 1,\n {2}ceiling: 0\.5,[\s\S]*admitted: 1,[\s\S]*\}\n$/ },
     { block: 'const source = new RedisMembership({', stdout: /^version 1\n$/ },
     { block: "sentinelName: 'mymaster'", stdout: /^2\n$/ },
     { block: 'new PowerOfTwo({ seed: 42 })', stdout: /^$/ },
