@@ -1,7 +1,7 @@
 /**
  * One load generator of bench/admission.ts (and of the overload test):
  * attaches a Router and an AdmissionGate in this worker thread, waits for
- * `'start'`, then offers `perTick[i]` requests of band `priorities[i]` every
+ * `'start'`, then offers `perTick[i]` requests of band `bands[i]` every
  * `tickMs` for `durationMs` (open loop: arrivals do not wait for answers).
  * An admitted request holds its lease for `serviceMs`, then releases it.
  * When every request has been admitted or rejected and every lease is back,
@@ -16,7 +16,8 @@ import { Router, type RouterAttachment } from '../src/runtime/router.js';
 /** What the worker is told. */
 export interface LoadPlan {
   attachment: RouterAttachment;
-  priorities: number[];
+  /** The gate's bands (ranks, larger = more important). */
+  bands: number[];
   /** Holdback (`minCeiling`) or explicit ceilings (a static ceiling: all equal). */
   minCeiling?: number;
   ceilings?: number[];
@@ -30,7 +31,7 @@ export interface LoadPlan {
 
 /** Per band, what happened to the requests it offered. */
 export interface BandReport {
-  priority: number;
+  band: number;
   offered: number;
   admitted: number;
   /** Admitted while arrivals were still being offered (the throughput window). */
@@ -53,11 +54,11 @@ const router = Router.attach(plan.attachment, { policy: 'p2c:requests', leaseKin
 const gate = new AdmissionGate(
   router,
   plan.ceilings === undefined
-    ? { priorities: plan.priorities, minCeiling: plan.minCeiling ?? 0, timeoutMs: plan.timeoutMs, maxQueue: plan.maxQueue }
-    : { priorities: plan.priorities, ceilings: plan.ceilings, timeoutMs: plan.timeoutMs, maxQueue: plan.maxQueue },
+    ? { bands: plan.bands, minCeiling: plan.minCeiling ?? 0, timeoutMs: plan.timeoutMs, maxQueue: plan.maxQueue }
+    : { bands: plan.bands, ceilings: plan.ceilings, timeoutMs: plan.timeoutMs, maxQueue: plan.maxQueue },
 );
-const bands: BandReport[] = plan.priorities.map((priority) => ({
-  priority,
+const bands: BandReport[] = plan.bands.map((band) => ({
+  band,
   offered: 0,
   admitted: 0,
   admittedInWindow: 0,
@@ -81,7 +82,7 @@ function offer(band: BandReport): void {
   band.offered++;
   pending++;
   const t0 = performance.now();
-  router.acquireAsync({ priority: { admission: band.priority } }).then(
+  router.acquireAsync({ band: band.band }).then(
     (lease) => {
       band.admitted++;
       if (ticking) band.admittedInWindow++;

@@ -1,6 +1,6 @@
 /**
  * Admission under sustained overload: three bands over two worker threads,
- * priority holdback ceilings against a single static ceiling (the default
+ * band holdback ceilings against a single static ceiling (the default
  * holdback replaces: every band admitted up to a full pool, the queues still
  * served most important first).
  *
@@ -49,7 +49,7 @@ const quick = process.argv.includes('--quick');
 const SECONDS = Number(arg('seconds') ?? (quick ? 2 : 5));
 const ROUNDS = Number(arg('rounds') ?? (quick ? 1 : 3));
 const MIN_CEILING = Number(arg('min-ceiling') ?? 0.92);
-const PRIORITIES = [3, 2, 1];
+const BANDS = [3, 2, 1];
 /** Per backend (4 backends): capacity 4 × this. */
 const MAX_INFLIGHT = Number(arg('max-inflight') ?? 100);
 /** Arrivals per 10 ms tick and worker, per band (most important first). */
@@ -72,7 +72,7 @@ async function round(mode: Mode): Promise<LoadReport[]> {
   b.update(Array.from({ length: 4 }, (_, i) => ({ id: `b${i}`, address: `127.0.0.1:${7000 + i}`, maxInflight: MAX_INFLIGHT })));
   const plan: LoadPlan = {
     attachment: b.attachment(),
-    priorities: PRIORITIES,
+    bands: BANDS,
     ...(mode === 'holdback' ? { minCeiling: MIN_CEILING } : { ceilings: [1, 1, 1] }),
     perTick: PER_TICK,
     tickMs: TICK_MS,
@@ -107,8 +107,8 @@ interface Acc {
 }
 
 const acc: Record<Mode, Acc[]> = {
-  holdback: PRIORITIES.map(() => ({ offered: 0, admitted: 0, inWindow: 0, rejected: {}, waits: [] })),
-  static: PRIORITIES.map(() => ({ offered: 0, admitted: 0, inWindow: 0, rejected: {}, waits: [] })),
+  holdback: BANDS.map(() => ({ offered: 0, admitted: 0, inWindow: 0, rejected: {}, waits: [] })),
+  static: BANDS.map(() => ({ offered: 0, admitted: 0, inWindow: 0, rejected: {}, waits: [] })),
 };
 const elapsed: Record<Mode, number> = { holdback: 0, static: 0 };
 
@@ -120,7 +120,7 @@ function add(mode: Mode, reports: LoadReport[]): void {
     r.bands.forEach((band: BandReport, i) => {
       const a = acc[mode][i]!;
       const rejected = Object.values(band.rejected).reduce((x, y) => x + y, 0);
-      if (band.admitted + rejected !== band.offered) throw new Error(`band ${band.priority}: admitted + rejected != offered`);
+      if (band.admitted + rejected !== band.offered) throw new Error(`band ${band.band}: admitted + rejected != offered`);
       a.offered += band.offered;
       a.admitted += band.admitted;
       a.inWindow += band.admittedInWindow;
@@ -141,7 +141,7 @@ async function wakeUp(
   const b = new Balancer({ capacity: 4, maxThreads: 4, logger: SILENT });
   b.update([{ id: 'a', address: '127.0.0.1:7000', maxInflight: 1 }]);
   const router = b.router({ policy: 'round-robin', leaseKind: 'request' });
-  const gate = new AdmissionGate(router, { priorities: [1], minCeiling: 0, pollMs });
+  const gate = new AdmissionGate(router, { bands: [1], minCeiling: 0, pollMs });
   const w = new Worker(HOLDER, { workerData: { attachment: b.attachment() } });
   b.watchWorker(w);
   const reply = (): Promise<{ held: number; at: number }> => new Promise((resolve) => w.once('message', resolve));
@@ -198,7 +198,7 @@ function releasePath(): Record<string, number> {
   };
   const plain = make();
   const gated = make();
-  new AdmissionGate(gated.router, { priorities: [1, 0], minCeiling: 0.5 });
+  new AdmissionGate(gated.router, { bands: [1, 0], minCeiling: 0.5 });
   const runs: number[][] = [[], [], []];
   for (let r = 0; r < 9; r++) {
     runs[0]!.push(once(plain.router, false));
@@ -231,7 +231,7 @@ async function fairnessRound(): Promise<{ shares: number[]; timeouts: number[]; 
   b.update(Array.from({ length: 4 }, (_, i) => ({ id: `b${i}`, address: `127.0.0.1:${7000 + i}`, maxInflight: 25 })));
   const plan: LoadPlan = {
     attachment: b.attachment(),
-    priorities: [1],
+    bands: [1],
     ceilings: [1],
     // 100 leases of 50 ms: 2,000 admissions/s; each worker offers 2,000/s.
     perTick: [10],
@@ -300,7 +300,7 @@ function summary(mode: Mode): Record<string, unknown>[] {
     const sorted = a.waits.slice().sort((x, y) => x - y);
     return {
       mode,
-      band: PRIORITIES[i],
+      band: BANDS[i],
       offered: a.offered,
       admitted: a.admitted,
       admittedPerSec: Math.round((a.inWindow / elapsed[mode]) * 1000),
@@ -317,7 +317,7 @@ function summary(mode: Mode): Record<string, unknown>[] {
 
 const rows = [...summary('holdback'), ...summary('static')];
 const total = (mode: Mode): number => acc[mode].reduce((x, a) => x + a.inWindow, 0) / elapsed[mode];
-const topP99 = (mode: Mode): number => rows.find((x) => x['mode'] === mode && x['band'] === PRIORITIES[0])!['waitP99Ms'] as number;
+const topP99 = (mode: Mode): number => rows.find((x) => x['mode'] === mode && x['band'] === BANDS[0])!['waitP99Ms'] as number;
 const ratios = {
   topBandP99HoldbackOverStatic: Number((topP99('holdback') / topP99('static')).toFixed(4)),
   admittedThroughputHoldbackOverStatic: Number((total('holdback') / total('static')).toFixed(4)),
@@ -339,7 +339,7 @@ const file = writeResults('admission', {
     seconds: SECONDS,
     rounds: ROUNDS,
     workers: 2,
-    priorities: PRIORITIES,
+    bands: BANDS,
     holdbackMinCeiling: MIN_CEILING,
     staticCeilings: [1, 1, 1],
     capacity: 4 * MAX_INFLIGHT,

@@ -59,7 +59,7 @@ describe('misspelled options are refused, never silently defaulted', () => {
     ['holdbackCeilings', () => holdbackCeilings([1, 0], { minCeiling: 0.5, max: 1 } as never), 'options.max: unknown option'],
     [
       'FlowController',
-      () => new FlowController({ capacity: 2, priorities: [0], minCeiling: 0, queue: 3 } as never),
+      () => new FlowController({ capacity: 2, bands: [0], minCeiling: 0, queue: 3 } as never),
       'options.queue: unknown option',
     ],
   ])('%s', (_name, make, message) => {

@@ -7,8 +7,8 @@
 
 /** One band of an admission controller, as of now. */
 export interface AdmissionBandFigures {
-  /** The band's admission priority (the `band` label). */
-  readonly priority: number;
+  /** The band's rank, larger = more important (the `band` label). */
+  readonly band: number;
   /** Requests waiting in the band's queue now. */
   readonly queued: number;
   /** How long the oldest waiter of the band has waited, ms; 0 when the queue is empty. */

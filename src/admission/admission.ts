@@ -1,5 +1,5 @@
 /**
- * AdmissionGate: priority holdback on the saturation of the whole pool.
+ * AdmissionGate: band holdback on the saturation of the whole pool.
  *
  * Saturation is read from the shared LoadTable, so every worker's gate sees
  * the same figure: the pool's leases of one kind (in-flight requests,
@@ -8,10 +8,10 @@
  * explicit `capacity` — or whatever a custom `saturation()` returns. No
  * eligible backend reads as saturation 1.
  *
- * A request of band p is admitted while saturation ≤ ceiling(p) and the pool
- * is not full (so every band flows on an idle pool); otherwise it waits in
- * p's FIFO queue. When capacity frees, the highest band is served first; an
- * empty band never blocks a lower one.
+ * A request of band b (a rank: larger = more important) is admitted while
+ * saturation ≤ ceiling(b) and the pool is not full (so every band flows on an
+ * idle pool); otherwise it waits in b's FIFO queue. When capacity frees, the
+ * highest band is served first; an empty band never blocks a lower one.
  *
  * Across threads the gates of one table act as one queue per band: every
  * waiter takes a ticket from the table, each gate publishes its oldest
@@ -26,7 +26,7 @@
 import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { realTimers, timerSourceProblem, type TimerSource } from '../core/timers.js';
 import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
-import type { AcquireAsyncOptions, AcquireOptions, LeaseKindName } from '../runtime/acquire-options.js';
+import { checkAsyncPriority, type AcquireAsyncOptions, type AcquireOptions, type LeaseKindName } from '../runtime/acquire-options.js';
 import type { AdmissionHook } from '../runtime/admission-hook.js';
 import type { Lease } from '../runtime/lease.js';
 import type { PoolGauge, RowAdmission } from '../runtime/pool-gauge.js';
@@ -38,10 +38,10 @@ export type AdmissionLoadKind = LeaseKindName | 'outstanding';
 
 /** Options of {@link AdmissionGate}. */
 export interface AdmissionGateOptions extends Partial<HoldbackOptions> {
-  /** The admission bands, any order; a higher number is more important. */
-  priorities: readonly number[];
+  /** The admission bands, each a rank, any order; a larger rank is more important. */
+  bands: readonly number[];
   /**
-   * Explicit ceilings in [0, 1], `ceilings[i]` for `priorities[i]`, instead
+   * Explicit ceilings in [0, 1], `ceilings[i]` for `bands[i]`, instead
    * of the holdback options (`minCeiling`, `maxCeiling`, `shape`, `domain`).
    * A more important band may not have a lower ceiling. All equal = a single
    * static ceiling.
@@ -59,8 +59,8 @@ export interface AdmissionGateOptions extends Partial<HoldbackOptions> {
   timeoutMs?: number;
   /** Longest wait for a wake-up while something waits (the fallback re-check; releases wake the gates at once), ms; default 20. */
   pollMs?: number;
-  /** The band of a request that names none; default the most important one. */
-  defaultPriority?: number;
+  /** The band of a request that names none (one of `bands`); default the most important one. */
+  defaultBand?: number;
   /** Milliseconds for the wait statistics; default the timer source's clock. */
   clock?: () => number;
   /**
@@ -75,8 +75,8 @@ export type AdmissionRejection = 'QueueFull' | 'QueueTimeout' | 'Cancelled' | 'N
 
 /** Counters of one band, plain numbers. */
 export interface AdmissionBandStats {
-  /** The band's admission priority. */
-  priority: number;
+  /** The band's rank (larger = more important). */
+  band: number;
   /** Its ceiling in [0, 1]. */
   ceiling: number;
   /** Waiting now in this gate's queue. */
@@ -122,7 +122,8 @@ interface Waiter {
 interface Band {
   /** Position in the gate's bands, most important first: the band index of the table's queue. */
   index: number;
-  priority: number;
+  /** The band's rank, as configured (larger = more important). */
+  rank: number;
   ceiling: number;
   /** Admit while load < limit = min(capacity, floor(ceiling × capacity) + 1) (capacity mode). */
   limit: number;
@@ -135,7 +136,7 @@ interface Band {
 }
 
 const OPTION_KEYS = [
-  'priorities',
+  'bands',
   'ceilings',
   'shape',
   'domain',
@@ -147,11 +148,11 @@ const OPTION_KEYS = [
   'maxQueue',
   'timeoutMs',
   'pollMs',
-  'defaultPriority',
+  'defaultBand',
   'clock',
   'timers',
 ];
-const ASYNC_KEYS = ['key', 'priority', 'exclude', 'kind', 'signal', 'timeoutMs'];
+const ASYNC_KEYS = ['key', 'priority', 'band', 'exclude', 'kind', 'signal', 'timeoutMs'];
 
 /** Runs every check, then throws one `InvalidConfig` naming every bad option. */
 function collect(checks: (() => void)[]): void {
@@ -182,8 +183,8 @@ function freshRejected(): Record<AdmissionRejection, number> {
  * `router.acquireAsync()` goes through it.
  *
  * @example
- * const gate = new AdmissionGate(router, { priorities: [10, 5, 1], minCeiling: 0.5 });
- * const lease = await router.acquireAsync({ priority: { admission: 1 } }); // batch: held back above 50 %
+ * const gate = new AdmissionGate(router, { bands: [10, 5, 1], minCeiling: 0.5 });
+ * const lease = await router.acquireAsync({ band: 1 }); // batch: held back above 50 %
  * try { await work(lease); lease.release('success'); } catch { lease.release('failure'); }
  */
 export class AdmissionGate implements AdmissionHook {
@@ -196,7 +197,7 @@ export class AdmissionGate implements AdmissionHook {
   /** The table's queue across threads, as this router's row sees it. */
   private readonly queue: RowAdmission;
   private readonly bands: Band[];
-  private readonly byPriority = new Map<number, Band>();
+  private readonly byRank = new Map<number, Band>();
   private readonly defaultBand: Band;
   private readonly maxQueue: number;
   private readonly timeoutMs: number;
@@ -232,13 +233,13 @@ export class AdmissionGate implements AdmissionHook {
     collect([
       () => checkOptionKeys(o, OPTION_KEYS),
       () => {
-        if (!Array.isArray(o.priorities) || o.priorities.length === 0) {
-          invalidConfig('options.priorities', 'must be a non-empty array of numbers', o.priorities);
+        if (!Array.isArray(o.bands) || o.bands.length === 0) {
+          invalidConfig('options.bands', 'must be a non-empty array of band ranks (numbers)', o.bands);
         }
-        for (let i = 0; i < o.priorities.length; i++) finiteNumber(o.priorities[i], `options.priorities[${i}]`);
-        sorted = [...o.priorities].sort((a, b) => b - a);
+        for (let i = 0; i < o.bands.length; i++) finiteNumber(o.bands[i], `options.bands[${i}]`);
+        sorted = [...o.bands].sort((a, b) => b - a);
         for (let i = 1; i < sorted.length; i++)
-          if (sorted[i] === sorted[i - 1]) invalidConfig('options.priorities', `must not repeat ${sorted[i]}`);
+          if (sorted[i] === sorted[i - 1]) invalidConfig('options.bands', `must not repeat ${sorted[i]}`);
       },
       () => {
         if (o.ceilings === undefined) {
@@ -254,25 +255,21 @@ export class AdmissionGate implements AdmissionHook {
         if (o.minCeiling !== undefined || o.maxCeiling !== undefined || o.shape !== undefined || o.domain !== undefined) {
           invalidConfig('options.ceilings', 'excludes minCeiling, maxCeiling, shape and domain (give one or the other)');
         }
-        if (!Array.isArray(o.ceilings) || o.ceilings.length !== o.priorities?.length) {
-          invalidConfig(
-            'options.ceilings',
-            `must be an array of ${o.priorities?.length ?? 0} numbers in [0, 1], one per priority`,
-            o.ceilings,
-          );
+        if (!Array.isArray(o.ceilings) || o.ceilings.length !== o.bands?.length) {
+          invalidConfig('options.ceilings', `must be an array of ${o.bands?.length ?? 0} numbers in [0, 1], one per band`, o.ceilings);
         }
         const by = new Map<number, number>();
         for (let i = 0; i < o.ceilings.length; i++) {
           const c = o.ceilings[i];
           if (typeof c !== 'number' || !(c >= 0 && c <= 1)) invalidConfig(`options.ceilings[${i}]`, 'must be a number in [0, 1]', c);
-          by.set(o.priorities[i]!, c);
+          by.set(o.bands[i]!, c);
         }
         ceilings = sorted.map((p) => by.get(p)!);
         for (let i = 1; i < ceilings.length; i++) {
           if (ceilings[i]! > ceilings[i - 1]!) {
             invalidConfig(
               'options.ceilings',
-              `priority ${sorted[i]} has a higher ceiling (${ceilings[i]}) than the more important ${sorted[i - 1]} (${ceilings[i - 1]})`,
+              `band ${sorted[i]} has a higher ceiling (${ceilings[i]}) than the more important ${sorted[i - 1]} (${ceilings[i - 1]})`,
             );
           }
         }
@@ -301,8 +298,8 @@ export class AdmissionGate implements AdmissionHook {
         if (o.pollMs !== undefined) positiveNumber(o.pollMs, 'options.pollMs');
       },
       () => {
-        if (o.defaultPriority !== undefined && !o.priorities?.includes?.(o.defaultPriority)) {
-          invalidConfig('options.defaultPriority', 'must be one of options.priorities', o.defaultPriority);
+        if (o.defaultBand !== undefined && !o.bands?.includes?.(o.defaultBand)) {
+          invalidConfig('options.defaultBand', 'must be one of options.bands', o.defaultBand);
         }
       },
       () => {
@@ -326,9 +323,9 @@ export class AdmissionGate implements AdmissionHook {
     this.timers = o.timers ?? realTimers;
     const timers = this.timers;
     this.clock = o.clock ?? (() => timers.now());
-    this.bands = sorted.map((priority, i) => ({
+    this.bands = sorted.map((rank, i) => ({
       index: i,
-      priority,
+      rank,
       ceiling: ceilings[i]!,
       limit: 0,
       queue: [],
@@ -338,23 +335,24 @@ export class AdmissionGate implements AdmissionHook {
       admittedAfterWait: 0,
       rejected: freshRejected(),
     }));
-    for (const band of this.bands) this.byPriority.set(band.priority, band);
-    this.defaultBand = this.byPriority.get(o.defaultPriority ?? sorted[0]!)!;
+    for (const band of this.bands) this.byRank.set(band.rank, band);
+    this.defaultBand = this.byRank.get(o.defaultBand ?? sorted[0]!)!;
     router.attachAdmission(this);
     router.gauge.onRelease(() => this.released());
   }
 
   /** Each band's ceiling, most important first. */
-  ceilings(): { priority: number; ceiling: number }[] {
-    return this.bands.map((b) => ({ priority: b.priority, ceiling: b.ceiling }));
+  ceilings(): { band: number; ceiling: number }[] {
+    return this.bands.map((b) => ({ band: b.rank, ceiling: b.ceiling }));
   }
 
   /**
-   * Admits a request of band `priority.admission` (now, or after waiting in
-   * its FIFO queue) and takes the lease. Rejects with `QueueFull`,
-   * `QueueTimeout`, `Cancelled`, `Closed`, `NoEligibleCandidates` or the
-   * acquire's own error; `InvalidConfig` for bad options.
-   * `router.acquireAsync(opts)` calls this.
+   * Admits a request of `band` (now, or after waiting in its FIFO queue)
+   * and takes the lease; `priority` is the failover tier, as in
+   * `router.acquire`. Rejects with `QueueFull`, `QueueTimeout`, `Cancelled`,
+   * `Closed`, `NoEligibleCandidates` or the acquire's own error;
+   * `InvalidConfig` for bad options (an object `priority`, the pre-1.0
+   * admission form, names `band`). `router.acquireAsync(opts)` calls this.
    */
   acquireAsync(opts?: AcquireAsyncOptions): Promise<Lease> {
     let band = this.defaultBand;
@@ -365,30 +363,23 @@ export class AdmissionGate implements AdmissionHook {
       try {
         if (typeof opts !== 'object' || opts === null) invalidConfig('acquireAsync(options)', 'must be an object', opts);
         checkOptionKeys(opts, ASYNC_KEYS, 'acquireAsync(options)');
-        const { signal: s, timeoutMs: t, priority, ...rest } = opts;
-        let failover: number | undefined;
-        if (typeof priority === 'object' && priority !== null) {
-          checkOptionKeys(priority, ['admission', 'failover'], 'acquireAsync(options).priority');
-          failover = priority.failover;
-          if (priority.admission !== undefined) {
-            const b = this.byPriority.get(priority.admission);
-            if (b === undefined) {
-              invalidConfig(
-                'acquireAsync(options).priority.admission',
-                `must be one of the gate's priorities (${this.bands.map((x) => x.priority).join(', ')})`,
-                priority.admission,
-              );
-            }
-            band = b;
+        const { signal: s, timeoutMs: t, band: rank, ...rest } = opts;
+        if (rank !== undefined) {
+          const b = this.byRank.get(rank);
+          if (b === undefined) {
+            invalidConfig(
+              'acquireAsync(options).band',
+              `must be one of the gate's bands (${this.bands.map((x) => x.rank).join(', ')})`,
+              rank,
+            );
           }
-        } else if (priority !== undefined) {
-          failover = priority;
+          band = b;
         }
-        if (failover !== undefined) integerIn(failover, 'acquireAsync(options).priority.failover', 0);
+        checkAsyncPriority(rest.priority);
         if (t !== undefined) timeoutMs = positiveNumber(t, 'acquireAsync(options).timeoutMs');
         if (s !== undefined && !(s instanceof AbortSignal)) invalidConfig('acquireAsync(options).signal', 'must be an AbortSignal', s);
         signal = s;
-        acquireOpts = failover === undefined ? rest : { ...rest, priority: failover };
+        acquireOpts = rest;
       } catch (err) {
         return Promise.reject(err);
       }
@@ -412,7 +403,7 @@ export class AdmissionGate implements AdmissionHook {
         this.reject(
           band,
           'QueueFull',
-          new PoiseError('QueueFull', `acquireAsync: band ${band.priority} already holds ${this.maxQueue} waiters (options.maxQueue)`),
+          new PoiseError('QueueFull', `acquireAsync: band ${band.rank} already holds ${this.maxQueue} waiters (options.maxQueue)`),
         ),
       );
     }
@@ -435,7 +426,7 @@ export class AdmissionGate implements AdmissionHook {
             this.reject(
               band,
               'QueueTimeout',
-              new PoiseError('QueueTimeout', `acquireAsync: band ${band.priority} waited ${timeoutMs} ms for capacity`),
+              new PoiseError('QueueTimeout', `acquireAsync: band ${band.rank} waited ${timeoutMs} ms for capacity`),
             ),
           );
         }
@@ -502,7 +493,7 @@ export class AdmissionGate implements AdmissionHook {
       bands: this.bands.map((b) => {
         const oldest = this.headOf(b);
         return {
-          priority: b.priority,
+          band: b.rank,
           ceiling: b.ceiling,
           queued: b.live,
           oldestWaitMs: oldest === undefined ? 0 : Math.max(0, now - oldest.at),
@@ -687,7 +678,7 @@ function reasonOf(err: unknown): AdmissionRejection {
  * Several gates' figures as one — every proxy worker's gate, for metrics:
  * counts and queue lengths add up, the oldest wait is the longest; the
  * saturation, capacity and load are the pool's (the same table), taken from
- * the first gate that reported. Bands are matched by priority. Undefined
+ * the first gate that reported. Bands are matched by rank. Undefined
  * entries (a worker restarting) are skipped.
  */
 export function sumAdmissionStats(parts: readonly (AdmissionStats | undefined)[]): AdmissionStats {
@@ -698,9 +689,9 @@ export function sumAdmissionStats(parts: readonly (AdmissionStats | undefined)[]
   for (const p of present) {
     waiting += p.waiting;
     for (const b of p.bands) {
-      const sum = bands.get(b.priority);
+      const sum = bands.get(b.band);
       if (sum === undefined) {
-        bands.set(b.priority, { ...b, rejected: { ...b.rejected } });
+        bands.set(b.band, { ...b, rejected: { ...b.rejected } });
         continue;
       }
       sum.queued += b.queued;
@@ -715,6 +706,6 @@ export function sumAdmissionStats(parts: readonly (AdmissionStats | undefined)[]
     capacity: first?.capacity ?? 0,
     load: first?.load ?? 0,
     waiting,
-    bands: [...bands.values()].sort((a, b) => b.priority - a.priority),
+    bands: [...bands.values()].sort((a, b) => b.band - a.band),
   };
 }

@@ -1,15 +1,15 @@
 /**
- * FlowController: a concurrency limit with priority holdback.
+ * FlowController: a concurrency limit with band holdback.
  *
  * Saturation is the fraction of `capacity` held by admitted permits. As in
- * the holdback seed, a priority is held back while saturation exceeds its
- * ceiling (from {@link holdbackCeilings}): a request of priority p is
- * admitted when saturation ≤ ceiling(p) and a permit is free; otherwise it
- * waits in p's FIFO queue. So every priority flows on an idle pool, even one
- * whose ceiling is 0. When a permit is released, queues are served highest
- * priority first. So as the pool fills, the lowest priority is held back
- * first and the highest keeps flowing up to `maxCeiling` (default: the whole
- * capacity) — the holdback policy of the flow-control seed, applied to
+ * the holdback seed, a band (a rank: larger = more important) is held back
+ * while saturation exceeds its ceiling (from {@link holdbackCeilings}): a
+ * request of band b is admitted when saturation ≤ ceiling(b) and a permit is
+ * free; otherwise it waits in b's FIFO queue. So every band flows on an idle
+ * pool, even one whose ceiling is 0. When a permit is released, queues are
+ * served most important band first. So as the pool fills, the lowest band is
+ * held back first and the highest keeps flowing up to `maxCeiling` (default:
+ * the whole capacity) — the holdback policy of the flow-control seed, applied to
  * connection or request admission in front of a Router.
  */
 import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
@@ -20,15 +20,16 @@ import { integerIn, finiteNumber } from '../core/validate.js';
 export interface FlowControllerOptions extends HoldbackOptions {
   /** Permits available at saturation 1: a positive integer. */
   capacity: number;
-  /** The active priorities, any order; a higher number is more important. */
-  priorities: readonly number[];
-  /** Waiters per priority before `acquire` rejects with `Overloaded`; default 1024. */
+  /** The bands, each a rank, any order; a larger rank is more important. */
+  bands: readonly number[];
+  /** Waiters per band before `acquire` rejects with `Overloaded`; default 1024. */
   maxQueue?: number;
 }
 
 /** An admission; `release()` returns its capacity exactly once. */
 export interface Permit {
-  readonly priority: number;
+  /** The band it was admitted in. */
+  readonly band: number;
   release(): void;
 }
 
@@ -40,7 +41,7 @@ interface Waiter {
 }
 
 interface Lane {
-  priority: number;
+  rank: number;
   ceiling: number;
   /** Admit while held < limit = min(capacity, floor(ceiling × capacity) + 1). */
   limit: number;
@@ -49,14 +50,14 @@ interface Lane {
 
 /**
  * @example
- * const flow = new FlowController({ capacity: 64, priorities: [2, 1, 0], minCeiling: 0.5 });
+ * const flow = new FlowController({ capacity: 64, bands: [2, 1, 0], minCeiling: 0.5 });
  * const permit = await flow.acquire(0);   // batch traffic: held back above 50 % saturation
  * try { await work(); } finally { permit.release(); }
  */
 export class FlowController {
   readonly capacity: number;
   private readonly lanes: Lane[];
-  private readonly byPriority = new Map<number, Lane>();
+  private readonly byRank = new Map<number, Lane>();
   private readonly maxQueue: number;
   private held = 0;
   private closed = false;
@@ -64,17 +65,17 @@ export class FlowController {
   /** Throws `InvalidConfig` naming a bad option. */
   constructor(opts: FlowControllerOptions) {
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['capacity', 'priorities', 'maxQueue', 'shape', 'domain', 'minCeiling', 'maxCeiling']);
-    const { capacity, priorities, maxQueue = 1024 } = opts;
+    checkOptionKeys(opts, ['capacity', 'bands', 'maxQueue', 'shape', 'domain', 'minCeiling', 'maxCeiling']);
+    const { capacity, bands, maxQueue = 1024 } = opts;
     integerIn(capacity, 'options.capacity', 1);
     integerIn(maxQueue, 'options.maxQueue', 0);
-    if (!Array.isArray(priorities) || priorities.length === 0) {
-      invalidConfig('options.priorities', 'must be a non-empty array of numbers', priorities);
+    if (!Array.isArray(bands) || bands.length === 0) {
+      invalidConfig('options.bands', 'must be a non-empty array of band ranks (numbers)', bands);
     }
-    for (let i = 0; i < priorities.length; i++) finiteNumber(priorities[i], `options.priorities[${i}]`);
-    const sorted = [...priorities].sort((a, b) => b - a);
+    for (let i = 0; i < bands.length; i++) finiteNumber(bands[i], `options.bands[${i}]`);
+    const sorted = [...bands].sort((a, b) => b - a);
     for (let i = 1; i < sorted.length; i++) {
-      if (sorted[i] === sorted[i - 1]) invalidConfig('options.priorities', `must not repeat ${sorted[i]}`);
+      if (sorted[i] === sorted[i - 1]) invalidConfig('options.bands', `must not repeat ${sorted[i]}`);
     }
     const ceilings = holdbackCeilings(sorted, {
       shape: opts.shape,
@@ -84,14 +85,14 @@ export class FlowController {
     });
     this.capacity = capacity;
     this.maxQueue = maxQueue;
-    this.lanes = sorted.map((priority, i) => {
+    this.lanes = sorted.map((rank, i) => {
       const ceiling = ceilings[i]!;
       // Admit while held / capacity <= ceiling and a permit is free:
       // held <= floor(ceiling × capacity) and held < capacity. A tiny epsilon
       // keeps 0.3 × 10 from flooring to 2.
-      return { priority, ceiling, limit: Math.min(capacity, Math.floor(ceiling * capacity + 1e-9) + 1), queue: [] };
+      return { rank, ceiling, limit: Math.min(capacity, Math.floor(ceiling * capacity + 1e-9) + 1), queue: [] };
     });
-    for (const lane of this.lanes) this.byPriority.set(lane.priority, lane);
+    for (const lane of this.lanes) this.byRank.set(lane.rank, lane);
   }
 
   /** Current saturation: held permits / capacity. */
@@ -104,30 +105,30 @@ export class FlowController {
     return this.held;
   }
 
-  /** Each priority's ceiling, highest priority first. */
-  ceilings(): { priority: number; ceiling: number; limit: number; queued: number }[] {
-    return this.lanes.map((l) => ({ priority: l.priority, ceiling: l.ceiling, limit: l.limit, queued: l.queue.length }));
+  /** Each band's ceiling, most important first. */
+  ceilings(): { band: number; ceiling: number; limit: number; queued: number }[] {
+    return this.lanes.map((l) => ({ band: l.rank, ceiling: l.ceiling, limit: l.limit, queued: l.queue.length }));
   }
 
-  /** A permit now, or undefined when `priority` is held back (nothing is queued). */
-  tryAcquire(priority: number): Permit | undefined {
-    const lane = this.lane(priority);
+  /** A permit now, or undefined when `band` is held back (nothing is queued). */
+  tryAcquire(band: number): Permit | undefined {
+    const lane = this.lane(band);
     if (this.closed || !this.admissible(lane)) return undefined;
     return this.grant(lane);
   }
 
   /**
-   * Resolves with a permit once `priority` is admissible. Rejects with
+   * Resolves with a permit once `band` is admissible. Rejects with
    * `Overloaded` when its queue is full or the controller is closed, and with
    * the signal's reason when `signal` aborts first.
    */
-  acquire(priority: number, opts: { signal?: AbortSignal } = {}): Promise<Permit> {
-    const lane = this.lane(priority);
+  acquire(band: number, opts: { signal?: AbortSignal } = {}): Promise<Permit> {
+    const lane = this.lane(band);
     if (this.closed) return Promise.reject(new PoiseError('Overloaded', 'flow controller is closed'));
     if (opts.signal?.aborted) return Promise.reject(opts.signal.reason);
     if (this.admissible(lane)) return Promise.resolve(this.grant(lane));
     if (lane.queue.length >= this.maxQueue) {
-      return Promise.reject(new PoiseError('Overloaded', `priority ${priority}: queue full (${this.maxQueue} waiting)`));
+      return Promise.reject(new PoiseError('Overloaded', `band ${band}: queue full (${this.maxQueue} waiting)`));
     }
     return new Promise<Permit>((resolve, reject) => {
       const waiter: Waiter = { resolve, reject, signal: opts.signal, onAbort: undefined };
@@ -155,10 +156,10 @@ export class FlowController {
     }
   }
 
-  private lane(priority: number): Lane {
-    const lane = this.byPriority.get(priority);
+  private lane(band: number): Lane {
+    const lane = this.byRank.get(band);
     if (lane === undefined) {
-      invalidConfig('priority', `must be one of the configured priorities (${this.lanes.map((l) => l.priority).join(', ')})`, priority);
+      invalidConfig('band', `must be one of the configured bands (${this.lanes.map((l) => l.rank).join(', ')})`, band);
     }
     return lane;
   }
@@ -177,7 +178,7 @@ export class FlowController {
     this.held++;
     let open = true;
     return {
-      priority: lane.priority,
+      band: lane.rank,
       release: () => {
         if (!open) return;
         open = false;

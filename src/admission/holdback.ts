@@ -1,14 +1,15 @@
 /**
- * Priority holdback ceilings: per-priority admission ceilings in [0, 1]
- * against pool saturation. As saturation rises, lower-priority traffic is
- * held back first, reserving headroom for higher-priority work.
+ * Band holdback ceilings: per-band admission ceilings in [0, 1] against
+ * pool saturation. A band is a rank, larger = more important. As saturation
+ * rises, the less important bands are held back first, reserving headroom
+ * for the more important work.
  *
- * The highest priority gets `maxCeiling`, the lowest `minCeiling`:
- * - `domain: 'rank'` (default) spaces ceilings evenly by ordinal rank:
- *   c_i = max − i · (max − min) / (N − 1), i = 0 for the highest priority;
- * - `domain: 'value'` scales by the numeric priority within the active range:
- *   c_i = min + (p_i − pMin) / (pMax − pMin) · (max − min).
- * A single active priority (or all equal values) gets `maxCeiling`.
+ * The most important band gets `maxCeiling`, the least `minCeiling`:
+ * - `domain: 'rank'` (default) spaces ceilings evenly by ordinal position:
+ *   c_i = max − i · (max − min) / (N − 1), i = 0 for the most important band;
+ * - `domain: 'value'` scales by the band's number within the active range:
+ *   c_i = min + (b_i − bMin) / (bMax − bMin) · (max − min).
+ * A single active band (or all equal values) gets `maxCeiling`.
  */
 import { invalidConfig, checkOptionKeys } from '../core/errors.js';
 import { finiteNumber } from '../core/validate.js';
@@ -19,22 +20,22 @@ export interface HoldbackOptions {
   shape?: 'linear';
   /** `'rank'` (default) or `'value'`. */
   domain?: 'rank' | 'value';
-  /** Ceiling of the lowest priority, in [0, 1). Required: no default is right for everyone. */
+  /** Ceiling of the least important band, in [0, 1). Required: no default is right for everyone. */
   minCeiling: number;
-  /** Ceiling of the highest priority, in (0, 1]; default 1; must be ≥ minCeiling. */
+  /** Ceiling of the most important band, in (0, 1]; default 1; must be ≥ minCeiling. */
   maxCeiling?: number;
 }
 
 /**
- * Ceilings for priorities given in descending order (highest first; higher
- * numbers are more important, as in the flow-control seed). Returns one
- * ceiling per priority, in the same order.
+ * Ceilings for bands given in descending order (most important first;
+ * larger numbers are more important, as in the flow-control seed). Returns
+ * one ceiling per band, in the same order.
  *
  * @example
  * holdbackCeilings([10, 5, 1], { minCeiling: 0.4, maxCeiling: 0.9 });                 // [0.9, 0.65, 0.4]
  * holdbackCeilings([10, 5, 1], { minCeiling: 0.4, maxCeiling: 0.9, domain: 'value' }); // [0.9, 0.622…, 0.4]
  */
-export function holdbackCeilings(prioritiesDescending: readonly number[], options: HoldbackOptions): number[] {
+export function holdbackCeilings(bandsDescending: readonly number[], options: HoldbackOptions): number[] {
   checkOptionKeys(options, ['shape', 'domain', 'minCeiling', 'maxCeiling']);
   const { shape = 'linear', domain = 'rank', minCeiling, maxCeiling = 1 } = options ?? ({} as HoldbackOptions);
   if (shape !== 'linear') invalidConfig('options.shape', 'must be "linear"', shape);
@@ -48,13 +49,13 @@ export function holdbackCeilings(prioritiesDescending: readonly number[], option
   if (minCeiling > maxCeiling) {
     invalidConfig('options.minCeiling', `must not exceed options.maxCeiling (${maxCeiling})`, minCeiling);
   }
-  if (!Array.isArray(prioritiesDescending)) invalidConfig('prioritiesDescending', 'must be an array', prioritiesDescending);
-  const n = prioritiesDescending.length;
+  if (!Array.isArray(bandsDescending)) invalidConfig('bandsDescending', 'must be an array', bandsDescending);
+  const n = bandsDescending.length;
   for (let i = 0; i < n; i++) {
-    const p = prioritiesDescending[i];
-    finiteNumber(p, `prioritiesDescending[${i}]`);
-    if (i > 0 && !(p < prioritiesDescending[i - 1]!)) {
-      invalidConfig(`prioritiesDescending[${i}]`, `must be strictly below the previous priority ${prioritiesDescending[i - 1]}`, p);
+    const p = bandsDescending[i];
+    finiteNumber(p, `bandsDescending[${i}]`);
+    if (i > 0 && !(p < bandsDescending[i - 1]!)) {
+      invalidConfig(`bandsDescending[${i}]`, `must be strictly below the previous band ${bandsDescending[i - 1]}`, p);
     }
   }
   if (n === 0) return [];
@@ -62,11 +63,11 @@ export function holdbackCeilings(prioritiesDescending: readonly number[], option
   const span = maxCeiling - minCeiling;
   if (domain === 'rank') {
     // The last one is pinned to minCeiling exactly (no float drift at the end).
-    return prioritiesDescending.map((_, i) => (i === n - 1 ? minCeiling : maxCeiling - (i * span) / (n - 1)));
+    return bandsDescending.map((_, i) => (i === n - 1 ? minCeiling : maxCeiling - (i * span) / (n - 1)));
   }
-  const pMax = prioritiesDescending[0]!;
-  const pMin = prioritiesDescending[n - 1]!;
-  return prioritiesDescending.map((p, i) =>
+  const pMax = bandsDescending[0]!;
+  const pMin = bandsDescending[n - 1]!;
+  return bandsDescending.map((p, i) =>
     i === 0 ? maxCeiling : i === n - 1 ? minCeiling : minCeiling + ((p - pMin) / (pMax - pMin)) * span,
   );
 }

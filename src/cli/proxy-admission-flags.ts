@@ -1,5 +1,5 @@
 /**
- * The admission flags of `poise proxy`: priority bands held back by the
+ * The admission flags of `poise proxy`: bands (each a rank, larger = more important) held back by the
  * pool's saturation (admission/admission.ts, docs/admission.md).
  *
  *     --admission-ceiling-min 0.5 --band web=10 --band batch=1:127.0.0.1:6001 --band-cidr 10.8.0.0/16=batch
@@ -30,17 +30,18 @@ export const ADMISSION_FLAGS = {
 } as const satisfies FlagSpecs;
 
 /** Their --help lines. */
-export const ADMISSION_HELP = `admission (priority holdback on the pool's saturation, docs/admission.md):
-  --band NAME=PRIORITY[:HOST:PORT]
-                           an admission band, repeatable; with HOST:PORT the band gets its
-                           own listener (every client there is in that band)
+export const ADMISSION_HELP = `admission (band holdback on the pool's saturation, docs/admission.md):
+  --band NAME=RANK[:HOST:PORT]
+                           an admission band, repeatable; a larger RANK is more important
+                           (ranks are not failover priorities); with HOST:PORT the band
+                           gets its own listener (every client there is in that band)
   --band-cidr CIDR=NAME    clients of --listen from CIDR are in band NAME, repeatable
                            (longest prefix wins; IPv4 or IPv6)
-  --band-default NAME      band of --listen clients no CIDR matches (default: the highest)
+  --band-default NAME      band of --listen clients no CIDR matches (default: the highest rank)
   --admission-ceiling-min X
-                           ceiling of the lowest band, in [0, 1) (required with --band)
+                           ceiling of the lowest-ranked band, in [0, 1) (required with --band)
   --admission-ceiling-max X
-                           ceiling of the highest band, in (0, 1] (default 1)
+                           ceiling of the highest-ranked band, in (0, 1] (default 1)
   --admission-capacity N   connections at saturation 1 (default: the sum of the backends'
                            maxInflight; give it when backends have none)
   --admission-timeout D    longest wait for admission, 1ms..24h (default 60s)
@@ -67,7 +68,7 @@ export interface AdmissionFlags {
   /** --band-default. */
   defaultBand: string | undefined;
   /** The AdmissionGate options from the --admission-* flags. */
-  gate: Omit<AdmissionGateOptions, 'priorities'>;
+  gate: Omit<AdmissionGateOptions, 'bands'>;
 }
 
 function ceilingFlag(flag: string, raw: string | undefined, lowOpen: boolean, highOpen: boolean): number | undefined {
@@ -103,14 +104,13 @@ export function admissionFlags(values: FlagValues<typeof ADMISSION_FLAGS>): Admi
       const m = /^([A-Za-z0-9_.-]{1,64})=([+-]?\d+)(?::(.+))?$/.exec(raw);
       if (m === null)
         throw new UsageError(
-          `--band #${i + 1}: must be NAME=PRIORITY or NAME=PRIORITY:HOST:PORT (NAME of letters, digits, _ . -), got ${JSON.stringify(raw)}`,
+          `--band #${i + 1}: must be NAME=RANK or NAME=RANK:HOST:PORT (NAME of letters, digits, _ . -), got ${JSON.stringify(raw)}`,
           '--band',
         );
-      const band = { name: m[1]!, priority: Number(m[2]) };
+      const band = { name: m[1]!, rank: Number(m[2]) };
       if (bands.some((b) => b.name === band.name))
         throw new UsageError(`--band #${i + 1}: band ${JSON.stringify(band.name)} given twice`, '--band');
-      if (bands.some((b) => b.priority === band.priority))
-        throw new UsageError(`--band #${i + 1}: priority ${band.priority} given to two bands`, '--band');
+      if (bands.some((b) => b.rank === band.rank)) throw new UsageError(`--band #${i + 1}: rank ${band.rank} given to two bands`, '--band');
       bands.push(band);
       if (m[3] !== undefined) {
         const at = parseAddress(m[3]);
@@ -223,9 +223,9 @@ export function noAdmission(): ProxyAdmissionRun {
   };
 }
 
-/** The options of the gate(s) from the flags: kind `connection`, every band's priority. */
+/** The options of the gate(s) from the flags: kind `connection`, every band's rank. */
 function gateOptions(f: AdmissionFlags): AdmissionGateData {
-  return { priorities: f.bands.map((b) => b.priority), kind: 'connection', ...f.gate };
+  return { bands: f.bands.map((b) => b.rank), kind: 'connection', ...f.gate };
 }
 
 /** Starts the per-band listeners; a listen error names the --band. */
@@ -248,7 +248,7 @@ function bandNotAccepting(extra: readonly { l: BandListener; proxy: TcpProxy }[]
   return down === undefined ? undefined : `--band ${down.l.band.name} listener ${down.l.host}:${down.l.port} is not up`;
 }
 
-function bandsReady(log: Logger, f: AdmissionFlags, capacity: number, ceilings: { priority: number; ceiling: number }[]): void {
+function bandsReady(log: Logger, f: AdmissionFlags, capacity: number, ceilings: { band: number; ceiling: number }[]): void {
   if (capacity === Number.POSITIVE_INFINITY)
     log.warn('admission: a backend has no maxInflight and no --admission-capacity is given, so the pool never saturates');
   log.info({ bands: f.bands, ceilings, capacity }, 'admission bands ready');
@@ -267,7 +267,7 @@ export function proxyAdmission(
   if (f === undefined) return noAdmission();
   const gate = new AdmissionGate(router, gateOptions(f));
   const main = new CidrBands({ bands: f.bands, cidrs: f.cidrs, defaultBand: f.defaultBand });
-  const extra = f.listeners.map((l) => ({ l, proxy: proxyFor(l.host, l.port, fixedBand(l.band.priority)) }));
+  const extra = f.listeners.map((l) => ({ l, proxy: proxyFor(l.host, l.port, fixedBand(l.band.rank)) }));
   return {
     main,
     admissionStats: () => gate.admissionStats(),
@@ -304,7 +304,7 @@ export function workerAdmission(
 ): WorkerAdmissionRun {
   const options = gateOptions(f);
   const main = new CidrBands({ bands: f.bands, cidrs: f.cidrs, defaultBand: f.defaultBand });
-  const extra = f.listeners.map((l, i) => ({ l, proxy: proxyFor(l.host, l.port, fixedBand(l.band.priority), i, options) }));
+  const extra = f.listeners.map((l, i) => ({ l, proxy: proxyFor(l.host, l.port, fixedBand(l.band.rank), i, options) }));
   const proxies = extra.map((e) => e.proxy);
   let last: AdmissionStats = sumAdmissionStats([]);
   const refresh = async (): Promise<void> => {
@@ -325,7 +325,7 @@ export function workerAdmission(
         log,
         f,
         last.capacity,
-        last.bands.map((b) => ({ priority: b.priority, ceiling: b.ceiling })),
+        last.bands.map((b) => ({ band: b.band, ceiling: b.ceiling })),
       );
     },
     async close() {

@@ -40,7 +40,7 @@ export type PoiseErrorCode =
    * caller's input: nothing was applied or written, the last good state is kept.
    */
   | 'Corrupt'
-  /** Admission refused: the request's priority band already holds its queue limit of waiters. */
+  /** Admission refused: the request's band already holds its queue limit of waiters. */
   | 'QueueFull'
   /** Admission refused: the request waited in its band's queue for its whole timeout. */
   | 'QueueTimeout'

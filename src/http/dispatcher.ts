@@ -28,9 +28,9 @@ export interface RouteOptions {
   key?: string | number;
   /** Only backends of this failover priority. */
   priority?: number;
-  /** The admission band: the first lease is taken through `router.acquireAsync` (an `AdmissionGate` may hold it). */
-  admissionPriority?: number;
-  /** Longest wait for admission, ms (the gate's default otherwise); only with `admissionPriority`. */
+  /** The admission band (its rank, larger = more important): the first lease is taken through `router.acquireAsync` (an `AdmissionGate` may hold it). */
+  band?: number;
+  /** Longest wait for admission, ms (the gate's default otherwise); only with `band`. */
   admissionTimeoutMs?: number;
 }
 
@@ -57,8 +57,8 @@ export interface PoiseDispatcherOptions {
   factory?: PoolFactory;
   /** Shared per-backend request counters for `/metrics` (`HttpCounters.create`). */
   counters?: HttpCounters;
-  /** The default admission band of every request (see {@link RouteOptions.admissionPriority}). */
-  admissionPriority?: number;
+  /** The default admission band of every request (see {@link RouteOptions.band}). */
+  band?: number;
   /** The default longest wait for admission, ms. */
   admissionTimeoutMs?: number;
   /** Per-request routing from the dispatch options (headers, path): a key, a failover priority, an admission band. */
@@ -76,12 +76,12 @@ const OPTION_KEYS = [
   'pool',
   'factory',
   'counters',
-  'admissionPriority',
+  'band',
   'admissionTimeoutMs',
   'route',
   'clock',
 ];
-const ROUTE_KEYS = ['key', 'priority', 'admissionPriority', 'admissionTimeoutMs'];
+const ROUTE_KEYS = ['key', 'priority', 'band', 'admissionTimeoutMs'];
 
 /**
  * The installed undici's pools run the older handler API natively: undici 7
@@ -147,7 +147,7 @@ export class PoiseDispatcher extends Dispatcher {
   readonly origin: string;
   private readonly core: DispatchCore;
   private readonly route: ((options: Dispatcher.DispatchOptions) => RouteOptions | undefined) | undefined;
-  private readonly admission: { priority: number; timeoutMs: number | undefined } | undefined;
+  private readonly admission: { band: number; timeoutMs: number | undefined } | undefined;
   private isClosed = false;
   private isDestroyed = false;
   private closing: Promise<void> | undefined;
@@ -296,20 +296,16 @@ export class PoiseDispatcher extends Dispatcher {
     if (typeof r.key === 'number') finiteNumber(r.key, 'route().key');
     if (r.priority !== undefined) integerIn(r.priority, 'route().priority', 0);
     let admission = this.admission;
-    if (r.admissionPriority !== undefined) {
+    if (r.band !== undefined) {
       admission = {
-        priority: finiteNumber(r.admissionPriority, 'route().admissionPriority'),
+        band: finiteNumber(r.band, 'route().band'),
         timeoutMs:
           r.admissionTimeoutMs === undefined ? admission?.timeoutMs : positiveNumber(r.admissionTimeoutMs, 'route().admissionTimeoutMs'),
       };
     } else if (r.admissionTimeoutMs !== undefined) {
       if (admission === undefined)
-        invalidConfig(
-          'route().admissionTimeoutMs',
-          'needs an admission band (route().admissionPriority or options.admissionPriority)',
-          r.admissionTimeoutMs,
-        );
-      admission = { priority: admission.priority, timeoutMs: positiveNumber(r.admissionTimeoutMs, 'route().admissionTimeoutMs') };
+        invalidConfig('route().admissionTimeoutMs', 'needs an admission band (route().band or options.band)', r.admissionTimeoutMs);
+      admission = { band: admission.band, timeoutMs: positiveNumber(r.admissionTimeoutMs, 'route().admissionTimeoutMs') };
     }
     return { key: r.key, priority: r.priority, admission };
   }

@@ -57,7 +57,7 @@ export interface DispatchCore {
 export interface RouteHints {
   key: string | number | undefined;
   priority: number | undefined;
-  admission: { priority: number; timeoutMs: number | undefined } | undefined;
+  admission: { band: number; timeoutMs: number | undefined } | undefined;
 }
 
 /** The undici dispatch options the dispatcher reads (it passes them on to the pool as they are). @internal */
@@ -189,14 +189,15 @@ export class RoutedRequest implements DispatchController {
   }
 
   /** The first lease through the router's admission gate (`acquireAsync`): it may wait, and the caller may abort meanwhile. */
-  private admit(hints: RouteHints, admission: { priority: number; timeoutMs: number | undefined }): void {
+  private admit(hints: RouteHints, admission: { band: number; timeoutMs: number | undefined }): void {
     const waiting = new AbortController();
     this.waiting = waiting;
     this.core.router
       .acquireAsync({
         kind: 'request',
         key: hints.key,
-        priority: { admission: admission.priority, failover: hints.priority },
+        band: admission.band,
+        priority: hints.priority,
         signal: waiting.signal,
         timeoutMs: admission.timeoutMs,
       })

@@ -431,18 +431,18 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
     gauge('admission_saturation_ratio', 'Pool saturation the admission controller sees (load / capacity).', [], (g, s) => {
       if (s.admission?.saturation !== undefined) g.set({}, s.admission.saturation);
     });
-    gauge('admission_queue_length', 'Requests waiting for admission, per band (priority).', B, (g, s) => {
-      for (const b of bands(s)) g.set({ band: String(b.priority) }, b.queued);
+    gauge('admission_queue_length', 'Requests waiting for admission, per band (its rank).', B, (g, s) => {
+      for (const b of bands(s)) g.set({ band: String(b.band) }, b.queued);
     });
     gauge('admission_oldest_wait_seconds', 'How long the oldest waiter of each band has waited; 0 when its queue is empty.', B, (g, s) => {
-      for (const b of bands(s)) g.set({ band: String(b.priority) }, b.oldestWaitMs / 1000);
+      for (const b of bands(s)) g.set({ band: String(b.band) }, b.oldestWaitMs / 1000);
     });
     counter('admission_admitted_total', 'Requests admitted, per band.', B, (c, s) => {
-      for (const b of bands(s)) c.inc({ band: String(b.priority) }, b.admitted);
+      for (const b of bands(s)) c.inc({ band: String(b.band) }, b.admitted);
     });
     counter('admission_rejected_total', 'Requests rejected, per band and reason (QueueFull -> queue_full).', ['band', 'reason'], (c, s) => {
       for (const b of bands(s))
-        for (const [reason, n] of Object.entries(b.rejected)) c.inc({ band: String(b.priority), reason: snake(reason) }, n);
+        for (const [reason, n] of Object.entries(b.rejected)) c.inc({ band: String(b.band), reason: snake(reason) }, n);
     });
   }
 

@@ -28,14 +28,15 @@ export interface ConnectOptions {
   /** Aborts the whole operation (a queued admission rejects with `Cancelled`). */
   signal?: AbortSignal;
   /**
-   * The admission band of this connection: the first backend is taken
+   * The admission band of this connection (its rank, one of the gate's
+   * `bands`; larger = more important): the first backend is taken
    * through `router.acquireAsync`, so with an `AdmissionGate` attached the
    * connection waits (or is refused) while the pool's saturation is above
    * the band's ceiling. Retries after a failed connect are not queued again:
    * the connection was admitted once. Default: no admission (immediate acquire).
    */
-  admissionPriority?: number;
-  /** Longest wait for admission, ms (the gate's default otherwise); only with `admissionPriority`. */
+  band?: number;
+  /** Longest wait for admission, ms (the gate's default otherwise); only with `band`. */
   admissionTimeoutMs?: number;
   /** Monotonic milliseconds for the connect-time sample; default the timer source's clock. */
   clock?: () => number;
@@ -93,21 +94,21 @@ export function checkConnectOptions(opts: Pick<ConnectOptions, 'attempts' | 'con
 }
 
 /**
- * Validates `admissionPriority` and `admissionTimeoutMs` (shared with
+ * Validates `band` and `admissionTimeoutMs` (shared with
  * routedStream): undefined without a band; a timeout without a band is
  * refused, since nothing would wait. @internal
  */
 export function checkAdmissionOptions(
-  opts: Pick<ConnectOptions, 'admissionPriority' | 'admissionTimeoutMs'>,
-): { priority: number; timeoutMs: number | undefined } | undefined {
-  const { admissionPriority: priority, admissionTimeoutMs: timeoutMs } = opts;
+  opts: Pick<ConnectOptions, 'band' | 'admissionTimeoutMs'>,
+): { band: number; timeoutMs: number | undefined } | undefined {
+  const { band, admissionTimeoutMs: timeoutMs } = opts;
   if (timeoutMs !== undefined) positiveNumber(timeoutMs, 'options.admissionTimeoutMs');
-  if (priority === undefined) {
+  if (band === undefined) {
     if (timeoutMs !== undefined)
-      invalidConfig('options.admissionTimeoutMs', 'needs options.admissionPriority (nothing waits without a band)', timeoutMs);
+      invalidConfig('options.admissionTimeoutMs', 'needs options.band (nothing waits without a band)', timeoutMs);
     return undefined;
   }
-  return { priority: finiteNumber(priority, 'options.admissionPriority'), timeoutMs };
+  return { band: finiteNumber(band, 'options.band'), timeoutMs };
 }
 
 /**
@@ -131,7 +132,7 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
     'allowHalfOpen',
     'createSocket',
     'manualRelease',
-    'admissionPriority',
+    'band',
     'admissionTimeoutMs',
   ]);
   const admission = checkAdmissionOptions(opts);
@@ -152,7 +153,8 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
         attempt === 1 && admission !== undefined
           ? await router.acquireAsync({
               key: opts.key,
-              priority: { admission: admission.priority, failover: opts.priority },
+              band: admission.band,
+              priority: opts.priority,
               kind: 'connection',
               signal: opts.signal,
               timeoutMs: admission.timeoutMs,

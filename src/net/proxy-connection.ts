@@ -430,7 +430,7 @@ class Connection implements WheelEntry {
       this.refuse(err);
       return;
     }
-    const admissionPriority = this.host.admission?.bandOf(this.source?.address);
+    const band = this.host.admission?.bandOf(this.source?.address);
     // Both handlers catch everything they could throw: the promise they
     // return never rejects, so no error of this connection reaches the thread.
     connect(this.host.router, {
@@ -440,7 +440,7 @@ class Connection implements WheelEntry {
       signal: ac.signal,
       allowHalfOpen: true,
       manualRelease: true,
-      admissionPriority,
+      band,
       timers: s.timers,
     }).then(
       (routed) => {

@@ -86,7 +86,7 @@ export interface TcpProxyOptions extends ConnectionOptions {
    */
   admissionGate?: AdmissionGateData;
   /**
-   * Admission band of each client (`fixedBand(p)`, `new CidrBands(...)`).
+   * Admission band of each client (`fixedBand(rank)`, `new CidrBands(...)`).
    * With `workers: 0` it needs an `AdmissionGate` on the router; with
    * workers, give `admissionGate` too and each worker builds its own gate
    * (and its own copy of the selector). Default: none.
@@ -199,7 +199,7 @@ export class TcpProxy extends EventEmitter {
       if (opts.admission !== undefined && typeof opts.admission?.portable !== 'function')
         invalidConfig(
           'options.admission',
-          'must be fixedBand(p) or a CidrBands with options.workers > 0 (a custom selector cannot reach worker threads)',
+          'must be fixedBand(rank) or a CidrBands with options.workers > 0 (a custom selector cannot reach worker threads)',
           'admission',
         );
       if ((opts.admission === undefined) !== (opts.admissionGate === undefined))

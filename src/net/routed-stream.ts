@@ -23,7 +23,7 @@
  * the driver destroys the socket before it connected (its own connect
  * timeout, a pool shutting down).
  *
- * Admission: with `admissionPriority` the first lease is taken through
+ * Admission: with `band` the first lease is taken through
  * `router.acquireAsync` (an `AdmissionGate` on the router queues it in that
  * band), as `connect()` does; retries after a failed connect are not queued
  * again. While it waits the driver sees a connecting socket (`connecting`,
@@ -63,8 +63,8 @@ export interface RoutedStreamOptions {
   /** Per-attempt connect timeout, ms; default 2000. */
   connectTimeoutMs?: number;
   /** The admission band of every socket of this factory (see `connect()`'s option of that name). Default: no admission. */
-  admissionPriority?: ConnectOptions['admissionPriority'];
-  /** Longest wait for admission, ms (the gate's default otherwise); only with `admissionPriority`. */
+  band?: ConnectOptions['band'];
+  /** Longest wait for admission, ms (the gate's default otherwise); only with `band`. */
   admissionTimeoutMs?: ConnectOptions['admissionTimeoutMs'];
   /** Monotonic milliseconds for the connect-time sample; default `performance.now`. */
   clock?: () => number;
@@ -90,7 +90,7 @@ interface Settings {
   priority: number | undefined;
   attempts: number;
   timeout: number;
-  admission: { priority: number; timeoutMs: number | undefined } | undefined;
+  admission: { band: number; timeoutMs: number | undefined } | undefined;
   clock: () => number;
 }
 
@@ -231,7 +231,7 @@ export class RoutedSocket extends net.Socket {
   }
 
   /** Waits for the first lease in the gate's queue; the socket reads as connecting meanwhile. */
-  #admit(admission: { priority: number; timeoutMs: number | undefined }): void {
+  #admit(admission: { band: number; timeoutMs: number | undefined }): void {
     const { router, key, priority } = this.#s;
     const abort = new AbortController();
     this.#admission = abort;
@@ -241,7 +241,8 @@ export class RoutedSocket extends net.Socket {
     router
       .acquireAsync({
         key,
-        priority: { admission: admission.priority, failover: priority },
+        band: admission.band,
+        priority,
         kind: 'connection',
         signal: abort.signal,
         timeoutMs: admission.timeoutMs,
@@ -355,7 +356,7 @@ export class RoutedSocket extends net.Socket {
  * const mysqlPool = mysql.createPool({ stream: routedStream(mysqlRouter), user: 'root' });
  */
 export function routedStream(router: Router, opts: RoutedStreamOptions = {}): (driverOptions?: unknown) => RoutedSocket {
-  checkOptionKeys(opts, ['key', 'priority', 'attempts', 'connectTimeoutMs', 'admissionPriority', 'admissionTimeoutMs', 'clock']);
+  checkOptionKeys(opts, ['key', 'priority', 'attempts', 'connectTimeoutMs', 'band', 'admissionTimeoutMs', 'clock']);
   const { attempts, timeout } = checkConnectOptions(opts);
   const admission = checkAdmissionOptions(opts);
   const settings: Settings = {

@@ -3,6 +3,8 @@
  * admission seam (admission-hook.ts) and the gate all name them, and none of
  * them has to import another for it.
  */
+import { invalidConfig } from '../core/errors.js';
+import { integerIn } from '../core/validate.js';
 
 /** Lease kind names. */
 export type LeaseKindName = 'request' | 'connection';
@@ -19,20 +21,32 @@ export interface AcquireOptions {
   kind?: LeaseKindName;
 }
 
-/** Priorities of an asynchronous acquire: the admission band and, optionally, the failover tier. */
-export interface AcquirePriority {
-  /** The admission band (one of the gate's configured priorities; higher = more important). Default: the gate's `defaultPriority`. */
-  admission?: number;
-  /** Only backends of this failover priority (as `acquire({ priority })`). */
-  failover?: number;
-}
-
 /** Options of `Router.acquireAsync`. */
-export interface AcquireAsyncOptions extends Omit<AcquireOptions, 'priority'> {
-  /** A number is the failover tier (as `acquire`); an object names the admission band and the tier. */
-  priority?: number | AcquirePriority;
+export interface AcquireAsyncOptions extends AcquireOptions {
+  /**
+   * The admission band: its rank, one of the gate's `bands` (larger = more
+   * important). Default: the gate's `defaultBand`. Needs an `AdmissionGate`
+   * on the router. Not a failover tier: that is `priority`.
+   */
+  band?: number;
   /** Aborting it rejects a queued request with `Cancelled`. */
   signal?: AbortSignal;
   /** Longest wait in the admission queue, ms (default: the gate's, 60 000); then `QueueTimeout`. */
   timeoutMs?: number;
+}
+
+/**
+ * Checks `acquireAsync(options).priority`: the failover tier only. The
+ * pre-1.0 object form `{ admission, failover }` is refused with its
+ * replacement named (the admission band is `band`). @internal
+ */
+export function checkAsyncPriority(priority: unknown): number | undefined {
+  if (typeof priority === 'object' && priority !== null) {
+    invalidConfig(
+      'acquireAsync(options).priority',
+      'is the failover tier, an integer >= 0; the admission band is its own option now: acquireAsync({ band, priority })',
+      priority,
+    );
+  }
+  return priority === undefined ? undefined : integerIn(priority, 'acquireAsync(options).priority', 0);
 }

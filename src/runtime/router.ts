@@ -24,7 +24,7 @@ import { LoadTable } from '../load/load-table.js';
 import { SlotState } from '../load/slot-tags.js';
 import type { PickContext, Policy } from '../policy/types.js';
 import { defaultLogger, type Logger } from '../log.js';
-import type { AcquireAsyncOptions, AcquireOptions, LeaseKindName } from './acquire-options.js';
+import { checkAsyncPriority, type AcquireAsyncOptions, type AcquireOptions, type LeaseKindName } from './acquire-options.js';
 import type { AdmissionHook } from './admission-hook.js';
 import type { Clock } from './clock.js';
 import { Feedback } from './feedback.js';
@@ -39,7 +39,7 @@ import { LoadEnv, Metric, type SlotCandidate } from './slot-candidate.js';
 
 export type { PolicyName } from './policies.js';
 export type { Outcome } from './lease.js';
-export type { AcquireAsyncOptions, AcquireOptions, AcquirePriority, LeaseKindName } from './acquire-options.js';
+export type { AcquireAsyncOptions, AcquireOptions, LeaseKindName } from './acquire-options.js';
 export type { AdmissionHook } from './admission-hook.js';
 
 /** What a thread needs to attach a Router: structured-clonable; the buffer is shared, not copied. */
@@ -316,28 +316,27 @@ export class Router {
 
   /**
    * Admission-aware acquire. With an admission gate attached (an
-   * `AdmissionGate` from `poise-lb/runtime`), the request waits in its
-   * priority band's queue while the pool's saturation is above the band's
-   * ceiling, and rejects with `QueueFull`, `QueueTimeout`, `Cancelled`,
-   * `Closed` or the acquire's own error. Without a gate it acquires at once
-   * (an admission band in the options is then `InvalidConfig`).
+   * `AdmissionGate` from `poise-lb/runtime`), the request waits in the queue
+   * of its `band` while the pool's saturation is above the band's ceiling,
+   * and rejects with `QueueFull`, `QueueTimeout`, `Cancelled`, `Closed` or
+   * the acquire's own error. `priority` is the failover tier, as in
+   * {@link acquire}. Without a gate it acquires at once (a `band` is then
+   * `InvalidConfig`).
    *
    * @example
-   * const lease = await router.acquireAsync({ priority: { admission: 10 }, signal: AbortSignal.timeout(5000) });
+   * const lease = await router.acquireAsync({ band: 10, signal: AbortSignal.timeout(5000) });
    */
   acquireAsync(opts?: AcquireAsyncOptions): Promise<Lease> {
     if (this.gate !== undefined) return this.gate.acquireAsync(opts);
     try {
       if (opts === undefined) return Promise.resolve(this.acquire());
       if (typeof opts !== 'object' || opts === null) invalidConfig('acquireAsync(options)', 'must be an object', opts);
-      const { signal, timeoutMs, priority, ...rest } = opts;
-      if (typeof priority === 'object' && priority !== null && priority.admission !== undefined) {
-        invalidConfig('acquireAsync(options).priority.admission', 'needs an AdmissionGate attached to this router', priority.admission);
-      }
+      const { signal, timeoutMs, band, ...rest } = opts;
+      if (band !== undefined) invalidConfig('acquireAsync(options).band', 'needs an AdmissionGate attached to this router', band);
+      checkAsyncPriority(rest.priority);
       if (timeoutMs !== undefined) positiveNumber(timeoutMs, 'acquireAsync(options).timeoutMs');
       if (signal?.aborted) throw new PoiseError('Cancelled', 'acquireAsync: the signal was aborted', { cause: signal.reason });
-      const failover = typeof priority === 'object' && priority !== null ? priority.failover : priority;
-      return Promise.resolve(this.acquire(failover === undefined ? rest : { ...rest, priority: failover }));
+      return Promise.resolve(this.acquire(rest));
     } catch (err) {
       return Promise.reject(err);
     }

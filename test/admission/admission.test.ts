@@ -57,24 +57,24 @@ describe('AdmissionGate: ceilings on the pool saturation', () => {
   it('capacity is Σ maxInflight of the eligible backends; a band is admitted while load / capacity <= its ceiling', async () => {
     // 4 × 5 = 20; ceilings 1 / 0.75 / 0.5 → admit while load < 20 / 16 / 11.
     const { holder, router } = pool(4, 5);
-    const gate = new AdmissionGate(router, { priorities: [1, 2, 3], minCeiling: 0.5 });
+    const gate = new AdmissionGate(router, { bands: [1, 2, 3], minCeiling: 0.5 });
     expect(gate.ceilings()).toEqual([
-      { priority: 3, ceiling: 1 },
-      { priority: 2, ceiling: 0.75 },
-      { priority: 1, ceiling: 0.5 },
+      { band: 3, ceiling: 1 },
+      { band: 2, ceiling: 0.75 },
+      { band: 1, ceiling: 0.5 },
     ]);
     const held = hold(holder, 10);
     const leases: Lease[] = [];
-    leases.push(await router.acquireAsync({ priority: { admission: 1 } })); // load 10 → 11 (10 / 20 = 0.5 <= 0.5)
-    const low = router.acquireAsync({ priority: { admission: 1 } }); // 11 / 20 > 0.5: waits
-    for (let i = 0; i < 5; i++) leases.push(await router.acquireAsync({ priority: { admission: 2 } })); // 11 .. 15 <= 0.75
-    const mid = router.acquireAsync({ priority: { admission: 2 } }); // 16 / 20 > 0.75: waits
-    for (let i = 0; i < 4; i++) leases.push(await router.acquireAsync({ priority: { admission: 3 } })); // 16 .. 19 < 20
-    const top = router.acquireAsync({ priority: { admission: 3 } }); // full: waits
+    leases.push(await router.acquireAsync({ band: 1 })); // load 10 → 11 (10 / 20 = 0.5 <= 0.5)
+    const low = router.acquireAsync({ band: 1 }); // 11 / 20 > 0.5: waits
+    for (let i = 0; i < 5; i++) leases.push(await router.acquireAsync({ band: 2 })); // 11 .. 15 <= 0.75
+    const mid = router.acquireAsync({ band: 2 }); // 16 / 20 > 0.75: waits
+    for (let i = 0; i < 4; i++) leases.push(await router.acquireAsync({ band: 3 })); // 16 .. 19 < 20
+    const top = router.acquireAsync({ band: 3 }); // full: waits
     // Queued synchronously: the stats already show every waiter.
     const s = gate.admissionStats();
     expect(s).toMatchObject({ capacity: 20, load: 20, saturation: 1, waiting: 3 });
-    expect(s.bands.map((x) => [x.priority, x.queued, x.admitted])).toEqual([
+    expect(s.bands.map((x) => [x.band, x.queued, x.admitted])).toEqual([
       [3, 1, 4],
       [2, 1, 5],
       [1, 1, 1],
@@ -93,10 +93,10 @@ describe('AdmissionGate: ceilings on the pool saturation', () => {
 
   it('every band flows on an idle pool, even a ceiling of 0; a full pool admits no band', async () => {
     const { holder, router } = pool(1, 1);
-    const gate = new AdmissionGate(router, { priorities: [0, 1], minCeiling: 0 });
-    const first = await router.acquireAsync({ priority: { admission: 0 } });
+    const gate = new AdmissionGate(router, { bands: [0, 1], minCeiling: 0 });
+    const first = await router.acquireAsync({ band: 0 });
     expect(gate.saturation()).toBe(1);
-    const top = router.acquireAsync({ priority: { admission: 1 } });
+    const top = router.acquireAsync({ band: 1 });
     expect(gate.admissionStats().bands[0]!.queued).toBe(1);
     first.release('success');
     (await top).release('success');
@@ -106,7 +106,7 @@ describe('AdmissionGate: ceilings on the pool saturation', () => {
   it('no eligible capacity reads as saturation 1: requests wait, then time out; a backend coming back drains them', async () => {
     const { b, router } = pool(2, 3);
     const timers = new ManualTimers();
-    const gate = new AdmissionGate(router, { priorities: [1], minCeiling: 0, timers });
+    const gate = new AdmissionGate(router, { bands: [1], minCeiling: 0, timers });
     b.update(specs(2, { maxInflight: 3, status: 'draining' }));
     expect(gate.saturation()).toBe(1);
     const timedOut = rejection(router.acquireAsync({ timeoutMs: 30 }));
@@ -121,10 +121,10 @@ describe('AdmissionGate: ceilings on the pool saturation', () => {
 
   it('an explicit capacity replaces Σ maxInflight (backends may be unlimited)', async () => {
     const { holder, router } = pool(2, 0);
-    const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0.5, capacity: 4 });
+    const gate = new AdmissionGate(router, { bands: [1, 0], minCeiling: 0.5, capacity: 4 });
     const held = hold(holder, 3); // 3 / 4 > 0.5
-    const low = router.acquireAsync({ priority: { admission: 0 } });
-    const high = await router.acquireAsync({ priority: { admission: 1 } }); // 3 < 4
+    const low = router.acquireAsync({ band: 0 });
+    const high = await router.acquireAsync({ band: 1 }); // 3 < 4
     expect(gate.admissionStats()).toMatchObject({ capacity: 4, load: 4, waiting: 1 });
     for (const l of held) l.release('success');
     high.release('success');
@@ -133,9 +133,9 @@ describe('AdmissionGate: ceilings on the pool saturation', () => {
 
   it('unlimited backends without an explicit capacity never hold back (capacity Infinity, saturation 0)', async () => {
     const { holder, router } = pool(2, 0);
-    const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0 });
+    const gate = new AdmissionGate(router, { bands: [1, 0], minCeiling: 0 });
     const held = hold(holder, 50);
-    const l = await router.acquireAsync({ priority: { admission: 0 } });
+    const l = await router.acquireAsync({ band: 0 });
     expect(gate.admissionStats()).toMatchObject({ capacity: Number.POSITIVE_INFINITY, saturation: 0 });
     for (const x of [...held, l]) x.release('success');
   });
@@ -144,14 +144,14 @@ describe('AdmissionGate: ceilings on the pool saturation', () => {
     const { router } = pool(2, 0);
     let s = 0.6;
     const timers = new ManualTimers();
-    const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0.5, saturation: () => s, timers });
-    const high = await router.acquireAsync({ priority: { admission: 1 } });
-    const low = router.acquireAsync({ priority: { admission: 0 } });
+    const gate = new AdmissionGate(router, { bands: [1, 0], minCeiling: 0.5, saturation: () => s, timers });
+    const high = await router.acquireAsync({ band: 1 });
+    const low = router.acquireAsync({ band: 0 });
     expect(gate.admissionStats().bands[1]!.queued).toBe(1);
     s = 0.5;
     (await low).release('success');
     s = Number.NaN; // reads as 1: even the top band waits
-    const top = rejection(router.acquireAsync({ priority: { admission: 1 }, timeoutMs: 20 }));
+    const top = rejection(router.acquireAsync({ band: 1, timeoutMs: 20 }));
     await timers.advance(20);
     expect((await top).code).toBe('QueueTimeout');
     high.release('success');
@@ -165,7 +165,7 @@ describe('AdmissionGate: ceilings on the pool saturation', () => {
           b.update([{ id: 'x', address: '127.0.0.1:7000', maxInflight: cap }]);
           const holder = b.router({ policy: 'round-robin', leaseKind: 'request' });
           const router = b.router({ policy: 'round-robin', leaseKind: 'request' });
-          const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling });
+          const gate = new AdmissionGate(router, { bands: [1, 0], minCeiling });
           const ceiling = gate.ceilings()[1]!.ceiling;
           const probes: Promise<Lease>[] = [];
           const held: Lease[] = [];
@@ -173,7 +173,7 @@ describe('AdmissionGate: ceilings on the pool saturation', () => {
           for (let load = 0; load < cap; load = gate.admissionStats().load) {
             const want = load / cap <= ceiling + 1e-9;
             const before = router.openLeases;
-            probes.push(router.acquireAsync({ priority: { admission: 0 }, timeoutMs: 60_000 }));
+            probes.push(router.acquireAsync({ band: 0, timeoutMs: 60_000 }));
             const admitted = router.openLeases - before === 1;
             expect(admitted).toBe(want);
             if (!admitted) held.push(holder.acquire());
@@ -194,11 +194,11 @@ describe('AdmissionGate: ceilings on the pool saturation', () => {
 describe('AdmissionGate: queues', () => {
   it('FIFO within a band; when capacity frees, the highest waiting band goes first and an empty band blocks no lower one', async () => {
     const { holder, router } = pool(2, 5); // capacity 10; ceilings 1 / 0.75 / 0.5 → limits 10 / 8 / 6
-    const gate = new AdmissionGate(router, { priorities: [3, 2, 1], minCeiling: 0.5 });
+    const gate = new AdmissionGate(router, { bands: [3, 2, 1], minCeiling: 0.5 });
     const held = hold(holder, 10);
     const order: string[] = [];
     const waits = ['L1', 'M1', 'L2', 'M2', 'L3'].map((name) =>
-      router.acquireAsync({ priority: { admission: name[0] === 'L' ? 1 : 2 } }).then((l) => {
+      router.acquireAsync({ band: name[0] === 'L' ? 1 : 2 }).then((l) => {
         order.push(name);
         return l;
       }),
@@ -218,13 +218,13 @@ describe('AdmissionGate: queues', () => {
 
   it('a new arrival does not pass a waiter of its own or a more important band', async () => {
     const { holder, router } = pool(1, 4); // limits 4 / 3 (minCeiling 0.5)
-    const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0.5 });
+    const gate = new AdmissionGate(router, { bands: [1, 0], minCeiling: 0.5 });
     const held = hold(holder, 4);
     const order: string[] = [];
-    const first = router.acquireAsync({ priority: { admission: 0 } }).then((l) => (order.push('first'), l));
+    const first = router.acquireAsync({ band: 0 }).then((l) => (order.push('first'), l));
     // Load 1 by now: the fast path alone would admit the next arrival, but 'first' waits and goes first (→ 2, → 3).
     for (const l of held.slice(0, 3)) l.release('success');
-    const second = router.acquireAsync({ priority: { admission: 0 } }).then((l) => (order.push('second'), l));
+    const second = router.acquireAsync({ band: 0 }).then((l) => (order.push('second'), l));
     const leases = await Promise.all([first, second]);
     expect(order).toEqual(['first', 'second']);
     for (const l of [...leases, held[3]!]) l.release('success');
@@ -234,13 +234,13 @@ describe('AdmissionGate: queues', () => {
   it('QueueFull at maxQueue waiters of a band, other bands unaffected; counters exact', async () => {
     const { b, holder, router } = pool(1, 2);
     // Capacity 2, ceilings 1 / 0.5: band 0 enters while load <= 1.
-    const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0.5, maxQueue: 2 });
+    const gate = new AdmissionGate(router, { bands: [1, 0], minCeiling: 0.5, maxQueue: 2 });
     const held = hold(holder, 2);
-    const queued = [0, 0].map(() => router.acquireAsync({ priority: { admission: 0 } }));
-    const err = await rejection(router.acquireAsync({ priority: { admission: 0 } }));
+    const queued = [0, 0].map(() => router.acquireAsync({ band: 0 }));
+    const err = await rejection(router.acquireAsync({ band: 0 }));
     expect(err.code).toBe('QueueFull');
     expect(err.message).toContain('maxQueue');
-    const top = router.acquireAsync({ priority: { admission: 1 } }); // its own queue has room
+    const top = router.acquireAsync({ band: 1 }); // its own queue has room
     expect(gate.admissionStats().bands.map((x) => [x.queued, x.rejected.QueueFull])).toEqual([
       [1, 0],
       [2, 1],
@@ -266,11 +266,11 @@ describe('AdmissionGate: refusals, each with its code, and nothing left behind',
   it('QueueTimeout after the per-request timeout (the gate default otherwise), counted per band; no lease taken', async () => {
     const { b, holder, router } = pool(1, 1);
     const timers = new ManualTimers();
-    const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0, timeoutMs: 40, timers });
+    const gate = new AdmissionGate(router, { bands: [1, 0], minCeiling: 0, timeoutMs: 40, timers });
     const held = hold(holder, 1);
     const settled: string[] = [];
-    const own = rejection(router.acquireAsync({ priority: { admission: 0 }, timeoutMs: 10 })).then((e) => (settled.push('own'), e));
-    const dflt = rejection(router.acquireAsync({ priority: { admission: 1 } })).then((e) => (settled.push('default'), e));
+    const own = rejection(router.acquireAsync({ band: 0, timeoutMs: 10 })).then((e) => (settled.push('own'), e));
+    const dflt = rejection(router.acquireAsync({ band: 1 })).then((e) => (settled.push('default'), e));
     // Each times out exactly at its deadline on the gate's clock, not a millisecond before.
     await timers.advance(9);
     expect(settled).toEqual([]);
@@ -292,10 +292,10 @@ describe('AdmissionGate: refusals, each with its code, and nothing left behind',
 
   it('Cancelled when the signal aborts while queued (cause = the reason), or was aborted before', async () => {
     const { b, holder, router } = pool(1, 1);
-    const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0 });
+    const gate = new AdmissionGate(router, { bands: [1, 0], minCeiling: 0 });
     const held = hold(holder, 1);
     const ac = new AbortController();
-    const p = router.acquireAsync({ priority: { admission: 0 }, signal: ac.signal });
+    const p = router.acquireAsync({ band: 0, signal: ac.signal });
     expect(gate.admissionStats().waiting).toBe(1);
     ac.abort(new Error('client went away'));
     const err = await rejection(p);
@@ -313,9 +313,9 @@ describe('AdmissionGate: refusals, each with its code, and nothing left behind',
   it('close() rejects every waiter with Closed (none left hanging) and refuses new requests; router.close() does the same', async () => {
     for (const via of ['gate', 'router'] as const) {
       const { b, holder, router } = pool(1, 1);
-      const gate = new AdmissionGate(router, { priorities: [2, 1, 0], minCeiling: 0 });
+      const gate = new AdmissionGate(router, { bands: [2, 1, 0], minCeiling: 0 });
       const held = hold(holder, 1);
-      const waiters = [0, 1, 2, 0, 1, 2].map((p) => rejection(router.acquireAsync({ priority: { admission: p } })));
+      const waiters = [0, 1, 2, 0, 1, 2].map((p) => rejection(router.acquireAsync({ band: p })));
       expect(gate.admissionStats().waiting).toBe(6);
       if (via === 'gate') gate.close();
       else router.close();
@@ -330,7 +330,7 @@ describe('AdmissionGate: refusals, each with its code, and nothing left behind',
   it('an admission whose acquire then finds every backend full (a unit lost to another thread) waits instead of failing', async () => {
     const { holder, router } = pool(1, 1);
     // A saturation that reads 0 while the one unit is taken: the stale figure a racing thread would see.
-    const gate = new AdmissionGate(router, { priorities: [1], minCeiling: 0, saturation: () => 0 });
+    const gate = new AdmissionGate(router, { bands: [1], minCeiling: 0, saturation: () => 0 });
     const held = hold(holder, 1);
     const p = router.acquireAsync({ timeoutMs: 5000 });
     expect(gate.admissionStats().waiting).toBe(1);
@@ -342,7 +342,7 @@ describe('AdmissionGate: refusals, each with its code, and nothing left behind',
 
   it('a waiter whose acquire cannot succeed for its own reasons (every backend excluded) rejects with NoEligibleCandidates', async () => {
     const { holder, router } = pool(2, 1);
-    const gate = new AdmissionGate(router, { priorities: [1], minCeiling: 0 });
+    const gate = new AdmissionGate(router, { bands: [1], minCeiling: 0 });
     const err = await rejection(router.acquireAsync({ exclude: ['b0', 'b1'] }));
     expect(err.code).toBe('NoEligibleCandidates');
     const held = hold(holder, 2);
@@ -368,13 +368,13 @@ describe('AdmissionGate: refusals, each with its code, and nothing left behind',
         ),
         async (plan) => {
           const { b, router } = pool(2, 2);
-          const gate = new AdmissionGate(router, { priorities: [2, 1, 0], minCeiling: 0.3, maxQueue: 4 });
+          const gate = new AdmissionGate(router, { bands: [2, 1, 0], minCeiling: 0.3, maxQueue: 4 });
           const outcomes = await Promise.all(
             plan.map(async (r) => {
               const ac = new AbortController();
               if (r.abortAfter !== null) setTimeout(() => ac.abort(), r.abortAfter);
               try {
-                const lease = await router.acquireAsync({ priority: { admission: r.band }, signal: ac.signal, timeoutMs: r.timeout });
+                const lease = await router.acquireAsync({ band: r.band, signal: ac.signal, timeoutMs: r.timeout });
                 await new Promise((res) => setTimeout(res, r.holdFor));
                 lease.release('success');
                 return 'admitted';
@@ -385,7 +385,7 @@ describe('AdmissionGate: refusals, each with its code, and nothing left behind',
           );
           const s = gate.admissionStats();
           for (const band of s.bands) {
-            const offered = plan.filter((r) => r.band === band.priority).length;
+            const offered = plan.filter((r) => r.band === band.band).length;
             const rejected = Object.values(band.rejected).reduce((x, y) => x + y, 0);
             expect(band.admitted + rejected).toBe(offered);
           }
@@ -407,12 +407,12 @@ describe('AdmissionGate: statistics', () => {
   it('queue length and oldest wait per band on the injected clock; admitted and rejected by reason; the pool figures', async () => {
     const { holder, router } = pool(1, 2);
     let now = 1000;
-    const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0, clock: () => now });
+    const gate = new AdmissionGate(router, { bands: [1, 0], minCeiling: 0, clock: () => now });
     const held = hold(holder, 2);
-    const a = router.acquireAsync({ priority: { admission: 0 } });
+    const a = router.acquireAsync({ band: 0 });
     now = 1250;
-    const b2 = router.acquireAsync({ priority: { admission: 0 } });
-    const c = router.acquireAsync({ priority: { admission: 1 } });
+    const b2 = router.acquireAsync({ band: 0 });
+    const c = router.acquireAsync({ band: 1 });
     now = 1400;
     expect(gate.admissionStats()).toEqual({
       saturation: 1,
@@ -421,7 +421,7 @@ describe('AdmissionGate: statistics', () => {
       waiting: 3,
       bands: [
         {
-          priority: 1,
+          band: 1,
           ceiling: 1,
           queued: 1,
           oldestWaitMs: 150,
@@ -430,7 +430,7 @@ describe('AdmissionGate: statistics', () => {
           rejected: { QueueFull: 0, QueueTimeout: 0, Cancelled: 0, NoEligibleCandidates: 0, Closed: 0, Other: 0 },
         },
         {
-          priority: 0,
+          band: 0,
           ceiling: 0,
           queued: 2,
           oldestWaitMs: 400,
@@ -461,25 +461,25 @@ describe('AdmissionGate: options', () => {
     const err = thrown(
       () =>
         new AdmissionGate(router, {
-          priorities: [1, 1],
+          bands: [1, 1],
           minCeiling: 2,
           capacity: 0,
           kind: 'bytes' as never,
           maxQueue: -1,
           timeoutMs: 0,
           pollMs: Number.NaN,
-          defaultPriority: 7,
+          defaultBand: 7,
         }),
     );
     expect(err.code).toBe('InvalidConfig');
     for (const f of [
-      'options.priorities',
+      'options.bands',
       'options.capacity',
       'options.kind',
       'options.maxQueue',
       'options.timeoutMs',
       'options.pollMs',
-      'options.defaultPriority',
+      'options.defaultBand',
     ]) {
       expect(err.message).toContain(f);
     }
@@ -488,43 +488,96 @@ describe('AdmissionGate: options', () => {
 
   it('a timers option that is not a TimerSource names the member it lacks', () => {
     const { router } = pool(1, 1);
-    expect(thrown(() => new AdmissionGate(router, { priorities: [1], minCeiling: 0, timers: 5 as never })).message).toBe(
+    expect(thrown(() => new AdmissionGate(router, { bands: [1], minCeiling: 0, timers: 5 as never })).message).toBe(
       'options.timers: must be a TimerSource ({ now, setTimeout, clearTimeout }), got 5',
     );
     expect(
-      thrown(() => new AdmissionGate(router, { priorities: [1], minCeiling: 0, timers: { now: () => 0, setTimeout: () => 0 } as never }))
+      thrown(() => new AdmissionGate(router, { bands: [1], minCeiling: 0, timers: { now: () => 0, setTimeout: () => 0 } as never }))
         .message,
     ).toMatch(/^options\.timers: must have a function clearTimeout/);
   });
 
-  it('explicit ceilings: one per priority, in [0, 1], never higher for a less important band, not mixed with holdback options', () => {
+  it('explicit ceilings: one per band, in [0, 1], never higher for a less important band, not mixed with holdback options', () => {
     const { router } = pool(1, 1);
-    expect(thrown(() => new AdmissionGate(router, { priorities: [1, 0], ceilings: [0.5] })).message).toContain('options.ceilings');
-    expect(thrown(() => new AdmissionGate(router, { priorities: [1, 0], ceilings: [0.5, 1.5] })).message).toContain('options.ceilings[1]');
-    expect(thrown(() => new AdmissionGate(router, { priorities: [1, 0], ceilings: [0.5, 0.9] })).message).toContain('higher ceiling');
-    expect(thrown(() => new AdmissionGate(router, { priorities: [1, 0], ceilings: [1, 1], minCeiling: 0 })).message).toContain('excludes');
-    expect(thrown(() => new AdmissionGate(router, { priorities: [1], minCeiling: 0, capacity: 3, saturation: () => 0 })).message).toContain(
+    expect(thrown(() => new AdmissionGate(router, { bands: [1, 0], ceilings: [0.5] })).message).toContain('options.ceilings');
+    expect(thrown(() => new AdmissionGate(router, { bands: [1, 0], ceilings: [0.5, 1.5] })).message).toContain('options.ceilings[1]');
+    expect(thrown(() => new AdmissionGate(router, { bands: [1, 0], ceilings: [0.5, 0.9] })).message).toContain('higher ceiling');
+    expect(thrown(() => new AdmissionGate(router, { bands: [1, 0], ceilings: [1, 1], minCeiling: 0 })).message).toContain('excludes');
+    expect(thrown(() => new AdmissionGate(router, { bands: [1], minCeiling: 0, capacity: 3, saturation: () => 0 })).message).toContain(
       'options.saturation',
     );
-    const gate = new AdmissionGate(router, { priorities: [0, 1], ceilings: [0.4, 0.8] });
+    const gate = new AdmissionGate(router, { bands: [0, 1], ceilings: [0.4, 0.8] });
     expect(gate.ceilings()).toEqual([
-      { priority: 1, ceiling: 0.8 },
-      { priority: 0, ceiling: 0.4 },
+      { band: 1, ceiling: 0.8 },
+      { band: 0, ceiling: 0.4 },
     ]);
-    expect(thrown(() => new AdmissionGate(router, { priorities: [1], minCeiling: 0 })).message).toContain('already has an admission gate');
+    expect(thrown(() => new AdmissionGate(router, { bands: [1], minCeiling: 0 })).message).toContain('already has an admission gate');
   });
 
   it('acquireAsync refuses an unknown band, an unknown option, a bad timeout; a router without a gate refuses a band', async () => {
     const { b, router } = pool(1, 1);
     const bare = b.router();
-    expect((await rejection(bare.acquireAsync({ priority: { admission: 1 } }))).message).toContain('needs an AdmissionGate');
+    expect((await rejection(bare.acquireAsync({ band: 1 }))).message).toBe(
+      'acquireAsync(options).band: needs an AdmissionGate attached to this router, got 1',
+    );
     expect((await rejection(bare.acquireAsync({ timeoutMs: 0 }))).message).toContain('acquireAsync(options).timeoutMs');
     expect((await rejection(bare.acquireAsync({ signal: AbortSignal.abort() }))).code).toBe('Cancelled');
     const lease = await bare.acquireAsync({ priority: 0 });
     lease.release('success');
-    new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0 });
-    expect((await rejection(router.acquireAsync({ priority: { admission: 5 } }))).message).toContain('priority.admission');
+    new AdmissionGate(router, { bands: [1, 0], minCeiling: 0 });
+    expect((await rejection(router.acquireAsync({ band: 5 }))).message).toBe(
+      "acquireAsync(options).band: must be one of the gate's bands (1, 0), got 5",
+    );
     expect((await rejection(router.acquireAsync({ timeotMs: 5 } as never))).message).toContain('acquireAsync(options).timeotMs');
     expect((await rejection(router.acquireAsync({ timeoutMs: -1 }))).message).toContain('acquireAsync(options).timeoutMs');
+    expect((await rejection(router.acquireAsync({ priority: -1 }))).message).toBe(
+      'acquireAsync(options).priority: must be an integer >= 0, got -1',
+    );
+  });
+
+  it('the pre-1.0 priority: { admission, failover } is refused, with and without a gate, naming band as its replacement', async () => {
+    const { b, router } = pool(2, 4);
+    const bare = b.router();
+    const gate = new AdmissionGate(router, { bands: [1, 0], minCeiling: 0 });
+    for (const r of [bare, router]) {
+      for (const old of [{ admission: 1 }, { failover: 0 }, { admission: 0, failover: 0 }]) {
+        const err = await rejection(r.acquireAsync({ priority: old as never }));
+        expect(err.code).toBe('InvalidConfig');
+        expect(err.field).toBe('acquireAsync(options).priority');
+        expect(err.message).toMatch(
+          /^acquireAsync\(options\)\.priority: is the failover tier, an integer >= 0; the admission band is its own option now: acquireAsync\(\{ band, priority \}\), got /,
+        );
+      }
+    }
+    // Nothing was admitted, queued or counted as a rejection of a band, and no lease was taken.
+    expect(gate.admissionStats().bands.map((x) => [x.admitted, x.queued, x.rejected.Other])).toEqual([
+      [0, 0, 0],
+      [0, 0, 0],
+    ]);
+    expect(inFlight(b, 2)).toBe(0);
+  });
+
+  it('with a gate attached, priority alone is the failover tier (in the default band); band and priority combine', async () => {
+    const b = new Balancer({ capacity: 64, logger: silent });
+    open.push(b);
+    // Tier 0: p0-0, p0-1; tier 1: p1-0, p1-1. Every backend ready, so a plain acquire would use tier 0.
+    b.update([
+      ...specs(2, { maxInflight: 8 }).map((x, i) => ({ ...x, id: `p0-${i}` })),
+      ...specs(2, { maxInflight: 8 }).map((x, i) => ({ ...x, id: `p1-${i}`, address: `127.0.0.1:${7100 + i}`, priority: 1 })),
+    ]);
+    const router = b.router({ policy: 'round-robin', leaseKind: 'request' });
+    const gate = new AdmissionGate(router, { bands: [10, 1], ceilings: [1, 1] }); // no holdback: only which band counts
+    const leases: Lease[] = [];
+    for (let i = 0; i < 4; i++) leases.push(await router.acquireAsync({ priority: 1 })); // the default band: 10
+    for (let i = 0; i < 2; i++) leases.push(await router.acquireAsync({ band: 1, priority: 0 }));
+    for (let i = 0; i < 2; i++) leases.push(await router.acquireAsync({ band: 1, priority: 1 }));
+    expect(leases.map((l) => l.spec.priority)).toEqual([1, 1, 1, 1, 0, 0, 1, 1]);
+    expect(new Set(leases.slice(0, 4).map((l) => l.id))).toEqual(new Set(['p1-0', 'p1-1']));
+    // The number was never read as a band: band 10 (the default) took the four priority-only requests, band 1 the rest.
+    expect(gate.admissionStats().bands.map((x) => [x.band, x.admitted])).toEqual([
+      [10, 4],
+      [1, 4],
+    ]);
+    for (const l of leases) l.release('success');
   });
 });

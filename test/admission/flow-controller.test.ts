@@ -3,10 +3,10 @@ import fc from 'fast-check';
 import { FlowController } from '../../src/admission/flow-controller.js';
 
 describe('FlowController', () => {
-  it('holds back the lowest priority first: a lane is admitted while saturation <= its ceiling', () => {
+  it('holds back the lowest band first: a lane is admitted while saturation <= its ceiling', () => {
     // capacity 10, ceilings 1.0 / 0.75 / 0.5: held back once saturation exceeds
     // them, so limits min(10, floor(c × 10) + 1) = 10 / 8 / 6 permits.
-    const flow = new FlowController({ capacity: 10, priorities: [0, 1, 2], minCeiling: 0.5, maxCeiling: 1 });
+    const flow = new FlowController({ capacity: 10, bands: [0, 1, 2], minCeiling: 0.5, maxCeiling: 1 });
     expect(flow.ceilings().map((c) => c.limit)).toEqual([10, 8, 6]);
     for (let i = 0; i < 6; i++) expect(flow.tryAcquire(0)).toBeDefined(); // saturation 0 .. 0.5 before each
     expect(flow.tryAcquire(0)).toBeUndefined(); // 0.6 > 0.5
@@ -18,8 +18,8 @@ describe('FlowController', () => {
     expect(flow.saturation).toBe(1);
   });
 
-  it('every priority flows on an idle pool, even with a ceiling of 0', () => {
-    const flow = new FlowController({ capacity: 1, priorities: [1, 0], minCeiling: 0 });
+  it('every band flows on an idle pool, even with a ceiling of 0', () => {
+    const flow = new FlowController({ capacity: 1, bands: [1, 0], minCeiling: 0 });
     const p = flow.tryAcquire(0);
     expect(p).toBeDefined();
     expect(flow.tryAcquire(0)).toBeUndefined();
@@ -28,9 +28,9 @@ describe('FlowController', () => {
     expect(flow.tryAcquire(1)).toBeDefined();
   });
 
-  it('serves queued waiters most important first, FIFO within a priority, exactly once per release', async () => {
+  it('serves queued waiters most important first, FIFO within a band, exactly once per release', async () => {
     // capacity 4, ceilings 1 / 0.5: limits 4 / 3.
-    const flow = new FlowController({ capacity: 4, priorities: [0, 1], minCeiling: 0.5 });
+    const flow = new FlowController({ capacity: 4, bands: [0, 1], minCeiling: 0.5 });
     const held = [flow.tryAcquire(1)!, flow.tryAcquire(1)!, flow.tryAcquire(1)!, flow.tryAcquire(1)!];
     const order: string[] = [];
     const w1 = flow.acquire(0).then((p) => (order.push('low-1'), p));
@@ -57,26 +57,26 @@ describe('FlowController', () => {
     expect(flow.inUse).toBe(0);
   });
 
-  it('rejects a full queue, a closed controller and an unknown priority with clear codes', async () => {
-    const flow = new FlowController({ capacity: 1, priorities: [5], minCeiling: 0, maxQueue: 1 });
+  it('rejects a full queue, a closed controller and an unknown band with clear codes', async () => {
+    const flow = new FlowController({ capacity: 1, bands: [5], minCeiling: 0, maxQueue: 1 });
     flow.tryAcquire(5);
     const waiting = flow.acquire(5);
-    await expect(flow.acquire(5)).rejects.toMatchObject({ code: 'Overloaded', message: 'priority 5: queue full (1 waiting)' });
+    await expect(flow.acquire(5)).rejects.toMatchObject({ code: 'Overloaded', message: 'band 5: queue full (1 waiting)' });
     flow.close();
     await expect(waiting).rejects.toMatchObject({ code: 'Overloaded' });
-    expect(() => flow.tryAcquire(4)).toThrow('priority: must be one of the configured priorities (5), got 4');
-    expect(() => new FlowController({ capacity: 0, priorities: [1], minCeiling: 0 })).toThrow(
+    expect(() => flow.tryAcquire(4)).toThrow('band: must be one of the configured bands (5), got 4');
+    expect(() => new FlowController({ capacity: 0, bands: [1], minCeiling: 0 })).toThrow(
       'options.capacity: must be an integer >= 1, got 0',
     );
-    expect(() => new FlowController({ capacity: 1, priorities: [1, 1], minCeiling: 0 })).toThrow('options.priorities: must not repeat 1');
-    expect(() => new FlowController({ capacity: 1, priorities: [1, Number.NaN], minCeiling: 0 })).toThrow(
-      'options.priorities[1]: must be a finite number, got NaN',
+    expect(() => new FlowController({ capacity: 1, bands: [1, 1], minCeiling: 0 })).toThrow('options.bands: must not repeat 1');
+    expect(() => new FlowController({ capacity: 1, bands: [1, Number.NaN], minCeiling: 0 })).toThrow(
+      'options.bands[1]: must be a finite number, got NaN',
     );
     expect(() => new FlowController(undefined as never)).toThrow('options: must be an object, got undefined');
   });
 
   it('an aborted waiter leaves the queue and rejects with the reason', async () => {
-    const flow = new FlowController({ capacity: 1, priorities: [0], minCeiling: 0 });
+    const flow = new FlowController({ capacity: 1, bands: [0], minCeiling: 0 });
     const held = flow.tryAcquire(0)!;
     const ac = new AbortController();
     const p = flow.acquire(0, { signal: ac.signal });
@@ -89,18 +89,18 @@ describe('FlowController', () => {
   it('law: held permits never exceed the capacity and every lane respects its limit at admission', () => {
     fc.assert(
       fc.property(fc.array(fc.tuple(fc.integer({ min: 0, max: 2 }), fc.boolean()), { maxLength: 200 }), (ops) => {
-        const flow = new FlowController({ capacity: 8, priorities: [0, 1, 2], minCeiling: 0.25 });
-        const limits = new Map(flow.ceilings().map((c) => [c.priority, c.limit]));
+        const flow = new FlowController({ capacity: 8, bands: [0, 1, 2], minCeiling: 0.25 });
+        const limits = new Map(flow.ceilings().map((c) => [c.band, c.limit]));
         const held: { release(): void }[] = [];
-        for (const [priority, release] of ops) {
+        for (const [band, release] of ops) {
           if (release && held.length > 0) held.pop()!.release();
           else {
             const before = flow.inUse;
-            const p = flow.tryAcquire(priority);
+            const p = flow.tryAcquire(band);
             if (p !== undefined) {
-              expect(before + 1).toBeLessThanOrEqual(limits.get(priority)!);
+              expect(before + 1).toBeLessThanOrEqual(limits.get(band)!);
               held.push(p);
-            } else expect(before + 1).toBeGreaterThan(limits.get(priority)!);
+            } else expect(before + 1).toBeGreaterThan(limits.get(band)!);
           }
           expect(flow.inUse).toBe(held.length);
           expect(flow.inUse).toBeLessThanOrEqual(8);

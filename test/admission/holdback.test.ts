@@ -13,14 +13,14 @@ describe('holdbackCeilings', () => {
     expect(four[3]).toBe(0.25);
   });
 
-  it('value domain: proportional to the numeric priority within the active range', () => {
+  it("value domain: proportional to the band's number within the active range", () => {
     const c = holdbackCeilings([10, 9, 0], { minCeiling: 0, maxCeiling: 1, domain: 'value' });
     expect(c[0]).toBe(1);
     expect(c[1]).toBeCloseTo(0.9, 12);
     expect(c[2]).toBe(0);
   });
 
-  it('one priority gets maxCeiling; none gives an empty list', () => {
+  it('one band gets maxCeiling; none gives an empty list', () => {
     expect(holdbackCeilings([7], { minCeiling: 0.2, maxCeiling: 0.8 })).toEqual([0.8]);
     expect(holdbackCeilings([], { minCeiling: 0.2 })).toEqual([]);
   });
@@ -59,9 +59,9 @@ describe('holdbackCeilings', () => {
     expect(() => holdbackCeilings([2, 1], opts)).toThrow(message);
   });
 
-  it('rejects priorities that are not strictly descending, naming the index', () => {
+  it('rejects bands that are not strictly descending, naming the index', () => {
     expect(() => holdbackCeilings([1, 2], { minCeiling: 0 })).toThrow(
-      'prioritiesDescending[1]: must be strictly below the previous priority 1, got 2',
+      'bandsDescending[1]: must be strictly below the previous band 1, got 2',
     );
     expect(() => holdbackCeilings([3, 3], { minCeiling: 0 })).toThrow(PoiseError);
   });

@@ -50,6 +50,14 @@ describe('poise proxy --band', () => {
       '--admission-ceiling-min: required',
     ])
       expect(r.stderr).toContain(f);
+    // A band is NAME=RANK (larger = more important): the messages say rank, never priority (the failover tier).
+    const ranks = usage(['--band', 'web=10', '--band', 'api=10', '--band', 'batch=low', '--admission-ceiling-min', '0.5']);
+    expect(ranks.status).toBe(2);
+    expect(ranks.stderr).toContain('--band #2: rank 10 given to two bands');
+    expect(ranks.stderr).toContain('--band #3: must be NAME=RANK or NAME=RANK:HOST:PORT');
+    expect(ranks.stderr).not.toMatch(/priority/i);
+    const help = spawnSync(process.execPath, [CLI, 'proxy', '--help'], { encoding: 'utf8' });
+    expect(help.stdout).toContain('--band NAME=RANK[:HOST:PORT]');
     const lone = usage(['--admission-ceiling-min', '0.5']);
     expect(lone.status).toBe(2);
     expect(lone.stderr).toContain('--admission-ceiling-min: needs --band');

@@ -321,13 +321,13 @@ describe.each(variants)('PoiseDispatcher with $name', ({ u, factory }) => {
     const balancer = new Balancer({ logger });
     balancer.update(f.specs().map((s) => ({ ...s, maxInflight: 2 })));
     const router = balancer.router({ policy: 'round-robin' });
-    const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0.5 });
+    const gate = new AdmissionGate(router, { bands: [1, 0], minCeiling: 0.5 });
     cleanups.push(async () => gate.close());
     const dispatcher = new PoiseDispatcher({
       router,
       origin: 'http://api',
       factory,
-      route: (o) => ({ admissionPriority: Number((o.headers as Record<string, string>)['x-band']) }),
+      route: (o) => ({ band: Number((o.headers as Record<string, string>)['x-band']) }),
     });
     cleanups.push(() => dispatcher.destroy());
     for (const b of f.backends) b.hold = true;
@@ -341,10 +341,10 @@ describe.each(variants)('PoiseDispatcher with $name', ({ u, factory }) => {
     const low = send(0, 'L1');
     const controller = new AbortController();
     const aborted = send(0, 'L2', controller.signal);
-    await until(() => gate.admissionStats().bands.find((x) => x.priority === 0)?.queued === 2, 'two low-band requests queued');
+    await until(() => gate.admissionStats().bands.find((x) => x.band === 0)?.queued === 2, 'two low-band requests queued');
     controller.abort();
     expect(await aborted).toBe('error AbortError');
-    expect(gate.admissionStats().bands.find((x) => x.priority === 0)?.queued).toBe(1);
+    expect(gate.admissionStats().bands.find((x) => x.band === 0)?.queued).toBe(1);
     expect(f.seen.map((s) => s.id)).toEqual(['H1', 'H2', 'H3']);
     // The high ones answered: the pool is idle again, and the low band goes.
     for (const b of f.backends) b.release();
@@ -408,7 +408,7 @@ describe('PoiseDispatcher options', () => {
     [
       'a misspelled option',
       { router, origin: 'http://api', atempts: 2 },
-      'options.atempts: unknown option (accepted: router, origin, attempts, retryBudget, statusOutcome, pool, factory, counters, admissionPriority, admissionTimeoutMs, route, clock)',
+      'options.atempts: unknown option (accepted: router, origin, attempts, retryBudget, statusOutcome, pool, factory, counters, band, admissionTimeoutMs, route, clock)',
     ],
     ['no router', { origin: 'http://api' }, 'options.router: must be a Router (balancer.router() or Router.attach()), got undefined'],
     ['another scheme', { router, origin: 'ftp://api' }, 'options.origin: must use http: or https:, got "ftp://api"'],
@@ -437,7 +437,7 @@ describe('PoiseDispatcher options', () => {
     [
       'an admission timeout without a band',
       { router, origin: 'http://api', admissionTimeoutMs: 5 },
-      'options.admissionTimeoutMs: needs options.admissionPriority (nothing waits without a band), got 5',
+      'options.admissionTimeoutMs: needs options.band (nothing waits without a band), got 5',
     ],
   ] as const)('%s', (_name, opts, expected) => {
     expect(message(opts)).toBe(expected);

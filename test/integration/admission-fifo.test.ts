@@ -58,7 +58,7 @@ describe('admission across threads: one FIFO queue per band', () => {
     b.update([{ id: 'only', address: '127.0.0.1:7000', maxInflight: 1 }]);
     cleanup.push(() => b.close());
     const owner = b.router({ policy: 'round-robin', leaseKind: 'request', logger: silent });
-    new AdmissionGate(owner, { priorities: [2, 1], minCeiling: 0 });
+    new AdmissionGate(owner, { bands: [2, 1], minCeiling: 0 });
     const order: string[] = [];
     const gates = [await gateWorker(b, order), await gateWorker(b, order)];
     const rng = new Rng(2024);

@@ -43,12 +43,12 @@ describe('admission with saturation held by another worker thread', () => {
     workers.push(holder);
     b.watchWorker(holder);
     const router = b.router({ policy: 'round-robin', leaseKind: 'request' });
-    const gate = new AdmissionGate(router, { priorities: [3, 2, 1], minCeiling: 0.5, pollMs: 1 });
+    const gate = new AdmissionGate(router, { bands: [3, 2, 1], minCeiling: 0.5, pollMs: 1 });
     for (let round = 0; round < 100; round++) {
       expect(await ask(holder, { hold: 12 })).toEqual({ held: 12 }); // saturation 0.6, from the other thread
       const order: string[] = [];
       const named = (name: string, band: number): Promise<Lease> =>
-        router.acquireAsync({ priority: { admission: band } }).then((l) => {
+        router.acquireAsync({ band }).then((l) => {
           order.push(name);
           return l;
         });
@@ -87,13 +87,13 @@ describe('admission with saturation held by another worker thread', () => {
     workers.push(holder);
     b.watchWorker(holder);
     const router = b.router({ policy: 'round-robin', leaseKind: 'request' });
-    const gate = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0, maxQueue: 3, pollMs: 1 });
+    const gate = new AdmissionGate(router, { bands: [1, 0], minCeiling: 0, maxQueue: 3, pollMs: 1 });
     expect(await ask(holder, { hold: 4 })).toEqual({ held: 4 }); // full
     const ac = new AbortController();
-    const timedOut = rejection(router.acquireAsync({ priority: { admission: 1 }, timeoutMs: 15 }));
-    const cancelled = rejection(router.acquireAsync({ priority: { admission: 0 }, signal: ac.signal }));
-    const closed = [0, 1].map(() => rejection(router.acquireAsync({ priority: { admission: 0 } })));
-    const full = rejection(router.acquireAsync({ priority: { admission: 0 } }));
+    const timedOut = rejection(router.acquireAsync({ band: 1, timeoutMs: 15 }));
+    const cancelled = rejection(router.acquireAsync({ band: 0, signal: ac.signal }));
+    const closed = [0, 1].map(() => rejection(router.acquireAsync({ band: 0 })));
+    const full = rejection(router.acquireAsync({ band: 0 }));
     expect(await full).toMatchObject({ code: 'QueueFull' });
     expect(await timedOut).toMatchObject({ code: 'QueueTimeout' });
     ac.abort();
@@ -115,7 +115,7 @@ describe('admission with saturation held by another worker thread', () => {
 describe('a 3-band overload over two workers', () => {
   async function run(b: Balancer, perTick: number[], tickMs: number, over: Partial<LoadPlan> = {}): Promise<LoadReport[]> {
     const plan: Omit<LoadPlan, 'attachment'> = {
-      priorities: [3, 2, 1],
+      bands: [3, 2, 1],
       minCeiling: 0.5,
       perTick,
       tickMs,
@@ -159,10 +159,10 @@ describe('a 3-band overload over two workers', () => {
           expect(band.admitted + rejected).toBe(band.offered);
           for (const code of Object.keys(band.rejected)) expect(['QueueFull', 'QueueTimeout']).toContain(code);
           // The gate's own counters agree with what the callers saw.
-          const g = r.stats.bands.find((x) => x.priority === band.priority)!;
+          const g = r.stats.bands.find((x) => x.band === band.band)!;
           expect(g.admitted).toBe(band.admitted);
           all += band.admitted;
-          if (band.priority === 3) top += band.admitted;
+          if (band.band === 3) top += band.admitted;
         }
       }
       expect(totalRequests(b, 4)).toBe(0);
@@ -183,7 +183,7 @@ describe('a 3-band overload over two workers', () => {
     const b = new Balancer({ capacity: 16, maxThreads: 8, logger: silent });
     b.update(specs(1, { maxInflight: 1 }));
     const reports = await run(b, [1], 1, {
-      priorities: [1],
+      bands: [1],
       minCeiling: 0,
       durationMs: 600,
       serviceMs: 0,

@@ -112,11 +112,11 @@ describe('pg.Pool with stream: routedStream(router)', () => {
     balancer.update([{ id: 'pg-main', address: `127.0.0.1:${MAIN_PORT}`, maxInflight: 4 }]);
     const router = balancer.router({ policy: 'p2c:connections' });
     // Band 1 is admitted while fewer than 2 of the 4 connections are open; band 10 while fewer than 4.
-    const gate = new AdmissionGate(router, { priorities: [10, 1], ceilings: [1, 0.25], kind: 'connection', maxQueue: 1 });
-    const band = (p: number) => gate.admissionStats().bands.find((x) => x.priority === p)!;
-    const pool = (admissionPriority: number, name: string, extra: { admissionTimeoutMs?: number } = {}) =>
+    const gate = new AdmissionGate(router, { bands: [10, 1], ceilings: [1, 0.25], kind: 'connection', maxQueue: 1 });
+    const band = (p: number) => gate.admissionStats().bands.find((x) => x.band === p)!;
+    const pool = (rank: number, name: string, extra: { admissionTimeoutMs?: number } = {}) =>
       new pg.Pool({
-        stream: routedStream(router, { admissionPriority, ...extra }),
+        stream: routedStream(router, { band: rank, ...extra }),
         user: 'postgres',
         database: 'postgres',
         application_name: name,

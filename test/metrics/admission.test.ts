@@ -32,7 +32,7 @@ describe('admission metrics of a proxy', () => {
     const b = new Balancer({ logger });
     b.update([{ id: 'a', address: `127.0.0.1:${(backend.address() as net.AddressInfo).port}`, maxInflight: 2 }]);
     const router = b.router({ policy: 'p2c:connections', logger });
-    const gate = new AdmissionGate(router, { priorities: [10, 1], minCeiling: 0.5, kind: 'connection', maxQueue: 1, timeoutMs: 30_000 });
+    const gate = new AdmissionGate(router, { bands: [10, 1], minCeiling: 0.5, kind: 'connection', maxQueue: 1, timeoutMs: 30_000 });
     const counters = ProxyCounters.create();
     const proxy = new TcpProxy({ router, admission: fixedBand(1), counters, logger });
     const { port } = await proxy.listen();
@@ -65,7 +65,7 @@ describe('admission metrics of a proxy', () => {
       expect(val('poise_proxy_refused_total', { reason: 'max_connections' })).toBe(1);
       expect(val('poise_proxy_refused_total', { reason: 'no_backend' })).toBe(0);
       for (const band of stats.bands) {
-        const l = { band: String(band.priority) };
+        const l = { band: String(band.band) };
         expect(val('poise_admission_queue_length', l)).toBe(band.queued);
         expect(val('poise_admission_admitted_total', l)).toBe(band.admitted);
         expect(val('poise_admission_rejected_total', { ...l, reason: 'queue_full' })).toBe(band.rejected.QueueFull);

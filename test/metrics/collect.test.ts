@@ -39,7 +39,7 @@ describe('collectMetrics', () => {
       admissionStats: () => ({
         saturation: 0.75,
         waiting: 2,
-        bands: [{ priority: 0, queued: 2, oldestWaitMs: 1500, admitted: 9, rejected: { QueueFull: 1, QueueTimeout: 0 } }],
+        bands: [{ band: 0, queued: 2, oldestWaitMs: 1500, admitted: 9, rejected: { QueueFull: 1, QueueTimeout: 0 } }],
       }),
     };
     const counters = ProxyCounters.create({ workers: 2 });

@@ -1,6 +1,6 @@
 // Admission where traffic enters: client-CIDR → band maps, TcpProxy per-band
 // listeners over real sockets with a gate on the router, connect() with an
-// admission priority. The `poise proxy --band` flags: test/cli/proxy-bands.test.ts.
+// admission band. The `poise proxy --band` flags: test/cli/proxy-bands.test.ts.
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { AdmissionGate } from '../../src/admission/admission.js';
@@ -21,9 +21,9 @@ const backend = fileEchoServer('echo');
 
 describe('CidrBands', () => {
   const bands = [
-    { name: 'web', priority: 10 },
-    { name: 'bulk', priority: 5 },
-    { name: 'batch', priority: 1 },
+    { name: 'web', rank: 10 },
+    { name: 'bulk', rank: 5 },
+    { name: 'batch', rank: 1 },
   ];
   it('the longest matching prefix wins, IPv4 and IPv6; unmatched and unknown clients get the default band', () => {
     const map = new CidrBands({
@@ -45,7 +45,7 @@ describe('CidrBands', () => {
     const err = thrown(
       () =>
         new CidrBands({
-          bands: [...bands, { name: 'web', priority: 3 }],
+          bands: [...bands, { name: 'web', rank: 3 }],
           cidrs: [
             { cidr: '10.0.0.0/33', band: 'bulk' },
             { cidr: '10.0.0.0/8', band: 'nope' },
@@ -56,6 +56,10 @@ describe('CidrBands', () => {
     expect(err.code).toBe('InvalidConfig');
     for (const f of ['options.bands[3].name', 'options.cidrs[0].cidr', 'options.cidrs[1].band', 'options.defaultBand'])
       expect(err.message).toContain(f);
+    // A band is { name, rank }: the pre-1.0 { name, priority } is refused naming the rank.
+    expect(thrown(() => new CidrBands({ bands: [{ name: 'web', priority: 10 } as never], cidrs: [] })).message).toBe(
+      'options.bands[0].rank: must be a finite number',
+    );
   });
 });
 
@@ -65,7 +69,7 @@ describe('admission where connections enter', () => {
     const b = new Balancer({ capacity: 8, logger: silent });
     b.update([{ id: 'a', address: `127.0.0.1:${backend.port}`, maxInflight: 4 }]);
     const router = b.router({ policy: 'p2c:connections', logger: silent });
-    const gate = new AdmissionGate(router, { priorities: [10, 1], minCeiling: 0.5, kind: 'connection' });
+    const gate = new AdmissionGate(router, { bands: [10, 1], minCeiling: 0.5, kind: 'connection' });
     const web = new TcpProxy({ router, admission: fixedBand(10), logger: silent });
     const batch = new TcpProxy({ router, admission: fixedBand(1), logger: silent });
     const [wp, bp] = [(await web.listen()).port, (await batch.listen()).port];
@@ -98,11 +102,11 @@ describe('admission where connections enter', () => {
     const b = new Balancer({ capacity: 8, logger: silent });
     b.update([{ id: 'a', address: `127.0.0.1:${backend.port}`, maxInflight: 8 }]);
     const router = b.router({ policy: 'p2c:connections', logger: silent });
-    const gate = new AdmissionGate(router, { priorities: [10, 1], minCeiling: 0.5, kind: 'connection' });
+    const gate = new AdmissionGate(router, { bands: [10, 1], minCeiling: 0.5, kind: 'connection' });
     const bands = new CidrBands({
       bands: [
-        { name: 'web', priority: 10 },
-        { name: 'batch', priority: 1 },
+        { name: 'web', rank: 10 },
+        { name: 'batch', rank: 1 },
       ],
       cidrs: [{ cidr: '10.8.0.0/16', band: 'batch' }],
     });
@@ -119,7 +123,7 @@ describe('admission where connections enter', () => {
           s.once('error', reject);
         });
       const sockets = [await via('10.8.1.1'), await via('10.8.200.3'), await via('192.168.1.1'), await via('10.9.0.1')];
-      expect(gate.admissionStats().bands.map((x) => [x.priority, x.admitted])).toEqual([
+      expect(gate.admissionStats().bands.map((x) => [x.band, x.admitted])).toEqual([
         [10, 2],
         [1, 2],
       ]);
@@ -131,22 +135,20 @@ describe('admission where connections enter', () => {
     }
   });
 
-  it('connect(router, { admissionPriority }) queues the first attempt and rejects with QueueTimeout, leaving no lease', async () => {
+  it('connect(router, { band }) queues the first attempt and rejects with QueueTimeout, leaving no lease', async () => {
     const b = new Balancer({ capacity: 8, logger: silent });
     b.update([{ id: 'a', address: `127.0.0.1:${backend.port}`, maxInflight: 1 }]);
     const router = b.router({ policy: 'p2c:connections', logger: silent });
-    new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0 });
-    const first = await connect(router, { admissionPriority: 0 });
-    await expect(connect(router, { admissionPriority: 1, admissionTimeoutMs: 20 })).rejects.toMatchObject({ code: 'QueueTimeout' });
+    new AdmissionGate(router, { bands: [1, 0], minCeiling: 0 });
+    const first = await connect(router, { band: 0 });
+    await expect(connect(router, { band: 1, admissionTimeoutMs: 20 })).rejects.toMatchObject({ code: 'QueueTimeout' });
     first.socket.destroy();
     await until(() => b.table.stats(0).connections === 0, "the first connection's lease back");
-    const again = await connect(router, { admissionPriority: 1 });
+    const again = await connect(router, { band: 1 });
     again.socket.destroy();
-    await expect(connect(b.router(), { admissionPriority: 1 })).rejects.toMatchObject({ code: 'InvalidConfig' });
+    await expect(connect(b.router(), { band: 1 })).rejects.toMatchObject({ code: 'InvalidConfig' });
     // A wait limit without a band: nothing would wait, so it is refused, naming both options.
-    await expect(connect(router, { admissionTimeoutMs: 20 })).rejects.toThrow(
-      /options\.admissionTimeoutMs: needs options\.admissionPriority/,
-    );
+    await expect(connect(router, { admissionTimeoutMs: 20 })).rejects.toThrow(/options\.admissionTimeoutMs: needs options\.band/);
     b.close();
   });
 });

@@ -17,9 +17,9 @@ afterEach(async () => {
 });
 
 const BANDS = [
-  { name: 'web', priority: 10 },
-  { name: 'api', priority: 5 },
-  { name: 'batch', priority: 1 },
+  { name: 'web', rank: 10 },
+  { name: 'api', rank: 5 },
+  { name: 'batch', rank: 1 },
 ];
 const SOURCE: Record<number, string> = { 10: '127.0.0.1', 5: '127.0.0.2', 1: '127.0.0.3' };
 
@@ -59,10 +59,10 @@ describe('TcpProxy workers with admission bands', () => {
       logger: log.logger,
       admission: new CidrBands({
         bands: BANDS,
-        cidrs: BANDS.map((b) => ({ cidr: `${SOURCE[b.priority]}/32`, band: b.name })),
+        cidrs: BANDS.map((b) => ({ cidr: `${SOURCE[b.rank]}/32`, band: b.name })),
       }),
       admissionGate: {
-        priorities: BANDS.map((b) => b.priority),
+        bands: BANDS.map((b) => b.rank),
         minCeiling: 0.25,
         capacity: 8,
         kind: 'connection',
@@ -77,8 +77,8 @@ describe('TcpProxy workers with admission bands', () => {
     const offered = 40;
     const outcomes = await Promise.all(
       Array.from({ length: offered * 3 }, (_, i) => {
-        const priority = BANDS[i % 3]!.priority;
-        return offer(port, SOURCE[priority]!).then((o) => ({ priority, o }));
+        const band = BANDS[i % 3]!.rank;
+        return offer(port, SOURCE[band]!).then((o) => ({ band, o }));
       }),
     );
     const { admission, admissionThreads, total } = await proxy.collectStats();
@@ -88,14 +88,14 @@ describe('TcpProxy workers with admission bands', () => {
     for (const band of admission!.bands) {
       const rejected = Object.values(band.rejected).reduce((a, b) => a + b, 0);
       // The law, per band, over every worker's gate.
-      expect(band.admitted + rejected, `band ${band.priority}`).toBe(offered);
+      expect(band.admitted + rejected, `band ${band.band}`).toBe(offered);
       // And what the clients saw: the admitted got their answer, the rejected none.
-      const mine = outcomes.filter((x) => x.priority === band.priority);
+      const mine = outcomes.filter((x) => x.band === band.band);
       expect(mine.filter((x) => x.o === 'ok')).toHaveLength(band.admitted);
       expect(mine.filter((x) => x.o === 'refused')).toHaveLength(rejected);
       expect(band.queued).toBe(0);
       // The sum is the sum of the threads' own figures.
-      const per = admissionThreads!.map((t) => t!.bands.find((b) => b.priority === band.priority)!);
+      const per = admissionThreads!.map((t) => t!.bands.find((b) => b.band === band.band)!);
       expect(per.reduce((a, b) => a + b.admitted, 0)).toBe(band.admitted);
     }
     // It was an overload: the lowest band lost some, and more than the highest.
@@ -105,7 +105,7 @@ describe('TcpProxy workers with admission bands', () => {
     expect(lost(batch)).toBeGreaterThanOrEqual(lost(web));
     const fallback = log.find('one thread accepts');
     const figures = (bands: NonNullable<typeof admission>['bands']) =>
-      bands.map((b) => [b.priority, b.admitted, b.admittedAfterWait, b.rejected, b.queued]);
+      bands.map((b) => [b.band, b.admitted, b.admittedAfterWait, b.rejected, b.queued]);
     if (MULTI) {
       // Two threads accept: each gated some of the clients, and nothing fell back.
       for (const t of admissionThreads!) expect(t!.bands.reduce((a, b) => a + b.admitted, 0)).toBeGreaterThan(0);
@@ -125,16 +125,16 @@ describe('TcpProxy workers with admission bands', () => {
   it('refuses a custom selector, a selector without admissionGate, and bad gate options naming the field', () => {
     const bal = new Balancer();
     cleanup.push(() => bal.close());
-    const gate = { priorities: [10, 1], minCeiling: 0.5 };
-    const bands = new CidrBands({ bands: [{ name: 'w', priority: 10 }], cidrs: [] });
+    const gate = { bands: [10, 1], minCeiling: 0.5 };
+    const bands = new CidrBands({ bands: [{ name: 'w', rank: 10 }], cidrs: [] });
     expect(
       thrown(() => new TcpProxy({ balancer: bal, workers: 1, admission: { bandOf: () => 1 }, admissionGate: gate })).message,
-    ).toContain('options.admission: must be fixedBand(p) or a CidrBands with options.workers > 0');
+    ).toContain('options.admission: must be fixedBand(rank) or a CidrBands with options.workers > 0');
     expect(thrown(() => new TcpProxy({ balancer: bal, workers: 1, admission: bands })).message).toContain(
       'options.admissionGate: with options.workers > 0, give options.admission and options.admissionGate together',
     );
     const bad = thrown(
-      () => new TcpProxy({ balancer: bal, workers: 1, admission: bands, admissionGate: { priorities: [10, 1], minCeiling: 2 } }),
+      () => new TcpProxy({ balancer: bal, workers: 1, admission: bands, admissionGate: { bands: [10, 1], minCeiling: 2 } }),
     );
     expect(bad.code).toBe('InvalidConfig');
     expect(bad.message).toContain('options.admissionGate.minCeiling');

@@ -268,9 +268,9 @@ describe('routedStream', () => {
     expect(() => routedStream(router, { attempts: 0 })).toThrow(/options\.attempts/);
     expect(() => routedStream(router, { connectTimeoutMs: -1 })).toThrow(/options\.connectTimeoutMs/);
     expect(() => routedStream(router, { atempts: 2 } as never)).toThrow(/atempts/);
-    expect(() => routedStream(router, { admissionPriority: Number.NaN })).toThrow(/options\.admissionPriority: must be a finite number/);
-    expect(() => routedStream(router, { admissionPriority: 1, admissionTimeoutMs: 0 })).toThrow(/options\.admissionTimeoutMs/);
-    expect(() => routedStream(router, { admissionTimeoutMs: 50 })).toThrow(/options\.admissionTimeoutMs: needs options\.admissionPriority/);
+    expect(() => routedStream(router, { band: Number.NaN })).toThrow(/options\.band: must be a finite number/);
+    expect(() => routedStream(router, { band: 1, admissionTimeoutMs: 0 })).toThrow(/options\.admissionTimeoutMs/);
+    expect(() => routedStream(router, { admissionTimeoutMs: 50 })).toThrow(/options\.admissionTimeoutMs: needs options\.band/);
     const err = thrown(() => routedStream(router, { attempts: 1.5 }));
     expect(err.code).toBe('InvalidConfig');
     expect(err.message).toMatch(/options\.attempts/);
@@ -297,12 +297,12 @@ function gated(port: number, maxQueue?: number): { balancer: Balancer; router: R
   const balancer = new Balancer({ capacity: 4 });
   balancer.update([{ id: 'a', address: `127.0.0.1:${port}`, maxInflight: 4 }]);
   const router = balancer.router({ policy: 'p2c:connections' });
-  const gate = new AdmissionGate(router, { priorities: [10, 1], ceilings: [1, 0.25], kind: 'connection', maxQueue });
+  const gate = new AdmissionGate(router, { bands: [10, 1], ceilings: [1, 0.25], kind: 'connection', maxQueue });
   return { balancer, router, gate };
 }
 
-function bandOf(gate: AdmissionGate, priority: number): AdmissionBandStats {
-  return gate.admissionStats().bands.find((x) => x.priority === priority)!;
+function bandOf(gate: AdmissionGate, band: number): AdmissionBandStats {
+  return gate.admissionStats().bands.find((x) => x.band === band)!;
 }
 
 async function connected(factory: () => RoutedSocket, n: number): Promise<RoutedSocket[]> {
@@ -319,11 +319,11 @@ async function closeAll(sockets: RoutedSocket[]): Promise<void> {
   await Promise.all(sockets.map((s) => new Promise<void>((r) => s.once('close', () => r()).destroy())));
 }
 
-describe('routedStream with admission (admissionPriority through a real AdmissionGate)', () => {
+describe('routedStream with admission (band through a real AdmissionGate)', () => {
   it('a held-back band waits as a connecting socket while a higher band connects; it is admitted, and its early write delivered, once capacity frees below its ceiling', async () => {
     const { balancer, router, gate } = gated(a.port);
-    const low = routedStream(router, { admissionPriority: 1 });
-    const high = routedStream(router, { admissionPriority: 10 });
+    const low = routedStream(router, { band: 1 });
+    const high = routedStream(router, { band: 10 });
     const held = await connected(low, 2);
     // Open connections as the server counts them (its accepts lag the clients' 'connect').
     const open = (n: number, what: string): Promise<void> => until(() => a.sockets.size === n, what);
@@ -362,7 +362,7 @@ describe('routedStream with admission (admissionPriority through a real Admissio
 
   it('QueueFull, QueueTimeout and Closed reach the driver as one error carrying the PoiseError code, then one close; nothing dialled, no lease', async () => {
     const { balancer, router, gate } = gated(a.port, 1);
-    const held = await connected(routedStream(router, { admissionPriority: 1 }), 2);
+    const held = await connected(routedStream(router, { band: 1 }), 2);
     const refusal = async (s: RoutedSocket): Promise<PoiseError> => {
       const seen = watch(s);
       await seen.closed;
@@ -370,21 +370,21 @@ describe('routedStream with admission (admissionPriority through a real Admissio
       expect(s.attempts).toBe(0);
       return seen.errors[0] as PoiseError;
     };
-    const first = routedStream(router, { admissionPriority: 1, admissionTimeoutMs: 30 })();
-    const full = await refusal(routedStream(router, { admissionPriority: 1 })());
+    const first = routedStream(router, { band: 1, admissionTimeoutMs: 30 })();
+    const full = await refusal(routedStream(router, { band: 1 })());
     expect(full).toBeInstanceOf(PoiseError);
     expect(full.code).toBe('QueueFull');
     expect((await refusal(first)).code).toBe('QueueTimeout');
-    const last = routedStream(router, { admissionPriority: 1 })();
+    const last = routedStream(router, { band: 1 })();
     gate.close();
     expect((await refusal(last)).code).toBe('Closed');
     expect(bandOf(gate, 1).rejected).toMatchObject({ QueueFull: 1, QueueTimeout: 1, Closed: 1, Cancelled: 0 });
     expect(openLeases(balancer)).toBe(2);
     // A band on a router without a gate: the socket fails with the InvalidConfig naming the option.
     const ungated = balancerWith([{ id: 'a', port: a.port }]);
-    const err = await refusal(routedStream(ungated.router(), { admissionPriority: 1 })());
+    const err = await refusal(routedStream(ungated.router(), { band: 1 })());
     expect(err.code).toBe('InvalidConfig');
-    expect(err.message).toMatch(/priority\.admission: needs an AdmissionGate/);
+    expect(err.message).toMatch(/acquireAsync\(options\)\.band: needs an AdmissionGate/);
     await closeAll(held);
     expect(openLeases(balancer)).toBe(0);
     ungated.close();
@@ -393,7 +393,7 @@ describe('routedStream with admission (admissionPriority through a real Admissio
 
   it('a driver destroy at 200 random moments of an admission wait: cancelled in the queue or released after the grant, counters and waiters exact every run', async () => {
     const { balancer, router, gate } = gated(a.port);
-    const low = routedStream(router, { admissionPriority: 1 });
+    const low = routedStream(router, { band: 1 });
     const rng = new Rng(15);
     const held: RoutedSocket[] = [];
     let inQueue = 0;

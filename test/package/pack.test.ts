@@ -253,8 +253,8 @@ const stats: { requests: number } = view.stats(0);
 const attachment: RouterAttachment = balancer.attachment();
 const router: Router = Router.attach(attachment);
 const reads: number = LoadTable.attach(attachment.buffer).requests(0);
-const admission: AdmissionStats = new AdmissionGate(router, { priorities: [1, 0], minCeiling: 0.5 }).admissionStats();
-const queued: Promise<unknown> = router.acquireAsync({ priority: { admission: 1 }, timeoutMs: 10 });
+const admission: AdmissionStats = new AdmissionGate(router, { bands: [1, 0], minCeiling: 0.5 }).admissionStats();
+const queued: Promise<unknown> = router.acquireAsync({ band: 1, timeoutMs: 10 });
 // @ts-expect-error the gate's attachment point is internal
 router.attachAdmission;
 // @ts-expect-error the view has no writers
