@@ -11,10 +11,12 @@
  * spec of its current generation.
  */
 import { parseAddress } from '../core/spec.js';
+import { ReportFlag } from '../load/backend-load.js';
 import { HealthFlag, SlotState, type LoadTable } from '../load/load-table.js';
 import type { Logger } from '../log.js';
 import { blobLines, lineHead, specFromJson, type LineHead } from './spec-blob.js';
 import { slotCandidate, type LoadEnv, type SlotCandidate } from './slot-candidate.js';
+import { applyEffectiveWeights } from './effective-weight.js';
 
 /** The candidate view of one router (its thread only). */
 export class CandidateView {
@@ -28,9 +30,12 @@ export class CandidateView {
   members: SlotCandidate[] = [];
   /** Milliseconds until the soonest ejection of a ready member ends, as of the last build; 0 when none. */
   soonestExpiryMs = 0;
+  /** Milliseconds until a slow-start ramp should be looked at again, as of the last build; 0 when nobody ramps. */
+  rampStepMs = 0;
   private readonly table: LoadTable;
   private readonly env: LoadEnv;
   private readonly tiered: boolean;
+  private readonly keyed: boolean;
   private readonly log: Logger;
   private memberEpoch = -1;
   /** By slot: the blob line each candidate was built from (an own copy), and the candidate (reused while its line is unchanged). */
@@ -41,11 +46,16 @@ export class CandidateView {
   private stamp = 0;
   private readonly head: LineHead = { slot: 0, generation: 0, jsonStart: 0 };
 
-  /** `tiered`: the policy plans over priorities, so unavailable members stay in the list (panic may use them). */
-  constructor(table: LoadTable, env: LoadEnv, tiered: boolean, log: Logger) {
+  /**
+   * `tiered`: the policy plans over priorities, so unavailable members stay
+   * in the list (panic may use them). `keyed`: a hashing policy, whose
+   * weights slow start leaves alone (effective-weight.ts).
+   */
+  constructor(table: LoadTable, env: LoadEnv, tiered: boolean, log: Logger, keyed = false) {
     this.table = table;
     this.env = env;
     this.tiered = tiered;
+    this.keyed = keyed;
     this.log = log;
     this.lineOf = new Array<string | undefined>(table.capacity).fill(undefined);
     this.candOf = new Array<SlotCandidate | undefined>(table.capacity).fill(undefined);
@@ -89,9 +99,11 @@ export class CandidateView {
       // membership's degraded mark. Unhealthy is like ejected; degraded is
       // eligible only where its tier has no healthy host left (below).
       const health = state === SlotState.Ready ? t.health.health(c.slot) : 0;
-      c.eligible = state === SlotState.Ready && left === 0 && (health & HealthFlag.Unhealthy) === 0;
+      // A backend that reported drain or maint (agent check) takes no new lease, even failing open.
+      const held = state === SlotState.Ready && (t.reported.flags(c.slot) & (ReportFlag.Drain | ReportFlag.Maint)) !== 0;
+      c.eligible = state === SlotState.Ready && left === 0 && (health & HealthFlag.Unhealthy) === 0 && !held;
       c.blocked = false;
-      if (state === SlotState.Ready) ready++;
+      if (state === SlotState.Ready && !held) ready++;
       if (c.eligible) {
         if ((health & (HealthFlag.CheckDegraded | HealthFlag.MemberDegraded)) !== 0) {
           degraded ??= [];
@@ -117,13 +129,18 @@ export class CandidateView {
       // Fail open (as Sōzu does): every ready backend is ejected, so ejection
       // is ignored until one of them expires rather than refusing all traffic.
       for (const c of this.all) {
-        if (c.status === 'ready' && t.tag(c.slot) >>> 3 === c.generation) {
+        if (
+          c.status === 'ready' &&
+          t.tag(c.slot) >>> 3 === c.generation &&
+          (t.reported.flags(c.slot) & (ReportFlag.Drain | ReportFlag.Maint)) === 0
+        ) {
           c.eligible = true;
           members.push(c);
         }
       }
       this.log.warn({ backends: members.length }, 'poise: every ready backend is ejected; failing open');
     }
+    this.rampStepMs = applyEffectiveWeights(t, members, now, !this.keyed);
     this.members = members;
     this.soonestExpiryMs = soonest;
   }

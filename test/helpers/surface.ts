@@ -64,7 +64,7 @@ export const SURFACE: Record<string, string[]> = {
     'resolveDocument',
     'workerRouter',
   ],
-  'poise-lb/redis': ['MembershipPublisher', 'RedisMembership'],
+  'poise-lb/redis': ['FleetRetryBudget', 'MembershipPublisher', 'RedisMembership'],
   'poise-lb/net': [
     'CidrBands',
     'DURATION_BUCKETS_SECONDS',
