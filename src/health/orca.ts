@@ -49,7 +49,7 @@ export interface OrcaOptions {
   errorUtilizationPenalty?: number;
 }
 
-/** ORCA options with defaults. @internal */
+/** ORCA options with defaults. */
 export type ResolvedOrca = Required<OrcaOptions>;
 
 /** One load report, as read from `endpoint-load-metrics`. */
@@ -203,7 +203,7 @@ export class OrcaWeightState {
 /**
  * Polls every backend's load endpoint and writes the A58 weights into the
  * table (owner thread). Off by default: the Balancer runs one when its
- * health block has `orca`.
+ * health block has `orca`. @internal
  */
 export class OrcaWeights {
   private readonly state: OrcaWeightState;
