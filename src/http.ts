@@ -6,7 +6,7 @@
  * entry loads it. Explicit named exports only.
  */
 export { PoiseDispatcher, type PoiseDispatcherOptions, type RouteOptions } from './http/dispatcher.js';
-export { RatioRetryBudget, type RetryBudget, type RetryBudgetOptions } from './http/retry-budget.js';
+export { RatioRetryBudget, type RetryBudget, type RetryBudgetOptions } from './runtime/retry-budget.js';
 export {
   HttpCounters,
   HTTP_OUTCOMES,

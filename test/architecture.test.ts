@@ -27,7 +27,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   health: ['core', 'load', 'log'],
   runtime: ['core', 'policy', 'load', 'health', 'log'],
   admission: ['core', 'runtime'],
-  membership: ['core', 'health', 'log'],
+  membership: ['core', 'health', 'load', 'log', 'runtime'],
   net: ['core', 'runtime', 'admission', 'log'],
   http: ['core', 'runtime', 'net'],
   metrics: ['core', 'policy', 'load', 'health', 'runtime', 'admission', 'membership', 'net', 'http'],
@@ -37,6 +37,11 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
 /** The only files of another unit that a unit may import from it (metrics never loads the dispatcher, so never undici). */
 const ONLY_THROUGH: Record<string, Record<string, readonly string[]>> = {
   metrics: { http: ['http/counters.ts'] },
+  // The document validates the runtime's resilience options; the fleet budget feeds a Balancer's shared one.
+  membership: {
+    runtime: ['runtime/retry-budget.ts', 'runtime/slow-start-options.ts', 'runtime/balancer.ts'],
+    load: ['load/retry-region.ts'],
+  },
 };
 
 /** Where each package may be imported for its values (a type-only import loads nothing and may stand anywhere). */

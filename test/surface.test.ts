@@ -89,6 +89,9 @@ describe('the public surface', () => {
     const names = exportedNames('src/redis.ts');
     expect(names.sort()).toEqual(
       [
+        'FleetRetryBudget',
+        'FleetRetryBudgetOptions',
+        'FleetRetryCounts',
         'MembershipKeys',
         'MembershipPublisher',
         'MembershipPublisherOptions',

@@ -31,6 +31,10 @@ export interface MembershipSnapshot {
   cluster?: string;
   /** The cluster's health block (`{ check?, outlier? }`, see docs/health.md); validated by the Balancer, which replaces its own with it. */
   health?: unknown;
+  /** The cluster's retry budget (`{ ratio?, minRetriesPerSecond?, ttlMs? }` or `false`, see docs/resilience.md); validated by the Balancer, which replaces its own with it. */
+  retryBudget?: unknown;
+  /** The cluster's slow start (`{ windowMs, aggression?, minWeightPercent? }` or `false`, see docs/resilience.md); validated by the Balancer, which replaces its own with it. */
+  slowStart?: unknown;
   backends: readonly BackendSpec[];
 }
 

@@ -14,9 +14,10 @@
  */
 import { Rng } from '../core/rng.js';
 import { HealthFlag, type LoadTable } from '../load/load-table.js';
+import { ReportFlag } from '../load/backend-load.js';
 import type { Logger } from '../log.js';
 import type { CheckTarget, CheckVerdict, ResolvedHealthCheck } from './config.js';
-import { probe } from './probes.js';
+import { probe, type AgentReply } from './probes.js';
 import type { HealthCounters } from './stats.js';
 import type { HealthTarget } from './targets.js';
 
@@ -101,6 +102,12 @@ export class ActiveChecker {
     w.abort?.abort();
     this.watches.delete(key);
     this.write(w, 0);
+    // What its agent said goes with the watch (a check of another kind reports nothing).
+    if (this.config.kind === 'agent' && this.table.tag(w.target.slot) >>> 3 === w.target.generation) {
+      const admin = this.table.reported.setAdmin(w.target.slot, 0);
+      const weight = this.table.reported.setWeight(w.target.slot, undefined);
+      if (admin || weight) this.table.epochs.bumpHealth();
+    }
   }
 
   private schedule(w: Watch, ms: number): void {
@@ -128,7 +135,7 @@ export class ActiveChecker {
     let reason: string | undefined;
     try {
       verdict = await Promise.race([
-        probe(this.config, w.check, abort.signal),
+        probe(this.config, w.check, abort.signal, (reply) => this.agentReply(w, reply)),
         new Promise<never>((_, reject) => abort.signal.addEventListener('abort', () => reject(new Error('timed out')), { once: true })),
       ]);
     } catch (e) {
@@ -172,6 +179,8 @@ export class ActiveChecker {
         w.up = true;
         w.streak = 0;
         c.markedUp++;
+        // Back from a failed check: it ramps again (slow start, when configured; the generation is checked as in write()).
+        if (this.table.tag(w.target.slot) >>> 3 === w.target.generation) this.table.slowStart.markEligible(w.target.slot, this.clock());
         this.log.info({ backend: id, address, check: this.config.kind, rise: this.config.rise }, 'poise: backend up (active check)');
       }
     }
@@ -190,6 +199,30 @@ export class ActiveChecker {
     if (ok && w.up && this.config.unejectOnPass) this.uneject(w);
   }
 
+  /**
+   * Writes what an agent reported into the slot (load/backend-load.ts): its
+   * weight percentage, and drain / maint until it says `ready` (HAProxy's
+   * administrative state: kept until the agent changes it). A backend that
+   * leaves drain or maint ramps again (slow start, when configured).
+   */
+  private agentReply(w: Watch, reply: AgentReply): void {
+    const t = this.table;
+    const slot = w.target.slot;
+    if (w.stopped || t.tag(slot) >>> 3 !== w.target.generation) return;
+    let changed = false;
+    if (reply.weightPercent !== undefined) changed = t.reported.setWeight(slot, reply.weightPercent * 10_000);
+    if (reply.admin !== undefined) {
+      const before = t.reported.flags(slot);
+      const bits = reply.admin === 'drain' ? ReportFlag.Drain : reply.admin === 'maint' ? ReportFlag.Maint : 0;
+      if (t.reported.setAdmin(slot, bits)) {
+        changed = true;
+        if (bits === 0 && (before & (ReportFlag.Drain | ReportFlag.Maint)) !== 0) t.slowStart.markEligible(slot, this.clock());
+        this.log.info({ backend: w.target.id, address: w.target.address, agent: reply.admin }, 'poise: agent changed the backend state');
+      }
+    }
+    if (changed) t.epochs.bumpHealth();
+  }
+
   /** Ends the ejection of a backend that just passed while up (Envoy's successful_active_health_check_uneject_host). */
   private uneject(w: Watch): void {
     const t = this.table;
@@ -197,6 +230,8 @@ export class ActiveChecker {
     // Owner thread: the generation cannot change under this check (see write()).
     if (t.tag(slot) >>> 3 !== w.target.generation || t.ejectedForMs(slot, this.clock()) === 0) return;
     t.health.uneject(slot);
+    // Its ejection ended now: it ramps from now (the deadline word that would have said so is cleared).
+    t.slowStart.markEligible(slot, this.clock());
     t.epochs.bumpHealth();
     this.counters.unejectedByCheck++;
     this.log.info(

@@ -6,6 +6,7 @@
  * (`<path>.intervalMs`, ...) and the reason. Pure: no I/O, no timers.
  */
 import { checkOptionKeys, invalidConfig } from '../core/errors.js';
+import { resolveOrca, type OrcaOptions, type ResolvedOrca } from './orca.js';
 
 /** What an active check concludes about one backend. */
 export type CheckVerdict = 'healthy' | 'degraded' | 'unhealthy';
@@ -28,11 +29,16 @@ export interface QueryClient {
 }
 
 /** Check kinds. */
-export type CheckKind = 'tcp' | 'http' | 'redis' | 'postgres' | 'custom';
+export type CheckKind = 'tcp' | 'http' | 'redis' | 'postgres' | 'custom' | 'agent';
 
 /** One active health check, run by the Balancer's owner thread against every backend of the cluster. */
 export interface HealthCheckOptions {
-  /** `tcp` (connect), `http` (GET), `redis` (PING → PONG), `postgres` (startup to ReadyForQuery, or `SELECT 1` through `client`), `custom`. */
+  /**
+   * `tcp` (connect), `http` (GET), `redis` (PING → PONG), `postgres` (startup
+   * to ReadyForQuery, or `SELECT 1` through `client`), `custom`, or `agent`
+   * (HAProxy's agent protocol on `agentPort`: the backend answers a weight
+   * percentage, `drain`, `maint`, `ready`, `up`, `down`; docs/resilience.md).
+   */
   kind: CheckKind;
   /** Interval between checks of a healthy backend, ms; default 2000 (HAProxy `inter`). */
   intervalMs?: number;
@@ -66,6 +72,10 @@ export interface HealthCheckOptions {
   client?: QueryClient;
   /** custom: the check itself. */
   check?: CustomCheck;
+  /** agent: the agent's TCP port on the backend's host; default the backend's own port. */
+  agentPort?: number;
+  /** agent: a line sent to the agent before it answers (HAProxy `agent-send`); default none. */
+  agentSend?: string;
   /**
    * A passing check of an up backend ends its ejection (passive or outlier)
    * at once instead of waiting out the ejection time; default true (Envoy's
@@ -94,6 +104,8 @@ export interface ResolvedHealthCheck {
   database: string;
   client: QueryClient | undefined;
   check: CustomCheck | undefined;
+  agentPort: number | undefined;
+  agentSend: string | undefined;
   unejectOnPass: boolean;
 }
 
@@ -142,9 +154,11 @@ export type ResolvedOutlier = Required<OutlierOptions>;
 export interface HealthConfig {
   check?: HealthCheckOptions;
   outlier?: OutlierOptions;
+  /** Backend-reported weights from each backend's load endpoint (gRFC A58 rules; docs/resilience.md). */
+  orca?: OrcaOptions;
 }
 
-const KINDS: readonly CheckKind[] = ['tcp', 'http', 'redis', 'postgres', 'custom'];
+const KINDS: readonly CheckKind[] = ['tcp', 'http', 'redis', 'postgres', 'custom', 'agent'];
 const CHECK_KEYS = [
   'kind',
   'intervalMs',
@@ -163,6 +177,8 @@ const CHECK_KEYS = [
   'database',
   'client',
   'check',
+  'agentPort',
+  'agentSend',
   'unejectOnPass',
 ];
 
@@ -240,6 +256,16 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
       o.check,
     );
   }
+  if (o.kind !== 'agent') {
+    for (const k of ['agentPort', 'agentSend'] as const) {
+      if (o[k] !== undefined) invalidConfig(`${path}.${k}`, `applies only to kind "agent" (kind is "${o.kind}")`, o[k]);
+    }
+  }
+  const agentPort = o.agentPort === undefined ? undefined : int(`${path}.agentPort`, o.agentPort, 0, 1, 65535);
+  const agentSend =
+    o.agentSend === undefined
+      ? undefined
+      : str(`${path}.agentSend`, o.agentSend, '', /^[\x20-\x7e\t\r\n]*$/, 'a string of printable ASCII');
   const unejectOnPass = o.unejectOnPass ?? true;
   if (typeof unejectOnPass !== 'boolean') invalidConfig(`${path}.unejectOnPass`, 'must be a boolean', unejectOnPass);
   return {
@@ -260,6 +286,8 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
     database,
     client: o.client,
     check: o.check,
+    agentPort,
+    agentSend,
     unejectOnPass,
   };
 }
@@ -316,13 +344,14 @@ export function resolveHealthConfig(
   value: unknown,
   path: string,
   json: boolean,
-): { check?: ResolvedHealthCheck; outlier?: ResolvedOutlier } {
+): { check?: ResolvedHealthCheck; outlier?: ResolvedOutlier; orca?: ResolvedOrca } {
   if (typeof value !== 'object' || value === null || Array.isArray(value))
-    invalidConfig(path, 'must be an object { check?, outlier? }', value);
-  checkOptionKeys(value, ['check', 'outlier'], path);
+    invalidConfig(path, 'must be an object { check?, outlier?, orca? }', value);
+  checkOptionKeys(value, ['check', 'outlier', 'orca'], path);
   const v = value as HealthConfig;
   return {
     ...(v.check === undefined ? {} : { check: resolveHealthCheck(v.check, `${path}.check`, json) }),
     ...(v.outlier === undefined ? {} : { outlier: resolveOutlier(v.outlier, `${path}.outlier`) }),
+    ...(v.orca === undefined ? {} : { orca: resolveOrca(v.orca, `${path}.orca`) }),
   };
 }

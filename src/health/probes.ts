@@ -8,6 +8,47 @@ import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { CheckTarget, CheckVerdict, ResolvedHealthCheck } from './config.js';
 
+/** What an agent (HAProxy's agent protocol) said: the words it sent, read. */
+export interface AgentReply {
+  /** A weight percentage (`75%`): the share of the configured weight the backend asks for. */
+  weightPercent: number | undefined;
+  /** `ready`, `drain` or `maint`, when the reply named one. */
+  admin: 'ready' | 'drain' | 'maint' | undefined;
+  /** `up`, or `down` (also `failed`, `stopped`, `fail`), when the reply named one. */
+  state: 'up' | 'down' | undefined;
+  /** The text after `#`, if any (a down reason). */
+  description: string | undefined;
+}
+
+/**
+ * Reads an agent reply (HAProxy's `agent-check`): words separated by spaces,
+ * tabs or commas, in any order — `<n>%`, `ready`, `drain`, `maint`, `up`,
+ * `down` / `failed` / `stopped` / `fail`, `maxconn:<n>` (read, not used) —
+ * then optionally `#` and a description. Throws on a word it does not know
+ * or a reply with none (the check fails, as for a wrong reply of any kind).
+ */
+export function parseAgentReply(text: string): AgentReply {
+  const hash = text.indexOf('#');
+  const words = (hash < 0 ? text : text.slice(0, hash)).split(/[\s,]+/).filter((w) => w.length > 0);
+  const reply: AgentReply = {
+    weightPercent: undefined,
+    admin: undefined,
+    state: undefined,
+    description: hash < 0 ? undefined : text.slice(hash + 1).trim(),
+  };
+  if (words.length === 0) throw new Error(`agent replied ${JSON.stringify(text.slice(0, 80))}: no word`);
+  for (const raw of words) {
+    const w = raw.toLowerCase();
+    const pct = /^(\d{1,6})%$/.exec(w);
+    if (pct !== null) reply.weightPercent = Number(pct[1]);
+    else if (w === 'ready' || w === 'drain' || w === 'maint') reply.admin = w;
+    else if (w === 'up') reply.state = 'up';
+    else if (w === 'down' || w === 'failed' || w === 'stopped' || w === 'fail') reply.state = 'down';
+    else if (!/^maxconn:\d+$/.test(w)) throw new Error(`agent replied ${JSON.stringify(raw.slice(0, 40))}: not an agent word`);
+  }
+  return reply;
+}
+
 /** The most a probe reads from a reply (an HTTP body, a Redis or PostgreSQL reply). */
 const MAX_READ = 64 * 1024;
 
@@ -17,10 +58,44 @@ function passed(c: ResolvedHealthCheck, startedMs: number, degraded = false): Ch
   return c.degradedAfterMs !== undefined && performance.now() - startedMs > c.degradedAfterMs ? 'degraded' : 'healthy';
 }
 
-/** Runs one probe of `c` against `t`; `signal` aborts it (the timeout). */
-export function probe(c: ResolvedHealthCheck, t: CheckTarget, signal: AbortSignal): Promise<CheckVerdict> {
+/**
+ * Runs one probe of `c` against `t`; `signal` aborts it (the timeout). An
+ * agent check hands its reply to `onAgent` before its verdict: `down` fails
+ * it, anything else passes.
+ */
+export function probe(
+  c: ResolvedHealthCheck,
+  t: CheckTarget,
+  signal: AbortSignal,
+  onAgent?: (reply: AgentReply) => void,
+): Promise<CheckVerdict> {
   const started = performance.now();
   switch (c.kind) {
+    case 'agent': {
+      let text = '';
+      const hello = c.agentSend === undefined ? undefined : Buffer.from(c.agentSend, 'latin1');
+      const at = c.agentPort === undefined ? t : { ...t, port: c.agentPort };
+      return socketProbe(
+        at,
+        signal,
+        hello,
+        (buf) => {
+          const nl = buf.indexOf(10);
+          if (nl < 0) return false;
+          text = buf.subarray(0, nl).toString('latin1');
+          return true;
+        },
+        undefined,
+        (buf) => {
+          text = buf.toString('latin1');
+        },
+      ).then(() => {
+        const reply = parseAgentReply(text);
+        onAgent?.(reply);
+        if (reply.state === 'down') throw new Error(`agent reported down${reply.description ? `: ${reply.description}` : ''}`);
+        return passed(c, started);
+      });
+    }
     case 'tcp':
       return socketProbe(t, signal, undefined, () => true).then(() => passed(c, started));
     case 'redis':
@@ -56,6 +131,7 @@ function socketProbe(
   hello: Buffer | undefined,
   done: (buf: Buffer) => boolean,
   bye?: Buffer,
+  atClose?: (buf: Buffer) => void,
 ): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     if (signal.aborted) return reject(new Error('timed out'));
@@ -74,9 +150,18 @@ function socketProbe(
     const onAbort = (): void => finish(new Error('timed out'));
     signal.addEventListener('abort', onAbort, { once: true });
     sock.once('error', (e) => finish(e));
-    sock.once('close', () => finish(new Error('connection closed before a complete reply')));
+    sock.once('close', () => {
+      // A reply that ends with the connection (an agent may close instead of ending its line).
+      if (atClose !== undefined && buf.length > 0) {
+        atClose(buf);
+        finish();
+      } else finish(new Error('connection closed before a complete reply'));
+    });
     sock.once('connect', () => {
-      if (hello === undefined) return finish();
+      if (hello === undefined) {
+        if (atClose === undefined) return finish();
+        return;
+      }
       sock.write(hello);
     });
     sock.on('data', (chunk: Buffer) => {

@@ -19,7 +19,7 @@ import { HttpCounters } from './counters.js';
 import { type AttemptOutcome, defaultStatusOutcome, isIdempotent, isReplayable } from './outcome.js';
 import { BackendPools, type BackendDispatcher, type PoolFactory } from './pools.js';
 import { type DispatchCore, type RouteHints, RoutedRequest } from './request.js';
-import { RatioRetryBudget, type RetryBudget, type RetryBudgetOptions } from './retry-budget.js';
+import { RatioRetryBudget, type RetryBudget, type RetryBudgetOptions } from '../runtime/retry-budget.js';
 import { toSink } from './sink.js';
 
 /** What a request asks of the router; returned by {@link PoiseDispatcherOptions.route}. */
@@ -47,7 +47,10 @@ export interface PoiseDispatcherOptions {
   origin: string | URL;
   /** Backends one request may try, each a different one; default 3 (1 = never retry). */
   attempts?: number;
-  /** Retries allowed on top of requests: a {@link RetryBudget}, or the options of the default {@link RatioRetryBudget} (20 %, 10/s, 10 s). */
+  /**
+   * Retries allowed on top of requests: a {@link RetryBudget}, or the options of a {@link RatioRetryBudget}.
+   * Default: the Balancer's `retryBudget` (shared by every thread) when it has one, else a RatioRetryBudget (20 %, 10/s, 10 s) of this dispatcher's own.
+   */
   retryBudget?: RetryBudget | RetryBudgetOptions;
   /** The outcome of a response by its status; default 5xx `'failure'`, else `'success'`. The response goes to the caller either way. */
   statusOutcome?: (statusCode: number) => AttemptOutcome;
@@ -112,8 +115,9 @@ function parseOrigin(value: unknown): URL {
   return url;
 }
 
-function checkBudget(value: unknown): RetryBudget {
-  if (value === undefined) return new RatioRetryBudget();
+/** The budget option: without one, the Balancer's shared budget when it has one (every thread draws on it), else this dispatcher's own. */
+function checkBudget(value: unknown, router: Router): RetryBudget {
+  if (value === undefined) return router.retryBudget.enabled ? router.retryBudget : new RatioRetryBudget();
   if (typeof value !== 'object' || value === null)
     return invalidConfig('options.retryBudget', 'must be a RetryBudget or its options', value);
   const v = value as Partial<RetryBudget>;
@@ -175,7 +179,7 @@ export class PoiseDispatcher extends Dispatcher {
     this.core = {
       router,
       pools,
-      budget: checkBudget(opts.retryBudget),
+      budget: checkBudget(opts.retryBudget, router),
       counters: opts.counters,
       attempts: integerIn(opts.attempts ?? 3, 'options.attempts', 1, 10),
       statusOutcome: opts.statusOutcome ?? defaultStatusOutcome,

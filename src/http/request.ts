@@ -15,13 +15,13 @@
  */
 import type { Duplex } from 'node:stream';
 import { PoiseError, describe } from '../core/errors.js';
-import { isExhausted } from '../net/connect.js';
+import { isExhausted } from '../net/retry-run.js';
 import type { AcquireOptions, Router } from '../runtime/router.js';
 import type { Lease, ReleaseOptions } from '../runtime/lease.js';
 import { type HttpCounters, outcomeCode } from './counters.js';
 import { type AttemptOutcome, errorOutcome } from './outcome.js';
 import type { BackendPools } from './pools.js';
-import type { RetryBudget } from './retry-budget.js';
+import type { RetryBudget } from '../runtime/retry-budget.js';
 import type { DispatchController, Headers, Sink } from './sink.js';
 
 /**

@@ -12,6 +12,7 @@
  * | row owners    | `maxThreads`, rounded up to 16       | thread id + 1 of the thread that claimed attribution row r (0 = free) |
  * | row totals    | 16 per row (one line each)           | word k: the leases of kind k row r holds over all slots |
  * | admission rows| 16 per row (one line each)           | row r's oldest admission waiter per band, and whether its gate counts in the waiters hint (admission-region.ts) |
+ * | retry budget  | 32 (two lines)                       | the process's retry budget: its configuration, totals and windowed request / retry counters (retry-region.ts) |
  * | slots         | 32 per slot (two lines, line-aligned)| the slot table below |
  * | row cells     | per row: `capacity × 2`, rounded up to 16 | row r's leases on slot s, kind k: the record a dead thread's leases are reclaimed from |
  * | spec blob     | `specBytes / 4`                      | the owner's UTF-8 spec text for every live slot, under a seqlock |
@@ -36,13 +37,16 @@
  * | 20   | interval ok     | passive-health| successes since the owner's outlier detector last took them |
  * | 21   | interval fail   | passive-health| failures, the same |
  * | 22   | picks           | leases        | leases granted on this slot (wraps at 2^32; routers add in batches) |
- * | 9–15, 23–31 | reserved | —             | 0 |
+ * | 23   | ramp start      | slow-start    | when the owner last made this occupant eligible (joined, passed its check again): shared-clock ms mod 2^30, 0 = none |
+ * | 24   | reported weight | backend-load  | the backend's own weight report (agent check, ORCA): a multiplier of its spec weight, ppm |
+ * | 25   | reported flags  | backend-load  | 1 weight reported, 2 drain, 4 maint |
+ * | 9–15, 26–31 | reserved | —             | 0 |
  */
 import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 
 /** The layout version in header word 0; an attachment with another version is refused. */
-export const LAYOUT_VERSION = 0x504f0007;
+export const LAYOUT_VERSION = 0x504f0008;
 
 // --- header -------------------------------------------------------------------
 export const H_VERSION = 0;
@@ -59,6 +63,12 @@ export const H_INITIAL_US = 9;
 export const H_ROWS = 10;
 export const H_SLOT_BASE = 12;
 export const H_SPEC_WORDS = 13;
+/** Slow start (slow-start.ts): the ramp window, ms; 0 = off. */
+export const H_SLOW_WINDOW_MS = 11;
+/** Slow start: the aggression, thousandths. */
+export const H_SLOW_AGGRESSION = 14;
+/** Slow start: the floor of the factor, thousandths. */
+export const H_SLOW_MIN = 15;
 /** Four words: the two ranges (from, to) of the spec blob that the last publication changed. */
 export const H_SPEC_RANGES = 16;
 /** Gates with admission waiters now (a hint every release reads plainly). */
@@ -79,6 +89,10 @@ export const A_ROW_COUNTED = ADMISSION_BANDS;
 /** Words of one row's admission line. */
 export const ADMISSION_ROW_WORDS = 16;
 
+// --- retry budget (retry-region.ts) ----------------------------------------------
+/** Words of the retry budget region (two lines). */
+export const RETRY_WORDS = 32;
+
 // --- slots --------------------------------------------------------------------
 export const S_TAG = 0;
 /** The lease counter of kind k is word `S_LEASES + k`. */
@@ -94,6 +108,9 @@ export const S_HEALTH = 19;
 export const S_INTERVAL_OK = 20;
 export const S_INTERVAL_FAIL = 21;
 export const S_PICKS = 22;
+export const S_RAMP_START = 23;
+export const S_REPORTED_WEIGHT = 24;
+export const S_REPORTED_STATE = 25;
 /** Words per slot: 32 × 4 bytes = two 64-byte cache lines. */
 export const SLOT_WORDS = 32;
 
@@ -111,6 +128,8 @@ export class Layout {
   readonly ownerBase: number;
   readonly totalsBase: number;
   readonly admissionBase: number;
+  /** First word of the retry budget region. */
+  readonly retryBase: number;
   readonly slotBase: number;
   readonly cellsBase: number;
   /** Words of one row's cells (`capacity × KINDS`, rounded up to whole lines). */
@@ -126,6 +145,7 @@ export class Layout {
     this.ownerBase = HEADER_WORDS;
     this.totalsBase = HEADER_WORDS + roundUp(maxThreads, 16);
     this.admissionBase = this.totalsBase + maxThreads * TOTAL_WORDS;
+    this.retryBase = this.admissionBase + maxThreads * ADMISSION_ROW_WORDS;
     this.slotBase = slotBase;
     this.cellsBase = roundUp(slotBase + capacity * SLOT_WORDS, 16);
     this.cellStride = roundUp(capacity * KINDS, 16);
@@ -140,7 +160,8 @@ export class Layout {
    * the benchmark that shows what the alignment is worth.
    */
   static plan(capacity: number, maxThreads: number, specBytes: number, unaligned: boolean): Layout {
-    const slotBase = HEADER_WORDS + roundUp(maxThreads, 16) + maxThreads * (TOTAL_WORDS + ADMISSION_ROW_WORDS) + (unaligned ? 8 : 0);
+    const slotBase =
+      HEADER_WORDS + roundUp(maxThreads, 16) + maxThreads * (TOTAL_WORDS + ADMISSION_ROW_WORDS) + RETRY_WORDS + (unaligned ? 8 : 0);
     return new Layout(capacity, maxThreads, slotBase, Math.ceil(specBytes / 4));
   }
 

@@ -13,6 +13,9 @@
  * | passive health              | passive-health.ts | every router (failures, ejections, outcomes), the owner (health word) |
  * | spec blob                   | spec-region.ts    | the owner |
  * | admission waiters and tickets | admission-region.ts | the admission gates (their own rows), every release (a wake-up when gates wait) |
+ * | retry budget                | retry-region.ts   | the owner (configuration), every thread (requests, retries) |
+ * | slow start                  | slow-start.ts     | the owner (configuration, ramp starts) |
+ * | backend-reported load       | backend-load.ts   | the owner (agent check, ORCA weights) |
  *
  * This class creates or attaches the buffer and holds one instance of each
  * region; the Balancer, the Router and the feedback module use the regions
@@ -31,6 +34,9 @@ import { EwmaRegion, EwmaSeries, type EwmaSeriesCode } from './ewma-region.js';
 import { H_INITIAL_US, H_TAU_MS, Layout, S_EWMA } from './layout.js';
 import { LeaseKind, Leases, type LeaseKindCode } from './leases.js';
 import { PassiveHealth } from './passive-health.js';
+import { RetryRegion } from './retry-region.js';
+import { SlowStart } from './slow-start.js';
+import { BackendLoad } from './backend-load.js';
 import { SlotTags, type SlotStateCode } from './slot-tags.js';
 import { SpecRegion } from './spec-region.js';
 
@@ -131,6 +137,12 @@ export class LoadTable {
   readonly specs: SpecRegion;
   /** @internal */
   readonly admission: AdmissionRegion;
+  /** @internal */
+  readonly retries: RetryRegion;
+  /** @internal */
+  readonly slowStart: SlowStart;
+  /** @internal */
+  readonly reported: BackendLoad;
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
@@ -149,6 +161,9 @@ export class LoadTable {
     this.health = new PassiveHealth(i32, this.layout);
     this.specs = new SpecRegion(i32, this.layout);
     this.admission = new AdmissionRegion(i32, this.layout);
+    this.retries = new RetryRegion(i32, this.layout.retryBase);
+    this.slowStart = new SlowStart(i32, this.layout);
+    this.reported = new BackendLoad(i32, this.layout);
   }
 
   /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. @internal */

@@ -24,7 +24,7 @@ import { createHash } from 'node:crypto';
 import { PoiseError } from '../core/errors.js';
 import { checkBackendSet, resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
 import { compactSpec, sameSpec } from '../core/spec-fields.js';
-import { checkSize, documentJson, type ResolvedDocument } from './document.js';
+import { checkSize, copySettings, documentJson, type ResolvedDocument } from './document.js';
 
 /** One delta operation, as published (backends in compact form). */
 export type DeltaOp = { op: 'remove'; id: string } | { op: 'replace'; backend: BackendSpec } | { op: 'add'; backend: BackendSpec };
@@ -140,8 +140,7 @@ export function applyDelta(
     else backends[at] = op.backend;
   }
   checkBackendSet(backends, `${what}.document.backends`);
-  const next: ResolvedDocument = { cluster: document.cluster, version: undefined, backends };
-  if (document.health !== undefined) next.health = document.health;
+  const next = copySettings(document, { cluster: document.cluster, version: undefined, backends } as ResolvedDocument);
   const json = documentJson(next);
   checkSize(json, opts.maxBytes, `${what}.document`);
   if (documentDigest(json) !== digest) {

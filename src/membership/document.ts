@@ -14,6 +14,8 @@ import { isResolvedSpec, resolveBackendSpecs, type BackendSpec, type ResolvedBac
 import { compactSpec } from '../core/spec-fields.js';
 import { resolveHealthConfig, type HealthConfig } from '../health/config.js';
 import { validateName } from './name.js';
+import { resolveRetryBudget, type RetryBudgetOptions } from '../runtime/retry-budget.js';
+import { resolveSlowStart, type SlowStartOptions } from '../runtime/slow-start-options.js';
 import { integerIn } from '../core/validate.js';
 
 /** A membership document as written by people and tools. */
@@ -26,6 +28,10 @@ export interface MembershipDocument {
   backends: BackendSpec[];
   /** Active check and outlier detection for this cluster (docs/health.md); no function-valued fields. */
   health?: HealthConfig;
+  /** The retry budget of every Balancer following this cluster (docs/resilience.md), or `false` for none. */
+  retryBudget?: RetryBudgetOptions | false;
+  /** Slow start of every Balancer following this cluster (docs/resilience.md), or `false` for none. */
+  slowStart?: SlowStartOptions | false;
 }
 
 /** A validated document: every backend default filled in. */
@@ -38,6 +44,27 @@ export interface ResolvedDocument {
   backends: ResolvedBackendSpec[];
   /** The health block as written (validated), when the document has one. */
   health?: HealthConfig;
+  /** The retry budget block as written (validated), when the document has one. */
+  retryBudget?: RetryBudgetOptions | false;
+  /** The slow start block as written (validated), when the document has one. */
+  slowStart?: SlowStartOptions | false;
+}
+
+/** The cluster-wide blocks of a document (beside its backends), which a snapshot carries to the Balancer. */
+type Settings = Pick<ResolvedDocument, 'health' | 'retryBudget' | 'slowStart'>;
+
+/** The cluster-wide blocks, in the order the canonical JSON writes them. */
+const SETTINGS = ['health', 'retryBudget', 'slowStart'] as const;
+
+/** Copies the cluster-wide blocks (`health`, `retryBudget`, `slowStart`) that `from` has onto `to`; returns `to`. @internal */
+export function copySettings<T extends { health?: unknown; retryBudget?: unknown; slowStart?: unknown }>(from: Settings, to: T): T {
+  for (const k of SETTINGS) if (from[k] !== undefined) (to as Record<string, unknown>)[k] = from[k];
+  return to;
+}
+
+/** Whether two documents have the same cluster-wide blocks. @internal */
+export function sameSettings(a: Settings, b: Settings): boolean {
+  return SETTINGS.every((k) => JSON.stringify(a[k]) === JSON.stringify(b[k]));
 }
 
 /** Text formats a document may be written in. */
@@ -49,7 +76,7 @@ export const DEFAULT_MAX_DOCUMENT_BYTES = 1024 * 1024;
 /** The largest membership version (versions must stay exact as JS numbers). @internal */
 export const MAX_VERSION = Number.MAX_SAFE_INTEGER;
 
-const DOCUMENT_FIELDS: ReadonlySet<string> = new Set(['cluster', 'version', 'backends', 'health']);
+const DOCUMENT_FIELDS: ReadonlySet<string> = new Set(['cluster', 'version', 'backends', 'health', 'retryBudget', 'slowStart']);
 
 /** Validates a membership version: an integer in [0, 2^53 − 1]. @internal */
 export function validateVersion(value: unknown, field = 'version'): number {
@@ -67,21 +94,40 @@ export function validateVersion(value: unknown, field = 'version'): number {
 export function resolveDocument(value: unknown, path = ''): ResolvedDocument {
   const at = (field: string): string => (path === '' ? field : `${path}.${field}`);
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    invalidConfig(path === '' ? 'document' : path, 'must be an object { cluster, version?, backends, health? }', value);
+    invalidConfig(
+      path === '' ? 'document' : path,
+      'must be an object { cluster, version?, backends, health?, retryBudget?, slowStart? }',
+      value,
+    );
   }
   const doc = value as Record<string, unknown>;
   for (const key of Object.keys(doc)) {
     if (!DOCUMENT_FIELDS.has(key)) {
-      throw new PoiseError('InvalidConfig', `${at(key)}: unknown field (accepted: cluster, version, backends, health)`, { field: at(key) });
+      throw new PoiseError(
+        'InvalidConfig',
+        `${at(key)}: unknown field (accepted: cluster, version, backends, health, retryBudget, slowStart)`,
+        { field: at(key) },
+      );
     }
   }
   const cluster = validateName(doc['cluster'], at('cluster'));
   const version = doc['version'] === undefined ? undefined : validateVersion(doc['version'], at('version'));
   const backends = resolveBackendSpecs(doc['backends'], at('backends'));
-  if (doc['health'] === undefined) return { cluster, version, backends };
+  const out: ResolvedDocument = { cluster, version, backends };
   // Validated here so a bad block names its field and keeps the last good state; kept as written.
-  resolveHealthConfig(doc['health'], at('health'), true);
-  return { cluster, version, backends, health: doc['health'] as HealthConfig };
+  if (doc['health'] !== undefined) {
+    resolveHealthConfig(doc['health'], at('health'), true);
+    out.health = doc['health'] as HealthConfig;
+  }
+  if (doc['retryBudget'] !== undefined) {
+    if (doc['retryBudget'] !== false) resolveRetryBudget(doc['retryBudget'], at('retryBudget'));
+    out.retryBudget = doc['retryBudget'] as RetryBudgetOptions | false;
+  }
+  if (doc['slowStart'] !== undefined) {
+    resolveSlowStart(doc['slowStart'], at('slowStart'));
+    out.slowStart = doc['slowStart'] as SlowStartOptions | false;
+  }
+  return out;
 }
 
 /** The format implied by a file name: `.yaml`/`.yml` → YAML, anything else → JSON. @internal */
@@ -143,12 +189,13 @@ function compactJson(spec: ResolvedBackendSpec): string {
 /**
  * The canonical JSON of a document without its version (Redis keeps the
  * version beside it): exactly `JSON.stringify({ cluster, backends:
- * backends.map(compactSpec), health? })`, assembled from each spec's
+ * backends.map(compactSpec), health?, retryBudget?, slowStart? })`, assembled from each spec's
  * remembered JSON. @internal
  */
-export function documentJson(doc: { cluster: string; backends: readonly ResolvedBackendSpec[]; health?: HealthConfig }): string {
+export function documentJson(doc: { cluster: string; backends: readonly ResolvedBackendSpec[] } & Settings): string {
   const parts = new Array<string>(doc.backends.length);
   for (let i = 0; i < parts.length; i++) parts[i] = compactJson(doc.backends[i]!);
-  const health = doc.health === undefined ? '' : `,"health":${JSON.stringify(doc.health)}`;
-  return `{"cluster":${JSON.stringify(doc.cluster)},"backends":[${parts.join(',')}]${health}}`;
+  let settings = '';
+  for (const k of SETTINGS) if (doc[k] !== undefined) settings += `,${JSON.stringify(k)}:${JSON.stringify(doc[k])}`;
+  return `{"cluster":${JSON.stringify(doc.cluster)},"backends":[${parts.join(',')}]${settings}}`;
 }

@@ -35,6 +35,8 @@ import { Backoff } from '../core/backoff.js';
 import { validateWeight } from '../core/weight.js';
 import { defaultLogger } from '../log.js';
 import {
+  copySettings,
+  sameSettings,
   DEFAULT_MAX_DOCUMENT_BYTES,
   MAX_VERSION,
   documentJson,
@@ -331,9 +333,9 @@ export class MembershipPublisher {
     return env;
   }
 
-  /** Delta ops from `base` to `doc` when they exist and their JSON is at most `maxChars` long; the health block must be unchanged. */
+  /** Delta ops from `base` to `doc` when they exist and their JSON is at most `maxChars` long; the health and retry budget blocks must be unchanged. */
   #deltaArgs(base: Envelope, doc: ResolvedDocument, maxChars: number): DeltaArgs | undefined {
-    if (base.lineage === undefined || JSON.stringify(base.document.health) !== JSON.stringify(doc.health)) return undefined;
+    if (base.lineage === undefined || !sameSettings(base.document, doc)) return undefined;
     const ops = diffBackends(base.document.backends, doc.backends);
     if (ops === undefined) return undefined;
     const json = JSON.stringify(ops);
@@ -389,7 +391,7 @@ export class MembershipPublisher {
       // Every spec is validated (the stored ones when read, a new or changed one by its operation); the list laws are checked here.
       checkBackendSet(backends);
       const doc: ResolvedDocument = { cluster: this.#cluster, version: undefined, backends };
-      if (env?.document.health !== undefined) doc.health = env.document.health;
+      if (env !== undefined) copySettings(env.document, doc);
       const ops = this.#deltas && env !== undefined ? this.#deltaArgs(env, doc, Number.POSITIVE_INFINITY) : undefined;
       const json = documentJson(doc);
       const reply = await this.#write(json, String(current), '', ops);

@@ -51,7 +51,7 @@ import { PoiseError, invalidConfig, isPoiseError } from '../core/errors.js';
 import { Backoff } from '../core/backoff.js';
 import type { MembershipSnapshot } from '../core/spec.js';
 import { defaultLogger, rateLimited, type RateLimitedLogger } from '../log.js';
-import { DEFAULT_MAX_DOCUMENT_BYTES, documentJson, formatOf, parseDocument, type ResolvedDocument } from './document.js';
+import { DEFAULT_MAX_DOCUMENT_BYTES, copySettings, documentJson, formatOf, parseDocument, type ResolvedDocument } from './document.js';
 import { validateName } from './name.js';
 import { readFileLimited } from './read-limited.js';
 import { redactUrl } from './redis-errors.js';
@@ -488,7 +488,7 @@ export class RedisMembership implements MembershipSource {
       lineage === undefined
         ? { version, cluster: document.cluster, backends: document.backends }
         : { version, lineage, cluster: document.cluster, backends: document.backends };
-    if (document.health !== undefined) snapshot.health = document.health;
+    copySettings(document, snapshot);
     let result: unknown;
     try {
       result = this.#listener!(snapshot);

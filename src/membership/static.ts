@@ -18,7 +18,15 @@ import type { Logger } from 'pino';
 import { PoiseError, invalidConfig, isPoiseError } from '../core/errors.js';
 import { resolveBackendSpecs, type BackendSpec, type MembershipSnapshot, type ResolvedBackendSpec } from '../core/spec.js';
 import { defaultLogger } from '../log.js';
-import { DEFAULT_MAX_DOCUMENT_BYTES, formatOf, parseDocument, validateVersion, type DocumentFormat } from './document.js';
+import {
+  DEFAULT_MAX_DOCUMENT_BYTES,
+  copySettings,
+  formatOf,
+  parseDocument,
+  validateVersion,
+  type DocumentFormat,
+  type ResolvedDocument,
+} from './document.js';
 import { validateName } from './name.js';
 import { readFileLimited } from './read-limited.js';
 import { reportDelivery, type MembershipSource, type SnapshotListener } from './source.js';
@@ -241,13 +249,13 @@ export class StaticMembership implements MembershipSource {
         field: 'version',
       });
     }
-    this.#deliver(doc.backends, version, doc.cluster, doc.health);
+    this.#deliver(doc.backends, version, doc.cluster, doc);
     this.#lastText = text;
   }
 
-  #deliver(backends: ResolvedBackendSpec[], version: number, cluster: string | undefined, health?: unknown): void {
+  #deliver(backends: ResolvedBackendSpec[], version: number, cluster: string | undefined, settings?: ResolvedDocument): void {
     const snapshot: MembershipSnapshot = cluster === undefined ? { version, backends } : { version, cluster, backends };
-    if (health !== undefined) snapshot.health = health;
+    if (settings !== undefined) copySettings(settings, snapshot);
     const result = this.#listener!(snapshot);
     this.#version = version;
     this.#delivered = true;

@@ -96,6 +96,7 @@ interface Snapshot {
   admission: AdmissionFigures | undefined;
   health: HealthCounters;
   reclaims: { events: number; leases: number };
+  retries: ReturnType<Balancer['retryBudgetStats']>;
 }
 
 const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
@@ -279,6 +280,24 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
   );
   counter('reclaimed_leases_total', 'Leases subtracted from the shared counters on behalf of exited threads.', C, (c, s) =>
     c.inc({ cluster: s.cluster }, s.reclaims.leases),
+  );
+  counter(
+    'retries_total',
+    'Retries on another backend after a failed connect or request (connect, routedStream, the proxy, the HTTP dispatcher on the shared budget), by whether the retry budget allowed them.',
+    ['cluster', 'outcome'],
+    (c, s) => {
+      c.inc({ cluster: s.cluster, outcome: 'allowed' }, s.retries.allowed);
+      c.inc({ cluster: s.cluster, outcome: 'refused' }, s.retries.refused);
+    },
+  );
+  counter('retry_budget_requests_total', 'Requests counted by the retry budget (each deposits its ratio of a retry).', C, (c, s) =>
+    c.inc({ cluster: s.cluster }, s.retries.requests),
+  );
+  gauge('retry_budget_available', 'Retries the retry budget would grant now (absent without a budget).', C, (g, s) => {
+    if (s.retries.available !== undefined) g.set({ cluster: s.cluster }, s.retries.available);
+  });
+  gauge('retry_budget_processes', 'Processes sharing the retry floor (1 without a fleet budget, or while Redis is away).', C, (g, s) =>
+    g.set({ cluster: s.cluster }, s.retries.processes),
   );
   gauge(
     'priority_availability_ratio',
@@ -508,5 +527,6 @@ function takeSnapshot(
     admission: admission?.admissionStats(),
     health: balancer.healthStats().counters,
     reclaims: balancer.reclaimStats(),
+    retries: balancer.retryBudgetStats(),
   };
 }

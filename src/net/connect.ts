@@ -9,11 +9,12 @@
  * mysql2's `stream` option).
  */
 import net from 'node:net';
-import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
+import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { timersOption, type TimerSource } from '../core/timers.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
 import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
+import { RetryRun } from './retry-run.js';
 
 /** Options of {@link connect}. */
 export interface ConnectOptions {
@@ -62,18 +63,7 @@ export interface ConnectOptions {
   manualRelease?: boolean;
 }
 
-/**
- * Connect errors that are this host's, not the backend's: out of file
- * descriptors (EMFILE, ENFILE), socket buffers or memory (ENOBUFS, ENOMEM),
- * ephemeral ports (EADDRNOTAVAIL). They never count against a backend.
- */
-export const LOCAL_ERROR_CODES: ReadonlySet<string> = new Set(['EMFILE', 'ENFILE', 'ENOBUFS', 'ENOMEM', 'EADDRNOTAVAIL']);
-
-/** True when `err` is a local resource error ({@link LOCAL_ERROR_CODES}). */
-export function isLocalError(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && LOCAL_ERROR_CODES.has(code);
-}
+export { LOCAL_ERROR_CODES, isLocalError } from './retry-run.js';
 
 /** A connected socket and the lease that counts it. */
 export interface RoutedConnection {
@@ -143,88 +133,47 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
   if (opts.clock !== undefined && typeof opts.clock !== 'function')
     invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
   const clock = opts.clock ?? (() => timers.now());
-  const exclude = new Set<string>();
-  let lastError: unknown;
-  for (let attempt = 1; attempt <= attempts; attempt++) {
-    opts.signal?.throwIfAborted();
-    let lease: Lease;
-    try {
-      lease =
-        attempt === 1 && admission !== undefined
-          ? await router.acquireAsync({
-              key: opts.key,
-              band: admission.band,
-              priority: opts.priority,
-              kind: 'connection',
-              signal: opts.signal,
-              timeoutMs: admission.timeoutMs,
-            })
-          : router.acquire({ key: opts.key, priority: opts.priority, exclude, kind: 'connection' });
-    } catch (err) {
-      // Nothing left to try: report the connect error that got us here, if any.
-      if (lastError !== undefined && isExhausted(err)) break;
-      throw err;
+  opts.signal?.throwIfAborted();
+  const run = new RetryRun('connect', { router, key: opts.key, priority: opts.priority, attempts });
+  let next: Lease | Error =
+    admission === undefined
+      ? run.acquire()
+      : await router.acquireAsync({
+          key: opts.key,
+          band: admission.band,
+          priority: opts.priority,
+          kind: 'connection',
+          signal: opts.signal,
+          timeoutMs: admission.timeoutMs,
+        });
+  for (;;) {
+    if (next instanceof Error) throw next;
+    const lease = next;
+    if (opts.signal?.aborted) {
+      lease.release('cancelled');
+      opts.signal.throwIfAborted();
     }
+    run.started();
     const started = clock();
     try {
       const socket = await openSocket(create, { host: lease.host, port: lease.port, allowHalfOpen }, timeout, timers, opts.signal);
       const connectMs = Math.max(0, clock() - started);
       lease.connected(connectMs);
-      if (opts.manualRelease === true) return { socket, lease, connectMs, attempts: attempt };
+      if (opts.manualRelease === true) return { socket, lease, connectMs, attempts: run.tries };
       let failed = false;
       socket.once('error', () => {
         failed = true;
       });
       socket.once('close', () => lease.release(failed ? 'failure' : 'success'));
-      return { socket, lease, connectMs, attempts: attempt };
+      return { socket, lease, connectMs, attempts: run.tries };
     } catch (err) {
       if (opts.signal?.aborted) {
         lease.release('cancelled');
         throw err;
       }
-      if (isLocalError(err)) {
-        // Our own descriptors, buffers or ports ran out: the backend did
-        // nothing wrong (no failure, no sample), and another backend would
-        // fail the same way.
-        lease.release('cancelled');
-        throw localExhausted('connect', err);
-      }
-      lease.release('failure');
-      exclude.add(lease.id);
-      lastError = err;
+      next = run.failed(lease, err);
     }
   }
-  throw noBackendAccepted('connect', exclude.size, lastError);
-}
-
-/**
- * Whether an acquire refusal after at least one failed connect means "nothing
- * left to try" (then the connect error is the one to report). @internal
- */
-export function isExhausted(err: unknown): boolean {
-  return err instanceof PoiseError && (err.code === 'NoEligibleCandidates' || err.code === 'Empty');
-}
-
-/** The `CapacityExhausted` error for a local resource error ({@link isLocalError}); no backend is blamed. @internal */
-export function localExhausted(what: string, err: unknown): PoiseError {
-  return new PoiseError(
-    'CapacityExhausted',
-    `${what}: local resource exhausted (${(err as { code: string }).code}); no backend was blamed: ${errorText(err)}`,
-    {
-      cause: err,
-    },
-  );
-}
-
-/** The `NoEligibleCandidates` error after `tried` backends refused, carrying the last connect error. @internal */
-export function noBackendAccepted(what: string, tried: number, lastError: unknown): PoiseError {
-  return new PoiseError('NoEligibleCandidates', `${what}: no backend accepted a connection (${tried} tried): ${errorText(lastError)}`, {
-    cause: lastError,
-  });
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 function openSocket(

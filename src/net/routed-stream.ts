@@ -42,15 +42,8 @@ import net from 'node:net';
 import { checkOptionKeys } from '../core/errors.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
-import {
-  checkAdmissionOptions,
-  checkConnectOptions,
-  isExhausted,
-  isLocalError,
-  localExhausted,
-  noBackendAccepted,
-  type ConnectOptions,
-} from './connect.js';
+import { checkAdmissionOptions, checkConnectOptions, type ConnectOptions } from './connect.js';
+import { RetryRun, isLocalError } from './retry-run.js';
 
 /** Options of {@link routedStream}. */
 export interface RoutedStreamOptions {
@@ -103,21 +96,20 @@ export class RoutedSocket extends net.Socket {
   #state: State = IDLE;
   #lease: Lease | undefined;
   #next: Lease | undefined;
-  #exclude = new Set<string>();
-  #tries = 0;
+  readonly #run: RetryRun;
   #started = 0;
   #timer: NodeJS.Timeout | undefined;
   #timeoutError: Error | undefined;
   #failed = false;
   #connected = false;
   #closeSwallowed = false;
-  #lastError: unknown;
   #admission: AbortController | undefined;
 
   /** @internal Use {@link routedStream}. */
   constructor(settings: Settings) {
     super();
     this.#s = settings;
+    this.#run = new RetryRun('routedStream', settings);
     this.#start();
   }
 
@@ -128,7 +120,7 @@ export class RoutedSocket extends net.Socket {
 
   /** Attempts made so far (1 when the first backend answered). */
   get attempts(): number {
-    return this.#tries;
+    return this.#run.tries;
   }
 
   /**
@@ -220,7 +212,7 @@ export class RoutedSocket extends net.Socket {
       this.#admit(this.#s.admission);
       return;
     }
-    const lease = this.#acquire();
+    const lease = this.#run.acquire();
     if (lease instanceof Error) {
       this.#state = DONE;
       // Asynchronously, so the driver has attached its listeners.
@@ -263,22 +255,10 @@ export class RoutedSocket extends net.Socket {
       );
   }
 
-  /** The next lease, or the error to fail the socket with: after a failed attempt, "none left" reports that attempt's error. */
-  #acquire(): Lease | Error {
-    const { router, key, priority } = this.#s;
-    try {
-      return router.acquire({ key, priority, exclude: this.#exclude, kind: 'connection' });
-    } catch (err) {
-      return this.#lastError !== undefined && isExhausted(err)
-        ? noBackendAccepted('routedStream', this.#exclude.size, this.#lastError)
-        : (err as Error);
-    }
-  }
-
   #dial(lease: Lease): void {
     this.#state = DIALING;
     this.#lease = lease;
-    this.#tries++;
+    this.#run.started();
     this.#started = this.#s.clock();
     const timeout = this.#s.timeout;
     this.#timeoutError = undefined;
@@ -316,21 +296,7 @@ export class RoutedSocket extends net.Socket {
 
   #attemptFailed(error: Error): this {
     this.#clearTimer();
-    const lease = this.#lease!;
-    if (isLocalError(error)) {
-      // Our own descriptors or ports ran out: another backend fails the same way.
-      lease.release('cancelled');
-      this.#state = DONE;
-      return super.destroy(localExhausted('routedStream', error));
-    }
-    lease.release('failure');
-    this.#exclude.add(lease.id);
-    this.#lastError = error;
-    if (this.#tries >= this.#s.attempts) {
-      this.#state = DONE;
-      return super.destroy(noBackendAccepted('routedStream', this.#exclude.size, error));
-    }
-    const next = this.#acquire();
+    const next = this.#run.failed(this.#lease!, error);
     if (next instanceof Error) {
       this.#state = DONE;
       return super.destroy(next);

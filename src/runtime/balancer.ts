@@ -23,6 +23,7 @@ import { parseAddress } from '../core/spec.js';
 import { ActiveChecker } from '../health/active.js';
 import { resolveHealthConfig, type HealthConfig, type ResolvedHealthCheck, type ResolvedOutlier } from '../health/config.js';
 import { OutlierDetector } from '../health/outlier.js';
+import { OrcaWeights, type ResolvedOrca } from '../health/orca.js';
 import { newCounters, type HealthCounters, type HealthStats } from '../health/stats.js';
 import type { HealthTarget } from '../health/targets.js';
 import { HealthFlag, LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
@@ -31,8 +32,12 @@ import { defaultLogger, type Logger } from '../log.js';
 import { clockReader, processClockBuffer, type Clock } from './clock.js';
 import { Router, type RouterAttachment, type RouterOptions } from './router.js';
 import { integerIn } from '../core/validate.js';
+import { wrapMs } from '../core/time.js';
 import { assignSlots, reserveSlots, type Assignment, type Reservation, type SlotInfo, type SlotMap } from './slot-allocation.js';
 import { encodeBlobLines } from './spec-blob.js';
+import { resolveRetryBudget, type RetryBudgetOptions } from './retry-budget.js';
+import type { RetryBudgetConfig } from '../load/retry-region.js';
+import { resolveSlowStart, type SlowStartOptions } from './slow-start-options.js';
 
 /** Options of {@link Balancer}. */
 export interface BalancerOptions {
@@ -58,6 +63,25 @@ export interface BalancerOptions {
    * document's `health` block) replaces it.
    */
   health?: HealthConfig;
+  /**
+   * The process's retry budget, kept in the shared table so every thread's
+   * `connect()`, `routedStream()`, `TcpProxy` and HTTP dispatcher draw on
+   * one budget: `{ ratio = 0.2, minRetriesPerSecond = 10, ttlMs = 10000 }`,
+   * or `false` (default: none; every retry allowed up to each call's
+   * `attempts`). A membership snapshot that carries `retryBudget` replaces
+   * it. See docs/resilience.md.
+   */
+  retryBudget?: RetryBudgetOptions | false;
+  /**
+   * Slow start (Envoy's `slow_start_config`): a backend that joins, passes
+   * its active check again or ends an ejection ramps its weight (and, for
+   * load-based policies, its load) over `windowMs`:
+   * `max(minWeightPercent / 100, (elapsed / windowMs) ^ (1 / aggression))`.
+   * `{ windowMs, aggression = 1, minWeightPercent = 10 }`, or `false`
+   * (default: off). A membership snapshot that carries `slowStart` replaces
+   * it. See docs/resilience.md.
+   */
+  slowStart?: SlowStartOptions | false;
 }
 
 /** What the owner did when a watched thread exited. */
@@ -76,6 +100,11 @@ export interface ReclaimEvent {
   uncertain: number;
   /** Time spent reclaiming, ms. */
   ms: number;
+}
+
+/** A `retryBudget` block: undefined or `false` → none; options → the region's configuration. */
+function resolveBudgetBlock(value: unknown, field: string): RetryBudgetConfig | undefined {
+  return value === undefined || value === false ? undefined : resolveRetryBudget(value, field);
 }
 
 const STATE_OF: Record<ResolvedBackendSpec['status'], SlotStateCode> = {
@@ -126,6 +155,7 @@ export class Balancer extends EventEmitter {
   /** The JSON form of the health configuration in force (to see whether a snapshot changes it). */
   private healthKey = '';
   private checker: ActiveChecker | undefined;
+  private orca: OrcaWeights | undefined;
   private outlier: OutlierDetector | undefined;
   /** Wall-clock ms (Date.now()) of the last membership applied; undefined before the first. */
   private changedAt: number | undefined;
@@ -136,7 +166,21 @@ export class Balancer extends EventEmitter {
   constructor(opts: BalancerOptions = {}) {
     super();
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['capacity', 'maxThreads', 'specBytes', 'tauMs', 'initialMs', 'logger', 'clock', 'layout', 'health']);
+    checkOptionKeys(opts, [
+      'capacity',
+      'maxThreads',
+      'specBytes',
+      'tauMs',
+      'initialMs',
+      'logger',
+      'clock',
+      'layout',
+      'health',
+      'retryBudget',
+      'slowStart',
+    ]);
+    const retryBudget = resolveBudgetBlock(opts.retryBudget, 'options.retryBudget');
+    const slowStart = resolveSlowStart(opts.slowStart, 'options.slowStart');
     const health = opts.health === undefined ? {} : resolveHealthConfig(opts.health, 'options.health', false);
     // LoadTable.create throws InvalidConfig naming options.<field> itself.
     this.ownerTable = LoadTable.create({
@@ -157,6 +201,8 @@ export class Balancer extends EventEmitter {
     this.slots = new Array<SlotInfo | undefined>(this.table.capacity).fill(undefined);
     this.slotMap = { slots: this.slots, byId: this.byId };
     this.configureHealth(health);
+    this.ownerTable.retries.configure(retryBudget);
+    this.ownerTable.slowStart.configure(slowStart);
   }
 
   /** Membership version in force (0 before the first update). */
@@ -191,6 +237,22 @@ export class Balancer extends EventEmitter {
   /** Exited threads reclaimed so far (`events`, one per `'reclaim'` event) and the leases they still held (`leases`). */
   reclaimStats(): { events: number; leases: number } {
     return { events: this.reclaimEvents, leases: this.reclaimedLeases };
+  }
+
+  /**
+   * The process's retry budget as every thread drew on it: requests, retries
+   * granted and refused since the table was made (each wraps at 2^32), the
+   * retries it would grant now (undefined without a budget) and the processes
+   * its floor is shared with (1 without a fleet budget).
+   */
+  retryBudgetStats(): { requests: number; allowed: number; refused: number; available: number | undefined; processes: number } {
+    const r = this.ownerTable.retries;
+    const config = r.config();
+    return {
+      ...r.totals(),
+      available: config === undefined ? undefined : r.available(wrapMs(this.clock())),
+      processes: config?.processes ?? 1,
+    };
   }
 
   /**
@@ -272,6 +334,10 @@ export class Balancer extends EventEmitter {
     const specs = resolveBackendSpecs(backends, 'backends');
     const snapshotHealth = Array.isArray(input) ? undefined : (input as MembershipSnapshot).health;
     const health = snapshotHealth === undefined ? undefined : resolveHealthConfig(snapshotHealth, 'membership.health', true);
+    const snapshotBudget = Array.isArray(input) ? undefined : (input as MembershipSnapshot).retryBudget;
+    const budget = snapshotBudget === undefined ? undefined : { config: resolveBudgetBlock(snapshotBudget, 'membership.retryBudget') };
+    const snapshotSlow = Array.isArray(input) ? undefined : (input as MembershipSnapshot).slowStart;
+    const slow = snapshotSlow === undefined ? undefined : { config: resolveSlowStart(snapshotSlow, 'membership.slowStart') };
     const keep = new Set(specs.map((s) => s.id));
     const t = this.ownerTable;
     // Plan and assign before writing anything, so a refusal leaves the table as it was.
@@ -302,6 +368,8 @@ export class Balancer extends EventEmitter {
       'poise: membership applied',
     );
     if (health !== undefined) this.configureHealth(health);
+    if (budget !== undefined) t.retries.configure(budget.config);
+    if (slow !== undefined) t.slowStart.configure(slow.config);
     this.syncHealth();
     return { applied: true, version, previous };
   }
@@ -375,8 +443,10 @@ export class Balancer extends EventEmitter {
     this.closed = true;
     this.checker?.close();
     this.outlier?.close();
+    this.orca?.close();
     this.checker = undefined;
     this.outlier = undefined;
+    this.orca = undefined;
   }
 
   /**
@@ -412,7 +482,7 @@ export class Balancer extends EventEmitter {
   }
 
   /** Replaces the checker / detector when the configuration changed. */
-  private configureHealth(conf: { check?: ResolvedHealthCheck; outlier?: ResolvedOutlier }): void {
+  private configureHealth(conf: { check?: ResolvedHealthCheck; outlier?: ResolvedOutlier; orca?: ResolvedOrca }): void {
     // Functions (custom checks, clients) are compared by identity through the object, the rest by value.
     const key = JSON.stringify(conf, (_k, v: unknown) =>
       typeof v === 'function' || (typeof v === 'object' && v !== null && 'query' in v) ? `fn:${this.fnId(v)}` : v,
@@ -421,6 +491,10 @@ export class Balancer extends EventEmitter {
     this.healthKey = key;
     this.checker?.close();
     this.outlier?.close();
+    this.orca?.close();
+    this.orca = conf.orca === undefined ? undefined : new OrcaWeights(this.ownerTable, conf.orca, this.log, this.clock);
+    // With an injected clock time is the caller's: polls run through pollLoadReports().
+    if (!this.customClock) this.orca?.start();
     this.checker =
       conf.check === undefined ? undefined : new ActiveChecker(this.ownerTable, conf.check, this.log, this.healthCounters, this.clock);
     this.outlier =
@@ -446,7 +520,7 @@ export class Balancer extends EventEmitter {
 
   /** Hands the live slots to the checker and the detector. */
   private syncHealth(): void {
-    if (this.checker === undefined && this.outlier === undefined) return;
+    if (this.checker === undefined && this.outlier === undefined && this.orca === undefined) return;
     const targets: HealthTarget[] = [];
     for (const [id, slot] of this.byId) {
       const info = this.slots[slot]!;
@@ -464,6 +538,17 @@ export class Balancer extends EventEmitter {
     }
     this.checker?.sync(targets);
     this.outlier?.sync(targets);
+    this.orca?.sync(targets);
+  }
+
+  /**
+   * Polls every backend's load endpoint once and applies the weights in
+   * force (`health.orca`); with the shared clock this runs every
+   * `intervalMs` on its own, with an injected clock only when called.
+   * Resolves when the round is written.
+   */
+  async pollLoadReports(): Promise<void> {
+    await this.orca?.poll();
   }
 
   /** Writes each changed slot's words and tag, and marks the backends that left as tombstones. */
@@ -476,6 +561,9 @@ export class Balancer extends EventEmitter {
     const t = this.ownerTable;
     const { slotOf, generationOf, same, jsons, lines } = assignment;
     const now = this.clock();
+    // A new backend ramps (slow start) only beside one already serving: when every member is new, nobody is ramped.
+    let warm = false;
+    for (const spec of specs) if (this.byId.has(spec.id) && !this.slots[this.byId.get(spec.id)!]!.removed) warm = true;
     for (const s of reservation.closing) this.byId.delete(this.slots[s]!.id);
     for (let k = 0; k < specs.length; k++) {
       // Unchanged, live, same generation: its words and tag already say so.
@@ -488,7 +576,12 @@ export class Balancer extends EventEmitter {
       const spec = specs[k]!;
       const slot = slotOf[k]!;
       const generation = generationOf[k]!;
-      if (!this.byId.has(spec.id)) t.resetHealth(slot, now);
+      if (!this.byId.has(spec.id)) {
+        t.resetHealth(slot, now);
+        t.reported.clear(slot);
+        if (warm) t.slowStart.markEligible(slot, now);
+        else t.slowStart.clear(slot);
+      }
       t.health.setHealth(slot, HealthFlag.MemberDegraded, spec.status === 'degraded' ? HealthFlag.MemberDegraded : 0);
       t.tags.setTag(slot, generation, STATE_OF[spec.status]);
       this.slots[slot] = { id: spec.id, generation, removed: false, spec, json: jsons[k]!, line: lines[k]! };

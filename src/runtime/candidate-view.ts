@@ -15,10 +15,12 @@
  * members of the group it chose.
  */
 import { parseAddress } from '../core/spec.js';
+import { ReportFlag } from '../load/backend-load.js';
 import { HealthFlag, SlotState, type LoadTable } from '../load/load-table.js';
 import type { Logger } from '../log.js';
 import { blobLines, lineHead, specFromJson, type LineHead } from './spec-blob.js';
 import { slotCandidate, type LoadEnv, type SlotCandidate } from './slot-candidate.js';
+import { applyEffectiveWeights } from './effective-weight.js';
 
 /** The candidate view of one router (its thread only). */
 export class CandidateView {
@@ -32,8 +34,11 @@ export class CandidateView {
   members: SlotCandidate[] = [];
   /** Milliseconds until the soonest ejection of a ready member ends, as of the last build; 0 when none. */
   soonestExpiryMs = 0;
+  /** Milliseconds until a slow-start ramp should be looked at again, as of the last build; 0 when nobody ramps. */
+  rampStepMs = 0;
   private readonly table: LoadTable;
   private readonly env: LoadEnv;
+  private readonly keyed: boolean;
   private readonly log: Logger;
   private memberEpoch = -1;
   /** By slot: the blob line each candidate was built from (an own copy), and the candidate (reused while its line is unchanged). */
@@ -44,9 +49,11 @@ export class CandidateView {
   private stamp = 0;
   private readonly head: LineHead = { slot: 0, generation: 0, jsonStart: 0 };
 
-  constructor(table: LoadTable, env: LoadEnv, log: Logger) {
+  /** `keyed`: a hashing policy, whose weights slow start leaves alone (effective-weight.ts). */
+  constructor(table: LoadTable, env: LoadEnv, log: Logger, keyed = false) {
     this.table = table;
     this.env = env;
+    this.keyed = keyed;
     this.log = log;
     this.lineOf = new Array<string | undefined>(table.capacity).fill(undefined);
     this.candOf = new Array<SlotCandidate | undefined>(table.capacity).fill(undefined);
@@ -90,9 +97,12 @@ export class CandidateView {
       // membership's degraded mark. Unhealthy is like ejected; degraded is
       // eligible only where its tier has no healthy host left (below).
       const health = state === SlotState.Ready ? t.health.health(c.slot) : 0;
-      c.eligible = state === SlotState.Ready && left === 0 && (health & HealthFlag.Unhealthy) === 0;
+      // A backend that reported drain or maint (agent check) takes no new lease, even failing open.
+      const held = state === SlotState.Ready && (t.reported.flags(c.slot) & (ReportFlag.Drain | ReportFlag.Maint)) !== 0;
+      c.held = held;
+      c.eligible = state === SlotState.Ready && left === 0 && (health & HealthFlag.Unhealthy) === 0 && !held;
       c.blocked = false;
-      if (state === SlotState.Ready) ready++;
+      if (state === SlotState.Ready && !held) ready++;
       if (c.eligible) {
         eligible++;
         if ((health & (HealthFlag.CheckDegraded | HealthFlag.MemberDegraded)) !== 0) {
@@ -116,6 +126,7 @@ export class CandidateView {
       // traffic (Sōzu and Envoy fail open the same way).
       this.log.warn({ backends: ready }, 'poise: every ready backend is ejected; failing open (priority panic)');
     }
+    this.rampStepMs = applyEffectiveWeights(t, members, now, !this.keyed);
     this.members = members;
     this.soonestExpiryMs = soonest;
   }

@@ -31,8 +31,9 @@ import { Feedback } from './feedback.js';
 import { ejectionBackoff, resolveEjection, type EjectionOptions } from './health.js';
 import { Lease, type Outcome } from './lease.js';
 import { LeaseBook } from './lease-book.js';
-import { policySetup, type PolicyName, type PolicySetup } from './policies.js';
+import { KEYED_POLICY_NAMES, policySetup, type PolicyName, type PolicySetup } from './policies.js';
 import { PoolGauge, RowAdmission } from './pool-gauge.js';
+import { SharedRetryBudget } from './retry-budget.js';
 import { AdmissionRegion } from '../load/admission-region.js';
 import { CandidateView, flushStats } from './candidate-view.js';
 import { LoadEnv, Metric, type SlotCandidate } from './slot-candidate.js';
@@ -161,6 +162,13 @@ export class Router {
    * (capacity, load by kind) and waits on (a release signal).
    */
   readonly gauge: PoolGauge;
+  /**
+   * The process's retry budget (the Balancer's `retryBudget`, kept in the
+   * shared table: every thread draws on it). `connect()`, `routedStream()`,
+   * `TcpProxy` and the HTTP dispatcher ask it before each retry; without a
+   * configured budget it allows every retry (and counts it).
+   */
+  readonly retryBudget: SharedRetryBudget;
   private readonly table: LoadTable;
   private readonly setup: PolicySetup;
   private readonly policy: Policy<SlotCandidate>;
@@ -222,7 +230,7 @@ export class Router {
           ? LeaseKind.Connection
           : LeaseKind.Request
         : kindCode(opts.leaseKind, 'options.leaseKind');
-    this.candidates = new CandidateView(table, this.env, this.log);
+    this.candidates = new CandidateView(table, this.env, this.log, KEYED_POLICY_NAMES.includes(this.policyName));
     this.row = table.leases.claimRow(threadId);
     this.env.pool = new PoolTotal(table.leases, table.words, table.layout, this.row);
     this.gauge = new PoolGauge(
@@ -231,6 +239,7 @@ export class Router {
       this.defaultKind === LeaseKind.Connection ? 'connection' : 'request',
       new RowAdmission(table.admission, this.row, AdmissionRegion.BANDS),
     );
+    this.retryBudget = new SharedRetryBudget(table.retries, () => this.now());
     this.feedback = new Feedback(table, this.row, this.book, this.gauge, () => this.now(), ejection, backoff, this.log);
     // A router starts with the view of the membership in force.
     this.rebuild();
@@ -542,8 +551,10 @@ export class Router {
     this.eligibleCapacity = capacity;
     this.tiers = new Map();
     prepareQuietly(this.policy, this.view);
-    this.hasExpiry = cv.soonestExpiryMs > 0;
-    this.expiryAt = wrapMs(now + cv.soonestExpiryMs);
+    // The next rebuild the clock calls for: the soonest ejection's end, or the next step of a slow-start ramp.
+    const next = cv.rampStepMs > 0 && (cv.soonestExpiryMs === 0 || cv.rampStepMs < cv.soonestExpiryMs) ? cv.rampStepMs : cv.soonestExpiryMs;
+    this.hasExpiry = next > 0;
+    this.expiryAt = wrapMs(now + next);
     this.epoch = epoch;
   }
 

@@ -6,6 +6,9 @@
  * prepared policies see a stable slice; `load()` reads the shared lease
  * counters and PeakEWMA for the router's metric, at the router's `now`.
  *
+ * Weight and load follow slow start through `weight` and `loadScale`, set
+ * at each view build by effective-weight.ts.
+ *
  * `load()` reads the counters with plain loads of the table's words: one
  * word per count (its low 20 bits; a sequence sits above them), whatever the
  * number of threads, tear-free and possibly a few nanoseconds stale — which a
@@ -61,7 +64,14 @@ export class LoadEnv {
 /** One slot as a policy candidate. */
 export class SlotCandidate implements LocalityCandidate {
   readonly id: string;
-  readonly weight: number;
+  /** The effective weight policies prepare with: the spec weight, ramped by slow start (effective-weight.ts). */
+  weight: number;
+  /** The slow-start factor of the last build, in (0, 1] (1 = not ramping). */
+  ramp = 1;
+  /** `load()` is multiplied by this while the slot ramps under a keyed policy (a small integer, 1 otherwise; effective-weight.ts). */
+  loadScale = 1;
+  /** An agent check or ORCA report holds it out (`drain`, `maint`): not eligible, not even in panic. */
+  held = false;
   readonly priority: number;
   readonly locality: string;
   readonly localityWeight: number;
@@ -123,7 +133,7 @@ export class SlotCandidate implements LocalityCandidate {
 
   /** May use-all panic pick it? */
   isPanicEligible(): boolean {
-    return this.spec.panicEligible && this.status !== 'draining' && !this.blocked;
+    return this.spec.panicEligible && this.status !== 'draining' && !this.blocked && !this.held;
   }
 
   /**
@@ -135,21 +145,21 @@ export class SlotCandidate implements LocalityCandidate {
    */
   load(): number {
     const w = this.env.words;
-    return (w[this.counts]! & COUNT_MASK) + (w[this.counts + 1]! & COUNT_MASK);
+    return ((w[this.counts]! & COUNT_MASK) + (w[this.counts + 1]! & COUNT_MASK)) * this.loadScale;
   }
 }
 
 /** `p2c:connections`: active connections. */
 class ConnectionsCandidate extends SlotCandidate {
   override load(): number {
-    return this.env.words[this.counts + LeaseKind.Connection]! & COUNT_MASK;
+    return (this.env.words[this.counts + LeaseKind.Connection]! & COUNT_MASK) * this.loadScale;
   }
 }
 
 /** `p2c:requests`: in-flight requests. */
 class RequestsCandidate extends SlotCandidate {
   override load(): number {
-    return this.env.words[this.counts + LeaseKind.Request]! & COUNT_MASK;
+    return (this.env.words[this.counts + LeaseKind.Request]! & COUNT_MASK) * this.loadScale;
   }
 }
 
@@ -159,7 +169,8 @@ class ConnectTimeCandidate extends SlotCandidate {
     const env = this.env;
     return (
       env.ewma.estimateHintUs(this.slot, EwmaSeries.ConnectTime, env.now) *
-      ((env.words[this.counts + LeaseKind.Connection]! & COUNT_MASK) + 1)
+      ((env.words[this.counts + LeaseKind.Connection]! & COUNT_MASK) + 1) *
+      this.loadScale
     );
   }
 }
@@ -169,7 +180,9 @@ class LatencyCandidate extends SlotCandidate {
   override load(): number {
     const env = this.env;
     return (
-      env.ewma.estimateHintUs(this.slot, EwmaSeries.Latency, env.now) * ((env.words[this.counts + LeaseKind.Request]! & COUNT_MASK) + 1)
+      env.ewma.estimateHintUs(this.slot, EwmaSeries.Latency, env.now) *
+      ((env.words[this.counts + LeaseKind.Request]! & COUNT_MASK) + 1) *
+      this.loadScale
     );
   }
 }

@@ -104,7 +104,10 @@ describe('priority failover follows active checks', () => {
 
 describe('health configuration is validated, naming the field', () => {
   const cases: [unknown, string][] = [
-    [{ check: { kind: 'ftp' } }, 'health.check.kind: must be one of "tcp", "http", "redis", "postgres", "custom"'],
+    [{ check: { kind: 'ftp' } }, 'health.check.kind: must be one of "tcp", "http", "redis", "postgres", "custom", "agent"'],
+    [{ check: { kind: 'agent', agentSend: 'é' } }, 'health.check.agentSend: must be a string of printable ASCII'],
+    [{ orca: { blackoutMs: -1 } }, 'health.orca.blackoutMs: must be an integer in [0, 86400000]'],
+    [{ orca: { path: 'load' } }, 'health.orca.path: must be a path starting with "/"'],
     [{ check: { kind: 'tcp', rise: 0 } }, 'health.check.rise: must be an integer in [1, 1000]'],
     [{ check: { kind: 'tcp', path: '/x' } }, 'health.check.path: applies only to kind "http"'],
     [{ check: { kind: 'http', path: 'healthz' } }, 'health.check.path: must be a path starting with "/"'],

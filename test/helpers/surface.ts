@@ -40,7 +40,7 @@ export const SURFACE: Record<string, string[]> = {
     'poolWorkerData',
     'workerRouter',
   ],
-  'poise-lb/redis': ['MembershipPublisher', 'RedisMembership'],
+  'poise-lb/redis': ['FleetRetryBudget', 'MembershipPublisher', 'RedisMembership'],
   'poise-lb/net': [
     'CidrBands',
     'ProxyCounters',

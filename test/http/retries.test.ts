@@ -116,24 +116,22 @@ describe.each(variants)('retries with $name', ({ u, factory }) => {
   });
 
   it('the retry budget caps retries when every backend fails (exactly the model’s count); with room for all, every request is tried 3 times', async () => {
-    const model = (n: number, ratio: number, reserve: number): { retries: number; refused: number } => {
-      let balance = reserve * 1000;
+    // Allowed while max(floor, ratio × requests) − retries ≥ 1 (one window: the clock stands still).
+    const model = (n: number, ratio: number, floor: number): { retries: number; refused: number } => {
       let retries = 0;
       let refused = 0;
-      for (let i = 0; i < n; i++) {
-        balance += Math.round(ratio * 1000);
+      for (let i = 1; i <= n; i++) {
         for (let attempt = 1; attempt < 3; attempt++) {
-          if (balance < 1000) {
+          if (Math.max(floor, Math.floor(ratio * 10 * i) / 10) - retries < 1) {
             refused++;
             break;
           }
-          balance -= 1000;
           retries++;
         }
       }
       return { retries, refused };
     };
-    // 20 %, no reserve; then a reserve of 10 000 retries (1000/s over 10 s): no cap in reach.
+    // 20 %, no floor; then a floor of 10 000 retries (1000/s over 10 s): no cap in reach.
     for (const [ratio, perSecond] of [
       [0.2, 0],
       [0.2, 1000],

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { RatioRetryBudget } from '../../src/http/retry-budget.js';
+import { RatioRetryBudget } from '../../src/runtime/retry-budget.js';
 import { manualClock } from '../helpers/runtime.js';
 import { thrown } from '../helpers/thrown.js';
 
@@ -18,7 +18,7 @@ describe('RatioRetryBudget', () => {
     expect(budget.available()).toBe(0);
   });
 
-  it('the reserve allows minRetriesPerSecond × ttl retries with no traffic, and no more', () => {
+  it('the floor allows minRetriesPerSecond × ttl retries with no traffic, and no more', () => {
     const clock = manualClock(0);
     const budget = new RatioRetryBudget({ minRetriesPerSecond: 3, ttlMs: 2000, clock: clock.now });
     expect(budget.available()).toBe(6);
@@ -26,25 +26,25 @@ describe('RatioRetryBudget', () => {
     expect(granted).toBe(6);
   });
 
-  it('deposits and withdrawals expire after ttlMs: a burst of failures later gets the reserve back, not old deposits', () => {
+  it('requests and retries expire after ttlMs: a burst of failures later gets the floor back, not old requests', () => {
     const clock = manualClock(0);
     const budget = new RatioRetryBudget({ ratio: 0.5, minRetriesPerSecond: 1, ttlMs: 1000, clock: clock.now });
     for (let i = 0; i < 100; i++) budget.onRequest();
-    // reserve 1 + 100 × 0.5
-    expect(budget.available()).toBe(51);
-    for (let i = 0; i < 51; i++) expect(budget.tryRetry()).toBe(true);
+    // max(floor 1, 100 × 0.5): the floor is a minimum, not added (Envoy's and the rule)
+    expect(budget.available()).toBe(50);
+    for (let i = 0; i < 50; i++) expect(budget.tryRetry()).toBe(true);
     expect(budget.tryRetry()).toBe(false);
     clock.advance(999);
     expect(budget.tryRetry()).toBe(false);
-    // The slice of the deposits and withdrawals is a full ttl old: only the reserve is left.
+    // The bucket of those requests and retries is a full ttl old: only the floor is left.
     clock.advance(100);
     expect(budget.available()).toBe(1);
   });
 
   it('in every window, retries granted = what the model of the window allows (property, exact model)', () => {
-    // The model keeps every event with its slice (ttl / 10) and, for each
-    // ask, grants iff reserve + Σ deposits − Σ withdrawals over the last 10
-    // slices allows one more retry: the budget must answer the same.
+    // The model keeps every event with its bucket (ttl / 10) and, for each
+    // ask, grants iff max(floor, ratio × requests) − retries over the last
+    // 10 buckets allows one more retry: the budget must answer the same.
     fc.assert(
       fc.property(
         fc.integer({ min: 0, max: 10 }).map((r) => r / 10),
@@ -54,19 +54,22 @@ describe('RatioRetryBudget', () => {
           const clock = manualClock(0);
           const ttlMs = 1000;
           const budget = new RatioRetryBudget({ ratio, minRetriesPerSecond: perSecond, ttlMs, clock: clock.now });
-          const events: { slice: number; units: number }[] = [];
-          const reserve = perSecond * (ttlMs / 1000) * 1000;
+          const events: { bucket: number; kind: 'req' | 'retry' }[] = [];
+          const floor = perSecond * (ttlMs / 1000);
           for (const op of ops) {
-            const slice = Math.floor(clock.now() / (ttlMs / 10));
+            const bucket = Math.floor(clock.now() / (ttlMs / 10));
             if (typeof op === 'number') clock.advance(op);
             else if (op === 'req') {
               budget.onRequest();
-              events.push({ slice, units: Math.round(ratio * 1000) });
+              events.push({ bucket, kind: 'req' });
             } else {
-              const balance = reserve + events.filter((e) => e.slice > slice - 10).reduce((s, e) => s + e.units, 0);
-              const expected = balance >= 1000;
+              const live = events.filter((e) => e.bucket > bucket - 10);
+              const requests = live.filter((e) => e.kind === 'req').length;
+              const retries = live.length - requests;
+              // In tenths of a retry, integers only: max(10 × floor, 10 × ratio × requests) − 10 × retries ≥ 10.
+              const expected = Math.max(10 * floor, Math.round(ratio * 10) * requests) - 10 * retries >= 10;
               expect(budget.tryRetry()).toBe(expected);
-              if (expected) events.push({ slice, units: -1000 });
+              if (expected) events.push({ bucket, kind: 'retry' });
             }
           }
         },

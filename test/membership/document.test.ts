@@ -59,7 +59,11 @@ describe('membership document', () => {
       { cluster: 'db', backends: [{ id: 'x', address: '1.2.3.4:1', wieght: 2 }] },
       'backends[0].wieght: unknown field',
     ],
-    ['unknown top-level field', { ...ok, backend: [] }, 'backend: unknown field (accepted: cluster, version, backends, health)'],
+    [
+      'unknown top-level field',
+      { ...ok, backend: [] },
+      'backend: unknown field (accepted: cluster, version, backends, health, retryBudget, slowStart)',
+    ],
     [
       'missing cluster',
       { backends: [] },
@@ -69,7 +73,7 @@ describe('membership document', () => {
     ['negative version', { ...ok, version: -1 }, 'version: must be an integer in [0, 9007199254740991], got -1'],
     ['fractional version', { ...ok, version: 1.5 }, 'version: must be an integer in [0, 9007199254740991], got 1.5'],
     ['backends not an array', { cluster: 'db', backends: {} }, 'backends: must be an array, got a object'],
-    ['not an object', [1], 'document: must be an object { cluster, version?, backends, health? }, got an array'],
+    ['not an object', [1], 'document: must be an object { cluster, version?, backends, health?, retryBudget?, slowStart? }, got an array'],
     [
       'inconsistent locality weights',
       {
@@ -137,7 +141,7 @@ describe('membership document', () => {
 });
 
 describe('documentJson', () => {
-  it('is exactly JSON.stringify of { cluster, compact backends, health? }, for resolved (remembered) and plain specs, before and after a change (property)', () => {
+  it('is exactly JSON.stringify of { cluster, compact backends, health?, retryBudget?, slowStart? }, for resolved (remembered) and plain specs, before and after a change (property)', () => {
     const spec = fc.record(
       {
         id: fc.string({ minLength: 1, maxLength: 8, unit: 'grapheme' }),
@@ -150,23 +154,37 @@ describe('documentJson', () => {
       },
       { requiredKeys: ['id'] },
     );
-    const reference = (doc: { cluster: string; backends: readonly ResolvedBackendSpec[]; health?: HealthConfig }) =>
+    const reference = (doc: {
+      cluster: string;
+      backends: readonly ResolvedBackendSpec[];
+      health?: HealthConfig;
+      retryBudget?: unknown;
+      slowStart?: unknown;
+    }) =>
       JSON.stringify({
         cluster: doc.cluster,
         backends: doc.backends.map(compactSpec),
         ...(doc.health === undefined ? {} : { health: doc.health }),
+        ...(doc.retryBudget === undefined ? {} : { retryBudget: doc.retryBudget }),
+        ...(doc.slowStart === undefined ? {} : { slowStart: doc.slowStart }),
       });
     fc.assert(
       fc.property(
         fc.uniqueArray(spec, { selector: (s) => s.id, maxLength: 12 }),
         fc.stringMatching(/^[a-z0-9][a-z0-9._-]{0,9}$/),
-        fc.boolean(),
+        fc.integer({ min: 0, max: 7 }),
         fc.nat(),
         fc.integer({ min: 1, max: 100 }),
-        (specs, cluster, withHealth, at, weight) => {
+        (specs, cluster, blocks, at, weight) => {
           const backends = specs.map((s, i) => ({ ...s, address: `127.0.0.1:${1000 + i}` }));
-          const health: HealthConfig | undefined = withHealth ? { outlier: { maxEjectionPercent: 20 } } : undefined;
-          const doc = resolveDocument({ cluster, backends, ...(health === undefined ? {} : { health }) });
+          const health: HealthConfig | undefined = (blocks & 1) !== 0 ? { outlier: { maxEjectionPercent: 20 } } : undefined;
+          const doc = resolveDocument({
+            cluster,
+            backends,
+            ...(health === undefined ? {} : { health }),
+            ...((blocks & 2) !== 0 ? { retryBudget: { ratio: 0.1 } } : {}),
+            ...((blocks & 4) !== 0 ? { slowStart: { windowMs: 30_000, aggression: 2 } } : {}),
+          });
           expect(documentJson(doc)).toBe(reference(doc));
           // Again (remembered per spec), after one backend changed, and with plain (not resolved) copies.
           expect(documentJson(doc)).toBe(reference(doc));

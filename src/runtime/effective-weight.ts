@@ -1,0 +1,78 @@
+/**
+ * The one place a slot's effective weight and load scale are set: at each
+ * view build, from its spec weight, its slow-start ramp (load/slow-start.ts)
+ * and the weight the backend reports itself (load/backend-load.ts: an agent
+ * check's percentage, ORCA weights) — the factor is their product.
+ * Policies read `candidate.weight` when they prepare a view and
+ * `candidate.load()` at each pick; this function is what makes both follow
+ * the ramp, so no policy knows about slow start:
+ *
+ * - weighted draws, smooth weighted round robin, priority and locality
+ *   plans: `weight` = spec weight × factor (every member's weight is scaled
+ *   by 1000 while anyone ramps, so a weight of 1 can still ramp from 10 %);
+ * - power of two choices, least loaded and the bounded hashes' capacity:
+ *   `load()` is multiplied by `loadScale` = round(1 / factor) (an integer, so
+ *   a load stays a small integer: the factor is quantized to 1/k, and a
+ *   factor above 2/3 leaves the load as it is);
+ * - the keyed hashes' weights are left alone (a ramp would move keys away and
+ *   back); plain round robin and random ignore weights, so they do not ramp.
+ *
+ * Factors are relative: each is divided by the largest among the members, so
+ * members that all ramp from one instant (every backend new) are not ramped.
+ */
+import { ReportFlag } from '../load/backend-load.js';
+import { rampFactor } from '../load/slow-start.js';
+import type { LoadTable } from '../load/load-table.js';
+import type { SlotCandidate } from './slot-candidate.js';
+
+/** While anyone ramps, weights are multiplied by this (when the largest spec weight leaves room under 2^32). */
+const WEIGHT_SCALE = 1000;
+const MAX_WEIGHT = 0xffffffff;
+/** The largest load multiplier (a factor of 0 or below 1/1000). */
+const MAX_LOAD_SCALE = 1000;
+
+/**
+ * Sets `weight` and `loadScale` of every member for instant `now`, and
+ * returns the ms until the ramp should be looked at again (0 when nobody
+ * ramps). `scaleWeights` is false for the keyed policies.
+ */
+export function applyEffectiveWeights(table: LoadTable, members: readonly SlotCandidate[], now: number, scaleWeights: boolean): number {
+  const config = table.slowStart.config();
+  let top = 0;
+  let ramping = false;
+  let adjusted = false;
+  let maxWeight = 0;
+  for (const c of members) {
+    let f = 1;
+    if (config !== undefined) {
+      const since = table.slowStart.sinceEligible(c.slot, now);
+      if (since >= 0 && since < config.windowMs) {
+        f = rampFactor(since, config);
+        ramping = true;
+      }
+    }
+    if ((table.reported.flags(c.slot) & ReportFlag.Weight) !== 0) {
+      f *= table.reported.multiplier(c.slot);
+      adjusted = true;
+    }
+    c.ramp = f;
+    if (c.eligible && f > top) top = f;
+    if (c.spec.weight > maxWeight) maxWeight = c.spec.weight;
+  }
+  adjusted ||= ramping;
+  const scale = adjusted && scaleWeights && maxWeight * WEIGHT_SCALE <= MAX_WEIGHT ? WEIGHT_SCALE : 1;
+  for (const c of members) {
+    // Relative to the largest (a reported weight of 0 leaves the member at the smallest weight, 1).
+    const f = adjusted && top > 0 ? Math.min(1, c.ramp / top) : 1;
+    c.ramp = f;
+    c.weight = scaleWeights && adjusted ? Math.max(1, Math.round(c.spec.weight * scale * f)) : c.spec.weight;
+    // Every un-keyed policy reads the weight (the layer, weighted draws, P2C's
+    // weighted pair, least-loaded's load ÷ weight, the EDF rotation): the ramp
+    // is in the weight alone, or P2C and least-loaded would see it twice. A
+    // keyed policy's weights stay (keys would move), so the ramp scales the
+    // load the bounded hashes compare with their capacity.
+    // `| 0`: a small integer, so the field stays one and load() multiplies integers (no heap number on the pick path).
+    c.loadScale = scaleWeights || f >= 1 ? 1 : f <= 0 ? MAX_LOAD_SCALE : Math.min(MAX_LOAD_SCALE, Math.max(1, Math.round(1 / f))) | 0;
+  }
+  return ramping && config !== undefined ? Math.max(10, Math.floor(config.windowMs / 50)) : 0;
+}
