@@ -14,6 +14,6 @@ export {
   type ProxyCounterCode,
   type RefusalReason,
 } from './net/proxy-counters.js';
-export { TERMINATIONS, type ClientKey, type ConnectionOptions, type ConnectionStats, type Termination } from './net/proxy-connection.js';
+export { TERMINATIONS, type ClientKey, type ConnectionOptions, type Termination } from './net/proxy-connection.js';
 export { encodeProxyV1, encodeProxyV2, parseProxyHeader, type ProxyEndpoint, type ProxyHeader } from './net/proxy-protocol.js';
 export { routedStream, RoutedSocket, type RoutedStreamOptions } from './net/routed-stream.js';

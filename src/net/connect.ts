@@ -10,6 +10,7 @@
  */
 import net from 'node:net';
 import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
+import type { AcquireOptions } from '../runtime/acquire-options.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
 import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
@@ -44,6 +45,11 @@ export interface ConnectOptions {
    * send after the backend finished.
    */
   allowHalfOpen?: boolean;
+  /**
+   * TCP_NODELAY from the socket's creation (`net.connect`'s `noDelay`), so no
+   * `setNoDelay` call follows the connect; default false (Node's default).
+   */
+  noDelay?: boolean;
   /** Opens the socket; default `net.connect`. A test seam (inject a local error such as EMFILE). */
   createSocket?: (opts: net.NetConnectOpts) => net.Socket;
   /**
@@ -104,6 +110,66 @@ export function checkAdmissionOptions(
   return { priority: finiteNumber(priority, 'options.admissionPriority'), timeoutMs };
 }
 
+/** The option names {@link connect} accepts. */
+const CONNECT_OPTION_KEYS = [
+  'key',
+  'priority',
+  'attempts',
+  'connectTimeoutMs',
+  'signal',
+  'clock',
+  'allowHalfOpen',
+  'noDelay',
+  'createSocket',
+  'manualRelease',
+  'admissionPriority',
+  'admissionTimeoutMs',
+] as const;
+
+/**
+ * {@link connect}'s options checked once, with the defaults filled: what a
+ * caller that connects for every client (TcpProxy, once per listener)
+ * builds once and passes to {@link connectResolved}, so no connection pays
+ * for validation. @internal
+ */
+export interface ResolvedConnectOptions {
+  readonly attempts: number;
+  readonly timeout: number;
+  /** The failover priority (`options.priority`). */
+  readonly priority: number | undefined;
+  readonly admission: { priority: number; timeoutMs: number | undefined } | undefined;
+  readonly create: (opts: net.NetConnectOpts) => net.Socket;
+  readonly allowHalfOpen: boolean;
+  readonly noDelay: boolean;
+  readonly clock: () => number;
+  readonly manualRelease: boolean;
+  /** The acquire options of an attempt without a key or an exclusion: built once, not per connection. */
+  readonly plainAcquire: Readonly<AcquireOptions>;
+}
+
+/** Validates every option of {@link connect} but `key` and `signal` (per call); throws `InvalidConfig` naming it. @internal */
+export function resolveConnectOptions(opts: Omit<ConnectOptions, 'key' | 'signal'>): ResolvedConnectOptions {
+  checkOptionKeys(opts, CONNECT_OPTION_KEYS);
+  const { attempts, timeout } = checkConnectOptions(opts);
+  const admission = checkAdmissionOptions(opts);
+  return {
+    attempts,
+    timeout,
+    priority: opts.priority,
+    admission,
+    create: opts.createSocket ?? net.connect,
+    allowHalfOpen: opts.allowHalfOpen === true,
+    noDelay: opts.noDelay === true,
+    clock: opts.clock ?? performanceNow,
+    manualRelease: opts.manualRelease === true,
+    plainAcquire: opts.priority === undefined ? { kind: 'connection' } : { priority: opts.priority, kind: 'connection' },
+  };
+}
+
+function performanceNow(): number {
+  return performance.now();
+}
+
 /**
  * Opens a TCP connection to a backend chosen by `router`, retrying on other
  * backends when a connect fails.
@@ -113,41 +179,46 @@ export function checkAdmissionOptions(
  * const client = new pg.Client({ stream: () => socket, user: 'postgres', database: 'test' });
  * await client.connect();
  */
-export async function connect(router: Router, opts: ConnectOptions = {}): Promise<RoutedConnection> {
-  checkOptionKeys(opts, [
-    'key',
-    'priority',
-    'attempts',
-    'connectTimeoutMs',
-    'signal',
-    'clock',
-    'allowHalfOpen',
-    'createSocket',
-    'manualRelease',
-    'admissionPriority',
-    'admissionTimeoutMs',
-  ]);
-  const admission = checkAdmissionOptions(opts);
-  const create = opts.createSocket ?? net.connect;
-  const allowHalfOpen = opts.allowHalfOpen === true;
-  const { attempts, timeout } = checkConnectOptions(opts);
-  const clock = opts.clock ?? (() => performance.now());
-  const exclude = new Set<string>();
+export function connect(router: Router, opts: ConnectOptions = {}): Promise<RoutedConnection> {
+  try {
+    return connectResolved(router, resolveConnectOptions(opts), opts.key, opts.signal);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
+/**
+ * {@link connect} with its options resolved once ({@link resolveConnectOptions}):
+ * the per-call parts are the key, the signal and (for a caller that bands
+ * each connection) an admission band replacing the resolved one. @internal
+ */
+export async function connectResolved(
+  router: Router,
+  r: ResolvedConnectOptions,
+  key: string | number | undefined,
+  signal: AbortSignal | undefined,
+  admission = r.admission,
+): Promise<RoutedConnection> {
+  const { attempts, timeout, clock, create, allowHalfOpen, noDelay } = r;
+  // Allocated on the first failed connect only: a connection that gets its first backend pays nothing for it.
+  let exclude: Set<string> | undefined;
   let lastError: unknown;
   for (let attempt = 1; attempt <= attempts; attempt++) {
-    opts.signal?.throwIfAborted();
+    signal?.throwIfAborted();
     let lease: Lease;
     try {
       lease =
         attempt === 1 && admission !== undefined
           ? await router.acquireAsync({
-              key: opts.key,
-              priority: { admission: admission.priority, failover: opts.priority },
+              key,
+              priority: { admission: admission.priority, failover: r.priority },
               kind: 'connection',
-              signal: opts.signal,
+              signal,
               timeoutMs: admission.timeoutMs,
             })
-          : router.acquire({ key: opts.key, priority: opts.priority, exclude, kind: 'connection' });
+          : key === undefined && exclude === undefined
+            ? router.acquire(r.plainAcquire)
+            : router.acquire({ key, priority: r.priority, exclude, kind: 'connection' });
     } catch (err) {
       // Nothing left to try: report the connect error that got us here, if any.
       if (lastError !== undefined && isExhausted(err)) break;
@@ -155,10 +226,10 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
     }
     const started = clock();
     try {
-      const socket = await openSocket(create, { host: lease.host, port: lease.port, allowHalfOpen }, timeout, opts.signal);
+      const socket = await openSocket(create, { host: lease.host, port: lease.port, allowHalfOpen, noDelay }, timeout, signal);
       const connectMs = Math.max(0, clock() - started);
       lease.connected(connectMs);
-      if (opts.manualRelease === true) return { socket, lease, connectMs, attempts: attempt };
+      if (r.manualRelease) return { socket, lease, connectMs, attempts: attempt };
       let failed = false;
       socket.once('error', () => {
         failed = true;
@@ -166,7 +237,7 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
       socket.once('close', () => lease.release(failed ? 'failure' : 'success'));
       return { socket, lease, connectMs, attempts: attempt };
     } catch (err) {
-      if (opts.signal?.aborted) {
+      if (signal?.aborted) {
         lease.release('cancelled');
         throw err;
       }
@@ -178,11 +249,12 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
         throw localExhausted('connect', err);
       }
       lease.release('failure');
+      exclude ??= new Set();
       exclude.add(lease.id);
       lastError = err;
     }
   }
-  throw noBackendAccepted('connect', exclude.size, lastError);
+  throw noBackendAccepted('connect', exclude?.size ?? 0, lastError);
 }
 
 /**
@@ -217,7 +289,7 @@ function errorText(err: unknown): string {
 
 function openSocket(
   create: (opts: net.NetConnectOpts) => net.Socket,
-  at: { host: string; port: number; allowHalfOpen: boolean },
+  at: { host: string; port: number; allowHalfOpen: boolean; noDelay: boolean },
   timeoutMs: number,
   signal: AbortSignal | undefined,
 ): Promise<net.Socket> {
