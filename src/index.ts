@@ -63,4 +63,3 @@ export { PeakEwma, decayEstimate, observeSample, type PeakEwmaOptions } from './
 
 // admission
 export { holdbackCeilings, type HoldbackOptions } from './admission/holdback.js';
-export { FlowController, type FlowControllerOptions, type Permit } from './admission/flow-controller.js';
