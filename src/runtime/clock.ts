@@ -18,9 +18,11 @@
  *   next store clears it.
  * - ASLEEP (bit 31): the ticker found no read during its last tick and
  *   sleeps on the word with `Atomics.wait` (no timeout). The time bits are
- *   stale then: a reader reads the monotonic clock itself, stores that
- *   time (clearing ASLEEP, setting FRESH) and wakes the ticker with
- *   `Atomics.notify`.
+ *   stale then: a reader wakes the ticker with `Atomics.notify`, reads the
+ *   monotonic clock itself and stores that time (clearing ASLEEP, setting
+ *   FRESH). Notify before store: a reader terminated between the two
+ *   leaves the ticker awake, never a fresh-looking word over a sleeping
+ *   ticker.
  * So an idle process has no thread waking 1,000 times a second, a busy one
  * pays one plain load per read plus one CAS per millisecond per thread, and
  * every read is exact to the millisecond either way.
@@ -58,6 +60,8 @@ const MASK = ${TIME_MASK};
 const FRESH = ${CLOCK_FRESH};
 const ASLEEP = ${CLOCK_ASLEEP};
 const ms = () => Math.floor(Number(process.hrtime.bigint()) / 1e6 - origin) & MASK;
+// Woken by a reader: tick at least once before sleeping again.
+let woke = false;
 for (;;) {
   const now = ms();
   // Store now (clearing FRESH and ASLEEP) unless a reader stored a later time
@@ -73,10 +77,12 @@ for (;;) {
   // notifies. The CAS fails if a reader marked the word in between, and the
   // wait returns at once if one marked it before the wait began, so a read
   // is never left without a ticker.
-  if (stored && (cur & FRESH) === 0 && Atomics.compareExchange(words, 0, now, now | ASLEEP) === now) {
+  if (!woke && stored && (cur & FRESH) === 0 && Atomics.compareExchange(words, 0, now, now | ASLEEP) === now) {
     Atomics.wait(words, 0, now | ASLEEP);
+    woke = true;
     continue;
   }
+  woke = false;
   // Sleep one millisecond; word 1 is never notified, the timeout is the tick.
   Atomics.wait(words, 1, 0, 1);
 }
@@ -140,12 +146,12 @@ export class ClockWords {
         // The ticker sleeps and the time bits are stale: read the source.
         const direct = Math.floor(performance.now() + this.offset) & TIME_MASK;
         const t = elapsedMs(direct, v & TIME_MASK) > 0 ? direct : v & TIME_MASK;
-        // Only if nobody changed the word meanwhile (then retry): the store
-        // that clears ASLEEP is the one that wakes the ticker.
-        if (Atomics.compareExchange(w, 0, v, t | CLOCK_FRESH) === v) {
-          Atomics.notify(w, 0, 1);
-          return t;
-        }
+        // Wake first, then store: a thread terminated between the two leaves
+        // the ticker awake (it stores on its own), never a word that looks
+        // fresh with the ticker asleep behind it (a frozen clock). The store
+        // happens only if nobody changed the word meanwhile; else retry.
+        Atomics.notify(w, 0, 1);
+        if (Atomics.compareExchange(w, 0, v, t | CLOCK_FRESH) === v) return t;
         continue;
       }
       if ((v & CLOCK_FRESH) !== 0) return v & TIME_MASK;
