@@ -53,14 +53,27 @@ function readyLine(child: ChildProcess, line: RegExp): Promise<void> {
   });
 }
 
+/** A port the kernel just handed out and released (`poise proxy --listen` needs one). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
 async function idleCpu(kind: 'poise' | 'bare', backendPort: number): Promise<Record<string, unknown>> {
+  const listen = await freePort();
   const args =
     kind === 'poise'
       ? [
           path.join(REPO, 'dist', 'src', 'cli', 'main.js'),
           'proxy',
           '--listen',
-          '127.0.0.1:0',
+          `127.0.0.1:${listen}`,
           '--backend',
           `b0=127.0.0.1:${backendPort}`,
           '--workers',
