@@ -2,8 +2,8 @@
  * bench/proxy: `poise proxy` side by side with HAProxy (`mode tcp`) on the
  * same loopback backends and the same load generator.
  *
- *   npm run bench:proxy [-- --quick] [--rounds N] [--duration D] [--node PATH]
- *                       [--poise-bin PATH] [--label NAME] [--profile]
+ *   npm run bench:proxy [-- --quick] [--rounds N] [--duration D] [--node PATH[,PATH]]
+ *                       [--poise-bin PATH] [--label NAME] [--profile] [--force]
  *                       [--idle-connections N] [--without haproxy,nginx,wrk]
  *                       [--cases short,keepalive,1MiB,16MiB,idle,slow]
  *                       [--threads 1,2] [--slow-connections N] [--note TEXT]
@@ -33,6 +33,23 @@
  *   share (`--slow-connections N`, default 64: fewer make it latency-bound).
  * - idle: RSS of the proxy process before and after N idle client
  *   connections (each spliced to a backend): KB per connection.
+ * Memory of every system in the main cases: RSS right after it listens
+ * (before any traffic) and after the bulk transfers (1 / 16 MiB), so
+ * `--threads 1,2,4` gives idle RSS, RSS after bulk and KB per idle
+ * connection for 1, 2 and 4 workers.
+ *
+ * Quiet machine: the figures are only worth keeping on an otherwise idle
+ * machine. The bench refuses to start when the 1-minute load average is
+ * above 1.5 (`--force` runs anyway), and records for every cell (system ×
+ * case × round) the load average at its end, the machine's busy share over
+ * the cell (/proc/stat) and the foreign share: busy time that was neither
+ * the proxy, the backends, nor this bench and its load generator. A cell
+ * with a foreign share above 10 % is flagged in the report; with any
+ * flagged, the results file is not written unless `--force`.
+ * `--node A,B` runs poise and bare Node under each Node binary (say Node 20
+ * and Node 24: `npm install --prefix /tmp/node24 node@24`, then
+ * `/tmp/node24/node_modules/node/bin/node`), each labelled with its version;
+ * the results record both.
  * `--without` ignores installed peers (to run the fallbacks); `--cases` and
  * `--threads` run a subset; `--note` is stored in the results (say the load).
  * `--profile` then runs a short-connection and a keep-alive load against
@@ -50,6 +67,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { durationFlag, integerFlag, parseFlags } from '../src/cli/args.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
+import { CLK_TCK, machineTicks, processTicks, rssBytes, selfTicks, threadTicks, treeTicks } from './lib/proc.js';
 import {
   type Attribution,
   attribute,
@@ -81,6 +99,7 @@ const { values } = parseFlags(process.argv.slice(2), {
   threads: { type: 'string' },
   note: { type: 'string' },
   'slow-connections': { type: 'string' },
+  force: { type: 'boolean' },
 });
 if (values.help) {
   process.stdout.write(
@@ -96,7 +115,13 @@ const ROUNDS = integerFlag('--rounds', values.rounds, 1, 50) ?? (quick ? 1 : 3);
 /** Seconds of load per case and round (`--duration`, the CLI's duration grammar: `5s`, `1m`). */
 const SECONDS = (durationFlag('--duration', values.duration, 1000, 600_000) ?? (quick ? 1000 : 5000)) / 1000;
 const IDLE = integerFlag('--idle-connections', values['idle-connections'], 10, 8000) ?? (quick ? 300 : 2000);
-const NODE = values.node ?? process.execPath;
+/** The Node binaries poise and bare Node run under (`--node A,B`); the first is the default one. */
+const NODES = (values.node ?? process.execPath).split(',').filter((n) => n !== '');
+const NODE = NODES[0]!;
+/** Above this 1-minute load average the machine is not quiet: the bench refuses to start unless --force. */
+const MAX_LOADAVG = 1.5;
+/** A cell whose foreign busy share (busy time none of ours) exceeds this is flagged; any flagged keeps the results unwritten unless --force. */
+const MAX_FOREIGN_PCT = 10;
 const POISE = path.resolve(values['poise-bin'] ?? path.join(REPO, 'dist', 'src', 'cli', 'main.js'));
 const CONNECTIONS = 64;
 const SLOW_DELAYS = [40, 4, 4, 4];
@@ -121,10 +146,13 @@ for (const w of without)
     throw new Error(`--without: must list some of ${PEERS.join(', ')}, got ${JSON.stringify(w)}`);
 /** Which peers are used: on PATH and not excluded by --without (which exercises the fallbacks). */
 const HAVE = Object.fromEntries(PEERS.map((p) => [p, !without.includes(p) && onPath(p)])) as Record<(typeof PEERS)[number], boolean>;
+const NODE_VERSIONS = NODES.map((n) => firstLine(n, ['--version']));
 const versions = {
   benchNode: process.version,
-  proxyNode: firstLine(NODE, ['--version']),
+  proxyNode: NODE_VERSIONS[0],
   proxyNodePath: NODE,
+  /** Every Node poise and bare Node ran under (`--node A,B`), in order. */
+  proxyNodes: NODES.map((p, i) => ({ path: p, version: NODE_VERSIONS[i] })),
   poiseBin: POISE,
   haproxy: HAVE.haproxy ? firstLine('haproxy', ['-v']) : 'not installed',
   nginx: HAVE.nginx ? firstLine('nginx', ['-v']) : 'not installed',
@@ -284,6 +312,8 @@ ${ports.map((p) => `  server { listen 127.0.0.1:${p} backlog=4096; root ${dir}/w
 interface SystemSpec {
   kind: 'poise' | 'haproxy' | 'bare';
   threads: number;
+  /** The index in NODES of the Node binary (poise and bare; 0 for HAProxy). */
+  node?: number;
   /** poise --policy, HAProxy `balance`, or bare Node's 'round-robin'. */
   policy: string;
 }
@@ -291,7 +321,8 @@ interface SystemSpec {
 /** The young-generation cap of poise's proxy workers (TcpProxy's youngGenerationMb default), given to bare Node's workers too. */
 const YOUNG_MB = 4;
 
-const label = (s: SystemSpec): string => `${s.kind} ${s.policy} ×${s.threads}`;
+const label = (s: SystemSpec): string =>
+  `${s.kind} ${s.policy} ×${s.threads}${NODES.length > 1 && s.kind !== 'haproxy' ? ` node ${NODE_VERSIONS[s.node ?? 0]}` : ''}`;
 
 interface Running {
   port: number;
@@ -316,11 +347,13 @@ async function startSystem(s: SystemSpec, ports: number[], extraNodeArgs: string
       'error',
       ...(WORKERS_FLAG ? ['--workers', String(s.threads)] : []),
     ];
-    child = track(spawn(NODE, args, { stdio: ['ignore', 'ignore', 'inherit'] }));
+    child = track(spawn(NODES[s.node ?? 0]!, args, { stdio: ['ignore', 'ignore', 'inherit'] }));
   } else if (s.kind === 'bare') {
     const job = { port, backends: ports, threads: s.threads, youngMb: YOUNG_MB };
     child = track(
-      spawn(NODE, [...extraNodeArgs, path.join(HERE, 'proxy-bare.js'), JSON.stringify(job)], { stdio: ['ignore', 'ignore', 'inherit'] }),
+      spawn(NODES[s.node ?? 0]!, [...extraNodeArgs, path.join(HERE, 'proxy-bare.js'), JSON.stringify(job)], {
+        stdio: ['ignore', 'ignore', 'inherit'],
+      }),
     );
   } else {
     const cfg = path.join(tmp, `haproxy-${port}.cfg`);
@@ -351,29 +384,36 @@ ${ports.map((p, i) => `  server b${i} 127.0.0.1:${p}`).join('\n')}
   return { port, pid: child.pid!, stop: () => stop(child) };
 }
 
-function rssBytes(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  if (m === null) throw new Error(`no VmRSS for ${pid}`);
-  return Number(m[1]) * 1024;
+/** One cell's quietness: load average at its end, the machine's busy share, and the share that was none of ours. */
+interface CellQuiet {
+  cell: string;
+  loadavg: number;
+  busyPct: number;
+  foreignPct: number;
 }
+const cells: CellQuiet[] = [];
 
-/** CPU ticks (user + system) of every thread of `pid`, by thread id. */
-function threadTicks(pid: number): Map<number, number> {
-  const out = new Map<number, number>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    out.set(Number(tid), Number(f[11]) + Number(f[12])); // fields 14 and 15 (utime, stime), counted from after the name
-  }
-  return out;
+/** Starts measuring a cell over the given pids (proxy, backends); `end()` records and returns it. */
+function quietCell(cell: string, pids: number[]): { end(): CellQuiet } {
+  const m0 = machineTicks();
+  const own0 = selfTicks() + pids.reduce((a, p) => a + treeTicks(p), 0);
+  return {
+    end(): CellQuiet {
+      const m1 = machineTicks();
+      const own = selfTicks() + pids.reduce((a, p) => a + treeTicks(p), 0) - own0;
+      const total = Math.max(1, m1.total - m0.total);
+      const busy = m1.busy - m0.busy;
+      const q = {
+        cell,
+        loadavg: os.loadavg()[0]!,
+        busyPct: (busy / total) * 100,
+        foreignPct: (Math.max(0, busy - own) / total) * 100,
+      };
+      cells.push(q);
+      return q;
+    },
+  };
 }
-/** CPU ticks (user + system) of the whole process `pid`, all threads. */
-function processTicks(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(f[11]) + Number(f[12]);
-}
-const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
 // ---------------------------------------------------------------- load
 
@@ -481,18 +521,20 @@ function record(sys: SystemSpec, figure: string, v: number): void {
   list.push(v);
 }
 
-const bareSpec = (threads: number): SystemSpec => ({ kind: 'bare', threads, policy: 'round-robin' });
+const bareSpec = (threads: number, node = 0): SystemSpec => ({ kind: 'bare', threads, policy: 'round-robin', node });
+const nodeIndices = NODES.map((_, i) => i);
+/** poise and bare Node under every --node, HAProxy once. */
 const pairs = (threads: number): SystemSpec[] => [
-  { kind: 'poise', threads, policy: 'p2c:connections' },
+  ...nodeIndices.map((node): SystemSpec => ({ kind: 'poise', threads, policy: 'p2c:connections', node })),
   ...(HAVE.haproxy ? [{ kind: 'haproxy' as const, threads, policy: 'random(2)' }] : []),
-  bareSpec(threads),
+  ...nodeIndices.map((node) => bareSpec(threads, node)),
 ];
 const slowSystems = (threads: number): SystemSpec[] => [
-  { kind: 'poise', threads, policy: 'p2c:latency' },
-  { kind: 'poise', threads, policy: 'p2c:connections' },
-  { kind: 'poise', threads, policy: 'least-loaded' },
+  ...nodeIndices.flatMap((node): SystemSpec[] =>
+    ['p2c:latency', 'p2c:connections', 'least-loaded'].map((policy) => ({ kind: 'poise', threads, policy, node })),
+  ),
   ...(HAVE.haproxy ? (['leastconn', 'random(2)'] as const).map((policy) => ({ kind: 'haproxy' as const, threads, policy })) : []),
-  bareSpec(threads),
+  ...nodeIndices.map((node) => bareSpec(threads, node)),
 ];
 const rotate = <T>(xs: T[], by: number): T[] => xs.map((_, i) => xs[(i + by) % xs.length]!);
 
@@ -525,9 +567,18 @@ console.log(
 console.log(
   `backends: ${HAVE.nginx ? '4 nginx servers (1 worker process)' : '4 Node HTTP servers (nginx is not on PATH)'}; slow/idle cases: 4 Node HTTP servers; load: ${HAVE.wrk ? 'wrk -t1' : 'bench/proxy-client (wrk is not on PATH)'}`,
 );
-console.log(`proxy node ${versions.proxyNode} (${NODE}); bench node ${versions.benchNode}; ${versions.haproxy}`);
+console.log(
+  `proxy node ${NODE_VERSIONS.map((v, i) => `${v} (${NODES[i]})`).join(', ')}; bench node ${versions.benchNode}; ${versions.haproxy}`,
+);
 
 const loadAtStart = os.loadavg();
+if (loadAtStart[0]! > MAX_LOADAVG && values.force !== true) {
+  console.error(
+    `bench:proxy: the machine is not quiet (1-minute load average ${loadAtStart[0]!.toFixed(2)} > ${MAX_LOADAVG}); ` +
+      'figures taken now do not reproduce. Wait for it to settle, or pass --force to run anyway (the load is recorded).',
+  );
+  process.exit(1);
+}
 const common = HAVE.nginx ? await nginxBackends() : await nodeBackends([0, 0, 0, 0]);
 const slow = await nodeBackends(SLOW_DELAYS);
 try {
@@ -536,13 +587,20 @@ try {
       for (const sys of rotate(pairs(threads), r)) {
         if (caseNames.length > 0) {
           const p = await startSystem(sys, common.ports);
+          // Before any traffic: what the proxy costs just listening.
+          record(sys, 'rss.startMB', rssBytes(p.pid) / 2 ** 20);
           await load(p.port, CASES.short, 1); // warm-up, not counted
           for (const name of caseNames) {
             tick(`round ${r + 1}: ${label(sys)} ${name}`);
             // A 16 MiB reply takes most of a second here: at least 3 s, so that whole replies dominate the bytes read.
             const cpu0 = processTicks(p.pid);
+            const quiet = quietCell(`round ${r + 1} ${label(sys)} ${name}`, [p.pid, common.pid]);
             const res = await load(p.port, CASES[name], name === '16MiB' ? Math.max(3, SECONDS) : SECONDS);
             const cpuSeconds = (processTicks(p.pid) - cpu0) / CLK_TCK;
+            const q = quiet.end();
+            record(sys, `${name}.loadavg`, q.loadavg);
+            record(sys, `${name}.busyPct`, q.busyPct);
+            record(sys, `${name}.foreignPct`, q.foreignPct);
             errors[label(sys)] = (errors[label(sys)] ?? 0) + res.errors;
             if (name === 'short' || name === 'keepalive') {
               record(sys, `${name}.reqPerSec`, res.reqPerSec);
@@ -554,6 +612,8 @@ try {
               record(sys, `${name}.cpuMsPerMiB`, (cpuSeconds / ((res.bytesPerSec * res.seconds) / 2 ** 20)) * 1e3);
             }
           }
+          // After the bulk transfers (the last cases run): what the proxy kept.
+          if (caseNames.includes('1MiB') || caseNames.includes('16MiB')) record(sys, 'rss.afterBulkMB', rssBytes(p.pid) / 2 ** 20);
           await p.stop();
         }
         if (!IDLE_CASE) continue;
@@ -572,7 +632,9 @@ try {
         await slow.reset();
         const cpu0 = processTicks(p.pid);
         const backendCpu0 = processTicks(slow.pid);
+        const quiet = quietCell(`round ${r + 1} ${label(sys)} slow`, [p.pid, slow.pid]);
         const res = await load(p.port, { ...CASES.short, connections: SLOW_CONNECTIONS }, SECONDS);
+        quiet.end();
         const cpuSeconds = (processTicks(p.pid) - cpu0) / CLK_TCK;
         const backendCpuSeconds = (processTicks(slow.pid) - backendCpu0) / CLK_TCK;
         const { connections } = await slow.counts();
@@ -611,7 +673,7 @@ interface ProfileRun {
 }
 const profiles: ProfileRun[] = [];
 if (values.profile) {
-  for (const sys of [{ kind: 'poise', threads: 1, policy: 'p2c:connections' }, bareSpec(1)] satisfies SystemSpec[]) {
+  for (const sys of [{ kind: 'poise', threads: 1, policy: 'p2c:connections' }, bareSpec(1)] as SystemSpec[]) {
     for (const loadName of ['short', 'keepalive'] as const) {
       const dir = path.join(tmp, `prof-${sys.kind}-${loadName}`);
       mkdirSync(dir);
@@ -685,9 +747,9 @@ const add = (
   const poise = fig(poiseSys, figure);
   if (poise === undefined) return;
   const haproxy = hapSys === undefined ? undefined : fig(hapSys, figure);
-  const bare = fig(bareSpec(poiseSys.threads), figure);
+  const bare = fig(bareSpec(poiseSys.threads, poiseSys.node), figure);
   comparisons.push({
-    scenario,
+    scenario: NODES.length > 1 ? `${scenario} (node ${NODE_VERSIONS[poiseSys.node ?? 0]})` : scenario,
     metric,
     unit,
     threads: poiseSys.threads,
@@ -698,8 +760,8 @@ const add = (
     ...(target === undefined ? {} : { target }),
   });
 };
-for (const t of THREADS) {
-  const ps = pairs(t)[0]!;
+for (const [t, node] of THREADS.flatMap((t) => nodeIndices.map((n) => [t, n] as const))) {
+  const ps: SystemSpec = { kind: 'poise', threads: t, policy: 'p2c:connections', node };
   const hs = pairs(t).find((s) => s.kind === 'haproxy');
   add('short', 'req/s', 'req/s', 'higher', ps, hs, 'short.reqPerSec', { kind: 'ratio', op: '>=', value: 0.8 });
   add('short', 'p50', 'ms', 'lower', ps, hs, 'short.p50Ms');
@@ -714,9 +776,30 @@ for (const t of THREADS) {
   add('16 MiB', 'proxy CPU per MiB', 'ms', 'lower', ps, hs, '16MiB.cpuMsPerMiB');
   add('idle', 'per connection', 'KB', 'lower', ps, hs, 'idle.KBperConn', { kind: 'absolute', op: '<=', value: 6 });
   add('idle', 'RSS before', 'MB', 'lower', ps, hs, 'idle.rssMB');
+  // The issue's memory targets are for 2 workers.
+  add(
+    'memory',
+    'RSS listening, before traffic',
+    'MiB',
+    'lower',
+    ps,
+    hs,
+    'rss.startMB',
+    t === 2 ? { kind: 'absolute', op: '<=', value: 64 } : undefined,
+  );
+  add(
+    'memory',
+    'RSS after the bulk transfers',
+    'MiB',
+    'lower',
+    ps,
+    hs,
+    'rss.afterBulkMB',
+    t === 2 ? { kind: 'absolute', op: '<=', value: 128 } : undefined,
+  );
   const leastconn: SystemSpec | undefined = HAVE.haproxy ? { kind: 'haproxy', threads: t, policy: 'leastconn' } : undefined;
   for (const policy of ['p2c:latency', 'p2c:connections', 'least-loaded']) {
-    const s: SystemSpec = { kind: 'poise', threads: t, policy };
+    const s: SystemSpec = { kind: 'poise', threads: t, policy, node };
     add(`slow ${policy} vs leastconn`, 'req/s', 'req/s', 'higher', s, leastconn, 'slow.reqPerSec', { kind: 'ratio', op: '>=', value: 1 });
     add(`slow ${policy} vs leastconn`, 'p99', 'ms', 'lower', s, leastconn, 'slow.p99Ms');
     add(`slow ${policy} vs leastconn`, 'slow share', '%', 'lower', s, leastconn, 'slow.sharePct', { kind: 'ratio', op: '<=', value: 1 });
@@ -747,6 +830,14 @@ if (SLOW_CASE) {
   );
   console.log(formatTable(slowRows));
 }
+const noisy = cells.filter((c) => c.foreignPct > MAX_FOREIGN_PCT);
+console.log(
+  `\nquietness per cell (load average at its end, machine busy %, foreign % = busy time none of ours): ` +
+    `${cells.length} cells, load average ${Math.min(...cells.map((c) => c.loadavg)).toFixed(2)}–${Math.max(...cells.map((c) => c.loadavg)).toFixed(2)}, ` +
+    `foreign share max ${Math.max(0, ...cells.map((c) => c.foreignPct)).toFixed(1)} %; ${noisy.length} above ${MAX_FOREIGN_PCT} %`,
+);
+if (noisy.length > 0)
+  console.log(formatTable(noisy.map((c) => ({ cell: c.cell, loadavg: c.loadavg, 'busy %': c.busyPct, 'foreign %': c.foreignPct }))));
 const errorRuns = Object.entries(errors).filter(([, n]) => n > 0);
 if (errorRuns.length > 0) console.log(`\nload-generator errors (all rounds): ${errorRuns.map(([k, n]) => `${k}: ${n}`).join('; ')}`);
 for (const pr of profiles) {
@@ -764,6 +855,13 @@ for (const pr of profiles) {
   console.log(formatTable(pr.frames.map((f) => ({ 'self % (all samples)': f.selfPct, frame: f.name }))));
 }
 
+if (noisy.length > 0 && values.force !== true) {
+  console.log(
+    `\nresults NOT written: ${noisy.length} cell(s) had more than ${MAX_FOREIGN_PCT} % of the machine busy with something else. ` +
+      'Rerun on a quiet machine, or pass --force to keep these figures (the cells are recorded with them).',
+  );
+  process.exit(2);
+}
 const file = writeResults(values.label === undefined ? 'proxy' : `proxy-${values.label}`, {
   versions,
   config: {
@@ -781,6 +879,7 @@ const file = writeResults(values.label === undefined ? 'proxy' : `proxy-${values
     idleConnections: IDLE,
     /** 1/5/15-minute load averages: this machine may be shared, and the absolute figures move with it (ratios less so, rounds being interleaved). */
     loadAverage: { start: loadAtStart, end: os.loadavg() },
+    forced: values.force === true,
     haproxy: HAVE.haproxy
       ? 'mode tcp, retries 3, option redispatch, timeout connect 2s, client/server 30s, maxconn 8000; balance random(2) (vs p2c:connections) and leastconn'
       : 'not installed',
@@ -791,6 +890,8 @@ const file = writeResults(values.label === undefined ? 'proxy' : `proxy-${values
     bareRatio: c.bare === undefined ? null : c.poise.median / c.bare.median,
   })),
   slow: slowRows,
+  /** Every cell's load average, machine busy share and foreign share (see the header comment). */
+  cells,
   errors,
   raw,
   ...(profiles.length === 0 ? {} : { profiles }),

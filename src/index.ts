@@ -53,4 +53,3 @@ export { PeakEwma, type PeakEwmaOptions } from './load/peak-ewma.js';
 
 // admission
 export { holdbackCeilings, type HoldbackOptions } from './admission/holdback.js';
-export { FlowController, type FlowControllerOptions, type Permit } from './admission/flow-controller.js';

@@ -31,7 +31,7 @@ import type { AdmissionHook } from '../runtime/admission-hook.js';
 import type { Lease } from '../runtime/lease.js';
 import type { PoolGauge, RowAdmission } from '../runtime/pool-gauge.js';
 import type { Router } from '../runtime/router.js';
-import { holdbackCeilings, type HoldbackOptions } from './holdback.js';
+import { holdbackCeilings, holdbackLimit, type HoldbackOptions } from './holdback.js';
 
 /** What the gate counts as load. */
 export type AdmissionLoadKind = LeaseKindName | 'outstanding';
@@ -529,9 +529,7 @@ export class AdmissionGate implements AdmissionHook {
     const cap = this.fixedCapacity ?? eligible;
     if (cap === Number.POSITIVE_INFINITY) return true;
     if (cap !== this.limitsFor) {
-      // load / cap ≤ ceiling and load < cap, in integers: load ≤ floor(ceiling × cap)
-      // and load < cap. The epsilon keeps 0.3 × 10 from flooring to 2.
-      for (const b of this.bands) b.limit = Math.min(cap, Math.floor(b.ceiling * cap + 1e-9) + 1);
+      for (const b of this.bands) b.limit = holdbackLimit(b.ceiling, cap);
       this.limitsFor = cap;
     }
     return this.gauge.load(this.kind) < band.limit;

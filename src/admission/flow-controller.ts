@@ -13,7 +13,7 @@
  * connection or request admission in front of a Router.
  */
 import { PoiseError, invalidConfig, checkOptionKeys } from '../core/errors.js';
-import { holdbackCeilings, type HoldbackOptions } from './holdback.js';
+import { holdbackCeilings, holdbackLimit, type HoldbackOptions } from './holdback.js';
 import { integerIn, finiteNumber } from '../core/validate.js';
 
 /** Options of {@link FlowController}. */
@@ -87,10 +87,7 @@ export class FlowController {
     this.maxQueue = maxQueue;
     this.lanes = sorted.map((rank, i) => {
       const ceiling = ceilings[i]!;
-      // Admit while held / capacity <= ceiling and a permit is free:
-      // held <= floor(ceiling × capacity) and held < capacity. A tiny epsilon
-      // keeps 0.3 × 10 from flooring to 2.
-      return { rank, ceiling, limit: Math.min(capacity, Math.floor(ceiling * capacity + 1e-9) + 1), queue: [] };
+      return { rank, ceiling, limit: holdbackLimit(ceiling, capacity), queue: [] };
     });
     for (const lane of this.lanes) this.byRank.set(lane.rank, lane);
   }

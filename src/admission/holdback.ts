@@ -71,3 +71,19 @@ export function holdbackCeilings(bandsDescending: readonly number[], options: Ho
     i === 0 ? maxCeiling : i === n - 1 ? minCeiling : minCeiling + ((p - pMin) / (pMax - pMin)) * span,
   );
 }
+
+/**
+ * The admission limit of a band with `ceiling` over `capacity` permits:
+ * admit while `held < holdbackLimit(ceiling, capacity)`. That is
+ * held / capacity ≤ ceiling and held < capacity in integers:
+ * held ≤ floor(ceiling × capacity) and held < capacity. The epsilon keeps
+ * 0.3 × 10 from flooring to 2. The one place both FlowController and
+ * AdmissionGate compute it.
+ * @internal
+ *
+ * @example
+ * holdbackLimit(0.3, 10); // 4: admitted while 0..3 are held (3 / 10 ≤ 0.3)
+ */
+export function holdbackLimit(ceiling: number, capacity: number): number {
+  return Math.min(capacity, Math.floor(ceiling * capacity + 1e-9) + 1);
+}

@@ -9,7 +9,7 @@
 import { PoiseError } from '../core/errors.js';
 import { parseAddress } from '../core/spec.js';
 import { AdmissionGate, sumAdmissionStats, type AdmissionGateOptions, type AdmissionStats } from '../admission/admission.js';
-import type { AdmissionGateData } from '../net/proxy-workers.js';
+import type { AdmissionGateData } from '../net/proxy-messages.js';
 import type { Logger } from '../log.js';
 import { CidrBands, fixedBand, parseCidr, type ProxyBand, type ProxyBandSelector } from '../net/proxy-admission.js';
 import type { TcpProxy } from '../net/proxy.js';

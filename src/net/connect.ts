@@ -52,6 +52,11 @@ export interface ConnectOptions {
    * send after the backend finished.
    */
   allowHalfOpen?: boolean;
+  /**
+   * TCP_NODELAY from the socket's creation (`net.connect`'s `noDelay`), so no
+   * `setNoDelay` call follows the connect; default false (Node's default).
+   */
+  noDelay?: boolean;
   /** Opens the socket; default `net.connect`. A test seam (inject a local error such as EMFILE). */
   createSocket?: (opts: net.NetConnectOpts) => net.Socket;
   /**
@@ -101,6 +106,65 @@ export function checkAdmissionOptions(
   return { band: finiteNumber(band, 'options.band'), timeoutMs };
 }
 
+/** The option names {@link connect} accepts. */
+const CONNECT_OPTION_KEYS = [
+  'key',
+  'priority',
+  'attempts',
+  'connectTimeoutMs',
+  'signal',
+  'clock',
+  'timers',
+  'allowHalfOpen',
+  'noDelay',
+  'createSocket',
+  'manualRelease',
+  'band',
+  'admissionTimeoutMs',
+] as const;
+
+/**
+ * {@link connect}'s options checked once, with the defaults filled: what a
+ * caller that connects for every client (TcpProxy, once per listener)
+ * builds once and passes to {@link connectResolved}, so no connection pays
+ * for validation. @internal
+ */
+export interface ResolvedConnectOptions {
+  readonly attempts: number;
+  readonly timeout: number;
+  /** The failover priority (`options.priority`). */
+  readonly priority: number | undefined;
+  readonly admission: { band: number; timeoutMs: number | undefined } | undefined;
+  readonly create: (opts: net.NetConnectOpts) => net.Socket;
+  readonly allowHalfOpen: boolean;
+  readonly noDelay: boolean;
+  readonly timers: TimerSource;
+  readonly clock: () => number;
+  readonly manualRelease: boolean;
+}
+
+/** Validates every option of {@link connect} but `key` and `signal` (per call); throws `InvalidConfig` naming it. @internal */
+export function resolveConnectOptions(opts: Omit<ConnectOptions, 'key' | 'signal'>): ResolvedConnectOptions {
+  checkOptionKeys(opts, CONNECT_OPTION_KEYS);
+  const { attempts, timeout } = checkConnectOptions(opts);
+  const admission = checkAdmissionOptions(opts);
+  const timers = timersOption(opts.timers);
+  if (opts.clock !== undefined && typeof opts.clock !== 'function')
+    invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
+  return {
+    attempts,
+    timeout,
+    priority: opts.priority,
+    admission,
+    create: opts.createSocket ?? net.connect,
+    allowHalfOpen: opts.allowHalfOpen === true,
+    noDelay: opts.noDelay === true,
+    timers,
+    clock: opts.clock ?? (() => timers.now()),
+    manualRelease: opts.manualRelease === true,
+  };
+}
+
 /**
  * Opens a TCP connection to a backend chosen by `router`, retrying on other
  * backends when a connect fails.
@@ -110,56 +174,54 @@ export function checkAdmissionOptions(
  * const client = new pg.Client({ stream: () => socket, user: 'postgres', database: 'test' });
  * await client.connect();
  */
-export async function connect(router: Router, opts: ConnectOptions = {}): Promise<RoutedConnection> {
-  checkOptionKeys(opts, [
-    'key',
-    'priority',
-    'attempts',
-    'connectTimeoutMs',
-    'signal',
-    'clock',
-    'timers',
-    'allowHalfOpen',
-    'createSocket',
-    'manualRelease',
-    'band',
-    'admissionTimeoutMs',
-  ]);
-  const admission = checkAdmissionOptions(opts);
-  const create = opts.createSocket ?? net.connect;
-  const allowHalfOpen = opts.allowHalfOpen === true;
-  const { attempts, timeout } = checkConnectOptions(opts);
-  const timers = timersOption(opts.timers);
-  if (opts.clock !== undefined && typeof opts.clock !== 'function')
-    invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
-  const clock = opts.clock ?? (() => timers.now());
-  opts.signal?.throwIfAborted();
-  const run = new RetryRun('connect', { router, key: opts.key, priority: opts.priority, attempts });
+export function connect(router: Router, opts: ConnectOptions = {}): Promise<RoutedConnection> {
+  try {
+    return connectResolved(router, resolveConnectOptions(opts), opts.key, opts.signal);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
+/**
+ * {@link connect} with its options resolved once ({@link resolveConnectOptions}):
+ * the per-call parts are the key, the signal and (for a caller that bands
+ * each connection) an admission band replacing the resolved one. @internal
+ */
+export async function connectResolved(
+  router: Router,
+  r: ResolvedConnectOptions,
+  key: string | number | undefined,
+  signal: AbortSignal | undefined,
+  admission = r.admission,
+): Promise<RoutedConnection> {
+  const { timeout, clock, create, allowHalfOpen, noDelay, timers } = r;
+  signal?.throwIfAborted();
+  const run = new RetryRun('connect', { router, key, priority: r.priority, attempts: r.attempts });
   let next: Lease | Error =
     admission === undefined
       ? run.acquire()
       : await router.acquireAsync({
-          key: opts.key,
+          key,
           band: admission.band,
-          priority: opts.priority,
+          priority: r.priority,
           kind: 'connection',
-          signal: opts.signal,
+          signal,
           timeoutMs: admission.timeoutMs,
         });
   for (;;) {
     if (next instanceof Error) throw next;
     const lease = next;
-    if (opts.signal?.aborted) {
+    if (signal?.aborted) {
       lease.release('cancelled');
-      opts.signal.throwIfAborted();
+      signal.throwIfAborted();
     }
     run.started();
     const started = clock();
     try {
-      const socket = await openSocket(create, { host: lease.host, port: lease.port, allowHalfOpen }, timeout, timers, opts.signal);
+      const socket = await openSocket(create, { host: lease.host, port: lease.port, allowHalfOpen, noDelay }, timeout, timers, signal);
       const connectMs = Math.max(0, clock() - started);
       lease.connected(connectMs);
-      if (opts.manualRelease === true) return { socket, lease, connectMs, attempts: run.tries };
+      if (r.manualRelease) return { socket, lease, connectMs, attempts: run.tries };
       let failed = false;
       socket.once('error', () => {
         failed = true;
@@ -167,7 +229,7 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
       socket.once('close', () => lease.release(failed ? 'failure' : 'success'));
       return { socket, lease, connectMs, attempts: run.tries };
     } catch (err) {
-      if (opts.signal?.aborted) {
+      if (signal?.aborted) {
         lease.release('cancelled');
         throw err;
       }
@@ -178,7 +240,7 @@ export async function connect(router: Router, opts: ConnectOptions = {}): Promis
 
 function openSocket(
   create: (opts: net.NetConnectOpts) => net.Socket,
-  at: { host: string; port: number; allowHalfOpen: boolean },
+  at: { host: string; port: number; allowHalfOpen: boolean; noDelay: boolean },
   timeoutMs: number,
   timers: TimerSource,
   signal: AbortSignal | undefined,

@@ -6,8 +6,9 @@
  * worker side lives in proxy.ts.
  *
  * Along the way it
- * - sets TCP_NODELAY on both sockets (a proxy must not add Nagle delay to
- *   small request–reply turns);
+ * - has TCP_NODELAY on both sockets from their creation (the listener's
+ *   `noDelay`, connect()'s `noDelay`): a proxy must not add Nagle delay to
+ *   small request–reply turns, and no `setNoDelay` call follows;
  * - keeps both sockets half-open: a FIN from either side is passed on as a
  *   FIN and the other direction keeps flowing, byte-exact;
  * - feeds PeakEWMA: the connect time (ConnectTime series) and, per
@@ -23,6 +24,10 @@
  *
  * Listeners are shared module functions (the connection hangs off the
  * socket), so an idle connection costs one object, not a dozen closures.
+ * Everything the options decide is resolved once per listener
+ * ({@link resolveConnectionOptions}); a connection counts only into the
+ * shared {@link ProxyCounters}, and computes a key, a band or an
+ * AbortController only when the options ask for one.
  */
 import type net from 'node:net';
 import { pino } from 'pino';
@@ -31,8 +36,9 @@ import { timersOption, type TimerSource } from '../core/timers.js';
 import { integerIn } from '../core/validate.js';
 import { rateLimited, type Logger, type RateLimitedLogger } from '../log.js';
 import type { Lease } from '../runtime/lease.js';
+import { KEYED_POLICY_NAMES } from '../runtime/policies.js';
 import type { Router } from '../runtime/router.js';
-import { checkConnectOptions, connect, isLocalError, type RoutedConnection } from './connect.js';
+import { connectResolved, isLocalError, resolveConnectOptions, type ResolvedConnectOptions, type RoutedConnection } from './connect.js';
 import type { ProxyBandSelector } from './proxy-admission.js';
 import { encodeProxyV1, encodeProxyV2, parseProxyHeader, plainAddress, V1_MAX, type ProxyEndpoint } from './proxy-protocol.js';
 import { ProxyCounter, type ProxyCounters, type RefusalReason } from './proxy-counters.js';
@@ -77,8 +83,8 @@ export interface ConnectionOptions {
 
 /** The validated options. @internal */
 export interface ConnectionSettings {
-  attempts: number;
-  connectTimeoutMs: number;
+  /** connect()'s options, resolved once (half-open, NODELAY, manual release). */
+  connect: ResolvedConnectOptions;
   clientTimeoutMs: number;
   serverTimeoutMs: number;
   key: ConnectionOptions['key'];
@@ -112,7 +118,14 @@ function msOption(value: unknown, field: string, dflt: number, min: number): num
 
 /** Validates the per-connection options; throws `InvalidConfig` naming `options.<field>`. @internal */
 export function resolveConnectionOptions(opts: ConnectionOptions): ConnectionSettings {
-  const { attempts, timeout } = checkConnectOptions(opts);
+  const connect = resolveConnectOptions({
+    attempts: opts.attempts,
+    connectTimeoutMs: opts.connectTimeoutMs,
+    allowHalfOpen: true,
+    noDelay: true,
+    manualRelease: true,
+    timers: opts.timers,
+  });
   const key = opts.key;
   if (key !== undefined && key !== 'client-ip' && key !== 'client-ip:port' && typeof key !== 'function') {
     invalidConfig('options.key', 'must be "client-ip", "client-ip:port" or a function of the client socket', key);
@@ -126,8 +139,7 @@ export function resolveConnectionOptions(opts: ConnectionOptions): ConnectionSet
   if (log !== undefined && (typeof log !== 'object' || log === null || typeof log.info !== 'function'))
     invalidConfig('options.accessLog', 'must be a pino logger or "stdout"', log);
   return {
-    attempts,
-    connectTimeoutMs: timeout,
+    connect,
     clientTimeoutMs: msOption(opts.clientTimeoutMs, 'options.clientTimeoutMs', 30_000, 0),
     serverTimeoutMs: msOption(opts.serverTimeoutMs, 'options.serverTimeoutMs', 30_000, 0),
     key,
@@ -138,24 +150,6 @@ export function resolveConnectionOptions(opts: ConnectionOptions): ConnectionSet
     accessLog: log,
     timers: opts.timers === undefined ? undefined : timersOption(opts.timers),
   };
-}
-
-/** Counters a proxy's connections update. */
-export interface ConnectionStats {
-  /** Spliced pairs open now. */
-  active: number;
-  /** Inbound connections closed because no backend accepted (local errors included). */
-  failed: number;
-  /** Of `failed`: refused because of this host's resources (EMFILE, ENFILE, ENOBUFS, ...), never blamed on a backend. */
-  localErrors: number;
-  /** Connections closed by the client, server or PROXY-header timeout. */
-  timeouts: number;
-  /** Connections closed for a malformed PROXY header. */
-  badHeaders: number;
-  /** Client → backend bytes. */
-  bytesIn: number;
-  /** Backend → client bytes. */
-  bytesOut: number;
 }
 
 /** Why a connection ended (the access log's `termination`), with HAProxy's two-letter state. */
@@ -193,13 +187,14 @@ export type Termination = keyof typeof TERMINATIONS;
 /** What a connection needs from the proxy that accepted it. @internal */
 export interface ConnectionHost {
   readonly router: Router;
+  /** `settings.key` when the router's policy hashes a key (rendezvous, maglev, ring-hash); undefined otherwise: no key is computed. */
+  readonly key: ConnectionOptions['key'];
   /** The admission band of each client (proxy-admission.ts); undefined: no admission. */
   readonly admission?: ProxyBandSelector | undefined;
   readonly settings: ConnectionSettings;
   readonly log: Logger;
   /** Per-connection warnings, rate-limited (one line, then a count per window). */
   readonly warn: RateLimitedLogger;
-  readonly stats: ConnectionStats;
   /** The shared counters (metrics) and this proxy's row in them. */
   readonly counters: ProxyCounters;
   readonly worker: number;
@@ -218,7 +213,7 @@ export interface ConnectionHost {
 /** Builds a host for {@link serveConnection} (one wheel and one rate limiter per proxy). @internal */
 export function connectionHost(
   settings: ConnectionSettings,
-  parts: Pick<ConnectionHost, 'router' | 'admission' | 'log' | 'stats' | 'counters' | 'worker' | 'track' | 'untrack' | 'emit' | 'finished'>,
+  parts: Pick<ConnectionHost, 'router' | 'admission' | 'log' | 'counters' | 'worker' | 'track' | 'untrack' | 'emit' | 'finished'>,
 ): ConnectionHost {
   const timeouts = [settings.clientTimeoutMs, settings.serverTimeoutMs, settings.acceptProxy ? settings.acceptProxyTimeoutMs : 0].filter(
     (t) => t > 0,
@@ -228,12 +223,10 @@ export function connectionHost(
     timeouts.length === 0
       ? undefined
       : new TimeoutWheel({ tickMs: Math.min(1000, Math.max(5, Math.floor(Math.min(...timeouts) / 20))), timers: settings.timers });
-  return { ...parts, settings, wheel, warn: rateLimited(parts.log) };
-}
-
-/** The stats object of a fresh proxy. @internal */
-export function freshStats(): ConnectionStats {
-  return { active: 0, failed: 0, localErrors: 0, timeouts: 0, badHeaders: 0, bytesIn: 0, bytesOut: 0 };
+  // A key only matters to a keyed policy: any other never reads it, so no connection computes one.
+  const policy = (parts.router as { policyName?: unknown }).policyName;
+  const keyed = typeof policy !== 'string' || (KEYED_POLICY_NAMES as readonly string[]).includes(policy);
+  return { ...parts, settings, key: keyed ? settings.key : undefined, wheel, warn: rateLimited(parts.log) };
 }
 
 /**
@@ -298,6 +291,8 @@ class Connection implements WheelEntry {
   private wheelStart = 0;
   private connectMs = -1;
   private attempts = 0;
+  /** Whether an access log is written (then the connection keeps its own byte totals). */
+  private readonly logged: boolean;
   private bytesIn = 0;
   private bytesOut = 0;
   private turns = 0;
@@ -322,13 +317,13 @@ class Connection implements WheelEntry {
 
   constructor(host: ConnectionHost, client: net.Socket) {
     this.host = host;
+    this.logged = host.settings.accessLog !== undefined;
     this.client = client as Tagged;
     this.client[kConn] = this;
   }
 
   start(): void {
     const c = this.client;
-    c.setNoDelay(true);
     c.on('error', onClientError);
     c.on('close', onClientClose);
     // From the start, not from the splice: a FIN read with the PROXY header
@@ -338,7 +333,7 @@ class Connection implements WheelEntry {
     // them only when something needs them (key, PROXY header, access log);
     // warnings read them on demand (see endpoints()).
     const st = this.host.settings;
-    if (st.accessLog !== undefined || st.sendProxy !== undefined || typeof st.key === 'string' || this.host.admission !== undefined)
+    if (st.accessLog !== undefined || st.sendProxy !== undefined || typeof this.host.key === 'string' || this.host.admission !== undefined)
       this.endpoints();
     if (this.host.settings.acceptProxy) {
       // add() first: it restarts a wheel that stood empty, and so its clock, which the stamp then reads.
@@ -362,7 +357,6 @@ class Connection implements WheelEntry {
         throw new PoiseError('Corrupt', 'PROXY header: longer than the limit', { field: 'proxy-header' });
       }
     } catch (err) {
-      this.host.stats.badHeaders++;
       this.settle('bad_header');
       this.cause = 'proxy-header';
       this.host.warn.warn(errText(err), { err: errText(err), peer: this.clientText() }, 'proxy: malformed PROXY header; closing client');
@@ -410,7 +404,7 @@ class Connection implements WheelEntry {
   // --- routing -----------------------------------------------------------------
 
   private keyOf(): string | number | undefined {
-    const k = this.host.settings.key;
+    const k = this.host.key;
     if (k === undefined) return undefined;
     if (typeof k === 'function') return k(this.client);
     const src = this.source;
@@ -421,8 +415,6 @@ class Connection implements WheelEntry {
   private route(): void {
     this.phase = Phase.Connecting;
     const s = this.host.settings;
-    const ac = new AbortController();
-    this.abort = ac;
     let key: string | number | undefined;
     try {
       key = this.keyOf();
@@ -430,19 +422,23 @@ class Connection implements WheelEntry {
       this.refuse(err);
       return;
     }
-    const band = this.host.admission?.bandOf(this.source?.address);
+    // A band, and the AbortController that takes a client that leaves out of
+    // its admission queue, only with admission configured. Without one, a
+    // client that leaves while connecting lets the connect finish (or time
+    // out); connected() then closes the upstream and returns its lease.
+    const selector = this.host.admission;
+    let ac: AbortController | undefined;
+    let band: { band: number; timeoutMs: undefined } | undefined;
+    if (selector !== undefined) {
+      const rank = selector.bandOf(this.source?.address);
+      if (rank !== undefined) {
+        ac = this.abort = new AbortController();
+        band = { band: rank, timeoutMs: undefined };
+      }
+    }
     // Both handlers catch everything they could throw: the promise they
     // return never rejects, so no error of this connection reaches the thread.
-    connect(this.host.router, {
-      key,
-      attempts: s.attempts,
-      connectTimeoutMs: s.connectTimeoutMs,
-      signal: ac.signal,
-      allowHalfOpen: true,
-      manualRelease: true,
-      band,
-      timers: s.timers,
-    }).then(
+    connectResolved(this.host.router, s.connect, key, ac?.signal, band).then(
       (routed) => {
         try {
           this.connected(routed);
@@ -452,7 +448,8 @@ class Connection implements WheelEntry {
       },
       (err: unknown) => {
         try {
-          if (!ac.signal.aborted) this.refuse(err);
+          // A client already gone is counted by its own close (client_abort, or shutdown when the proxy cut it).
+          if (ac?.signal.aborted !== true && !this.client.destroyed) this.refuse(err);
         } catch (e) {
           this.crash(e);
         }
@@ -504,11 +501,8 @@ class Connection implements WheelEntry {
   }
 
   private refuse(err: unknown): void {
-    const stats = this.host.stats;
-    stats.failed++;
     const local = err instanceof PoiseError && err.code === 'CapacityExhausted' && isLocalError(err.cause);
     if (local) {
-      stats.localErrors++;
       this.cause = 'local-error';
     } else {
       const cause = err instanceof PoiseError ? (err.cause as { code?: unknown } | undefined) : undefined;
@@ -561,7 +555,6 @@ class Connection implements WheelEntry {
     this.phase = Phase.Data;
     this.open++;
     up[kConn] = this;
-    up.setNoDelay(true);
     up.on('data', onServerData);
     up.on('end', onServerEnd);
     up.on('drain', onServerDrain);
@@ -578,7 +571,6 @@ class Connection implements WheelEntry {
       wheel.add(this); // first: a wheel that stood empty restarts its clock, which the stamps read
       this.clientSeen = this.serverSeen = wheel.now;
     }
-    this.host.stats.active++;
     // From here the connection's outcome is `closed` (counted when both sockets are).
     this.settled = true;
     this.host.counters.opened(this.host.worker);
@@ -589,9 +581,9 @@ class Connection implements WheelEntry {
   // --- data --------------------------------------------------------------------
 
   clientData(chunk: Buffer): void {
-    this.bytesIn += chunk.length;
-    this.host.stats.bytesIn += chunk.length;
+    // One count per chunk, in the shared counters; the connection's own total only for its access-log record.
     this.host.counters.bytes(this.host.worker, ProxyCounter.BytesIn, chunk.length);
+    if (this.logged) this.bytesIn += chunk.length;
     const wheel = this.host.wheel;
     if (wheel !== undefined) this.clientSeen = wheel.now;
     if (this.last !== 1 && this.turnAt < 0) {
@@ -609,9 +601,8 @@ class Connection implements WheelEntry {
   }
 
   serverData(chunk: Buffer): void {
-    this.bytesOut += chunk.length;
-    this.host.stats.bytesOut += chunk.length;
     this.host.counters.bytes(this.host.worker, ProxyCounter.BytesOut, chunk.length);
+    if (this.logged) this.bytesOut += chunk.length;
     const wheel = this.host.wheel;
     if (wheel !== undefined) this.serverSeen = wheel.now;
     if (this.turnAt >= 0) {
@@ -706,7 +697,6 @@ class Connection implements WheelEntry {
     // own: the client left (or the proxy's shutdown cut it).
     if (!this.settled) this.settle(this.client[kCut] === true ? 'shutdown' : 'client_abort');
     if (wasData) {
-      this.host.stats.active--;
       const idle = this.cause === 'client-timeout' || this.cause === 'server-timeout';
       this.host.counters.closed(this.host.worker, performance.now() - this.startedAt, idle);
       this.host.emit('closed', this.lease!.id);
@@ -744,8 +734,10 @@ class Connection implements WheelEntry {
   private timedOut(now: number): void {
     if (this.phase === Phase.Header) {
       this.cause = 'proxy-header-timeout';
-      this.host.stats.timeouts++;
-      this.settle('timeout');
+      if (!this.settled) {
+        this.settled = true;
+        this.host.counters.headerTimeout(this.host.worker);
+      }
       this.host.warn.warn(
         'proxy-header-timeout',
         { peer: this.clientText(), timeoutMs: this.host.settings.acceptProxyTimeoutMs },
@@ -757,7 +749,6 @@ class Connection implements WheelEntry {
     if (this.phase !== Phase.Data) return;
     const server = this.clientDue() > now;
     this.cause ??= server ? 'server-timeout' : 'client-timeout';
-    this.host.stats.timeouts++;
     // A turn cut off by the server timeout waited at least this long: the sample PeakEWMA must see.
     if (server && this.turnAt >= 0) this.lease!.endRequest(Math.max(0, performance.now() - this.turnAt));
     this.turnAt = -1;

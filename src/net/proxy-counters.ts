@@ -8,14 +8,18 @@
  * (low, high): the writer adds to the low word with `Atomics.add` and, when
  * that carried past 2^32, adds one to the high word. A reader takes high,
  * low, high again and retries while the high word moved, so it never sees a
- * carry half done. The active-connections gauge is one word (add/sub).
+ * carry half done. The active and held gauges are one word each (add/sub).
+ *
+ * These are the proxy's only counters: `TcpProxy.stats`, `collectStats()`,
+ * `/metrics` and `poise top` all read them ({@link ProxyCounters.stats}),
+ * so no thread is asked by message and nothing is counted twice.
  *
  * Layout of a row (words):
  *
  * | words            | field |
  * |------------------|-------|
  * | 0                | active (spliced) connections (gauge) |
- * | 1                | reserved |
+ * | 1                | held connections (gauge: accepted, unread, waiting for a `maxConnections` slot) |
  * | 2 + 2k, 3 + 2k   | counter k of {@link ProxyCounter} (low, high) |
  * | after those      | one counter pair per duration bucket, the last one `+Inf` |
  *
@@ -64,6 +68,8 @@ export const ProxyCounter = {
   RefusedInternalError: 12,
   /** Refused: closed by the proxy's own shutdown before a backend was spliced. */
   RefusedShutdown: 13,
+  /** Of `RefusedTimeout`: no complete PROXY header in time. */
+  HeaderTimeouts: 14,
 } as const;
 /** A counter index. */
 export type ProxyCounterCode = (typeof ProxyCounter)[keyof typeof ProxyCounter];
@@ -105,9 +111,9 @@ const REFUSAL_COUNTER: Readonly<Record<RefusalReason, ProxyCounterCode>> = {
 /** Upper bounds (seconds) of the connection-duration buckets; a `+Inf` bucket follows. */
 export const DURATION_BUCKETS_SECONDS: readonly number[] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800, 3600];
 
-const COUNTERS = 14;
+const COUNTERS = 15;
 const HEAD_WORDS = 2;
-const MAGIC = 0x50430003;
+const MAGIC = 0x50430004;
 // Buffer header: magic, workers, row words, bucket count.
 const HEADER_WORDS = 16;
 const TWO_32 = 4294967296;
@@ -202,6 +208,17 @@ export class ProxyCounters {
     this.add(this.base(worker) + HEAD_WORDS + 2 * counter, n);
   }
 
+  /** A client is held (`delta` 1) or leaves the hold (−1). @internal */
+  held(worker: number, delta: 1 | -1): void {
+    Atomics.add(this.i32, this.base(worker) + 1, delta);
+  }
+
+  /** Counts one refusal for a PROXY header that did not come in time (`timeout`, and its own counter). @internal */
+  headerTimeout(worker: number): void {
+    this.refused(worker, 'timeout');
+    this.add(this.base(worker) + HEAD_WORDS + 2 * ProxyCounter.HeaderTimeouts, 1);
+  }
+
   /** A spliced connection opened (active + 1). @internal */
   opened(worker: number): void {
     Atomics.add(this.i32, this.base(worker), 1);
@@ -234,6 +251,7 @@ export class ProxyCounters {
   reclaim(worker: number): number {
     const b = this.base(worker);
     Atomics.store(this.i32, b, 0);
+    Atomics.store(this.i32, b + 1, 0);
     const lost = this.open(worker);
     if (lost > 0) this.add(b + HEAD_WORDS + 2 * ProxyCounter.WorkerLost, lost);
     return Math.max(0, lost);
@@ -318,4 +336,59 @@ export class ProxyCounters {
     }
     return out;
   }
+
+  /**
+   * The {@link TcpProxyStats} of rows `first` .. `first + rows − 1` summed
+   * (default every row): the figures `TcpProxy.stats` and `collectStats()`
+   * report, read from the shared words alone.
+   */
+  stats(first = 0, rows = this.workers - first): TcpProxyStats {
+    const s = freshProxyStats();
+    for (let w = first; w < first + rows; w++) {
+      const b = this.base(w);
+      s.accepted += this.value(w, ProxyCounter.Accepted);
+      s.held += Atomics.load(this.i32, b + 1);
+      s.active += Atomics.load(this.i32, b);
+      const header = this.value(w, ProxyCounter.HeaderTimeouts);
+      s.failed +=
+        this.value(w, ProxyCounter.RefusedNoBackend) +
+        this.value(w, ProxyCounter.RefusedLocalError) +
+        this.value(w, ProxyCounter.RefusedMaxConnections) +
+        this.value(w, ProxyCounter.RefusedTimeout) -
+        header;
+      s.localErrors += this.value(w, ProxyCounter.RefusedLocalError);
+      s.timeouts += header + this.value(w, ProxyCounter.IdleTimeouts);
+      s.badHeaders += this.value(w, ProxyCounter.RefusedBadHeader);
+      s.bytesIn += this.value(w, ProxyCounter.BytesIn);
+      s.bytesOut += this.value(w, ProxyCounter.BytesOut);
+    }
+    return s;
+  }
+}
+
+/** A proxy's connection figures, read from its {@link ProxyCounters} (summed over the threads asked for). */
+export interface TcpProxyStats {
+  /** Client connections accepted (held ones included). */
+  accepted: number;
+  /** Accepted clients held now, unread, because `maxConnections` were in use. */
+  held: number;
+  /** Spliced pairs open now. */
+  active: number;
+  /** Inbound connections closed because no backend accepted or admission refused them (local errors included). */
+  failed: number;
+  /** Of `failed`: refused because of this host's resources (EMFILE, ENFILE, ENOBUFS, ...), never blamed on a backend. */
+  localErrors: number;
+  /** Connections closed by the client, server or PROXY-header timeout. */
+  timeouts: number;
+  /** Connections closed for a malformed PROXY header. */
+  badHeaders: number;
+  /** Client → backend bytes. */
+  bytesIn: number;
+  /** Backend → client bytes. */
+  bytesOut: number;
+}
+
+/** All zeros. @internal */
+export function freshProxyStats(): TcpProxyStats {
+  return { accepted: 0, held: 0, active: 0, failed: 0, localErrors: 0, timeouts: 0, badHeaders: 0, bytesIn: 0, bytesOut: 0 };
 }

@@ -1,6 +1,6 @@
 /**
  * One accepting thread of {@link TcpProxy}: a listening server, the sockets
- * it must close, the per-connection host, and the `--max-connections` gate's
+ * it must close, the per-connection host, and the `--max-connections` limit's
  * queue of held clients. The owner thread runs one when the proxy accepts in
  * one thread; every proxy worker (proxy-worker.ts) runs one on the same port
  * with `reusePort`.
@@ -10,38 +10,18 @@ import type { ProxyCounters } from './proxy-counters.js';
 import net from 'node:net';
 import type { Logger } from '../log.js';
 import type { Router } from '../runtime/router.js';
-import type { ConnectionGate } from './connection-gate.js';
+import type { ConnectionLimit } from './connection-limit.js';
 import type { ProxyBandSelector } from './proxy-admission.js';
-import {
-  connectionHost,
-  freshStats,
-  kCut,
-  serveConnection,
-  type ConnectionHost,
-  type ConnectionSettings,
-  type ConnectionStats,
-} from './proxy-connection.js';
-
-/** Counters of one accepting thread (a proxy's are the sum over its threads). */
-export interface TcpProxyStats extends ConnectionStats {
-  /** Client connections accepted (held ones included). */
-  accepted: number;
-  /** Accepted clients held now, unread, because `maxConnections` were in use. */
-  held: number;
-}
-
-/** A fresh stats object. @internal */
-export function freshProxyStats(): TcpProxyStats {
-  return { accepted: 0, held: 0, ...freshStats() };
-}
+import { connectionHost, kCut, serveConnection, type ConnectionHost, type ConnectionSettings } from './proxy-connection.js';
 
 /** How long a thread holding clients sleeps at most before it looks at the shared count again (ms). */
 const HELD_RECHECK_MS = 1000;
 
 const kListener = Symbol('poise.listener');
 const kClient = Symbol('poise.client');
-/** A socket that knows its listener while held (so the listeners are shared functions, not per-socket closures). */
-type Tracked = net.Socket & { [kListener]?: ProxyListener; [kClient]?: boolean; [kCut]?: boolean };
+const kHeld = Symbol('poise.held');
+/** A socket that knows its listener while held (so the listeners are shared functions, not per-socket closures); `kHeld` while it counts in the held gauge. */
+type Tracked = net.Socket & { [kListener]?: ProxyListener; [kClient]?: boolean; [kCut]?: boolean; [kHeld]?: boolean };
 
 function onHeldClose(this: Tracked): void {
   this[kListener]!.heldClosed(this);
@@ -53,11 +33,10 @@ function onHeldError(this: net.Socket): void {
 
 /** @internal */
 export class ProxyListener {
-  readonly stats: TcpProxyStats = freshProxyStats();
   private readonly server: net.Server;
   private readonly sockets = new Set<Tracked>();
   private readonly host: ConnectionHost;
-  private readonly gate: ConnectionGate;
+  private readonly limit: ConnectionLimit;
   /** Held clients, FIFO: `held[heldHead..]`. */
   private held: net.Socket[] = [];
   private heldHead = 0;
@@ -70,20 +49,19 @@ export class ProxyListener {
     settings: ConnectionSettings,
     router: Router,
     log: Logger,
-    gate: ConnectionGate,
+    limit: ConnectionLimit,
     emit: ConnectionHost['emit'],
     admission: ProxyBandSelector | undefined,
     counters: ProxyCounters,
     worker: number,
   ) {
-    this.gate = gate;
+    this.limit = limit;
     this.counters = counters;
     this.worker = worker;
     this.host = connectionHost(settings, {
       router,
       admission,
       log,
-      stats: this.stats,
       counters,
       worker,
       track: (socket) => this.track(socket),
@@ -91,7 +69,8 @@ export class ProxyListener {
       emit,
       finished: () => this.finished(),
     });
-    this.server = net.createServer({ pauseOnConnect: true, allowHalfOpen: true }, (client) => this.accept(client));
+    // noDelay: TCP_NODELAY set as the socket is created, not by a setNoDelay call per connection.
+    this.server = net.createServer({ pauseOnConnect: true, allowHalfOpen: true, noDelay: true }, (client) => this.accept(client));
   }
 
   /** Starts listening; with `reusePort` (Node >= 22.12, Linux) several threads may bind the same port. */
@@ -182,16 +161,17 @@ export class ProxyListener {
   /** A held client closed before a slot served it: its outcome is the client's abort (or the proxy's shutdown). @internal */
   heldClosed(socket: Tracked): void {
     this.counters.refused(this.worker, socket[kCut] === true ? 'shutdown' : 'client_abort');
+    // It leaves the held gauge now; its FIFO entry is dropped when the pump reaches it.
+    this.unhold(socket);
     this.untrack(socket);
   }
 
   private accept(client: net.Socket): void {
-    this.stats.accepted++;
     this.counters.accepted(this.worker);
     const c = client as Tracked;
     c[kClient] = true;
     this.track(c);
-    if (this.heldHead === this.held.length && this.gate.tryTake()) {
+    if (this.heldHead === this.held.length && this.limit.tryTake()) {
       serveConnection(this.host, c);
       return;
     }
@@ -201,18 +181,19 @@ export class ProxyListener {
     c.on('error', onHeldError);
     c.on('close', onHeldClose);
     this.held.push(client);
-    this.stats.held++;
+    c[kHeld] = true;
+    this.counters.held(this.worker, 1);
     this.pump();
   }
 
   private finished(): void {
-    this.gate.give();
+    this.limit.give();
     this.pump();
   }
 
   /** Serves held clients while slots are free; sleeps on the shared generation while some wait. */
   private pump(): void {
-    const gate = this.gate;
+    const limit = this.limit;
     while (this.heldHead < this.held.length) {
       const next = this.held[this.heldHead]!;
       if (next.destroyed) {
@@ -220,11 +201,11 @@ export class ProxyListener {
         continue;
       }
       // Read the generation before trying: a release after this read makes the wait return at once.
-      const seen = gate.generation();
-      if (!gate.tryTake()) {
+      const seen = limit.generation();
+      if (!limit.tryTake()) {
         if (!this.waiting) {
           this.waiting = true;
-          void gate.wait(seen, HELD_RECHECK_MS).then(() => {
+          void limit.wait(seen, HELD_RECHECK_MS).then(() => {
             this.waiting = false;
             this.pump();
           });
@@ -240,9 +221,16 @@ export class ProxyListener {
     this.heldHead = 0;
   }
 
+  /** Takes a held socket out of the held gauge, once (whichever of its close and its dequeue comes first). */
+  private unhold(socket: Tracked): void {
+    if (socket[kHeld] !== true) return;
+    socket[kHeld] = false;
+    this.counters.held(this.worker, -1);
+  }
+
   private dequeue(): void {
+    this.unhold(this.held[this.heldHead] as Tracked);
     this.held[this.heldHead++] = undefined as unknown as net.Socket;
-    this.stats.held--;
     if (this.heldHead > 1024 && this.heldHead * 2 > this.held.length) {
       this.held = this.held.slice(this.heldHead);
       this.heldHead = 0;

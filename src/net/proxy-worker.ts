@@ -7,25 +7,20 @@
  * minimum. Membership changes, drain and ejection arrive through
  * the table's epochs, exactly as for any embedded router.
  *
- * Messages from the owner: `{ type: 'stats', id }` → `{ type: 'stats', id, stats }`;
- * `{ type: 'stop' }` → `{ type: 'stopped' }` once the listening socket is closed;
- * `{ type: 'close', drain, graceMs }` → `{ type: 'closed', cut }`;
- * `{ type: 'events', on }` turns the forwarding of `'spliced'` / `'closed'` /
- * `'failed'` (as `{ type: 'event', event, arg }`) on or off: on only while the
- * owner's TcpProxy has listeners, so an unlistened proxy posts nothing per
- * connection.
+ * The messages it answers are in proxy-messages.ts; it counts into its row
+ * of the shared ProxyCounters, which the owner reads without asking.
  * @internal
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { AdmissionGate } from '../admission/admission.js';
 import { createLogger } from '../log.js';
 import { Router } from '../runtime/router.js';
-import { ConnectionGate } from './connection-gate.js';
+import { ConnectionLimit } from './connection-limit.js';
 import { resolveConnectionOptions } from './proxy-connection.js';
 import { ProxyCounters } from './proxy-counters.js';
 import { bandSelectorFrom } from './proxy-admission.js';
 import { ProxyListener } from './proxy-listener.js';
-import { errorData, type OwnerMessage, type ProxyEventName, type ProxyWorkerData, type WorkerMessage } from './proxy-workers.js';
+import { errorData, type OwnerMessage, type ProxyEventName, type ProxyWorkerData, type WorkerMessage } from './proxy-messages.js';
 
 const d = (workerData as { poiseProxy: ProxyWorkerData }).poiseProxy;
 const port = parentPort!;
@@ -46,7 +41,7 @@ const listener = new ProxyListener(
   resolveConnectionOptions(d.connection),
   router,
   log,
-  new ConnectionGate(d.maxConnections, d.gate, d.index),
+  new ConnectionLimit(d.maxConnections, d.limit, d.index),
   emit,
   d.admission === undefined ? undefined : bandSelectorFrom(d.admission.selector),
   ProxyCounters.attach(d.counters),
@@ -58,8 +53,8 @@ port.on('message', (m: OwnerMessage) => {
     forward = m.on;
     return;
   }
-  if (m.type === 'stats') {
-    post({ type: 'stats', id: m.id, stats: listener.stats, admission: gate?.admissionStats() });
+  if (m.type === 'admission') {
+    post({ type: 'admission', id: m.id, admission: gate?.admissionStats() });
     return;
   }
   if (m.type === 'stop') {

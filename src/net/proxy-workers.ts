@@ -7,123 +7,32 @@
  * has its leases reclaimed; then the owner takes back its connection-limit
  * slots and its open connections' counters, and starts a new worker on the
  * same index (same rows) after a backoff, while the other workers keep the
- * port served.
+ * port served. The messages are in proxy-messages.ts.
  * @internal
  */
 import type net from 'node:net';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from '../log.js';
+import type { AdmissionStats } from '../admission/admission.js';
 import type { Balancer } from '../runtime/balancer.js';
-import type { RouterAttachment, RouterOptions } from '../runtime/router.js';
-import type { ConnectionGate } from './connection-gate.js';
+import type { RouterOptions } from '../runtime/router.js';
+import type { ConnectionLimit } from './connection-limit.js';
 import type { ConnectionOptions } from './proxy-connection.js';
-import { freshProxyStats, type TcpProxyStats } from './proxy-listener.js';
 import type { ProxyCounters } from './proxy-counters.js';
-import type { AdmissionGateOptions, AdmissionStats } from '../admission/admission.js';
-import type { BandSelectorData } from './proxy-admission.js';
-import { PoiseError, type PoiseErrorCode } from '../core/errors.js';
+import {
+  errorFromData,
+  type OwnerMessage,
+  type ProxyEventName,
+  type ProxyWorkerData,
+  type WorkerAdmission,
+  type WorkerMessage,
+} from './proxy-messages.js';
 
 /** Node >= 22.12 on Linux: `server.listen({ reusePort: true })` exists (SO_REUSEPORT), so worker threads can each accept. */
 export function reusePortSupported(version: string = process.versions.node, platform: string = process.platform): boolean {
   const [major = 0, minor = 0] = version.split('.').map(Number);
   return platform === 'linux' && (major > 22 || (major === 22 && minor >= 12));
-}
-
-/** What a proxy worker finds in `workerData.poiseProxy`. @internal */
-export interface ProxyWorkerData {
-  index: number;
-  attachment: RouterAttachment;
-  router: Pick<RouterOptions, 'policy'>;
-  connection: ConnectionOptions;
-  host: string;
-  port: number;
-  reusePort: boolean;
-  gate: SharedArrayBuffer;
-  maxConnections: number;
-  /** The proxy's ProxyCounters buffer; this worker counts into row `counterRow`. */
-  counters: SharedArrayBuffer;
-  counterRow: number;
-  /** With admission bands: this worker's band selector and the options of its own AdmissionGate. */
-  admission: WorkerAdmission | undefined;
-  /** Post `'spliced'` / `'closed'` / `'failed'` to the owner (it has listeners). */
-  events: boolean;
-  logName: string;
-  logLevel: string;
-}
-
-/** The options of each worker's AdmissionGate: plain data (no `saturation` or `clock` function). */
-export type AdmissionGateData = Omit<AdmissionGateOptions, 'saturation' | 'clock'>;
-
-/** What a worker needs to admit by band. @internal */
-export interface WorkerAdmission {
-  selector: BandSelectorData;
-  gate: AdmissionGateData;
-}
-
-/** The events a worker forwards. @internal */
-export type ProxyEventName = 'spliced' | 'closed' | 'failed';
-
-/** A `'failed'` error as plain data (a class does not survive postMessage). @internal */
-export interface ErrorData {
-  poise: boolean;
-  code: string | undefined;
-  message: string;
-  field: string | undefined;
-  cause: { code: string | undefined; message: string } | undefined;
-}
-
-/** Owner → worker. @internal */
-export type OwnerMessage =
-  | { type: 'stats'; id: number }
-  | { type: 'stop' }
-  | { type: 'close'; drain: boolean; graceMs?: number }
-  | { type: 'events'; on: boolean };
-/** Worker → owner. @internal */
-export type WorkerMessage =
-  | { type: 'listening'; address: net.AddressInfo }
-  | { type: 'error'; message: string; code: string | undefined }
-  | { type: 'stats'; id: number; stats: TcpProxyStats; admission: AdmissionStats | undefined }
-  | { type: 'stopped' }
-  | { type: 'closed'; cut: number }
-  | { type: 'event'; event: 'spliced' | 'closed'; arg: string }
-  | { type: 'event'; event: 'failed'; arg: ErrorData };
-
-/** The error of a `'failed'` event as data (worker side). @internal */
-export function errorData(err: unknown): ErrorData {
-  const e = err as { code?: unknown; message?: unknown; field?: unknown; cause?: unknown } | undefined;
-  const cause = e?.cause as { code?: unknown; message?: unknown } | undefined;
-  return {
-    poise: err instanceof PoiseError,
-    code: typeof e?.code === 'string' ? e.code : undefined,
-    message: typeof e?.message === 'string' ? e.message : String(err),
-    field: typeof e?.field === 'string' ? e.field : undefined,
-    cause:
-      cause === undefined || cause === null
-        ? undefined
-        : { code: typeof cause.code === 'string' ? cause.code : undefined, message: String(cause.message ?? cause) },
-  };
-}
-
-/** The owner-side error of a forwarded `'failed'` event: a PoiseError again when it was one (code, message, field, cause's code). @internal */
-export function errorFromData(d: ErrorData): Error {
-  const cause = d.cause === undefined ? undefined : Object.assign(new Error(d.cause.message), { code: d.cause.code });
-  if (d.poise && d.code !== undefined)
-    return new PoiseError(d.code as PoiseErrorCode, d.message, {
-      ...(d.field === undefined ? {} : { field: d.field }),
-      ...(cause === undefined ? {} : { cause }),
-    });
-  return Object.assign(new Error(d.message, cause === undefined ? undefined : { cause }), { code: d.code });
-}
-
-/** One worker's answer to a stats request. @internal */
-export interface WorkerStats {
-  stats: TcpProxyStats;
-  admission: AdmissionStats | undefined;
-}
-
-function noStats(): WorkerStats {
-  return { stats: freshProxyStats(), admission: undefined };
 }
 
 const ENTRY = fileURLToPath(new URL('./proxy-worker.js', import.meta.url));
@@ -148,7 +57,7 @@ export interface ProxyWorkersOptions {
   threads: number;
   reusePort: boolean;
   youngGenerationMb: number;
-  gate: ConnectionGate;
+  limit: ConnectionLimit;
   counters: ProxyCounters;
   /** Worker i counts into counter row `counterRow + i`. */
   counterRow: number;
@@ -236,30 +145,31 @@ export class ProxyWorkers {
   }
 
   /**
-   * Every worker's counters since it started, and its admission gate's
-   * figures, in worker order (fresh zeros and no figures for one waiting for
-   * its restart).
+   * Every worker's admission-gate figures, in worker order (undefined for
+   * a worker without bands or waiting for its restart). One message round
+   * trip per worker: a message posted before it has been handled when it
+   * resolves.
    */
-  stats(): Promise<WorkerStats[]> {
-    return Promise.all(this.slots.map((w) => (w === undefined ? Promise.resolve(noStats()) : this.statsOf(w))));
+  admissionStats(): Promise<(AdmissionStats | undefined)[]> {
+    return Promise.all(this.slots.map((w) => (w === undefined ? Promise.resolve(undefined) : this.admissionOf(w))));
   }
 
-  private statsOf(w: Worker): Promise<WorkerStats> {
-    return new Promise<WorkerStats>((resolve) => {
+  private admissionOf(w: Worker): Promise<AdmissionStats | undefined> {
+    return new Promise<AdmissionStats | undefined>((resolve) => {
       const id = this.nextId++;
-      const done = (stats: WorkerStats): void => {
+      const done = (stats: AdmissionStats | undefined): void => {
         w.off('message', on);
         w.off('exit', gone);
         resolve(stats);
       };
       const on = (m: WorkerMessage): void => {
-        if (m.type === 'stats' && m.id === id) done({ stats: m.stats, admission: m.admission });
+        if (m.type === 'admission' && m.id === id) done(m.admission);
       };
       // A worker that dies before it answers has nothing to report any more.
-      const gone = (): void => done(noStats());
+      const gone = (): void => done(undefined);
       w.on('message', on);
       w.once('exit', gone);
-      w.postMessage({ type: 'stats', id } satisfies OwnerMessage);
+      w.postMessage({ type: 'admission', id } satisfies OwnerMessage);
     });
   }
 
@@ -341,8 +251,8 @@ export class ProxyWorkers {
       host: o.host,
       port,
       reusePort: o.reusePort,
-      gate: o.gate.buffer,
-      maxConnections: o.gate.max,
+      limit: o.limit.buffer,
+      maxConnections: o.limit.max,
       counters: o.counters.buffer,
       counterRow: o.counterRow + index,
       admission: o.admission,
@@ -402,12 +312,12 @@ export class ProxyWorkers {
     });
   }
 
-  /** A listening worker exited: take back its gate slots and open-connection counts, then restart it after the backoff. */
+  /** A listening worker exited: take back its connection-limit slots and open-connection counts, then restart it after the backoff. */
   private died(index: number, w: Worker, code: number): void {
     if (this.slots[index] === w) this.slots[index] = undefined;
     this.listeningAt[index] = false;
     // Its leases were reclaimed by the Balancer's own 'exit' listener (registered first).
-    const slots = this.o.gate.reclaim(index);
+    const slots = this.o.limit.reclaim(index);
     const lost = this.o.counters.reclaim(this.o.counterRow + index);
     if (this.stopping) return;
     const b = this.backoff;
@@ -429,7 +339,7 @@ export class ProxyWorkers {
           this.restarts++;
         },
         (err: Error & { code?: unknown }) => {
-          this.o.gate.reclaim(index);
+          this.o.limit.reclaim(index);
           this.o.counters.reclaim(this.o.counterRow + index);
           if (!this.stopping) this.scheduleRestart(index, { err: err.message, code: err.code });
         },

@@ -22,15 +22,17 @@ import { defaultLogger, type Logger } from '../log.js';
 import type { Balancer } from '../runtime/balancer.js';
 import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
 import type { Router } from '../runtime/router.js';
-import { ConnectionGate } from './connection-gate.js';
+import { ConnectionLimit } from './connection-limit.js';
 import { CONNECTION_OPTION_KEYS, resolveConnectionOptions, type ConnectionOptions } from './proxy-connection.js';
-import { ProxyListener, freshProxyStats, type TcpProxyStats } from './proxy-listener.js';
-import { ProxyWorkers, RESTART_BACKOFF, reusePortSupported, type AdmissionGateData, type RestartBackoff } from './proxy-workers.js';
-import { ProxyCounters } from './proxy-counters.js';
+import { ProxyListener } from './proxy-listener.js';
+import type { AdmissionGateData } from './proxy-messages.js';
+import { ProxyWorkers, RESTART_BACKOFF, reusePortSupported, type RestartBackoff } from './proxy-workers.js';
+import { ProxyCounters, type TcpProxyStats } from './proxy-counters.js';
 import type { ProxyBandSelector } from './proxy-admission.js';
 
-export type { TcpProxyStats } from './proxy-listener.js';
-export { reusePortSupported, type AdmissionGateData } from './proxy-workers.js';
+export type { TcpProxyStats } from './proxy-counters.js';
+export { reusePortSupported } from './proxy-workers.js';
+export type { AdmissionGateData } from './proxy-messages.js';
 
 /** Options of {@link TcpProxy}: give `router` (this thread) or `balancer` (any number of threads). */
 export interface TcpProxyOptions extends ConnectionOptions {
@@ -117,23 +119,16 @@ export interface TcpProxyCloseOptions {
  * await wide.listen();
  */
 export class TcpProxy extends EventEmitter {
-  /**
-   * Counters of the connections this thread serves. With workers the
-   * workers serve them all (these stay 0): use {@link collectStats}. The
-   * `'spliced'` / `'closed'` / `'failed'` events come from every thread
-   * (workers forward them while this proxy has a listener for one).
-   */
-  readonly stats: TcpProxyStats;
   /** The shared counters this proxy counts into (metrics read them from any thread). */
   readonly counters: ProxyCounters;
-  /** This thread's row in {@link TcpProxy.counters} (worker i uses row i). */
+  /** This thread's row in {@link TcpProxy.counters} (worker i uses row `worker + i`). */
   readonly worker: number;
   private bound = false;
   /** Accepting threads in use (after `listen`): worker threads, or 1 when this thread accepts. */
   threads = 1;
   private readonly opts: TcpProxyOptions;
   private readonly log: Logger;
-  private readonly gate: ConnectionGate;
+  private readonly limit: ConnectionLimit;
   private readonly requested: number;
   private readonly youngMb: number;
   private readonly restart: RestartBackoff;
@@ -162,83 +157,21 @@ export class TcpProxy extends EventEmitter {
       'admissionGate',
       ...CONNECTION_OPTION_KEYS,
     ]);
-    const { router, balancer } = opts;
-    if (router !== undefined && (typeof router !== 'object' || router === null || typeof router.acquire !== 'function')) {
-      invalidConfig('options.router', 'must be a Router', router);
-    }
-    if (balancer !== undefined && (typeof balancer !== 'object' || balancer === null || typeof balancer.attachment !== 'function')) {
-      invalidConfig('options.balancer', 'must be a Balancer', balancer);
-    }
-    if (router === undefined && balancer === undefined)
-      invalidConfig('options.router', 'must be a Router (or give options.balancer)', router);
-    if (router !== undefined && balancer !== undefined)
-      invalidConfig('options.balancer', 'give options.router or options.balancer, not both', 'both');
-    if (opts.policy !== undefined) {
-      if (balancer === undefined) invalidConfig('options.policy', 'only with options.balancer (a Router has its policy)', opts.policy);
-      if (!(POLICY_NAMES as readonly string[]).includes(opts.policy))
-        invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, opts.policy);
-    }
+    checkRouting(opts);
+    const balancer = opts.balancer;
     this.requested = integerIn(opts.workers ?? 0, 'options.workers', 0, balancer === undefined ? 0 : balancer.table.maxThreads - 1);
     this.restart = restartOptions(opts.workerRestart);
     this.youngMb = integerIn(opts.youngGenerationMb ?? 4, 'options.youngGenerationMb', 1, 1024);
-    if (opts.counters !== undefined && !(opts.counters instanceof ProxyCounters))
-      invalidConfig('options.counters', 'must be a ProxyCounters', opts.counters);
-    this.counters = opts.counters ?? ProxyCounters.create({ workers: Math.max(1, this.requested) });
-    if (this.requested > 0) {
-      const first = this.counters.checkWorker(opts.worker ?? 0, 'options.worker');
-      if (this.counters.workers < first + this.requested) {
-        invalidConfig(
-          'options.counters',
-          `must have a row per worker (options.workers ${this.requested} from row options.worker ${first}), has ${this.counters.workers}`,
-          this.counters.workers,
-        );
-      }
-    }
+    this.counters = counterRows(opts, this.requested);
     this.worker = this.counters.checkWorker(opts.worker ?? 0, 'options.worker');
-    if (this.requested > 0) {
-      if (opts.admission !== undefined && typeof opts.admission?.portable !== 'function')
-        invalidConfig(
-          'options.admission',
-          'must be fixedBand(rank) or a CidrBands with options.workers > 0 (a custom selector cannot reach worker threads)',
-          'admission',
-        );
-      if ((opts.admission === undefined) !== (opts.admissionGate === undefined))
-        invalidConfig(
-          opts.admission === undefined ? 'options.admission' : 'options.admissionGate',
-          'with options.workers > 0, give options.admission and options.admissionGate together (each worker gates by band)',
-          'missing',
-        );
-      if (typeof opts.key === 'function')
-        invalidConfig(
-          'options.key',
-          'a function cannot reach worker threads (options.workers > 0); use "client-ip" or "client-ip:port"',
-          'function',
-        );
-      if (opts.accessLog !== undefined && opts.accessLog !== 'stdout')
-        invalidConfig(
-          'options.accessLog',
-          'a logger cannot reach worker threads (options.workers > 0); use "stdout"',
-          typeof opts.accessLog,
-        );
-      if (opts.timers !== undefined)
-        invalidConfig('options.timers', 'a timer source cannot reach worker threads (options.workers > 0)', typeof opts.timers);
-    }
-    if (opts.admission !== undefined && typeof opts.admission?.bandOf !== 'function')
-      invalidConfig('options.admission', 'must have a bandOf(address) method', opts.admission);
-    if (opts.admissionGate !== undefined) {
-      if (this.requested === 0)
-        invalidConfig(
-          'options.admissionGate',
-          'applies only with options.workers > 0 (in this thread, attach an AdmissionGate to options.router)',
-          'admissionGate',
-        );
-      checkGateData(balancer!, opts.admissionGate);
-    }
+    if (this.requested > 0) checkWorkerMode(opts);
+    else checkLocalMode(opts);
     if (opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) {
       invalidConfig('options.host', 'must be a non-empty string', opts.host);
     }
     integerIn(opts.port ?? 0, 'options.port', 0, 65535);
     const max = integerIn(opts.maxConnections ?? 0, 'options.maxConnections', 0, 2_147_483_647);
+    // Validated here in either mode (a worker resolves its own copy from the same data).
     const settings = resolveConnectionOptions(opts);
     this.opts = opts;
     this.log = opts.logger ?? defaultLogger();
@@ -249,26 +182,30 @@ export class TcpProxy extends EventEmitter {
     this.on('removeListener', (event: string | symbol) => {
       if (isProxyEvent(event)) this.pool?.forwardEvents(this.listensForEvents());
     });
-    this.gate = new ConnectionGate(max, undefined, 0, Math.max(1, this.requested));
-    if (this.requested > 0) {
-      this.stats = freshProxyStats();
-    } else {
-      this.ownRouter =
-        router === undefined
-          ? balancer!.router({ logger: this.log, ...(opts.policy === undefined ? {} : { policy: opts.policy }) })
-          : undefined;
-      this.listener = new ProxyListener(
-        settings,
-        router ?? this.ownRouter!,
-        this.log,
-        this.gate,
-        (event, arg) => this.emit(event, arg),
-        opts.admission,
-        this.counters,
-        this.worker,
-      );
-      this.stats = this.listener.stats;
-    }
+    this.limit = new ConnectionLimit(max, undefined, 0, Math.max(1, this.requested));
+    if (this.requested > 0) return; // worker mode: the workers are started by listen()
+    this.ownRouter =
+      opts.router === undefined
+        ? balancer!.router({ logger: this.log, ...(opts.policy === undefined ? {} : { policy: opts.policy }) })
+        : undefined;
+    this.listener = new ProxyListener(
+      settings,
+      opts.router ?? this.ownRouter!,
+      this.log,
+      this.limit,
+      (event, arg) => this.emit(event, arg),
+      opts.admission,
+      this.counters,
+      this.worker,
+    );
+  }
+
+  /**
+   * The proxy's counters, every accepting thread together (read from
+   * {@link TcpProxy.counters}: the same figures in any thread, no message).
+   */
+  get stats(): TcpProxyStats {
+    return this.counters.stats(this.worker, this.threads);
   }
 
   /** Starts listening (every worker, in worker mode); resolves with the bound address. */
@@ -298,7 +235,7 @@ export class TcpProxy extends EventEmitter {
         threads: reusePort ? this.requested : 1,
         reusePort,
         youngGenerationMb: this.youngMb,
-        gate: this.gate,
+        limit: this.limit,
         counters: this.counters,
         counterRow: this.worker,
         admission:
@@ -315,7 +252,7 @@ export class TcpProxy extends EventEmitter {
     }
     this.bound = true;
     this.log.info(
-      { address: `${address.address}:${address.port}`, threads: this.threads, maxConnections: this.gate.max },
+      { address: `${address.address}:${address.port}`, threads: this.threads, maxConnections: this.limit.max },
       'proxy listening',
     );
     return address;
@@ -345,16 +282,25 @@ export class TcpProxy extends EventEmitter {
     return this.pool?.address() ?? this.listener!.address();
   }
 
-  /** Connections admitted now, all threads (the `maxConnections` count). */
+  /**
+   * Connections admitted now, all threads: the `maxConnections` count, or
+   * without a limit the connections open now (accepted, not yet refused or
+   * closed) in the shared counters.
+   */
   get connections(): number {
-    return this.gate.count;
+    if (this.limit.max > 0) return this.limit.count;
+    let n = 0;
+    for (let i = 0; i < this.threads; i++) n += this.counters.open(this.worker + i);
+    return n;
   }
 
   /**
    * Counters summed over every accepting thread, and each thread's
-   * (`threads[i]` is worker i since its last start, or this thread). With
-   * workers and admission bands, `admission` is every worker's gate summed
-   * (`sumAdmissionStats`) and `admissionThreads[i]` worker i's.
+   * (`threads[i]` is worker i's row, cumulative over its restarts), read
+   * from the shared counters. With workers and admission bands, `admission`
+   * is every worker's gate summed (`sumAdmissionStats`) and
+   * `admissionThreads[i]` worker i's: those are the only figures asked of
+   * the workers (one message each).
    */
   async collectStats(): Promise<{
     total: TcpProxyStats;
@@ -362,12 +308,10 @@ export class TcpProxy extends EventEmitter {
     admission?: AdmissionStats;
     admissionThreads?: (AdmissionStats | undefined)[];
   }> {
-    const replies = this.pool === undefined ? [{ stats: { ...this.stats }, admission: undefined }] : await this.pool.stats();
-    const threads = replies.map((r) => r.stats);
-    const total = freshProxyStats();
-    for (const t of threads) for (const k of Object.keys(total) as (keyof TcpProxyStats)[]) total[k] += t[k];
-    if (this.opts.admissionGate === undefined) return { total, threads };
-    const admissionThreads = replies.map((r) => r.admission);
+    const threads = Array.from({ length: this.threads }, (_, i) => this.counters.stats(this.worker + i, 1));
+    const total = this.counters.stats(this.worker, this.threads);
+    if (this.opts.admissionGate === undefined || this.pool === undefined) return { total, threads };
+    const admissionThreads = await this.pool.admissionStats();
     return { total, threads, admission: sumAdmissionStats(admissionThreads), admissionThreads };
   }
 
@@ -395,6 +339,86 @@ export class TcpProxy extends EventEmitter {
     this.ownRouter?.close();
     return done;
   }
+}
+
+/** `router` xor `balancer`, and `policy` only with a balancer; throws `InvalidConfig` naming the option. */
+function checkRouting(opts: TcpProxyOptions): void {
+  const { router, balancer } = opts;
+  if (router !== undefined && (typeof router !== 'object' || router === null || typeof router.acquire !== 'function')) {
+    invalidConfig('options.router', 'must be a Router', router);
+  }
+  if (balancer !== undefined && (typeof balancer !== 'object' || balancer === null || typeof balancer.attachment !== 'function')) {
+    invalidConfig('options.balancer', 'must be a Balancer', balancer);
+  }
+  if (router === undefined && balancer === undefined)
+    invalidConfig('options.router', 'must be a Router (or give options.balancer)', router);
+  if (router !== undefined && balancer !== undefined)
+    invalidConfig('options.balancer', 'give options.router or options.balancer, not both', 'both');
+  if (opts.policy !== undefined) {
+    if (balancer === undefined) invalidConfig('options.policy', 'only with options.balancer (a Router has its policy)', opts.policy);
+    if (!(POLICY_NAMES as readonly string[]).includes(opts.policy))
+      invalidConfig('options.policy', `must be one of ${POLICY_NAMES.join(', ')}`, opts.policy);
+  }
+}
+
+/** `options.counters` (or fresh ones, a row per accepting thread), checked to have a row for each of `workers` from `options.worker`. */
+function counterRows(opts: TcpProxyOptions, workers: number): ProxyCounters {
+  if (opts.counters !== undefined && !(opts.counters instanceof ProxyCounters))
+    invalidConfig('options.counters', 'must be a ProxyCounters', opts.counters);
+  const counters = opts.counters ?? ProxyCounters.create({ workers: Math.max(1, workers) });
+  const first = counters.checkWorker(opts.worker ?? 0, 'options.worker');
+  if (workers > 0 && counters.workers < first + workers) {
+    invalidConfig(
+      'options.counters',
+      `must have a row per worker (options.workers ${workers} from row options.worker ${first}), has ${counters.workers}`,
+      counters.workers,
+    );
+  }
+  return counters;
+}
+
+/** Worker mode: everything a worker receives must be plain data; admission needs both a portable selector and the gate's options. */
+function checkWorkerMode(opts: TcpProxyOptions): void {
+  if (opts.admission !== undefined && typeof opts.admission?.portable !== 'function')
+    invalidConfig(
+      'options.admission',
+      'must be fixedBand(rank) or a CidrBands with options.workers > 0 (a custom selector cannot reach worker threads)',
+      'admission',
+    );
+  if ((opts.admission === undefined) !== (opts.admissionGate === undefined))
+    invalidConfig(
+      opts.admission === undefined ? 'options.admission' : 'options.admissionGate',
+      'with options.workers > 0, give options.admission and options.admissionGate together (each worker gates by band)',
+      'missing',
+    );
+  if (typeof opts.key === 'function')
+    invalidConfig(
+      'options.key',
+      'a function cannot reach worker threads (options.workers > 0); use "client-ip" or "client-ip:port"',
+      'function',
+    );
+  if (opts.accessLog !== undefined && opts.accessLog !== 'stdout')
+    invalidConfig('options.accessLog', 'a logger cannot reach worker threads (options.workers > 0); use "stdout"', typeof opts.accessLog);
+  if (opts.timers !== undefined)
+    invalidConfig('options.timers', 'a timer source cannot reach worker threads (options.workers > 0)', typeof opts.timers);
+  checkBandSelector(opts);
+  if (opts.admissionGate !== undefined) checkGateData(opts.balancer!, opts.admissionGate);
+}
+
+/** This-thread mode: the router's own AdmissionGate admits, so `admissionGate` has nothing to configure. */
+function checkLocalMode(opts: TcpProxyOptions): void {
+  checkBandSelector(opts);
+  if (opts.admissionGate !== undefined)
+    invalidConfig(
+      'options.admissionGate',
+      'applies only with options.workers > 0 (in this thread, attach an AdmissionGate to options.router)',
+      'admissionGate',
+    );
+}
+
+function checkBandSelector(opts: TcpProxyOptions): void {
+  if (opts.admission !== undefined && typeof opts.admission?.bandOf !== 'function')
+    invalidConfig('options.admission', 'must have a bandOf(address) method', opts.admission);
 }
 
 /** Validates each worker's gate options here, where the error can name them: a trial gate on a throwaway router. */

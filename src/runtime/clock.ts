@@ -1,22 +1,52 @@
 /**
  * The shared clock: whole milliseconds, modulo 2^30, the same in every
- * thread, read with one `Atomics.load` and no allocation.
+ * thread, read with one load and no allocation.
  *
  * Why not `performance.now()` or `Date.now()`: docs/internals.md ("The
- * LoadTable map", the shared clock). One process-wide ticker thread (started on first use, `unref`ed so it
- * never keeps the process alive) stores `process.hrtime` milliseconds —
- * CLOCK_MONOTONIC, one clock for the whole process — into a 2-word
- * SharedArrayBuffer, then sleeps 1 ms with `Atomics.wait`. Every Router reads
- * that word; the buffer travels in the RouterAttachment. Resolution is 1 ms
- * (the LoadTable stores times in ms anyway); a starved ticker makes the clock
- * lag, never go backwards. Values wrap at 2^30 ms (12.4 days) so they stay V8
- * small integers; the LoadTable compares them by wrapping difference.
+ * LoadTable map", the shared clock). One process-wide ticker thread (started
+ * on first use, `unref`ed so it never keeps the process alive) stores
+ * CLOCK_MONOTONIC milliseconds since a shared origin into word 0 of a small
+ * SharedArrayBuffer, then sleeps 1 ms with `Atomics.wait`. Every Router
+ * reads that word; the buffer travels in the RouterAttachment. Resolution
+ * is 1 ms; values wrap at 2^30 ms (12.4 days) so they stay V8 small
+ * integers, compared by wrapping difference.
+ *
+ * The ticker sleeps when nobody reads. The clock word carries two flags
+ * above its 30 time bits:
+ * - FRESH (bit 30): a reader saw this value. A reader that finds it clear
+ *   sets it (one compare-and-swap, once per tick and thread); the ticker's
+ *   next store clears it.
+ * - ASLEEP (bit 31): the ticker found no read during its last tick and
+ *   sleeps on the word with `Atomics.wait` (no timeout). The time bits are
+ *   stale then: a reader wakes the ticker with `Atomics.notify`, reads the
+ *   monotonic clock itself and stores that time (clearing ASLEEP, setting
+ *   FRESH). Notify before store: a reader terminated between the two
+ *   leaves the ticker awake, never a fresh-looking word over a sleeping
+ *   ticker.
+ * So an idle process has no thread waking 1,000 times a second, a busy one
+ * pays one plain load per read plus one CAS per millisecond per thread, and
+ * every read is exact to the millisecond either way.
+ *
+ * Never backwards: every store (ticker or reader) is a compare-and-swap
+ * that only moves the time forward (by wrapping difference), and a reader
+ * returns only a value that is, or was just, in the word.
+ *
+ * Buffer: word 0 the clock word; word 1 the ticker's 1 ms sleep (never
+ * notified); bytes 8..15 a Float64, the origin: CLOCK_MONOTONIC ms at
+ * creation, so every thread computes the same time from the same source.
  */
 import { Worker } from 'node:worker_threads';
-import { TIME_MASK } from '../core/time.js';
+import { TIME_MASK, elapsedMs } from '../core/time.js';
 
 /** A clock in milliseconds. */
 export type Clock = () => number;
+
+/** Set by a reader: someone read the word since the ticker stored it. @internal */
+export const CLOCK_FRESH = 0x40000000;
+/** Set by the ticker: it sleeps until a reader wakes it; the time bits are stale. @internal */
+export const CLOCK_ASLEEP = 0x80000000 | 0;
+const FLAGS = CLOCK_FRESH | CLOCK_ASLEEP;
+const BYTES = 16;
 
 // An ES module in a data: URL, not `eval: true` source: an eval'd worker
 // takes the parent's `--input-type`, so CommonJS source (`require`) would
@@ -25,16 +55,45 @@ export type Clock = () => number;
 const TICKER = `
 import { workerData } from 'node:worker_threads';
 const words = new Int32Array(workerData.buffer);
-const t0 = process.hrtime.bigint();
+const origin = new Float64Array(workerData.buffer, 8, 1)[0];
+const MASK = ${TIME_MASK};
+const FRESH = ${CLOCK_FRESH};
+const ASLEEP = ${CLOCK_ASLEEP};
+const ms = () => Math.floor(Number(process.hrtime.bigint()) / 1e6 - origin) & MASK;
+// Woken by a reader: tick at least once before sleeping again.
+let woke = false;
 for (;;) {
-  // A single store per tick: readers see the old or the new time, never a mix.
-  Atomics.store(words, 0, Number((process.hrtime.bigint() - t0) / 1000000n) & ${TIME_MASK});
+  const now = ms();
+  // Store now (clearing FRESH and ASLEEP) unless a reader stored a later time
+  // meanwhile: a CAS that only moves forward, so the clock never goes back.
+  let cur = Atomics.load(words, 0);
+  let stored = false;
+  while (((now - (cur & MASK)) << 2) >> 2 >= 0) {
+    const seen = Atomics.compareExchange(words, 0, cur, now);
+    if (seen === cur) { stored = true; break; }
+    cur = seen;
+  }
+  // No read since the last store (FRESH clear): sleep until a reader
+  // notifies. The CAS fails if a reader marked the word in between, and the
+  // wait returns at once if one marked it before the wait began, so a read
+  // is never left without a ticker.
+  if (!woke && stored && (cur & FRESH) === 0 && Atomics.compareExchange(words, 0, now, now | ASLEEP) === now) {
+    Atomics.wait(words, 0, now | ASLEEP);
+    woke = true;
+    continue;
+  }
+  woke = false;
   // Sleep one millisecond; word 1 is never notified, the timeout is the tick.
   Atomics.wait(words, 1, 0, 1);
 }
 `;
 
 let buffer: SharedArrayBuffer | undefined;
+
+/** CLOCK_MONOTONIC milliseconds (fractional), the same source in every thread. */
+function monotonicMs(): number {
+  return Number(process.hrtime.bigint()) / 1e6;
+}
 
 /**
  * The process clock's shared buffer, starting the ticker thread on first use
@@ -43,7 +102,9 @@ let buffer: SharedArrayBuffer | undefined;
  */
 export function processClockBuffer(): SharedArrayBuffer {
   if (buffer === undefined) {
-    const b = new SharedArrayBuffer(8);
+    const b = new SharedArrayBuffer(BYTES);
+    // Written before the buffer is shared (the Worker's start is the barrier).
+    new Float64Array(b, 8, 1)[0] = monotonicMs();
     const ticker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(TICKER)}`), { workerData: { buffer: b } });
     ticker.unref();
     buffer = b;
@@ -52,7 +113,56 @@ export function processClockBuffer(): SharedArrayBuffer {
 }
 
 /**
- * A clock reading a shared clock buffer: one `Atomics.load`, a small integer.
+ * The read side of one clock buffer in one thread. `now()` is one plain
+ * load when the word is FRESH (the common case under load); otherwise
+ * {@link ClockWords.slow}.
+ * @internal
+ */
+export class ClockWords {
+  private readonly words: Int32Array;
+  /** `performance.now() + offset` = ms since the buffer's origin (this thread's performance origin differs). */
+  private readonly offset: number;
+
+  constructor(clock: SharedArrayBuffer) {
+    this.words = new Int32Array(clock);
+    const origin = clock.byteLength >= BYTES ? new Float64Array(clock, 8, 1)[0]! : 0;
+    this.offset = monotonicMs() - performance.now() - origin;
+  }
+
+  /** Shared-clock ms modulo 2^30. */
+  now(): number {
+    // A plain load: a stale or torn-free old value only sends us to slow(),
+    // which re-reads with Atomics.
+    const v = this.words[0]!;
+    return (v & FLAGS) === CLOCK_FRESH ? v & TIME_MASK : this.slow();
+  }
+
+  /** Marks the word FRESH, or — the ticker asleep — stores the time read directly and wakes it. */
+  private slow(): number {
+    const w = this.words;
+    for (;;) {
+      const v = Atomics.load(w, 0);
+      if ((v & CLOCK_ASLEEP) !== 0) {
+        // The ticker sleeps and the time bits are stale: read the source.
+        const direct = Math.floor(performance.now() + this.offset) & TIME_MASK;
+        const t = elapsedMs(direct, v & TIME_MASK) > 0 ? direct : v & TIME_MASK;
+        // Wake first, then store: a thread terminated between the two leaves
+        // the ticker awake (it stores on its own), never a word that looks
+        // fresh with the ticker asleep behind it (a frozen clock). The store
+        // happens only if nobody changed the word meanwhile; else retry.
+        Atomics.notify(w, 0, 1);
+        if (Atomics.compareExchange(w, 0, v, t | CLOCK_FRESH) === v) return t;
+        continue;
+      }
+      if ((v & CLOCK_FRESH) !== 0) return v & TIME_MASK;
+      // First read since the ticker's store: mark it, so the ticker stays awake.
+      if (Atomics.compareExchange(w, 0, v, v | CLOCK_FRESH) === v) return v & TIME_MASK;
+    }
+  }
+}
+
+/**
+ * A clock reading a shared clock buffer: one load, a small integer.
  *
  * @example
  * const now = clockReader(processClockBuffer());
@@ -60,9 +170,8 @@ export function processClockBuffer(): SharedArrayBuffer {
  * @internal
  */
 export function clockReader(clock: SharedArrayBuffer): Clock {
-  const words = new Int32Array(clock);
-  // The ticker's single store per tick; a load sees one whole value.
-  return () => Atomics.load(words, 0);
+  const words = new ClockWords(clock);
+  return () => words.now();
 }
 
 /** The process clock (starts the ticker on first use). @internal */

@@ -26,7 +26,7 @@ import type { PickContext, Policy } from '../policy/types.js';
 import { defaultLogger, type Logger } from '../log.js';
 import { checkAsyncPriority, type AcquireAsyncOptions, type AcquireOptions, type LeaseKindName } from './acquire-options.js';
 import type { AdmissionHook } from './admission-hook.js';
-import type { Clock } from './clock.js';
+import { ClockWords, type Clock } from './clock.js';
 import { Feedback } from './feedback.js';
 import { ejectionBackoff, resolveEjection, type EjectionOptions } from './health.js';
 import { Lease, type Outcome } from './lease.js';
@@ -174,7 +174,7 @@ export class Router {
   private readonly policy: Policy<SlotCandidate>;
   private readonly seed: Seed | undefined;
   private readonly rng: Rng;
-  private readonly clockWords: Int32Array;
+  private readonly clockWords: ClockWords;
   private readonly customClock: Clock | undefined;
   private readonly log: Logger;
   private readonly publishWaitMs: number;
@@ -219,7 +219,7 @@ export class Router {
     const backoff = ejectionBackoff(ejection, this.rng);
     this.env = new LoadEnv(table, this.setup.metric);
     this.policy = this.setup.create(opts.seed === undefined ? undefined : deriveSeed(opts.seed, 2), this.env);
-    this.clockWords = new Int32Array(clock);
+    this.clockWords = new ClockWords(clock);
     this.customClock = opts.clock;
     this.log = opts.logger ?? defaultLogger();
     this.timed = this.setup.metric === Metric.ConnectTime || this.setup.metric === Metric.Latency;
@@ -532,9 +532,9 @@ export class Router {
 
   /** Shared-clock ms modulo 2^30: the ticker's word, or the injected clock. */
   private now(): number {
-    // A plain load (tear-free) of the ticker's single-store word: at worst a
+    // One plain load while the ticker is awake (clock.ts): at worst a
     // millisecond old, which is the clock's resolution anyway.
-    return this.customClock === undefined ? this.clockWords[0]! : wrapMs(this.customClock());
+    return this.customClock === undefined ? this.clockWords.now() : wrapMs(this.customClock());
   }
 
   /** Rebuilds the candidate view (a new array, so policies re-prepare). */

@@ -8,7 +8,6 @@ export const SURFACE: Record<string, string[]> = {
   'poise-lb': [
     'Backend',
     'DEFAULT_HASH_SEED',
-    'FlowController',
     'LeastLoaded',
     'LocalityWeightedRandom',
     'Localized',
@@ -58,6 +57,7 @@ export const SURFACE: Record<string, string[]> = {
 
 /** Internal names (some of them public once); none may come back through any entry. */
 export const INTERNALS = [
+  'FlowController',
   'murmur3Key',
   'md5Word',
   'md5Hex',

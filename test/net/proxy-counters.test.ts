@@ -33,6 +33,84 @@ describe('ProxyCounters', () => {
     expect([c.active(0), c.active(1), c.active()]).toEqual([1, 1, 2]);
   });
 
+  it('stats() is a fold of the events: any sequence of accepts, holds, refusals, header timeouts, bytes and splices reads back as the model says, per row and summed', () => {
+    type Ev =
+      | { k: 'accept' | 'hold' | 'unhold' | 'open' | 'headerTimeout'; w: number }
+      | { k: 'refuse'; w: number; r: (typeof REFUSAL_REASONS)[number] }
+      | { k: 'close'; w: number; idle: boolean }
+      | { k: 'in' | 'out'; w: number; n: number };
+    const w = fc.integer({ min: 0, max: 2 });
+    const ev: fc.Arbitrary<Ev> = fc.oneof(
+      fc.record({
+        k: fc.constantFrom('accept' as const, 'hold' as const, 'unhold' as const, 'open' as const, 'headerTimeout' as const),
+        w,
+      }),
+      fc.record({ k: fc.constant('refuse' as const), w, r: fc.constantFrom(...REFUSAL_REASONS) }),
+      fc.record({ k: fc.constant('close' as const), w, idle: fc.boolean() }),
+      fc.record({ k: fc.constantFrom('in' as const, 'out' as const), w, n: fc.integer({ min: 0, max: 0xffffffff }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(ev, { maxLength: 60 }), (events) => {
+        const c = ProxyCounters.create({ workers: 3 });
+        const zero = { accepted: 0, held: 0, active: 0, failed: 0, localErrors: 0, timeouts: 0, badHeaders: 0, bytesIn: 0, bytesOut: 0 };
+        const model = [0, 1, 2].map(() => ({ ...zero }));
+        for (const e of events) {
+          const m = model[e.w]!;
+          switch (e.k) {
+            case 'accept':
+              c.accepted(e.w);
+              m.accepted++;
+              break;
+            case 'hold':
+              c.held(e.w, 1);
+              m.held++;
+              break;
+            case 'unhold':
+              c.held(e.w, -1);
+              m.held--;
+              break;
+            case 'open':
+              c.opened(e.w);
+              m.active++;
+              break;
+            case 'headerTimeout':
+              c.headerTimeout(e.w);
+              m.timeouts++;
+              break;
+            case 'close':
+              c.closed(e.w, 3, e.idle);
+              m.active--;
+              if (e.idle) m.timeouts++;
+              break;
+            case 'in':
+              c.bytes(e.w, ProxyCounter.BytesIn, e.n);
+              m.bytesIn += e.n;
+              break;
+            case 'out':
+              c.bytes(e.w, ProxyCounter.BytesOut, e.n);
+              m.bytesOut += e.n;
+              break;
+            case 'refuse':
+              c.refused(e.w, e.r);
+              // `failed`: the refusals of a connect or of admission (not a bad header, the client's abort, an internal error or the shutdown).
+              if (['no_backend', 'local_error', 'max_connections', 'timeout'].includes(e.r)) m.failed++;
+              if (e.r === 'local_error') m.localErrors++;
+              if (e.r === 'bad_header') m.badHeaders++;
+              break;
+          }
+        }
+        for (const [i, m] of model.entries()) expect(c.stats(i, 1), `row ${i}`).toEqual(m);
+        const sum = { ...zero };
+        for (const m of model) for (const k of Object.keys(zero) as (keyof typeof zero)[]) sum[k] += m[k];
+        expect(c.stats()).toEqual(sum);
+        expect(c.stats(1, 2)).toEqual(
+          Object.fromEntries(Object.keys(zero).map((k) => [k, model[1]![k as keyof typeof zero] + model[2]![k as keyof typeof zero]])),
+        );
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('a duration lands in the first bucket whose bound is >= it (bounds inclusive, le semantics); past the last it is +Inf', () => {
     const c = ProxyCounters.create();
     const bounds = DURATION_BUCKETS_SECONDS;

@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Balancer, type Balancer as BalancerType } from '../../dist/src/runtime.js';
 import { reusePortSupported, TcpProxy } from '../../dist/src/net.js';
 import { ProxyCounter } from '../../dist/src/net/proxy-counters.js';
-import { ConnectionGate } from '../../src/net/connection-gate.js';
+import { ConnectionLimit } from '../../src/net/connection-limit.js';
 import { countingBackend, tally, type CountingBackend } from '../helpers/counting-backend.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { until } from '../helpers/until.js';
@@ -173,14 +173,14 @@ describe.each([0, 1, 2])('TcpProxy with workers: %i', (workers) => {
   });
 });
 
-describe('ConnectionGate', () => {
+describe('ConnectionLimit', () => {
   it('the CAS admits at most max across 4 real threads hammering one gate (200 rounds each)', async () => {
-    const gate = new ConnectionGate(3);
+    const gate = new ConnectionLimit(3);
     const inside = new Int32Array(new SharedArrayBuffer(8)); // [inside now, violations]
     const code = `
       const { workerData, parentPort } = require('node:worker_threads');
-      import(workerData.url).then(({ ConnectionGate }) => {
-        const gate = new ConnectionGate(3, workerData.gate);
+      import(workerData.url).then(({ ConnectionLimit }) => {
+        const gate = new ConnectionLimit(3, workerData.gate);
         const inside = new Int32Array(workerData.inside);
         let admitted = 0;
         for (let round = 0; round < 200; round++) {
@@ -195,7 +195,7 @@ describe('ConnectionGate', () => {
         parentPort.postMessage(admitted);
       });`;
     // The threads run the compiled gate on the same words.
-    const url = new URL('../../dist/src/net/connection-gate.js', import.meta.url).href;
+    const url = new URL('../../dist/src/net/connection-limit.js', import.meta.url).href;
     const admitted = await Promise.all(
       Array.from(
         { length: 4 },
@@ -286,8 +286,14 @@ describe('TcpProxy options', () => {
 });
 
 /** The proxy's worker pool (internal): its threads, for terminating one the way a crash would. */
-function poolOf(proxy: TcpProxy): { worker(i: number): Worker | undefined; threads: number } {
-  return (proxy as unknown as { pool: { worker(i: number): Worker | undefined; threads: number } }).pool;
+interface PoolView {
+  worker(i: number): Worker | undefined;
+  threads: number;
+  /** A message round trip to every worker (what was posted before has been handled). */
+  admissionStats(): Promise<unknown>;
+}
+function poolOf(proxy: TcpProxy): PoolView {
+  return (proxy as unknown as { pool: PoolView }).pool;
 }
 
 describe.each([0, 2])('events of TcpProxy with workers: %i', (workers) => {
@@ -337,12 +343,12 @@ describe('event forwarding costs nothing unlistened', () => {
     expect(posted).toBe(0);
     const onClosed = (): void => {};
     proxy.on('closed', onClosed);
-    // The switch is a message: wait for it to reach every worker by a round trip of stats.
-    await proxy.collectStats();
+    // The switch is a message: wait for it to reach every worker by a message round trip.
+    await pool.admissionStats();
     await Promise.all(Array.from({ length: 10 }, (_, i) => roundTrip(port, Buffer.from(`r${i}`))));
     await until(() => posted === 20, '10 spliced + 10 closed posted');
     proxy.off('closed', onClosed);
-    await proxy.collectStats();
+    await pool.admissionStats();
     await Promise.all(Array.from({ length: 10 }, (_, i) => roundTrip(port, Buffer.from(`s${i}`))));
     await until(async () => (await proxy.collectStats()).total.active === 0, 'all closed');
     expect(posted).toBe(20);

@@ -1,35 +1,98 @@
 /**
- * The process clock's ticker thread, in the module modes a user's process
- * can run in: it must tick, and never crash its host process.
+ * The process clock's ticker thread: it ticks in the module modes a user's
+ * process can run in without crashing its host, sleeps when nobody reads,
+ * and a read stays exact (to the millisecond) and never goes backwards
+ * across its sleeps.
  */
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { TIME_MASK, elapsedMs } from '../../src/core/time.js';
+import { CLOCK_ASLEEP, CLOCK_FRESH, clockReader, processClockBuffer } from '../../src/runtime/clock.js';
+import { until } from '../helpers/until.js';
 
 const RUNTIME = new URL('../../dist/src/runtime.js', import.meta.url).href;
+const CLOCK = new URL('../../dist/src/runtime/clock.js', import.meta.url).href;
 
 describe('the shared clock ticker', () => {
   // A process started with --input-type=module: an eval'd CommonJS ticker threw there
   // ("require is not defined in ES module scope") and its worker 'error' killed the process.
   it.each([
-    ['--input-type=module', `import { Balancer } from ${JSON.stringify(RUNTIME)};`],
-    ['--input-type=commonjs', `const { Balancer } = require(${JSON.stringify(RUNTIME.replace('file://', ''))});`],
+    ['--input-type=module', `import { Balancer } from ${JSON.stringify(RUNTIME)};\nimport { clockReader } from ${JSON.stringify(CLOCK)};`],
+    [
+      '--input-type=commonjs',
+      `const { Balancer } = require(${JSON.stringify(RUNTIME.replace('file://', ''))});\nconst { clockReader } = require(${JSON.stringify(CLOCK.replace('file://', ''))});`,
+    ],
   ])('ticks under %s and the process exits 0', (flag, load) => {
     const script = `${load}
 const b = new Balancer({ capacity: 4 });
 b.update([{ id: 'a', address: '127.0.0.1:7001' }]);
-const clock = new Int32Array(b.attachment().clock);
-const t0 = Atomics.load(clock, 0);
-// Poll until the ticker has stored a later time (a thread starting on a loaded machine may take a while), at most 10 s.
+const buf = b.attachment().clock;
+const words = new Int32Array(buf);
+// A read marks the word FRESH (or, the ticker asleep or not started yet, stores the time with FRESH).
+clockReader(buf)();
+// Only the ticker stores a time without FRESH: poll until it has (a thread starting on a loaded machine may take a while), at most 10 s.
 const deadline = Date.now() + 10000;
 const poll = () => {
-  const moved = Atomics.load(clock, 0) - t0;
-  if (moved > 0 || Date.now() > deadline) { process.stdout.write(String(moved)); b.close(); }
+  const ticked = (Atomics.load(words, 0) & ${CLOCK_FRESH}) === 0;
+  if (ticked || Date.now() > deadline) { process.stdout.write(ticked ? 'ticked' : 'silent'); b.close(); }
   else setTimeout(poll, 20);
 };
 poll();
 `;
     const out = execFileSync(process.execPath, [flag, '-e', script], { encoding: 'utf8' });
-    // The ticker stored a later time at least once (it runs), and the process exited 0 (execFileSync throws otherwise).
-    expect(Number(out)).toBeGreaterThan(0);
+    // The ticker stored a time (it runs), and the process exited 0 (execFileSync throws otherwise).
+    expect(out).toBe('ticked');
+  });
+
+  const buffer = processClockBuffer();
+  const words = new Int32Array(buffer);
+  const origin = new Float64Array(buffer, 8, 1)[0]!;
+  /** The clock's source read directly: CLOCK_MONOTONIC ms since the buffer's origin. */
+  const source = (): number => Number(process.hrtime.bigint()) / 1e6 - origin;
+  const asleep = (): boolean => (Atomics.load(words, 0) & CLOCK_ASLEEP) !== 0;
+
+  it('sleeps once a tick passed without a read, and stays asleep (the word unchanged) while nobody reads', async () => {
+    clockReader(buffer)();
+    await until(asleep, 'the ticker to sleep after a tick without a read');
+    const word = Atomics.load(words, 0);
+    // 50 ms of the source's time with no read: an awake ticker would have stored 50 times.
+    const t = source();
+    await until(() => source() - t >= 50, '50 ms to pass');
+    expect(Atomics.load(words, 0)).toBe(word);
+  });
+
+  it('a read while it sleeps is the source time (exact to the ms), stored with FRESH, and wakes the ticker', async () => {
+    const now = clockReader(buffer);
+    now();
+    await until(asleep, 'the ticker to sleep');
+    const stale = Atomics.load(words, 0) & TIME_MASK;
+    await until(() => source() - stale >= 5, 'the stale word to be 5 ms behind the source');
+    const before = Math.floor(source());
+    const read = now();
+    const after = Math.floor(source());
+    // Not the stale word (5 ms behind): the source, read between before and after
+    // (within 1 ms: this thread reads it through performance.now(), the test through hrtime).
+    expect(elapsedMs(read, before & TIME_MASK)).toBeGreaterThanOrEqual(-1);
+    expect(elapsedMs(after & TIME_MASK, read)).toBeGreaterThanOrEqual(-1);
+    expect(elapsedMs(read, stale)).toBeGreaterThanOrEqual(4);
+    // The ticker woke and stored on its own (only its stores clear FRESH), or slept again after that.
+    await until(() => (Atomics.load(words, 0) & CLOCK_FRESH) === 0, 'the woken ticker to store');
+  });
+
+  it('never goes backwards across 40 sleeps and wakes, from two readers', async () => {
+    const a = clockReader(buffer);
+    const b = clockReader(buffer);
+    let last = a();
+    for (let round = 0; round < 40; round++) {
+      for (let i = 0; i < 2000; i++) {
+        const t = i % 2 === 0 ? a() : b();
+        expect(elapsedMs(t, last)).toBeGreaterThanOrEqual(0);
+        last = t;
+      }
+      await until(asleep, `sleep ${round}`);
+    }
+    // And the last read is the source's time to the millisecond.
+    const read = a();
+    expect(Math.abs(elapsedMs(Math.floor(source()) & TIME_MASK, read))).toBeLessThanOrEqual(1);
   });
 });

@@ -11,7 +11,7 @@
  * - from word 16, one word per accepting thread (`row`): the connections that
  *   thread holds in `count`. Only that thread writes its word, so when a proxy
  *   worker dies the owner takes its word back out of `count`
- *   ({@link ConnectionGate.reclaim}) before a new worker takes the row.
+ *   ({@link ConnectionLimit.reclaim}) before a new worker takes the row.
  *
  * An over-limit client is accepted by the kernel and by Node (Node 20 / 24
  * cannot stop a listening handle from accepting: `readStop()` on the server
@@ -20,6 +20,10 @@
  * it is served in order. The order is per accepting thread: every thread
  * holding clients is woken and retries its own head, and the first CAS wins
  * (docs/proxy.md, "Connection limit"). Nobody is reset.
+ *
+ * Without a limit (`max` 0) no word is touched: every connection would
+ * otherwise write the shared `count` from every core for a figure nobody
+ * enforces (the proxy's open connections are in its ProxyCounters).
  * @internal
  */
 
@@ -28,8 +32,8 @@ const GENERATION = 1;
 const WAITERS = 2;
 const ROW_BASE = 16;
 
-/** The shared words of one limit; `max` 0 means unlimited (the count is still kept). @internal */
-export class ConnectionGate {
+/** The shared words of one limit; `max` 0 means unlimited (then nothing is counted here). @internal */
+export class ConnectionLimit {
   /** The shared memory (pass it to workers; it is shared, not copied). */
   readonly buffer: SharedArrayBuffer;
   /** Admitted connections at most, all threads; 0 = no limit. */
@@ -39,12 +43,12 @@ export class ConnectionGate {
   private readonly words: Int32Array;
   private readonly rowWord: number;
 
-  /** A new gate with `rows` thread rows (default 1), or a view of `buffer` counting into `row`. */
+  /** A new limit with `rows` thread rows (default 1), or a view of `buffer` counting into `row`. */
   constructor(max: number, buffer?: SharedArrayBuffer, row = 0, rows = 1) {
     this.max = max;
     this.buffer = buffer ?? new SharedArrayBuffer((ROW_BASE + rows) * Int32Array.BYTES_PER_ELEMENT);
     this.words = new Int32Array(this.buffer);
-    if (row < 0 || ROW_BASE + row >= this.words.length) throw new RangeError(`ConnectionGate: row ${row} is not in this gate`);
+    if (row < 0 || ROW_BASE + row >= this.words.length) throw new RangeError(`ConnectionLimit: row ${row} is not in this limit`);
     this.row = row;
     this.rowWord = ROW_BASE + row;
   }
@@ -74,7 +78,7 @@ export class ConnectionGate {
     return n;
   }
 
-  /** Connections admitted now, all threads. */
+  /** Connections admitted now, all threads (0 without a limit: nothing is counted). */
   get count(): number {
     return Atomics.load(this.words, COUNT);
   }
@@ -87,12 +91,8 @@ export class ConnectionGate {
    * one word, so no lock and no second word take part.
    */
   tryTake(): boolean {
+    if (this.max === 0) return true;
     const w = this.words;
-    if (this.max === 0) {
-      Atomics.add(w, COUNT, 1);
-      Atomics.add(w, this.rowWord, 1);
-      return true;
-    }
     for (;;) {
       const c = Atomics.load(w, COUNT);
       if (c >= this.max) return false;
@@ -108,6 +108,7 @@ export class ConnectionGate {
 
   /** Releases one admitted connection and wakes the listeners that hold clients. */
   give(): void {
+    if (this.max === 0) return;
     const w = this.words;
     Atomics.sub(w, this.rowWord, 1);
     Atomics.sub(w, COUNT, 1);
