@@ -144,7 +144,9 @@ describe('poise proxy --metrics', () => {
       const states = f.get('poise_backend_state')!.samples.filter((x) => x.labels['state'] === 'ready');
       expect(states.map((x) => [x.labels['backend'], x.labels['cluster'], x.value])).toEqual([[address, 'default', 1]]);
     } finally {
-      expect(await proxy.stop()).toBe(0);
+      const code = await proxy.stop();
+      // On failure, the last log lines say why the drain or shutdown failed.
+      expect(code, JSON.stringify(proxy.records().slice(-6))).toBe(0);
       proxy.kill();
       await new Promise((r) => backend.close(r));
     }
