@@ -24,6 +24,7 @@ import { integerFlag, parseFlags } from '../src/cli/args.js';
 import { clockReader, processClockBuffer } from '../src/runtime/clock.js';
 import { formatTable, writeResults } from './lib/harness.js';
 import { CLK_TCK, threadTicks } from './lib/proc.js';
+import { freePort } from './lib/redis.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, ...(HERE.includes(`${path.sep}dist${path.sep}`) ? ['..', '..'] : ['..']));
@@ -50,18 +51,6 @@ function readyLine(child: ChildProcess, line: RegExp): Promise<void> {
     child.stdout?.on('data', on);
     child.stderr?.on('data', on);
     child.once('exit', (code) => reject(new Error(`exited with ${code} before ${line}: ${seen.slice(-400)}`)));
-  });
-}
-
-/** A port the kernel just handed out and released (`poise proxy --listen` needs one). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
   });
 }
 

@@ -45,8 +45,8 @@ export interface RunTarget {
 
 /** One connection's tries across backends (see the module comment). */
 export class RetryRun {
-  /** Backends tried and failed. */
-  readonly exclude = new Set<string>();
+  /** Backends tried and failed; made on the first failure, so a run whose first backend connects allocates none. */
+  private exclude: Set<string> | undefined;
   private readonly what: string;
   private readonly target: RunTarget;
   private readonly budget: RetryBudget;
@@ -70,7 +70,7 @@ export class RetryRun {
     } catch (err) {
       // Nothing left to try after a failed connect: report that connect's error.
       return this.lastError !== undefined && isExhausted(err)
-        ? noBackendAccepted(this.what, this.exclude.size, this.lastError)
+        ? noBackendAccepted(this.what, this.exclude?.size ?? 0, this.lastError)
         : (err as Error);
     }
   }
@@ -89,10 +89,11 @@ export class RetryRun {
       return localExhausted(this.what, err);
     }
     lease.release('failure');
-    this.exclude.add(lease.id);
+    const exclude = (this.exclude ??= new Set());
+    exclude.add(lease.id);
     this.lastError = err;
-    if (this.tries >= this.target.attempts) return noBackendAccepted(this.what, this.exclude.size, err);
-    if (!this.budget.tryRetry()) return noBackendAccepted(this.what, this.exclude.size, err, '; retry budget spent');
+    if (this.tries >= this.target.attempts) return noBackendAccepted(this.what, exclude.size, err);
+    if (!this.budget.tryRetry()) return noBackendAccepted(this.what, exclude.size, err, '; retry budget spent');
     return this.acquire();
   }
 }
