@@ -89,7 +89,8 @@ export class RetryRun {
       return localExhausted(this.what, err);
     }
     lease.release('failure');
-    const exclude = (this.exclude ??= new Set());
+    if (this.exclude === undefined) this.exclude = new Set();
+    const exclude = this.exclude;
     exclude.add(lease.id);
     this.lastError = err;
     if (this.tries >= this.target.attempts) return noBackendAccepted(this.what, exclude.size, err);
