@@ -40,13 +40,19 @@
  * | 23   | ramp start      | slow-start    | when the owner last made this occupant eligible (joined, passed its check again): shared-clock ms mod 2^30, 0 = none |
  * | 24   | reported weight | backend-load  | the backend's own weight report (agent check, ORCA): a multiplier of its spec weight, ppm |
  * | 25   | reported flags  | backend-load  | 1 weight reported, 2 drain, 4 maint |
- * | 9–15, 26–31 | reserved | —             | 0 |
+ * | 9    | role            | db-state      | owner-written: 0 unknown / none, 1 primary, 2 replica (database health checks) |
+ * | 10   | lag             | db-state      | a replica's replay lag in ms (saturated at 2^30 − 1); 0 on a primary |
+ * | 11   | LSN seqlock     | db-state      | even = stable, odd = the owner is writing words 12–13 |
+ * | 12, 13 | replay LSN    | db-state      | PostgreSQL LSN high and low 32 bits (a primary's current WAL LSN, a replica's replay LSN) |
+ * | 14   | connection share | connection-budget | this process's share of the backend's fleet connection limit; 0 = no budget |
+ * | 15   | share refusals  | connection-budget | connection leases refused at the share since the owner last read it (demand for the rebalance) |
+ * | 26–31 | reserved | —             | 0 |
  */
 import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 
 /** The layout version in header word 0; an attachment with another version is refused. */
-export const LAYOUT_VERSION = 0x504f0008;
+export const LAYOUT_VERSION = 0x504f0009;
 
 // --- header -------------------------------------------------------------------
 export const H_VERSION = 0;
@@ -111,6 +117,19 @@ export const S_PICKS = 22;
 export const S_RAMP_START = 23;
 export const S_REPORTED_WEIGHT = 24;
 export const S_REPORTED_STATE = 25;
+/** Database role (db-state): 0 unknown or none, 1 primary, 2 replica. */
+export const S_ROLE = 9;
+/** Replica replay lag in ms (db-state). */
+export const S_LAG_MS = 10;
+/** Seqlock over the replay LSN pair (db-state). */
+export const S_LSN_SEQ = 11;
+/** Replay LSN high 32 bits; the low 32 bits are the next word (db-state). */
+export const S_LSN_HI = 12;
+export const S_LSN_LO = 13;
+/** This process's share of the fleet connection budget for the backend; 0 = none (connection-budget). */
+export const S_CONN_SHARE = 14;
+/** Connection leases refused at the share since the owner last read it (connection-budget). */
+export const S_SHARE_REFUSED = 15;
 /** Words per slot: 32 × 4 bytes = two 64-byte cache lines. */
 export const SLOT_WORDS = 32;
 
