@@ -124,9 +124,12 @@ async function supervise(
 /**
  * A PostgreSQL 'postgres' superuser cluster with trust auth on a free port,
  * database `postgres`. With `ssl`, the server has `ssl = on` and a fresh
- * self-signed certificate (its PEM in `ca`).
+ * self-signed certificate (its PEM in `ca`). `settings` are more `-c name=value`
+ * server settings (after the defaults, so `max_connections` here wins over 60).
  */
-export async function startPostgres(opts: { ssl?: boolean } = {}): Promise<TestDbServer> {
+export async function startPostgres(
+  opts: { ssl?: boolean; settings?: Readonly<Record<string, string | number>> } = {},
+): Promise<TestDbServer> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-pg-'));
   const { uid, gid } = uidOf('postgres');
   chownSync(dir, uid, gid);
@@ -153,6 +156,7 @@ export async function startPostgres(opts: { ssl?: boolean } = {}): Promise<TestD
     '-c',
     'max_connections=60',
   ];
+  for (const [name, value] of Object.entries(opts.settings ?? {})) args.push('-c', `${name}=${value}`);
   let ca: string | undefined;
   if (opts.ssl) {
     const c = selfSignedCert(dir);
