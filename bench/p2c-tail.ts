@@ -120,13 +120,20 @@ const RULES: Rule[] = [
   { name: 'latencyRatio 1 (latency alone)', tauMs: 1000, latencyRatio: 1 },
 ];
 
-function run(rule: Rule): Record<string, unknown> {
+/**
+ * One seeded run. `turns`: b0 answers in 1 ms like the others until the middle
+ * of the measured time, then in 10 ms (bench/http's turns-slow); the figures
+ * are then the second half's.
+ */
+function run(rule: Rule, turns = false): Record<string, unknown> {
   let now = 0;
   const clock = (): number => now;
   const backends = DELAYS_MS.map((_, i) => new SimBackend(`b${i}`, clock, rule.tauMs));
   const p2c = new PowerOfTwo({ seed: SEED, latencyRatio: rule.latencyRatio });
   const noise = new Rng(SEED + 1n);
   const endMs = WARMUP_MS + SECONDS * 1000;
+  const turnMs = turns ? WARMUP_MS + (SECONDS * 1000) / 2 : 0;
+  const from = turns ? turnMs : WARMUP_MS;
   // Stalls: [start, end) intervals of the CPU, drawn ahead.
   const stalls: number[] = [];
   for (let t = -Math.log(1 - noise.float()) * STALL_EVERY_MS; t < endMs; t += -Math.log(1 - noise.float()) * STALL_EVERY_MS)
@@ -156,7 +163,7 @@ function run(rule: Rule): Record<string, unknown> {
     while (stall < stalls.length && stalls[stall + 1]! <= t) stall += 2;
     if (stall < stalls.length && stalls[stall]! <= t + CPU_MS) t = Math.max(t, stalls[stall + 1]!);
     cpuFree = t + CPU_MS;
-    done[c] = cpuFree + DELAYS_MS[b]!;
+    done[c] = cpuFree + (b === 0 && now < turnMs ? DELAYS_MS[1]! : DELAYS_MS[b]!);
   };
   for (let c = 0; c < CLIENTS; c++) send(c);
   for (;;) {
@@ -167,7 +174,7 @@ function run(rule: Rule): Record<string, unknown> {
     const b = backends[on[c]!]!;
     b.pending--;
     b.observe(now - started[c]!);
-    if (started[c]! >= WARMUP_MS) {
+    if (started[c]! >= from) {
       latencies.push(now - started[c]!);
       served[on[c]!]!++;
     }
@@ -177,7 +184,7 @@ function run(rule: Rule): Record<string, unknown> {
   const q = (x: number): number => Math.round(sorted[Math.min(sorted.length - 1, Math.floor(x * sorted.length))]! * 100) / 100;
   return {
     rule: rule.name,
-    'req/s': Math.round(latencies.length / SECONDS),
+    'req/s': Math.round(latencies.length / ((endMs - from) / 1000)),
     p50: q(0.5),
     p99: q(0.99),
     p999: q(0.999),
@@ -185,14 +192,17 @@ function run(rule: Rule): Record<string, unknown> {
   };
 }
 
-const rows = RULES.map(run);
+const rows = RULES.map((r) => run(r));
+const turnsRows = RULES.map((r) => run(r, true));
 process.stdout.write(
-  `${CLIENTS} closed-loop clients, CPU ${CPU_MS} ms per request, backends ${DELAYS_MS.join(' / ')} ms, ${SECONDS} s simulated, seed ${SEED}\n\n${formatTable(rows)}\n`,
+  `${CLIENTS} closed-loop clients, CPU ${CPU_MS} ms per request, backends ${DELAYS_MS.join(' / ')} ms, ${SECONDS} s simulated, seed ${SEED}\n\n` +
+    `slow: b0 10× slower throughout\n${formatTable(rows)}\n\nturns-slow: b0 1 ms, 10 ms from the middle (the second half's figures)\n${formatTable(turnsRows)}\n`,
 );
 if (values['dry-run'] !== true) {
   const file = writeResults('p2c-tail', {
     config: { clients: CLIENTS, cpuMs: CPU_MS, seconds: SECONDS, seed: Number(SEED), delaysMs: DELAYS_MS },
     rows,
+    turnsSlow: turnsRows,
   });
   process.stdout.write(`wrote ${file}\n`);
 }
