@@ -13,6 +13,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { BalancedPool, Pool, request, type Dispatcher } from 'undici';
 import { PoiseDispatcher } from '../src/http.js';
 import { createLogger, Router, type PolicyName, type RouterAttachment } from '../src/runtime.js';
+import { variantOf } from './lib/http-variant.js';
 
 /** What the main thread hands a client thread. */
 export interface ClientPlan {
@@ -42,9 +43,11 @@ const logger = createLogger({ level: 'silent' });
 
 function build(): { pick: () => Dispatcher; close: () => Promise<void> } {
   const pool = { connections: 64, pipelining: 1 };
-  if (plan.system.startsWith('poise ')) {
-    const policy = plan.system.slice('poise '.length) as PolicyName;
-    const d = new PoiseDispatcher({ router: Router.attach(plan.attachment, { policy, logger }), origin: 'http://api', pool });
+  const variant = variantOf(plan.system);
+  if (variant !== undefined) {
+    const policy = variant.policy as PolicyName;
+    const router = Router.attach(plan.attachment, { policy, latencyRatio: variant.latencyRatio, logger });
+    const d = new PoiseDispatcher({ router, origin: 'http://api', pool });
     return { pick: () => d, close: () => d.close() };
   }
   if (plan.system === 'BalancedPool') {

@@ -16,7 +16,13 @@
  *   one backend) against a plain undici Pool to it: the client CPU per
  *   request is the dispatcher's overhead (target ≤ 1.15× the Pool's).
  * Systems: poise p2c:latency, poise p2c:requests, poise round-robin,
- * BalancedPool, random Pool (and Pool in `overhead`). Each runs closed-loop
+ * BalancedPool, random Pool (and Pool in `overhead`). `--systems` lists the
+ * rows to run instead, in that order, and may name variants of a poise
+ * system: `poise p2c:latency ratio=2 tau=10000` (the router's `latencyRatio`,
+ * the balancer's `tauMs` and `initialMs` as `init=MS`), e.g.
+ *   --systems "poise p2c:latency,poise p2c:latency ratio=2,BalancedPool"
+ * and `fast only` is a reference row: p2c:latency over the three fast
+ * backends alone (what the backends allow without the slow one). Each runs closed-loop
  * clients (`--concurrency` requests in flight in all, default 32, split over
  * the threads) in 1 and 2 worker threads (`--threads`): `--warmup` (a
  * duration, default 1s), then `--duration` measured (default 10s). Every
@@ -39,6 +45,7 @@ import { durationFlag, integerFlag, parseFlags } from '../src/cli/args.js';
 import { Balancer, createLogger } from '../src/runtime.js';
 import type { ClientPlan, ClientReport } from './http-client.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
+import { variantOf } from './lib/http-variant.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const { values } = parseFlags(process.argv.slice(2), {
@@ -80,7 +87,12 @@ function list<T extends string>(flag: string, raw: string | undefined, allowed: 
 }
 const scenarios = list('--scenarios', values.scenarios, SCENARIOS, SCENARIOS);
 const threadCounts = list('--threads', values.threads, ['1', '2'], ['1', '2']).map(Number);
-const systemFilter = values.systems === undefined ? undefined : values.systems.split(',');
+const systemList = values.systems === undefined ? undefined : values.systems.split(',').filter((x) => x !== '');
+
+for (const s of systemList ?? []) {
+  if (variantOf(s) === undefined && !['BalancedPool', 'random Pool', 'Pool'].includes(s))
+    throw new Error(`--systems: ${JSON.stringify(s)} is not a system (poise POLICY [opts], fast only, BalancedPool, random Pool, Pool)`);
+}
 
 type Row = {
   scenario: Scenario;
@@ -121,9 +133,13 @@ async function runCase(scenario: Scenario, system: string, threads: number): Pro
   const delays = Array.from({ length: 4 }, (_, i) => (scenario === 'slow' && i === 0 ? SLOW_MS : fast));
   const errorRates = [0, 0, 0, scenario === 'errors' ? 0.05 : 0];
   await configure(delays, errorRates);
-  const origins = ports.slice(0, servers).map((p) => `http://127.0.0.1:${p}`);
-  const balancer = new Balancer({ logger: createLogger({ level: 'silent' }) });
-  balancer.update(ports.slice(0, servers).map((p, i) => ({ id: `b${i}`, address: `127.0.0.1:${p}` })));
+  // 'fast only': the three fast backends alone (b1..b3), the reference of what they allow.
+  const used = system === 'fast only' ? ports.slice(1, servers) : ports.slice(0, servers);
+  const first = system === 'fast only' ? 1 : 0;
+  const origins = used.map((p) => `http://127.0.0.1:${p}`);
+  const variant = variantOf(system);
+  const balancer = new Balancer({ logger: createLogger({ level: 'silent' }), tauMs: variant?.tauMs, initialMs: variant?.initialMs });
+  balancer.update(used.map((p, i) => ({ id: `b${i + first}`, address: `127.0.0.1:${p}` })));
   const control = new SharedArrayBuffer(8);
   const words = new Int32Array(control);
   const workers = Array.from({ length: threads }, (_, t) => {
@@ -195,9 +211,9 @@ const loadStart = os.loadavg();
 const rows: Row[] = [];
 const cases: [Scenario, string, number][] = [];
 for (const scenario of scenarios) {
-  const systems = scenario === 'overhead' ? ['poise round-robin', 'Pool'] : BALANCERS;
+  const systems = scenario === 'overhead' ? ['poise round-robin', 'Pool'] : (systemList ?? BALANCERS);
   for (const system of systems) {
-    if (systemFilter !== undefined && !systemFilter.includes(system)) continue;
+    if (scenario === 'overhead' ? systemList !== undefined && !systemList.includes(system) : system === 'Pool') continue;
     for (const threads of threadCounts) cases.push([scenario, system, threads]);
   }
 }
@@ -211,20 +227,26 @@ backend.disconnect();
 
 process.stdout.write(`${formatTable(rows)}\n`);
 const ratios: Record<string, unknown>[] = [];
+const latencySystems = [
+  ...new Set(rows.filter((r) => r.scenario === 'slow' && r.system.startsWith('poise p2c:latency')).map((r) => r.system)),
+];
 for (const threads of threadCounts) {
   const at = (scenario: Scenario, system: string): Row | undefined =>
     rows.find((r) => r.scenario === scenario && r.system === system && r.threads === threads);
-  const poise = at('slow', 'poise p2c:latency');
   const balanced = at('slow', 'BalancedPool');
   const overhead = at('overhead', 'poise round-robin');
   const plain = at('overhead', 'Pool');
-  ratios.push({
-    threads,
-    'slow: p99 poise/BalancedPool (≤ 0.5)': poise && balanced ? round(poise.p99 / balanced.p99) : undefined,
-    'slow: req/s poise/BalancedPool (≥ 1.0)': poise && balanced ? round(poise['req/s'] / balanced['req/s']) : undefined,
-    'slow: poise slow % (≤ 5)': poise?.['slow %'],
-    'overhead: cpu poise/Pool (≤ 1.15)': overhead && plain ? round(overhead['cpu µs/req'] / plain['cpu µs/req']) : undefined,
-  });
+  for (const system of latencySystems.length > 0 ? latencySystems : ['poise p2c:latency']) {
+    const poise = at('slow', system);
+    ratios.push({
+      threads,
+      system,
+      'slow: p99 poise/BalancedPool (≤ 0.5)': poise && balanced ? round(poise.p99 / balanced.p99) : undefined,
+      'slow: req/s poise/BalancedPool (≥ 1.0)': poise && balanced ? round(poise['req/s'] / balanced['req/s']) : undefined,
+      'slow: poise slow % (≤ 5)': poise?.['slow %'],
+      'overhead: cpu poise/Pool (≤ 1.15)': overhead && plain ? round(overhead['cpu µs/req'] / plain['cpu µs/req']) : undefined,
+    });
+  }
 }
 process.stdout.write(`\n${formatTable(ratios)}\n`);
 process.stdout.write(

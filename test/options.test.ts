@@ -42,7 +42,7 @@ describe('misspelled options are refused, never silently defaulted', () => {
       () => tracked().router({ ejection: { consecutiveFailure: 1 } } as never),
       'options.ejection.consecutiveFailure: unknown option',
     ],
-    ['PowerOfTwo', () => new PowerOfTwo({ sed: 1 } as never), 'options.sed: unknown option (accepted: seed)'],
+    ['PowerOfTwo', () => new PowerOfTwo({ sed: 1 } as never), 'options.sed: unknown option (accepted: seed, latencyRatio)'],
     ['RoundRobin', () => new RoundRobin({ seeds: 1 } as never), 'options.seeds: unknown option (accepted: seed, start)'],
     ['Rendezvous', () => new Rendezvous({ hashseed: 1n } as never), 'options.hashseed: unknown option (accepted: hashSeed, seed)'],
     [

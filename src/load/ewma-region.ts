@@ -22,10 +22,15 @@
  * wrapping difference (core/time.ts): correct for intervals below 2^29 ms.
  */
 import { elapsedMs, wrapMs } from '../core/time.js';
-import { H_INITIAL_US, S_EWMA, S_EWMA_LOCK, SLOT_WORDS, type Layout } from './layout.js';
-import { DECAY_STEPS, DecayTable, peakEwmaNext } from './peak-ewma.js';
+import { H_INITIAL_US, S_EWMA, S_EWMA_LOCK, S_EWMA_MEAN, SLOT_WORDS, type Layout } from './layout.js';
+import { DECAY_STEPS, DecayTable, ewmaNext, peakEwmaNext } from './peak-ewma.js';
 
-/** PeakEWMA series kept per slot. */
+/**
+ * PeakEWMA series kept per slot. The latency series also has a plain EWMA
+ * beside it (words 26–27, {@link EwmaRegion.meanHintUs}), updated with it
+ * under the same lock and at the same instants, so its timestamp equals the
+ * latency's whenever both are read whole.
+ */
 export const EwmaSeries = { ConnectTime: 0, Latency: 1 } as const;
 /** A PeakEWMA series code. */
 export type EwmaSeriesCode = (typeof EwmaSeries)[keyof typeof EwmaSeries];
@@ -78,6 +83,17 @@ export class EwmaRegion {
     return this.decayed(this.i32[e]!, this.i32[e + 1]!, nowMs);
   }
 
+  /**
+   * The latency's plain EWMA (no peak rule) on `slot` decayed to `nowMs`,
+   * integer µs: two plain loads, no lock — the same argument as
+   * {@link estimateHintUs} (each word whole; a torn pair decays by a few
+   * wrong milliseconds for one comparison).
+   */
+  meanHintUs(slot: number, nowMs: number): number {
+    const e = this.slotBase + slot * SLOT_WORDS + S_EWMA_MEAN;
+    return this.decayed(this.i32[e]!, this.i32[e + 1]!, nowMs);
+  }
+
   /** `est` recorded at `at`, decayed to `nowMs` (a small integer: no allocation). */
   private decayed(est: number, at: number, nowMs: number): number {
     const dt = elapsedMs(wrapMs(nowMs), at);
@@ -121,7 +137,19 @@ export class EwmaRegion {
     // is SC, so a reader that sees it also sees both words.
     // biome-ignore lint/complexity/useMathMinMax: hot path; a compare keeps the value a small integer (docs/internals.md, numbers that do not allocate)
     Atomics.store(i, e, us > MAX_US ? MAX_US : us);
-    if (dt > 0) Atomics.store(i, e + 1, now);
+    if (dt > 0) {
+      Atomics.store(i, e + 1, now);
+      // The latency's plain EWMA moves at the same instants (dt = 0 is
+      // w = 1: no change), inside the same lock; its timestamp is the
+      // latency's, so the same factor applies.
+      if (series === EwmaSeries.Latency) {
+        const m = o + S_EWMA_MEAN;
+        const mean = Math.round(ewmaNext(Atomics.load(i, m) / 1000, this.decay.factor(dt), sampleMs) * 1000);
+        // biome-ignore lint/complexity/useMathMinMax: as above, a compare keeps a small integer
+        Atomics.store(i, m, mean > MAX_US ? MAX_US : mean);
+        Atomics.store(i, m + 1, now);
+      }
+    }
     Atomics.store(i, lock, (v + 0x100) & ~0xff);
     return true;
   }
@@ -138,6 +166,8 @@ export class EwmaRegion {
       Atomics.store(i, o + S_EWMA + 2 * k, init);
       Atomics.store(i, o + S_EWMA + 2 * k + 1, at);
     }
+    Atomics.store(i, o + S_EWMA_MEAN, init);
+    Atomics.store(i, o + S_EWMA_MEAN + 1, at);
   }
 
   /** Owner, reclaiming a dead thread's row: releases every PeakEWMA lock it died holding. */

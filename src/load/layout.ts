@@ -19,7 +19,9 @@
  *
  * Slot words. The first line is what a pick and a release touch (the lease
  * counters, the tag, the PeakEWMA pair, the failures word); the second holds
- * what the owner writes and a view rebuild reads, and the statistics.
+ * what the owner writes and a view rebuild reads, and the statistics — and
+ * the latency mean, which only `p2c:latency` with `latencyRatio` reads on a
+ * pick (and a release writes at most once a millisecond per backend).
  *
  * | word | field           | region module | unit / encoding |
  * |------|-----------------|---------------|-----------------|
@@ -46,13 +48,14 @@
  * | 12, 13 | replay LSN    | db-state      | PostgreSQL LSN high and low 32 bits (a primary's current WAL LSN, a replica's replay LSN) |
  * | 14   | connection share | connection-budget | this process's share of the backend's fleet connection limit; 0 = no budget |
  * | 15   | share refusals  | connection-budget | connection leases refused at the share since the owner last read it (demand for the rebalance) |
- * | 26–31 | reserved | —             | 0 |
+ * | 26, 27 | latency mean, at | ewma-region | plain EWMA of the request latency (no peak rule), integer µs; its last update (moves with word 7) — second line: only `latencyRatio`'s picks read it |
+ * | 28–31 | reserved | —             | 0 |
  */
 import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 
 /** The layout version in header word 0; an attachment with another version is refused. */
-export const LAYOUT_VERSION = 0x504f0009;
+export const LAYOUT_VERSION = 0x504f000a;
 
 // --- header -------------------------------------------------------------------
 export const H_VERSION = 0;
@@ -130,6 +133,12 @@ export const S_LSN_LO = 13;
 export const S_CONN_SHARE = 14;
 /** Connection leases refused at the share since the owner last read it (connection-budget). */
 export const S_SHARE_REFUSED = 15;
+/**
+ * The request latency's plain EWMA (no peak rule) in µs, its timestamp the
+ * next word; updated with the PeakEWMA latency under its lock (ewma-region.ts),
+ * read by `p2c:latency`'s tail rule (`latencyRatio`).
+ */
+export const S_EWMA_MEAN = 26;
 /** Words per slot: 32 × 4 bytes = two 64-byte cache lines. */
 export const SLOT_WORDS = 32;
 

@@ -78,6 +78,17 @@ export function peakEwmaNext(estimate: number, w: number, sample: number): numbe
   return sample > decayed ? sample : decayed + sample * (1 - w);
 }
 
+/**
+ * The plain EWMA update with decay weight `w = e^(−Δt/τ)`, no peak rule:
+ * `estimate · w + sample · (1 − w)`. The LoadTable keeps it beside the
+ * PeakEWMA latency (the mean a tail rule compares: a latency peak shared by
+ * every backend — a pause of the caller's event loop — moves it by (1 − w)
+ * only, where it replaces the PeakEWMA at once). Any unit.
+ */
+export function ewmaNext(estimate: number, w: number, sample: number): number {
+  return estimate * w + sample * (1 - w);
+}
+
 /** Entries of a {@link DecayTable}: elapsed times below 4.096 s are looked up (32 KiB per table). */
 export const DECAY_STEPS = 4096;
 

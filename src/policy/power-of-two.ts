@@ -54,11 +54,48 @@
  *
  * Lower `load()` is lighter. An ineligible draw (standalone callers only)
  * falls back to P2C over the eligible members.
+ *
+ * The tail rule (`latencyRatio` k, off by default): before the loads, the
+ * pair's `latency()` (a mean latency, no peak rule) is compared, and a member
+ * more than k× slower than the other loses whatever the loads. It consumes
+ * no draw, so with no gap wider than k a seeded sequence is the plain one.
+ * Why the mean: a pause every backend's samples share peaks every PeakEWMA
+ * and hides the slow one from the cost, and from a PeakEWMA comparison too
+ * (docs/policies.md, "The tail rule", with the simulated figures).
  */
 import type { Candidate } from '../core/candidate.js';
+import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { rejectionLimit32 } from '../core/rng.js';
+import { numberIn } from '../core/validate.js';
 import { drawEligibleByWeight } from './alias.js';
 import { EligibleDraw, throwEmpty, throwNoEligible } from './slice.js';
+import type { SeedOptions } from './types.js';
+
+/** A candidate that also reports its latency estimate (what `latencyRatio` compares). */
+export interface TimedCandidate extends Candidate {
+  /** The latency estimate alone, without the in-flight factor (any unit, lower is faster). */
+  latency(): number;
+}
+
+/** Options of {@link PowerOfTwo}. */
+export interface PowerOfTwoOptions extends SeedOptions {
+  /**
+   * The tail rule, off by default: when one of the two candidates' latency
+   * estimates (`latency()`) is more than `latencyRatio` times the other's,
+   * the faster one wins whatever their loads; within the ratio, the lighter
+   * load wins as usual. A number >= 1 (Infinity = off). Candidates must have
+   * `latency()`. See docs/policies.md, "The tail rule".
+   */
+  latencyRatio?: number;
+}
+
+/** `{ seed }` of validated {@link PowerOfTwoOptions}. */
+function seedOf(options: PowerOfTwoOptions): SeedOptions {
+  if (typeof options !== 'object' || options === null) invalidConfig('options', 'must be an object', options);
+  checkOptionKeys(options, ['seed', 'latencyRatio']);
+  if (options.latencyRatio !== undefined) numberIn(options.latencyRatio, 'options.latencyRatio', 1, Number.POSITIVE_INFINITY);
+  return { seed: options.seed };
+}
 
 /**
  * Power of two choices.
@@ -68,11 +105,25 @@ import { EligibleDraw, throwEmpty, throwNoEligible } from './slice.js';
  * const i = p2c.pick(backends);   // reads backends[a].load() and backends[b].load()
  */
 export class PowerOfTwo extends EligibleDraw {
+  /** The tail rule's ratio; Infinity when off (then `latency()` is never read). */
+  readonly latencyRatio: number;
   /** `below(n)`'s and `below(n − 1)`'s rejection limits. */
   private limitFirst = 0;
   private limitSecond = 0;
+  /** OS-seeded unless `seed` is given; `latencyRatio` turns the tail rule on. */
+  constructor(options: PowerOfTwoOptions = {}) {
+    super(seedOf(options));
+    this.latencyRatio = options.latencyRatio ?? Number.POSITIVE_INFINITY;
+  }
+
   /** Adopts a slice: scratch, weights, and the two draws' limits. */
   override prepare(candidates: readonly Candidate[]): void {
+    if (
+      this.latencyRatio !== Number.POSITIVE_INFINITY &&
+      candidates.length > 0 &&
+      typeof (candidates[0] as TimedCandidate).latency !== 'function'
+    )
+      invalidConfig('options.latencyRatio', 'needs candidates with latency() (a latency-measuring policy)');
     super.prepare(candidates);
     const n = candidates.length;
     this.limitFirst = rejectionLimit32(Math.max(1, n));
@@ -109,6 +160,10 @@ export class PowerOfTwo extends EligibleDraw {
           if (!ca.isEligible() || !cb.isEligible()) return this.pickEligible(candidates);
           const la = ca.load();
           const lb = cb.load();
+          if (this.latencyRatio !== Number.POSITIVE_INFINITY) {
+            const t = this.faster(ca, cb);
+            if (t !== 0) return t < 0 ? a : b;
+          }
           if (la < lb) return a;
           if (lb < la) return b;
           // A tie: the next draw is the coin.
@@ -120,7 +175,24 @@ export class PowerOfTwo extends EligibleDraw {
     }
   }
 
-  private lighter(a: number, la: number, b: number, lb: number): number {
+  /**
+   * The tail rule: −1 when `ca`'s latency estimate is more than
+   * `latencyRatio` times below `cb`'s, 1 when `cb`'s is, 0 within the ratio.
+   */
+  private faster(ca: Candidate, cb: Candidate): number {
+    const ta = (ca as TimedCandidate).latency();
+    const tb = (cb as TimedCandidate).latency();
+    const k = this.latencyRatio;
+    if (tb > ta * k) return -1;
+    if (ta > tb * k) return 1;
+    return 0;
+  }
+
+  private lighter(candidates: readonly Candidate[], a: number, la: number, b: number, lb: number): number {
+    if (this.latencyRatio !== Number.POSITIVE_INFINITY) {
+      const t = this.faster(candidates[a]!, candidates[b]!);
+      if (t !== 0) return t < 0 ? a : b;
+    }
     if (la < lb) return a;
     if (lb < la) return b;
     return this.rng.coin() ? b : a;
@@ -135,14 +207,14 @@ export class PowerOfTwo extends EligibleDraw {
     if (!ca.isEligible() || !cb.isEligible()) return this.pickEligibleWeighted(candidates);
     const la = ca.load();
     const lb = cb.load();
-    return a === b ? a : this.lighter(a, la, b, lb);
+    return a === b ? a : this.lighter(candidates, a, la, b, lb);
   }
 
   /** Slow path of {@link pickWeighted}: the same two draws by weight over the eligible members only. */
   private pickEligibleWeighted(candidates: readonly Candidate[]): number {
     const a = drawEligibleByWeight(candidates, this.rng);
     const b = drawEligibleByWeight(candidates, this.rng);
-    return a === b ? a : this.lighter(a, candidates[a]!.load(), b, candidates[b]!.load());
+    return a === b ? a : this.lighter(candidates, a, candidates[a]!.load(), b, candidates[b]!.load());
   }
 
   /** Slow path: the same draw over the eligible indices only. */
@@ -154,6 +226,6 @@ export class PowerOfTwo extends EligibleDraw {
     if (y >= x) y++;
     const a = this.eligible.at(x);
     const b = this.eligible.at(y);
-    return this.lighter(a, candidates[a]!.load(), b, candidates[b]!.load());
+    return this.lighter(candidates, a, candidates[a]!.load(), b, candidates[b]!.load());
   }
 }

@@ -36,6 +36,7 @@
  */
 import { isMainThread } from 'node:worker_threads';
 import { invalidConfig } from '../core/errors.js';
+import { numberIn } from '../core/validate.js';
 import type { Seed } from '../core/rng.js';
 import { LeastLoaded } from '../policy/least-loaded.js';
 import { Maglev } from '../policy/maglev.js';
@@ -133,8 +134,24 @@ const layered = (metric: MetricCode, make: (seed: Seed | undefined, env: LoadEnv
 /** Where a round-robin rotation starts: a seeded offset in worker threads, the first member in the owner thread. */
 const START = isMainThread ? 'first' : 'random';
 
-/** Resolves a policy name; throws `InvalidConfig` naming `options.policy` for an unknown one. @internal */
-export function policySetup(name: unknown): PolicySetup {
+/** Policy options a Router passes on (`RouterOptions.latencyRatio`). */
+export interface PolicyTuning {
+  /** PowerOfTwo's tail rule for `p2c:latency` (power-of-two.ts), over the latency's plain EWMA. */
+  latencyRatio?: number;
+}
+
+/**
+ * Resolves a policy name; throws `InvalidConfig` naming `options.policy` for
+ * an unknown one, and `options.latencyRatio` when given for a policy without
+ * a latency estimate or out of range. @internal
+ */
+export function policySetup(name: unknown, tuning: PolicyTuning = {}): PolicySetup {
+  const { latencyRatio } = tuning;
+  if (latencyRatio !== undefined) {
+    if (name !== 'p2c:latency' && POLICY_NAMES.includes(name as PolicyName))
+      invalidConfig('options.latencyRatio', 'applies to p2c:latency only', latencyRatio);
+    numberIn(latencyRatio, 'options.latencyRatio', 1, Number.POSITIVE_INFINITY);
+  }
   switch (name) {
     case 'round-robin':
       return layered(Metric.Outstanding, (seed) => new RoundRobin({ seed, start: START }));
@@ -155,7 +172,7 @@ export function policySetup(name: unknown): PolicySetup {
     case 'p2c:connectionTime':
       return layered(Metric.ConnectTime, (seed) => new PowerOfTwo({ seed }));
     case 'p2c:latency':
-      return layered(Metric.Latency, (seed) => new PowerOfTwo({ seed }));
+      return layered(Metric.Latency, (seed) => new PowerOfTwo({ seed, latencyRatio }));
     case 'rendezvous':
       return layered(Metric.Outstanding, () => new Rendezvous(), true);
     case 'maglev':

@@ -57,6 +57,14 @@ export interface RouterAttachment {
 export interface RouterOptions {
   /** Default `'p2c:latency'`. */
   policy?: PolicyName;
+  /**
+   * `p2c:latency` only: the tail rule. When one of the two candidates' mean
+   * latency (a plain EWMA beside the PeakEWMA) is more than `latencyRatio`
+   * times the other's, the faster wins whatever their in-flight counts; within
+   * the ratio the PeakEWMA cost decides. A number >= 1; default off (Finagle's
+   * and tower's cost alone). docs/policies.md, "The tail rule".
+   */
+  latencyRatio?: number;
   /** Replay seed (debug only); default: OS seed drawn in the router's own thread. */
   seed?: Seed;
   /** Passive health: consecutive failures → ejection with exponential backoff + jitter. */
@@ -205,11 +213,11 @@ export class Router {
 
   private constructor(table: LoadTable, clock: SharedArrayBuffer, opts: RouterOptions) {
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['policy', 'seed', 'ejection', 'leaseKind', 'clock', 'logger', 'publishWaitMs']);
+    checkOptionKeys(opts, ['policy', 'latencyRatio', 'seed', 'ejection', 'leaseKind', 'clock', 'logger', 'publishWaitMs']);
     this.publishWaitMs = integerIn(opts.publishWaitMs ?? MAX_PUBLISH_WAIT_MS, 'options.publishWaitMs', 0, 10_000);
     this.table = table;
     this.policyName = opts.policy ?? 'p2c:latency';
-    this.setup = policySetup(this.policyName);
+    this.setup = policySetup(this.policyName, { latencyRatio: opts.latencyRatio });
     const ejection = resolveEjection(opts.ejection);
     if (opts.clock !== undefined && typeof opts.clock !== 'function')
       invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);

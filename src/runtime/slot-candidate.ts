@@ -185,6 +185,16 @@ class LatencyCandidate extends SlotCandidate {
       this.loadScale
     );
   }
+
+  /**
+   * The request latency's plain EWMA (µs, no peak rule): what PowerOfTwo's
+   * tail rule (`latencyRatio`) compares. Not the PeakEWMA: a pause that every
+   * backend's samples share (the caller's event loop, the machine) peaks them
+   * all for τ and hides which backend is slow (docs/policies.md).
+   */
+  latency(): number {
+    return this.env.ewma.meanHintUs(this.slot, this.env.now);
+  }
 }
 
 /** A candidate whose `load()` reports `env.metric`. */

@@ -11,13 +11,13 @@
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { Balancer, createLogger } from '../../src/runtime.js';
-import { KEYED_POLICY_NAMES, POLICY_NAMES } from '../../src/runtime/policies.js';
+import { KEYED_POLICY_NAMES, POLICY_NAMES, type PolicyName } from '../../src/runtime/policies.js';
 
 const logger = createLogger({ level: 'silent' });
 
-function probe(b: Balancer, policy: string): Promise<number> {
+function probe(b: Balancer, policy: string, latencyRatio?: number): Promise<number> {
   const w = new Worker(new URL('../fixtures/heap-probe.mjs', import.meta.url), {
-    workerData: { attachment: b.attachment(), policy, chunkOps: 10_000, chunks: 21 },
+    workerData: { attachment: b.attachment(), policy, latencyRatio, chunkOps: 10_000, chunks: 21 },
   });
   return new Promise<number>((resolve, reject) => {
     w.once('message', (m: { bytesPerOp: number }) => resolve(m.bytesPerOp));
@@ -26,14 +26,20 @@ function probe(b: Balancer, policy: string): Promise<number> {
 }
 
 describe('hot path allocation (acquireHandle + releaseHandle, fresh worker threads)', () => {
-  for (const policy of POLICY_NAMES) {
+  // p2c:latency's tail rule (latencyRatio) reads the latency mean too: a case of its own.
+  const cases: [PolicyName, number | undefined][] = [
+    ...POLICY_NAMES.map((p): [PolicyName, undefined] => [p, undefined]),
+    ['p2c:latency', 2],
+  ];
+  for (const [policy, latencyRatio] of cases) {
     const threads = KEYED_POLICY_NAMES.includes(policy) ? 8 : 2;
-    it(`${policy}: under 1 byte per op in each of ${threads} fresh threads`, { timeout: 120_000 }, async () => {
+    const name = latencyRatio === undefined ? policy : `${policy} latencyRatio ${latencyRatio}`;
+    it(`${name}: under 1 byte per op in each of ${threads} fresh threads`, { timeout: 120_000 }, async () => {
       const b = new Balancer({ logger, capacity: 64 });
       try {
         b.update(Array.from({ length: 8 }, (_, i) => ({ id: `b${i}`, address: `127.0.0.1:${20_000 + i}`, weight: 1 + (i % 3) })));
         const bytes: number[] = [];
-        for (let t = 0; t < threads; t++) bytes.push(await probe(b, policy));
+        for (let t = 0; t < threads; t++) bytes.push(await probe(b, policy, latencyRatio));
         expect(bytes.filter((x) => x >= 1)).toEqual([]);
         // Every lease was released: the measurement itself left no load behind.
         expect(b.table.totalOutstanding()).toBe(0);
