@@ -66,6 +66,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { durationFlag, integerFlag, parseFlags } from '../src/cli/args.js';
+import { freePort } from './lib/free-port.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
 import { CLK_TCK, machineTicks, processTicks, rssBytes, selfTicks, threadTicks, treeTicks } from './lib/proc.js';
 import {
@@ -185,17 +186,6 @@ function track<C extends ChildProcess>(c: C): C {
   children.add(c);
   c.once('exit', () => children.delete(c));
   return c;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen({ host: '127.0.0.1', port: 0 }, () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
