@@ -55,7 +55,13 @@
  * `--profile` then runs a short-connection and a keep-alive load against
  * poise ×1 under `node --cpu-prof` and prints, for the accepting thread,
  * the self time by category (poise's code, net/stream internals, GC, ...;
- * see attribute() in bench/lib/proxy-stats) and the top frames.
+ * see attribute() in bench/lib/proxy-stats) and the top frames; bare Node
+ * ×1 the same. Then the attribution table: per short connection and per
+ * keep-alive request, the accepting thread's CPU in µs (/proc), its kernel
+ * time, its user time split by category (poise JS, net/stream, other Node,
+ * dependencies, GC, V8/native), and poise / bare Node; printed, and written
+ * to bench/results/proxy-profile.md (proxy-profile-<label>.md) even when the
+ * results are not (its title says how quiet the machine was).
  *
  * Results: bench/results/proxy.json (proxy-<label>.json with --label).
  */
@@ -66,8 +72,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { durationFlag, integerFlag, parseFlags } from '../src/cli/args.js';
+import { freePort } from './lib/free-port.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
-import { CLK_TCK, machineTicks, processTicks, rssBytes, selfTicks, threadTicks, treeTicks } from './lib/proc.js';
+import { CLK_TCK, machineTicks, processTicks, rssBytes, selfTicks, threadTicks, threadTimes, treeTicks } from './lib/proc.js';
 import {
   type Attribution,
   attribute,
@@ -185,17 +192,6 @@ function track<C extends ChildProcess>(c: C): C {
   children.add(c);
   c.once('exit', () => children.delete(c));
   return c;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen({ host: '127.0.0.1', port: 0 }, () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -670,6 +666,12 @@ interface ProfileRun {
   attribution: Attribution;
   frames: Frame[];
   cpu: string;
+  /** Requests served while profiled (one per connection under `short`). */
+  requests: number;
+  /** CPU of the whole process per request, µs (/proc: user and system time of every thread). */
+  processUs: { user: number; sys: number };
+  /** CPU of the busiest OS thread (the accepting one) per request, µs. */
+  threadUs: { user: number; sys: number };
 }
 const profiles: ProfileRun[] = [];
 if (values.profile) {
@@ -681,10 +683,20 @@ if (values.profile) {
       const p = await startSystem(sys, common.ports, ['--cpu-prof', '--cpu-prof-dir', dir]);
       await load(p.port, CASES.short, 1); // warm-up, as in the rounds
       const cpu0 = threadTicks(p.pid);
+      const times0 = threadTimes(p.pid);
       const t = Date.now();
       const res = await load(p.port, CASES[loadName], SECONDS);
       const cpu1 = threadTicks(p.pid);
+      const times1 = threadTimes(p.pid);
       const wall = (Date.now() - t) / 1000;
+      const requests = Math.max(1, Math.round(res.reqPerSec * wall));
+      const perReqUs = (ticks: number): number => (ticks / CLK_TCK / requests) * 1e6;
+      const deltas = [...times1.entries()].map(([tid, b]) => {
+        const a = times0.get(tid) ?? { user: 0, sys: 0 };
+        return { user: b.user - a.user, sys: b.sys - a.sys };
+      });
+      const sum = deltas.reduce((x, d) => ({ user: x.user + d.user, sys: x.sys + d.sys }), { user: 0, sys: 0 });
+      const busiest = deltas.reduce((x, d) => (d.user + d.sys > x.user + x.sys ? d : x), { user: 0, sys: 0 });
       await p.stop();
       progressDone();
       // Per-thread CPU from /proc (the profile cannot say it: a thread blocked in Atomics.wait samples as running JS).
@@ -720,6 +732,9 @@ if (values.profile) {
         attribution: top.a,
         frames: topFrames(top.prof, 12),
         cpu,
+        requests,
+        processUs: { user: perReqUs(sum.user), sys: perReqUs(sum.sys) },
+        threadUs: { user: perReqUs(busiest.user), sys: perReqUs(busiest.sys) },
       });
     }
   }
@@ -853,6 +868,67 @@ for (const pr of profiles) {
       `GC ${a.pct.gc.toFixed(1)} %, (program) ${a.pct.program.toFixed(1)} %`,
   );
   console.log(formatTable(pr.frames.map((f) => ({ 'self % (all samples)': f.selfPct, frame: f.name }))));
+}
+
+// The attribution table (issue 29): per short connection and per keep-alive request, where the
+// accepting thread's CPU goes, poise beside bare Node. Kernel time is /proc's system time of that
+// thread; its user time is split by the profile's busy self time per category (a frame's share of
+// the busy samples; a syscall's kernel time is in "kernel", so this split is of user time only and
+// approximate where a frame's samples include its syscalls). "V8/native" is the profile's
+// (program): V8's runtime and IC misses, libuv, epoll returns.
+if (profiles.length > 0) {
+  const us = (pr: ProfileRun, cat: keyof Attribution['pct']): number => (pr.attribution.pct[cat] / 100) * pr.threadUs.user;
+  const rowOf = (pr: ProfileRun): Record<string, unknown> => ({
+    system: pr.system,
+    load: pr.load === 'short' ? 'per short connection' : 'per keep-alive request',
+    'req/s': Math.round(pr.reqPerSec),
+    'process µs': pr.processUs.user + pr.processUs.sys,
+    'thread µs': pr.threadUs.user + pr.threadUs.sys,
+    'kernel µs': pr.threadUs.sys,
+    'poise JS µs': us(pr, 'poise'),
+    'net/stream µs': us(pr, 'net/stream'),
+    'other Node µs': us(pr, 'node other'),
+    'deps µs': us(pr, 'dependencies'),
+    'GC µs': us(pr, 'gc'),
+    'V8/native µs': us(pr, 'program'),
+    'idle % (samples)': pr.attribution.pct.idle,
+  });
+  const rows = profiles.map(rowOf);
+  // poise / bare Node per load, for every µs column.
+  for (const loadName of ['short', 'keepalive'] as const) {
+    const p = profiles.find((x) => x.load === loadName && x.system.startsWith('poise'));
+    const b = profiles.find((x) => x.load === loadName && x.system.startsWith('bare'));
+    if (p === undefined || b === undefined) continue;
+    const rp = rowOf(p);
+    const rb = rowOf(b);
+    const ratio: Record<string, unknown> = { system: 'poise / bare', load: rp.load };
+    for (const k of Object.keys(rp))
+      if (k.endsWith('µs') || k === 'req/s') ratio[k] = (rb[k] as number) === 0 ? undefined : (rp[k] as number) / (rb[k] as number);
+    rows.push(ratio);
+  }
+  const table = formatTable(rows);
+  const quietness = `load average ${os.loadavg()[0]!.toFixed(2)} at the end; ${noisy.length} of ${cells.length} cells above ${MAX_FOREIGN_PCT} % foreign`;
+  console.log(`
+attribution (CPU µs per request of the accepting thread; ${quietness}):\n${table}`);
+  const mdRows = rows.map((r) =>
+    Object.values(r).map((v) => (typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(2)) : String(v ?? ''))),
+  );
+  const md = [
+    `# bench:proxy --profile attribution (${new Date().toISOString()}, ${quick ? 'quick, ' : ''}${quietness})`,
+    '',
+    `${SECONDS} s per load under node --cpu-prof (${NODE_VERSIONS[0]}), ${CONNECTIONS} connections; µs of CPU per request.`,
+    '',
+    `| ${Object.keys(rows[0]!).join(' | ')} |`,
+    `|${Object.keys(rows[0]!)
+      .map(() => '---')
+      .join('|')}|`,
+    ...mdRows.map((cells) => `| ${cells.join(' | ')} |`),
+    '',
+  ].join('\n');
+  const mdFile = path.join(REPO, 'bench', 'results', `proxy-profile${values.label === undefined ? '' : `-${values.label}`}.md`);
+  mkdirSync(path.dirname(mdFile), { recursive: true });
+  writeFileSync(mdFile, md);
+  console.log(`attribution table written to ${path.relative(REPO, mdFile)} (not quiet unless the line above says so)`);
 }
 
 if (noisy.length > 0 && values.force !== true) {

@@ -13,16 +13,22 @@ export function rssBytes(pid: number): number {
   return Number(m[1]) * 1024;
 }
 
-/** CPU ticks (user + system) of every thread of `pid`, by thread id. */
-export function threadTicks(pid: number): Map<number, number> {
-  const out = new Map<number, number>();
+/** CPU ticks of every thread of `pid`, user and system apart, by thread id. */
+export function threadTimes(pid: number): Map<number, { user: number; sys: number }> {
+  const out = new Map<number, { user: number; sys: number }>();
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    out.set(Number(tid), Number(f[11]) + Number(f[12])); // fields 14 and 15 (utime, stime), counted from after the name
+    out.set(Number(tid), { user: Number(f[11]), sys: Number(f[12]) }); // fields 14 and 15 (utime, stime), counted from after the name
   }
   return out;
 }
+
+/** CPU ticks (user + system) of every thread of `pid`, by thread id. */
+export function threadTicks(pid: number): Map<number, number> {
+  return new Map([...threadTimes(pid)].map(([tid, t]) => [tid, t.user + t.sys]));
+}
+
 /** CPU ticks (user + system) of the whole process `pid`, all threads. */
 export function processTicks(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');

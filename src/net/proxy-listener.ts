@@ -20,8 +20,23 @@ const HELD_RECHECK_MS = 1000;
 const kListener = Symbol('poise.listener');
 const kClient = Symbol('poise.client');
 const kHeld = Symbol('poise.held');
-/** A socket that knows its listener while held (so the listeners are shared functions, not per-socket closures); `kHeld` while it counts in the held gauge. */
-type Tracked = net.Socket & { [kListener]?: ProxyListener; [kClient]?: boolean; [kCut]?: boolean; [kHeld]?: boolean };
+const kPrev = Symbol('poise.prev');
+const kNext = Symbol('poise.next');
+/**
+ * A socket that knows its listener while held (so the listeners are shared
+ * functions, not per-socket closures); `kHeld` while it counts in the held
+ * gauge; `kPrev`/`kNext` its links in the listener's list of open sockets
+ * (an intrusive list: tracking costs two field stores, no hashing, no table
+ * to grow; `kPrev` is null for the head and undefined once untracked).
+ */
+type Tracked = net.Socket & {
+  [kListener]?: ProxyListener;
+  [kClient]?: boolean;
+  [kCut]?: boolean;
+  [kHeld]?: boolean;
+  [kPrev]?: Tracked | null | undefined;
+  [kNext]?: Tracked | null | undefined;
+};
 
 function onHeldClose(this: Tracked): void {
   this[kListener]!.heldClosed(this);
@@ -34,7 +49,9 @@ function onHeldError(this: net.Socket): void {
 /** @internal */
 export class ProxyListener {
   private readonly server: net.Server;
-  private readonly sockets = new Set<Tracked>();
+  /** Open sockets of this thread (clients and upstreams): the head of the intrusive list, and its length. */
+  private head: Tracked | null = null;
+  private open = 0;
   private readonly host: ConnectionHost;
   private readonly limit: ConnectionLimit;
   /** Held clients, FIFO: `held[heldHead..]`. */
@@ -97,7 +114,7 @@ export class ProxyListener {
 
   /** Open connections of this thread (client sockets and upstream sockets). */
   get openSockets(): number {
-    return this.sockets.size;
+    return this.open;
   }
 
   /**
@@ -111,7 +128,12 @@ export class ProxyListener {
     const closed = this.stopAccepting();
     let cut = 0;
     const cutAll = (): void => {
-      for (const s of this.sockets) {
+      // A snapshot first: destroying one socket may untrack others at once (its pair), which
+      // would cut a walk along the links short. Close is rare; this array is its only cost.
+      const all: Tracked[] = [];
+      for (let s = this.head; s !== null; s = s[kNext] ?? null) all.push(s);
+      for (const s of all) {
+        if (s[kPrev] === undefined) continue; // untracked meanwhile by another's destroy
         if (s[kClient] === true) cut++;
         // Marked first: a connection that ends unspliced now counts as `shutdown`, not as the client's abort.
         s[kCut] = true;
@@ -126,7 +148,7 @@ export class ProxyListener {
     }
     const idle = new Promise<void>((resolve) => {
       const check = (): void => {
-        if (this.sockets.size === 0) resolve();
+        if (this.open === 0) resolve();
         else this.onEmpty = check;
       };
       check();
@@ -149,13 +171,27 @@ export class ProxyListener {
   }
 
   private track(socket: net.Socket): void {
-    this.sockets.add(socket as Tracked);
+    const s = socket as Tracked;
+    if (s[kPrev] !== undefined) return; // tracked already
+    s[kPrev] = null;
+    s[kNext] = this.head;
+    if (this.head !== null) this.head[kPrev] = s;
+    this.head = s;
+    this.open++;
   }
 
-  /** @internal */
+  /** Takes `socket` off the list of open sockets; a socket not on it (untracked already) is left alone. @internal */
   untrack(socket: net.Socket): void {
-    this.sockets.delete(socket);
-    if (this.sockets.size === 0) this.onEmpty?.();
+    const s = socket as Tracked;
+    const prev = s[kPrev];
+    if (prev === undefined) return;
+    const next = s[kNext] ?? null;
+    if (prev === null) this.head = next;
+    else prev[kNext] = next;
+    if (next !== null) next[kPrev] = prev;
+    s[kPrev] = undefined;
+    s[kNext] = undefined;
+    if (--this.open === 0) this.onEmpty?.();
   }
 
   /** A held client closed before a slot served it: its outcome is the client's abort (or the proxy's shutdown). @internal */

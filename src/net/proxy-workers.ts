@@ -287,6 +287,10 @@ export class ProxyWorkers {
         w.off('message', onMessage);
         w.off('error', failed);
         w.off('exit', onExit);
+        // A worker that failed to listen may still emit 'error' while it is
+        // terminated: without a listener that would be the owner's uncaught
+        // exception (exit 1), so its later errors are only logged.
+        w.on('error', (e) => this.o.log.debug({ err: e.message, worker: index }, 'proxy: worker error after a failed start'));
         if (this.slots[index] === w) this.slots[index] = undefined;
         reject(err);
       };

@@ -89,6 +89,21 @@ for (;;) {
 `;
 
 let buffer: SharedArrayBuffer | undefined;
+let processTicker: ClockTicker = 'thread';
+
+/**
+ * Where a clock buffer's ticker runs:
+ * - `thread`: its own worker thread (the default). It ticks whatever this
+ *   thread does, so it suits a host whose event loop may be blocked; it
+ *   costs an isolate and a Node environment (about 9 MB on Node 20, 13 MB
+ *   on Node 24).
+ * - `loop`: this thread's event loop — one reused, `unref`ed 1 ms timer
+ *   while reads come, `Atomics.waitAsync` on the clock word while asleep.
+ *   No thread; but the time lags by however long this loop is busy, so only
+ *   for an owner that does nothing else (`poise proxy` with worker threads).
+ * @internal
+ */
+export type ClockTicker = 'thread' | 'loop';
 
 /** CLOCK_MONOTONIC milliseconds (fractional), the same source in every thread. */
 function monotonicMs(): number {
@@ -96,19 +111,85 @@ function monotonicMs(): number {
 }
 
 /**
- * The process clock's shared buffer, starting the ticker thread on first use
- * (owner thread). Pass it to other threads; read it with {@link clockReader}.
+ * A new clock buffer with its ticker started ({@link ClockTicker}). The
+ * process has one ({@link processClockBuffer}); tests make their own.
+ * @internal
+ */
+export function startClock(ticker: ClockTicker): SharedArrayBuffer {
+  const b = new SharedArrayBuffer(BYTES);
+  // Written before the buffer is shared (the Worker's start is the barrier).
+  new Float64Array(b, 8, 1)[0] = monotonicMs();
+  if (ticker === 'loop') {
+    loopTicker(b);
+  } else {
+    const t = new Worker(new URL(`data:text/javascript,${encodeURIComponent(TICKER)}`), { workerData: { buffer: b } });
+    t.unref();
+  }
+  return b;
+}
+
+/**
+ * The ticker thread's loop (TICKER) on this thread's event loop: the same
+ * forward-only CAS store and the same sleep protocol, with a reused timer
+ * for the 1 ms tick and `Atomics.waitAsync` for the sleep (a pending
+ * waitAsync holds no handle, so like the unref'd timer it never keeps the
+ * process alive). Nothing is allocated per tick while awake.
+ */
+function loopTicker(b: SharedArrayBuffer): void {
+  const words = new Int32Array(b);
+  const origin = new Float64Array(b, 8, 1)[0]!;
+  let woke = false;
+  const tick = (): void => {
+    const now = Math.floor(monotonicMs() - origin) & TIME_MASK;
+    // Store now unless a reader stored a later time meanwhile (forward only).
+    let cur = Atomics.load(words, 0);
+    let stored = false;
+    while (elapsedMs(now, cur & TIME_MASK) >= 0) {
+      const seen = Atomics.compareExchange(words, 0, cur, now);
+      if (seen === cur) {
+        stored = true;
+        break;
+      }
+      cur = seen;
+    }
+    // No read since the last store: sleep until a reader notifies. As in the
+    // thread: the CAS fails if a reader marked the word in between, and a
+    // waitAsync on a word that already changed resolves at once ('not-equal').
+    if (!woke && stored && (cur & CLOCK_FRESH) === 0 && Atomics.compareExchange(words, 0, now, now | CLOCK_ASLEEP) === now) {
+      woke = true;
+      const w = Atomics.waitAsync(words, 0, now | CLOCK_ASLEEP);
+      if (w.async) void w.value.then(tick);
+      else timer.refresh();
+      return;
+    }
+    woke = false;
+    timer.refresh();
+  };
+  // One Timeout object for the ticker's life: refresh() re-arms it without allocating.
+  const timer = setTimeout(tick, 1);
+  timer.unref();
+}
+
+/**
+ * Where the process clock's ticker runs ({@link ClockTicker}); call before
+ * anything reads the process clock (a Balancer's construction does). Returns
+ * false, changing nothing, once the process clock exists.
+ * @internal
+ */
+export function useProcessClockTicker(ticker: ClockTicker): boolean {
+  if (buffer !== undefined) return false;
+  processTicker = ticker;
+  return true;
+}
+
+/**
+ * The process clock's shared buffer, starting its ticker on first use
+ * (owner thread; a thread unless {@link useProcessClockTicker} said
+ * otherwise). Pass it to other threads; read it with {@link clockReader}.
  * @internal
  */
 export function processClockBuffer(): SharedArrayBuffer {
-  if (buffer === undefined) {
-    const b = new SharedArrayBuffer(BYTES);
-    // Written before the buffer is shared (the Worker's start is the barrier).
-    new Float64Array(b, 8, 1)[0] = monotonicMs();
-    const ticker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(TICKER)}`), { workerData: { buffer: b } });
-    ticker.unref();
-    buffer = b;
-  }
+  if (buffer === undefined) buffer = startClock(processTicker);
   return buffer;
 }
 

@@ -7,7 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { TIME_MASK, elapsedMs } from '../../src/core/time.js';
-import { CLOCK_ASLEEP, CLOCK_FRESH, clockReader, processClockBuffer } from '../../src/runtime/clock.js';
+import { CLOCK_ASLEEP, CLOCK_FRESH, type ClockTicker, clockReader, processClockBuffer, startClock } from '../../src/runtime/clock.js';
 import { until } from '../helpers/until.js';
 
 const RUNTIME = new URL('../../dist/src/runtime.js', import.meta.url).href;
@@ -44,7 +44,59 @@ poll();
     expect(out).toBe('ticked');
   });
 
-  const buffer = processClockBuffer();
+  it('a process whose clock ticks on its event loop (poise proxy) exits on its own, awake or asleep', () => {
+    const script = `import { useProcessClockTicker, clockReader, processClockBuffer } from ${JSON.stringify(CLOCK)};
+if (!useProcessClockTicker('loop')) throw new Error('too late');
+const buf = processClockBuffer();
+const now = clockReader(buf);
+const words = new Int32Array(buf);
+// Keep it awake for a while (reads), then let it fall asleep; nothing else holds the loop.
+const t0 = now();
+const until = setInterval(() => {
+  if (now() - t0 < 30) return;
+  clearInterval(until);
+  process.stdout.write((Atomics.load(words, 0) & ${CLOCK_FRESH}) === 0 ? 'ticked' : 'fresh');
+}, 1);
+`;
+    // execFileSync returns only once the process exits: neither the timer nor the waitAsync holds it.
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
+    expect(['ticked', 'fresh']).toContain(out);
+  });
+
+  it('on the event loop: a read in another thread wakes the sleeping ticker while the owner thread idles', () => {
+    // The owner does nothing but wait for the worker's message: the waitAsync must resolve
+    // from the worker's notify alone. The worker reads once with the ticker asleep, then waits
+    // (Atomics.wait, 10 s at most) for the ticker's own store, which clears FRESH.
+    const script = `import { Worker } from 'node:worker_threads';
+import { useProcessClockTicker, processClockBuffer } from ${JSON.stringify(CLOCK)};
+useProcessClockTicker('loop');
+const buf = processClockBuffer();
+const words = new Int32Array(buf);
+const src = \`
+import { workerData, parentPort } from 'node:worker_threads';
+import { clockReader } from \${JSON.stringify(${JSON.stringify(CLOCK)})};
+const words = new Int32Array(workerData);
+const deadline = Date.now() + 10000;
+while ((Atomics.load(words, 0) & ${CLOCK_ASLEEP}) === 0 && Date.now() < deadline) Atomics.wait(words, 1, 0, 5);
+const asleep = (Atomics.load(words, 0) & ${CLOCK_ASLEEP}) !== 0;
+clockReader(workerData)();
+let v = Atomics.load(words, 0);
+while ((v & ${CLOCK_FRESH}) !== 0 && Date.now() < deadline) { Atomics.wait(words, 0, v, 50); v = Atomics.load(words, 0); }
+parentPort.postMessage(asleep && (v & ${CLOCK_FRESH}) === 0 ? 'woken' : asleep ? 'still asleep' : 'never slept');
+\`;
+const w = new Worker(new URL('data:text/javascript,' + encodeURIComponent(src)), { workerData: buf });
+w.once('message', (m) => { process.stdout.write(m); w.terminate(); });
+`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
+    expect(out).toBe('woken');
+  });
+});
+
+describe.each<[ClockTicker, () => SharedArrayBuffer]>([
+  ['thread', processClockBuffer],
+  ['loop', () => startClock('loop')],
+])('the shared clock ticking on its %s', (_ticker, make) => {
+  const buffer = make();
   const words = new Int32Array(buffer);
   const origin = new Float64Array(buffer, 8, 1)[0]!;
   /** The clock's source read directly: CLOCK_MONOTONIC ms since the buffer's origin. */
