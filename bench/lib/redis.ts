@@ -6,18 +6,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import type { Redis } from 'ioredis';
+import { freePort } from './free-port.js';
 
-/** A port that was free a moment ago on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 /** Starts redis-server (no persistence) on a free port; SIGKILLed when this process exits. */
 export async function ownRedis(extraArgs: string[] = []): Promise<{ url: string; port: number; child: ChildProcess }> {
