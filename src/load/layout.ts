@@ -46,7 +46,12 @@
  * | 12, 13 | replay LSN    | db-state      | PostgreSQL LSN high and low 32 bits (a primary's current WAL LSN, a replica's replay LSN) |
  * | 14   | connection share | connection-budget | this process's share of the backend's fleet connection limit; 0 = no budget |
  * | 15   | share refusals  | connection-budget | connection leases refused at the share since the owner last read it (demand for the rebalance) |
- * | 26–31 | reserved | —             | 0 |
+ * | 26   | report seqlock  | backend-load  | ORCA report words 27–31: even = stable, odd = a thread is writing them (writers take it by compare-and-swap) |
+ * | 27   | report utilization | backend-load | the last ORCA report's utilization, millionths (saturated at 2^30 − 1) |
+ * | 28   | report qps      | backend-load  | its `rps_fractional`, hundredths (saturated at 2^30 − 1) |
+ * | 29   | report eps      | backend-load  | its `eps`, hundredths (saturated at 2^30 − 1) |
+ * | 30   | report at       | backend-load  | when it was reported: shared-clock ms mod 2^30, 0 = none (a 0 reading is stored as 1) |
+ * | 31   | reporting since | backend-load  | when the unbroken run of reports it belongs to began (A58's blackout counts from here) |
  */
 import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
@@ -130,6 +135,18 @@ export const S_LSN_LO = 13;
 export const S_CONN_SHARE = 14;
 /** Connection leases refused at the share since the owner last read it (connection-budget). */
 export const S_SHARE_REFUSED = 15;
+/** ORCA report seqlock (backend-load): even = stable, odd = being written. */
+export const S_ORCA_SEQ = 26;
+/** ORCA report utilization, millionths (backend-load). */
+export const S_ORCA_UTIL = 27;
+/** ORCA report queries/s, hundredths (backend-load). */
+export const S_ORCA_QPS = 28;
+/** ORCA report errors/s, hundredths (backend-load). */
+export const S_ORCA_EPS = 29;
+/** When the last ORCA report came, wrapped ms; 0 = none (backend-load). */
+export const S_ORCA_AT = 30;
+/** When the unbroken run of ORCA reports began, wrapped ms (backend-load). */
+export const S_ORCA_SINCE = 31;
 /** Words per slot: 32 × 4 bytes = two 64-byte cache lines. */
 export const SLOT_WORDS = 32;
 

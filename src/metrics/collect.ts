@@ -394,7 +394,7 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
 
   // --- HTTP dispatcher --------------------------------------------------------
   if (http !== undefined) {
-    // One read of the shared rows per backend and scrape, shared by the four families of that pass.
+    // One read of the shared rows per backend and scrape, shared by the five families of that pass.
     let figures: Map<BackendRow, HttpBackendFigures> | undefined;
     const httpOf = (s: Snapshot): Map<BackendRow, HttpBackendFigures> => {
       if (figures !== undefined) return figures;
@@ -429,6 +429,17 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
       BL,
       (c, s) => {
         for (const [r, f] of httpOf(s)) c.inc(r.labels, f.retriesRefused);
+      },
+    );
+    counter(
+      'http_load_reports_total',
+      'endpoint-load-metrics response headers (ORCA load reports) per backend: read, or malformed (ignored).',
+      [...BL, 'result'],
+      (c, s) => {
+        for (const [r, f] of httpOf(s)) {
+          c.inc({ ...r.labels, result: 'read' }, f.loadReports);
+          c.inc({ ...r.labels, result: 'malformed' }, f.loadReportsMalformed);
+        }
       },
     );
     const hist = snapshotHistogram(

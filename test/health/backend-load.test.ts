@@ -4,7 +4,8 @@
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { OrcaWeightState, parseLoadReport, resolveOrca } from '../../src/health/orca.js';
+import { parseLoadReport, resolveOrca, weightsInForce } from '../../src/health/orca.js';
+import { LoadTable } from '../../src/load/load-table.js';
 import { parseAgentReply } from '../../src/health/probes.js';
 import { ReportFlag } from '../../src/load/backend-load.js';
 import { Balancer } from '../../src/runtime/balancer.js';
@@ -134,33 +135,69 @@ describe('ORCA-style weights (gRFC A58)', () => {
   });
 
   it('weight = qps / (utilization + eps / qps × penalty), counted after the blackout, expired after the expiry, the mean for the others', () => {
-    const state = new OrcaWeightState(resolveOrca({ blackoutMs: 10_000, expiryMs: 180_000, errorUtilizationPenalty: 2 }, 'orca'));
-    const ids = ['a', 'b', 'c'];
-    state.record('a', { utilization: 0.5, qps: 100, eps: 0 }, 0);
-    state.record('b', { utilization: 0.5, qps: 100, eps: 10 }, 0);
+    const o = resolveOrca({ blackoutMs: 10_000, expiryMs: 180_000, errorUtilizationPenalty: 2 }, 'orca');
+    const table = LoadTable.create({ capacity: 4 });
+    const r = table.reported;
+    const slots = [0, 1, 2];
+    const w: number[] = [];
+    // Times are wrapped ms; 0 would read as "none", so the run starts at 1000.
+    r.report(0, 0.5, 100, 0, 1000);
+    r.report(1, 0.5, 100, 10, 1000);
     // In the blackout: nothing in force.
-    expect(state.weights(ids, 9999).size).toBe(0);
-    state.record('a', { utilization: 0.5, qps: 100, eps: 0 }, 10_000);
-    state.record('b', { utilization: 0.5, qps: 100, eps: 10 }, 10_000);
+    expect(weightsInForce(r, slots, 10_999, o, w)).toBe(0);
+    r.report(0, 0.5, 100, 0, 11_000);
+    r.report(1, 0.5, 100, 10, 11_000);
     // a: 100 / 0.5 = 200; b: 100 / (0.5 + 0.1 × 2) = 142.857…; c (no report): their mean.
-    const w = state.weights(ids, 10_000);
-    expect(w.get('a')).toBe(200);
-    expect(w.get('b')).toBeCloseTo(100 / 0.7, 9);
-    expect(w.get('c')).toBeCloseTo((200 + 100 / 0.7) / 2, 9);
+    expect(weightsInForce(r, slots, 11_000, o, w)).toBe(2);
+    expect(w[0]).toBe(200);
+    expect(w[1]).toBeCloseTo(100 / 0.7, 9);
+    expect(w[2]).toBeCloseTo((200 + 100 / 0.7) / 2, 9);
     // b stops reporting: expired 3 min after its last report; a's reports (no gap of 3 min) keep it in force.
-    state.record('a', { utilization: 0.5, qps: 100, eps: 0 }, 100_000);
-    state.record('a', { utilization: 0.5, qps: 100, eps: 0 }, 190_000);
-    expect([...state.weights(ids, 190_000)]).toEqual([
-      ['a', 200],
-      ['b', 200],
-      ['c', 200],
-    ]);
-    // b reports again after the gap: a new blackout.
-    state.record('b', { utilization: 0.25, qps: 100, eps: 0 }, 195_000);
-    expect(state.weights(ids, 200_000).get('b')).toBe(200);
-    state.record('b', { utilization: 0.25, qps: 100, eps: 0 }, 205_000);
-    state.record('a', { utilization: 0.5, qps: 100, eps: 0 }, 205_000);
-    expect(state.weights(ids, 205_000).get('b')).toBe(400);
+    r.report(0, 0.5, 100, 0, 101_000);
+    r.report(0, 0.5, 100, 0, 191_000);
+    expect(weightsInForce(r, slots, 191_000, o, w)).toBe(1);
+    expect(w).toEqual([200, 200, 200]);
+    // b reports again after the gap (its expired report was forgotten): a new blackout.
+    r.report(1, 0.25, 100, 0, 196_000);
+    expect(weightsInForce(r, slots, 201_000, o, w)).toBe(1);
+    expect(w[1]).toBe(200);
+    r.report(1, 0.25, 100, 0, 206_000);
+    r.report(0, 0.5, 100, 0, 206_000);
+    expect(weightsInForce(r, slots, 206_000, o, w)).toBe(2);
+    expect(w[1]).toBe(400);
+    // A report without load ends the run: no weight until a new blackout has passed.
+    r.report(1, 0, 100, 0, 207_000);
+    r.report(1, 0.25, 100, 0, 208_000);
+    expect(weightsInForce(r, slots, 208_000, o, w)).toBe(1);
+    expect(w[1]).toBe(200);
+  });
+
+  it('report words: fixed point as documented, saturated, and a writer that finds the seqlock held drops its report', () => {
+    const table = LoadTable.create({ capacity: 2 });
+    const r = table.reported;
+    const got = { utilization: 0, qps: 0, eps: 0, at: 0, since: 0 };
+    expect(r.readReport(0, 5, 1000, got)).toBe(false);
+    expect(r.report(0, 0.3333337, 12.346, 0.016, 0)).toBe(true);
+    expect(r.readReport(0, 5, 1000, got)).toBe(true);
+    // Utilization in millionths, qps and eps in hundredths; a time of 0 is stored as 1.
+    expect(got).toEqual({ utilization: 0.333334, qps: 12.35, eps: 0.02, at: 1, since: 1 });
+    r.report(0, 5000, 2e7, 2e7, 10);
+    r.readReport(0, 10, 1000, got);
+    expect([got.utilization, got.qps, got.eps]).toEqual([0x3fffffff / 1e6, 0x3fffffff / 100, 0x3fffffff / 100]);
+    // The run began at 1 and goes on.
+    expect([got.at, got.since]).toEqual([10, 1]);
+    // Word 26 odd: a thread is writing; another drops its report rather than wait.
+    const i32 = new Int32Array(table.buffer);
+    const seq = table.layout.slot(0) + 26;
+    Atomics.add(i32, seq, 1);
+    expect(r.report(0, 0.5, 10, 0, 20)).toBe(false);
+    expect(r.readReport(0, 20, 1000, got)).toBe(false);
+    Atomics.add(i32, seq, 1);
+    expect(r.readReport(0, 20, 1000, got)).toBe(true);
+    expect(got.at).toBe(10);
+    // The owner's clear (a new occupant) forgets it.
+    r.clear(0);
+    expect(r.readReport(0, 20, 1000, got)).toBe(false);
   });
 
   it('four backends, one with half the capacity reporting twice the utilization: its share converges to its capacity after one blackout and one poll', async () => {
