@@ -107,7 +107,7 @@ export function backendState(stats: SlotStats, ejectedForMs: number, removed: bo
   if (stats.state === SlotState.Draining) return 'draining';
   if (stats.state === SlotState.Unavailable) return 'unavailable';
   if (ejectedForMs > 0) return 'ejected';
-  if ((stats.health & HealthFlag.Unhealthy) !== 0) return 'unhealthy';
+  if ((stats.health & (HealthFlag.Unhealthy | HealthFlag.AgentDown)) !== 0) return 'unhealthy';
   return 'ready';
 }
 

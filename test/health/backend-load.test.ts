@@ -9,8 +9,7 @@ import { LoadTable } from '../../src/load/load-table.js';
 import { parseAgentReply } from '../../src/health/probes.js';
 import { ReportFlag } from '../../src/load/backend-load.js';
 import { Balancer } from '../../src/runtime/balancer.js';
-import type { Router } from '../../src/runtime/router.js';
-import { manualClock } from '../helpers/runtime.js';
+import { manualClock, pickShares } from '../helpers/runtime.js';
 import { thrown } from '../helpers/thrown.js';
 import { until } from '../helpers/until.js';
 
@@ -26,17 +25,6 @@ function listen<S extends Server | HttpServer>(s: S): Promise<S> {
   });
 }
 const portOf = (s: Server | HttpServer): number => (s.address() as AddressInfo).port;
-
-/** The share of each id in `n` picks of `router` (each lease released at once). */
-function shares(router: Router, n: number): Map<string, number> {
-  const seen = new Map<string, number>();
-  for (let i = 0; i < n; i++) {
-    const lease = router.acquire();
-    seen.set(lease.id, (seen.get(lease.id) ?? 0) + 1 / n);
-    lease.release('success');
-  }
-  return seen;
-}
 
 describe('agent replies (HAProxy agent protocol)', () => {
   it.each([
@@ -84,15 +72,15 @@ describe('agent replies (HAProxy agent protocol)', () => {
     await until(() => (b.ownerTable.reported.flags(slotOf('c')) & ReportFlag.Weight) !== 0, 'the agents answered');
     const router = b.router({ policy: 'weighted', seed: 11 });
     // Weights 1, 1, 0.5, 1: c's share 1/7 (20,000 picks: sd 0.0025; band ±0.012).
-    expect(Math.abs(shares(router, 20_000).get('c')! - 1 / 7)).toBeLessThan(0.012);
+    expect(Math.abs(pickShares(router, 20_000).get('c')! - 1 / 7)).toBeLessThan(0.012);
     replies.set('d', 'drain');
     await until(() => (b.ownerTable.reported.flags(slotOf('d')) & ReportFlag.Drain) !== 0, 'd drained');
-    expect(shares(router, 5000).get('d')).toBeUndefined();
+    expect(pickShares(router, 5000).get('d')).toBeUndefined();
     // A drained backend takes no new lease even when it is the only one a call may use.
     expect(thrown(() => router.acquire({ exclude: ['a', 'b', 'c'] })).code).toBe('NoEligibleCandidates');
     replies.set('d', 'ready');
     await until(() => (b.ownerTable.reported.flags(slotOf('d')) & ReportFlag.Drain) === 0, 'd ready again');
-    expect(shares(router, 5000).get('d')).toBeGreaterThan(0);
+    expect(pickShares(router, 5000).get('d')).toBeGreaterThan(0);
     router.close();
   });
 
@@ -222,11 +210,11 @@ describe('ORCA-style weights (gRFC A58)', () => {
     const router = b.router({ policy: 'weighted', seed: 5 });
     await b.pollLoadReports();
     // In the blackout: equal shares.
-    expect(Math.abs(shares(router, 20_000).get('half')! - 0.25)).toBeLessThan(0.012);
+    expect(Math.abs(pickShares(router, 20_000).get('half')! - 0.25)).toBeLessThan(0.012);
     clock.advance(10_000);
     await b.pollLoadReports();
     // Weights 125, 125, 125, 62.5: half's share is its capacity's, 1/7 (20,000 picks, band ±0.012 ≈ 5 sd).
-    const s = shares(router, 20_000);
+    const s = pickShares(router, 20_000);
     expect(Math.abs(s.get('half')! - 1 / 7)).toBeLessThan(0.012);
     for (const id of ['a', 'b', 'c']) expect(Math.abs(s.get(id)! - 2 / 7)).toBeLessThan(0.015);
     router.close();
