@@ -6,8 +6,9 @@
  *
  * 1. Slow start. Four simulated backends (each a server of 8 concurrent
  *    slots, 5 ms per request, queueing beyond), open-loop arrivals at 60 %
- *    of the pool's capacity; a fifth backend joins the loaded pool and is
- *    10× slow (50 ms) for its first S seconds. Slow start (window S,
+ *    of the pool's capacity; a fifth backend joins the loaded pool 10× slow
+ *    (50 ms), its coldness fading linearly to 1× (5 ms) over its first S
+ *    seconds. Slow start (window S,
  *    aggression 1, 10 %) against none; policies weighted and p2c:requests.
  *    Reported: client p50 / p99 / p99.9 over the cold window, and the cold
  *    backend's share of picks in each quarter of it.
@@ -149,7 +150,8 @@ async function slowStart(policy: 'weighted' | 'p2c:requests', on: boolean): Prom
   // 4 × 8 slots / 5 ms = 6.4 requests/ms; 60 %: ~3.8/ms → 19 per 5 ms tick (the cold one adds capacity once warm).
   await drive(router, servers, 19, 5, 500);
   let joinedAt = 0;
-  servers.set('cold', new SimServer(8, () => (performance.now() - joinedAt < windowMs ? 50 : 5)));
+  // Coldness that fades (JIT, caches, pools warming): 10× (50 ms) at the join, linearly down to 1× (5 ms) at the window's end.
+  servers.set('cold', new SimServer(8, () => 5 * (1 + 9 * Math.max(0, 1 - (performance.now() - joinedAt) / windowMs))));
   joinedAt = performance.now();
   b.update([...warm, { id: 'cold', address: '127.0.0.1:7199' }]);
   const quarters = [0, 0, 0, 0];

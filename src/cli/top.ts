@@ -24,7 +24,9 @@ const HELP = `usage: poise top (--metrics URL [--timeout D] [--max-bytes N] | --
                 [--interval D] [--once]
 
 A live table of backends: state, connections, in-flight requests, PeakEWMA
-latency, pick share over the last interval, ejections.
+latency, pick share over the last interval, ejections, slow start's ramp
+(RAMP_%), the weight the backend reports (REPORTED_W) and its drain / maint
+(ADMIN); under it, the retry budget (available, retries allowed / refused).
 
   --metrics URL     scrape a proxy started with --metrics HOST:PORT (http://HOST:PORT or
                     .../metrics): every column
@@ -54,8 +56,21 @@ const OPTIONS = {
 /** The default cap on a scraped body: 16 MiB, about 8× a proxy's own exposition at 1024 backends (1.9 MiB). */
 const DEFAULT_MAX_BYTES = 16 * 1024 * 1024;
 
+/** The resilience columns (docs/resilience.md): slow start's ramp, the backend's reported weight, its drain / maint. */
+export const RESILIENCE_HEADERS = ['RAMP_%', 'REPORTED_W', 'ADMIN'] as const;
+
 /** The columns of the table. */
-export const TOP_HEADERS = ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS'] as const;
+export const TOP_HEADERS = [
+  'BACKEND',
+  'PRIO',
+  'STATE',
+  'CONNS',
+  'INFLIGHT',
+  'EWMA_MS',
+  'SHARE_%',
+  'EJECTIONS',
+  ...RESILIENCE_HEADERS,
+] as const;
 
 /** One scrape of a proxy's metrics, per backend. @internal */
 export interface ScrapedBackend {
@@ -67,6 +82,12 @@ export interface ScrapedBackend {
   ewmaMs: number;
   picks: number;
   ejections: number;
+  /** Slow start's ramp, percent of the weight (100 when not ramping); NaN when the scrape has no such series. */
+  rampPercent: number;
+  /** The weight multiplier the backend reports (1 without a report); NaN when unknown. */
+  reportedWeight: number;
+  /** `ready`, `drain` or `maint` (agent check); `-` when unknown. */
+  admin: string;
 }
 
 /** Reads the per-backend rows out of parsed metrics (metric names with `prefix`). @internal */
@@ -85,6 +106,9 @@ export function backendsFromMetrics(families: ReadonlyMap<string, MetricFamily>,
         ewmaMs: 0,
         picks: 0,
         ejections: 0,
+        rampPercent: Number.NaN,
+        reportedWeight: Number.NaN,
+        admin: '-',
       };
       rows.set(key, r);
     }
@@ -111,6 +135,7 @@ export function backendsFromMetrics(families: ReadonlyMap<string, MetricFamily>,
   each('backend_ejections_total', (r, v) => {
     r.ejections = v;
   });
+  resilienceFromMetrics(each);
   return [...rows.values()];
 }
 
@@ -125,9 +150,66 @@ export function topTable(now: readonly ScrapedBackend[], prev: readonly ScrapedB
   const rows: Cell[][] = now.map((b, k) => {
     const d = deltas[k];
     const share = d === undefined ? '-' : total === 0 ? '0.0' : ((100 * d) / total).toFixed(1);
-    return [b.id, b.priority, b.state, b.connections, b.inFlight, b.ewmaMs.toFixed(1), share, b.ejections];
+    return [b.id, b.priority, b.state, b.connections, b.inFlight, b.ewmaMs.toFixed(1), share, b.ejections, ...resilienceCells(b)];
   });
   return formatTable(TOP_HEADERS, rows);
+}
+
+type EachSample = (name: string, f: (r: ScrapedBackend, v: number, labels: Readonly<Record<string, string>>) => void) => void;
+
+/** Fills the resilience fields from `poise_backend_slow_start_ratio`, `_reported_weight_ratio`, `_admin_state`. */
+function resilienceFromMetrics(each: EachSample): void {
+  each('backend_slow_start_ratio', (r, v) => {
+    r.rampPercent = v * 100;
+  });
+  each('backend_reported_weight_ratio', (r, v) => {
+    r.reportedWeight = v;
+  });
+  each('backend_admin_state', (r, v, l) => {
+    if (v === 1) r.admin = l['admin'] ?? '?';
+  });
+}
+
+/** The resilience cells of one row ("-" for what the scrape did not carry). */
+function resilienceCells(b: ScrapedBackend): Cell[] {
+  return [
+    Number.isNaN(b.rampPercent) ? '-' : b.rampPercent.toFixed(0),
+    Number.isNaN(b.reportedWeight) ? '-' : b.reportedWeight.toFixed(2),
+    b.admin,
+  ];
+}
+
+/**
+ * The retry budget's line under the table, from the cluster-level series
+ * (`poise_retry_budget_available`, `poise_retries_total{outcome}`,
+ * `poise_retry_budget_processes`); one line per cluster, none when the
+ * scrape has no retry series. @internal
+ */
+export function retryBudgetLines(families: ReadonlyMap<string, MetricFamily>, prefix = 'poise_'): string[] {
+  const clusters = new Map<string, { available?: number; allowed: number; refused: number; processes?: number }>();
+  const at = (labels: Readonly<Record<string, string>>) => {
+    const c = labels['cluster'] ?? '';
+    let v = clusters.get(c);
+    if (v === undefined) {
+      v = { allowed: 0, refused: 0 };
+      clusters.set(c, v);
+    }
+    return v;
+  };
+  for (const s of families.get(`${prefix}retries_total`)?.samples ?? []) {
+    const v = at(s.labels);
+    if (s.labels['outcome'] === 'allowed') v.allowed = s.value;
+    else if (s.labels['outcome'] === 'refused') v.refused = s.value;
+  }
+  for (const s of families.get(`${prefix}retry_budget_available`)?.samples ?? []) at(s.labels).available = s.value;
+  for (const s of families.get(`${prefix}retry_budget_processes`)?.samples ?? []) at(s.labels).processes = s.value;
+  return [...clusters].map(([cluster, v]) => {
+    const budget =
+      v.available === undefined
+        ? 'no budget'
+        : `available ${Math.floor(v.available)}${v.processes !== undefined && v.processes > 1 ? ` (fleet of ${v.processes})` : ''}`;
+    return `retry budget${cluster === '' ? '' : ` (${cluster})`}: ${budget}  retries allowed ${v.allowed}  refused ${v.refused}`;
+  });
 }
 
 /** `--metrics` value → the URL to scrape (`/metrics` added when the path is empty). */
@@ -153,6 +235,9 @@ function redisRows(backends: readonly { id: string; status?: string; priority?: 
     ewmaMs: Number.NaN,
     picks: 0,
     ejections: Number.NaN,
+    rampPercent: Number.NaN,
+    reportedWeight: Number.NaN,
+    admin: '-',
   }));
 }
 
@@ -160,7 +245,7 @@ function redisRows(backends: readonly { id: string; status?: string; priority?: 
 function redisTable(rows: readonly ScrapedBackend[]): string {
   return formatTable(
     TOP_HEADERS,
-    rows.map((b) => [b.id, b.priority, b.state, '-', '-', '-', '-', '-']),
+    rows.map((b) => [b.id, b.priority, b.state, '-', '-', '-', '-', '-', ...resilienceCells(b)]),
   );
 }
 
@@ -204,8 +289,10 @@ const run = flagCommand('top', OPTIONS, HELP, async (values) => {
     };
     let prev: ScrapedBackend[] | undefined;
     next = async () => {
-      const now = backendsFromMetrics(await scrapeMetrics(url, limits));
-      const body = topTable(now, prev);
+      const families = await scrapeMetrics(url, limits);
+      const now = backendsFromMetrics(families);
+      const budget = retryBudgetLines(families);
+      const body = topTable(now, prev) + budget.map((l) => `${l}\n`).join('');
       prev = now;
       return { head: `poise top  ${url}  every ${intervalMs} ms  ${new Date().toISOString()}`, body };
     };

@@ -49,7 +49,21 @@ export class ActiveChecker {
     private readonly log: Logger,
     private readonly counters: HealthCounters,
     private readonly clock: () => number,
+    /**
+     * An agent beside the active check (`health.agent`, HAProxy's
+     * `agent-check` next to `check`): its replies set the weight, drain /
+     * maint / ready and the `AgentDown` bit (`down` until `up`); it runs no
+     * rise / fall of its own, and an agent that cannot be reached or
+     * answers nothing readable changes nothing (the active check tests
+     * reachability).
+     */
+    private readonly beside = false,
   ) {}
+
+  /** The health bits this checker owns. */
+  private get bits(): number {
+    return this.beside ? HealthFlag.AgentDown : CHECK_BITS;
+  }
 
   /** Starts checking new targets, stops removed ones; a target whose slot generation changed starts afresh. */
   sync(targets: readonly HealthTarget[]): void {
@@ -146,7 +160,10 @@ export class ActiveChecker {
       w.abort = undefined;
     }
     if (w.stopped) return;
-    this.record(w, verdict, reason, timedOut);
+    if (!this.beside) this.record(w, verdict, reason, timedOut);
+    else if (reason !== undefined)
+      this.log.debug({ backend: w.target.id, address: w.target.address, reason }, 'poise: agent not read (nothing changes)');
+    // Beside the check the watch stays "up" with no streak: the agent's own interval, jittered.
     this.schedule(w, this.nextDelay(w));
   }
 
@@ -211,6 +228,18 @@ export class ActiveChecker {
     if (w.stopped || t.tag(slot) >>> 3 !== w.target.generation) return;
     let changed = false;
     if (reply.weightPercent !== undefined) changed = t.reported.setWeight(slot, reply.weightPercent * 10_000);
+    if (this.beside && reply.state !== undefined) {
+      const wasDown = (t.health.health(slot) & HealthFlag.AgentDown) !== 0;
+      if (t.health.setHealth(slot, HealthFlag.AgentDown, reply.state === 'down' ? HealthFlag.AgentDown : 0)) {
+        changed = true;
+        // Back from the agent's down: it ramps again (slow start, when configured).
+        if (wasDown) t.slowStart.markEligible(slot, this.clock());
+        this.log.info(
+          { backend: w.target.id, address: w.target.address, agent: reply.state, reason: reply.description },
+          reply.state === 'down' ? 'poise: backend down (agent)' : 'poise: backend up (agent)',
+        );
+      }
+    }
     if (reply.admin !== undefined) {
       const before = t.reported.flags(slot);
       const bits = reply.admin === 'drain' ? ReportFlag.Drain : reply.admin === 'maint' ? ReportFlag.Maint : 0;
@@ -246,6 +275,6 @@ export class ActiveChecker {
     // The owner is the only writer of tags and health words: a generation
     // that still matches cannot change between this check and the store.
     if (t.tag(w.target.slot) >>> 3 !== w.target.generation) return;
-    if (t.health.setHealth(w.target.slot, CHECK_BITS, bits)) t.epochs.bumpHealth();
+    if (t.health.setHealth(w.target.slot, this.bits, bits)) t.epochs.bumpHealth();
   }
 }

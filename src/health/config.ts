@@ -156,6 +156,38 @@ export interface HealthConfig {
   outlier?: OutlierOptions;
   /** Backend-reported weights from each backend's load endpoint (gRFC A58 rules; docs/resilience.md). */
   orca?: OrcaOptions;
+  /**
+   * An agent check beside `check` (HAProxy's `check` + `agent-check`): the
+   * active check decides up / down; the agent sets the weight, `drain` /
+   * `maint` / `ready`, and may also mark the backend down (until it says
+   * `up`). An agent that cannot be reached changes nothing.
+   */
+  agent?: AgentCheckOptions;
+}
+
+/** The agent check run beside the active check (`health.agent`). */
+export interface AgentCheckOptions {
+  /** The agent's TCP port on the backend's host; default the backend's own port (HAProxy `agent-port`). */
+  agentPort?: number;
+  /** A line sent to the agent before it answers (HAProxy `agent-send`); default none. */
+  agentSend?: string;
+  /** Interval between two agent checks, ms; default 2000 (HAProxy `agent-inter`). */
+  intervalMs?: number;
+  /** Each interval stretched by a uniform random 0..jitterPercent %; default 10. */
+  jitterPercent?: number;
+  /** An agent not answered after this many ms is skipped (nothing changes); default 1000. */
+  timeoutMs?: number;
+}
+
+const AGENT_KEYS = ['agentPort', 'agentSend', 'intervalMs', 'jitterPercent', 'timeoutMs'];
+
+/** Validates `health.agent`, the agent beside the active check (`InvalidConfig` naming `<path>.<field>`). @internal */
+export function resolveAgentCheck(value: unknown, path: string): ResolvedHealthCheck {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    invalidConfig(path, 'must be an object { agentPort?, agentSend?, intervalMs?, jitterPercent?, timeoutMs? }', value);
+  checkOptionKeys(value, AGENT_KEYS, path);
+  // The same fields and rules as a check of kind agent; it never ends an ejection (the active check's call).
+  return resolveHealthCheck({ ...(value as AgentCheckOptions), kind: 'agent', unejectOnPass: false }, path, true);
 }
 
 const KINDS: readonly CheckKind[] = ['tcp', 'http', 'redis', 'postgres', 'custom', 'agent'];
@@ -344,12 +376,15 @@ export function resolveHealthConfig(
   value: unknown,
   path: string,
   json: boolean,
-): { check?: ResolvedHealthCheck; outlier?: ResolvedOutlier; orca?: ResolvedOrca } {
+): { check?: ResolvedHealthCheck; outlier?: ResolvedOutlier; orca?: ResolvedOrca; agent?: ResolvedHealthCheck } {
   if (typeof value !== 'object' || value === null || Array.isArray(value))
-    invalidConfig(path, 'must be an object { check?, outlier?, orca? }', value);
-  checkOptionKeys(value, ['check', 'outlier', 'orca'], path);
+    invalidConfig(path, 'must be an object { check?, outlier?, orca?, agent? }', value);
+  checkOptionKeys(value, ['check', 'outlier', 'orca', 'agent'], path);
   const v = value as HealthConfig;
+  if (v.agent !== undefined && (v.check as { kind?: unknown } | undefined)?.kind === 'agent')
+    invalidConfig(`${path}.agent`, 'cannot run beside a check of kind "agent" (one agent per backend)', v.agent);
   return {
+    ...(v.agent === undefined ? {} : { agent: resolveAgentCheck(v.agent, `${path}.agent`) }),
     ...(v.check === undefined ? {} : { check: resolveHealthCheck(v.check, `${path}.check`, json) }),
     ...(v.outlier === undefined ? {} : { outlier: resolveOutlier(v.outlier, `${path}.outlier`) }),
     ...(v.orca === undefined ? {} : { orca: resolveOrca(v.orca, `${path}.orca`) }),

@@ -27,14 +27,22 @@
  */
 import { request } from 'node:http';
 import { checkOptionKeys, invalidConfig } from '../core/errors.js';
+import { type LoadReportScan, ReportScan, newLoadReportScan, scanLoadReport } from '../core/load-report.js';
 import { elapsedMs, wrapMs } from '../core/time.js';
-import { ReportFlag } from '../load/backend-load.js';
+import { type BackendLoad, ReportFlag, type SlotReport } from '../load/backend-load.js';
 import type { LoadTable } from '../load/load-table.js';
 import type { Logger } from '../log.js';
 import type { HealthTarget } from './targets.js';
 
 /** ORCA weight options (a health block's `orca`). */
 export interface OrcaOptions {
+  /**
+   * Where reports come from: `endpoint` (default) polls each backend's load
+   * endpoint; `responses` polls nothing and uses the `endpoint-load-metrics`
+   * header of the HTTP dispatcher's responses (read in every thread; with
+   * `endpoint` they count too).
+   */
+  source?: 'endpoint' | 'responses';
   /** The load endpoint's path on each backend; default `/load`. */
   path?: string;
   /** Time between polls of one backend, ms; default 1000 (A58's `weight_update_period`). */
@@ -62,7 +70,7 @@ export interface LoadReport {
   eps: number;
 }
 
-const KEYS = ['path', 'intervalMs', 'timeoutMs', 'blackoutMs', 'expiryMs', 'errorUtilizationPenalty'];
+const KEYS = ['source', 'path', 'intervalMs', 'timeoutMs', 'blackoutMs', 'expiryMs', 'errorUtilizationPenalty'];
 
 function ms(path: string, value: unknown, def: number, min: number): number {
   const v = value ?? def;
@@ -82,7 +90,10 @@ export function resolveOrca(value: unknown, path: string): ResolvedOrca {
   const penalty = o.errorUtilizationPenalty ?? 1;
   if (typeof penalty !== 'number' || !Number.isFinite(penalty) || penalty < 0)
     invalidConfig(`${path}.errorUtilizationPenalty`, 'must be a finite number >= 0', penalty);
+  const source = o.source ?? 'endpoint';
+  if (source !== 'endpoint' && source !== 'responses') invalidConfig(`${path}.source`, 'must be "endpoint" or "responses"', source);
   return {
+    source,
     path: p,
     intervalMs: ms(`${path}.intervalMs`, o.intervalMs, 1000, 10),
     timeoutMs: ms(`${path}.timeoutMs`, o.timeoutMs, 1000, 1),
@@ -101,116 +112,74 @@ export function resolveOrca(value: unknown, path: string): ResolvedOrca {
  * refused.
  */
 export function parseLoadReport(text: string): LoadReport {
-  const body = text.trim().replace(/^TEXT\s+/, '');
-  let cpu = 0;
-  let app = 0;
-  let qps: number | undefined;
-  let eps = 0;
-  let hasUtil = false;
-  for (const part of body.split(',')) {
-    const item = part.trim();
-    if (item === '') continue;
-    const eq = item.indexOf('=');
-    if (eq <= 0) throw new Error(`load report: ${JSON.stringify(item.slice(0, 40))} is not key=value`);
-    const key = item.slice(0, eq).trim();
-    const value = Number(item.slice(eq + 1).trim());
-    if (!Number.isFinite(value) || value < 0)
-      throw new Error(`load report: ${key} must be a finite number >= 0, got ${JSON.stringify(item.slice(eq + 1, eq + 30))}`);
-    if (key === 'cpu_utilization') {
-      cpu = value;
-      hasUtil = true;
-    } else if (key === 'application_utilization') {
-      app = value;
-      hasUtil = true;
-    } else if (key === 'rps_fractional') qps = value;
-    else if (key === 'eps') eps = value;
-    else if (key !== 'mem_utilization' && !key.startsWith('named_metrics.'))
-      throw new Error(`load report: unknown key ${JSON.stringify(key.slice(0, 40))}`);
-  }
-  if (qps === undefined || !hasUtil) throw new Error('load report: needs rps_fractional and cpu_utilization or application_utilization');
-  return { utilization: app > 0 ? app : cpu, qps, eps };
+  const scan = newLoadReportScan();
+  const code = scanLoadReport(text, scan);
+  if (code === ReportScan.Ok) return { utilization: scan.utilization, qps: scan.qps, eps: scan.eps };
+  throw new Error(`load report: ${reportError(text, code, scan)}`);
 }
 
-/** A58's per-backend state. */
-interface Entry {
-  /** The last report's weight (0 when it gave none). */
-  weight: number;
-  /** When reports began without a gap longer than the expiry; -1 = none yet. */
-  nonEmptySince: number;
-  /** When the last usable report arrived; -1 = never. */
-  lastUpdated: number;
+/** Why a report was not read (a scanner code and its offending range), for a log line or a thrown message. @internal */
+export function reportError(text: string, code: number, scan: LoadReportScan): string {
+  const part = text.slice(scan.errorStart, scan.errorEnd);
+  if (code === ReportScan.NotKeyValue) return `${JSON.stringify(part.slice(0, 40))} is not key=value`;
+  if (code === ReportScan.UnknownKey) return `unknown key ${JSON.stringify(part.slice(0, 40))}`;
+  if (code === ReportScan.BadNumber) {
+    const eq = part.indexOf('=');
+    return `${part.slice(0, eq).trim()} must be a finite number >= 0, got ${JSON.stringify(part.slice(eq + 1, eq + 30).trim())}`;
+  }
+  return 'needs rps_fractional and cpu_utilization or application_utilization';
+}
+
+/** A58's weight of one report: 0 when it has no queries or no utilization. */
+export function a58Weight(r: Readonly<LoadReport>, errorUtilizationPenalty: number): number {
+  if (r.qps <= 0 || r.utilization <= 0) return 0;
+  return r.qps / (r.utilization + (r.eps / r.qps) * errorUtilizationPenalty);
 }
 
 /**
- * The A58 weight state of a cluster (pure: times are passed in). `record`
- * takes one report, `weights` says what is in force at an instant.
+ * The A58 weights in force at `nowMs` of the backends in `slots`, read from
+ * their report words (load/backend-load.ts), written into `out` (same
+ * order): a backend's own weight when its run of reports is older than the
+ * blackout and its last report younger than the expiry, else the mean of
+ * those in force. Returns how many are in force (0: nobody is weighted by
+ * reports; `out` is then untouched). Reports older than the expiry are
+ * forgotten on the way (the next one starts a new blackout).
  */
-export class OrcaWeightState {
-  private readonly o: ResolvedOrca;
-  private readonly entries = new Map<string, Entry>();
-
-  constructor(o: ResolvedOrca) {
-    this.o = o;
+export function weightsInForce(reported: BackendLoad, slots: readonly number[], nowMs: number, o: ResolvedOrca, out: number[]): number {
+  const r: SlotReport = { utilization: 0, qps: 0, eps: 0, at: 0, since: 0 };
+  let sum = 0;
+  let n = 0;
+  out.length = slots.length;
+  for (let k = 0; k < slots.length; k++) {
+    out[k] = 0;
+    if (!reported.readReport(slots[k]!, nowMs, o.expiryMs, r)) continue;
+    if (elapsedMs(nowMs, r.since) < o.blackoutMs) continue;
+    const w = a58Weight(r, o.errorUtilizationPenalty);
+    if (w <= 0) continue;
+    out[k] = w;
+    sum += w;
+    n++;
   }
-
-  /** Takes backend `id`'s report at `nowMs`. A report with no qps or no utilization gives no weight (and is not "non-empty"). */
-  record(id: string, r: LoadReport, nowMs: number): void {
-    let e = this.entries.get(id);
-    if (e === undefined) {
-      e = { weight: 0, nonEmptySince: -1, lastUpdated: -1 };
-      this.entries.set(id, e);
-    }
-    if (r.qps <= 0 || r.utilization <= 0) {
-      e.weight = 0;
-      return;
-    }
-    const weight = r.qps / (r.utilization + (r.eps / r.qps) * this.o.errorUtilizationPenalty);
-    // A gap longer than the expiry starts the blackout again.
-    if (e.nonEmptySince < 0 || e.lastUpdated < 0 || elapsedMs(nowMs, e.lastUpdated) >= this.o.expiryMs) e.nonEmptySince = nowMs;
-    e.lastUpdated = nowMs;
-    e.weight = weight;
-  }
-
-  /** Forgets backends not in `ids` (they left). */
-  retain(ids: ReadonlySet<string>): void {
-    for (const id of this.entries.keys()) if (!ids.has(id)) this.entries.delete(id);
-  }
-
-  /**
-   * The weight in force for each of `ids` at `nowMs`: its own when out of the
-   * blackout and not expired, else the mean of those in force; an empty map
-   * when none is in force.
-   */
-  weights(ids: readonly string[], nowMs: number): Map<string, number> {
-    const own = new Map<string, number>();
-    let sum = 0;
-    for (const id of ids) {
-      const e = this.entries.get(id);
-      if (e === undefined || e.weight <= 0 || e.lastUpdated < 0) continue;
-      if (elapsedMs(nowMs, e.lastUpdated) >= this.o.expiryMs) continue;
-      if (elapsedMs(nowMs, e.nonEmptySince) < this.o.blackoutMs) continue;
-      own.set(id, e.weight);
-      sum += e.weight;
-    }
-    const out = new Map<string, number>();
-    if (own.size === 0) return out;
-    const mean = sum / own.size;
-    for (const id of ids) out.set(id, own.get(id) ?? mean);
-    return out;
-  }
+  if (n === 0) return 0;
+  for (let k = 0; k < slots.length; k++) if (out[k] === 0) out[k] = sum / n;
+  return n;
 }
 
 /**
- * Polls every backend's load endpoint and writes the A58 weights into the
- * table (owner thread). Off by default: the Balancer runs one when its
- * health block has `orca`. @internal
+ * Writes the A58 weights into the table (owner thread): every `intervalMs`
+ * it polls each backend's load endpoint (source `endpoint`), recording the
+ * report in the slot's report words as a dispatcher thread records a
+ * response header's, then computes the weights in force from those words.
+ * Off by default: the Balancer runs one when its health block has `orca`.
+ * @internal
  */
 export class OrcaWeights {
-  private readonly state: OrcaWeightState;
   private targets: HealthTarget[] = [];
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
-  /** Reports read and refused (bad text, failed polls), for tests and diagnostics. */
+  private readonly weights: number[] = [];
+  private slots: number[] = [];
+  /** Endpoint reports read and refused (bad text, failed polls), for tests and diagnostics. */
   readonly counts = { reports: 0, refused: 0 };
 
   constructor(
@@ -218,18 +187,16 @@ export class OrcaWeights {
     private readonly o: ResolvedOrca,
     private readonly log: Logger,
     private readonly clock: () => number,
-  ) {
-    this.state = new OrcaWeightState(o);
-  }
+  ) {}
 
   /** The backends to poll (the Balancer calls it on every membership). */
   sync(targets: HealthTarget[]): void {
     this.targets = targets;
-    this.state.retain(new Set(targets.map((t) => t.id)));
+    this.slots = targets.map((t) => t.slot);
     this.apply();
   }
 
-  /** Starts polling every `intervalMs` (real time). */
+  /** Starts the rounds, one every `intervalMs` (real time). */
   start(): void {
     if (this.timer !== undefined || this.closed) return;
     const tick = (): void => {
@@ -240,44 +207,49 @@ export class OrcaWeights {
     this.timer = setTimeout(tick, 0).unref();
   }
 
-  /** One round: polls every backend once, then writes the weights in force. */
+  /** One round: polls every backend once (source `endpoint`), then writes the weights in force. */
   async poll(): Promise<void> {
-    const targets = this.targets;
-    await Promise.all(
-      targets.map(async (t) => {
-        try {
-          const text = await fetchReport(t, this.o);
-          this.state.record(t.id, parseLoadReport(text), wrapMs(this.clock()));
-          this.counts.reports++;
-        } catch (err) {
-          this.counts.refused++;
-          this.log.debug({ backend: t.id, err: err instanceof Error ? err.message : String(err) }, 'poise: load report not read');
-        }
-      }),
-    );
+    if (this.o.source === 'endpoint') {
+      const scan = newLoadReportScan();
+      await Promise.all(this.targets.map((t) => this.pollOne(t, scan)));
+    }
     if (!this.closed) this.apply();
+  }
+
+  private async pollOne(t: HealthTarget, scan: LoadReportScan): Promise<void> {
+    try {
+      const text = await fetchReport(t, this.o);
+      const code = scanLoadReport(text, scan);
+      if (code !== ReportScan.Ok) throw new Error(`load report: ${reportError(text, code, scan)}`);
+      // A membership may have moved the slot on while the poll ran.
+      if (this.table.tag(t.slot) >>> 3 === t.generation)
+        this.table.reported.report(t.slot, scan.utilization, scan.qps, scan.eps, wrapMs(this.clock()));
+      this.counts.reports++;
+    } catch (err) {
+      this.counts.refused++;
+      this.log.debug({ backend: t.id, err: err instanceof Error ? err.message : String(err) }, 'poise: load report not read');
+    }
   }
 
   /** Writes each target's weight in force, relative to their mean, into its slot (or clears it). */
   apply(): void {
     const t = this.table;
-    const ids = this.targets.map((x) => x.id);
-    const weights = this.state.weights(ids, wrapMs(this.clock()));
+    const n = weightsInForce(t.reported, this.slots, wrapMs(this.clock()), this.o, this.weights);
     let mean = 0;
-    for (const w of weights.values()) mean += w / weights.size;
+    if (n > 0) for (const w of this.weights) mean += w / this.weights.length;
     let changed = false;
-    for (const target of this.targets) {
+    for (let k = 0; k < this.targets.length; k++) {
+      const target = this.targets[k]!;
       if (t.tag(target.slot) >>> 3 !== target.generation) continue;
-      const w = weights.get(target.id);
       const before = t.reported.flags(target.slot) & ReportFlag.Weight;
-      if (w === undefined || mean <= 0) {
+      if (n === 0 || mean <= 0) {
         if (before !== 0) changed = t.reported.setWeight(target.slot, undefined) || changed;
-      } else changed = t.reported.setWeight(target.slot, (w / mean) * 1_000_000) || changed;
+      } else changed = t.reported.setWeight(target.slot, (this.weights[k]! / mean) * 1_000_000) || changed;
     }
     if (changed) t.epochs.bumpHealth();
   }
 
-  /** Stops polling and clears the weights it wrote. */
+  /** Stops the rounds and clears the weights it wrote. */
   close(): void {
     this.closed = true;
     if (this.timer !== undefined) clearTimeout(this.timer);

@@ -29,7 +29,7 @@
  * |----------------|-------|
  * | 0              | generation of the counts (bit 30: being reset) |
  * | 1              | reserved |
- * | 2 + 2k, 3 + 2k | counter k: outcomes (success, failure, overload, cancelled), retries, refused retries, latency sum (µs), then one per latency bucket, the last `+Inf` |
+ * | 2 + 2k, 3 + 2k | counter k: outcomes (success, failure, overload, cancelled), retries, refused retries, latency sum (µs), then one per latency bucket, the last `+Inf`, then load reports read from responses and load reports malformed |
  */
 import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
@@ -54,9 +54,13 @@ export interface HttpBackendFigures {
   latencySumSeconds: number;
   /** Latency bucket counts, not cumulative; the last is `+Inf`. */
   buckets: number[];
+  /** `endpoint-load-metrics` response headers read (ORCA load reports). */
+  loadReports: number;
+  /** `endpoint-load-metrics` response headers ignored: not a report in the documented form. */
+  loadReportsMalformed: number;
 }
 
-const MAGIC = 0x48430001;
+const MAGIC = 0x48430002;
 const HEADER_WORDS = 16;
 const ROW_WORDS = 48;
 const HEAD = 2;
@@ -68,7 +72,10 @@ const BUSY = 1 << 30;
 const GEN_MASK = BUSY - 1;
 const TWO_32 = 4294967296;
 const BUCKET_US = LATENCY_BUCKETS_SECONDS.map((s) => Math.round(s * 1e6));
-const COUNTERS = C_BUCKETS + BUCKET_US.length + 1;
+const C_REPORTS = C_BUCKETS + BUCKET_US.length + 1;
+const C_BAD_REPORTS = C_REPORTS + 1;
+const COUNTERS = C_BAD_REPORTS + 1;
+// Every counter pair fits the row: HEAD + 2 × COUNTERS <= ROW_WORDS (2 + 46 = 48).
 
 /** Outcome name → counter index (0..3). @internal */
 export function outcomeCode(outcome: HttpOutcome): number {
@@ -147,6 +154,12 @@ export class HttpCounters {
     if (row >= 0) this.add(row + HEAD + 2 * (refused ? C_REFUSED : C_RETRIES), 1);
   }
 
+  /** Counts a load report read from a response header (`malformed`: ignored, not in the documented form). @internal */
+  loadReport(slot: number, generation: number, malformed: boolean): void {
+    const row = this.row(slot, generation);
+    if (row >= 0) this.add(row + HEAD + 2 * (malformed ? C_BAD_REPORTS : C_REPORTS), 1);
+  }
+
   /** The row of (slot, generation), its older counts taken out first if it held another generation; -1 out of range. */
   private row(slot: number, generation: number): number {
     if (slot < 0 || slot >= this.capacity) return -1;
@@ -216,6 +229,8 @@ export class HttpCounters {
       retriesRefused: 0,
       latencySumSeconds: 0,
       buckets: new Array<number>(BUCKET_US.length + 1).fill(0),
+      loadReports: 0,
+      loadReportsMalformed: 0,
     };
     if (slot < 0 || slot >= this.capacity) return out;
     const row = HEADER_WORDS + slot * ROW_WORDS;
@@ -226,6 +241,8 @@ export class HttpCounters {
     out.retriesRefused = c(C_REFUSED);
     out.latencySumSeconds = c(C_SUM_US) / 1e6;
     for (let k = 0; k <= BUCKET_US.length; k++) out.buckets[k] = c(C_BUCKETS + k);
+    out.loadReports = c(C_REPORTS);
+    out.loadReportsMalformed = c(C_BAD_REPORTS);
     return out;
   }
 }

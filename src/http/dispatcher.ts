@@ -17,6 +17,7 @@ import { checkAdmissionOptions } from '../net/connect.js';
 import type { Router } from '../runtime/router.js';
 import { HttpCounters } from './counters.js';
 import { type AttemptOutcome, defaultStatusOutcome, isIdempotent, isReplayable } from './outcome.js';
+import { type LoadReportCounts, ResponseLoadReports } from './load-reports.js';
 import { BackendPools, type BackendDispatcher, type PoolFactory } from './pools.js';
 import { type DispatchCore, type RouteHints, RoutedRequest } from './request.js';
 import { RatioRetryBudget, type RetryBudget, type RetryBudgetOptions } from '../runtime/retry-budget.js';
@@ -187,6 +188,7 @@ export class PoiseDispatcher extends Dispatcher {
       clock: opts.clock ?? (() => performance.now()),
       release: { latencyMs: 0 },
       seenVersion: router.version,
+      loadReports: new ResponseLoadReports(router, opts.counters),
     };
   }
 
@@ -198,6 +200,15 @@ export class PoiseDispatcher extends Dispatcher {
   /** True once {@link destroy} was called. */
   get destroyed(): boolean {
     return this.isDestroyed;
+  }
+
+  /**
+   * The `endpoint-load-metrics` response headers this dispatcher saw: read
+   * (recorded for the owner's ORCA weights, `health.orca`), malformed
+   * (ignored), busy (another thread was recording the same backend's).
+   */
+  get loadReports(): Readonly<LoadReportCounts> {
+    return this.core.loadReports.counts;
   }
 
   /** Backend pools open now (one per backend that served a request and is still a member). */

@@ -20,6 +20,7 @@ import type { AcquireOptions, Router } from '../runtime/router.js';
 import type { Lease, ReleaseOptions } from '../runtime/lease.js';
 import { type HttpCounters, outcomeCode } from './counters.js';
 import { type AttemptOutcome, errorOutcome } from './outcome.js';
+import type { ResponseLoadReports } from './load-reports.js';
 import type { BackendPools } from './pools.js';
 import type { RetryBudget } from '../runtime/retry-budget.js';
 import type { DispatchController, Headers, Sink } from './sink.js';
@@ -51,6 +52,8 @@ export interface DispatchCore {
   readonly legacyPools: boolean;
   /** The router's membership version the pools were last swept at. */
   seenVersion: number;
+  /** Records the backends' `endpoint-load-metrics` response headers. */
+  readonly loadReports: ResponseLoadReports;
 }
 
 /** What a request asks of the router (from its `poise` options or the dispatcher's `route`). @internal */
@@ -286,6 +289,9 @@ export class RoutedRequest implements DispatchController {
       }
       a.outcome = outcome as AttemptOutcome;
       this.delivered = true;
+      // The backend's own load report, if it sent one (recorded while the lease pins the slot).
+      if (a instanceof LegacyAttempt) this.core.loadReports.fromRaw(a.lease, a.rawHeaders);
+      else this.core.loadReports.fromHeaders(a.lease, headers);
     }
     this.sink.headers(this, statusCode, headers, statusMessage);
   }

@@ -50,12 +50,23 @@
  * | 15   | share refusals  | connection-budget | connection leases refused at the share since the owner last read it (demand for the rebalance) |
  * | 26, 27 | latency mean, at | ewma-region | plain EWMA of the request latency (no peak rule), integer µs; its last update (moves with word 7) — second line: only `latencyRatio`'s picks read it |
  * | 28–31 | reserved | —             | 0 |
+ *
+ * Third line: ORCA reports (written by whichever thread saw one, read by the
+ * owner's periodic A58 computation; never by a pick).
+ *
+ * | 32   | report seqlock  | backend-load  | ORCA report words 33–37: even = stable, odd = a thread is writing them (writers take it by compare-and-swap) |
+ * | 33   | report utilization | backend-load | the last ORCA report's utilization, millionths (saturated at 2^30 − 1) |
+ * | 34   | report qps      | backend-load  | its `rps_fractional`, hundredths (saturated at 2^30 − 1) |
+ * | 35   | report eps      | backend-load  | its `eps`, hundredths (saturated at 2^30 − 1) |
+ * | 36   | report at       | backend-load  | when it was reported: shared-clock ms mod 2^30, 0 = none (a 0 reading is stored as 1) |
+ * | 37   | reporting since | backend-load  | when the unbroken run of reports it belongs to began (A58's blackout counts from here) |
+ * | 38–47 | reserved | —             | 0 |
  */
 import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 
 /** The layout version in header word 0; an attachment with another version is refused. */
-export const LAYOUT_VERSION = 0x504f000a;
+export const LAYOUT_VERSION = 0x504f000b;
 
 // --- header -------------------------------------------------------------------
 export const H_VERSION = 0;
@@ -139,8 +150,20 @@ export const S_SHARE_REFUSED = 15;
  * read by `p2c:latency`'s tail rule (`latencyRatio`).
  */
 export const S_EWMA_MEAN = 26;
-/** Words per slot: 32 × 4 bytes = two 64-byte cache lines. */
-export const SLOT_WORDS = 32;
+/** ORCA report seqlock (backend-load): even = stable, odd = being written. */
+export const S_ORCA_SEQ = 32;
+/** ORCA report utilization, millionths (backend-load). */
+export const S_ORCA_UTIL = 33;
+/** ORCA report queries/s, hundredths (backend-load). */
+export const S_ORCA_QPS = 34;
+/** ORCA report errors/s, hundredths (backend-load). */
+export const S_ORCA_EPS = 35;
+/** When the last ORCA report came, wrapped ms; 0 = none (backend-load). */
+export const S_ORCA_AT = 36;
+/** When the unbroken run of ORCA reports began, wrapped ms (backend-load). */
+export const S_ORCA_SINCE = 37;
+/** Words per slot: 48 × 4 bytes = three 64-byte cache lines. */
+export const SLOT_WORDS = 48;
 
 /** Words of one row's totals: a whole line, so rows never share one. */
 export const TOTAL_WORDS = 16;

@@ -24,6 +24,8 @@ export const HealthFlag = {
   CheckDegraded: 2,
   /** The membership marks the backend `degraded`. */
   MemberDegraded: 4,
+  /** The agent beside the active check (`health.agent`) said `down` (cleared when it says `up`). */
+  AgentDown: 8,
 } as const;
 
 /** Failures word: bit 30 = "ejections to clear" (set by eject, cleared by a success). */

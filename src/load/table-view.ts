@@ -11,7 +11,9 @@
  * process can reach the same memory through the attachment's
  * `SharedArrayBuffer`, as every worker must.
  */
+import { ReportFlag } from './backend-load.js';
 import type { EwmaSeriesCode, LeaseKindCode, LoadTable, SlotStats } from './load-table.js';
+import { rampFactor } from './slow-start.js';
 
 /**
  * Read-only access to the shared per-backend load. Every read is an
@@ -63,6 +65,14 @@ export interface LoadTableView {
   membershipEpoch(): number;
   /** The health epoch (moves when a backend is ejected). */
   healthEpoch(): number;
+  /**
+   * Slow start's factor for `slot` at `nowMs` (default: now on the
+   * Balancer's clock): Envoy's ramp, 1 when slow start is off or the slot
+   * is not ramping (before the routers make it relative to the others).
+   */
+  rampFactor(slot: number, nowMs?: number): number;
+  /** What the backend reports about itself: its weight multiplier (1 without a report) and drain / maint (agent check, ORCA). */
+  reportedLoad(slot: number): { multiplier: number; drain: boolean; maint: boolean };
 }
 
 /**
@@ -136,6 +146,19 @@ class ReadOnlyLoadTable implements LoadTableView {
 
   healthEpoch(): number {
     return this.#table.healthEpoch();
+  }
+
+  rampFactor(slot: number, nowMs: number = this.#clock()): number {
+    const config = this.#table.slowStart.config();
+    if (config === undefined) return 1;
+    const since = this.#table.slowStart.sinceEligible(slot, nowMs);
+    return since >= 0 && since < config.windowMs ? rampFactor(since, config) : 1;
+  }
+
+  reportedLoad(slot: number): { multiplier: number; drain: boolean; maint: boolean } {
+    const r = this.#table.reported;
+    const flags = r.flags(slot);
+    return { multiplier: r.multiplier(slot), drain: (flags & ReportFlag.Drain) !== 0, maint: (flags & ReportFlag.Maint) !== 0 };
   }
 }
 

@@ -84,6 +84,10 @@ interface BackendRow {
   latencyUs: number;
   connectUs: number;
   ejectedForMs: number;
+  /** Slow start's factor now (1 when not ramping). */
+  ramp: number;
+  /** What the backend reports about itself. */
+  reported: { multiplier: number; drain: boolean; maint: boolean };
 }
 
 /** One scrape's reading of everything. @internal */
@@ -107,7 +111,7 @@ export function backendState(stats: SlotStats, ejectedForMs: number, removed: bo
   if (stats.state === SlotState.Draining) return 'draining';
   if (stats.state === SlotState.Unavailable) return 'unavailable';
   if (ejectedForMs > 0) return 'ejected';
-  if ((stats.health & HealthFlag.Unhealthy) !== 0) return 'unhealthy';
+  if ((stats.health & (HealthFlag.Unhealthy | HealthFlag.AgentDown)) !== 0) return 'unhealthy';
   return 'ready';
 }
 
@@ -225,6 +229,27 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
     'Ejections of the backend since it took its slot (passive health and outlier detection).',
     (r) => r.stats.ejectionsTotal,
     'counter',
+  );
+  perBackend(
+    'backend_slow_start_ratio',
+    "Slow start's ramp factor of the backend now (Envoy's formula; 1 when slow start is off or the backend is not ramping).",
+    (r) => r.ramp,
+  );
+  perBackend(
+    'backend_reported_weight_ratio',
+    'The weight multiplier the backend reports about itself (agent check percentage, ORCA weight / mean); 1 without a report.',
+    (r) => r.reported.multiplier,
+  );
+  gauge(
+    'backend_admin_state',
+    'What the backend asked of new traffic (agent check): 1 for ready, drain or maint, 0 for the others.',
+    [...BL, 'admin'],
+    (g, s) => {
+      for (const r of s.rows) {
+        const admin = r.reported.maint ? 'maint' : r.reported.drain ? 'drain' : 'ready';
+        for (const a of ['ready', 'drain', 'maint']) g.set({ ...r.labels, admin: a }, a === admin ? 1 : 0);
+      }
+    },
   );
   perBackend('backend_ejection_remaining_seconds', 'Ejection time left; 0 when routable.', (r) => r.ejectedForMs / 1000);
   gauge('backend_ejected_until_timestamp_seconds', 'Unix time the current ejection ends; 0 when not ejected.', BL, (g, s) => {
@@ -394,7 +419,7 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
 
   // --- HTTP dispatcher --------------------------------------------------------
   if (http !== undefined) {
-    // One read of the shared rows per backend and scrape, shared by the four families of that pass.
+    // One read of the shared rows per backend and scrape, shared by the five families of that pass.
     let figures: Map<BackendRow, HttpBackendFigures> | undefined;
     const httpOf = (s: Snapshot): Map<BackendRow, HttpBackendFigures> => {
       if (figures !== undefined) return figures;
@@ -429,6 +454,17 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
       BL,
       (c, s) => {
         for (const [r, f] of httpOf(s)) c.inc(r.labels, f.retriesRefused);
+      },
+    );
+    counter(
+      'http_load_reports_total',
+      'endpoint-load-metrics response headers (ORCA load reports) per backend: read, or malformed (ignored).',
+      [...BL, 'result'],
+      (c, s) => {
+        for (const [r, f] of httpOf(s)) {
+          c.inc({ ...r.labels, result: 'read' }, f.loadReports);
+          c.inc({ ...r.labels, result: 'malformed' }, f.loadReportsMalformed);
+        }
       },
     );
     const hist = snapshotHistogram(
@@ -507,6 +543,8 @@ function takeSnapshot(
       latencyUs: t.estimateUs(e.slot, EwmaSeries.Latency),
       connectUs: t.estimateUs(e.slot, EwmaSeries.ConnectTime),
       ejectedForMs,
+      ramp: t.rampFactor(e.slot),
+      reported: t.reportedLoad(e.slot),
     });
     if (state === 'removed') continue;
     const status: Status = state === 'ready' ? 'ready' : state === 'draining' ? 'draining' : 'unavailable';

@@ -156,6 +156,8 @@ export class Balancer extends EventEmitter {
   private healthKey = '';
   private checker: ActiveChecker | undefined;
   private orca: OrcaWeights | undefined;
+  /** The agent beside the active check (`health.agent`). */
+  private agent: ActiveChecker | undefined;
   private outlier: OutlierDetector | undefined;
   /** Wall-clock ms (Date.now()) of the last membership applied; undefined before the first. */
   private changedAt: number | undefined;
@@ -442,9 +444,11 @@ export class Balancer extends EventEmitter {
   close(): void {
     this.closed = true;
     this.checker?.close();
+    this.agent?.close();
     this.outlier?.close();
     this.orca?.close();
     this.checker = undefined;
+    this.agent = undefined;
     this.outlier = undefined;
     this.orca = undefined;
   }
@@ -482,7 +486,12 @@ export class Balancer extends EventEmitter {
   }
 
   /** Replaces the checker / detector when the configuration changed. */
-  private configureHealth(conf: { check?: ResolvedHealthCheck; outlier?: ResolvedOutlier; orca?: ResolvedOrca }): void {
+  private configureHealth(conf: {
+    check?: ResolvedHealthCheck;
+    outlier?: ResolvedOutlier;
+    orca?: ResolvedOrca;
+    agent?: ResolvedHealthCheck;
+  }): void {
     // Functions (custom checks, clients) are compared by identity through the object, the rest by value.
     const key = JSON.stringify(conf, (_k, v: unknown) =>
       typeof v === 'function' || (typeof v === 'object' && v !== null && 'query' in v) ? `fn:${this.fnId(v)}` : v,
@@ -490,8 +499,14 @@ export class Balancer extends EventEmitter {
     if (key === this.healthKey) return;
     this.healthKey = key;
     this.checker?.close();
+    this.agent?.close();
     this.outlier?.close();
     this.orca?.close();
+    // The agent beside the active check (health.agent): weight, drain / maint / ready, and its own down.
+    this.agent =
+      conf.agent === undefined
+        ? undefined
+        : new ActiveChecker(this.ownerTable, conf.agent, this.log, this.healthCounters, this.clock, true);
     this.orca = conf.orca === undefined ? undefined : new OrcaWeights(this.ownerTable, conf.orca, this.log, this.clock);
     // With an injected clock time is the caller's: polls run through pollLoadReports().
     if (!this.customClock) this.orca?.start();
@@ -520,7 +535,7 @@ export class Balancer extends EventEmitter {
 
   /** Hands the live slots to the checker and the detector. */
   private syncHealth(): void {
-    if (this.checker === undefined && this.outlier === undefined && this.orca === undefined) return;
+    if (this.checker === undefined && this.agent === undefined && this.outlier === undefined && this.orca === undefined) return;
     const targets: HealthTarget[] = [];
     for (const [id, slot] of this.byId) {
       const info = this.slots[slot]!;
@@ -537,6 +552,7 @@ export class Balancer extends EventEmitter {
       });
     }
     this.checker?.sync(targets);
+    this.agent?.sync(targets);
     this.outlier?.sync(targets);
     this.orca?.sync(targets);
   }

@@ -93,14 +93,14 @@ export class CandidateView {
       else continue;
       const left = state === SlotState.Ready ? t.ejectedForMs(c.slot, now) : 0;
       if (left > 0 && (soonest === 0 || left < soonest)) soonest = left;
-      // The owner's health word: an active check's verdict and the
-      // membership's degraded mark. Unhealthy is like ejected; degraded is
+      // The owner's health word: an active check's verdict (and an agent's
+      // `down` beside it) and the membership's degraded mark. Unhealthy is like ejected; degraded is
       // eligible only where its tier has no healthy host left (below).
       const health = state === SlotState.Ready ? t.health.health(c.slot) : 0;
       // A backend that reported drain or maint (agent check) takes no new lease, even failing open.
       const held = state === SlotState.Ready && (t.reported.flags(c.slot) & (ReportFlag.Drain | ReportFlag.Maint)) !== 0;
       c.held = held;
-      c.eligible = state === SlotState.Ready && left === 0 && (health & HealthFlag.Unhealthy) === 0 && !held;
+      c.eligible = state === SlotState.Ready && left === 0 && (health & (HealthFlag.Unhealthy | HealthFlag.AgentDown)) === 0 && !held;
       c.blocked = false;
       if (state === SlotState.Ready && !held) ready++;
       if (c.eligible) {

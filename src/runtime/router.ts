@@ -536,6 +536,17 @@ export class Router {
     this.candidates.flushPicks();
   }
 
+  /**
+   * Records backend `slot`'s own load report (ORCA: utilization, queries/s,
+   * errors/s; the HTTP dispatcher reads it from a response header), stamped
+   * with this router's clock, for the owner's A58 weights. The caller holds
+   * a lease on the slot. False when another thread was recording the same
+   * backend's report at that instant (load/backend-load.ts). @internal
+   */
+  reportLoad(slot: number, utilization: number, qps: number, eps: number): boolean {
+    return this.table.reported.report(slot, utilization, qps, eps, this.now());
+  }
+
   // --- view --------------------------------------------------------------------
 
   /** Shared-clock ms modulo 2^30: the ticker's word, or the injected clock. */

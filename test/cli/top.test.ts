@@ -15,6 +15,8 @@ import { createLogger } from '../../src/log.js';
 import { CLI, runCli } from '../helpers/cli.js';
 import { endless, serve, trickle } from '../helpers/hostile-http.js';
 import { until } from '../helpers/until.js';
+import { manualClock } from '../helpers/runtime.js';
+import { ReportFlag } from '../../src/load/backend-load.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 
 const logger = createLogger({ level: 'silent' });
@@ -75,13 +77,63 @@ describe('poise top', () => {
       expect(r.stdout.split('\n')[0]).toMatch(new RegExp(`^poise top  http://127\\.0\\.0\\.1:${port}/metrics  every 200 ms  \\d{4}-`));
       expect(r.stdout).not.toContain('\x1b[');
       expect(cells(r.stdout)).toEqual([
-        ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS'],
-        ['b0', '0', 'ready', '2', '0', '50.0', '66.7', '0'],
-        ['b1', '0', 'ready', '0', '1', '50.0', '33.3', '0'],
-        ['b2', '1', 'draining', '0', '0', '50.0', '0.0', '0'],
+        ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS', 'RAMP_%', 'REPORTED_W', 'ADMIN'],
+        ['b0', '0', 'ready', '2', '0', '50.0', '66.7', '0', '100', '1.00', 'ready'],
+        ['b1', '0', 'ready', '0', '1', '50.0', '33.3', '0', '100', '1.00', 'ready'],
+        ['b2', '1', 'draining', '0', '0', '50.0', '0.0', '0', '100', '1.00', 'ready'],
+        // No retry budget configured: retries are still counted.
+        ['retry', 'budget', '(default):', 'no', 'budget', 'retries', 'allowed', '0', 'refused', '0'],
       ]);
     } finally {
       for (const l of held) l.release('cancelled');
+      await server.close();
+      b.close();
+    }
+  });
+
+  it('--metrics: the resilience columns (slow start ramp, reported weight, drain / maint) and the retry budget line, from a real scrape', async () => {
+    const clock = manualClock(1000);
+    const b = new Balancer({
+      logger,
+      clock: clock.now,
+      tauMs: 86_400_000,
+      slowStart: { windowMs: 20_000, aggression: 1, minWeightPercent: 10 },
+      retryBudget: { ratio: 0.2, minRetriesPerSecond: 1, ttlMs: 10_000 },
+    });
+    const warm = [
+      { id: 'a', address: '127.0.0.1:7000' },
+      { id: 'b', address: '127.0.0.1:7001' },
+    ];
+    b.update(warm);
+    b.update([...warm, { id: 'cold', address: '127.0.0.1:7002' }]);
+    // 5 s into a 20 s linear window: the joiner is at 25 %.
+    clock.advance(5000);
+    const slot = (id: string) => b.slotEntries().find((e) => e.id === id)!.slot;
+    // What an agent would write: a at 50 % of its weight, b draining.
+    b.ownerTable.reported.setWeight(slot('a'), 500_000);
+    b.ownerTable.reported.setAdmin(slot('b'), ReportFlag.Drain);
+    // 100 requests allow max(floor 10, 20 % of 100) = 20 retries of 25 asked: 20 allowed, 5 refused, none left.
+    const router = b.router();
+    for (let i = 0; i < 100; i++) router.retryBudget.onRequest();
+    for (let i = 0; i < 25; i++) router.retryBudget.tryRetry();
+    const registry = new Registry();
+    collectMetrics(b, { registry });
+    const server = new MetricsServer({ registry });
+    const { port } = await server.listen();
+    try {
+      const r = await runCli(['top', '--metrics', `http://127.0.0.1:${port}`, '--once', '--interval', '100ms']);
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      const rows = cells(r.stdout);
+      expect(rows[0]!.slice(8)).toEqual(['RAMP_%', 'REPORTED_W', 'ADMIN']);
+      expect(rows.slice(1, 4).map((row) => [row[0], ...row.slice(8)])).toEqual([
+        ['a', '100', '0.50', 'ready'],
+        ['b', '100', '1.00', 'drain'],
+        ['cold', '25', '1.00', 'ready'],
+      ]);
+      expect(r.stdout.trimEnd().split('\n').at(-1)).toBe('retry budget (default): available 0  retries allowed 20  refused 5');
+    } finally {
+      router.close();
       await server.close();
       b.close();
     }
@@ -133,9 +185,9 @@ describe('poise top', () => {
         /^poise top {2}cluster topc {2}version 1 {2}lineage [0-9a-f]{32} {2}\(membership only: load columns need --metrics\)$/,
       );
       expect(cells(r.stdout)).toEqual([
-        ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS'],
-        ['x', '0', 'draining', '-', '-', '-', '-', '-'],
-        ['y', '2', 'ready', '-', '-', '-', '-', '-'],
+        ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS', 'RAMP_%', 'REPORTED_W', 'ADMIN'],
+        ['x', '0', 'draining', '-', '-', '-', '-', '-', '-', '-', '-'],
+        ['y', '2', 'ready', '-', '-', '-', '-', '-', '-', '-', '-'],
       ]);
     } finally {
       await pub.close();

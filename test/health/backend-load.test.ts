@@ -4,12 +4,13 @@
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { OrcaWeightState, parseLoadReport, resolveOrca } from '../../src/health/orca.js';
+import { parseLoadReport, resolveOrca, weightsInForce } from '../../src/health/orca.js';
+import { LoadTable } from '../../src/load/load-table.js';
 import { parseAgentReply } from '../../src/health/probes.js';
 import { ReportFlag } from '../../src/load/backend-load.js';
+import { S_ORCA_SEQ } from '../../src/load/layout.js';
 import { Balancer } from '../../src/runtime/balancer.js';
-import type { Router } from '../../src/runtime/router.js';
-import { manualClock } from '../helpers/runtime.js';
+import { manualClock, pickShares } from '../helpers/runtime.js';
 import { thrown } from '../helpers/thrown.js';
 import { until } from '../helpers/until.js';
 
@@ -25,17 +26,6 @@ function listen<S extends Server | HttpServer>(s: S): Promise<S> {
   });
 }
 const portOf = (s: Server | HttpServer): number => (s.address() as AddressInfo).port;
-
-/** The share of each id in `n` picks of `router` (each lease released at once). */
-function shares(router: Router, n: number): Map<string, number> {
-  const seen = new Map<string, number>();
-  for (let i = 0; i < n; i++) {
-    const lease = router.acquire();
-    seen.set(lease.id, (seen.get(lease.id) ?? 0) + 1 / n);
-    lease.release('success');
-  }
-  return seen;
-}
 
 describe('agent replies (HAProxy agent protocol)', () => {
   it.each([
@@ -83,15 +73,15 @@ describe('agent replies (HAProxy agent protocol)', () => {
     await until(() => (b.ownerTable.reported.flags(slotOf('c')) & ReportFlag.Weight) !== 0, 'the agents answered');
     const router = b.router({ policy: 'weighted', seed: 11 });
     // Weights 1, 1, 0.5, 1: c's share 1/7 (20,000 picks: sd 0.0025; band ±0.012).
-    expect(Math.abs(shares(router, 20_000).get('c')! - 1 / 7)).toBeLessThan(0.012);
+    expect(Math.abs(pickShares(router, 20_000).get('c')! - 1 / 7)).toBeLessThan(0.012);
     replies.set('d', 'drain');
     await until(() => (b.ownerTable.reported.flags(slotOf('d')) & ReportFlag.Drain) !== 0, 'd drained');
-    expect(shares(router, 5000).get('d')).toBeUndefined();
+    expect(pickShares(router, 5000).get('d')).toBeUndefined();
     // A drained backend takes no new lease even when it is the only one a call may use.
     expect(thrown(() => router.acquire({ exclude: ['a', 'b', 'c'] })).code).toBe('NoEligibleCandidates');
     replies.set('d', 'ready');
     await until(() => (b.ownerTable.reported.flags(slotOf('d')) & ReportFlag.Drain) === 0, 'd ready again');
-    expect(shares(router, 5000).get('d')).toBeGreaterThan(0);
+    expect(pickShares(router, 5000).get('d')).toBeGreaterThan(0);
     router.close();
   });
 
@@ -134,33 +124,69 @@ describe('ORCA-style weights (gRFC A58)', () => {
   });
 
   it('weight = qps / (utilization + eps / qps × penalty), counted after the blackout, expired after the expiry, the mean for the others', () => {
-    const state = new OrcaWeightState(resolveOrca({ blackoutMs: 10_000, expiryMs: 180_000, errorUtilizationPenalty: 2 }, 'orca'));
-    const ids = ['a', 'b', 'c'];
-    state.record('a', { utilization: 0.5, qps: 100, eps: 0 }, 0);
-    state.record('b', { utilization: 0.5, qps: 100, eps: 10 }, 0);
+    const o = resolveOrca({ blackoutMs: 10_000, expiryMs: 180_000, errorUtilizationPenalty: 2 }, 'orca');
+    const table = LoadTable.create({ capacity: 4 });
+    const r = table.reported;
+    const slots = [0, 1, 2];
+    const w: number[] = [];
+    // Times are wrapped ms; 0 would read as "none", so the run starts at 1000.
+    r.report(0, 0.5, 100, 0, 1000);
+    r.report(1, 0.5, 100, 10, 1000);
     // In the blackout: nothing in force.
-    expect(state.weights(ids, 9999).size).toBe(0);
-    state.record('a', { utilization: 0.5, qps: 100, eps: 0 }, 10_000);
-    state.record('b', { utilization: 0.5, qps: 100, eps: 10 }, 10_000);
+    expect(weightsInForce(r, slots, 10_999, o, w)).toBe(0);
+    r.report(0, 0.5, 100, 0, 11_000);
+    r.report(1, 0.5, 100, 10, 11_000);
     // a: 100 / 0.5 = 200; b: 100 / (0.5 + 0.1 × 2) = 142.857…; c (no report): their mean.
-    const w = state.weights(ids, 10_000);
-    expect(w.get('a')).toBe(200);
-    expect(w.get('b')).toBeCloseTo(100 / 0.7, 9);
-    expect(w.get('c')).toBeCloseTo((200 + 100 / 0.7) / 2, 9);
+    expect(weightsInForce(r, slots, 11_000, o, w)).toBe(2);
+    expect(w[0]).toBe(200);
+    expect(w[1]).toBeCloseTo(100 / 0.7, 9);
+    expect(w[2]).toBeCloseTo((200 + 100 / 0.7) / 2, 9);
     // b stops reporting: expired 3 min after its last report; a's reports (no gap of 3 min) keep it in force.
-    state.record('a', { utilization: 0.5, qps: 100, eps: 0 }, 100_000);
-    state.record('a', { utilization: 0.5, qps: 100, eps: 0 }, 190_000);
-    expect([...state.weights(ids, 190_000)]).toEqual([
-      ['a', 200],
-      ['b', 200],
-      ['c', 200],
-    ]);
-    // b reports again after the gap: a new blackout.
-    state.record('b', { utilization: 0.25, qps: 100, eps: 0 }, 195_000);
-    expect(state.weights(ids, 200_000).get('b')).toBe(200);
-    state.record('b', { utilization: 0.25, qps: 100, eps: 0 }, 205_000);
-    state.record('a', { utilization: 0.5, qps: 100, eps: 0 }, 205_000);
-    expect(state.weights(ids, 205_000).get('b')).toBe(400);
+    r.report(0, 0.5, 100, 0, 101_000);
+    r.report(0, 0.5, 100, 0, 191_000);
+    expect(weightsInForce(r, slots, 191_000, o, w)).toBe(1);
+    expect(w).toEqual([200, 200, 200]);
+    // b reports again after the gap (its expired report was forgotten): a new blackout.
+    r.report(1, 0.25, 100, 0, 196_000);
+    expect(weightsInForce(r, slots, 201_000, o, w)).toBe(1);
+    expect(w[1]).toBe(200);
+    r.report(1, 0.25, 100, 0, 206_000);
+    r.report(0, 0.5, 100, 0, 206_000);
+    expect(weightsInForce(r, slots, 206_000, o, w)).toBe(2);
+    expect(w[1]).toBe(400);
+    // A report without load ends the run: no weight until a new blackout has passed.
+    r.report(1, 0, 100, 0, 207_000);
+    r.report(1, 0.25, 100, 0, 208_000);
+    expect(weightsInForce(r, slots, 208_000, o, w)).toBe(1);
+    expect(w[1]).toBe(200);
+  });
+
+  it('report words: fixed point as documented, saturated, and a writer that finds the seqlock held drops its report', () => {
+    const table = LoadTable.create({ capacity: 2 });
+    const r = table.reported;
+    const got = { utilization: 0, qps: 0, eps: 0, at: 0, since: 0 };
+    expect(r.readReport(0, 5, 1000, got)).toBe(false);
+    expect(r.report(0, 0.3333337, 12.346, 0.016, 0)).toBe(true);
+    expect(r.readReport(0, 5, 1000, got)).toBe(true);
+    // Utilization in millionths, qps and eps in hundredths; a time of 0 is stored as 1.
+    expect(got).toEqual({ utilization: 0.333334, qps: 12.35, eps: 0.02, at: 1, since: 1 });
+    r.report(0, 5000, 2e7, 2e7, 10);
+    r.readReport(0, 10, 1000, got);
+    expect([got.utilization, got.qps, got.eps]).toEqual([0x3fffffff / 1e6, 0x3fffffff / 100, 0x3fffffff / 100]);
+    // The run began at 1 and goes on.
+    expect([got.at, got.since]).toEqual([10, 1]);
+    // The report seqlock odd: a thread is writing; another drops its report rather than wait.
+    const i32 = new Int32Array(table.buffer);
+    const seq = table.layout.slot(0) + S_ORCA_SEQ;
+    Atomics.add(i32, seq, 1);
+    expect(r.report(0, 0.5, 10, 0, 20)).toBe(false);
+    expect(r.readReport(0, 20, 1000, got)).toBe(false);
+    Atomics.add(i32, seq, 1);
+    expect(r.readReport(0, 20, 1000, got)).toBe(true);
+    expect(got.at).toBe(10);
+    // The owner's clear (a new occupant) forgets it.
+    r.clear(0);
+    expect(r.readReport(0, 20, 1000, got)).toBe(false);
   });
 
   it('four backends, one with half the capacity reporting twice the utilization: its share converges to its capacity after one blackout and one poll', async () => {
@@ -185,11 +211,11 @@ describe('ORCA-style weights (gRFC A58)', () => {
     const router = b.router({ policy: 'weighted', seed: 5 });
     await b.pollLoadReports();
     // In the blackout: equal shares.
-    expect(Math.abs(shares(router, 20_000).get('half')! - 0.25)).toBeLessThan(0.012);
+    expect(Math.abs(pickShares(router, 20_000).get('half')! - 0.25)).toBeLessThan(0.012);
     clock.advance(10_000);
     await b.pollLoadReports();
     // Weights 125, 125, 125, 62.5: half's share is its capacity's, 1/7 (20,000 picks, band ±0.012 ≈ 5 sd).
-    const s = shares(router, 20_000);
+    const s = pickShares(router, 20_000);
     expect(Math.abs(s.get('half')! - 1 / 7)).toBeLessThan(0.012);
     for (const id of ['a', 'b', 'c']) expect(Math.abs(s.get(id)! - 2 / 7)).toBeLessThan(0.015);
     router.close();

@@ -27,3 +27,14 @@ export function routerOver(ids: readonly string[]): Router {
   balancer.update(ids.map((id, i) => ({ id, address: `127.0.0.1:${7000 + i}` })));
   return balancer.router({ policy: 'round-robin' });
 }
+
+/** The share of each id in `n` picks of `router` (each lease released at once). */
+export function pickShares(router: Router, n: number): Map<string, number> {
+  const seen = new Map<string, number>();
+  for (let i = 0; i < n; i++) {
+    const lease = router.acquire();
+    seen.set(lease.id, (seen.get(lease.id) ?? 0) + 1 / n);
+    lease.release('success');
+  }
+  return seen;
+}

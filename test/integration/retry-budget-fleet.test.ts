@@ -3,9 +3,15 @@
  * threads calling connect() at a low rate while every backend refuses, with
  * no budget, a local budget per process, and the fleet budget; and the
  * floor share following the fleet's processes and Redis going away.
- * Sized for a 2-core machine: a 2 s window, 4 s of traffic per mode.
+ * Sized for a 2-core machine: a 2 s window; the fleet mode runs the issue's
+ * 30 s of failure, then the backends return and every thread's requests
+ * succeed once the ejections in force at their return have ended. The
+ * other two modes run 4 s each: their figures are fixed by the rules (no
+ * budget: exactly 3 attempts per request; a local budget: a whole floor per
+ * process and window), so a longer run changes nothing but the runtime.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { createServer, type Server } from 'node:net';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../dist/src/log.js';
@@ -16,6 +22,15 @@ import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { until } from '../helpers/until.js';
 
 const NODE = new URL('../fixtures/retry-fleet-node.mjs', import.meta.url);
+
+/** A backend back on `port`: accepts every dial (and closes it). */
+function listenOn(port: number): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer((sock) => sock.on('error', () => {}).end());
+    srv.once('error', reject);
+    srv.listen(port, '127.0.0.1', () => resolve(srv));
+  });
+}
 const logger = createLogger({ level: 'silent' });
 
 /** One fleet process, driven by JSON lines. */
@@ -50,6 +65,11 @@ class FleetProcess {
 // floor's share (4 / 8 = 0.5, less than one retry).
 const BUDGET = { ratio: 0.2, minRetriesPerSecond: 2, ttlMs: 2000 };
 const PROCESSES = 8;
+/** The fleet mode's failure phase (the issue's 30 s), and the other modes'. */
+const FLEET_FAILING_MS = 30_000;
+const OTHER_FAILING_MS = 4000;
+/** Fleet-mode routers eject after 5 failures, for 1 s doubling up to 4 s: one ejection time is at most 4 s. */
+const EJECTION = { consecutiveFailures: 5, baseMs: 1000, maxMs: 4000 };
 
 let redis: TestRedis;
 beforeAll(async () => {
@@ -60,10 +80,12 @@ afterAll(async () => {
 });
 
 describe('fleet retry budget', () => {
-  it('8 processes × 2 threads, every backend failing: ≤ 1.2 attempts per request with the fleet budget (local-only and none beside it)', async () => {
+  it('8 processes × 2 threads, every backend failing (30 s for the fleet budget): ≤ 1.2 attempts per request with the fleet budget (local-only and none beside it); once the backends return, every request after the ejections in force end succeeds', async () => {
     const ports = [await freePort(), await freePort(), await freePort()];
     const procs = Array.from({ length: PROCESSES }, () => new FleetProcess());
     const figures: Record<string, { requests: number; attempts: number; perRequest: number }> = {};
+    const servers: Server[] = [];
+    let recovery: { succeeded: number; afterDeadline: number[]; failedAfterDeadline: number; ejectedForMs: number }[] = [];
     try {
       await Promise.all(procs.map((p) => p.started));
       const cluster = `fleet-${process.pid}-${Date.now()}`;
@@ -74,9 +96,34 @@ describe('fleet retry budget', () => {
           ),
         );
         if (mode === 'fleet') expect(ready.every((r) => r.processes === PROCESSES)).toBe(true);
+        const fleet = mode === 'fleet';
         const results = await Promise.all(
-          procs.map((p) => p.ask<{ requests: number; attempts: number }>({ cmd: 'go', threads: 2, everyMs: 400, durationMs: 4000 })),
+          procs.map((p) =>
+            p.ask<{ requests: number; attempts: number }>({
+              cmd: 'go',
+              threads: 2,
+              everyMs: 400,
+              durationMs: fleet ? FLEET_FAILING_MS : OTHER_FAILING_MS,
+              ...(fleet ? { ejection: EJECTION } : {}),
+            }),
+          ),
         );
+        if (fleet) {
+          // The backends return: every dial is accepted from now on.
+          for (const port of ports) servers.push(await listenOn(port));
+          recovery = await Promise.all(
+            procs.map((p) =>
+              p.ask<(typeof recovery)[number]>({
+                cmd: 'go',
+                threads: 2,
+                everyMs: 400,
+                durationMs: EJECTION.maxMs + 2000,
+                ejection: EJECTION,
+                recover: true,
+              }),
+            ),
+          );
+        }
         await Promise.all(procs.map((p) => p.ask({ cmd: 'teardown' })));
         const requests = results.reduce((s, r) => s + r.requests, 0);
         const attempts = results.reduce((s, r) => s + r.attempts, 0);
@@ -84,8 +131,23 @@ describe('fleet retry budget', () => {
       }
     } finally {
       for (const p of procs) p.stop();
+      for (const srv of servers) srv.close();
     }
     console.log('attempts per request (8 processes × 2 threads, all backends failing):', JSON.stringify(figures));
+    console.log(
+      'recovery (ejection left at the return, ms, per process):',
+      JSON.stringify(recovery.map((r) => r.ejectedForMs)),
+      'requests after it per thread:',
+      JSON.stringify(recovery.flatMap((r) => r.afterDeadline)),
+    );
+    // Recovery within one ejection time: what was ejected when the backends returned had at most 4 s left,
+    // every thread made requests after that, and none of them failed.
+    for (const r of recovery) {
+      expect(r.ejectedForMs).toBeLessThanOrEqual(EJECTION.maxMs);
+      for (const n of r.afterDeadline) expect(n).toBeGreaterThan(0);
+    }
+    expect(recovery.length).toBe(PROCESSES);
+    expect(recovery.reduce((s, r) => s + r.failedAfterDeadline, 0)).toBe(0);
     // No budget: every request tries all three backends.
     expect(figures['none']!.attempts).toBe(3 * figures['none']!.requests);
     // The fleet's floor is shared: the retries stay within 20 % of the requests.
