@@ -70,6 +70,13 @@ export interface HealthCheckOptions {
   database?: string;
   /** postgres: run `SELECT 1` through this client instead of a handshake. */
   client?: QueryClient;
+  /**
+   * postgres: also read the server's role (`pg_is_in_recovery()`), a
+   * replica's replay lag and the WAL position (LSN) on every check, into the
+   * LoadTable for `acquire({ intent })` (docs/health.md, "Database roles");
+   * default false. A failed check makes the role unknown.
+   */
+  roles?: boolean;
   /** custom: the check itself. */
   check?: CustomCheck;
   /** agent: the agent's TCP port on the backend's host; default the backend's own port. */
@@ -103,6 +110,7 @@ export interface ResolvedHealthCheck {
   user: string;
   database: string;
   client: QueryClient | undefined;
+  roles: boolean;
   check: CustomCheck | undefined;
   agentPort: number | undefined;
   agentSend: string | undefined;
@@ -176,6 +184,7 @@ const CHECK_KEYS = [
   'user',
   'database',
   'client',
+  'roles',
   'check',
   'agentPort',
   'agentSend',
@@ -239,7 +248,7 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
   ).toLowerCase();
   const degradedAfterMs = o.degradedAfterMs === undefined ? undefined : int(`${path}.degradedAfterMs`, o.degradedAfterMs, 0, 1, timeoutMs);
   if (o.kind !== 'postgres') {
-    for (const k of ['user', 'database', 'client'] as const) {
+    for (const k of ['user', 'database', 'client', 'roles'] as const) {
       if (o[k] !== undefined)
         invalidConfig(`${path}.${k}`, `applies only to kind "postgres" (kind is "${o.kind}")`, k === 'client' ? 'a client' : o[k]);
     }
@@ -266,6 +275,8 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
     o.agentSend === undefined
       ? undefined
       : str(`${path}.agentSend`, o.agentSend, '', /^[\x20-\x7e\t\r\n]*$/, 'a string of printable ASCII');
+  const roles = o.roles ?? false;
+  if (typeof roles !== 'boolean') invalidConfig(`${path}.roles`, 'must be a boolean', roles);
   const unejectOnPass = o.unejectOnPass ?? true;
   if (typeof unejectOnPass !== 'boolean') invalidConfig(`${path}.unejectOnPass`, 'must be a boolean', unejectOnPass);
   return {
@@ -285,6 +296,7 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
     user,
     database,
     client: o.client,
+    roles,
     check: o.check,
     agentPort,
     agentSend,

@@ -16,6 +16,7 @@
  * | retry budget                | retry-region.ts   | the owner (configuration), every thread (requests, retries) |
  * | slow start                  | slow-start.ts     | the owner (configuration, ramp starts) |
  * | backend-reported load       | backend-load.ts   | the owner (agent check, ORCA weights) |
+ * | database role, lag, LSN     | db-state.ts       | the owner (database health checks, a spec's role) |
  *
  * This class creates or attaches the buffer and holds one instance of each
  * region; the Balancer, the Router and the feedback module use the regions
@@ -37,6 +38,7 @@ import { PassiveHealth } from './passive-health.js';
 import { RetryRegion } from './retry-region.js';
 import { SlowStart } from './slow-start.js';
 import { BackendLoad } from './backend-load.js';
+import { DbState } from './db-state.js';
 import { SlotTags, type SlotStateCode } from './slot-tags.js';
 import { SpecRegion } from './spec-region.js';
 
@@ -143,6 +145,8 @@ export class LoadTable {
   readonly slowStart: SlowStart;
   /** @internal */
   readonly reported: BackendLoad;
+  /** @internal */
+  readonly db: DbState;
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
@@ -164,6 +168,7 @@ export class LoadTable {
     this.retries = new RetryRegion(i32, this.layout.retryBase);
     this.slowStart = new SlowStart(i32, this.layout);
     this.reported = new BackendLoad(i32, this.layout);
+    this.db = new DbState(i32, this.layout);
   }
 
   /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. @internal */
