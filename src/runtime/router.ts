@@ -565,7 +565,14 @@ export class Router {
     this.book.reserve();
     const draws = Math.min(replicas.eligible, READ_DRAWS);
     if (draws > 0) {
-      const code = this.take(replicas.cands, replicas.policy, kind, retry, draws);
+      let code: number;
+      try {
+        code = this.take(replicas.cands, replicas.policy, kind, retry, draws);
+      } catch (err) {
+        // Every replica blocked (excluded, behind, at maxInflight) before the draws ran out: none qualifies.
+        if (!(err instanceof PoiseError) || err.code !== 'NoEligibleCandidates') throw err;
+        code = LAGGING;
+      }
       if (code !== LAGGING) return code;
     } else if (retry !== NO_RETRY && replicas.cands.length === 0 && this.table.epochs.change() !== this.epoch) {
       return STALE;
