@@ -55,7 +55,7 @@ const OPTIONS = {
 const DEFAULT_MAX_BYTES = 16 * 1024 * 1024;
 
 /** The columns of the table. */
-export const TOP_HEADERS = ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS'] as const;
+export const TOP_HEADERS = ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS', 'ROLE', 'LAG_MS'] as const;
 
 /** One scrape of a proxy's metrics, per backend. @internal */
 export interface ScrapedBackend {
@@ -67,6 +67,10 @@ export interface ScrapedBackend {
   ewmaMs: number;
   picks: number;
   ejections: number;
+  /** Database role (`primary`, `replica`), or `-` when unknown. */
+  role: string;
+  /** A replica's replay lag, ms (NaN when not a replica). */
+  lagMs: number;
 }
 
 /** Reads the per-backend rows out of parsed metrics (metric names with `prefix`). @internal */
@@ -85,6 +89,8 @@ export function backendsFromMetrics(families: ReadonlyMap<string, MetricFamily>,
         ewmaMs: 0,
         picks: 0,
         ejections: 0,
+        role: '-',
+        lagMs: Number.NaN,
       };
       rows.set(key, r);
     }
@@ -111,6 +117,12 @@ export function backendsFromMetrics(families: ReadonlyMap<string, MetricFamily>,
   each('backend_ejections_total', (r, v) => {
     r.ejections = v;
   });
+  each('backend_role', (r, v, l) => {
+    if (v === 1 && l['role'] !== 'unknown') r.role = l['role'] ?? '-';
+  });
+  each('backend_replication_lag_seconds', (r, v) => {
+    r.lagMs = v * 1000;
+  });
   return [...rows.values()];
 }
 
@@ -125,7 +137,8 @@ export function topTable(now: readonly ScrapedBackend[], prev: readonly ScrapedB
   const rows: Cell[][] = now.map((b, k) => {
     const d = deltas[k];
     const share = d === undefined ? '-' : total === 0 ? '0.0' : ((100 * d) / total).toFixed(1);
-    return [b.id, b.priority, b.state, b.connections, b.inFlight, b.ewmaMs.toFixed(1), share, b.ejections];
+    const lag = b.role === 'replica' && !Number.isNaN(b.lagMs) ? b.lagMs.toFixed(0) : '-';
+    return [b.id, b.priority, b.state, b.connections, b.inFlight, b.ewmaMs.toFixed(1), share, b.ejections, b.role, lag];
   });
   return formatTable(TOP_HEADERS, rows);
 }
@@ -143,7 +156,7 @@ function metricsUrl(raw: string): string {
   return u.toString();
 }
 
-function redisRows(backends: readonly { id: string; status?: string; priority?: number }[]): ScrapedBackend[] {
+function redisRows(backends: readonly { id: string; status?: string; priority?: number; role?: string }[]): ScrapedBackend[] {
   return backends.map((b) => ({
     id: b.id,
     priority: String(b.priority ?? 0),
@@ -153,6 +166,8 @@ function redisRows(backends: readonly { id: string; status?: string; priority?: 
     ewmaMs: Number.NaN,
     picks: 0,
     ejections: Number.NaN,
+    role: b.role === undefined || b.role === 'none' ? '-' : b.role,
+    lagMs: Number.NaN,
   }));
 }
 
@@ -160,7 +175,7 @@ function redisRows(backends: readonly { id: string; status?: string; priority?: 
 function redisTable(rows: readonly ScrapedBackend[]): string {
   return formatTable(
     TOP_HEADERS,
-    rows.map((b) => [b.id, b.priority, b.state, '-', '-', '-', '-', '-']),
+    rows.map((b) => [b.id, b.priority, b.state, '-', '-', '-', '-', '-', b.role, '-']),
   );
 }
 

@@ -38,7 +38,7 @@ import { PassiveHealth } from './passive-health.js';
 import { RetryRegion } from './retry-region.js';
 import { SlowStart } from './slow-start.js';
 import { BackendLoad } from './backend-load.js';
-import { DbState } from './db-state.js';
+import { DbState, type DbRoleCode } from './db-state.js';
 import { SlotTags, type SlotStateCode } from './slot-tags.js';
 import { SpecRegion } from './spec-region.js';
 
@@ -46,6 +46,7 @@ export { LAYOUT_VERSION, SLOT_WORDS } from './layout.js';
 export { EwmaSeries, type EwmaSeriesCode } from './ewma-region.js';
 export { LeaseKind, type LeaseKindCode } from './leases.js';
 export { HealthFlag } from './passive-health.js';
+export { DbRole, type DbRoleCode } from './db-state.js';
 export { SlotState, type SlotStateCode } from './slot-tags.js';
 
 const MAX_US = 0x7fffffff;
@@ -93,6 +94,10 @@ export interface SlotStats {
   ejectedUntilMs: number;
   /** Leases granted on this slot (wraps at 2^32; routers add in batches, flushed at least once a second). */
   picks: number;
+  /** Database role (db-state.ts): 0 unknown / none, 1 primary, 2 replica. */
+  dbRole: DbRoleCode;
+  /** A replica's replay lag as last checked, ms (0 on a primary). */
+  lagMs: number;
 }
 
 /**
@@ -296,6 +301,8 @@ export class LoadTable {
       intervalFailures: fail,
       ejectedUntilMs: h.ejectedUntil(slot),
       picks: this.leases.picks(slot),
+      dbRole: this.db.role(slot),
+      lagMs: this.db.lagMs(slot),
     };
   }
 
