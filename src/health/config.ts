@@ -29,13 +29,14 @@ export interface QueryClient {
 }
 
 /** Check kinds. */
-export type CheckKind = 'tcp' | 'http' | 'redis' | 'postgres' | 'custom' | 'agent';
+export type CheckKind = 'tcp' | 'http' | 'redis' | 'postgres' | 'mysql' | 'custom' | 'agent';
 
 /** One active health check, run by the Balancer's owner thread against every backend of the cluster. */
 export interface HealthCheckOptions {
   /**
    * `tcp` (connect), `http` (GET), `redis` (PING → PONG), `postgres` (startup
-   * to ReadyForQuery, or `SELECT 1` through `client`), `custom`, or `agent`
+   * to ReadyForQuery, or `SELECT 1` through `client`), `mysql` (a full login
+   * and COM_QUIT; MySQL or MariaDB), `custom`, or `agent`
    * (HAProxy's agent protocol on `agentPort`: the backend answers a weight
    * percentage, `drain`, `maint`, `ready`, `up`, `down`; docs/resilience.md).
    */
@@ -64,14 +65,14 @@ export interface HealthCheckOptions {
   degradedHeader?: string;
   /** http, tcp, redis, postgres, custom: a passing reply slower than this many ms is degraded; default none. */
   degradedAfterMs?: number;
-  /** postgres: the startup user; default `postgres`. */
+  /** postgres, mysql: the user; default `postgres` (mysql: `root`). */
   user?: string;
   /** postgres: the startup database; default the user. */
   database?: string;
   /** postgres: run `SELECT 1` through this client instead of a handshake. */
   client?: QueryClient;
   /**
-   * postgres: also read the server's role (`pg_is_in_recovery()`), a
+   * postgres, mysql: also read the server's role (`pg_is_in_recovery()`; mysql `@@read_only`), a
    * replica's replay lag and the WAL position (LSN) on every check, into the
    * LoadTable for `acquire({ intent })` (docs/health.md, "Database roles");
    * default false. A failed check makes the role unknown.
@@ -166,7 +167,7 @@ export interface HealthConfig {
   orca?: OrcaOptions;
 }
 
-const KINDS: readonly CheckKind[] = ['tcp', 'http', 'redis', 'postgres', 'custom', 'agent'];
+const KINDS: readonly CheckKind[] = ['tcp', 'http', 'redis', 'postgres', 'mysql', 'custom', 'agent'];
 const CHECK_KEYS = [
   'kind',
   'intervalMs',
@@ -247,13 +248,18 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
     'an HTTP header name',
   ).toLowerCase();
   const degradedAfterMs = o.degradedAfterMs === undefined ? undefined : int(`${path}.degradedAfterMs`, o.degradedAfterMs, 0, 1, timeoutMs);
+  if (o.kind !== 'postgres' && o.kind !== 'mysql') {
+    for (const k of ['user', 'roles'] as const) {
+      if (o[k] !== undefined) invalidConfig(`${path}.${k}`, `applies only to kinds "postgres" and "mysql" (kind is "${o.kind}")`, o[k]);
+    }
+  }
   if (o.kind !== 'postgres') {
-    for (const k of ['user', 'database', 'client', 'roles'] as const) {
+    for (const k of ['database', 'client'] as const) {
       if (o[k] !== undefined)
         invalidConfig(`${path}.${k}`, `applies only to kind "postgres" (kind is "${o.kind}")`, k === 'client' ? 'a client' : o[k]);
     }
   }
-  const user = str(`${path}.user`, o.user, 'postgres');
+  const user = str(`${path}.user`, o.user, o.kind === 'mysql' ? 'root' : 'postgres');
   const database = str(`${path}.database`, o.database, user);
   if (o.client !== undefined && (typeof o.client !== 'object' || o.client === null || typeof o.client.query !== 'function')) {
     invalidConfig(`${path}.client`, 'must have a query(sql) method returning a promise', o.client);

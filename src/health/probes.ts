@@ -7,6 +7,7 @@
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { CheckTarget, CheckVerdict, ResolvedHealthCheck } from './config.js';
+import { mysqlProbe } from './mysql-probe.js';
 import { PG_ROLE_SQL, clientRoleReply, pgRoleReply, queryMessage, walkPgMessages, type DbReport } from './db-probe.js';
 
 export type { DbReport } from './db-probe.js';
@@ -138,6 +139,11 @@ export function probe(
       }
       if (c.client !== undefined) return c.client.query('SELECT 1').then(() => passed(c, started));
       return socketProbe(t, signal, startupMessage(c.user, c.database), readyForQuery, TERMINATE).then(() => passed(c, started));
+    case 'mysql':
+      return mysqlProbe(t, signal, c.user, c.roles).then((report) => {
+        if (report !== undefined) onDb?.(report);
+        return passed(c, started);
+      });
     case 'http':
       return httpProbe(c, t, signal).then((degraded) => passed(c, started, degraded));
     case 'custom':
