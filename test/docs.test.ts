@@ -230,6 +230,7 @@ describe('README examples run', () => {
     // The body printed is the one request's (a `catch` that swallowed a failed fetch would print nothing: the count shows it ran).
     { block: "const router = balancer.router({ policy: 'p2c:latency' })", stdout: /^hello from 700[12]\n$/, requests: 1 },
     { block: "stream: routedStream(balancer.router({ policy: 'p2c:connections' }))", stdout: /^\[ \{ port: 5432 \} \]\n$/ },
+    { block: "const lease = router.acquire({ intent: 'read', minLsn: lsn });", stdout: /^pg-1 \[ \{ replica: false \} \]\n$/ },
     { block: 'const source = new RedisMembership({', stdout: /^version 1\n$/ },
     { block: 'new PowerOfTwo({ seed: 42 })', stdout: /^$/ },
     {

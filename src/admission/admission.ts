@@ -152,7 +152,7 @@ const OPTION_KEYS = [
   'clock',
   'timers',
 ];
-const ASYNC_KEYS = ['key', 'priority', 'band', 'exclude', 'kind', 'signal', 'timeoutMs'];
+const ASYNC_KEYS = ['key', 'priority', 'band', 'exclude', 'kind', 'intent', 'maxLagMs', 'minLsn', 'signal', 'timeoutMs'];
 
 /** Runs every check, then throws one `InvalidConfig` naming every bad option. */
 function collect(checks: (() => void)[]): void {
@@ -539,14 +539,16 @@ export class AdmissionGate implements AdmissionHook {
    * After an admission the acquire found every backend full: another thread
    * took the last units first (the two reads are not one instant). For a
    * request free to use any backend, a refusal while the pool has finite
-   * capacity can only mean that; a request restricted by `exclude` or a
-   * failover tier is a lost race only when the pool now reads full.
+   * capacity can only mean that; a request restricted by `exclude`, a
+   * failover tier or a database intent is a lost race only when the pool now reads full.
    */
   private lostRace(err: unknown, opts: AcquireOptions | undefined): boolean {
     if (!(err instanceof PoiseError) || (err.code !== 'NoEligibleCandidates' && err.code !== 'Empty')) return false;
     const eligible = this.gauge.capacity();
     if (eligible === 0) return true;
-    if (opts === undefined || (opts.exclude === undefined && opts.priority === undefined)) return eligible !== Number.POSITIVE_INFINITY;
+    if (opts === undefined || (opts.exclude === undefined && opts.priority === undefined && opts.intent === undefined)) {
+      return eligible !== Number.POSITIVE_INFINITY;
+    }
     return this.saturation() >= 1;
   }
 

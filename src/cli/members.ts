@@ -66,9 +66,18 @@ Prints the new version.`,
   },
   add: {
     usage:
-      'poise members add ID HOST:PORT [--weight W] [--priority P] [--locality L] [--locality-weight W] [--status S] [--max-inflight N] [--no-panic]',
+      'poise members add ID HOST:PORT [--weight W] [--priority P] [--locality L] [--locality-weight W] [--status S] [--max-inflight N] [--role primary|replica] [--no-panic]',
     text: 'Adds one backend (the id must be new). Prints the new version.',
-    flags: { weight: S, priority: S, locality: S, 'locality-weight': S, status: S, 'max-inflight': S, 'no-panic': { type: 'boolean' } },
+    flags: {
+      weight: S,
+      priority: S,
+      locality: S,
+      'locality-weight': S,
+      status: S,
+      'max-inflight': S,
+      role: S,
+      'no-panic': { type: 'boolean' },
+    },
   },
   remove: { usage: 'poise members remove ID', text: 'Removes one backend. Prints the new version.', flags: {} },
   drain: {
@@ -231,6 +240,8 @@ async function write(sub: string, flags: Flags): Promise<number> {
       if (locality !== undefined) spec['locality'] = locality;
       const status = str(flags, 'status');
       if (status !== undefined) spec['status'] = status;
+      const role = str(flags, 'role');
+      if (role !== undefined) spec['role'] = role;
       if (on(flags, 'no-panic')) spec['panicEligible'] = false;
       op = (p) => p.add(spec as unknown as BackendSpec);
       break;

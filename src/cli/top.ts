@@ -69,6 +69,8 @@ export const TOP_HEADERS = [
   'EWMA_MS',
   'SHARE_%',
   'EJECTIONS',
+  'ROLE',
+  'LAG_MS',
   ...RESILIENCE_HEADERS,
 ] as const;
 
@@ -82,6 +84,10 @@ export interface ScrapedBackend {
   ewmaMs: number;
   picks: number;
   ejections: number;
+  /** Database role (`primary`, `replica`), or `-` when unknown. */
+  role: string;
+  /** A replica's replay lag, ms (NaN when not a replica). */
+  lagMs: number;
   /** Slow start's ramp, percent of the weight (100 when not ramping); NaN when the scrape has no such series. */
   rampPercent: number;
   /** The weight multiplier the backend reports (1 without a report); NaN when unknown. */
@@ -106,6 +112,8 @@ export function backendsFromMetrics(families: ReadonlyMap<string, MetricFamily>,
         ewmaMs: 0,
         picks: 0,
         ejections: 0,
+        role: '-',
+        lagMs: Number.NaN,
         rampPercent: Number.NaN,
         reportedWeight: Number.NaN,
         admin: '-',
@@ -135,6 +143,12 @@ export function backendsFromMetrics(families: ReadonlyMap<string, MetricFamily>,
   each('backend_ejections_total', (r, v) => {
     r.ejections = v;
   });
+  each('backend_role', (r, v, l) => {
+    if (v === 1 && l['role'] !== 'unknown') r.role = l['role'] ?? '-';
+  });
+  each('backend_replication_lag_seconds', (r, v) => {
+    r.lagMs = v * 1000;
+  });
   resilienceFromMetrics(each);
   return [...rows.values()];
 }
@@ -150,7 +164,8 @@ export function topTable(now: readonly ScrapedBackend[], prev: readonly ScrapedB
   const rows: Cell[][] = now.map((b, k) => {
     const d = deltas[k];
     const share = d === undefined ? '-' : total === 0 ? '0.0' : ((100 * d) / total).toFixed(1);
-    return [b.id, b.priority, b.state, b.connections, b.inFlight, b.ewmaMs.toFixed(1), share, b.ejections, ...resilienceCells(b)];
+    const lag = b.role === 'replica' && !Number.isNaN(b.lagMs) ? b.lagMs.toFixed(0) : '-';
+    return [b.id, b.priority, b.state, b.connections, b.inFlight, b.ewmaMs.toFixed(1), share, b.ejections, b.role, lag, ...resilienceCells(b)];
   });
   return formatTable(TOP_HEADERS, rows);
 }
@@ -225,7 +240,7 @@ function metricsUrl(raw: string): string {
   return u.toString();
 }
 
-function redisRows(backends: readonly { id: string; status?: string; priority?: number }[]): ScrapedBackend[] {
+function redisRows(backends: readonly { id: string; status?: string; priority?: number; role?: string }[]): ScrapedBackend[] {
   return backends.map((b) => ({
     id: b.id,
     priority: String(b.priority ?? 0),
@@ -235,6 +250,8 @@ function redisRows(backends: readonly { id: string; status?: string; priority?: 
     ewmaMs: Number.NaN,
     picks: 0,
     ejections: Number.NaN,
+    role: b.role === undefined || b.role === 'none' ? '-' : b.role,
+    lagMs: Number.NaN,
     rampPercent: Number.NaN,
     reportedWeight: Number.NaN,
     admin: '-',
@@ -245,7 +262,7 @@ function redisRows(backends: readonly { id: string; status?: string; priority?: 
 function redisTable(rows: readonly ScrapedBackend[]): string {
   return formatTable(
     TOP_HEADERS,
-    rows.map((b) => [b.id, b.priority, b.state, '-', '-', '-', '-', '-', ...resilienceCells(b)]),
+    rows.map((b) => [b.id, b.priority, b.state, '-', '-', '-', '-', '-', b.role, '-', ...resilienceCells(b)]),
   );
 }
 

@@ -51,7 +51,14 @@ export type PoiseErrorCode =
    * (`waitReplicas`) acknowledged it in time: it is stored, and a failover
    * before it replicates can lose it.
    */
-  | 'NotReplicated';
+  | 'NotReplicated'
+  /**
+   * A read (`acquire({ intent: 'read' })`) found no replica within its
+   * `maxLagMs` (or at its `minLsn`) and the router refuses rather than falling
+   * back to the primary (`readFallback: 'refuse'`), or there is no primary to
+   * fall back to.
+   */
+  | 'ReplicaLag';
 
 /** Every code, for validation and exhaustive tables. */
 export const POISE_ERROR_CODES: readonly PoiseErrorCode[] = [
@@ -74,6 +81,7 @@ export const POISE_ERROR_CODES: readonly PoiseErrorCode[] = [
   'QueueTimeout',
   'Cancelled',
   'NotReplicated',
+  'ReplicaLag',
 ];
 
 /**

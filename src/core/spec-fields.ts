@@ -129,6 +129,12 @@ export const SPEC_FIELDS = Object.freeze({
   maxInflight: optional(integer(0, MAX_INFLIGHT, { note: '0 = unlimited' }), 0),
   /** May use-all panic revive this backend? Default true. */
   panicEligible: optional(bool, true),
+  /**
+   * Database role: `'primary'`, `'replica'` or `'none'` (default). Routes
+   * `acquire({ intent })`; a database health check (`postgres`, `mysql`)
+   * overrides it with what the server says it is.
+   */
+  role: optional(oneOf(['none', 'primary', 'replica']), 'none'),
 });
 
 type Fields = typeof SPEC_FIELDS;

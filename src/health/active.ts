@@ -17,7 +17,8 @@ import { HealthFlag, type LoadTable } from '../load/load-table.js';
 import { ReportFlag } from '../load/backend-load.js';
 import type { Logger } from '../log.js';
 import type { CheckTarget, CheckVerdict, ResolvedHealthCheck } from './config.js';
-import { probe, type AgentReply } from './probes.js';
+import { probe, type AgentReply, type DbReport } from './probes.js';
+import { DbRole, dbRoleCode } from '../load/db-state.js';
 import type { HealthCounters } from './stats.js';
 import type { HealthTarget } from './targets.js';
 
@@ -122,6 +123,10 @@ export class ActiveChecker {
       const weight = this.table.reported.setWeight(w.target.slot, undefined);
       if (admin || weight) this.table.epochs.bumpHealth();
     }
+    // A roles check's word returns to the spec's configured role when the check stops.
+    if (this.config.roles && this.table.tag(w.target.slot) >>> 3 === w.target.generation) {
+      if (this.table.db.setRole(w.target.slot, dbRoleCode(w.target.role))) this.table.epochs.bumpHealth();
+    }
   }
 
   private schedule(w: Watch, ms: number): void {
@@ -149,7 +154,13 @@ export class ActiveChecker {
     let reason: string | undefined;
     try {
       verdict = await Promise.race([
-        probe(this.config, w.check, abort.signal, (reply) => this.agentReply(w, reply)),
+        probe(
+          this.config,
+          w.check,
+          abort.signal,
+          (reply) => this.agentReply(w, reply),
+          (report) => this.dbReport(w, report),
+        ),
         new Promise<never>((_, reject) => abort.signal.addEventListener('abort', () => reject(new Error('timed out')), { once: true })),
       ]);
     } catch (e) {
@@ -160,8 +171,10 @@ export class ActiveChecker {
       w.abort = undefined;
     }
     if (w.stopped) return;
-    if (!this.beside) this.record(w, verdict, reason, timedOut);
-    else if (reason !== undefined)
+    if (!this.beside) {
+      if (verdict === 'unhealthy' && this.config.roles) this.dbFailed(w);
+      this.record(w, verdict, reason, timedOut);
+    } else if (reason !== undefined)
       this.log.debug({ backend: w.target.id, address: w.target.address, reason }, 'poise: agent not read (nothing changes)');
     // Beside the check the watch stays "up" with no streak: the agent's own interval, jittered.
     this.schedule(w, this.nextDelay(w));
@@ -250,6 +263,33 @@ export class ActiveChecker {
       }
     }
     if (changed) t.epochs.bumpHealth();
+  }
+
+  /**
+   * Writes what a roles check read into the slot (load/db-state.ts): role,
+   * lag, LSN. A role change (a promotion, a demotion) bumps the health epoch,
+   * so every router rebuilds its role sets at its next pick; lag and LSN are
+   * read on the pick itself and need no bump.
+   */
+  private dbReport(w: Watch, report: DbReport): void {
+    const t = this.table;
+    const slot = w.target.slot;
+    if (w.stopped || t.tag(slot) >>> 3 !== w.target.generation) return;
+    const role = report.role === 'primary' ? DbRole.Primary : DbRole.Replica;
+    if (t.db.write(slot, role, report.lagMs, report.lsnHi, report.lsnLo)) {
+      t.epochs.bumpHealth();
+      this.log.info({ backend: w.target.id, address: w.target.address, role: report.role }, 'poise: backend database role changed');
+    }
+  }
+
+  /** A failed roles check: the role is unknown (out of both role sets) until a check reads it again. */
+  private dbFailed(w: Watch): void {
+    const t = this.table;
+    if (t.tag(w.target.slot) >>> 3 !== w.target.generation) return;
+    if (t.db.setRole(w.target.slot, DbRole.Unknown)) {
+      t.epochs.bumpHealth();
+      this.log.warn({ backend: w.target.id, address: w.target.address }, 'poise: backend database role unknown (check failed)');
+    }
   }
 
   /** Ends the ejection of a backend that just passed while up (Envoy's successful_active_health_check_uneject_host). */

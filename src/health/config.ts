@@ -29,13 +29,14 @@ export interface QueryClient {
 }
 
 /** Check kinds. */
-export type CheckKind = 'tcp' | 'http' | 'redis' | 'postgres' | 'custom' | 'agent';
+export type CheckKind = 'tcp' | 'http' | 'redis' | 'postgres' | 'mysql' | 'custom' | 'agent';
 
 /** One active health check, run by the Balancer's owner thread against every backend of the cluster. */
 export interface HealthCheckOptions {
   /**
    * `tcp` (connect), `http` (GET), `redis` (PING → PONG), `postgres` (startup
-   * to ReadyForQuery, or `SELECT 1` through `client`), `custom`, or `agent`
+   * to ReadyForQuery, or `SELECT 1` through `client`), `mysql` (a full login
+   * and COM_QUIT; MySQL or MariaDB), `custom`, or `agent`
    * (HAProxy's agent protocol on `agentPort`: the backend answers a weight
    * percentage, `drain`, `maint`, `ready`, `up`, `down`; docs/resilience.md).
    */
@@ -64,12 +65,19 @@ export interface HealthCheckOptions {
   degradedHeader?: string;
   /** http, tcp, redis, postgres, custom: a passing reply slower than this many ms is degraded; default none. */
   degradedAfterMs?: number;
-  /** postgres: the startup user; default `postgres`. */
+  /** postgres, mysql: the user; default `postgres` (mysql: `root`). */
   user?: string;
   /** postgres: the startup database; default the user. */
   database?: string;
   /** postgres: run `SELECT 1` through this client instead of a handshake. */
   client?: QueryClient;
+  /**
+   * postgres, mysql: also read the server's role (`pg_is_in_recovery()`; mysql `@@read_only`), a
+   * replica's replay lag and the WAL position (LSN) on every check, into the
+   * LoadTable for `acquire({ intent })` (docs/health.md, "Database roles");
+   * default false. A failed check makes the role unknown.
+   */
+  roles?: boolean;
   /** custom: the check itself. */
   check?: CustomCheck;
   /** agent: the agent's TCP port on the backend's host; default the backend's own port. */
@@ -103,6 +111,7 @@ export interface ResolvedHealthCheck {
   user: string;
   database: string;
   client: QueryClient | undefined;
+  roles: boolean;
   check: CustomCheck | undefined;
   agentPort: number | undefined;
   agentSend: string | undefined;
@@ -190,7 +199,7 @@ export function resolveAgentCheck(value: unknown, path: string): ResolvedHealthC
   return resolveHealthCheck({ ...(value as AgentCheckOptions), kind: 'agent', unejectOnPass: false }, path, true);
 }
 
-const KINDS: readonly CheckKind[] = ['tcp', 'http', 'redis', 'postgres', 'custom', 'agent'];
+const KINDS: readonly CheckKind[] = ['tcp', 'http', 'redis', 'postgres', 'mysql', 'custom', 'agent'];
 const CHECK_KEYS = [
   'kind',
   'intervalMs',
@@ -208,6 +217,7 @@ const CHECK_KEYS = [
   'user',
   'database',
   'client',
+  'roles',
   'check',
   'agentPort',
   'agentSend',
@@ -270,13 +280,18 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
     'an HTTP header name',
   ).toLowerCase();
   const degradedAfterMs = o.degradedAfterMs === undefined ? undefined : int(`${path}.degradedAfterMs`, o.degradedAfterMs, 0, 1, timeoutMs);
+  if (o.kind !== 'postgres' && o.kind !== 'mysql') {
+    for (const k of ['user', 'roles'] as const) {
+      if (o[k] !== undefined) invalidConfig(`${path}.${k}`, `applies only to kinds "postgres" and "mysql" (kind is "${o.kind}")`, o[k]);
+    }
+  }
   if (o.kind !== 'postgres') {
-    for (const k of ['user', 'database', 'client'] as const) {
+    for (const k of ['database', 'client'] as const) {
       if (o[k] !== undefined)
         invalidConfig(`${path}.${k}`, `applies only to kind "postgres" (kind is "${o.kind}")`, k === 'client' ? 'a client' : o[k]);
     }
   }
-  const user = str(`${path}.user`, o.user, 'postgres');
+  const user = str(`${path}.user`, o.user, o.kind === 'mysql' ? 'root' : 'postgres');
   const database = str(`${path}.database`, o.database, user);
   if (o.client !== undefined && (typeof o.client !== 'object' || o.client === null || typeof o.client.query !== 'function')) {
     invalidConfig(`${path}.client`, 'must have a query(sql) method returning a promise', o.client);
@@ -298,6 +313,8 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
     o.agentSend === undefined
       ? undefined
       : str(`${path}.agentSend`, o.agentSend, '', /^[\x20-\x7e\t\r\n]*$/, 'a string of printable ASCII');
+  const roles = o.roles ?? false;
+  if (typeof roles !== 'boolean') invalidConfig(`${path}.roles`, 'must be a boolean', roles);
   const unejectOnPass = o.unejectOnPass ?? true;
   if (typeof unejectOnPass !== 'boolean') invalidConfig(`${path}.unejectOnPass`, 'must be a boolean', unejectOnPass);
   return {
@@ -317,6 +334,7 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
     user,
     database,
     client: o.client,
+    roles,
     check: o.check,
     agentPort,
     agentSend,

@@ -7,6 +7,10 @@
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { CheckTarget, CheckVerdict, ResolvedHealthCheck } from './config.js';
+import { mysqlProbe } from './mysql-probe.js';
+import { PG_ROLE_SQL, clientRoleReply, pgRoleReply, queryMessage, walkPgMessages, type DbReport } from './db-probe.js';
+
+export type { DbReport } from './db-probe.js';
 
 /** What an agent (HAProxy's agent protocol) said: the words it sent, read. */
 export interface AgentReply {
@@ -61,13 +65,15 @@ function passed(c: ResolvedHealthCheck, startedMs: number, degraded = false): Ch
 /**
  * Runs one probe of `c` against `t`; `signal` aborts it (the timeout). An
  * agent check hands its reply to `onAgent` before its verdict: `down` fails
- * it, anything else passes.
+ * it, anything else passes. A postgres check with `roles` hands what it
+ * read (role, lag, LSN) to `onDb` before its verdict.
  */
 export function probe(
   c: ResolvedHealthCheck,
   t: CheckTarget,
   signal: AbortSignal,
   onAgent?: (reply: AgentReply) => void,
+  onDb?: (report: DbReport) => void,
 ): Promise<CheckVerdict> {
   const started = performance.now();
   switch (c.kind) {
@@ -107,8 +113,37 @@ export function probe(
         throw new Error(`redis replied ${JSON.stringify(line.slice(0, 80))}, not +PONG`);
       }).then(() => passed(c, started));
     case 'postgres':
+      if (c.roles) {
+        if (c.client !== undefined) {
+          return c.client.query(PG_ROLE_SQL).then((result) => {
+            onDb?.(clientRoleReply(result));
+            return passed(c, started);
+          });
+        }
+        // The query goes with the startup message (read after trust authentication); a full login and a Terminate.
+        let report: DbReport | undefined;
+        const hello = Buffer.concat([startupMessage(c.user, c.database), queryMessage(PG_ROLE_SQL)]);
+        return socketProbe(
+          t,
+          signal,
+          hello,
+          (buf) => {
+            report = pgRoleReply(buf);
+            return report !== undefined;
+          },
+          TERMINATE,
+        ).then(() => {
+          onDb?.(report!);
+          return passed(c, started);
+        });
+      }
       if (c.client !== undefined) return c.client.query('SELECT 1').then(() => passed(c, started));
       return socketProbe(t, signal, startupMessage(c.user, c.database), readyForQuery, TERMINATE).then(() => passed(c, started));
+    case 'mysql':
+      return mysqlProbe(t, signal, c.user, c.roles).then((report) => {
+        if (report !== undefined) onDb?.(report);
+        return passed(c, started);
+      });
     case 'http':
       return httpProbe(c, t, signal).then((degraded) => passed(c, started, degraded));
     case 'custom':
@@ -191,35 +226,11 @@ const TERMINATE = Buffer.from([0x58, 0, 0, 0, 4]);
 
 /**
  * Walks backend messages: AuthenticationOk (R, 0), ParameterStatus,
- * BackendKeyData, NoticeResponse, then ReadyForQuery ('Z') = healthy. An
- * ErrorResponse ('E') or an authentication request other than Ok (the
- * check sends no password) is a failure naming it.
+ * BackendKeyData, NoticeResponse, then ReadyForQuery ('Z') = healthy
+ * (db-probe.ts's walk: an ErrorResponse or a password request fails).
  */
 function readyForQuery(buf: Buffer): boolean {
-  let p = 0;
-  while (p + 5 <= buf.length) {
-    const type = buf[p]!;
-    const len = buf.readInt32BE(p + 1);
-    if (len < 4) throw new Error('postgres: malformed message length');
-    if (p + 1 + len > buf.length) return false;
-    if (type === 0x5a) return true; // 'Z' ReadyForQuery
-    if (type === 0x45) {
-      // 'E' ErrorResponse: fields of (code byte, cstring); report the message ('M').
-      const fields = buf
-        .subarray(p + 5, p + 1 + len)
-        .toString('utf8')
-        .split('\0');
-      const m = fields.find((f) => f.startsWith('M'));
-      throw new Error(`postgres: ${m === undefined ? 'error response' : m.slice(1)}`);
-    }
-    if (type === 0x52 && len >= 8 && buf.readInt32BE(p + 5) !== 0) {
-      throw new Error(
-        `postgres: the server asks for authentication (method ${buf.readInt32BE(p + 5)}); use a trust rule or options.client`,
-      );
-    }
-    p += 1 + len;
-  }
-  return false;
+  return walkPgMessages(buf, (type) => type === 0x5a);
 }
 
 /** GET the path; resolves whether the reply marks the backend degraded; rejects on a bad status or body. */

@@ -7,4 +7,6 @@ export interface HealthTarget {
   host: string;
   port: number;
   priority: number;
+  /** The spec's configured database role (what the role word returns to when a roles check stops). */
+  role: 'none' | 'primary' | 'replica';
 }

@@ -16,6 +16,7 @@
  * | retry budget                | retry-region.ts   | the owner (configuration), every thread (requests, retries) |
  * | slow start                  | slow-start.ts     | the owner (configuration, ramp starts) |
  * | backend-reported load       | backend-load.ts   | the owner (agent check, ORCA weights) |
+ * | database role, lag, LSN     | db-state.ts       | the owner (database health checks, a spec's role) |
  *
  * This class creates or attaches the buffer and holds one instance of each
  * region; the Balancer, the Router and the feedback module use the regions
@@ -37,6 +38,7 @@ import { PassiveHealth } from './passive-health.js';
 import { RetryRegion } from './retry-region.js';
 import { SlowStart } from './slow-start.js';
 import { BackendLoad } from './backend-load.js';
+import { DbState, type DbRoleCode } from './db-state.js';
 import { SlotTags, type SlotStateCode } from './slot-tags.js';
 import { SpecRegion } from './spec-region.js';
 
@@ -44,6 +46,7 @@ export { LAYOUT_VERSION, SLOT_WORDS } from './layout.js';
 export { EwmaSeries, type EwmaSeriesCode } from './ewma-region.js';
 export { LeaseKind, type LeaseKindCode } from './leases.js';
 export { HealthFlag } from './passive-health.js';
+export { DbRole, type DbRoleCode } from './db-state.js';
 export { SlotState, type SlotStateCode } from './slot-tags.js';
 
 const MAX_US = 0x7fffffff;
@@ -91,6 +94,10 @@ export interface SlotStats {
   ejectedUntilMs: number;
   /** Leases granted on this slot (wraps at 2^32; routers add in batches, flushed at least once a second). */
   picks: number;
+  /** Database role (db-state.ts): 0 unknown / none, 1 primary, 2 replica. */
+  dbRole: DbRoleCode;
+  /** A replica's replay lag as last checked, ms (0 on a primary). */
+  lagMs: number;
 }
 
 /**
@@ -143,6 +150,8 @@ export class LoadTable {
   readonly slowStart: SlowStart;
   /** @internal */
   readonly reported: BackendLoad;
+  /** @internal */
+  readonly db: DbState;
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
@@ -164,6 +173,7 @@ export class LoadTable {
     this.retries = new RetryRegion(i32, this.layout.retryBase);
     this.slowStart = new SlowStart(i32, this.layout);
     this.reported = new BackendLoad(i32, this.layout);
+    this.db = new DbState(i32, this.layout);
   }
 
   /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. @internal */
@@ -291,6 +301,8 @@ export class LoadTable {
       intervalFailures: fail,
       ejectedUntilMs: h.ejectedUntil(slot),
       picks: this.leases.picks(slot),
+      dbRole: this.db.role(slot),
+      lagMs: this.db.lagMs(slot),
     };
   }
 

@@ -25,6 +25,9 @@ import type { HealthCounters } from '../health/stats.js';
 import { HTTP_OUTCOMES, LATENCY_BUCKETS_SECONDS, type HttpBackendFigures, type HttpCounters } from '../http/counters.js';
 import { proxyDurationHistogram, snapshotHistogram, snapshotMetric, type Push } from './snapshot-metrics.js';
 
+/** The `role` label values of `poise_backend_role`, by role code (load/db-state.ts). */
+export const DB_ROLES = ['unknown', 'primary', 'replica'] as const;
+
 /** The `state` label values of `poise_backend_state` (exactly one is 1 per backend). */
 export const BACKEND_STATES = ['ready', 'draining', 'unavailable', 'ejected', 'unhealthy', 'removed'] as const;
 /** A backend state as metrics and `poise top` show it. */
@@ -210,6 +213,20 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
     'backend_degraded',
     'Whether the backend is degraded (by its active check or the membership): used only when its priority has no healthy host.',
     (r) => ((r.stats.health & (HealthFlag.CheckDegraded | HealthFlag.MemberDegraded)) !== 0 ? 1 : 0),
+  );
+  gauge(
+    'backend_role',
+    'Database role: 1 for the role in force (the spec role, or what a roles check read; unknown when none or the check failed), 0 for the others.',
+    [...BL, 'role'],
+    (g, s) => {
+      for (const r of s.rows)
+        for (let k = 0; k < DB_ROLES.length; k++) g.set({ ...r.labels, role: DB_ROLES[k]! }, r.stats.dbRole === k ? 1 : 0);
+    },
+  );
+  perBackend(
+    'backend_replication_lag_seconds',
+    "A replica's replay lag as its last roles check read it (0 on a primary, and on a replica that replayed all it received).",
+    (r) => r.stats.lagMs / 1000,
   );
   perBackend('backend_weight', 'Backend weight in force.', (r) => r.spec.weight);
   perBackend('backend_connections', 'Open connection leases on the backend, summed over every thread.', (r) => r.stats.connections);

@@ -41,6 +41,10 @@ export interface RunTarget {
   priority: number | undefined;
   /** Backends to try at most (the first included). */
   attempts: number;
+  /** Database intent and read bounds (`router.acquire`'s options of those names); routedStream only. */
+  intent?: 'read' | 'write' | undefined;
+  maxLagMs?: number | undefined;
+  minLsn?: string | bigint | undefined;
 }
 
 /** One connection's tries across backends (see the module comment). */
@@ -64,9 +68,9 @@ export class RetryRun {
 
   /** A lease on a backend not tried yet, or the error to end the run with. */
   acquire(): Lease | Error {
-    const { router, key, priority } = this.target;
+    const { router, key, priority, intent, maxLagMs, minLsn } = this.target;
     try {
-      return router.acquire({ key, priority, exclude: this.exclude, kind: 'connection' });
+      return router.acquire({ key, priority, exclude: this.exclude, kind: 'connection', intent, maxLagMs, minLsn });
     } catch (err) {
       // Nothing left to try after a failed connect: report that connect's error.
       return this.lastError !== undefined && isExhausted(err)

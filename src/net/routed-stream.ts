@@ -39,7 +39,7 @@
  * write first).
  */
 import net from 'node:net';
-import { checkOptionKeys } from '../core/errors.js';
+import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
 import { checkAdmissionOptions, checkConnectOptions, type ConnectOptions } from './connect.js';
@@ -51,6 +51,19 @@ export interface RoutedStreamOptions {
   key?: string | number;
   /** Only backends of this failover priority. */
   priority?: number;
+  /**
+   * Database intent of every socket of this factory (`router.acquire`'s
+   * option): `'write'` connects to a primary, `'read'` to a replica within
+   * `maxLagMs` (at `minLsn`), else the primary. The bounds apply when a
+   * socket connects: a pooled connection stays where it was opened, so give
+   * a read pool a short idle timeout / lifetime (docs/guide.md, "Primary and
+   * replicas").
+   */
+  intent?: 'read' | 'write';
+  /** A read socket's lag bound, ms; default the router's `maxLagMs`. */
+  maxLagMs?: number;
+  /** A read socket connects only to a replica that replayed this LSN (`'X/Y'` or a bigint), else the primary. */
+  minLsn?: string | bigint;
   /** Backends to try per socket before giving up, each a different one; default 3. */
   attempts?: number;
   /** Per-attempt connect timeout, ms; default 2000. */
@@ -81,6 +94,9 @@ interface Settings {
   router: Router;
   key: string | number | undefined;
   priority: number | undefined;
+  intent: 'read' | 'write' | undefined;
+  maxLagMs: number | undefined;
+  minLsn: string | bigint | undefined;
   attempts: number;
   timeout: number;
   admission: { band: number; timeoutMs: number | undefined } | undefined;
@@ -224,7 +240,7 @@ export class RoutedSocket extends net.Socket {
 
   /** Waits for the first lease in the gate's queue; the socket reads as connecting meanwhile. */
   #admit(admission: { band: number; timeoutMs: number | undefined }): void {
-    const { router, key, priority } = this.#s;
+    const { router, key, priority, intent, maxLagMs, minLsn } = this.#s;
     const abort = new AbortController();
     this.#admission = abort;
     this.#state = ADMITTING;
@@ -235,6 +251,9 @@ export class RoutedSocket extends net.Socket {
         key,
         band: admission.band,
         priority,
+        intent,
+        maxLagMs,
+        minLsn,
         kind: 'connection',
         signal: abort.signal,
         timeoutMs: admission.timeoutMs,
@@ -322,13 +341,30 @@ export class RoutedSocket extends net.Socket {
  * const mysqlPool = mysql.createPool({ stream: routedStream(mysqlRouter), user: 'root' });
  */
 export function routedStream(router: Router, opts: RoutedStreamOptions = {}): (driverOptions?: unknown) => RoutedSocket {
-  checkOptionKeys(opts, ['key', 'priority', 'attempts', 'connectTimeoutMs', 'band', 'admissionTimeoutMs', 'clock']);
+  checkOptionKeys(opts, [
+    'key',
+    'priority',
+    'intent',
+    'maxLagMs',
+    'minLsn',
+    'attempts',
+    'connectTimeoutMs',
+    'band',
+    'admissionTimeoutMs',
+    'clock',
+  ]);
+  if (opts.intent !== undefined && opts.intent !== 'read' && opts.intent !== 'write') {
+    invalidConfig('options.intent', 'must be "read" or "write"', opts.intent);
+  }
   const { attempts, timeout } = checkConnectOptions(opts);
   const admission = checkAdmissionOptions(opts);
   const settings: Settings = {
     router,
     key: opts.key,
     priority: opts.priority,
+    intent: opts.intent,
+    maxLagMs: opts.maxLagMs,
+    minLsn: opts.minLsn,
     attempts,
     timeout,
     admission,

@@ -19,6 +19,21 @@ export interface AcquireOptions {
   exclude?: ReadonlySet<string> | readonly string[];
   /** Overrides the router's lease kind for this lease. */
   kind?: LeaseKindName;
+  /**
+   * Database routing by role (the spec's `role`, or what a `roles` health
+   * check read): `'write'` picks among primaries; `'read'` among replicas
+   * within `maxLagMs` (and at `minLsn`), else the primary (or `ReplicaLag`
+   * with the router's `readFallback: 'refuse'`). Not with `priority`.
+   */
+  intent?: 'read' | 'write';
+  /** A read's lag bound, ms; default the router's `maxLagMs` (10 000). */
+  maxLagMs?: number;
+  /**
+   * Read-your-writes: only a replica whose replay LSN has reached this one
+   * (PostgreSQL's text form `'16/B374D848'`, or a bigint), else the primary.
+   * The string form costs no allocation per acquire.
+   */
+  minLsn?: string | bigint;
 }
 
 /** Options of `Router.acquireAsync`. */

@@ -26,6 +26,7 @@ import { OutlierDetector } from '../health/outlier.js';
 import { OrcaWeights, type ResolvedOrca } from '../health/orca.js';
 import { newCounters, type HealthCounters, type HealthStats } from '../health/stats.js';
 import type { HealthTarget } from '../health/targets.js';
+import { dbRoleCode } from '../load/db-state.js';
 import { HealthFlag, LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
 import { readOnlyView, type LoadTableView } from '../load/table-view.js';
 import { defaultLogger, type Logger } from '../log.js';
@@ -549,6 +550,7 @@ export class Balancer extends EventEmitter {
         host: a?.host ?? '',
         port: a?.port ?? 0,
         priority: info.spec.priority,
+        role: info.spec.role,
       });
     }
     this.checker?.sync(targets);
@@ -592,13 +594,18 @@ export class Balancer extends EventEmitter {
       const spec = specs[k]!;
       const slot = slotOf[k]!;
       const generation = generationOf[k]!;
+      const prior = this.slots[slot];
+      const before = this.byId.has(spec.id) && prior?.id === spec.id ? prior.spec : undefined;
       if (!this.byId.has(spec.id)) {
         t.resetHealth(slot, now);
         t.reported.clear(slot);
+        t.db.clear(slot);
         if (warm) t.slowStart.markEligible(slot, now);
         else t.slowStart.clear(slot);
       }
       t.health.setHealth(slot, HealthFlag.MemberDegraded, spec.status === 'degraded' ? HealthFlag.MemberDegraded : 0);
+      // The configured role, for a new occupant or a changed one (a roles check overrides it at its next result).
+      if (before?.role !== spec.role) t.db.setRole(slot, dbRoleCode(spec.role));
       t.tags.setTag(slot, generation, STATE_OF[spec.status]);
       this.slots[slot] = { id: spec.id, generation, removed: false, spec, json: jsons[k]!, line: lines[k]! };
       this.byId.set(spec.id, slot);

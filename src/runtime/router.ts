@@ -36,6 +36,8 @@ import { PoolGauge, RowAdmission } from './pool-gauge.js';
 import { SharedRetryBudget } from './retry-budget.js';
 import { AdmissionRegion } from '../load/admission-region.js';
 import { CandidateView, flushStats } from './candidate-view.js';
+import { DbRole, type DbRoleCode } from '../load/db-state.js';
+import { READ_DRAWS, ReadBounds, checkLag, type ReadFallback, type RoleSet } from './role-sets.js';
 import { LoadEnv, Metric, type SlotCandidate } from './slot-candidate.js';
 
 export type { PolicyName } from './policies.js';
@@ -87,6 +89,13 @@ export interface RouterOptions {
    * @internal
    */
   publishWaitMs?: number;
+  /** A read's default lag bound (`acquire({ intent: 'read' })`), ms; default 10 000. */
+  maxLagMs?: number;
+  /**
+   * When no replica qualifies for a read: `'primary'` (default) reads from a
+   * primary; `'refuse'` throws `PoiseError` `ReplicaLag`.
+   */
+  readFallback?: ReadFallback;
 }
 
 interface Tier {
@@ -99,6 +108,8 @@ const PICK_BATCH = 64;
 const STALE = -1;
 /** take() result: a drawn slot's tag changed but the epoch announcing it has not moved yet (see acquireAfterStale). */
 const TAG_MOVED = -2;
+/** take() result: a read found no replica fresh enough (see role-sets.ts). */
+const LAGGING = -3;
 /** Rebuilds of the view one acquire may do when membership moves under it (then it fails as usual). */
 const MAX_STALE_ROUNDS = 16;
 /** Longest one acquire waits, in all, for the owner to publish a change whose tags it already saw (ms; `publishWaitMs`). */
@@ -142,8 +153,8 @@ function kindCode(name: unknown, field: string): LeaseKindCode {
  */
 function checkAcquireKeys(opts: object): void {
   for (const k in opts) {
-    if (k !== 'key' && k !== 'priority' && k !== 'exclude' && k !== 'kind') {
-      invalidConfig(`acquire(options).${k}`, 'unknown option (accepted: key, priority, exclude, kind)');
+    if (k !== 'key' && k !== 'priority' && k !== 'exclude' && k !== 'kind' && k !== 'intent' && k !== 'maxLagMs' && k !== 'minLsn') {
+      invalidConfig(`acquire(options).${k}`, 'unknown option (accepted: key, priority, exclude, kind, intent, maxLagMs, minLsn)');
     }
   }
 }
@@ -195,6 +206,13 @@ export class Router {
   private readonly tierPolicies = new Map<number, Policy<SlotCandidate>>();
   private readonly candidates: CandidateView;
   private tiers = new Map<number, Tier>();
+  /** By role code: the role's set for the view in force (built at its first use after a rebuild). */
+  private roleSets: (RoleSet | undefined)[] = [undefined, undefined, undefined];
+  /** By role code: the role's policy instance (kept across views, as the tier policies). */
+  private readonly rolePolicies: (Policy<SlotCandidate> | undefined)[] = [undefined, undefined, undefined];
+  private readonly read = new ReadBounds();
+  private readonly maxLagMs: number;
+  private readonly readFallback: ReadFallback;
   /** The change epoch the view was built at. */
   private epoch = -1;
   /** `candidates.members` of the last build (the array the policies are prepared on). */
@@ -213,7 +231,12 @@ export class Router {
 
   private constructor(table: LoadTable, clock: SharedArrayBuffer, opts: RouterOptions) {
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['policy', 'latencyRatio', 'seed', 'ejection', 'leaseKind', 'clock', 'logger', 'publishWaitMs']);
+    checkOptionKeys(opts, ['policy', 'latencyRatio', 'seed', 'ejection', 'leaseKind', 'clock', 'logger', 'publishWaitMs', 'maxLagMs', 'readFallback']);
+    this.maxLagMs = checkLag(opts.maxLagMs ?? 10_000, 'options.maxLagMs');
+    this.readFallback = opts.readFallback ?? 'primary';
+    if (this.readFallback !== 'primary' && this.readFallback !== 'refuse') {
+      invalidConfig('options.readFallback', 'must be "primary" or "refuse"', this.readFallback);
+    }
     this.publishWaitMs = integerIn(opts.publishWaitMs ?? MAX_PUBLISH_WAIT_MS, 'options.publishWaitMs', 0, 10_000);
     this.table = table;
     this.policyName = opts.policy ?? 'p2c:latency';
@@ -409,6 +432,7 @@ export class Router {
     let cands = this.view;
     let policy = this.policy;
     let kind = this.defaultKind;
+    let readSet: RoleSet | undefined;
     if (opts === undefined) {
       this.ctx.key = undefined;
     } else {
@@ -416,7 +440,23 @@ export class Router {
       checkAcquireKeys(opts);
       this.ctx.key = opts.key;
       if (opts.kind !== undefined) kind = kindCode(opts.kind, 'acquire(options).kind');
-      if (opts.priority !== undefined) {
+      if (opts.intent !== undefined) {
+        if (opts.priority !== undefined)
+          invalidConfig('acquire(options).priority', 'cannot be combined with intent (roles choose the set)');
+        if (opts.intent === 'write') {
+          const set = this.roleSet(DbRole.Primary);
+          cands = set.cands;
+          policy = set.policy;
+        } else if (opts.intent === 'read') {
+          readSet = this.roleSet(DbRole.Replica);
+          this.read.maxLagMs = opts.maxLagMs === undefined ? this.maxLagMs : checkLag(opts.maxLagMs, 'acquire(options).maxLagMs');
+          this.read.setMinLsn(opts.minLsn);
+        } else {
+          invalidConfig('acquire(options).intent', 'must be "read" or "write"', opts.intent);
+        }
+      } else if (opts.maxLagMs !== undefined || opts.minLsn !== undefined) {
+        invalidConfig(`acquire(options).${opts.minLsn !== undefined ? 'minLsn' : 'maxLagMs'}`, 'applies only with intent: "read"');
+      } else if (opts.priority !== undefined) {
         const tier = this.tier(opts.priority);
         cands = tier.cands;
         policy = tier.policy;
@@ -433,15 +473,17 @@ export class Router {
       }
     }
     try {
+      if (readSet !== undefined) return this.takeRead(readSet, kind, retry);
       if (cands.length === 0) {
         // Emptied by changes published while the view was being built (its
         // blob older than the tags it read): rebuild rather than refuse.
         if (retry !== NO_RETRY && this.table.epochs.change() !== this.epoch) return STALE;
+        if (opts?.intent === 'write') this.throwNoRole('write', 'no backend is a known primary');
         this.throwNone(cands);
       }
       // Room in the book before anything is counted in the table.
       this.book.reserve();
-      return this.take(cands, policy, kind, retry);
+      return this.take(cands, policy, kind, retry, 0);
     } finally {
       if (this.nBlocked > 0) this.unblockAll();
     }
@@ -482,12 +524,19 @@ export class Router {
    * TAG_MOVED when the slot's tag no longer matches the view but the epoch
    * has not moved yet, so the caller waits for the publication first.
    */
-  private take(cands: SlotCandidate[], policy: Policy<SlotCandidate>, kind: LeaseKindCode, retry: RetryMode): number {
+  private take(cands: SlotCandidate[], policy: Policy<SlotCandidate>, kind: LeaseKindCode, retry: RetryMode, draws: number): number {
     const t = this.table;
     const leases = t.leases;
+    let behind = 0;
     for (let attempt = 0; ; attempt++) {
       let c = cands[policy.pick(cands, this.ctx)]!;
       if (c.blocked) c = this.fallback(cands);
+      // A read (draws > 0): a replica behind the read's bounds is blocked for this acquire and another drawn (role-sets.ts).
+      if (draws > 0 && !this.read.fresh(t.db, c.slot)) {
+        this.block(c);
+        if (++behind >= draws) return LAGGING;
+        continue;
+      }
       const count = leases.up(c.slot, kind, this.row);
       const tag = t.tags.tag(c.slot);
       const state = tag & 7;
@@ -514,6 +563,39 @@ export class Router {
       this.block(c);
       if (attempt >= cands.length) this.throwNone(cands);
     }
+  }
+
+  /**
+   * A read: a fresh replica (role-sets.ts), else the primary set, or
+   * `ReplicaLag` when the router refuses stale reads or no primary is known.
+   */
+  private takeRead(replicas: RoleSet, kind: LeaseKindCode, retry: RetryMode): number {
+    this.book.reserve();
+    const draws = Math.min(replicas.eligible, READ_DRAWS);
+    if (draws > 0) {
+      let code: number;
+      try {
+        code = this.take(replicas.cands, replicas.policy, kind, retry, draws);
+      } catch (err) {
+        // Every replica blocked (excluded, behind, at maxInflight) before the draws ran out: none qualifies.
+        if (!(err instanceof PoiseError) || err.code !== 'NoEligibleCandidates') throw err;
+        code = LAGGING;
+      }
+      if (code !== LAGGING) return code;
+    } else if (retry !== NO_RETRY && replicas.cands.length === 0 && this.table.epochs.change() !== this.epoch) {
+      return STALE;
+    }
+    if (this.readFallback === 'refuse')
+      this.throwNoRole('read', `no replica within maxLagMs ${this.read.maxLagMs}${this.read.hasMin ? ' at minLsn' : ''}`);
+    const primaries = this.roleSet(DbRole.Primary);
+    if (primaries.cands.length === 0) this.throwNoRole('read', 'no replica qualifies and no backend is a known primary');
+    return this.take(primaries.cands, primaries.policy, kind, retry, 0);
+  }
+
+  private throwNoRole(intent: 'read' | 'write', why: string): never {
+    if (this.candidates.all.length === 0) throw new PoiseError('Empty', 'acquire: the membership has no backends');
+    if (intent === 'write') throw new PoiseError('NoEligibleCandidates', `acquire({ intent: 'write' }): ${why}`);
+    throw new PoiseError('ReplicaLag', `acquire({ intent: 'read' }): ${why}`);
   }
 
   private flushPick(c: SlotCandidate): void {
@@ -569,6 +651,8 @@ export class Router {
     for (const c of cv.members) if (c.eligible) capacity += c.maxInflight === 0 ? Number.POSITIVE_INFINITY : c.maxInflight;
     this.eligibleCapacity = capacity;
     this.tiers = new Map();
+    this.roleSets[DbRole.Primary] = undefined;
+    this.roleSets[DbRole.Replica] = undefined;
     prepareQuietly(this.policy, this.view);
     // The next rebuild the clock calls for: the soonest ejection's end, or the next step of a slow-start ramp.
     const next = cv.rampStepMs > 0 && (cv.soonestExpiryMs === 0 || cv.rampStepMs < cv.soonestExpiryMs) ? cv.rampStepMs : cv.soonestExpiryMs;
@@ -591,6 +675,31 @@ export class Router {
       this.tiers.set(priority, tier);
     }
     return tier;
+  }
+
+  /**
+   * The set of role `role` for the view in force: its members as the view
+   * was built (a role change bumps the health epoch, so it rebuilds), with
+   * the role's own policy prepared on them. Built at its first use after a
+   * rebuild (off the steady-state pick path).
+   */
+  private roleSet(role: DbRoleCode): RoleSet {
+    let set = this.roleSets[role];
+    if (set === undefined) {
+      let policy = this.rolePolicies[role];
+      if (policy === undefined) {
+        policy = this.setup.create(this.seed === undefined ? undefined : deriveSeed(this.seed, -role), this.env);
+        this.rolePolicies[role] = policy;
+      }
+      const db = this.table.db;
+      const cands = this.view.filter((c) => db.role(c.slot) === role);
+      let eligible = 0;
+      for (const c of cands) if (c.eligible) eligible++;
+      set = { cands, policy, eligible };
+      prepareQuietly(policy, cands);
+      this.roleSets[role] = set;
+    }
+    return set;
   }
 
   // --- exclusion -----------------------------------------------------------------

@@ -36,14 +36,16 @@ describe('poise top', () => {
     await redis?.stop();
   });
 
-  it('--metrics URL --once: one table with state, connections, in-flight, EWMA, the pick share between its two scrapes, ejections', async () => {
+  it('--metrics URL --once: one table with state, connections, in-flight, EWMA, the pick share between its two scrapes, ejections, role and lag', async () => {
     // τ of a day: the 50 ms initial estimate does not move within the test (EWMA_MS reads 50.0).
     const b = new Balancer({ logger, tauMs: 86_400_000 });
     b.update([
-      { id: 'b0', address: '127.0.0.1:7000' },
-      { id: 'b1', address: '127.0.0.1:7001' },
+      { id: 'b0', address: '127.0.0.1:7000', role: 'primary' },
+      { id: 'b1', address: '127.0.0.1:7001', role: 'replica' },
       { id: 'b2', address: '127.0.0.1:7002', priority: 1, status: 'draining' },
     ]);
+    // What a roles check writes: b1 1.234 s behind.
+    b.ownerTable.db.write(b.slotEntries().find((e) => e.id === 'b1')!.slot, 2, 1234, 0, 0);
     const registry = new Registry();
     collectMetrics(b, { registry });
     const router = b.router({ policy: 'round-robin' });
@@ -77,10 +79,10 @@ describe('poise top', () => {
       expect(r.stdout.split('\n')[0]).toMatch(new RegExp(`^poise top  http://127\\.0\\.0\\.1:${port}/metrics  every 200 ms  \\d{4}-`));
       expect(r.stdout).not.toContain('\x1b[');
       expect(cells(r.stdout)).toEqual([
-        ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS', 'RAMP_%', 'REPORTED_W', 'ADMIN'],
-        ['b0', '0', 'ready', '2', '0', '50.0', '66.7', '0', '100', '1.00', 'ready'],
-        ['b1', '0', 'ready', '0', '1', '50.0', '33.3', '0', '100', '1.00', 'ready'],
-        ['b2', '1', 'draining', '0', '0', '50.0', '0.0', '0', '100', '1.00', 'ready'],
+        ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS', 'ROLE', 'LAG_MS', 'RAMP_%', 'REPORTED_W', 'ADMIN'],
+        ['b0', '0', 'ready', '2', '0', '50.0', '66.7', '0', 'primary', '-', '100', '1.00', 'ready'],
+        ['b1', '0', 'ready', '0', '1', '50.0', '33.3', '0', 'replica', '1234', '100', '1.00', 'ready'],
+        ['b2', '1', 'draining', '0', '0', '50.0', '0.0', '0', '-', '-', '100', '1.00', 'ready'],
         // No retry budget configured: retries are still counted.
         ['retry', 'budget', '(default):', 'no', 'budget', 'retries', 'allowed', '0', 'refused', '0'],
       ]);
@@ -125,8 +127,8 @@ describe('poise top', () => {
       expect(r.stderr).toBe('');
       expect(r.code).toBe(0);
       const rows = cells(r.stdout);
-      expect(rows[0]!.slice(8)).toEqual(['RAMP_%', 'REPORTED_W', 'ADMIN']);
-      expect(rows.slice(1, 4).map((row) => [row[0], ...row.slice(8)])).toEqual([
+      expect(rows[0]!.slice(10)).toEqual(['RAMP_%', 'REPORTED_W', 'ADMIN']);
+      expect(rows.slice(1, 4).map((row) => [row[0], ...row.slice(10)])).toEqual([
         ['a', '100', '0.50', 'ready'],
         ['b', '100', '1.00', 'drain'],
         ['cold', '25', '1.00', 'ready'],
@@ -176,7 +178,7 @@ describe('poise top', () => {
         cluster: 'topc',
         backends: [
           { id: 'x', address: '127.0.0.1:7100', status: 'draining' },
-          { id: 'y', address: '127.0.0.1:7101', priority: 2 },
+          { id: 'y', address: '127.0.0.1:7101', priority: 2, role: 'replica' },
         ],
       });
       const r = await runCli(['top', '--redis', redis.url, '--cluster', 'topc', '--once']);
@@ -185,9 +187,9 @@ describe('poise top', () => {
         /^poise top {2}cluster topc {2}version 1 {2}lineage [0-9a-f]{32} {2}\(membership only: load columns need --metrics\)$/,
       );
       expect(cells(r.stdout)).toEqual([
-        ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS', 'RAMP_%', 'REPORTED_W', 'ADMIN'],
-        ['x', '0', 'draining', '-', '-', '-', '-', '-', '-', '-', '-'],
-        ['y', '2', 'ready', '-', '-', '-', '-', '-', '-', '-', '-'],
+        ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS', 'ROLE', 'LAG_MS', 'RAMP_%', 'REPORTED_W', 'ADMIN'],
+        ['x', '0', 'draining', '-', '-', '-', '-', '-', '-', '-', '-', '-', '-'],
+        ['y', '2', 'ready', '-', '-', '-', '-', '-', 'replica', '-', '-', '-', '-'],
       ]);
     } finally {
       await pub.close();

@@ -48,6 +48,7 @@ const VALID: { [K in SpecFieldName]: fc.Arbitrary<ResolvedBackendSpec[K]> } = {
   status: fc.constantFrom('ready', 'degraded', 'draining', 'unavailable'),
   maxInflight: fc.oneof(fc.integer({ min: 0, max: MAX_INFLIGHT }), fc.constantFrom(0, 1, MAX_INFLIGHT)),
   panicEligible: fc.boolean(),
+  role: fc.constantFrom('none', 'primary', 'replica'),
 };
 
 const notAnInteger = fc.constantFrom(null, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '1', true, [1], {});
@@ -61,6 +62,7 @@ const REFUSED: { [K in SpecFieldName]: { values: fc.Arbitrary<unknown>; code: 'I
   status: { values: fc.constantFrom('up', 'READY', '', null, 1), code: 'InvalidConfig' },
   maxInflight: { values: fc.oneof(notAnInteger, fc.constantFrom(-1, MAX_INFLIGHT + 1)), code: 'InvalidConfig' },
   panicEligible: { values: fc.constantFrom('true', 0, 1, null), code: 'InvalidConfig' },
+  role: { values: fc.constantFrom('Primary', 'master', '', null, 1, true), code: 'InvalidConfig' },
 };
 
 const NAMES = SPEC_FIELD_LIST.map((f) => f.name);

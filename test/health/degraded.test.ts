@@ -104,7 +104,7 @@ describe('priority failover follows active checks', () => {
 
 describe('health configuration is validated, naming the field', () => {
   const cases: [unknown, string][] = [
-    [{ check: { kind: 'ftp' } }, 'health.check.kind: must be one of "tcp", "http", "redis", "postgres", "custom", "agent"'],
+    [{ check: { kind: 'ftp' } }, 'health.check.kind: must be one of "tcp", "http", "redis", "postgres", "mysql", "custom", "agent"'],
     [{ check: { kind: 'agent', agentSend: 'é' } }, 'health.check.agentSend: must be a string of printable ASCII'],
     [{ orca: { blackoutMs: -1 } }, 'health.orca.blackoutMs: must be an integer in [0, 86400000]'],
     [{ orca: { path: 'load' } }, 'health.orca.path: must be a path starting with "/"'],

@@ -9,7 +9,7 @@
  * a test failed before its afterAll; call `stop()` in afterAll anyway.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import mysql from 'mysql2/promise';
@@ -134,7 +134,6 @@ export async function startPostgres(
   const { uid, gid } = uidOf('postgres');
   chownSync(dir, uid, gid);
   const data = path.join(dir, 'data');
-  const log = path.join(dir, 'server.log');
   const init = spawnSync(pgBin('initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8'], {
     uid,
     gid,
@@ -142,20 +141,7 @@ export async function startPostgres(
   });
   if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr}`);
   const port = await freePort();
-  const args = [
-    '-D',
-    data,
-    '-p',
-    String(port),
-    '-k',
-    dir,
-    '-c',
-    'listen_addresses=127.0.0.1',
-    '-c',
-    'fsync=off',
-    '-c',
-    'max_connections=60',
-  ];
+  const args = serverArgs(data, port, dir);
   for (const [name, value] of Object.entries(opts.settings ?? {})) args.push('-c', `${name}=${value}`);
   let ca: string | undefined;
   if (opts.ssl) {
@@ -168,6 +154,28 @@ export async function startPostgres(
     // TLS only: a plain connection is refused, so a passing query proves the upgrade.
     writeFileSync(path.join(data, 'pg_hba.conf'), 'local all all trust\nhostssl all all 127.0.0.1/32 trust\n');
   }
+  return launchPostgres({ dir, port, uid, gid, args, ca });
+}
+
+/** The server flags every test cluster shares: its data, port and socket directory, loopback only, no fsync, 60 connections. */
+function serverArgs(data: string, port: number, dir: string): string[] {
+  return ['-D', data, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=60'];
+}
+
+/**
+ * Runs `postgres` (as user postgres) with `args` on an initialised data
+ * directory and waits until it answers a query over its unix socket.
+ */
+function launchPostgres(at: {
+  dir: string;
+  port: number;
+  uid: number;
+  gid: number;
+  args: string[];
+  ca: string | undefined;
+}): Promise<TestDbServer> {
+  const { dir, port, uid, gid, args, ca } = at;
+  const log = path.join(dir, 'server.log');
   writeFileSync(log, '');
   chownSync(log, uid, gid);
   const child = launch(pgBin('postgres'), [...args, '-c', 'logging_collector=off'], { uid, gid, log });
@@ -184,6 +192,45 @@ export async function startPostgres(
   // SIGQUIT: immediate shutdown, the postmaster and every backend exit at once
   // (their connections drop as in a crash); a SIGKILLed postmaster would orphan its backends.
   return supervise(`postgres on port ${port}`, child, probe, { port, dir, log, ca }, 'SIGQUIT');
+}
+
+/**
+ * A streaming replica of `primary` (a {@link startPostgres} server, whose
+ * default `wal_level` is `replica`) on a free port: `pg_basebackup -R` as
+ * user postgres (it writes `standby.signal` and `primary_conninfo`), then a
+ * hot standby. `applyDelayMs` sets `recovery_min_apply_delay` (changeable
+ * later with `ALTER SYSTEM` + `pg_reload_conf()` on the replica): commits
+ * replay that long after the primary made them, which is the lag a test
+ * routes around. The primary gets a trust `replication` line in pg_hba (and
+ * a reload) first.
+ */
+export async function startPgReplica(primary: TestDbServer, opts: { applyDelayMs?: number } = {}): Promise<TestDbServer> {
+  const { uid, gid } = uidOf('postgres');
+  const hba = path.join(primary.dir, 'data', 'pg_hba.conf');
+  appendFileSync(hba, 'host replication all 127.0.0.1/32 trust\n');
+  const admin = new pg.Client({ host: primary.dir, port: primary.port, user: 'postgres', database: 'postgres' });
+  await admin.connect();
+  try {
+    await admin.query('SELECT pg_reload_conf()');
+  } finally {
+    await admin.end();
+  }
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-pg-replica-'));
+  chownSync(dir, uid, gid);
+  const data = path.join(dir, 'data');
+  const backup = spawnSync(
+    pgBin('pg_basebackup'),
+    ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', data, '-R', '-X', 'stream', '-c', 'fast', '--no-sync'],
+    { uid, gid, encoding: 'utf8' },
+  );
+  if (backup.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`pg_basebackup failed: ${backup.stderr}`);
+  }
+  const port = await freePort();
+  const args = serverArgs(data, port, dir);
+  args.push('-c', 'hot_standby=on', '-c', `recovery_min_apply_delay=${opts.applyDelayMs ?? 0}ms`);
+  return launchPostgres({ dir, port, uid, gid, args, ca: undefined });
 }
 
 /**

@@ -30,6 +30,28 @@ function v(f: Map<string, MetricFamily>, name: string, labels: Record<string, st
 }
 
 describe('collectMetrics', () => {
+  it("shows each backend's database role (exactly one role is 1) and replication lag, as the table holds them", async () => {
+    const b = new Balancer({ logger });
+    b.update([
+      { id: 'p', address: '127.0.0.1:7000', role: 'primary' },
+      { id: 'r', address: '127.0.0.1:7001', role: 'replica' },
+      { id: 'x', address: '127.0.0.1:7002' },
+    ]);
+    const slot = (id: string): number => b.slotEntries().find((e) => e.id === id)!.slot;
+    // What a roles check writes: the replica 2.5 s behind.
+    b.ownerTable.db.write(slot('r'), 2, 2500, 0, 0);
+    const registry = new Registry();
+    collectMetrics(b, { registry });
+    const f = await families(registry);
+    const role = (backend: string, r: string): number | undefined => v(f, 'poise_backend_role', { backend, role: r });
+    expect([role('p', 'primary'), role('p', 'replica'), role('p', 'unknown')]).toEqual([1, 0, 0]);
+    expect([role('r', 'primary'), role('r', 'replica'), role('r', 'unknown')]).toEqual([0, 1, 0]);
+    expect([role('x', 'primary'), role('x', 'replica'), role('x', 'unknown')]).toEqual([0, 0, 1]);
+    expect(v(f, 'poise_backend_replication_lag_seconds', { backend: 'r' })).toBe(2.5);
+    expect(v(f, 'poise_backend_replication_lag_seconds', { backend: 'p' })).toBe(0);
+    b.close();
+  });
+
   it('every family has HELP and TYPE, counters end in _total, units are base units, and the scrape parses strictly', async () => {
     const b = new Balancer({ logger });
     b.update(specs(3));

@@ -152,7 +152,7 @@ describe('acquire options and a closed router', () => {
       expect.objectContaining({
         code: 'InvalidConfig',
         field: 'acquire(options).exlcude',
-        message: 'acquire(options).exlcude: unknown option (accepted: key, priority, exclude, kind)',
+        message: 'acquire(options).exlcude: unknown option (accepted: key, priority, exclude, kind, intent, maxLagMs, minLsn)',
       }),
     );
     expect(b.table.outstanding(0)).toBe(0);
