@@ -165,7 +165,19 @@ export function topTable(now: readonly ScrapedBackend[], prev: readonly ScrapedB
     const d = deltas[k];
     const share = d === undefined ? '-' : total === 0 ? '0.0' : ((100 * d) / total).toFixed(1);
     const lag = b.role === 'replica' && !Number.isNaN(b.lagMs) ? b.lagMs.toFixed(0) : '-';
-    return [b.id, b.priority, b.state, b.connections, b.inFlight, b.ewmaMs.toFixed(1), share, b.ejections, b.role, lag, ...resilienceCells(b)];
+    return [
+      b.id,
+      b.priority,
+      b.state,
+      b.connections,
+      b.inFlight,
+      b.ewmaMs.toFixed(1),
+      share,
+      b.ejections,
+      b.role,
+      lag,
+      ...resilienceCells(b),
+    ];
   });
   return formatTable(TOP_HEADERS, rows);
 }

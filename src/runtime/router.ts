@@ -231,7 +231,18 @@ export class Router {
 
   private constructor(table: LoadTable, clock: SharedArrayBuffer, opts: RouterOptions) {
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, ['policy', 'latencyRatio', 'seed', 'ejection', 'leaseKind', 'clock', 'logger', 'publishWaitMs', 'maxLagMs', 'readFallback']);
+    checkOptionKeys(opts, [
+      'policy',
+      'latencyRatio',
+      'seed',
+      'ejection',
+      'leaseKind',
+      'clock',
+      'logger',
+      'publishWaitMs',
+      'maxLagMs',
+      'readFallback',
+    ]);
     this.maxLagMs = checkLag(opts.maxLagMs ?? 10_000, 'options.maxLagMs');
     this.readFallback = opts.readFallback ?? 'primary';
     if (this.readFallback !== 'primary' && this.readFallback !== 'refuse') {

@@ -79,7 +79,21 @@ describe('poise top', () => {
       expect(r.stdout.split('\n')[0]).toMatch(new RegExp(`^poise top  http://127\\.0\\.0\\.1:${port}/metrics  every 200 ms  \\d{4}-`));
       expect(r.stdout).not.toContain('\x1b[');
       expect(cells(r.stdout)).toEqual([
-        ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS', 'ROLE', 'LAG_MS', 'RAMP_%', 'REPORTED_W', 'ADMIN'],
+        [
+          'BACKEND',
+          'PRIO',
+          'STATE',
+          'CONNS',
+          'INFLIGHT',
+          'EWMA_MS',
+          'SHARE_%',
+          'EJECTIONS',
+          'ROLE',
+          'LAG_MS',
+          'RAMP_%',
+          'REPORTED_W',
+          'ADMIN',
+        ],
         ['b0', '0', 'ready', '2', '0', '50.0', '66.7', '0', 'primary', '-', '100', '1.00', 'ready'],
         ['b1', '0', 'ready', '0', '1', '50.0', '33.3', '0', 'replica', '1234', '100', '1.00', 'ready'],
         ['b2', '1', 'draining', '0', '0', '50.0', '0.0', '0', '-', '-', '100', '1.00', 'ready'],
@@ -187,7 +201,21 @@ describe('poise top', () => {
         /^poise top {2}cluster topc {2}version 1 {2}lineage [0-9a-f]{32} {2}\(membership only: load columns need --metrics\)$/,
       );
       expect(cells(r.stdout)).toEqual([
-        ['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT', 'EWMA_MS', 'SHARE_%', 'EJECTIONS', 'ROLE', 'LAG_MS', 'RAMP_%', 'REPORTED_W', 'ADMIN'],
+        [
+          'BACKEND',
+          'PRIO',
+          'STATE',
+          'CONNS',
+          'INFLIGHT',
+          'EWMA_MS',
+          'SHARE_%',
+          'EJECTIONS',
+          'ROLE',
+          'LAG_MS',
+          'RAMP_%',
+          'REPORTED_W',
+          'ADMIN',
+        ],
         ['x', '0', 'draining', '-', '-', '-', '-', '-', '-', '-', '-', '-', '-'],
         ['y', '2', 'ready', '-', '-', '-', '-', '-', 'replica', '-', '-', '-', '-'],
       ]);
