@@ -16,6 +16,7 @@
  * | retry budget                | retry-region.ts   | the owner (configuration), every thread (requests, retries) |
  * | slow start                  | slow-start.ts     | the owner (configuration, ramp starts) |
  * | backend-reported load       | backend-load.ts   | the owner (agent check, ORCA weights) |
+ * | connection budget           | connection-budget.ts | the owner (shares), every router (refusals at the share) |
  *
  * This class creates or attaches the buffer and holds one instance of each
  * region; the Balancer, the Router and the feedback module use the regions
@@ -37,6 +38,7 @@ import { PassiveHealth } from './passive-health.js';
 import { RetryRegion } from './retry-region.js';
 import { SlowStart } from './slow-start.js';
 import { BackendLoad } from './backend-load.js';
+import { ConnectionBudget } from './connection-budget.js';
 import { SlotTags, type SlotStateCode } from './slot-tags.js';
 import { SpecRegion } from './spec-region.js';
 
@@ -143,6 +145,8 @@ export class LoadTable {
   readonly slowStart: SlowStart;
   /** @internal */
   readonly reported: BackendLoad;
+  /** @internal */
+  readonly budget: ConnectionBudget;
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
@@ -164,6 +168,7 @@ export class LoadTable {
     this.retries = new RetryRegion(i32, this.layout.retryBase);
     this.slowStart = new SlowStart(i32, this.layout);
     this.reported = new BackendLoad(i32, this.layout);
+    this.budget = new ConnectionBudget(i32, this.layout);
   }
 
   /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. @internal */
@@ -304,6 +309,7 @@ export class LoadTable {
   resetHealth(slot: number, nowMs: number): void {
     this.ewma.reset(slot, nowMs);
     this.health.reset(slot);
+    this.budget.reset(slot);
   }
 
   /**

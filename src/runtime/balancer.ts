@@ -371,6 +371,8 @@ export class Balancer extends EventEmitter {
     if (budget !== undefined) t.retries.configure(budget.config);
     if (slow !== undefined) t.slowStart.configure(slow.config);
     this.syncHealth();
+    // For owner-side followers of the membership (the fleet connection budget leases shares for new backends).
+    this.emit('membership', { version, previous });
     return { applied: true, version, previous };
   }
 

@@ -1,0 +1,138 @@
+/**
+ * The connection budget's table side: the share word and its enforcement on
+ * the lease path (one thread here; test/integration/connection-budget-workers
+ * races threads).
+ */
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { PoiseError } from '../../src/core/errors.js';
+import { LeaseKind } from '../../src/load/leases.js';
+import { LoadTable } from '../../src/load/load-table.js';
+import { Balancer } from '../../src/runtime/balancer.js';
+import type { Lease } from '../../src/runtime/lease.js';
+import { specs } from '../helpers/runtime.js';
+
+function balancerOf(n: number): Balancer {
+  const b = new Balancer({ capacity: 8 });
+  onTestFinished(() => b.close());
+  b.update(specs(n));
+  return b;
+}
+
+describe('ConnectionBudget region', () => {
+  it('encodes none as undefined, zero as 0, n as n, and counts refusals until taken', () => {
+    const t = LoadTable.create({ capacity: 2, maxThreads: 2 });
+    expect(t.budget.share(0)).toBeUndefined();
+    expect(t.budget.setShare(0, 0)).toBe(true);
+    expect(t.budget.share(0)).toBe(0);
+    expect(t.budget.word(0)).toBe(-1);
+    expect(t.budget.setShare(0, 0)).toBe(false);
+    t.budget.setShare(0, 7);
+    expect(t.budget.share(0)).toBe(7);
+    t.budget.setShare(0, undefined);
+    expect(t.budget.word(0)).toBe(0);
+    for (let k = 0; k < 5; k++) t.budget.refused(1);
+    expect(t.budget.takeRefusals(1)).toBe(5);
+    expect(t.budget.takeRefusals(1)).toBe(0);
+    expect(t.budget.share(1)).toBeUndefined();
+  });
+
+  it('a new occupant starts at the owner-side start share and forgets the old refusals', () => {
+    const t = LoadTable.create({ capacity: 2, maxThreads: 2 });
+    t.budget.setShare(0, 9);
+    t.budget.refused(0);
+    t.budget.startShare = 0;
+    t.resetHealth(0, 0);
+    expect(t.budget.share(0)).toBe(0);
+    expect(t.budget.takeRefusals(0)).toBe(0);
+    t.budget.startShare = undefined;
+    t.resetHealth(0, 0);
+    expect(t.budget.share(0)).toBeUndefined();
+  });
+});
+
+describe('share enforcement on the lease path', () => {
+  it('grants exactly the share of connection leases, then refuses with Overloaded and counts each refusal', () => {
+    const b = balancerOf(1);
+    b.ownerTable.budget.setShare(0, 3);
+    const r = b.router({ policy: 'round-robin', leaseKind: 'connection' });
+    const held: Lease[] = [];
+    for (let k = 0; k < 3; k++) held.push(r.acquire());
+    expect(b.ownerTable.connections(0)).toBe(3);
+    for (let k = 0; k < 4; k++) {
+      let err: unknown;
+      try {
+        r.acquire();
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(PoiseError);
+      expect((err as PoiseError).code).toBe('Overloaded');
+    }
+    // The refused adds were undone: the count is the share, not share + refusals.
+    expect(b.ownerTable.connections(0)).toBe(3);
+    expect(b.ownerTable.budget.takeRefusals(0)).toBe(4);
+    held.pop()!.release('success');
+    held.push(r.acquire());
+    expect(b.ownerTable.connections(0)).toBe(3);
+    for (const l of held) l.release('success');
+  });
+
+  it('request leases are not capped by the connection share', () => {
+    const b = balancerOf(1);
+    b.ownerTable.budget.setShare(0, 1);
+    const r = b.router({ policy: 'round-robin', leaseKind: 'request' });
+    const held = Array.from({ length: 5 }, () => r.acquire());
+    expect(b.table.stats(0).requests).toBe(5);
+    expect(() => r.acquire({ kind: 'connection' })).not.toThrow();
+    expect(() => r.acquire({ kind: 'connection' })).toThrow(expect.objectContaining({ code: 'Overloaded' }));
+    for (const l of held) l.release('success');
+  });
+
+  it('a zero share refuses every connection lease; a backend at its share is skipped for one with room', () => {
+    const b = balancerOf(2);
+    b.ownerTable.budget.setShare(0, 0);
+    b.ownerTable.budget.setShare(1, 2);
+    const r = b.router({ policy: 'p2c:connections' });
+    const a = r.acquire();
+    const c = r.acquire();
+    expect([a.id, c.id]).toEqual(['b1', 'b1']);
+    expect(() => r.acquire()).toThrow(expect.objectContaining({ code: 'Overloaded' }));
+    expect(b.ownerTable.connections(0)).toBe(0);
+    a.release('success');
+    c.release('success');
+  });
+
+  it('a shrunk share takes nothing away: new leases wait until the count is below it', () => {
+    const b = balancerOf(1);
+    b.ownerTable.budget.setShare(0, 4);
+    const r = b.router({ policy: 'round-robin', leaseKind: 'connection' });
+    const held = Array.from({ length: 4 }, () => r.acquire());
+    b.ownerTable.budget.setShare(0, 2);
+    expect(() => r.acquire()).toThrow(expect.objectContaining({ code: 'Overloaded' }));
+    held.pop()!.release('success');
+    held.pop()!.release('success');
+    expect(() => r.acquire()).toThrow(expect.objectContaining({ code: 'Overloaded' }));
+    held.pop()!.release('success');
+    held.push(r.acquire());
+    expect(b.ownerTable.connections(0)).toBe(2);
+    for (const l of held) l.release('success');
+  });
+
+  it('the gauge capacity of a connection router is Σ min(maxInflight, share) after the health epoch moves', () => {
+    const b = new Balancer({ capacity: 8 });
+    onTestFinished(() => b.close());
+    b.update([
+      { id: 'x', address: '127.0.0.1:7000', maxInflight: 10 },
+      { id: 'y', address: '127.0.0.1:7001', maxInflight: 3 },
+    ]);
+    const r = b.router({ policy: 'round-robin', leaseKind: 'connection' });
+    expect(r.gauge.capacity()).toBe(13);
+    b.ownerTable.budget.setShare(0, 4);
+    b.ownerTable.budget.setShare(1, 5);
+    b.ownerTable.epochs.bumpHealth();
+    expect(r.gauge.capacity()).toBe(7);
+    const q = b.router({ policy: 'round-robin', leaseKind: 'request' });
+    expect(q.gauge.capacity()).toBe(13);
+    expect(LeaseKind.Connection).toBe(1);
+  });
+});
