@@ -4,11 +4,13 @@
  * races threads).
  */
 import { describe, expect, it, onTestFinished } from 'vitest';
+import { AdmissionGate } from '../../src/admission/admission.js';
 import { PoiseError } from '../../src/core/errors.js';
 import { LeaseKind } from '../../src/load/leases.js';
 import { LoadTable } from '../../src/load/load-table.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import type { Lease } from '../../src/runtime/lease.js';
+import { ManualTimers } from '../helpers/manual-timers.js';
 import { specs } from '../helpers/runtime.js';
 
 function balancerOf(n: number): Balancer {
@@ -134,5 +136,38 @@ describe('share enforcement on the lease path', () => {
     const q = b.router({ policy: 'round-robin', leaseKind: 'request' });
     expect(q.gauge.capacity()).toBe(13);
     expect(LeaseKind.Connection).toBe(1);
+  });
+});
+
+describe('the share with an AdmissionGate', () => {
+  it('acquireAsync waits at the share instead of failing, and takes the lease when a connection is returned or the share grows', async () => {
+    const b = balancerOf(1);
+    const t = b.ownerTable;
+    t.budget.setShare(0, 2);
+    t.epochs.bumpHealth();
+    const r = b.router({ policy: 'round-robin', leaseKind: 'connection' });
+    const timers = new ManualTimers();
+    const gate = new AdmissionGate(r, { bands: [1], minCeiling: 0, timers });
+    const held = [await r.acquireAsync(), await r.acquireAsync()];
+    expect(gate.saturation()).toBe(1);
+    const third = r.acquireAsync({ timeoutMs: 5000 });
+    expect(gate.admissionStats().waiting).toBe(1);
+    held.pop()!.release('success');
+    held.push(await third);
+    expect(t.connections(0)).toBe(2);
+    // The owner grows the share (as the fleet budget's round does: set, bump the health epoch, wake the gates).
+    const fourth = r.acquireAsync({ timeoutMs: 5000 });
+    expect(gate.admissionStats().waiting).toBe(1);
+    t.budget.setShare(0, 3);
+    t.epochs.bumpHealth();
+    t.admission.wake();
+    held.push(await fourth);
+    expect(t.connections(0)).toBe(3);
+    // At the share again: a bounded wait ends in QueueTimeout, never a fourth connection.
+    const late = r.acquireAsync({ timeoutMs: 30 }).catch((e: unknown) => e);
+    await timers.advance(30);
+    expect((await late) as PoiseError).toMatchObject({ code: 'QueueTimeout' });
+    expect(t.connections(0)).toBe(3);
+    for (const l of held) l.release('success');
   });
 });
