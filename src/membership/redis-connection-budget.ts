@@ -31,9 +31,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { PoiseError, invalidConfig } from '../core/errors.js';
-import { integerIn } from '../core/validate.js';
 import { defaultLogger, type Logger } from '../log.js';
 import type { Balancer } from '../runtime/balancer.js';
+import { resolveConnectionBudget, type ResolvedConnectionBudget } from '../runtime/connection-budget-options.js';
 import { validateName } from './name.js';
 import { DEFAULT_PREFIX, budgetKey } from './redis-keys.js';
 import { BUDGET_SCRIPT } from './redis-script.js';
@@ -44,8 +44,13 @@ import type { RedisClient, RedisConnectionOptions } from './redis-target.js';
 export interface FleetConnectionBudgetOptions extends RedisConnectionOptions {
   /** The Balancer whose backends' connection leases the budget caps (its routers must lease with `kind: 'connection'`). */
   balancer: Balancer;
-  /** The connections each backend accepts from the whole fleet (PostgreSQL `max_connections`), an integer ≥ 1. */
-  limitPerBackend: number;
+  /**
+   * The connections each backend accepts from the whole fleet (PostgreSQL
+   * `max_connections`), an integer ≥ 1. Without it, the Balancer's
+   * `connectionBudget` (its option, or its membership document's block) is
+   * the limit, `reserve` and `ttlMs` included, and follows the document.
+   */
+  limitPerBackend?: number;
   /** Connections of the limit kept out of the split (superuser, migrations, monitoring); default 0. */
   reserve?: number;
   /** The lease: a process that stops renewing loses its shares after this long, ms; default 10,000. Renewed every third of it. */
@@ -88,8 +93,8 @@ export class FleetConnectionBudget {
   readonly #redis: RedisClient;
   readonly #cluster: string | undefined;
   readonly #prefix: string;
-  readonly #budget: number;
-  readonly #ttlMs: number;
+  /** The limit given to the constructor (else the Balancer's, {@link config}). */
+  readonly #own: ResolvedConnectionBudget | undefined;
   readonly #log: Logger;
   readonly #rounds: FleetRounds<FleetConnectionShares>;
   #last: FleetConnectionShares | undefined;
@@ -106,11 +111,12 @@ export class FleetConnectionBudget {
   /** Throws `InvalidConfig` naming a bad option; connects lazily (on {@link start}). */
   constructor(opts: FleetConnectionBudgetOptions) {
     this.#balancer = fleetBalancer(opts, ['limitPerBackend', 'reserve', 'ttlMs']);
-    const limit = integerIn(opts.limitPerBackend, 'options.limitPerBackend', 1, 1_000_000);
-    const reserve = integerIn(opts.reserve ?? 0, 'options.reserve', 0, 1_000_000);
-    if (reserve >= limit) invalidConfig('options.reserve', `must be below options.limitPerBackend (${limit})`, reserve);
-    this.#budget = limit - reserve;
-    this.#ttlMs = integerIn(opts.ttlMs ?? 10_000, 'options.ttlMs', 300, 3_600_000);
+    this.#own =
+      opts.limitPerBackend === undefined
+        ? undefined
+        : resolveConnectionBudget({ limitPerBackend: opts.limitPerBackend, reserve: opts.reserve, ttlMs: opts.ttlMs }, 'options');
+    if (this.#own === undefined && (opts.reserve !== undefined || opts.ttlMs !== undefined))
+      invalidConfig('options.limitPerBackend', 'is required with options.reserve or options.ttlMs', opts.limitPerBackend);
     this.#cluster = opts.cluster === undefined ? undefined : validateName(opts.cluster, 'options.cluster');
     this.#prefix = opts.prefix === undefined ? DEFAULT_PREFIX : validateName(opts.prefix, 'options.prefix');
     this.#log = opts.logger ?? defaultLogger();
@@ -120,7 +126,7 @@ export class FleetConnectionBudget {
       'FleetConnectionBudget',
       this.#redis,
       () => this.#round(),
-      () => Math.max(100, Math.floor(this.#ttlMs / 3)),
+      () => Math.max(100, Math.floor((this.#config()?.ttlMs ?? 10_000) / 3)),
     );
   }
 
@@ -141,11 +147,7 @@ export class FleetConnectionBudget {
    */
   async start(): Promise<void> {
     if (this.#rounds.closed) throw new PoiseError('Closed', 'FleetConnectionBudget: is closed');
-    const t = this.#balancer.ownerTable;
-    t.budget.startShare = 0;
-    // From here on no backend is without a budget: a share of zero until a round grants one.
-    for (const e of this.#balancer.slotEntries()) if (!e.removed && t.budget.share(e.slot) === undefined) t.budget.setShare(e.slot, 0);
-    this.#announce();
+    if (this.#config() !== undefined) this.#enforce();
     this.#balancer.on('membership', this.#onMembership);
     await this.#rounds.start();
   }
@@ -179,6 +181,29 @@ export class FleetConnectionBudget {
     this.#redis.disconnect();
   }
 
+  /** The limit in force: the constructor's, else the Balancer's (option or document block). */
+  #config(): ResolvedConnectionBudget | undefined {
+    return this.#own ?? this.#balancer.connectionBudget;
+  }
+
+  /** Puts every backend under the budget: a share of zero until a round grants one (new backends too). */
+  #enforce(): void {
+    const t = this.#balancer.ownerTable;
+    if (t.budget.startShare !== undefined) return;
+    t.budget.startShare = 0;
+    for (const e of this.#balancer.slotEntries()) if (!e.removed && t.budget.share(e.slot) === undefined) t.budget.setShare(e.slot, 0);
+    this.#announce();
+  }
+
+  /** No budget in force any more (the document said `false`): every backend unlimited again. */
+  #lift(): void {
+    const t = this.#balancer.ownerTable;
+    if (t.budget.startShare === undefined) return;
+    t.budget.startShare = undefined;
+    for (const e of this.#balancer.slotEntries()) if (!e.removed) t.budget.setShare(e.slot, undefined);
+    this.#announce();
+  }
+
   /** Routers rebuild their views (capacity, a share of zero) and waiting gates re-check. */
   #announce(): void {
     const t = this.#balancer.ownerTable;
@@ -189,6 +214,12 @@ export class FleetConnectionBudget {
   async #round(): Promise<FleetConnectionShares | undefined> {
     const cluster = this.#cluster ?? this.#balancer.cluster;
     if (cluster === undefined || this.#rounds.closed) return undefined;
+    const config = this.#config();
+    if (config === undefined) {
+      this.#lift();
+      return undefined;
+    }
+    this.#enforce();
     const t = this.#balancer.ownerTable;
     const entries = this.#balancer.slotEntries().filter((e) => !e.removed);
     const args: (string | number)[] = [];
@@ -204,7 +235,7 @@ export class FleetConnectionBudget {
       const runId = /run_id:(\w+)/.exec(await this.#redis.info('server'))?.[1];
       if (runId !== undefined && this.#runId !== undefined && runId !== this.#runId) {
         // A new Redis: the leases it held are gone while the others still hold their shares. Nobody grows for one TTL.
-        this.#holdUntil = performance.now() + this.#ttlMs;
+        this.#holdUntil = performance.now() + config.ttlMs;
         this.#log.warn({ cluster }, 'poise: connection budget: Redis restarted, shares held for one TTL');
         for (let k = 0; k < entries.length; k++) args[4 * k + 3] = t.budget.share(entries[k]!.slot) ?? 0;
       }
@@ -212,8 +243,8 @@ export class FleetConnectionBudget {
       const reply = await (this.#redis as unknown as ScriptClient).poiseBudget(
         budgetKey(cluster, this.#prefix),
         this.processId,
-        this.#ttlMs,
-        this.#budget,
+        config.ttlMs,
+        config.limitPerBackend - config.reserve,
         entries.length,
         ...args,
       );

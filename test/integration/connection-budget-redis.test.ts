@@ -246,4 +246,30 @@ describe('FleetConnectionBudget', () => {
       for (const b of balancers) b.close();
     }
   });
+  it("without its own limit it follows the Balancer's document block: the limit moves with the document, false lifts the budget", async () => {
+    const cluster = `c${randomBytes(4).toString('hex')}`;
+    const balancer = new Balancer({ capacity: 4, logger: silent });
+    const doc = (version: number, connectionBudget: unknown) => ({
+      version,
+      cluster,
+      backends: [{ id: 'pg', address: '127.0.0.1:5432' }],
+      connectionBudget,
+    });
+    balancer.update(doc(1, { limitPerBackend: 12, reserve: 2, ttlMs: 60_000 }));
+    const budget = new FleetConnectionBudget({ balancer, url: server.url, logger: silent });
+    try {
+      await budget.start();
+      expect(owner(balancer).budget.share(0)).toBe(10);
+      balancer.update(doc(2, { limitPerBackend: 30, reserve: 5, ttlMs: 60_000 }));
+      await until(() => owner(balancer).budget.share(0) === 25, 'the share to follow the new limit');
+      balancer.update(doc(3, false));
+      await until(() => owner(balancer).budget.share(0) === undefined, 'the budget to be lifted');
+      expect(() => new FleetConnectionBudget({ balancer, url: server.url, reserve: 3 })).toThrow(
+        'options.limitPerBackend: is required with options.reserve or options.ttlMs',
+      );
+    } finally {
+      await budget.close();
+      balancer.close();
+    }
+  });
 });

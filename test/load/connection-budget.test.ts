@@ -171,3 +171,26 @@ describe('the share with an AdmissionGate', () => {
     for (const l of held) l.release('success');
   });
 });
+
+describe('the connectionBudget option and document block', () => {
+  it('a Balancer takes the option, a snapshot with the block replaces it, false removes it; bad values name the field', () => {
+    const b = new Balancer({ capacity: 4, connectionBudget: { limitPerBackend: 40, reserve: 5 } });
+    onTestFinished(() => b.close());
+    expect(b.connectionBudget).toEqual({ limitPerBackend: 40, reserve: 5, ttlMs: 10_000 });
+    b.apply({ version: 1, backends: specs(1), connectionBudget: { limitPerBackend: 100, ttlMs: 3000 } });
+    expect(b.connectionBudget).toEqual({ limitPerBackend: 100, reserve: 0, ttlMs: 3000 });
+    // A snapshot without the block keeps the one in force.
+    b.apply({ version: 2, backends: specs(1) });
+    expect(b.connectionBudget?.limitPerBackend).toBe(100);
+    expect(() => b.apply({ version: 3, backends: specs(1), connectionBudget: { limitPerBackend: 0 } })).toThrow(
+      'membership.connectionBudget.limitPerBackend: must be an integer in [1, 1000000], got 0',
+    );
+    expect(b.version).toBe(2);
+    expect(b.connectionBudget?.limitPerBackend).toBe(100);
+    b.apply({ version: 4, backends: specs(1), connectionBudget: false });
+    expect(b.connectionBudget).toBeUndefined();
+    expect(() => new Balancer({ connectionBudget: { limitPerBackend: 10, reserve: 12 } })).toThrow(
+      'options.connectionBudget.reserve: must be below options.connectionBudget.limitPerBackend (10), got 12',
+    );
+  });
+});
