@@ -8,3 +8,8 @@ export type { MembershipKeys } from './membership/redis-keys.js';
 export type { RedisConnectionOptions } from './membership/redis-target.js';
 export { MembershipPublisher, type MembershipPublisherOptions, type StoredMembership } from './membership/redis-publisher.js';
 export { FleetRetryBudget, type FleetRetryBudgetOptions, type FleetRetryCounts } from './membership/redis-retry-budget.js';
+export {
+  FleetConnectionBudget,
+  type FleetConnectionBudgetOptions,
+  type FleetConnectionShares,
+} from './membership/redis-connection-budget.js';

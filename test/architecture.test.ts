@@ -39,7 +39,7 @@ const ONLY_THROUGH: Record<string, Record<string, readonly string[]>> = {
   metrics: { http: ['http/counters.ts'] },
   // The document validates the runtime's resilience options; the fleet budget feeds a Balancer's shared one.
   membership: {
-    runtime: ['runtime/retry-budget.ts', 'runtime/slow-start-options.ts', 'runtime/balancer.ts'],
+    runtime: ['runtime/retry-budget.ts', 'runtime/slow-start-options.ts', 'runtime/connection-budget-options.ts', 'runtime/balancer.ts'],
     load: ['load/retry-region.ts'],
   },
 };

@@ -89,6 +89,9 @@ describe('the public surface', () => {
     const names = exportedNames('src/redis.ts');
     expect(names.sort()).toEqual(
       [
+        'FleetConnectionBudget',
+        'FleetConnectionBudgetOptions',
+        'FleetConnectionShares',
         'FleetRetryBudget',
         'FleetRetryBudgetOptions',
         'FleetRetryCounts',

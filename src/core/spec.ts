@@ -35,6 +35,8 @@ export interface MembershipSnapshot {
   retryBudget?: unknown;
   /** The cluster's slow start (`{ windowMs, aggression?, minWeightPercent? }` or `false`, see docs/resilience.md); validated by the Balancer, which replaces its own with it. */
   slowStart?: unknown;
+  /** The cluster's fleet connection budget (`{ limitPerBackend, reserve?, ttlMs? }` or `false`, see docs/connection-budget.md); validated by the Balancer, which replaces its own with it. */
+  connectionBudget?: unknown;
   backends: readonly BackendSpec[];
 }
 

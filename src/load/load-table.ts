@@ -17,6 +17,7 @@
  * | slow start                  | slow-start.ts     | the owner (configuration, ramp starts) |
  * | backend-reported load       | backend-load.ts   | the owner (agent check, ORCA weights) |
  * | database role, lag, LSN     | db-state.ts       | the owner (database health checks, a spec's role) |
+ * | connection budget           | connection-budget.ts | the owner (shares), every router (refusals at the share) |
  *
  * This class creates or attaches the buffer and holds one instance of each
  * region; the Balancer, the Router and the feedback module use the regions
@@ -39,6 +40,7 @@ import { RetryRegion } from './retry-region.js';
 import { SlowStart } from './slow-start.js';
 import { BackendLoad } from './backend-load.js';
 import { DbState, type DbRoleCode } from './db-state.js';
+import { ConnectionBudget } from './connection-budget.js';
 import { SlotTags, type SlotStateCode } from './slot-tags.js';
 import { SpecRegion } from './spec-region.js';
 
@@ -152,6 +154,7 @@ export class LoadTable {
   readonly reported: BackendLoad;
   /** @internal */
   readonly db: DbState;
+  readonly budget: ConnectionBudget;
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
@@ -174,6 +177,7 @@ export class LoadTable {
     this.slowStart = new SlowStart(i32, this.layout);
     this.reported = new BackendLoad(i32, this.layout);
     this.db = new DbState(i32, this.layout);
+    this.budget = new ConnectionBudget(i32, this.layout);
   }
 
   /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. @internal */
@@ -316,6 +320,7 @@ export class LoadTable {
   resetHealth(slot: number, nowMs: number): void {
     this.ewma.reset(slot, nowMs);
     this.health.reset(slot);
+    this.budget.reset(slot);
   }
 
   /**

@@ -16,6 +16,7 @@ import { resolveHealthConfig, type HealthConfig } from '../health/config.js';
 import { validateName } from './name.js';
 import { resolveRetryBudget, type RetryBudgetOptions } from '../runtime/retry-budget.js';
 import { resolveSlowStart, type SlowStartOptions } from '../runtime/slow-start-options.js';
+import { resolveConnectionBudget, type ConnectionBudgetOptions } from '../runtime/connection-budget-options.js';
 import { integerIn } from '../core/validate.js';
 
 /** A membership document as written by people and tools. */
@@ -32,6 +33,8 @@ export interface MembershipDocument {
   retryBudget?: RetryBudgetOptions | false;
   /** Slow start of every Balancer following this cluster (docs/resilience.md), or `false` for none. */
   slowStart?: SlowStartOptions | false;
+  /** The fleet connection budget's limit per backend for every FleetConnectionBudget following this cluster (docs/connection-budget.md), or `false` for none. */
+  connectionBudget?: ConnectionBudgetOptions | false;
 }
 
 /** A validated document: every backend default filled in. */
@@ -48,16 +51,21 @@ export interface ResolvedDocument {
   retryBudget?: RetryBudgetOptions | false;
   /** The slow start block as written (validated), when the document has one. */
   slowStart?: SlowStartOptions | false;
+  /** The fleet connection budget's limit per backend for every FleetConnectionBudget following this cluster (docs/connection-budget.md), or `false` for none. */
+  connectionBudget?: ConnectionBudgetOptions | false;
 }
 
 /** The cluster-wide blocks of a document (beside its backends), which a snapshot carries to the Balancer. */
-type Settings = Pick<ResolvedDocument, 'health' | 'retryBudget' | 'slowStart'>;
+type Settings = Pick<ResolvedDocument, 'health' | 'retryBudget' | 'slowStart' | 'connectionBudget'>;
 
 /** The cluster-wide blocks, in the order the canonical JSON writes them. */
-const SETTINGS = ['health', 'retryBudget', 'slowStart'] as const;
+const SETTINGS = ['health', 'retryBudget', 'slowStart', 'connectionBudget'] as const;
 
-/** Copies the cluster-wide blocks (`health`, `retryBudget`, `slowStart`) that `from` has onto `to`; returns `to`. @internal */
-export function copySettings<T extends { health?: unknown; retryBudget?: unknown; slowStart?: unknown }>(from: Settings, to: T): T {
+/** Copies the cluster-wide blocks (`health`, `retryBudget`, `slowStart`, `connectionBudget`) that `from` has onto `to`; returns `to`. @internal */
+export function copySettings<T extends { health?: unknown; retryBudget?: unknown; slowStart?: unknown; connectionBudget?: unknown }>(
+  from: Settings,
+  to: T,
+): T {
   for (const k of SETTINGS) if (from[k] !== undefined) (to as Record<string, unknown>)[k] = from[k];
   return to;
 }
@@ -76,7 +84,15 @@ export const DEFAULT_MAX_DOCUMENT_BYTES = 1024 * 1024;
 /** The largest membership version (versions must stay exact as JS numbers). @internal */
 export const MAX_VERSION = Number.MAX_SAFE_INTEGER;
 
-const DOCUMENT_FIELDS: ReadonlySet<string> = new Set(['cluster', 'version', 'backends', 'health', 'retryBudget', 'slowStart']);
+const DOCUMENT_FIELDS: ReadonlySet<string> = new Set([
+  'cluster',
+  'version',
+  'backends',
+  'health',
+  'retryBudget',
+  'slowStart',
+  'connectionBudget',
+]);
 
 /** Validates a membership version: an integer in [0, 2^53 − 1]. @internal */
 export function validateVersion(value: unknown, field = 'version'): number {
@@ -96,7 +112,7 @@ export function resolveDocument(value: unknown, path = ''): ResolvedDocument {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     invalidConfig(
       path === '' ? 'document' : path,
-      'must be an object { cluster, version?, backends, health?, retryBudget?, slowStart? }',
+      'must be an object { cluster, version?, backends, health?, retryBudget?, slowStart?, connectionBudget? }',
       value,
     );
   }
@@ -105,7 +121,7 @@ export function resolveDocument(value: unknown, path = ''): ResolvedDocument {
     if (!DOCUMENT_FIELDS.has(key)) {
       throw new PoiseError(
         'InvalidConfig',
-        `${at(key)}: unknown field (accepted: cluster, version, backends, health, retryBudget, slowStart)`,
+        `${at(key)}: unknown field (accepted: cluster, version, backends, health, retryBudget, slowStart, connectionBudget)`,
         { field: at(key) },
       );
     }
@@ -126,6 +142,10 @@ export function resolveDocument(value: unknown, path = ''): ResolvedDocument {
   if (doc['slowStart'] !== undefined) {
     resolveSlowStart(doc['slowStart'], at('slowStart'));
     out.slowStart = doc['slowStart'] as SlowStartOptions | false;
+  }
+  if (doc['connectionBudget'] !== undefined) {
+    resolveConnectionBudget(doc['connectionBudget'], at('connectionBudget'));
+    out.connectionBudget = doc['connectionBudget'] as ConnectionBudgetOptions | false;
   }
   return out;
 }
@@ -189,7 +209,7 @@ function compactJson(spec: ResolvedBackendSpec): string {
 /**
  * The canonical JSON of a document without its version (Redis keeps the
  * version beside it): exactly `JSON.stringify({ cluster, backends:
- * backends.map(compactSpec), health?, retryBudget?, slowStart? })`, assembled from each spec's
+ * backends.map(compactSpec), health?, retryBudget?, slowStart?, connectionBudget? })`, assembled from each spec's
  * remembered JSON. @internal
  */
 export function documentJson(doc: { cluster: string; backends: readonly ResolvedBackendSpec[] } & Settings): string {

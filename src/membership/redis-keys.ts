@@ -189,3 +189,15 @@ function decode(text: string, opts: { cluster: string; maxBytes: number; what: '
   }
   return { version, lineage, document };
 }
+
+/**
+ * The hash of `cluster`'s fleet connection budget (redis-script.ts,
+ * `BUDGET_SCRIPT`): `<prefix>:{<cluster>}:budget:v1`. Versioned, so a later
+ * layout of the hash takes a new key instead of misreading this one; the
+ * cluster is a hash tag, as for the retry budget. @internal
+ */
+export function budgetKey(cluster: string, prefix = DEFAULT_PREFIX): string {
+  validateName(cluster, 'cluster');
+  validateName(prefix, 'prefix');
+  return `${prefix}:{${cluster}}:budget:v1`;
+}

@@ -27,14 +27,15 @@
  * `<process>:r`.
  */
 import { randomBytes } from 'node:crypto';
-import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
+import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 import { RETRY_BUCKETS } from '../load/retry-region.js';
 import { defaultLogger, type Logger } from '../log.js';
 import type { Balancer } from '../runtime/balancer.js';
 import { validateName } from './name.js';
 import { DEFAULT_PREFIX } from './redis-keys.js';
-import { createRedisClient, resolveRedisTarget, type RedisClient, type RedisConnectionOptions } from './redis-target.js';
+import { FleetRounds, fleetBalancer, roundClient } from './fleet-rounds.js';
+import type { RedisClient, RedisConnectionOptions } from './redis-target.js';
 
 /**
  * KEYS: the window's bucket keys, newest first. ARGV: process id, requests
@@ -110,32 +111,15 @@ export class FleetRetryBudget {
   readonly #intervalMs: number | undefined;
   readonly #clock: () => number;
   readonly #log: Logger;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #rounds: FleetRounds<FleetRetryCounts>;
   #requests = 0;
   #retries = 0;
   #last: FleetRetryCounts | undefined;
   #away = false;
-  #closed = false;
-  #running: Promise<unknown> = Promise.resolve();
 
   /** Throws `InvalidConfig` naming a bad option; connects lazily (on {@link start}). */
   constructor(opts: FleetRetryBudgetOptions) {
-    if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-    checkOptionKeys(opts, [
-      'balancer',
-      'cluster',
-      'prefix',
-      'intervalMs',
-      'clock',
-      'logger',
-      'url',
-      'sentinels',
-      'sentinelName',
-      'redisCluster',
-    ]);
-    if (typeof opts.balancer !== 'object' || opts.balancer === null || opts.balancer.ownerTable === undefined)
-      invalidConfig('options.balancer', 'must be a Balancer', opts.balancer);
-    this.#balancer = opts.balancer;
+    this.#balancer = fleetBalancer(opts, ['intervalMs', 'clock']);
     this.#cluster = opts.cluster === undefined ? undefined : validateName(opts.cluster, 'options.cluster');
     this.#prefix = opts.prefix === undefined ? DEFAULT_PREFIX : validateName(opts.prefix, 'options.prefix');
     this.#intervalMs = opts.intervalMs === undefined ? undefined : integerIn(opts.intervalMs, 'options.intervalMs', 10, 3_600_000);
@@ -143,18 +127,17 @@ export class FleetRetryBudget {
       invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
     this.#clock = opts.clock ?? Date.now;
     this.#log = opts.logger ?? defaultLogger();
-    this.#redis = createRedisClient(resolveRedisTarget(opts), {
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      connectTimeout: 2000,
-      retryStrategy: (times) => Math.min(1000, 50 * times),
-    });
-    this.#redis.on('error', () => {}); // reported by the round that fails
+    this.#redis = roundClient(opts);
     this.#redis.defineCommand('poiseRetrySync', { lua: SYNC_SCRIPT });
     const totals = this.#balancer.ownerTable.retries.totals();
     this.#requests = totals.requests;
     this.#retries = totals.allowed;
+    this.#rounds = new FleetRounds(
+      'FleetRetryBudget',
+      this.#redis,
+      () => this.#round(),
+      () => this.#intervalMs ?? this.#balancer.ownerTable.retries.config()?.bucketMs ?? 1000,
+    );
   }
 
   /** The fleet as the last successful round saw it (undefined before one, or while Redis is away). */
@@ -163,15 +146,8 @@ export class FleetRetryBudget {
   }
 
   /** Connects, runs a first round, then one every interval. Resolves after the first round (Redis away: on the local budget). */
-  async start(): Promise<void> {
-    if (this.#closed) throw new PoiseError('Closed', 'FleetRetryBudget: is closed');
-    try {
-      await this.#redis.connect();
-    } catch {
-      // The first round reports it and falls back; ioredis keeps reconnecting.
-    }
-    await this.sync();
-    this.#schedule();
+  start(): Promise<void> {
+    return this.#rounds.start();
   }
 
   /**
@@ -181,36 +157,22 @@ export class FleetRetryBudget {
    * applies: the whole floor).
    */
   sync(): Promise<FleetRetryCounts | undefined> {
-    const round = this.#running.then(() => this.#round());
-    this.#running = round.catch(() => undefined);
-    return round;
+    return this.#rounds.sync();
   }
 
   /** Stops the rounds, gives this process the whole floor again, and disconnects. */
   async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
-    await this.#running;
+    if (this.#rounds.closed) return;
+    await this.#rounds.stop();
     this.#balancer.ownerTable.retries.shareFloor(1);
     this.#redis.disconnect();
-  }
-
-  #schedule(): void {
-    if (this.#closed) return;
-    const config = this.#balancer.ownerTable.retries.config();
-    const every = this.#intervalMs ?? config?.bucketMs ?? 1000;
-    this.#timer = setTimeout(() => {
-      void this.sync().then(() => this.#schedule());
-    }, every);
-    this.#timer.unref();
   }
 
   async #round(): Promise<FleetRetryCounts | undefined> {
     const region = this.#balancer.ownerTable.retries;
     const config = region.config();
     const cluster = this.#cluster ?? this.#balancer.cluster;
-    if (config === undefined || cluster === undefined || this.#closed) return undefined;
+    if (config === undefined || cluster === undefined || this.#rounds.closed) return undefined;
     const totals = region.totals();
     // Totals wrap at 2^32: the difference modulo 2^32 is what was added since.
     const requests = (totals.requests - this.#requests) >>> 0;
@@ -231,7 +193,7 @@ export class FleetRetryBudget {
       this.#requests = totals.requests;
       this.#retries = totals.allowed;
       const counts = { processes: Number(reply[0]), requests: Number(reply[1]), retries: Number(reply[2]) };
-      if (!this.#closed) region.shareFloor(counts.processes);
+      if (!this.#rounds.closed) region.shareFloor(counts.processes);
       this.#last = counts;
       if (this.#away) this.#log.info({ cluster }, 'poise: fleet retry budget back on Redis');
       this.#away = false;

@@ -104,3 +104,123 @@ end
 redis.call(ARGV[1], KEYS[2], payload)
 return {'1', nvText, lineage, 'full'}
 `;
+
+/**
+ * The fleet connection budget's one script (redis-connection-budget.ts): a
+ * process renews its lease and takes its share of every backend it routes
+ * to, in one atomic step.
+ *
+ * KEYS[1]  the cluster's budget hash (redis-keys.ts, `budgetKey`), fields
+ *          `p:<proc>` (the process's lease deadline, Redis server ms),
+ *          `s:<proc>:<backend>` (the share it holds) and
+ *          `d:<proc>:<backend>` (its demand at its last round)
+ * ARGV[1]  the process id (hex)
+ * ARGV[2]  the lease TTL, ms
+ * ARGV[3]  the budget per backend: `limitPerBackend − reserve`
+ * ARGV[4]  the number of backends that follow, then for each four values:
+ *          backend id, demand (connections in use + refused at the share
+ *          since the last round), connections in use, a cap (the most this
+ *          round may grant: the last share while the process holds after a
+ *          Redis restart, or -1 for none)
+ *
+ * The time is the server's (`TIME`), so processes need not agree on clocks.
+ * Leases past their deadline are removed with every field of theirs: a
+ * crashed process's shares return after the TTL. A backend's budget B is
+ * split among the live processes that route to it by demand, max-min fair
+ * (water-filling in ascending demand, each demand counted as at least 1, so
+ * every process gets ≥ 1 when B allows), what no demand takes spread
+ * evenly; ties and remainders go by process id. The caller's target is then
+ * capped by what the other live processes hold now:
+ *
+ *     grant = max(0, min(target, B − Σ others' shares, cap))
+ *
+ * and it stores max(grant, in use) as its share — a process cannot hand back
+ * connections it still holds — so Σ shares ≤ B holds after every call (the
+ * others only grow into capacity that was handed back at their own rounds).
+ *
+ * Replies strings: {live processes, this process's rank among them by id
+ * (0-based: its aperture coordinate), then one grant per backend, in order}.
+ */
+export const BUDGET_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local me, ttl, budget, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local h = redis.call('HGETALL', KEYS[1])
+local live, liveIds = {}, {}
+local del = {}
+for i = 1, #h, 2 do
+  local p = string.match(h[i], '^p:(%x+)$')
+  if p then
+    if p == me or tonumber(h[i + 1]) > now then
+      live[p] = true
+    else
+      del[#del + 1] = h[i]
+    end
+  end
+end
+live[me] = true
+local demand, held = {}, {}
+for i = 1, #h, 2 do
+  local kind, p, b = string.match(h[i], '^(%a):(%x+):(.*)$')
+  if kind then
+    if (not live[p]) or p == me then
+      del[#del + 1] = h[i]
+    elseif kind == 'd' then
+      demand[b] = demand[b] or {}
+      demand[b][p] = tonumber(h[i + 1])
+    elseif kind == 's' then
+      held[b] = held[b] or {}
+      held[b][p] = tonumber(h[i + 1])
+    end
+  end
+end
+for i = 1, #del, 1000 do
+  redis.call('HDEL', KEYS[1], unpack(del, i, math.min(i + 999, #del)))
+end
+redis.call('HSET', KEYS[1], 'p:' .. me, string.format('%d', now + ttl))
+for p in pairs(live) do liveIds[#liveIds + 1] = p end
+table.sort(liveIds)
+local rank = 0
+for i = 1, #liveIds do if liveIds[i] == me then rank = i - 1 end end
+local out = {tostring(#liveIds), tostring(rank)}
+for k = 0, n - 1 do
+  local b = ARGV[5 + 4 * k]
+  local d = tonumber(ARGV[6 + 4 * k])
+  local inUse = tonumber(ARGV[7 + 4 * k])
+  local cap = tonumber(ARGV[8 + 4 * k])
+  local dem = demand[b] or {}
+  dem[me] = d
+  local ids = {}
+  for p in pairs(dem) do ids[#ids + 1] = p end
+  table.sort(ids, function(x, y)
+    local dx, dy = math.max(dem[x], 1), math.max(dem[y], 1)
+    if dx ~= dy then return dx < dy end
+    return x < y
+  end)
+  local alloc, left = {}, budget
+  for i = 1, #ids do
+    local fair = math.floor(left / (#ids - i + 1))
+    local a = math.min(math.max(dem[ids[i]], 1), fair)
+    alloc[ids[i]] = a
+    left = left - a
+  end
+  if left > 0 then
+    table.sort(ids)
+    local each, extra = math.floor(left / #ids), left % #ids
+    for i = 1, #ids do
+      alloc[ids[i]] = alloc[ids[i]] + each + ((i <= extra) and 1 or 0)
+    end
+  end
+  local others = 0
+  for p, s in pairs(held[b] or {}) do
+    if p ~= me then others = others + s end
+  end
+  local grant = math.min(alloc[me], budget - others)
+  if cap >= 0 then grant = math.min(grant, cap) end
+  if grant < 0 then grant = 0 end
+  redis.call('HSET', KEYS[1], 's:' .. me .. ':' .. b, string.format('%d', math.max(grant, inUse)), 'd:' .. me .. ':' .. b, string.format('%d', d))
+  out[#out + 1] = string.format('%d', grant)
+end
+redis.call('PEXPIRE', KEYS[1], ttl * 3)
+return out
+`;

@@ -39,6 +39,7 @@ import { encodeBlobLines } from './spec-blob.js';
 import { resolveRetryBudget, type RetryBudgetOptions } from './retry-budget.js';
 import type { RetryBudgetConfig } from '../load/retry-region.js';
 import { resolveSlowStart, type SlowStartOptions } from './slow-start-options.js';
+import { resolveConnectionBudget, type ConnectionBudgetOptions, type ResolvedConnectionBudget } from './connection-budget-options.js';
 
 /** Options of {@link Balancer}. */
 export interface BalancerOptions {
@@ -83,6 +84,14 @@ export interface BalancerOptions {
    * it. See docs/resilience.md.
    */
   slowStart?: SlowStartOptions | false;
+  /**
+   * The fleet connection budget's limit per backend (`{ limitPerBackend,
+   * reserve = 0, ttlMs = 10000 }`, or `false`: none), for a
+   * FleetConnectionBudget (`poise-lb/redis`) started on this Balancer without
+   * its own. A membership snapshot that carries `connectionBudget` replaces
+   * it. See docs/connection-budget.md.
+   */
+  connectionBudget?: ConnectionBudgetOptions | false;
 }
 
 /** What the owner did when a watched thread exited. */
@@ -163,6 +172,8 @@ export class Balancer extends EventEmitter {
   /** Wall-clock ms (Date.now()) of the last membership applied; undefined before the first. */
   private changedAt: number | undefined;
   private reclaimEvents = 0;
+  /** The connection budget in force (the option, or the last snapshot's block). */
+  private budgetConfig: ResolvedConnectionBudget | undefined;
   private reclaimedLeases = 0;
 
   /** Throws `InvalidConfig` naming a bad option. */
@@ -181,9 +192,11 @@ export class Balancer extends EventEmitter {
       'health',
       'retryBudget',
       'slowStart',
+      'connectionBudget',
     ]);
     const retryBudget = resolveBudgetBlock(opts.retryBudget, 'options.retryBudget');
     const slowStart = resolveSlowStart(opts.slowStart, 'options.slowStart');
+    this.budgetConfig = resolveConnectionBudget(opts.connectionBudget, 'options.connectionBudget');
     const health = opts.health === undefined ? {} : resolveHealthConfig(opts.health, 'options.health', false);
     // LoadTable.create throws InvalidConfig naming options.<field> itself.
     this.ownerTable = LoadTable.create({
@@ -206,6 +219,11 @@ export class Balancer extends EventEmitter {
     this.configureHealth(health);
     this.ownerTable.retries.configure(retryBudget);
     this.ownerTable.slowStart.configure(slowStart);
+  }
+
+  /** The fleet connection budget's limit in force: the `connectionBudget` option or the last snapshot's block. @internal */
+  get connectionBudget(): ResolvedConnectionBudget | undefined {
+    return this.budgetConfig;
   }
 
   /** Membership version in force (0 before the first update). */
@@ -341,6 +359,8 @@ export class Balancer extends EventEmitter {
     const budget = snapshotBudget === undefined ? undefined : { config: resolveBudgetBlock(snapshotBudget, 'membership.retryBudget') };
     const snapshotSlow = Array.isArray(input) ? undefined : (input as MembershipSnapshot).slowStart;
     const slow = snapshotSlow === undefined ? undefined : { config: resolveSlowStart(snapshotSlow, 'membership.slowStart') };
+    const snapshotConn = Array.isArray(input) ? undefined : (input as MembershipSnapshot).connectionBudget;
+    const conn = snapshotConn === undefined ? undefined : { config: resolveConnectionBudget(snapshotConn, 'membership.connectionBudget') };
     const keep = new Set(specs.map((s) => s.id));
     const t = this.ownerTable;
     // Plan and assign before writing anything, so a refusal leaves the table as it was.
@@ -373,7 +393,10 @@ export class Balancer extends EventEmitter {
     if (health !== undefined) this.configureHealth(health);
     if (budget !== undefined) t.retries.configure(budget.config);
     if (slow !== undefined) t.slowStart.configure(slow.config);
+    if (conn !== undefined) this.budgetConfig = conn.config;
     this.syncHealth();
+    // For owner-side followers of the membership (the fleet connection budget leases shares for new backends).
+    this.emit('membership', { version, previous });
     return { applied: true, version, previous };
   }
 

@@ -226,6 +226,8 @@ export class Router {
   private gate: AdmissionHook | undefined;
   /** Σ maxInflight of the eligible members of the last build (Infinity when one is unlimited, 0 when none). */
   private eligibleCapacity = 0;
+  /** The current take() refused a connection lease at this process's budget share (then its refusal is `Overloaded`). */
+  private atShare = false;
   /** Flushes the batched pick counts at least once a second, so a lightly used router's picks show up. */
   private readonly flushTimer: ReturnType<typeof setInterval>;
 
@@ -440,6 +442,7 @@ export class Router {
     // metric's decay, or a known ejection's expiry.
     if (this.table.epochs.changeHint() !== this.epoch || (this.hasExpiry && elapsedMs(this.now(), this.expiryAt) >= 0)) this.rebuild();
     if (this.timed) this.env.now = this.now();
+    this.atShare = false;
     let cands = this.view;
     let policy = this.policy;
     let kind = this.defaultKind;
@@ -495,6 +498,10 @@ export class Router {
       // Room in the book before anything is counted in the table.
       this.book.reserve();
       return this.take(cands, policy, kind, retry, 0);
+    } catch (err) {
+      // A policy refuses with its own NoEligibleCandidates once every member is blocked; when a share refused one, say so.
+      if (this.atShare && err instanceof PoiseError && err.code === 'NoEligibleCandidates') this.throwAtShare(cands);
+      throw err;
     } finally {
       if (this.nBlocked > 0) this.unblockAll();
     }
@@ -560,12 +567,21 @@ export class Router {
       // both back off).
       // An unavailable slot is leased only when priority panic chose it (the layer plans over every member).
       const tagOk = tag >>> 3 === c.generation && (state === SlotState.Ready || state === SlotState.Unavailable);
-      if (tagOk && (c.maxInflight === 0 || count <= c.maxInflight)) {
+      // The fleet connection budget (load/connection-budget.ts): this
+      // process's share, checked on the same returned count, so it is exact
+      // across threads too (0 = no budget; the zero share is −1).
+      const share = kind === LeaseKind.Connection ? t.budget.word(c.slot) : 0;
+      const overShare = share !== 0 && count > share;
+      if (tagOk && (c.maxInflight === 0 || count <= c.maxInflight) && !overShare) {
         // The pick counter is statistics: batch it (one shared add per 64 picks, and the timer).
         if (++c.unflushedPicks === PICK_BATCH) this.flushPick(c);
         return this.book.openLease(c, kind);
       }
       leases.down(c.slot, kind, this.row);
+      if (overShare && tagOk) {
+        t.budget.refused(c.slot);
+        this.atShare = true;
+      }
       if (retry !== NO_RETRY) {
         if (t.epochs.change() !== this.epoch) return STALE;
         // Only a tag change is a publication in progress; a full slot (maxInflight) is not.
@@ -659,7 +675,15 @@ export class Router {
     cv.build(now);
     this.view = cv.members;
     let capacity = 0;
-    for (const c of cv.members) if (c.eligible) capacity += c.maxInflight === 0 ? Number.POSITIVE_INFINITY : c.maxInflight;
+    const budget = this.table.budget;
+    const byConnections = this.defaultKind === LeaseKind.Connection;
+    for (const c of cv.members) {
+      if (!c.eligible) continue;
+      // A connection router's capacity is also capped by the process's budget share (the owner bumps the health epoch when a share moves).
+      const share = byConnections ? budget.share(c.slot) : undefined;
+      const cap = c.maxInflight === 0 ? Number.POSITIVE_INFINITY : c.maxInflight;
+      capacity += share === undefined ? cap : Math.min(cap, share);
+    }
     this.eligibleCapacity = capacity;
     this.tiers = new Map();
     this.roleSets[DbRole.Primary] = undefined;
@@ -750,8 +774,16 @@ export class Router {
     return this.throwNone(cands);
   }
 
+  private throwAtShare(cands: SlotCandidate[]): never {
+    throw new PoiseError(
+      'Overloaded',
+      `acquire: none of the ${cands.length} candidates may take a connection lease: this process holds its whole connection budget share on those it tried`,
+    );
+  }
+
   private throwNone(cands: SlotCandidate[]): never {
     if (this.candidates.all.length === 0) throw new PoiseError('Empty', 'acquire: the membership has no backends');
+    if (this.atShare) this.throwAtShare(cands);
     throw new PoiseError(
       'NoEligibleCandidates',
       `acquire: none of the ${cands.length} candidates may take a lease (draining, unavailable, excluded, ejected or at maxInflight)`,

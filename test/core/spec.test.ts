@@ -42,6 +42,7 @@ describe('resolveBackendSpec', () => {
       status: 'ready',
       maxInflight: 0,
       panicEligible: true,
+      role: 'none',
     });
   });
 
@@ -71,7 +72,7 @@ describe('resolveBackendSpec', () => {
       ok({ wieght: 2 }),
       'backends[0]',
       'InvalidConfig',
-      'backends[0].wieght: unknown field (accepted: id, address, weight, priority, locality, localityWeight, status, maxInflight, panicEligible)',
+      'backends[0].wieght: unknown field (accepted: id, address, weight, priority, locality, localityWeight, status, maxInflight, panicEligible, role)',
     ],
   ])('rejects %o at %s with an exact message', (value, path, code, message) => {
     const err = thrown(() => resolveBackendSpec(value, path));

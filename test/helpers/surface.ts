@@ -39,7 +39,7 @@ export const SURFACE: Record<string, string[]> = {
     'poolWorkerData',
     'workerRouter',
   ],
-  'poise-lb/redis': ['FleetRetryBudget', 'MembershipPublisher', 'RedisMembership'],
+  'poise-lb/redis': ['FleetConnectionBudget', 'FleetRetryBudget', 'MembershipPublisher', 'RedisMembership'],
   'poise-lb/net': [
     'CidrBands',
     'ProxyCounters',

@@ -10,9 +10,7 @@
  * budget: exactly 3 attempts per request; a local budget: a whole floor per
  * process and window), so a longer run changes nothing but the runtime.
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
-import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../dist/src/log.js';
 import { FleetRetryBudget } from '../../dist/src/membership/redis-retry-budget.js';
@@ -20,6 +18,7 @@ import { Balancer } from '../../dist/src/runtime/balancer.js';
 import { freePort } from '../helpers/ports.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { until } from '../helpers/until.js';
+import { FleetProcess } from '../helpers/fleet-process.js';
 
 const NODE = new URL('../fixtures/retry-fleet-node.mjs', import.meta.url);
 
@@ -32,32 +31,6 @@ function listenOn(port: number): Promise<Server> {
   });
 }
 const logger = createLogger({ level: 'silent' });
-
-/** One fleet process, driven by JSON lines. */
-class FleetProcess {
-  readonly child: ChildProcessWithoutNullStreams;
-  readonly #waiters: ((line: string) => void)[] = [];
-  readonly started: Promise<unknown>;
-  constructor() {
-    this.child = spawn(process.execPath, [NODE.pathname], { stdio: ['pipe', 'pipe', 'pipe'] });
-    this.child.stderr.resume();
-    createInterface({ input: this.child.stdout }).on('line', (line) => this.#waiters.shift()?.(line));
-    this.started = new Promise((resolve) => this.#waiters.push(resolve));
-  }
-  ask<T>(msg: object): Promise<T> {
-    return new Promise((resolve, reject) => {
-      this.#waiters.push((line) => {
-        const out = JSON.parse(line) as T & { error?: string };
-        if (out.error !== undefined) reject(new Error(out.error));
-        else resolve(out);
-      });
-      this.child.stdin.write(`${JSON.stringify(msg)}\n`);
-    });
-  }
-  stop(): void {
-    this.child.kill('SIGKILL');
-  }
-}
 
 // 20 % of requests, a floor of 2 retries/s (4 per 2 s window). Each process
 // makes 2 threads × 1 request per 400 ms = 10 requests per window: its own
@@ -82,7 +55,7 @@ afterAll(async () => {
 describe('fleet retry budget', () => {
   it('8 processes × 2 threads, every backend failing (30 s for the fleet budget): ≤ 1.2 attempts per request with the fleet budget (local-only and none beside it); once the backends return, every request after the ejections in force end succeeds', async () => {
     const ports = [await freePort(), await freePort(), await freePort()];
-    const procs = Array.from({ length: PROCESSES }, () => new FleetProcess());
+    const procs = Array.from({ length: PROCESSES }, () => new FleetProcess(NODE));
     const figures: Record<string, { requests: number; attempts: number; perRequest: number }> = {};
     const servers: Server[] = [];
     let recovery: { succeeded: number; afterDeadline: number[]; failedAfterDeadline: number; ejectedForMs: number }[] = [];
@@ -130,7 +103,7 @@ describe('fleet retry budget', () => {
         figures[mode] = { requests, attempts, perRequest: attempts / requests };
       }
     } finally {
-      for (const p of procs) p.stop();
+      for (const p of procs) void p.kill();
       for (const srv of servers) srv.close();
     }
     console.log('attempts per request (8 processes × 2 threads, all backends failing):', JSON.stringify(figures));

@@ -34,6 +34,7 @@ describe('membership document', () => {
       status: 'ready',
       maxInflight: 0,
       panicEligible: true,
+      role: 'none',
     });
   });
 
@@ -62,7 +63,7 @@ describe('membership document', () => {
     [
       'unknown top-level field',
       { ...ok, backend: [] },
-      'backend: unknown field (accepted: cluster, version, backends, health, retryBudget, slowStart)',
+      'backend: unknown field (accepted: cluster, version, backends, health, retryBudget, slowStart, connectionBudget)',
     ],
     [
       'missing cluster',
@@ -73,7 +74,27 @@ describe('membership document', () => {
     ['negative version', { ...ok, version: -1 }, 'version: must be an integer in [0, 9007199254740991], got -1'],
     ['fractional version', { ...ok, version: 1.5 }, 'version: must be an integer in [0, 9007199254740991], got 1.5'],
     ['backends not an array', { cluster: 'db', backends: {} }, 'backends: must be an array, got a object'],
-    ['not an object', [1], 'document: must be an object { cluster, version?, backends, health?, retryBudget?, slowStart? }, got an array'],
+    [
+      'connectionBudget without a limit',
+      { ...ok, connectionBudget: {} },
+      'connectionBudget.limitPerBackend: must be an integer in [1, 1000000], got undefined',
+    ],
+    [
+      'connectionBudget reserve at the limit',
+      { ...ok, connectionBudget: { limitPerBackend: 40, reserve: 40 } },
+      'connectionBudget.reserve: must be below connectionBudget.limitPerBackend (40), got 40',
+    ],
+    [
+      'connectionBudget short TTL',
+      { ...ok, connectionBudget: { limitPerBackend: 40, ttlMs: 10 } },
+      'connectionBudget.ttlMs: must be an integer in [300, 3600000], got 10',
+    ],
+    ['connectionBudget unknown field', { ...ok, connectionBudget: { limit: 40 } }, 'connectionBudget.limit: unknown'],
+    [
+      'not an object',
+      [1],
+      'document: must be an object { cluster, version?, backends, health?, retryBudget?, slowStart?, connectionBudget? }, got an array',
+    ],
     [
       'inconsistent locality weights',
       {
