@@ -18,9 +18,13 @@
  * started. Per mode: reads/s, read p50/p99, the stale-read rate, and which
  * server answered the reads.
  *
- * `runDbRoles()` is exported so a combined run (bench/db-budget.ts, the
- * fleet connection budget) can call it over servers it started. Prints a
- * table; writes bench/results/db.json unless --quick.
+ * Then the fleet connection budget (bench/db-budget.ts, `runBudget`): 8
+ * processes × 2 threads of pg.Pool over `routedStream` against a PostgreSQL
+ * with max_connections 40 (reserve 5) under a load that wants 208
+ * connections, 4 processes exiting halfway: queries, "too many clients"
+ * errors, acquire wait p50 / p99, and the server's connections and each
+ * process's share over time. Prints the tables; writes
+ * bench/results/db.json unless --quick.
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,6 +35,7 @@ import { Balancer } from '../src/runtime/balancer.js';
 import type { Router } from '../src/runtime/router.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
 import { ownPrimary, ownReplica } from './lib/pg.js';
+import { type BudgetRunResult, runBudget } from './db-budget.js';
 
 /** Keys of the table the mix reads and writes. */
 const KEYS = 100;
@@ -238,8 +243,32 @@ async function main(): Promise<void> {
         })),
       ),
     );
+    await Promise.all([replica.stop(), primary.stop()]);
+    progress('db: the fleet connection budget (8 processes × 2 threads, max_connections 40, reserve 5)');
+    const budget: BudgetRunResult = await runBudget({ durationMs: quick ? 6000 : 20_000 });
+    progressDone();
+    const r3 = (x: number): number => Math.round(x * 1000) / 1000;
+    console.log(
+      formatTable([
+        {
+          queries: budget.queries,
+          'too many clients': budget.tooManyClients,
+          'other errors': budget.otherErrors,
+          'Overloaded retries': budget.overloadedRetries,
+          'acquire wait p50 ms': r3(budget.acquireWaitMs.p50),
+          'acquire wait p99 ms': r3(budget.acquireWaitMs.p99),
+          'max server connections': budget.maxServerConnections,
+        },
+      ]),
+    );
+    const every = Math.max(1, Math.floor(budget.samples.length / 12));
+    console.log(
+      formatTable(
+        budget.samples.filter((_, i) => i % every === 0).map((x) => ({ 't ms': x.tMs, server: x.server, shares: x.shares.join(' ') })),
+      ),
+    );
     if (!quick) {
-      const file = writeResults('db', { seconds, concurrency, replicaApplyDelayMs: lagMs, writeShare: 0.2, roles: results });
+      const file = writeResults('db', { seconds, concurrency, replicaApplyDelayMs: lagMs, writeShare: 0.2, roles: results, budget });
       console.log(`wrote ${path.relative(process.cwd(), file)}`);
     }
   } finally {
