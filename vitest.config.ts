@@ -15,6 +15,9 @@ export const INTEGRATION: readonly string[] = [
   'test/package/**/*.test.ts',
   'test/docs.test.ts', // type-checks the examples against the built entries
   'test/servers.test.ts', // the probe of the local servers, against them
+  'test/load/db-state.test.ts', // a reader thread against the owner's LSN writes
+  'test/load/report-seqlock.test.ts', // two writer threads (dist/)
+  'test/net/proxy-listener-tracking.test.ts', // imports dist/
   'test/bench/proxy-bare.test.ts',
   'test/cli/bench-delegate.test.ts',
   'test/cli/help.test.ts',

@@ -46,6 +46,7 @@ export const SURFACE: Record<string, string[]> = {
     'RoutedSocket',
     'TcpProxy',
     'connect',
+    'currentLsn',
     'fixedBand',
     'isLocalError',
     'reusePortSupported',

@@ -219,7 +219,7 @@ describe('the packed package', () => {
       '-e',
       `import { PowerOfTwo } from 'poise-lb'; try { new PowerOfTwo({ sed: 1 }); } catch (e) { console.log(e.stack); }`,
     ]);
-    expect(r.stdout).toContain('PoiseError: options.sed: unknown option (accepted: seed)');
+    expect(r.stdout).toContain('PoiseError: options.sed: unknown option (accepted: seed, latencyRatio)');
     const frame = /node_modules\/poise-lb\/(dist\/src\/core\/errors\.js):(\d+):\d+/.exec(r.stdout);
     expect(frame, r.stdout).not.toBeNull();
     const line = readFileSync(path.join(installed, frame![1]!), 'utf8').split('\n')[Number(frame![2]) - 1]!;
@@ -281,7 +281,7 @@ const typo: BackendSpec = { id: 'a', address: '127.0.0.1:1', wieght: 2 };
 const noAddress: BackendSpec = { id: 'a' };
 // @ts-expect-error status is one of the four statuses
 const badStatus: BackendSpec = { id: 'a', address: '127.0.0.1:1', status: 'up' };
-const resolved: ResolvedBackendSpec = { ...spec, priority: 0, locality: '', localityWeight: 1, maxInflight: 0, weight: 1, status: 'ready', panicEligible: true };
+const resolved: ResolvedBackendSpec = { ...spec, priority: 0, locality: '', localityWeight: 1, maxInflight: 0, weight: 1, status: 'ready', panicEligible: true, role: 'none' };
 // @ts-expect-error a resolved spec has every field
 const partial: ResolvedBackendSpec = { id: 'a', address: '127.0.0.1:1' };
 export { spec, typo, noAddress, badStatus, resolved, partial };
