@@ -67,6 +67,7 @@ interface Coordinate {
   rank: number | null;
   processes: number | null;
   table: { width: number; rank: number; processes: number } | null;
+  minShare: number;
 }
 
 describe('aperture across a fleet', () => {
@@ -87,16 +88,20 @@ describe('aperture across a fleet', () => {
       await until(async () => {
         coords = [];
         for (const p of fleet) coords.push(await p.ask<Coordinate>({ cmd: 'sync' }));
-        return coords.every((c) => c.processes === PROCESSES);
-      }, 'every process sees 5 live processes');
+        // And holds a share of every backend that covers its concurrency (the first to start held the whole
+        // budget, which the others get as it hands it back), so no lease is refused and redrawn.
+        return coords.every((c) => c.processes === PROCESSES && c.minShare >= THREADS * LANES);
+      }, 'every process sees 5 live processes and holds shares for its 8 lanes');
       // The ranks are a permutation, and the table holds what the round saw (the coordinate every thread reads).
       expect(coords.map((c) => c.rank).sort()).toEqual([0, 1, 2, 3, 4]);
       for (const c of coords) expect(c.table).toEqual({ width: WIDTH, rank: c.rank, processes: PROCESSES });
 
       const runs = await Promise.all(
-        fleet.map((p, i) => p.ask<{ done: number }>({ cmd: 'run', threads: THREADS, lanes: LANES, rounds: ROUNDS, tag: `p${i}` })),
+        fleet.map((p, i) =>
+          p.ask<{ done: number; refused: number }>({ cmd: 'run', threads: THREADS, lanes: LANES, rounds: ROUNDS, tag: `p${i}` }),
+        ),
       );
-      expect(runs.map((r) => r.done)).toEqual(Array(PROCESSES).fill(PER_PROCESS));
+      expect(runs).toEqual(Array(PROCESSES).fill({ done: PER_PROCESS, refused: 0 }));
 
       for (let i = 0; i < PROCESSES; i++) {
         const slice = apertureSlice(coords[i]!.rank!, PROCESSES, N, WIDTH);
