@@ -69,7 +69,8 @@ export function applyEffectiveWeights(table: LoadTable, members: readonly SlotCa
     const f = adjusted && top > 0 ? Math.min(1, c.ramp / top) : 1;
     c.ramp = f;
     // The aperture's overlap (candidate-view.ts) multiplies the spec weight for every policy, keyed ones too: it moves only with the coordinate.
-    const base = c.spec.weight * c.apertureWeight;
+    // Capped at the largest weight (2^32 − 1): a spec weight near it times an overlap would leave the integer range policies build on.
+    const base = Math.min(MAX_WEIGHT, c.spec.weight * c.apertureWeight);
     c.weight = scaleWeights && adjusted ? Math.max(1, Math.round(base * scale * f)) : base;
     // Every un-keyed policy reads the weight (the layer, weighted draws, P2C's
     // weighted pair, least-loaded's load ÷ weight, the EDF rotation): the ramp
