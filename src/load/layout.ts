@@ -8,7 +8,7 @@
  *
  * | region        | words                                | contents |
  * |---------------|--------------------------------------|----------|
- * | header        | 32 (two 64-byte lines)               | layout version, capacity, thread rows, the three epochs, spec seqlock + length, PeakEWMA τ and initial value, rows in use, region bases (first line, read on every acquire); the spec blob's changed ranges, the admission waiters hint, generation and tickets (second line) |
+ * | header        | 32 (two 64-byte lines)               | layout version, capacity, thread rows, the three epochs, spec seqlock + length, PeakEWMA τ and initial value, rows in use, region bases (first line, read on every acquire); the spec blob's changed ranges, the admission waiters hint and generation, the aperture width and coordinate (words 22–23), the admission tickets (second line) |
  * | row owners    | `maxThreads`, rounded up to 16       | thread id + 1 of the thread that claimed attribution row r (0 = free) |
  * | row totals    | 16 per row (one line each)           | word k: the leases of kind k row r holds over all slots |
  * | admission rows| 16 per row (one line each)           | row r's oldest admission waiter per band, and whether its gate counts in the waiters hint (admission-region.ts) |
@@ -66,7 +66,7 @@ import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 
 /** The layout version in header word 0; an attachment with another version is refused. */
-export const LAYOUT_VERSION = 0x504f000b;
+export const LAYOUT_VERSION = 0x504f000c;
 
 // --- header -------------------------------------------------------------------
 export const H_VERSION = 0;
@@ -95,6 +95,10 @@ export const H_SPEC_RANGES = 16;
 export const A_WAITERS = 20;
 /** Bumped when capacity frees while gates wait; they wait on it. */
 export const A_GENERATION = 21;
+/** Aperture (aperture-region.ts): the width, millionths of the ring; 0 = off. */
+export const H_APERTURE_WIDTH = 22;
+/** Aperture: the process's coordinate, `processes << 16 | rank` (unsigned); 0 = none yet (the whole ring). */
+export const H_APERTURE_COORD = 23;
 /** Band indices whose waiters are ordered across threads. */
 export const ADMISSION_BANDS = 8;
 /** The next ticket of band index b is word `A_TICKETS + b`. */

@@ -33,6 +33,7 @@ import { integerIn, numberIn } from '../core/validate.js';
 import { AdmissionRegion } from './admission-region.js';
 import { Epochs } from './epochs.js';
 import { EwmaRegion, EwmaSeries, type EwmaSeriesCode } from './ewma-region.js';
+import { ApertureRegion } from './aperture-region.js';
 import { H_INITIAL_US, H_TAU_MS, Layout, S_EWMA } from './layout.js';
 import { LeaseKind, Leases, type LeaseKindCode } from './leases.js';
 import { PassiveHealth } from './passive-health.js';
@@ -155,6 +156,8 @@ export class LoadTable {
   /** @internal */
   readonly db: DbState;
   readonly budget: ConnectionBudget;
+  /** The aperture's width and this process's coordinate (aperture-region.ts). */
+  readonly aperture: ApertureRegion;
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
@@ -178,6 +181,7 @@ export class LoadTable {
     this.reported = new BackendLoad(i32, this.layout);
     this.db = new DbState(i32, this.layout);
     this.budget = new ConnectionBudget(i32, this.layout);
+    this.aperture = new ApertureRegion(i32);
   }
 
   /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. @internal */

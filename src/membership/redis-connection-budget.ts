@@ -59,6 +59,13 @@ export interface FleetConnectionBudgetOptions extends RedisConnectionOptions {
   cluster?: string;
   /** Key prefix; default `poise`. */
   prefix?: string;
+  /**
+   * Deterministic aperture (docs/connection-budget.md): this process's
+   * routers use only its slice of the ring of backends (sorted by id),
+   * `width` a fraction of the ring in (0, 1], with the coordinate (its rank
+   * among the live processes) from each lease round. Off by default.
+   */
+  aperture?: { width: number };
   /** Default `defaultLogger()`. */
   logger?: Logger;
 }
@@ -72,6 +79,9 @@ export interface FleetConnectionShares {
   /** Backend id → this process's share, as written into the LoadTable. */
   shares: Map<string, number>;
 }
+
+/** The largest process count the table's aperture coordinate word holds (load/aperture-region.ts). */
+const MAX_APERTURE_PROCESSES = 0xffff;
 
 type ScriptClient = { poiseBudget(...args: (string | number)[]): Promise<string[]> };
 
@@ -98,6 +108,8 @@ export class FleetConnectionBudget {
   readonly #log: Logger;
   readonly #rounds: FleetRounds<FleetConnectionShares>;
   #last: FleetConnectionShares | undefined;
+  /** The aperture's width, or undefined without one. */
+  readonly #apertureWidth: number | undefined;
   #away = false;
   #runId: string | undefined;
   /** Until this time (performance.now() ms) grants are capped at the shares held: Redis restarted. */
@@ -110,7 +122,8 @@ export class FleetConnectionBudget {
 
   /** Throws `InvalidConfig` naming a bad option; connects lazily (on {@link start}). */
   constructor(opts: FleetConnectionBudgetOptions) {
-    this.#balancer = fleetBalancer(opts, ['limitPerBackend', 'reserve', 'ttlMs']);
+    this.#balancer = fleetBalancer(opts, ['limitPerBackend', 'reserve', 'ttlMs', 'aperture']);
+    this.#apertureWidth = resolveAperture(opts.aperture);
     this.#own =
       opts.limitPerBackend === undefined
         ? undefined
@@ -148,6 +161,8 @@ export class FleetConnectionBudget {
   async start(): Promise<void> {
     if (this.#rounds.closed) throw new PoiseError('Closed', 'FleetConnectionBudget: is closed');
     if (this.#config() !== undefined) this.#enforce();
+    // The width now; the coordinate with the first round (until then every router uses the whole ring).
+    if (this.#apertureWidth !== undefined) this.#balancer.ownerTable.aperture.configure(this.#apertureWidth);
     this.#balancer.on('membership', this.#onMembership);
     await this.#rounds.start();
   }
@@ -262,8 +277,19 @@ export class FleetConnectionBudget {
         // setShare(0) is the zero share: the backend stays under the budget.
         shares.set(e.id, grant);
       }
-      if (changed) this.#announce();
       const seen = { processes: Number(reply[0]), rank: Number(reply[1]), shares };
+      // The aperture's coordinate moves with the lease (a process joined or left); while Redis is away the last one stays.
+      if (
+        this.#apertureWidth !== undefined &&
+        !this.#rounds.closed &&
+        seen.processes >= 1 &&
+        seen.processes <= MAX_APERTURE_PROCESSES &&
+        seen.rank >= 0 &&
+        seen.rank < seen.processes &&
+        t.aperture.setCoordinate(seen.rank, seen.processes)
+      )
+        changed = true;
+      if (changed) this.#announce();
       this.#last = seen;
       if (this.#away) this.#log.info({ cluster }, 'poise: connection budget back on Redis');
       this.#away = false;
@@ -280,4 +306,14 @@ export class FleetConnectionBudget {
       return undefined;
     }
   }
+}
+
+/** `options.aperture` → its width, or undefined. Throws `InvalidConfig` naming the field. */
+function resolveAperture(aperture: { width: number } | undefined): number | undefined {
+  if (aperture === undefined) return undefined;
+  if (typeof aperture !== 'object' || aperture === null) invalidConfig('options.aperture', 'must be an object { width }', aperture);
+  for (const k of Object.keys(aperture)) if (k !== 'width') invalidConfig(`options.aperture.${k}`, 'is not an option', k);
+  const w = aperture.width;
+  if (typeof w !== 'number' || !(w > 0 && w <= 1)) invalidConfig('options.aperture.width', 'must be a fraction of the ring in (0, 1]', w);
+  return w;
 }

@@ -21,6 +21,7 @@ import type { Logger } from '../log.js';
 import { blobLines, lineHead, specFromJson, type LineHead } from './spec-blob.js';
 import { slotCandidate, type LoadEnv, type SlotCandidate } from './slot-candidate.js';
 import { applyEffectiveWeights } from './effective-weight.js';
+import { apertureSlice } from '../policy/aperture.js';
 
 /** The candidate view of one router (its thread only). */
 export class CandidateView {
@@ -126,8 +127,9 @@ export class CandidateView {
       // traffic (Sōzu and Envoy fail open the same way).
       this.log.warn({ backends: ready }, 'poise: every ready backend is ejected; failing open (priority panic)');
     }
-    this.rampStepMs = applyEffectiveWeights(t, members, now, !this.keyed);
-    this.members = members;
+    const inSlice = applyAperture(t, members);
+    this.rampStepMs = applyEffectiveWeights(t, inSlice, now, !this.keyed);
+    this.members = inSlice;
     this.soonestExpiryMs = soonest;
   }
 
@@ -195,6 +197,51 @@ export class CandidateView {
     this.all = all;
     this.version = lines.length === 0 ? 0 : Number(lines[0]);
   }
+}
+
+/**
+ * The aperture (load/aperture-region.ts, policy/aperture.ts): when the table
+ * holds a width and this process's coordinate, only the members of the
+ * process's slice of the ring, each with its overlap as `apertureWeight`
+ * (effective-weight.ts multiplies it in); the others are left out of the
+ * list altogether, so the priority layer does not count them as unavailable
+ * (a slice is a choice, not an outage). The ring is the non-draining members
+ * sorted by id, the same order in every process that sees the same
+ * membership. Without an aperture, `members` as it is (every weight 1).
+ * Runs at view builds only, never on a pick.
+ */
+function applyAperture(table: LoadTable, members: SlotCandidate[]): SlotCandidate[] {
+  for (const c of members) c.apertureWeight = 1;
+  const a = table.aperture.read();
+  if (a === undefined || members.length === 0 || a.processes === 1) return members;
+  const ring = members.slice().sort(byId);
+  const slice = apertureSlice(a.rank, a.processes, ring.length, a.width);
+  // Divided by their greatest common divisor: a slice of whole backends (or the whole ring) weighs each 1, as without an aperture.
+  let g = 0;
+  for (const m of slice) g = gcd(g, m.weight);
+  const chosen = new Set<SlotCandidate>();
+  for (const m of slice) {
+    const c = ring[m.index]!;
+    c.apertureWeight = m.weight / g;
+    chosen.add(c);
+  }
+  // In the members' own order (priority and locality plans keep theirs).
+  return members.filter((c) => chosen.has(c));
+}
+
+function byId(a: SlotCandidate, b: SlotCandidate): number {
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+function gcd(a: number, b: number): number {
+  let x = a;
+  let y = b;
+  while (y !== 0) {
+    const r = x % y;
+    x = y;
+    y = r;
+  }
+  return x;
 }
 
 /**

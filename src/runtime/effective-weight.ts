@@ -2,7 +2,10 @@
  * The one place a slot's effective weight and load scale are set: at each
  * view build, from its spec weight, its slow-start ramp (load/slow-start.ts)
  * and the weight the backend reports itself (load/backend-load.ts: an agent
- * check's percentage, ORCA weights) — the factor is their product.
+ * check's percentage, ORCA weights) — the factor is their product — and
+ * the aperture's overlap weight (`apertureWeight`, set by candidate-view.ts
+ * from the process's slice of the ring; 1 without an aperture), which
+ * multiplies the spec weight.
  * Policies read `candidate.weight` when they prepare a view and
  * `candidate.load()` at each pick; this function is what makes both follow
  * the ramp, so no policy knows about slow start:
@@ -57,7 +60,7 @@ export function applyEffectiveWeights(table: LoadTable, members: readonly SlotCa
     }
     c.ramp = f;
     if (c.eligible && f > top) top = f;
-    if (c.spec.weight > maxWeight) maxWeight = c.spec.weight;
+    if (c.spec.weight * c.apertureWeight > maxWeight) maxWeight = c.spec.weight * c.apertureWeight;
   }
   adjusted ||= ramping;
   const scale = adjusted && scaleWeights && maxWeight * WEIGHT_SCALE <= MAX_WEIGHT ? WEIGHT_SCALE : 1;
@@ -65,7 +68,10 @@ export function applyEffectiveWeights(table: LoadTable, members: readonly SlotCa
     // Relative to the largest (a reported weight of 0 leaves the member at the smallest weight, 1).
     const f = adjusted && top > 0 ? Math.min(1, c.ramp / top) : 1;
     c.ramp = f;
-    c.weight = scaleWeights && adjusted ? Math.max(1, Math.round(c.spec.weight * scale * f)) : c.spec.weight;
+    // The aperture's overlap (candidate-view.ts) multiplies the spec weight for every policy, keyed ones too: it moves only with the coordinate.
+    // Capped at the largest weight (2^32 − 1): a spec weight near it times an overlap would leave the integer range policies build on.
+    const base = Math.min(MAX_WEIGHT, c.spec.weight * c.apertureWeight);
+    c.weight = scaleWeights && adjusted ? Math.max(1, Math.round(base * scale * f)) : base;
     // Every un-keyed policy reads the weight (the layer, weighted draws, P2C's
     // weighted pair, least-loaded's load ÷ weight, the EDF rotation): the ramp
     // is in the weight alone, or P2C and least-loaded would see it twice. A

@@ -68,6 +68,8 @@ export class SlotCandidate implements LocalityCandidate {
   weight: number;
   /** The slow-start factor of the last build, in (0, 1] (1 = not ramping). */
   ramp = 1;
+  /** Its weight in the process's aperture slice as of the last build, in ring units (1 = no aperture; candidate-view.ts). */
+  apertureWeight = 1;
   /** `load()` is multiplied by this while the slot ramps under a keyed policy (a small integer, 1 otherwise; effective-weight.ts). */
   loadScale = 1;
   /** An agent check or ORCA report holds it out (`drain`, `maint`): not eligible, not even in panic. */
