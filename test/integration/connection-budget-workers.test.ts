@@ -55,7 +55,7 @@ describe('connection budget across worker threads', () => {
   afterAll(() => new Promise<void>((r) => srv.server.close(() => r())));
 
   for (const share of [1, 3, 5]) {
-    it(`4 threads × 4 lanes want 16 connections (12 × share rounds each) at share ${share}: the server never sees more than ${share} at once, and sees ${share}`, async () => {
+    it(`4 threads × 4 lanes want 16 connections (12 × share rounds each) at share ${share}: the server never sees more than ${share} at once, and the share was reached (refusals)`, async () => {
       const balancer = new Balancer({ capacity: 4 });
       balancer.update([{ id: 'pg', address: `127.0.0.1:${srv.port}` }]);
       owner(balancer).budget.setShare(0, share);
@@ -76,7 +76,11 @@ describe('connection budget across worker threads', () => {
         );
         await Promise.all(workers.map((w) => w.terminate()));
         expect(results.reduce((s, r) => s + r.done, 0)).toBe(4 * 4 * rounds);
-        expect(srv.max()).toBe(share);
+        // Never over the share. (Whether the server also sees all `share` open at one instant depends on
+        // the scheduler: a CI run under load saw 4 of 5. That the table reached the share is what the
+        // refusals prove: a lease is refused only when its own add returned more than the share.)
+        expect(srv.max()).toBeLessThanOrEqual(share);
+        expect(srv.max()).toBeGreaterThan(0);
         // 16 lanes against `share`: most acquires were refused at the share, and every refusal was counted for the owner.
         const refused = results.reduce((s, r) => s + r.refused, 0);
         expect(refused).toBeGreaterThan(0);
