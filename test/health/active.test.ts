@@ -316,7 +316,7 @@ describe('active checks against real servers', () => {
       { id: 'a', address: '127.0.0.1:1' },
       { id: 'z', address: '127.0.0.1:2' },
     ]);
-    await until(() => stateOf(b, 'a').check === 'down', 'timed out');
+    await until(() => stateOf(b, 'a').check === 'down' && stateOf(b, 'z').check === 'down', 'both timed out');
     const c = b.healthStats().counters;
     expect(c.checksTimedOut).toBe(c.checksFailed);
     expect(c.checksTimedOut).toBeGreaterThanOrEqual(2);
