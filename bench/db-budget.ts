@@ -197,21 +197,8 @@ export async function runBudget(opts: BudgetRunOptions = {}): Promise<BudgetRunR
   }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const arg = (name: string): number | undefined => {
-    const i = process.argv.indexOf(`--${name}`);
-    return i < 0 ? undefined : Number(process.argv[i + 1]);
-  };
-  const quick = process.argv.includes('--quick');
-  const result = await runBudget({
-    processes: arg('processes'),
-    threads: arg('threads'),
-    lanes: arg('lanes'),
-    limit: arg('limit'),
-    reserve: arg('reserve'),
-    ttlMs: arg('ttl-ms'),
-    durationMs: arg('duration-ms') ?? (quick ? 6000 : 20_000),
-  });
+/** Prints a budget run's figures and its server connections and shares over time (about 12 rows). */
+export function printBudget(result: BudgetRunResult): void {
   const r3 = (x: number): number => Math.round(x * 1000) / 1000;
   console.log(
     formatTable([
@@ -229,8 +216,26 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const every = Math.max(1, Math.floor(result.samples.length / 12));
   console.log(
     formatTable(
-      result.samples.filter((_, i) => i % every === 0).map((s) => ({ 't ms': s.tMs, server: s.server, shares: s.shares.join(' ') })),
+      result.samples.filter((_, i) => i % every === 0).map((x) => ({ 't ms': x.tMs, server: x.server, shares: x.shares.join(' ') })),
     ),
   );
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const arg = (name: string): number | undefined => {
+    const i = process.argv.indexOf(`--${name}`);
+    return i < 0 ? undefined : Number(process.argv[i + 1]);
+  };
+  const quick = process.argv.includes('--quick');
+  const result = await runBudget({
+    processes: arg('processes'),
+    threads: arg('threads'),
+    lanes: arg('lanes'),
+    limit: arg('limit'),
+    reserve: arg('reserve'),
+    ttlMs: arg('ttl-ms'),
+    durationMs: arg('duration-ms') ?? (quick ? 6000 : 20_000),
+  });
+  printBudget(result);
   process.exit(0);
 }

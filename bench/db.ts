@@ -35,7 +35,7 @@ import { Balancer } from '../src/runtime/balancer.js';
 import type { Router } from '../src/runtime/router.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
 import { ownPrimary, ownReplica } from './lib/pg.js';
-import { type BudgetRunResult, runBudget } from './db-budget.js';
+import { type BudgetRunResult, printBudget, runBudget } from './db-budget.js';
 
 /** Keys of the table the mix reads and writes. */
 const KEYS = 100;
@@ -247,26 +247,7 @@ async function main(): Promise<void> {
     progress('db: the fleet connection budget (8 processes × 2 threads, max_connections 40, reserve 5)');
     const budget: BudgetRunResult = await runBudget({ durationMs: quick ? 6000 : 20_000 });
     progressDone();
-    const r3 = (x: number): number => Math.round(x * 1000) / 1000;
-    console.log(
-      formatTable([
-        {
-          queries: budget.queries,
-          'too many clients': budget.tooManyClients,
-          'other errors': budget.otherErrors,
-          'Overloaded retries': budget.overloadedRetries,
-          'acquire wait p50 ms': r3(budget.acquireWaitMs.p50),
-          'acquire wait p99 ms': r3(budget.acquireWaitMs.p99),
-          'max server connections': budget.maxServerConnections,
-        },
-      ]),
-    );
-    const every = Math.max(1, Math.floor(budget.samples.length / 12));
-    console.log(
-      formatTable(
-        budget.samples.filter((_, i) => i % every === 0).map((x) => ({ 't ms': x.tMs, server: x.server, shares: x.shares.join(' ') })),
-      ),
-    );
+    printBudget(budget);
     if (!quick) {
       const file = writeResults('db', { seconds, concurrency, replicaApplyDelayMs: lagMs, writeShare: 0.2, roles: results, budget });
       console.log(`wrote ${path.relative(process.cwd(), file)}`);
