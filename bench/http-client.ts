@@ -30,8 +30,10 @@ export interface ClientReport {
   latenciesMs: Float64Array;
   requests: number;
   errors: number;
-  /** Requests per backend id, per phase. */
+  /** Requests per backend id, per phase of the measured run. */
   byBackend: Record<string, number>[];
+  /** Requests per backend id during the warm-up (a fresh dispatcher's first requests). */
+  warmup: Record<string, number>;
 }
 
 const MEASURE = 1;
@@ -68,6 +70,7 @@ let n = 0;
 let requests = 0;
 let errors = 0;
 const byBackend: Record<string, number>[] = [{}, {}];
+const warmup: Record<string, number> = {};
 
 async function loop(): Promise<void> {
   while (Atomics.load(control, 0) !== STOP) {
@@ -78,7 +81,10 @@ async function loop(): Promise<void> {
       const res = await request('http://api/', { dispatcher: pick() });
       const backend = String(res.headers['x-backend'] ?? '?');
       await res.body.dump();
-      if (!measuring) continue;
+      if (!measuring) {
+        warmup[backend] = (warmup[backend] ?? 0) + 1;
+        continue;
+      }
       if (res.statusCode >= 500) errors++;
       const tally = byBackend[phase]!;
       tally[backend] = (tally[backend] ?? 0) + 1;
@@ -98,5 +104,5 @@ async function loop(): Promise<void> {
 
 await Promise.all(Array.from({ length: plan.concurrency }, loop));
 await close();
-const report: ClientReport = { latenciesMs: latencies.slice(0, n), requests, errors, byBackend };
+const report: ClientReport = { latenciesMs: latencies.slice(0, n), requests, errors, byBackend, warmup };
 parentPort!.postMessage(report);

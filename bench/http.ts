@@ -3,7 +3,7 @@
  * beside undici's BalancedPool and a Pool per backend chosen at random, on 4
  * loopback Node HTTP backends (a child process of their own).
  *
- *   npm run bench:http [-- --duration 10s] [--warmup 1s] [--concurrency N]
+ *   npm run bench:http [-- --duration 10s] [--warmup 3s] [--concurrency N]
  *                      [--threads 1,2] [--scenarios slow,turns-slow,errors,overhead]
  *                      [--systems NAME,...] [--note TEXT] [--dry-run]
  *
@@ -25,12 +25,15 @@
  * backends alone (what the backends allow without the slow one). Each runs closed-loop
  * clients (`--concurrency` requests in flight in all, default 32, split over
  * the threads) in 1 and 2 worker threads (`--threads`): `--warmup` (a
- * duration, default 1s), then `--duration` measured (default 10s). Every
+ * duration, default 3s: a fresh process routes by cost alone for its first
+ * 1–2 s, docs/policies.md "The tail rule"), then `--duration` measured
+ * (default 10s). Every
  * client thread of a poise system attaches its own router to one shared
  * table, as a service's workers would.
  *
  * Reported per row: req/s, p50 / p99 / p99.9 latency (ms), the slow
- * backend's share of requests, errors seen by the caller (exceptions and
+ * backend's share of requests (and, in `slow`, of the warm-up's: how a
+ * fresh dispatcher converges), errors seen by the caller (exceptions and
  * 5xx), and the client process's CPU per request (µs, every thread, from
  * process.cpuUsage; the backends run in another process). The load average
  * at the start and the end is recorded: figures taken on a busy machine do
@@ -70,7 +73,7 @@ if (values.help) {
 }
 
 const DURATION = (durationFlag('--duration', values.duration, 100, 3_600_000) ?? 10_000) / 1000;
-const WARMUP = (durationFlag('--warmup', values.warmup, 0, 600_000) ?? 1000) / 1000;
+const WARMUP = (durationFlag('--warmup', values.warmup, 0, 600_000) ?? 3000) / 1000;
 const CONCURRENCY = integerFlag('--concurrency', values.concurrency, 1, 4096) ?? 32;
 const FAST_MS = 1;
 const SLOW_MS = 10;
@@ -103,6 +106,8 @@ type Row = {
   p99: number;
   p999: number;
   'slow %'?: number;
+  /** slow: b0's share of the warm-up's requests (a fresh process converging). */
+  'warm-up slow %'?: number;
   errors: number;
   'cpu µs/req': number;
 };
@@ -202,6 +207,11 @@ async function runCase(scenario: Scenario, system: string, threads: number): Pro
     'cpu µs/req': round(((cpu.user + cpu.system) / Math.max(1, requests)) * 1, 1),
   };
   if (scenario === 'slow' || scenario === 'turns-slow') row['slow %'] = round((100 * inPhase('b0')) / Math.max(1, phaseTotal), 1);
+  if (scenario === 'slow') {
+    const warm = (id?: string): number =>
+      done.reduce((s, r) => s + (id === undefined ? Object.values(r.warmup).reduce((a, b) => a + b, 0) : (r.warmup[id] ?? 0)), 0);
+    row['warm-up slow %'] = round((100 * warm('b0')) / Math.max(1, warm()), 1);
+  }
   return row;
 }
 

@@ -91,7 +91,18 @@ export class EwmaRegion {
    */
   meanHintUs(slot: number, nowMs: number): number {
     const e = this.slotBase + slot * SLOT_WORDS + S_EWMA_MEAN;
-    return this.decayed(this.i32[e]!, this.i32[e + 1]!, nowMs);
+    const mean = this.i32[e]!;
+    return this.decayed(mean < 0 ? -mean : mean, this.i32[e + 1]!, nowMs);
+  }
+
+  /**
+   * The latency's plain EWMA on `slot` as last recorded, integer µs, not
+   * decayed — negative (the initial estimate, negated) while the slot has
+   * had no sample: what the tail rule reads (slot-candidate.ts). One plain
+   * load.
+   */
+  meanRecordedUs(slot: number): number {
+    return this.i32[this.slotBase + slot * SLOT_WORDS + S_EWMA_MEAN]!;
   }
 
   /** `est` recorded at `at`, decayed to `nowMs` (a small integer: no allocation). */
@@ -138,15 +149,18 @@ export class EwmaRegion {
     // is SC, so a reader that sees it also sees both words.
     // biome-ignore lint/complexity/useMathMinMax: hot path; a compare keeps the value a small integer (docs/internals.md, numbers that do not allocate)
     Atomics.store(i, e, us > MAX_US ? MAX_US : us);
-    if (dt > 0) {
-      Atomics.store(i, e + 1, now);
+    if (dt > 0) Atomics.store(i, e + 1, now);
+    if (series === EwmaSeries.Latency) {
       // The latency's plain EWMA moves at the same instants (dt = 0 is
       // w = 1: no change), inside the same lock; its timestamp is the
-      // latency's, so the same factor applies.
-      if (series === EwmaSeries.Latency) {
-        const m = o + S_EWMA_MEAN;
+      // latency's, so the same factor applies. Until the slot's first
+      // sample it holds the initial estimate negated (a prior, see reset):
+      // the first sample replaces it whatever dt.
+      const m = o + S_EWMA_MEAN;
+      const prior = Atomics.load(i, m);
+      if (prior < 0 || dt > 0) {
         // ewmaNext in µs, written out: no second factor lookup and no double crossing a call.
-        const mean = Math.round(Atomics.load(i, m) * w + sampleMs * 1000 * (1 - w)) | 0;
+        const mean = prior < 0 ? Math.round(sampleMs * 1000) | 0 : Math.round(prior * w + sampleMs * 1000 * (1 - w)) | 0;
         // biome-ignore lint/complexity/useMathMinMax: as above, a compare keeps a small integer
         Atomics.store(i, m, mean > MAX_US ? MAX_US : mean);
         Atomics.store(i, m + 1, now);
@@ -168,7 +182,13 @@ export class EwmaRegion {
       Atomics.store(i, o + S_EWMA + 2 * k, init);
       Atomics.store(i, o + S_EWMA + 2 * k + 1, at);
     }
-    Atomics.store(i, o + S_EWMA_MEAN, init);
+    // The mean starts as a prior, stored negated: read as the initial
+    // estimate (decaying like it) until the first sample replaces it. A
+    // blend from 50 ms would keep every backend within a tail-rule ratio of
+    // every other for seconds (τ · ln(50 / 3 ms) ≈ 2.8 s at τ = 1 s), the
+    // slow one included: bench:http's slow backend took 7 % of those
+    // seconds' requests.
+    Atomics.store(i, o + S_EWMA_MEAN, -init);
     Atomics.store(i, o + S_EWMA_MEAN + 1, at);
   }
 

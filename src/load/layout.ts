@@ -48,7 +48,7 @@
  * | 12, 13 | replay LSN    | db-state      | PostgreSQL LSN high and low 32 bits (a primary's current WAL LSN, a replica's replay LSN) |
  * | 14   | connection share | connection-budget | this process's share of the backend's fleet connection limit; 0 = no budget |
  * | 15   | share refusals  | connection-budget | connection leases refused at the share since the owner last read it (demand for the rebalance) |
- * | 26, 27 | latency mean, at | ewma-region | plain EWMA of the request latency (no peak rule), integer µs; its last update (moves with word 7) — second line: only `latencyRatio`'s picks read it |
+ * | 26, 27 | latency mean, at | ewma-region | plain EWMA of the request latency (no peak rule), integer µs, negated while it is the initial estimate (no sample yet); its last update (moves with word 7) — second line: only `latencyRatio`'s picks read it |
  * | 28–31 | reserved | —             | 0 |
  *
  * Third line: ORCA reports (written by whichever thread saw one, read by the

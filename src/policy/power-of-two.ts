@@ -73,7 +73,11 @@ import type { SeedOptions } from './types.js';
 
 /** A candidate that also reports its latency estimate (what `latencyRatio` compares). */
 export interface TimedCandidate extends Candidate {
-  /** The latency estimate alone, without the in-flight factor (any unit, lower is faster). */
+  /**
+   * The latency estimate alone, without the in-flight factor (any unit,
+   * lower is faster); negative when not known yet (the tail rule then
+   * leaves the pair to the loads).
+   */
   latency(): number;
 }
 
@@ -177,11 +181,13 @@ export class PowerOfTwo extends EligibleDraw {
 
   /**
    * The tail rule: −1 when `ca`'s latency estimate is more than
-   * `latencyRatio` times below `cb`'s, 1 when `cb`'s is, 0 within the ratio.
+   * `latencyRatio` times below `cb`'s, 1 when `cb`'s is, 0 within the ratio
+   * or when either is not known yet (negative).
    */
   private faster(ca: Candidate, cb: Candidate): number {
     const ta = (ca as TimedCandidate).latency();
     const tb = (cb as TimedCandidate).latency();
+    if (ta < 0 || tb < 0) return 0;
     const k = this.latencyRatio;
     if (tb > ta * k) return -1;
     if (ta > tb * k) return 1;

@@ -134,6 +134,13 @@ const layered = (metric: MetricCode, make: (seed: Seed | undefined, env: LoadEnv
 /** Where a round-robin rotation starts: a seeded offset in worker threads, the first member in the owner thread. */
 const START = isMainThread ? 'first' : 'random';
 
+/**
+ * `p2c:latency`'s tail rule when the router does not set one: a member whose
+ * mean latency is more than twice its pair partner's loses the pair
+ * (docs/policies.md, "The tail rule"). `Infinity` turns it off.
+ */
+export const DEFAULT_LATENCY_RATIO = 2;
+
 /** Policy options a Router passes on (`RouterOptions.latencyRatio`). */
 export interface PolicyTuning {
   /** PowerOfTwo's tail rule for `p2c:latency` (power-of-two.ts), over the latency's plain EWMA. */
@@ -172,7 +179,7 @@ export function policySetup(name: unknown, tuning: PolicyTuning = {}): PolicySet
     case 'p2c:connectionTime':
       return layered(Metric.ConnectTime, (seed) => new PowerOfTwo({ seed }));
     case 'p2c:latency':
-      return layered(Metric.Latency, (seed) => new PowerOfTwo({ seed, latencyRatio }));
+      return layered(Metric.Latency, (seed) => new PowerOfTwo({ seed, latencyRatio: latencyRatio ?? DEFAULT_LATENCY_RATIO }));
     case 'rendezvous':
       return layered(Metric.Outstanding, () => new Rendezvous(), true);
     case 'maglev':

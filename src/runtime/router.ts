@@ -63,8 +63,9 @@ export interface RouterOptions {
    * `p2c:latency` only: the tail rule. When one of the two candidates' mean
    * latency (a plain EWMA beside the PeakEWMA) is more than `latencyRatio`
    * times the other's, the faster wins whatever their in-flight counts; within
-   * the ratio the PeakEWMA cost decides. A number >= 1; default off (Finagle's
-   * and tower's cost alone). docs/policies.md, "The tail rule".
+   * the ratio the PeakEWMA cost decides. A number >= 1; default 2;
+   * `Infinity` turns it off (Finagle's and tower's cost alone).
+   * docs/policies.md, "The tail rule".
    */
   latencyRatio?: number;
   /** Replay seed (debug only); default: OS seed drawn in the router's own thread. */

@@ -193,9 +193,20 @@ class LatencyCandidate extends SlotCandidate {
    * tail rule (`latencyRatio`) compares. Not the PeakEWMA: a pause that every
    * backend's samples share (the caller's event loop, the machine) peaks them
    * all for τ and hides which backend is slow (docs/policies.md).
+   *
+   * Decayed only while the backend has no request in flight. The decay is
+   * what lets a gated backend be tried again; once a try is in flight, the
+   * answer is coming, and a mean decayed further would let every pick
+   * until that answer lands through the gate too (at 15,000 requests/s, a
+   * 10 ms backend received ~150 of them per try instead of one). −1 before
+   * the slot's first sample: the initial estimate is no evidence, so the
+   * rule leaves that pair to the cost.
    */
   latency(): number {
-    return this.env.ewma.meanHintUs(this.slot, this.env.now);
+    const env = this.env;
+    const recorded = env.ewma.meanRecordedUs(this.slot);
+    if (recorded < 0) return -1;
+    return (env.words[this.counts + LeaseKind.Request]! & COUNT_MASK) !== 0 ? recorded : env.ewma.meanHintUs(this.slot, env.now);
   }
 }
 

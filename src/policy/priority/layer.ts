@@ -44,6 +44,7 @@ import { DEFAULT_HASH_SEED, seed32Of, toHashSeed } from '../../core/hash.js';
 import type { Rng } from '../../core/rng.js';
 import { MILLION } from '../../core/weight.js';
 import { keyHash32 } from '../keyed.js';
+import type { TimedCandidate } from '../power-of-two.js';
 import type { PickContext, Policy } from '../types.js';
 import { type DrawResult, drawSmall } from './draw.js';
 import type { Sample } from './sample.js';
@@ -71,6 +72,13 @@ class PanicMember implements Candidate {
   }
   load(): number {
     return this.inner.load();
+  }
+}
+
+/** A panic member of a latency-measuring candidate: also forwards `latency()` (the tail rule's read, power-of-two.ts). */
+class TimedPanicMember extends PanicMember implements TimedCandidate {
+  latency(): number {
+    return (this.inner as unknown as TimedCandidate).latency();
   }
 }
 
@@ -118,7 +126,13 @@ export class PriorityLayer {
         const group: Candidate[] = [];
         for (const i of members) {
           const c = candidates[i]!;
-          group.push(panic && !c.isEligible() ? new PanicMember(c) : c);
+          group.push(
+            panic && !c.isEligible()
+              ? typeof (c as Partial<TimedCandidate>).latency === 'function'
+                ? new TimedPanicMember(c)
+                : new PanicMember(c)
+              : c,
+          );
         }
         if (group.length > 0) policy.prepare(group);
         cands[g] = group;
