@@ -1,10 +1,13 @@
 /**
  * bench/clock: what the shared clock costs an idle process, and a read.
  *
- *   npm run bench:clock [-- --quick] [--seconds N] [--workers N] [--node PATH]
+ *   npm run bench:clock [-- --quick] [--seconds N] [--settle N] [--workers N] [--node PATH]
  *
  * - idle: starts `poise proxy --workers N` (default 2) over a loopback
- *   backend, lets it settle (2 s), then reads the CPU time of every thread
+ *   backend, lets it settle (`--settle` seconds, default 12; 2 with
+ *   --quick: V8's memory reducer collects a few seconds after start-up's
+ *   allocations, ~8 s here, and a window that includes it measures
+ *   start-up, not idling), then reads the CPU time of every thread
  *   of the proxy process from /proc over `--seconds` (default 10; 2 with
  *   --quick) with no traffic: the whole process's CPU as % of one core, and
  *   the busiest thread's. bench/proxy-bare (the same threads, no poise)
@@ -18,6 +21,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { integerFlag, parseFlags } from '../src/cli/args.js';
@@ -31,11 +35,13 @@ const REPO = path.resolve(HERE, ...(HERE.includes(`${path.sep}dist${path.sep}`) 
 const { values } = parseFlags(process.argv.slice(2), {
   quick: { type: 'boolean' },
   seconds: { type: 'string' },
+  settle: { type: 'string' },
   workers: { type: 'string' },
   node: { type: 'string' },
 });
 const quick = values.quick === true;
 const SECONDS = integerFlag('--seconds', values.seconds, 1, 600) ?? (quick ? 2 : 10);
+const SETTLE = integerFlag('--settle', values.settle, 0, 600) ?? (quick ? 2 : 12);
 const WORKERS = integerFlag('--workers', values.workers, 0, 16) ?? 2;
 const NODE = values.node ?? process.execPath;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -74,7 +80,7 @@ async function idleCpu(kind: 'poise' | 'bare', backendPort: number): Promise<Rec
   const child = spawn(NODE, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   try {
     await readyLine(child, kind === 'poise' ? /proxy (ready|listening)/ : /proxy-bare listening/);
-    await sleep(2000); // start-up work (module loading, first GCs) settles
+    await sleep(SETTLE * 1000); // start-up work (module loading, first GCs, the memory reducer's collections) settles
     const t0 = threadTicks(child.pid!);
     const start = performance.now();
     await sleep(SECONDS * 1000);
@@ -124,5 +130,10 @@ const reads = readCost();
 console.log(`bench:clock — ${NODE}, ${SECONDS} s idle per system${quick ? ' (quick: not written)' : ''}`);
 console.log(formatTable(idle));
 console.log(formatTable(reads));
-if (!quick) console.log(`results: ${writeResults('clock', { seconds: SECONDS, workers: WORKERS, idle, reads })}`);
+const loadAverage = os.loadavg();
+console.log(`load average ${loadAverage.map((x) => x.toFixed(2)).join(' ')} at the end`);
+if (!quick)
+  console.log(
+    `results: ${writeResults('clock', { node: NODE, seconds: SECONDS, settleSeconds: SETTLE, workers: WORKERS, loadAverage, idle, reads })}`,
+  );
 process.exit(0);
