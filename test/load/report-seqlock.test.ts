@@ -42,9 +42,12 @@ it('two writer threads and a reader: every read is one whole report, every repor
     whole++;
   }
   const recorded = await Promise.all(results);
-  // Neither writer starves: each recorded reports of its own. (How many it drops depends on the
-  // scheduler: a writer preempted while it holds the lock makes the other drop for a whole time slice.)
-  for (const r of recorded) expect(r).toBeGreaterThan(0);
+  // Writers never wait, so how many each drops is the scheduler's: a writer preempted while it holds
+  // the lock makes the other drop for a whole time slice — all of its 200,000 attempts, in a loaded
+  // CI run under Node 24. The law is that the lock is never held by two: reports were recorded, and
+  // every one of them (below) and every read (above) is whole.
+  for (const r of recorded) expect(r).toBeLessThanOrEqual(n);
+  expect(recorded[0]! + recorded[1]!).toBeGreaterThan(0);
   expect(reads).toBeGreaterThan(0);
   expect(whole).toBeGreaterThan(0);
   // The lock is free (even) and the words hold one writer's last recorded report.
