@@ -28,6 +28,7 @@ export const INTEGRATION: readonly string[] = [
   'test/cli/proxy-local-errors.test.ts',
   'test/cli/proxy-metrics.test.ts',
   'test/cli/proxy-ready.test.ts',
+  'test/cli/proxy-young-generation.test.ts',
   'test/cli/top.test.ts',
   'test/http/counters.test.ts', // a reset race between two worker threads
   'test/load/spec-ranges.test.ts',

@@ -6,18 +6,24 @@
  *
  *   node dist/bench/proxy-memory.js [--quick] [--node PATH[,PATH]] [--threads 1,2,4]
  *                                   [--idle-connections N] [--bulk D] [--node-args "A B"]
+ *                                   [--poise-bin PATH]
  *
  * Per Node binary, thread count and system, one fresh proxy over 4 Node HTTP
  * backends (bench/proxy-backend, in a child process):
- * - idle: VmRSS 1.5 s after it listens, and the anonymous share of it
- *   (/proc/PID/smaps_rollup: the rest is the node binary's file pages);
+ * - idle: VmRSS 1.5 s after it listens, split by /proc/PID/smaps into
+ *   file pages (the node binary and its libraries, shared with every other
+ *   process running them), glibc malloc arenas (the main one, `[heap]`, and
+ *   the 64 MiB-aligned reservations of the others: one per thread that
+ *   malloc'd, up to 8 per core) and the rest of the anonymous memory (V8's
+ *   heap pages of every isolate, thread stacks, mmap'd large allocations);
  * - per connection: N client connections opened 100 at a time, each spliced
  *   to a backend (the backends count them), RSS growth / N;
  * - after bulk: those closed, 4 connections fetching `/16m` for `--bulk`
- *   seconds (bench/proxy-client), then VmRSS.
+ *   seconds (bench/proxy-client), then VmRSS and the same split.
  * `--node-args` passes flags to the proxy processes' node (an experiment:
  * `--max-semi-space-size=1`); `MALLOC_ARENA_MAX` and the like come from the
- * environment, which the proxies inherit.
+ * environment, which the proxies inherit. `--poise-bin` measures another
+ * build's `dist/src/cli/main.js` (a before / after comparison).
  * The machine is shared or not: RSS moves little with load, time does not
  * enter these figures. Nothing is written; the table goes to stdout.
  */
@@ -33,7 +39,7 @@ import { rssBytes } from './lib/proc.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, ...(HERE.includes(`${path.sep}dist${path.sep}`) ? ['..', '..'] : ['..']));
-const POISE = path.join(REPO, 'dist', 'src', 'cli', 'main.js');
+const DEFAULT_POISE = path.join(REPO, 'dist', 'src', 'cli', 'main.js');
 /** The young-generation cap of poise's proxy workers (its default), given to bare Node's too. */
 const YOUNG_MB = 4;
 
@@ -44,7 +50,9 @@ const { values } = parseFlags(process.argv.slice(2), {
   'idle-connections': { type: 'string' },
   bulk: { type: 'string' },
   'node-args': { type: 'string' },
+  'poise-bin': { type: 'string' },
 });
+const POISE = path.resolve(values['poise-bin'] ?? DEFAULT_POISE);
 const quick = values.quick;
 const NODES = (values.node ?? process.execPath).split(',').filter((n) => n !== '');
 const THREADS = (values.threads ?? (quick ? '2' : '1,2,4')).split(',').map((t) => integerFlag('--threads', t, 1, 64)!);
@@ -58,10 +66,48 @@ process.on('exit', () => {
   for (const c of children) c.kill('SIGKILL');
 });
 
-/** VmRSS and the anonymous part of it, MB. */
-function rss(pid: number): { rssMB: number; anonMB: number } {
-  const m = /^Anonymous:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
-  return { rssMB: rssBytes(pid) / 1e6, anonMB: Number(m?.[1] ?? Number.NaN) / 1e3 };
+/** glibc's non-main arenas: HEAP_MAX_SIZE (64 MiB on 64-bit) reservations aligned on their size. */
+const ARENA_BYTES = 64 * 2 ** 20;
+
+/** Where a process's resident memory is, MiB (the unit of issue 29's targets): VmRSS, file pages, malloc arenas, other anonymous memory. */
+function rssSplit(pid: number): { rss: number; file: number; arenas: number; other: number } {
+  interface Mapping {
+    start: number;
+    end: number;
+    perm: string;
+    name: string;
+    rssKB: number;
+  }
+  const maps: Mapping[] = [];
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const head = /^([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (head !== null) {
+      maps.push({ start: Number.parseInt(head[1]!, 16), end: Number.parseInt(head[2]!, 16), perm: head[3]!, name: head[4]!, rssKB: 0 });
+      continue;
+    }
+    const r = /^Rss:\s+(\d+) kB/.exec(line);
+    const last = maps[maps.length - 1];
+    if (r !== null && last !== undefined) last.rssKB = Number(r[1]);
+  }
+  let file = 0;
+  let arena = 0;
+  let other = 0;
+  for (let i = 0; i < maps.length; i++) {
+    const m = maps[i]!;
+    const next = maps[i + 1];
+    // An arena is mapped rw up to its top, the rest of its 64 MiB PROT_NONE until it grows.
+    const isArena =
+      m.name === '[heap]' ||
+      (m.name === '' &&
+        m.perm === 'rw-p' &&
+        m.start % ARENA_BYTES === 0 &&
+        (m.end - m.start === ARENA_BYTES ||
+          (next !== undefined && next.start === m.end && next.name === '' && next.perm === '---p' && next.end - m.start === ARENA_BYTES)));
+    if (m.name.startsWith('/')) file += m.rssKB;
+    else if (isArena) arena += m.rssKB;
+    else other += m.rssKB;
+  }
+  return { rss: rssBytes(pid) / 2 ** 20, file: file / 1024, arenas: arena / 1024, other: other / 1024 };
 }
 
 async function untilAccepting(port: number, child: ChildProcess): Promise<void> {
@@ -143,10 +189,10 @@ for (const node of NODES) {
     for (const kind of ['poise', 'bare'] as const) {
       const { child, port } = await start(node, kind, threads);
       await sleep(1500);
-      const idle = rss(child.pid!);
+      const idle = rssSplit(child.pid!);
       const perConnKB = await idleConnections(child.pid!, port);
       await bulk(port);
-      const after = rss(child.pid!);
+      const after = rssSplit(child.pid!);
       child.kill('SIGTERM');
       await new Promise((r) => child.once('exit', r));
       children.delete(child);
@@ -154,11 +200,14 @@ for (const node of NODES) {
         node: version,
         system: kind,
         threads,
-        'idle RSS MB': idle.rssMB,
-        'idle anon MB': idle.anonMB,
+        'idle RSS MiB': idle.rss,
+        'file MiB': idle.file,
+        'arenas MiB': idle.arenas,
+        'V8 + other MiB': idle.other,
         'KB/idle conn': perConnKB,
-        'RSS after 16 MiB MB': after.rssMB,
-        'after anon MB': after.anonMB,
+        'RSS after 16 MiB bodies, MiB': after.rss,
+        'after: arenas MiB': after.arenas,
+        'after: V8 + other MiB': after.other,
       });
       process.stderr.write(`proxy-memory: ${version} ${kind} ×${threads} done\n`);
     }

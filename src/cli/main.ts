@@ -10,12 +10,17 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from './command.js';
 import { EXIT, exitCodeOf } from './exit.js';
+import { keepYoungGenerationsSmall } from './young-generation.js';
 
 const commands: Record<string, () => Promise<Command>> = {
   // subcommands register here: name → lazy loader
   bench: async () => (await import('./bench.js')).command,
   members: async () => (await import('./members.js')).command,
-  proxy: async () => (await import('./proxy.js')).command,
+  proxy: async () => {
+    // Before the proxy's modules load: they would grow the main thread's young generation for good.
+    keepYoungGenerationsSmall();
+    return (await import('./proxy.js')).command;
+  },
   top: async () => (await import('./top.js')).command,
 };
 

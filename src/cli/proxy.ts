@@ -43,6 +43,7 @@ import {
   type WorkerAdmissionRun,
 } from './proxy-admission-flags.js';
 import { waitForMembership } from './proxy-wait.js';
+import { letYoungGenerationsGrow } from './young-generation.js';
 import { REDIS_FLAGS, redisFlags } from './redis-flags.js';
 import { UsageError } from './usage.js';
 import type { HealthCheckOptions } from '../health/config.js';
@@ -354,9 +355,12 @@ async function serve(flags: ProxyFlags): Promise<number> {
   const f: ProxyRun = { ...flags, source: await flags.openSource() };
   // With worker threads this thread only serves membership and metrics: the
   // shared clock can tick on its event loop rather than in a thread of its
-  // own (an isolate: 9–13 MB of RSS). With --workers 0 it accepts, so its
-  // loop may be busy: the clock keeps its thread.
+  // own (an isolate: 9–13 MB of RSS), and no isolate's young generation
+  // grows past its initial size (young-generation.ts, set by main.ts). With
+  // --workers 0 it accepts, so its loop may be busy: the clock keeps its
+  // thread and V8 grows its young generation as usual.
   if (f.workers > 0) useProcessClockTicker('loop');
+  else letYoungGenerationsGrow();
   const balancer = new Balancer({ capacity: f.capacity, logger: f.log, ...(f.check === undefined ? {} : { health: { check: f.check } }) });
   const { stopped, dispose } = stopSignal(f.log);
   // One counter row per accepting thread: worker i of --listen counts into row i; with --band and
