@@ -92,7 +92,11 @@ describe('Redis Cluster with replicas: the slot master SIGKILLed under continuou
     const versions = w.acked.map((a) => a.version);
     expect(versions).toEqual([...versions].sort((a, b) => a - b));
     // Every write is acknowledged or reported failed with a code the caller can branch on; a failed one may or may not be stored.
-    expect(w.failed.every((f) => ['NotReplicated', 'Unavailable', 'Conflict'].includes(f.code))).toBe(true);
+    // DuplicateIdentity, as in the Sentinel test: ioredis re-sends a script whose reply the killed master never sent
+    // (autoResendUnfulfilledCommands); when that first run was applied and replicated, the re-sent one finds the
+    // version moved, the publisher re-reads, and its own add finds the id already there. (A CI run under load saw
+    // a code outside the first three; listed here with the entries, so the next one names itself.)
+    expect(w.failed.filter((f) => !['NotReplicated', 'Unavailable', 'Conflict', 'DuplicateIdentity'].includes(f.code))).toEqual([]);
     expect(w.acked.length + w.failed.length).toBeGreaterThanOrEqual(25);
     console.log(
       `cluster failover with WAIT 1: ${w.acked.length} acked (all present), ${w.failed.length} reported failed (${[...new Set(w.failed.map((f) => f.code))].join(', ')})`,
