@@ -10,7 +10,7 @@ export interface ProxyProcess {
   records(): Record<string, unknown>[];
   /** Records whose message contains `text`. */
   find(text: string): Record<string, unknown>[];
-  /** Waits until `probe(records)` holds (bounded). */
+  /** Waits until `probe(records)` holds (bounded: 60 s, a process start under a loaded CI took over 15). */
   until(probe: (records: Record<string, unknown>[]) => boolean, what: string): Promise<void>;
   /** SIGTERM, then the exit code. */
   stop(): Promise<number | null>;
@@ -41,7 +41,7 @@ export function startProxy(args: string[], env: Record<string, string> = {}): Pr
       until(() => {
         if (child.exitCode !== null) throw new Error(`proxy exited with ${child.exitCode} while waiting for ${what}: ${text}`);
         return probe(records());
-      }, what),
+      }, what, 60_000),
     async stop() {
       child.kill('SIGTERM');
       return exited;
