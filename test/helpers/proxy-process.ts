@@ -38,10 +38,14 @@ export function startProxy(args: string[], env: Record<string, string> = {}): Pr
     records,
     find: (t) => records().filter((r) => String(r['msg']).includes(t)),
     until: (probe, what) =>
-      until(() => {
-        if (child.exitCode !== null) throw new Error(`proxy exited with ${child.exitCode} while waiting for ${what}: ${text}`);
-        return probe(records());
-      }, what, 60_000),
+      until(
+        () => {
+          if (child.exitCode !== null) throw new Error(`proxy exited with ${child.exitCode} while waiting for ${what}: ${text}`);
+          return probe(records());
+        },
+        what,
+        60_000,
+      ),
     async stop() {
       child.kill('SIGTERM');
       return exited;
