@@ -46,10 +46,24 @@ describe('package entries', () => {
     expect(r.result).toEqual(Array.from({ length: 64 }, () => p.pick(bs)));
   });
 
-  it('the probe sees dependencies when they load: poise-lb/runtime loads pino, piscina and yaml, and never ioredis', () => {
+  it('the probe sees dependencies when they load: poise-lb/runtime loads pino and piscina, yaml only with the first YAML document, and never ioredis', () => {
     const r = probe('poise-lb/runtime');
-    for (const dep of ['pino', 'piscina', 'yaml']) expect(r.packages).toContain(dep);
-    expect(r.packages).not.toContain('ioredis');
+    for (const dep of ['pino', 'piscina']) expect(r.packages).toContain(dep);
+    for (const dep of ['yaml', 'ioredis']) expect(r.packages).not.toContain(dep);
+    // A YAML membership file read through the public API: now yaml is loaded (and parsed it).
+    const yamlFile = [
+      'return (async () => {',
+      "const fs = process.getBuiltinModule('node:fs'), os = process.getBuiltinModule('node:os'), path = process.getBuiltinModule('node:path');",
+      "const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'poise-yaml-')); const file = path.join(dir, 'members.yaml');",
+      "fs.writeFileSync(file, ['cluster: c', 'backends:', '  - id: a', '    address: 127.0.0.1:7001', ''].join(String.fromCharCode(10)));",
+      'const ids = []; const source = new m.StaticMembership({ file }, { watch: false });',
+      'await source.start((snapshot) => { for (const b of snapshot.backends) ids.push(b.id); });',
+      'fs.rmSync(dir, { recursive: true, force: true }); return ids;',
+      '})();',
+    ].join(' ');
+    const y = probe('poise-lb/runtime', yamlFile);
+    expect(y.result).toEqual(['a']);
+    expect(y.packages).toContain('yaml');
   });
 
   it('only poise-lb/redis loads ioredis; poise-lb/net loads neither ioredis, piscina nor yaml', () => {
