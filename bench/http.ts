@@ -193,8 +193,17 @@ async function runCase(scenario: Scenario, system: string, threads: number): Pro
   }
   all.sort();
   const phase = scenario === 'turns-slow' ? 1 : 0;
-  const inPhase = (id: string): number => done.reduce((s, r) => s + (r.byBackend[phase]![id] ?? 0), 0);
-  const phaseTotal = done.reduce((s, r) => s + Object.values(r.byBackend[phase]!).reduce((a, b) => a + b, 0), 0);
+  // The slow backend's (b0) share, in %, of the requests one tally of each client counted.
+  const slowShare = (tally: (r: ClientReport) => Record<string, number>): number => {
+    let slow = 0;
+    let total = 0;
+    for (const r of done) {
+      const t = tally(r);
+      slow += t['b0'] ?? 0;
+      for (const n of Object.values(t)) total += n;
+    }
+    return round((100 * slow) / Math.max(1, total), 1);
+  };
   const row: Row = {
     scenario,
     system,
@@ -206,12 +215,8 @@ async function runCase(scenario: Scenario, system: string, threads: number): Pro
     errors: done.reduce((s, r) => s + r.errors, 0),
     'cpu µs/req': round(((cpu.user + cpu.system) / Math.max(1, requests)) * 1, 1),
   };
-  if (scenario === 'slow' || scenario === 'turns-slow') row['slow %'] = round((100 * inPhase('b0')) / Math.max(1, phaseTotal), 1);
-  if (scenario === 'slow') {
-    const warm = (id?: string): number =>
-      done.reduce((s, r) => s + (id === undefined ? Object.values(r.warmup).reduce((a, b) => a + b, 0) : (r.warmup[id] ?? 0)), 0);
-    row['warm-up slow %'] = round((100 * warm('b0')) / Math.max(1, warm()), 1);
-  }
+  if (scenario === 'slow' || scenario === 'turns-slow') row['slow %'] = slowShare((r) => r.byBackend[phase]!);
+  if (scenario === 'slow') row['warm-up slow %'] = slowShare((r) => r.warmup);
   return row;
 }
 

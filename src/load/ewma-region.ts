@@ -90,9 +90,8 @@ export class EwmaRegion {
    * wrong milliseconds for one comparison).
    */
   meanHintUs(slot: number, nowMs: number): number {
-    const e = this.slotBase + slot * SLOT_WORDS + S_EWMA_MEAN;
-    const mean = this.i32[e]!;
-    return this.decayed(mean < 0 ? -mean : mean, this.i32[e + 1]!, nowMs);
+    const mean = this.meanRecordedUs(slot);
+    return this.meanDecayedUs(slot, mean < 0 ? -mean : mean, nowMs);
   }
 
   /**
@@ -103,6 +102,15 @@ export class EwmaRegion {
    */
   meanRecordedUs(slot: number): number {
     return this.i32[this.slotBase + slot * SLOT_WORDS + S_EWMA_MEAN]!;
+  }
+
+  /**
+   * `recordedUs` — the mean {@link meanRecordedUs} just read on `slot`, not
+   * negative — decayed to `nowMs` from its last update: the tail rule's read
+   * without loading the mean word twice.
+   */
+  meanDecayedUs(slot: number, recordedUs: number, nowMs: number): number {
+    return this.decayed(recordedUs, this.i32[this.slotBase + slot * SLOT_WORDS + S_EWMA_MEAN + 1]!, nowMs);
   }
 
   /** `est` recorded at `at`, decayed to `nowMs` (a small integer: no allocation). */

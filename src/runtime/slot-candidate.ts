@@ -206,7 +206,9 @@ class LatencyCandidate extends SlotCandidate {
     const env = this.env;
     const recorded = env.ewma.meanRecordedUs(this.slot);
     if (recorded < 0) return -1;
-    return (env.words[this.counts + LeaseKind.Request]! & COUNT_MASK) !== 0 ? recorded : env.ewma.meanHintUs(this.slot, env.now);
+    return (env.words[this.counts + LeaseKind.Request]! & COUNT_MASK) !== 0
+      ? recorded
+      : env.ewma.meanDecayedUs(this.slot, recorded, env.now);
   }
 }
 

@@ -138,6 +138,51 @@ describe('PowerOfTwo latencyRatio', () => {
   });
 });
 
+/**
+ * A closed loop on a manual clock over a 4-backend router (`p2c:latency`):
+ * one step per millisecond releases what is done (with its latency) and
+ * acquires back to `inFlight`, except in `stalled` steps (the caller's event
+ * loop paused: nothing is released or sent). `answerMs` is a request's
+ * latency on a backend at the step it is sent.
+ */
+function closedLoop(o: {
+  seed: number;
+  latencyRatio?: number;
+  inFlight: number;
+  steps: number;
+  answerMs: (id: string, t: number) => number;
+  stalled?: (t: number) => boolean;
+  onAcquire: (lease: Lease, t: number) => void;
+  onRelease?: (lease: Lease) => void;
+}): void {
+  const clock = manualClock(0);
+  const b = new Balancer({ logger, clock: clock.now });
+  b.update(specs(4));
+  const r = b.router({ policy: 'p2c:latency', seed: o.seed, latencyRatio: o.latencyRatio });
+  let open: { lease: Lease; at: number; done: number }[] = [];
+  for (let t = 0; t < o.steps; t++) {
+    clock.advance(1);
+    if (o.stalled?.(t) === true) continue;
+    const still: typeof open = [];
+    for (const x of open) {
+      if (x.done > t) {
+        still.push(x);
+        continue;
+      }
+      o.onRelease?.(x.lease);
+      x.lease.release('success', { latencyMs: t - x.at });
+    }
+    open = still;
+    while (open.length < o.inFlight) {
+      const lease = r.acquire();
+      open.push({ lease, at: t, done: t + o.answerMs(lease.id, t) });
+      o.onAcquire(lease, t);
+    }
+  }
+  for (const { lease } of open) lease.release('cancelled');
+  b.close();
+}
+
 describe('a router under a shared latency peak', () => {
   /**
    * 4 backends: b0 answers in 10 ms, the others in 2 ms; 16 requests stay in
@@ -150,33 +195,21 @@ describe('a router under a shared latency peak', () => {
    * it out (a probe when its decayed mean comes within the ratio).
    */
   const slowShare = (latencyRatio?: number): number => {
-    const clock = manualClock(0);
-    const b = new Balancer({ logger, clock: clock.now });
-    b.update(specs(4));
-    const r = b.router({ policy: 'p2c:latency', seed: 23, latencyRatio });
-    let open: { lease: Lease; at: number; done: number }[] = [];
     let slow = 0;
     let counted = 0;
-    for (let t = 0; t < 12_000; t++) {
-      clock.advance(1);
-      if (t % 250 < 20) continue;
-      const still: typeof open = [];
-      for (const o of open) {
-        if (o.done <= t) o.lease.release('success', { latencyMs: t - o.at });
-        else still.push(o);
-      }
-      open = still;
-      while (open.length < 16) {
-        const lease = r.acquire();
-        open.push({ lease, at: t, done: t + (lease.id === 'b0' ? 10 : 2) });
-        if (t >= 2000) {
-          counted++;
-          if (lease.id === 'b0') slow++;
-        }
-      }
-    }
-    for (const { lease } of open) lease.release('cancelled');
-    b.close();
+    closedLoop({
+      seed: 23,
+      latencyRatio,
+      inFlight: 16,
+      steps: 12_000,
+      stalled: (t) => t % 250 < 20,
+      answerMs: (id) => (id === 'b0' ? 10 : 2),
+      onAcquire: (lease, t) => {
+        if (t < 2000) return;
+        counted++;
+        if (lease.id === 'b0') slow++;
+      },
+    });
     return slow / counted;
   };
 
@@ -209,31 +242,19 @@ describe('a gated backend is tried one request at a time', () => {
    * it through the gate.
    */
   const run = (recoverAt: number) => {
-    const clock = manualClock(0);
-    const b = new Balancer({ logger, clock: clock.now });
-    b.update(specs(4));
-    const r = b.router({ policy: 'p2c:latency', seed: 7 });
-    let open: { lease: Lease; done: number; at: number }[] = [];
     let inFlight0 = 0;
     let maxInFlight0 = 0;
     let tries = 0;
     const late = { b0: 0, all: 0 };
-    for (let t = 0; t < 14_000; t++) {
-      clock.advance(1);
-      const still: typeof open = [];
-      for (const o of open) {
-        if (o.done > t) {
-          still.push(o);
-          continue;
-        }
-        if (o.lease.id === 'b0') inFlight0--;
-        o.lease.release('success', { latencyMs: t - o.at });
-      }
-      open = still;
-      while (open.length < 32) {
-        const lease = r.acquire();
-        const slow = lease.id === 'b0' && t < recoverAt;
-        open.push({ lease, at: t, done: t + (slow ? 10 : 2) });
+    closedLoop({
+      seed: 7,
+      inFlight: 32,
+      steps: 14_000,
+      answerMs: (id, t) => (id === 'b0' && t < recoverAt ? 10 : 2),
+      onRelease: (lease) => {
+        if (lease.id === 'b0') inFlight0--;
+      },
+      onAcquire: (lease, t) => {
         if (lease.id === 'b0') {
           inFlight0++;
           if (t >= 3000 && t < recoverAt) {
@@ -245,10 +266,8 @@ describe('a gated backend is tried one request at a time', () => {
           late.all++;
           if (lease.id === 'b0') late.b0++;
         }
-      }
-    }
-    for (const { lease } of open) lease.release('cancelled');
-    b.close();
+      },
+    });
     return { maxInFlight0, tries, lateShare: late.b0 / late.all };
   };
 
