@@ -20,6 +20,7 @@ import { StaticMembership } from '../membership/static.js';
 import type { RedisMembershipOptions } from '../membership/redis-source.js';
 import type { ConnectionOptions } from '../net/proxy-connection.js';
 import { TcpProxy } from '../net/proxy.js';
+import { MAX_CONNECTIONS_LIMIT } from '../net/connection-limit.js';
 import { Balancer } from '../runtime/balancer.js';
 import { useProcessClockTicker } from '../runtime/clock.js';
 import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
@@ -242,7 +243,7 @@ function proxyFlags(values: Values): ProxyFlags {
   const capacity = integerFlag('--capacity', values.capacity, 1, 65536) ?? 1024;
   const requireMembership = values['require-membership'];
   const workers = integerFlag('--workers', values.workers, 0, 64) ?? Math.min(64, os.availableParallelism());
-  const maxConnections = integerFlag('--max-connections', values['max-connections'], 0, 2_147_483_647) ?? 0;
+  const maxConnections = integerFlag('--max-connections', values['max-connections'], 0, MAX_CONNECTIONS_LIMIT) ?? 0;
   const graceMs = durationFlag('--grace', values.grace, 0, DAY_MS) ?? 30_000;
   // Every flag is checked before a source is built: a usage error leaves nothing open.
   const connection = connectionFlags(values, policy);

@@ -1,17 +1,31 @@
 /**
  * The proxy's connection limit (`--max-connections`, HAProxy `maxconn`), one
- * counter shared by every accepting thread: three Int32 words over a
+ * counter shared by every accepting thread: Int32 words over a
  * SharedArrayBuffer that the owner creates and every proxy worker receives
  * in its `workerData`.
  *
- * - word 0, `count`: connections admitted and not yet finished, all threads;
+ * - word 0, `count`: connections admitted and not yet finished, all threads,
+ *   in its low 20 bits; the high 12 bits are a sequence every take and give
+ *   advances (the word never holds the same value before and after an
+ *   operation, which is what lets a reclaim tell that nothing moved);
  * - word 1, `generation`: bumped on every release, the word waiters sleep on;
  * - word 2, `waiters`: listeners that hold clients and sleep on `generation`
  *   (a release notifies only when some do);
  * - from word 16, one word per accepting thread (`row`): the connections that
- *   thread holds in `count`. Only that thread writes its word, so when a proxy
- *   worker dies the owner takes its word back out of `count`
- *   ({@link ConnectionLimit.reclaim}) before a new worker takes the row.
+ *   thread holds in `count`; while it is between marking its row and
+ *   finishing its change of `count`, the PENDING bit and the lower of the
+ *   row's values before and after the change. Only that thread
+ *   writes its word, so when a proxy worker dies the owner takes its word
+ *   back out of `count` ({@link ConnectionLimit.reclaim}) before a new
+ *   worker takes the row.
+ *
+ * A terminated thread stops wherever V8 checks for interrupts, which can be
+ * between its change of `count` and its change of its row (measured: a thread
+ * looping take/give and terminated at random moments stopped there in 134 of
+ * 300 terminations). The PENDING bit marks that window; the owner settles a
+ * dead row found in it by a double collect: `count` minus every other row,
+ * read while `count` (value and sequence) stood still and no other row was
+ * pending (as the lease table settles a dead row's PENDING cells).
  *
  * An over-limit client is accepted by the kernel and by Node (Node 20 / 24
  * cannot stop a listening handle from accepting: `readStop()` on the server
@@ -32,6 +46,18 @@ const GENERATION = 1;
 const WAITERS = 2;
 const ROW_BASE = 16;
 
+/** The count field of the `count` word (and of a row word); the largest `maxConnections`. */
+export const MAX_CONNECTIONS_LIMIT = (1 << 20) - 1;
+const COUNT_MASK = MAX_CONNECTIONS_LIMIT;
+/** One step of the `count` word's sequence (its high 12 bits; wraps). */
+const SEQ_ONE = 1 << 20;
+/** A row word's mark: its thread is changing `count`. */
+const PENDING = 1 << 30;
+/** Double collects a reclaim tries before it takes a dead row's pending change as not done. */
+const COLLECT_ATTEMPTS = 10_000;
+/** A collect that took longer (the owner was descheduled) is not trusted: the sequence could have wrapped. */
+const COLLECT_MAX_MS = 1;
+
 /** The shared words of one limit; `max` 0 means unlimited (then nothing is counted here). @internal */
 export class ConnectionLimit {
   /** The shared memory (pass it to workers; it is shared, not copied). */
@@ -42,20 +68,25 @@ export class ConnectionLimit {
   readonly row: number;
   private readonly words: Int32Array;
   private readonly rowWord: number;
+  /** This thread's row count (it is the row's only writer): what the row word holds without its mark. */
+  private mine = 0;
 
   /** A new limit with `rows` thread rows (default 1), or a view of `buffer` counting into `row`. */
   constructor(max: number, buffer?: SharedArrayBuffer, row = 0, rows = 1) {
+    if (!Number.isInteger(max) || max < 0 || max > MAX_CONNECTIONS_LIMIT)
+      throw new RangeError(`ConnectionLimit: max ${max} is not an integer in [0, ${MAX_CONNECTIONS_LIMIT}]`);
     this.max = max;
     this.buffer = buffer ?? new SharedArrayBuffer((ROW_BASE + rows) * Int32Array.BYTES_PER_ELEMENT);
     this.words = new Int32Array(this.buffer);
     if (row < 0 || ROW_BASE + row >= this.words.length) throw new RangeError(`ConnectionLimit: row ${row} is not in this limit`);
     this.row = row;
     this.rowWord = ROW_BASE + row;
+    this.mine = Atomics.load(this.words, this.rowWord) & COUNT_MASK;
   }
 
   /** Connections thread row `row` holds now. */
   held(row: number): number {
-    return Atomics.load(this.words, ROW_BASE + row);
+    return Atomics.load(this.words, ROW_BASE + row) & COUNT_MASK;
   }
 
   /**
@@ -63,24 +94,54 @@ export class ConnectionLimit {
    * the thread's `'exit'`): zeroes its row and subtracts what it held from
    * `count`, then wakes the threads that hold clients. Returns that number.
    * Exact because the dead thread was the row's only writer and writes no
-   * more; the row's word is changed right after the shared one in the same
-   * function, with no call or loop edge between them where V8 could stop a
-   * terminated thread.
+   * more: a row it left PENDING is settled by a double collect over the
+   * other rows (file comment). Should `count` never stand still for
+   * {@link COLLECT_ATTEMPTS} collects, the row's marked value is taken — the
+   * lower of before and after — so a pending take is taken as not done and
+   * a pending give as done: at worst one slot leaks (the limit stays a
+   * limit), none is freed twice.
    */
   reclaim(row: number): number {
     const w = this.words;
-    const n = Atomics.exchange(w, ROW_BASE + row, 0);
+    const v = Atomics.load(w, ROW_BASE + row);
+    let n = v & COUNT_MASK;
+    if ((v & PENDING) !== 0) {
+      const settled = this.settle(row);
+      if (settled >= 0) n = settled;
+    }
+    Atomics.store(w, ROW_BASE + row, 0);
     if (n !== 0) {
-      Atomics.sub(w, COUNT, n);
+      // The count field loses n, the sequence gains one: count >= n, so nothing borrows.
+      Atomics.add(w, COUNT, SEQ_ONE - n);
       Atomics.add(w, GENERATION, 1);
       if (Atomics.load(w, WAITERS) > 0) Atomics.notify(w, GENERATION);
     }
     return n;
   }
 
+  /** The dead row's true share of `count`: `count` minus the other rows, read while nothing moved; -1 if it never stood still. */
+  private settle(dead: number): number {
+    const w = this.words;
+    const rows = w.length - ROW_BASE;
+    for (let attempt = 0; attempt < COLLECT_ATTEMPTS; attempt++) {
+      const t0 = performance.now();
+      const before = Atomics.load(w, COUNT);
+      let others = 0;
+      let busy = false;
+      for (let r = 0; r < rows; r++) {
+        if (r === dead) continue;
+        const v = Atomics.load(w, ROW_BASE + r);
+        if ((v & PENDING) !== 0) busy = true;
+        others += v & COUNT_MASK;
+      }
+      if (!busy && Atomics.load(w, COUNT) === before && performance.now() - t0 < COLLECT_MAX_MS) return (before & COUNT_MASK) - others;
+    }
+    return -1;
+  }
+
   /** Connections admitted now, all threads (0 without a limit: nothing is counted). */
   get count(): number {
-    return Atomics.load(this.words, COUNT);
+    return Atomics.load(this.words, COUNT) & COUNT_MASK;
   }
 
   /**
@@ -88,30 +149,40 @@ export class ConnectionLimit {
    * the increment are one compare-and-swap on the single `count` word: of two
    * threads that both read `max - 1`, exactly one swap succeeds and the other
    * re-reads and sees `max`. The only invariant is `count <= max` on that
-   * one word, so no lock and no second word take part.
+   * one word, so no lock and no second word take part. The row is marked
+   * PENDING around the swap (file comment).
    */
   tryTake(): boolean {
     if (this.max === 0) return true;
     const w = this.words;
+    const max = this.max;
+    if ((Atomics.load(w, COUNT) & COUNT_MASK) >= max) return false;
+    const mine = this.mine;
+    Atomics.store(w, this.rowWord, mine | PENDING);
     for (;;) {
       const c = Atomics.load(w, COUNT);
-      if (c >= this.max) return false;
-      if (Atomics.compareExchange(w, COUNT, c, c + 1) === c) {
-        // The row follows the shared count: a thread stopped between the two
-        // leaves its row one short, so a reclaim leaks that slot (the limit
-        // stays a limit) rather than freeing one twice.
-        Atomics.add(w, this.rowWord, 1);
-        return true;
+      if ((c & COUNT_MASK) >= max) {
+        Atomics.store(w, this.rowWord, mine);
+        return false;
       }
+      if (Atomics.compareExchange(w, COUNT, c, (c + SEQ_ONE + 1) | 0) === c) break;
     }
+    this.mine = mine + 1;
+    Atomics.store(w, this.rowWord, mine + 1);
+    return true;
   }
 
   /** Releases one admitted connection and wakes the listeners that hold clients. */
   give(): void {
     if (this.max === 0) return;
     const w = this.words;
-    Atomics.sub(w, this.rowWord, 1);
-    Atomics.sub(w, COUNT, 1);
+    const mine = this.mine;
+    // Marked with the lower of before and after (as a take is): read unsettled, the row errs towards a leak.
+    Atomics.store(w, this.rowWord, (mine - 1) | PENDING);
+    // The count field loses one, the sequence gains one (count >= 1: nothing borrows).
+    Atomics.add(w, COUNT, SEQ_ONE - 1);
+    this.mine = mine - 1;
+    Atomics.store(w, this.rowWord, mine - 1);
     // Bump before notifying: a waiter that read the old generation either
     // sleeps and is woken, or finds the word changed and does not sleep.
     Atomics.add(w, GENERATION, 1);

@@ -22,7 +22,7 @@ import { defaultLogger, type Logger } from '../log.js';
 import type { Balancer } from '../runtime/balancer.js';
 import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
 import type { Router } from '../runtime/router.js';
-import { ConnectionLimit } from './connection-limit.js';
+import { ConnectionLimit, MAX_CONNECTIONS_LIMIT } from './connection-limit.js';
 import { CONNECTION_OPTION_KEYS, resolveConnectionOptions, type ConnectionOptions } from './proxy-connection.js';
 import { ProxyListener } from './proxy-listener.js';
 import type { AdmissionGateData } from './proxy-messages.js';
@@ -170,7 +170,7 @@ export class TcpProxy extends EventEmitter {
       invalidConfig('options.host', 'must be a non-empty string', opts.host);
     }
     integerIn(opts.port ?? 0, 'options.port', 0, 65535);
-    const max = integerIn(opts.maxConnections ?? 0, 'options.maxConnections', 0, 2_147_483_647);
+    const max = integerIn(opts.maxConnections ?? 0, 'options.maxConnections', 0, MAX_CONNECTIONS_LIMIT);
     // Validated here in either mode (a worker resolves its own copy from the same data).
     const settings = resolveConnectionOptions(opts);
     this.opts = opts;

@@ -80,7 +80,7 @@ describe('poise proxy', () => {
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--workers', '65'], '--workers: must be an integer in [0, 64], got "65"'],
     [
       ['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--max-connections', '-1'],
-      '--max-connections: must be an integer in [0, 2147483647], got "-1"',
+      '--max-connections: must be an integer in [0, 1048575], got "-1"',
     ],
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--grace', '30 s'], '--grace: must be a duration in [0ms, 24h]'],
     [

@@ -14,7 +14,7 @@ describe('TcpProxy options', () => {
       [{}, 'options.router: must be a Router (or give options.balancer), got undefined'],
       [{ router: {} }, 'options.router: must be a Router, got a object'],
       [{ router, workers: 1 }, 'options.workers: must be an integer in [0, 0], got 1'],
-      [{ router, maxConnections: -1 }, 'options.maxConnections: must be an integer in [0, 2147483647], got -1'],
+      [{ router, maxConnections: -1 }, 'options.maxConnections: must be an integer in [0, 1048575], got -1'],
       [{ router, attempts: 0 }, 'options.attempts: must be an integer in [1, 100], got 0'],
       [{ router, connectTimeoutMs: -5 }, 'options.connectTimeoutMs: must be a finite number > 0, got -5'],
       [{ router, host: 7 }, 'options.host: must be a non-empty string, got 7'],
