@@ -36,6 +36,8 @@ export const INTEGRATION: readonly string[] = [
   'test/net/proxy-accounting.test.ts',
   'test/net/proxy-workers.test.ts',
   'test/net/proxy-workers-admission.test.ts',
+  'test/net/connection-limit-threads.test.ts', // real worker threads (dist/)
+  'test/net/proxy-early-read.test.ts', // a stopped child process as a backend whose connects hang
   'test/policy/cross-process.test.ts',
   'test/runtime/clock.test.ts',
   'packages/bench/test/command.test.ts',

@@ -247,6 +247,9 @@ export function serveConnection(host: ConnectionHost, client: net.Socket): void 
 export const kCut = Symbol('poise.cut');
 
 const kConn = Symbol('poise.connection');
+
+/** Client bytes read while its backend connects before the client is paused (a socket's default high-water mark). */
+const EARLY_MAX_BYTES = 64 * 1024;
 type Tagged = net.Socket & { [kConn]?: Connection; [kCut]?: boolean };
 
 // biome-ignore lint/suspicious/noConstEnum: module-private, inlined by tsc into plain numbers on the per-connection path; never exported.
@@ -308,6 +311,16 @@ class Connection implements WheelEntry {
   private destination: ProxyEndpoint | undefined;
   private proxied = false;
   private header: Buffer | undefined;
+  /**
+   * Client bytes read while the backend connects (no admission gate: the
+   * client is read from its accept, as a plain Node proxy's pipe does, so
+   * its first bytes and the backend's connect are seen in one turn of the
+   * event loop instead of two). Replayed in order on the connected
+   * backend, which a retry on another backend needs; at most
+   * EARLY_MAX_BYTES before the client is paused.
+   */
+  private early: Buffer[] | undefined;
+  private earlyBytes = 0;
   private open = 1;
   private upstreamFailed = false;
   /** Counted in one outcome already: refused (any reason) or spliced (then `closed` counts it). */
@@ -435,6 +448,11 @@ class Connection implements WheelEntry {
         ac = this.abort = new AbortController();
         band = { band: rank, timeoutMs: undefined };
       }
+    } else {
+      // Nothing decides on this client before its backend connects: read it now (see `early`).
+      const c = this.client;
+      c.on('data', onClientData);
+      c.resume();
     }
     // Both handlers catch everything they could throw: the promise they
     // return never rejects, so no error of this connection reaches the thread.
@@ -520,6 +538,8 @@ class Connection implements WheelEntry {
     // A clean refusal: read what the client already sent (so the close is a
     // FIN, not a reset for unread data) and end our side.
     const c = this.client;
+    c.off('data', onClientData);
+    this.early = undefined;
     c.resume();
     c.destroySoon();
     this.host.emit('failed', err);
@@ -561,10 +581,8 @@ class Connection implements WheelEntry {
     up.on('error', onServerError);
     up.on('close', onServerClose);
     if (header !== undefined) up.write(header);
-    // The client already finished sending while we connected: pass its FIN on.
-    if (this.firstFin === 'client') up.end();
     const c = this.client;
-    c.on('data', onClientData);
+    if (this.host.admission !== undefined) c.on('data', onClientData); // else it reads since route()
     c.on('drain', onClientDrain);
     const wheel = this.host.wheel;
     if (wheel !== undefined) {
@@ -575,12 +593,29 @@ class Connection implements WheelEntry {
     this.settled = true;
     this.host.counters.opened(this.host.worker);
     this.host.emit('spliced', routed.lease.id);
-    c.resume();
+    // What the client sent while we connected, in order, then its FIN if it already finished sending.
+    const early = this.early;
+    if (early !== undefined) {
+      this.early = undefined;
+      this.earlyBytes = 0;
+      for (const chunk of early) this.clientData(chunk);
+    }
+    if (this.firstFin === 'client') up.end();
+    // Paused by a full upstream (clientData) stays paused until its drain.
+    if (!up.writableNeedDrain) c.resume();
   }
 
   // --- data --------------------------------------------------------------------
 
   clientData(chunk: Buffer): void {
+    if (this.phase !== Phase.Data) {
+      // Read while connecting: kept for the backend (a refused or crashed connection has stopped reading).
+      if (this.early === undefined) this.early = [chunk];
+      else this.early.push(chunk);
+      this.earlyBytes += chunk.length;
+      if (this.earlyBytes >= EARLY_MAX_BYTES) this.client.pause();
+      return;
+    }
     // One count per chunk, in the shared counters; the connection's own total only for its access-log record.
     this.host.counters.bytes(this.host.worker, ProxyCounter.BytesIn, chunk.length);
     if (this.logged) this.bytesIn += chunk.length;

@@ -8,7 +8,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Balancer } from '../../src/runtime/balancer.js';
+import type { Balancer } from '../../src/runtime/balancer.js';
+import { loopbackBalancer, proxyOn as proxyFor } from '../helpers/proxy-on.js';
 import type { Router } from '../../src/runtime/router.js';
 import { TcpProxy, type TcpProxyOptions } from '../../src/net/proxy.js';
 import { captureLog } from '../helpers/log-capture.js';
@@ -44,19 +45,9 @@ async function listen(onConnection: (s: net.Socket) => void, host = '127.0.0.1',
   return (server.address() as net.AddressInfo).port;
 }
 
-function balancer(backends: Array<{ id: string; port: number; host?: string }>): Balancer {
-  const b = new Balancer({ capacity: 16 });
-  b.update(backends.map((x) => ({ id: x.id, address: x.host === undefined ? `127.0.0.1:${x.port}` : `[${x.host}]:${x.port}` })));
-  cleanups.push(() => b.close());
-  return b;
-}
-
-async function proxyOn(router: Router, opts: Partial<TcpProxyOptions> = {}): Promise<{ proxy: TcpProxy; port: number }> {
-  const proxy = new TcpProxy({ router, port: 0, logger: captureLog('silent').logger, ...opts });
-  const { port } = await proxy.listen();
-  cleanups.push(() => proxy.close());
-  return { proxy, port };
-}
+const balancer = (backends: Array<{ id: string; port: number; host?: string }>): Balancer => loopbackBalancer(cleanups, backends);
+const proxyOn = (router: Router, opts: Partial<TcpProxyOptions> = {}): Promise<{ proxy: TcpProxy; port: number }> =>
+  proxyFor(cleanups, router, opts);
 
 function dial(port: number, host = '127.0.0.1', localAddress?: string): Promise<net.Socket> {
   return dialFrom(cleanups, port, host, localAddress);
