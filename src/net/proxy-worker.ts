@@ -14,6 +14,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { AdmissionGate } from '../admission/admission.js';
 import { createLogger } from '../log.js';
+import { directClock } from '../runtime/clock.js';
 import { Router } from '../runtime/router.js';
 import { ConnectionLimit } from './connection-limit.js';
 import { resolveConnectionOptions } from './proxy-connection.js';
@@ -27,7 +28,8 @@ const port = parentPort!;
 const post = (m: WorkerMessage): void => port.postMessage(m);
 
 const log = createLogger({ name: d.logName, level: d.logLevel }).child({ worker: d.index });
-const router = Router.attach(d.attachment, { ...d.router, logger: log });
+// Reads per connection, not per pick: the time read directly, so no ticker wakes for this thread (clock.ts, directClock).
+const router = Router.attach(d.attachment, { ...d.router, logger: log, clock: directClock(d.attachment.clock) });
 // With bands, this thread's own gate over its own router: saturation is the
 // pool's (LoadTable totals over every thread), the queues are this thread's.
 const gate = d.admission === undefined ? undefined : new AdmissionGate(router, d.admission.gate);

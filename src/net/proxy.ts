@@ -22,6 +22,7 @@ import { defaultLogger, type Logger } from '../log.js';
 import type { Balancer } from '../runtime/balancer.js';
 import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
 import type { Router } from '../runtime/router.js';
+import { directClock } from '../runtime/clock.js';
 import { ConnectionLimit, MAX_CONNECTIONS_LIMIT } from './connection-limit.js';
 import { CONNECTION_OPTION_KEYS, resolveConnectionOptions, type ConnectionOptions } from './proxy-connection.js';
 import { ProxyListener } from './proxy-listener.js';
@@ -186,7 +187,12 @@ export class TcpProxy extends EventEmitter {
     if (this.requested > 0) return; // worker mode: the workers are started by listen()
     this.ownRouter =
       opts.router === undefined
-        ? balancer!.router({ logger: this.log, ...(opts.policy === undefined ? {} : { policy: opts.policy }) })
+        ? balancer!.router({
+            logger: this.log,
+            // Reads per connection: the time read directly, no ticker kept awake (clock.ts, directClock).
+            clock: directClock(balancer!.attachment().clock),
+            ...(opts.policy === undefined ? {} : { policy: opts.policy }),
+          })
         : undefined;
     this.listener = new ProxyListener(
       settings,

@@ -334,6 +334,38 @@ describe.each([0, 2])('events of TcpProxy with workers: %i', (workers) => {
   });
 });
 
+describe('the clock of a proxy', () => {
+  it('proxy workers read the time directly: the process clock ticker sleeps through 2,000 connections (it woke for nearly all of them before)', async () => {
+    const bal = balancerOver([await backend(), await backend()]);
+    const clock = new Int32Array(bal.attachment().clock);
+    const ASLEEP = 0x80000000 | 0;
+    const { proxy, port } = await startProxy(bal, 2);
+    // Sample the clock word while 4 clients run 2,000 connections in all: awake means some thread read the shared word within a tick.
+    let samples = 0;
+    let awake = 0;
+    let done = false;
+    const sampler = (async () => {
+      while (!done) {
+        samples++;
+        if ((Atomics.load(clock, 0) & ASLEEP) === 0) awake++;
+        await new Promise((r) => setImmediate(r));
+      }
+    })();
+    const body = randomBytes(512);
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        for (let i = 0; i < 500; i++) expect((await roundTrip(port, body)).equals(body)).toBe(true);
+      }),
+    );
+    done = true;
+    await sampler;
+    expect(proxy.counters.total(ProxyCounter.Accepted)).toBe(2000);
+    // The owner's own reads (listen, startup) may wake it once or twice; routers reading the word per connection kept it awake throughout.
+    expect(samples).toBeGreaterThan(200);
+    expect(awake / samples).toBeLessThan(0.05);
+  });
+});
+
 describe('event forwarding costs nothing unlistened', () => {
   it('workers post no event message while the proxy has no listener, and resume when one is attached', async () => {
     const bal = balancerOver([await backend()]);

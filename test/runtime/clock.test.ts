@@ -7,7 +7,15 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { TIME_MASK, elapsedMs } from '../../src/core/time.js';
-import { CLOCK_ASLEEP, CLOCK_FRESH, type ClockTicker, clockReader, processClockBuffer, startClock } from '../../src/runtime/clock.js';
+import {
+  CLOCK_ASLEEP,
+  CLOCK_FRESH,
+  type ClockTicker,
+  clockReader,
+  directClock,
+  processClockBuffer,
+  startClock,
+} from '../../src/runtime/clock.js';
 import { until } from '../helpers/until.js';
 
 const RUNTIME = new URL('../../dist/src/runtime.js', import.meta.url).href;
@@ -129,6 +137,33 @@ describe.each<[ClockTicker, () => SharedArrayBuffer]>([
     expect(elapsedMs(read, stale)).toBeGreaterThanOrEqual(4);
     // The ticker woke and stored on its own (only its stores clear FRESH), or slept again after that.
     await until(() => (Atomics.load(words, 0) & CLOCK_FRESH) === 0, 'the woken ticker to store');
+  });
+
+  it('a direct clock reads the same time line without touching the word: the ticker sleeps through 200,000 direct reads', async () => {
+    const shared = clockReader(buffer);
+    const direct = directClock(buffer);
+    shared();
+    await until(asleep, 'the ticker to sleep');
+    const word = Atomics.load(words, 0);
+    let last = direct();
+    for (let i = 0; i < 200_000; i++) {
+      const t = direct();
+      expect(elapsedMs(t, last)).toBeGreaterThanOrEqual(0);
+      last = t;
+    }
+    // Not one mark, not one wake: the word is the one the ticker left when it went to sleep.
+    expect(Atomics.load(words, 0)).toBe(word);
+    // The source's time to the millisecond (the test reads it through hrtime, the clock through performance.now()).
+    expect(Math.abs(elapsedMs(Math.floor(source()) & TIME_MASK, direct()))).toBeLessThanOrEqual(1);
+    // The first shared read after the sleep is the source read directly too; the word never runs ahead of it after.
+    const a = direct();
+    const woke = shared();
+    expect(Math.abs(elapsedMs(woke, a))).toBeLessThanOrEqual(1);
+    for (let i = 0; i < 50; i++) {
+      const s = shared();
+      expect(elapsedMs(direct(), s)).toBeGreaterThanOrEqual(0);
+      await new Promise((r) => setTimeout(r, 1));
+    }
   });
 
   it('never goes backwards across 40 sleeps and wakes, from two readers', async () => {
