@@ -38,7 +38,8 @@ import { rateLimited, type Logger, type RateLimitedLogger } from '../log.js';
 import type { Lease } from '../runtime/lease.js';
 import { KEYED_POLICY_NAMES } from '../runtime/policies.js';
 import type { Router } from '../runtime/router.js';
-import { connectResolved, isLocalError, resolveConnectOptions, type ResolvedConnectOptions, type RoutedConnection } from './connect.js';
+import { connectResolved, isLocalError, resolveConnectOptions, type ResolvedConnectOptions } from './connect.js';
+import { RetryRun } from './retry-run.js';
 import type { ProxyBandSelector } from './proxy-admission.js';
 import { encodeProxyV1, encodeProxyV2, parseProxyHeader, plainAddress, V1_MAX, type ProxyEndpoint } from './proxy-protocol.js';
 import { ProxyCounter, type ProxyCounters, type RefusalReason } from './proxy-counters.js';
@@ -320,6 +321,8 @@ class Connection implements WheelEntry {
    * EARLY_MAX_BYTES before the client is paused.
    */
   private early: Buffer[] | undefined;
+  /** The connect in progress when it is driven from socket events (no admission band). */
+  private attempt: Attempt | undefined;
   private earlyBytes = 0;
   private open = 1;
   private upstreamFailed = false;
@@ -454,12 +457,22 @@ class Connection implements WheelEntry {
       c.on('data', onClientData);
       c.resume();
     }
+    if (band === undefined && s.connect.admission === undefined) {
+      // Nothing to wait for: connect from socket events (see Attempt), no promise per connection.
+      const r = s.connect;
+      this.attempt = new Attempt(
+        this,
+        new RetryRun('connect', { router: this.host.router, key, priority: r.priority, attempts: r.attempts }),
+      );
+      this.dial(this.attempt.run.acquire());
+      return;
+    }
     // Both handlers catch everything they could throw: the promise they
     // return never rejects, so no error of this connection reaches the thread.
     connectResolved(this.host.router, s.connect, key, ac?.signal, band).then(
       (routed) => {
         try {
-          this.connected(routed);
+          this.connected(routed.socket, routed.lease, routed.connectMs, routed.attempts);
         } catch (err) {
           this.crash(err);
         }
@@ -473,6 +486,82 @@ class Connection implements WheelEntry {
         }
       },
     );
+  }
+
+  /**
+   * Starts the next attempt of the connect: `next` is the run's next lease,
+   * or the error that ends the run (then the client is refused, unless it
+   * is already gone: its own close counts it).
+   */
+  private dial(next: Lease | Error): void {
+    const a = this.attempt!;
+    const r = this.host.settings.connect;
+    for (;;) {
+      if (next instanceof Error) {
+        this.attempt = undefined;
+        if (!this.client.destroyed) this.refuse(next);
+        return;
+      }
+      const lease = next;
+      if (this.phase !== Phase.Connecting || this.client.destroyed) {
+        // The client left (or the connection crashed) before a backend answered: try no other.
+        this.attempt = undefined;
+        lease.release('cancelled');
+        return;
+      }
+      a.run.started();
+      a.started = r.clock();
+      let up: Tagged;
+      try {
+        up = r.create({ host: lease.host, port: lease.port, allowHalfOpen: r.allowHalfOpen, noDelay: r.noDelay }) as Tagged;
+      } catch (err) {
+        next = a.run.failed(lease, err);
+        continue;
+      }
+      a.lease = lease;
+      a.socket = up;
+      up[kConn] = this;
+      up.on('connect', onUpstreamConnect);
+      up.on('error', onUpstreamConnectError);
+      a.timer = r.timers.setTimeout(a.timedOut, r.timeout);
+      return;
+    }
+  }
+
+  /** The attempt's socket connected: its connect time is a sample, and the pair is spliced. */
+  upstreamConnect(): void {
+    const a = this.attempt!;
+    const up = a.socket!;
+    const lease = a.lease!;
+    const r = this.host.settings.connect;
+    this.attempt = undefined;
+    a.stop();
+    const connectMs = Math.max(0, r.clock() - a.started);
+    lease.connected(connectMs);
+    this.connected(up, lease, connectMs, a.run.tries);
+  }
+
+  /** The attempt's connect failed or timed out: its backend is blamed (RetryRun), and the next one is tried. */
+  upstreamConnectError(err: unknown): void {
+    const a = this.attempt;
+    if (a === undefined || a.socket === undefined) return;
+    const up = a.socket;
+    const lease = a.lease!;
+    a.stop();
+    up.destroy();
+    a.socket = undefined;
+    a.lease = undefined;
+    this.dial(a.run.failed(lease, err));
+  }
+
+  /** Clears a connect timer set on this connection's timer source. @internal */
+  clearConnectTimer(timer: unknown): void {
+    this.host.settings.connect.timers.clearTimeout(timer);
+  }
+
+  /** The per-attempt connect timeout, ms. @internal */
+  connectTimeoutMs(): number {
+    return this.host.settings.connect.timeout;
   }
 
   /** Counts this connection's outcome as refused for `reason`, once; later outcomes are not counted. */
@@ -499,6 +588,14 @@ class Connection implements WheelEntry {
       this.abort?.abort(err);
     } catch {
       // Nothing more to report with: the sockets still close below.
+    }
+    // A connect in progress is dropped with its lease.
+    const a = this.attempt;
+    if (a !== undefined) {
+      this.attempt = undefined;
+      a.stop();
+      a.socket?.destroy();
+      a.lease?.release('cancelled');
     }
     // A lease whose upstream never got its close listener is returned here;
     // otherwise the upstream's close returns it (releaseLease runs once).
@@ -545,12 +642,12 @@ class Connection implements WheelEntry {
     this.host.emit('failed', err);
   }
 
-  private connected(routed: RoutedConnection): void {
-    const up = routed.socket as Tagged;
+  private connected(socket: net.Socket, lease: Lease, connectMs: number, attempts: number): void {
+    const up = socket as Tagged;
     this.abort = undefined; // the connect is over: nothing left to abort (and one object less per idle connection)
     if (this.phase !== Phase.Connecting || this.client.destroyed) {
       up.destroy();
-      routed.lease.release('cancelled');
+      lease.release('cancelled');
       return;
     }
     // The PROXY header is built before anything is committed: an address it
@@ -562,16 +659,16 @@ class Connection implements WheelEntry {
         header = s.sendProxy === 'v1' ? encodeProxyV1(this.source, this.destination) : encodeProxyV2(this.source, this.destination);
       } catch (err) {
         up.destroy();
-        routed.lease.release('cancelled');
+        lease.release('cancelled');
         this.crash(err);
         return;
       }
     }
     this.host.track(up);
     this.upstream = up;
-    this.lease = routed.lease;
-    this.connectMs = routed.connectMs;
-    this.attempts = routed.attempts;
+    this.lease = lease;
+    this.connectMs = connectMs;
+    this.attempts = attempts;
     this.phase = Phase.Data;
     this.open++;
     up[kConn] = this;
@@ -592,7 +689,7 @@ class Connection implements WheelEntry {
     // From here the connection's outcome is `closed` (counted when both sockets are).
     this.settled = true;
     this.host.counters.opened(this.host.worker);
-    this.host.emit('spliced', routed.lease.id);
+    this.host.emit('spliced', lease.id);
     // What the client sent while we connected, in order, then its FIN if it already finished sending.
     const early = this.early;
     if (early !== undefined) {
@@ -816,6 +913,74 @@ class Connection implements WheelEntry {
       },
       'connection',
     );
+  }
+}
+
+/**
+ * One connection's connect across backends driven by socket events — the
+ * proxy's path when no admission band makes it wait: the policy is
+ * RetryRun's, as for connect() and routedStream(); what it saves per
+ * connection is connect()'s async function, its per-attempt promise and
+ * their closures (one timer callback per connection remains).
+ */
+class Attempt {
+  readonly run: RetryRun;
+  socket: Tagged | undefined;
+  lease: Lease | undefined;
+  started = 0;
+  timer: unknown;
+  /** The connect timeout's callback (made once per connection, not per attempt). */
+  readonly timedOut: () => void;
+  private readonly conn: Connection;
+
+  constructor(conn: Connection, run: RetryRun) {
+    this.conn = conn;
+    this.run = run;
+    this.timedOut = () => this.expire();
+  }
+
+  /** Stops listening for the attempt's connect and clears its timer. */
+  stop(): void {
+    const up = this.socket;
+    if (up !== undefined) {
+      up.off('connect', onUpstreamConnect);
+      up.off('error', onUpstreamConnectError);
+    }
+    if (this.timer !== undefined) {
+      this.conn.clearConnectTimer(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  private expire(): void {
+    this.timer = undefined;
+    const lease = this.lease;
+    if (lease === undefined) return;
+    const ms = this.conn.connectTimeoutMs();
+    try {
+      this.conn.upstreamConnectError(
+        Object.assign(new Error(`connect ${lease.host}:${lease.port} timed out after ${ms} ms`), { code: 'ETIMEDOUT' }),
+      );
+    } catch (err) {
+      this.conn.crash(err);
+    }
+  }
+}
+
+function onUpstreamConnect(this: net.Socket): void {
+  const c = conn(this);
+  try {
+    c.upstreamConnect();
+  } catch (err) {
+    c.crash(err);
+  }
+}
+function onUpstreamConnectError(this: net.Socket, e: NodeJS.ErrnoException): void {
+  const c = conn(this);
+  try {
+    c.upstreamConnectError(e);
+  } catch (err) {
+    c.crash(err);
   }
 }
 

@@ -12,6 +12,8 @@ import { loopbackBalancer, proxyOn as proxyFor } from '../helpers/proxy-on.js';
 import type { Router } from '../../src/runtime/router.js';
 import type { TcpProxy, TcpProxyOptions } from '../../src/net/proxy.js';
 import { captureLog } from '../helpers/log-capture.js';
+import { openLeases } from '../helpers/leases.js';
+import { ManualTimers } from '../helpers/manual-timers.js';
 import { hangingPort } from '../helpers/hanging-port.js';
 import { until } from '../helpers/until.js';
 import { dial as dialFrom, readAll } from '../helpers/loopback.js';
@@ -101,5 +103,39 @@ describe('read while the backend connects', () => {
     const records = log.find('connection');
     expect(records.every((r) => r['backend'] === 'live' && r['bytesIn'] === 200 * 1024)).toBe(true);
     expect(records.filter((r) => r['attempts'] === 2)).toHaveLength(4);
+  });
+
+  it('a client gone while its first backend hangs: when that connect times out, no other backend is tried', async () => {
+    // rendezvous keyed by the client's address: find which of two ids 127.0.0.1 goes to first, and make that one hang.
+    const probe = balancer([
+      { id: 'a', port: 1 },
+      { id: 'b', port: 2 },
+    ]);
+    const lease = probe.router({ policy: 'rendezvous' }).acquire({ key: '127.0.0.1' });
+    const first = lease.id;
+    lease.release('cancelled');
+    const hang = await hangingPort(cleanups);
+    let reached = 0;
+    const live = await listen((s) => {
+      reached++;
+      s.destroy();
+    });
+    const bal = balancer([
+      { id: first, port: hang },
+      { id: first === 'a' ? 'b' : 'a', port: live },
+    ]);
+    const timers = new ManualTimers();
+    const { proxy, port } = await proxyOn(bal.router({ policy: 'rendezvous' }), { key: 'client-ip', timers, connectTimeoutMs: 1000, attempts: 2 });
+    const client = await dial(port);
+    await until(() => openLeases(bal) === 1, 'the first attempt holds its lease');
+    client.resetAndDestroy();
+    await until(() => proxy.counters.refusals('client_abort') === 1, 'the reset counted');
+    // The hanging connect times out now: before, the run went on to the live backend for a client already gone.
+    await timers.advance(1000);
+    await until(() => openLeases(bal) === 0, 'the timed-out attempt returned its lease');
+    // A connect to the live backend would land within a few I/O turns; give it 100 of them.
+    for (let i = 0; i < 100; i++) await new Promise((r) => setImmediate(r));
+    expect(reached).toBe(0);
+    expect(openLeases(bal)).toBe(0);
   });
 });
