@@ -125,7 +125,12 @@ describe('read while the backend connects', () => {
       { id: first === 'a' ? 'b' : 'a', port: live },
     ]);
     const timers = new ManualTimers();
-    const { proxy, port } = await proxyOn(bal.router({ policy: 'rendezvous' }), { key: 'client-ip', timers, connectTimeoutMs: 1000, attempts: 2 });
+    const { proxy, port } = await proxyOn(bal.router({ policy: 'rendezvous' }), {
+      key: 'client-ip',
+      timers,
+      connectTimeoutMs: 1000,
+      attempts: 2,
+    });
     const client = await dial(port);
     await until(() => openLeases(bal) === 1, 'the first attempt holds its lease');
     client.resetAndDestroy();
