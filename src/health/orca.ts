@@ -25,7 +25,7 @@
  * slot's reported-weight word (load/backend-load.ts), where every router's
  * view build reads it (effective-weight.ts).
  */
-import { request } from 'node:http';
+import { http } from '../core/node-http.js';
 import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { type LoadReportScan, ReportScan, newLoadReportScan, scanLoadReport } from '../core/load-report.js';
 import { elapsedMs, wrapMs } from '../core/time.js';
@@ -265,7 +265,7 @@ export class OrcaWeights {
 /** GETs the load endpoint: the `endpoint-load-metrics` header, else the body (at most 4 KiB). */
 function fetchReport(t: HealthTarget, o: ResolvedOrca): Promise<string> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: t.host, port: t.port, path: o.path, method: 'GET', timeout: o.timeoutMs, agent: false }, (res) => {
+    const req = http.request({ host: t.host, port: t.port, path: o.path, method: 'GET', timeout: o.timeoutMs, agent: false }, (res) => {
       const header = res.headers['endpoint-load-metrics'];
       if (typeof header === 'string') {
         res.resume();

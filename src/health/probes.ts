@@ -4,7 +4,7 @@
  * reply, aborted by the timeout signal). Owner thread only; never on a
  * routing path. Every socket is destroyed when the probe settles.
  */
-import { request } from 'node:http';
+import { http } from '../core/node-http.js';
 import { connect, type Socket } from 'node:net';
 import type { CheckTarget, CheckVerdict, ResolvedHealthCheck } from './config.js';
 import { mysqlProbe } from './mysql-probe.js';
@@ -236,7 +236,7 @@ function readyForQuery(buf: Buffer): boolean {
 /** GET the path; resolves whether the reply marks the backend degraded; rejects on a bad status or body. */
 function httpProbe(c: ResolvedHealthCheck, t: CheckTarget, signal: AbortSignal): Promise<boolean> {
   return new Promise<boolean>((resolve, reject) => {
-    const req = request(
+    const req = http.request(
       {
         host: t.host,
         port: t.port,

@@ -2,7 +2,8 @@
  * MetricsServer: `/metrics` (Prometheus text format) and `/healthz` over
  * node:http — what `poise proxy --metrics HOST:PORT` serves.
  */
-import http from 'node:http';
+import type * as Http from 'node:http';
+import { http } from '../core/node-http.js';
 import type net from 'node:net';
 import { Registry } from 'prom-client';
 import { checkOptionKeys, invalidConfig } from '../core/errors.js';
@@ -34,7 +35,7 @@ export interface MetricsServerOptions {
  * await server.listen();
  */
 export class MetricsServer {
-  private readonly server: http.Server;
+  private readonly server: Http.Server;
   private readonly opts: MetricsServerOptions;
 
   /** Throws `InvalidConfig` naming a bad option. */
@@ -77,7 +78,7 @@ export class MetricsServer {
     });
   }
 
-  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  private async handle(req: Http.IncomingMessage, res: Http.ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain; charset=utf-8' }).end('method not allowed\n');

@@ -66,6 +66,25 @@ describe('package entries', () => {
     expect(y.packages).toContain('yaml');
   });
 
+  it("no entry but poise-lb/http loads Node's bundled undici (an ESM import of node:http does on Node 24: +18 MB of RSS per thread)", () => {
+    const snippet = "return process.moduleLoadList.filter((l) => l.includes('internal/deps/undici')).length;";
+    for (const entry of ['poise-lb', 'poise-lb/runtime', 'poise-lb/net', 'poise-lb/metrics', 'poise-lb/redis']) {
+      expect(probe(entry, snippet).result, entry).toBe(0);
+    }
+    // The witness is live where Node has the lazy getters: an ESM import of node:http loads it there.
+    const major = Number(process.versions.node.split('.')[0]);
+    const direct = spawnSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        "await import('node:http'); console.log(process.moduleLoadList.filter((l) => l.includes('internal/deps/undici')).length);",
+      ],
+      { encoding: 'utf8' },
+    );
+    if (major >= 24) expect(Number(direct.stdout.trim())).toBe(1);
+  });
+
   it('only poise-lb/redis loads ioredis; poise-lb/net loads neither ioredis, piscina nor yaml', () => {
     expect(probe('poise-lb/redis').packages).toContain('ioredis');
     const net = probe('poise-lb/net').packages;
