@@ -462,6 +462,7 @@ class Connection implements WheelEntry {
       const r = s.connect;
       this.attempt = new Attempt(
         this,
+        r,
         new RetryRun('connect', { router: this.host.router, key, priority: r.priority, attempts: r.attempts }),
       );
       this.dial(this.attempt.run.acquire());
@@ -523,7 +524,7 @@ class Connection implements WheelEntry {
       up[kConn] = this;
       up.on('connect', onUpstreamConnect);
       up.on('error', onUpstreamConnectError);
-      a.timer = r.timers.setTimeout(a.timedOut, r.timeout);
+      a.arm();
       return;
     }
   }
@@ -552,16 +553,6 @@ class Connection implements WheelEntry {
     a.socket = undefined;
     a.lease = undefined;
     this.dial(a.run.failed(lease, err));
-  }
-
-  /** Clears a connect timer set on this connection's timer source. @internal */
-  clearConnectTimer(timer: unknown): void {
-    this.host.settings.connect.timers.clearTimeout(timer);
-  }
-
-  /** The per-attempt connect timeout, ms. @internal */
-  connectTimeoutMs(): number {
-    return this.host.settings.connect.timeout;
   }
 
   /** Counts this connection's outcome as refused for `reason`, once; later outcomes are not counted. */
@@ -928,15 +919,22 @@ class Attempt {
   socket: Tagged | undefined;
   lease: Lease | undefined;
   started = 0;
-  timer: unknown;
+  private timer: unknown;
   /** The connect timeout's callback (made once per connection, not per attempt). */
-  readonly timedOut: () => void;
+  private readonly timedOut: () => void;
   private readonly conn: Connection;
+  private readonly r: ResolvedConnectOptions;
 
-  constructor(conn: Connection, run: RetryRun) {
+  constructor(conn: Connection, r: ResolvedConnectOptions, run: RetryRun) {
     this.conn = conn;
+    this.r = r;
     this.run = run;
     this.timedOut = () => this.expire();
+  }
+
+  /** Starts the attempt's connect timeout. */
+  arm(): void {
+    this.timer = this.r.timers.setTimeout(this.timedOut, this.r.timeout);
   }
 
   /** Stops listening for the attempt's connect and clears its timer. */
@@ -947,7 +945,7 @@ class Attempt {
       up.off('error', onUpstreamConnectError);
     }
     if (this.timer !== undefined) {
-      this.conn.clearConnectTimer(this.timer);
+      this.r.timers.clearTimeout(this.timer);
       this.timer = undefined;
     }
   }
@@ -956,10 +954,9 @@ class Attempt {
     this.timer = undefined;
     const lease = this.lease;
     if (lease === undefined) return;
-    const ms = this.conn.connectTimeoutMs();
     try {
       this.conn.upstreamConnectError(
-        Object.assign(new Error(`connect ${lease.host}:${lease.port} timed out after ${ms} ms`), { code: 'ETIMEDOUT' }),
+        Object.assign(new Error(`connect ${lease.host}:${lease.port} timed out after ${this.r.timeout} ms`), { code: 'ETIMEDOUT' }),
       );
     } catch (err) {
       this.conn.crash(err);
