@@ -9,6 +9,10 @@
  * - has TCP_NODELAY on both sockets from their creation (the listener's
  *   `noDelay`, connect()'s `noDelay`): a proxy must not add Nagle delay to
  *   small request–reply turns, and no `setNoDelay` call follows;
+ * - reads what a backend sends into buffers of its own (read-buffers.ts:
+ *   the thread's shared buffer, copied out, or during bulk a buffer of the
+ *   connection's own, lent to a client write still pending), not a 64 KiB
+ *   malloc per read;
  * - keeps both sockets half-open: a FIN from either side is passed on as a
  *   FIN and the other direction keeps flowing, byte-exact;
  * - feeds PeakEWMA: the connect time (ConnectTime series) and, per
@@ -43,6 +47,7 @@ import { RetryRun } from './retry-run.js';
 import type { ProxyBandSelector } from './proxy-admission.js';
 import { encodeProxyV1, encodeProxyV2, parseProxyHeader, plainAddress, V1_MAX, type ProxyEndpoint } from './proxy-protocol.js';
 import { ProxyCounter, type ProxyCounters, type RefusalReason } from './proxy-counters.js';
+import { BULK_READ, giveReadBuffer, handOver, lendReadBuffer, nextReadBuffer, sharedReadBuffer, takeReadBuffer } from './read-buffers.js';
 import { TimeoutWheel, type WheelEntry } from './timeout-wheel.js';
 
 /** Built-in affinity keys: the client's IP, or IP and port (after `acceptProxy`, the address the header gave). */
@@ -324,6 +329,10 @@ class Connection implements WheelEntry {
   /** The connect in progress when it is driven from socket events (no admission band). */
   private attempt: Attempt | undefined;
   private earlyBytes = 0;
+  /** The upstream's own read buffer while it moves bulk (read-buffers.ts); undefined: it reads into the thread's shared one. */
+  private readBuf: Buffer | undefined;
+  /** Own read buffers a client write still points at, given back when the client's write queue is empty. */
+  private lent: Buffer[] | undefined;
   private open = 1;
   private upstreamFailed = false;
   /** Counted in one outcome already: refused (any reason) or spliced (then `closed` counts it). */
@@ -514,7 +523,13 @@ class Connection implements WheelEntry {
       a.started = r.clock();
       let up: Tagged;
       try {
-        up = r.create({ host: lease.host, port: lease.port, allowHalfOpen: r.allowHalfOpen, noDelay: r.noDelay }) as Tagged;
+        up = r.create({
+          host: lease.host,
+          port: lease.port,
+          allowHalfOpen: r.allowHalfOpen,
+          noDelay: r.noDelay,
+          onread: UPSTREAM_READS,
+        }) as Tagged;
       } catch (err) {
         next = a.run.failed(lease, err);
         continue;
@@ -539,7 +554,7 @@ class Connection implements WheelEntry {
     a.stop();
     const connectMs = Math.max(0, r.clock() - a.started);
     lease.connected(connectMs);
-    this.connected(up, lease, connectMs, a.run.tries);
+    this.connected(up, lease, connectMs, a.run.tries, true);
   }
 
   /** The attempt's connect failed or timed out: its backend is blamed (RetryRun), and the next one is tried. */
@@ -633,7 +648,8 @@ class Connection implements WheelEntry {
     this.host.emit('failed', err);
   }
 
-  private connected(socket: net.Socket, lease: Lease, connectMs: number, attempts: number): void {
+  /** `ownReads`: the socket reads through {@link UPSTREAM_READS} (dialled here), not through 'data' events (connect()'s sockets). */
+  private connected(socket: net.Socket, lease: Lease, connectMs: number, attempts: number, ownReads = false): void {
     const up = socket as Tagged;
     this.abort = undefined; // the connect is over: nothing left to abort (and one object less per idle connection)
     if (this.phase !== Phase.Connecting || this.client.destroyed) {
@@ -663,7 +679,7 @@ class Connection implements WheelEntry {
     this.phase = Phase.Data;
     this.open++;
     up[kConn] = this;
-    up.on('data', onServerData);
+    if (!ownReads) up.on('data', onServerData);
     up.on('end', onServerEnd);
     up.on('drain', onServerDrain);
     up.on('error', onServerError);
@@ -723,6 +739,45 @@ class Connection implements WheelEntry {
     }
   }
 
+  /**
+   * `n` bytes the backend sent, read into `buf` (read-buffers.ts): the
+   * thread's shared buffer (copied out at once) or this connection's own
+   * (written on as is). Hands over the buffer of the next read.
+   */
+  serverRead(n: number, buf: Buffer): void {
+    if (buf === sharedReadBuffer()) {
+      const chunk = Buffer.allocUnsafe(n);
+      buf.copy(chunk, 0, 0, n);
+      // A bulk transfer: read the next ones into a buffer of its own, without copies.
+      if (n >= BULK_READ) this.readBuf = takeReadBuffer();
+      this.serverData(chunk);
+    } else {
+      this.serverData(buf.subarray(0, n));
+      if (this.client.writableLength > 0) {
+        // A write still points at `buf` (Node writes the rest later): the next read goes elsewhere.
+        if (this.lent === undefined) this.lent = [buf];
+        else this.lent.push(buf);
+        this.readBuf = lendReadBuffer();
+      } else {
+        this.giveLent();
+        if (n < BULK_READ) {
+          // The bulk is over: back to the shared buffer, so an idle connection holds none.
+          giveReadBuffer(buf);
+          this.readBuf = undefined;
+        }
+      }
+    }
+    handOver(this.readBuf ?? sharedReadBuffer());
+  }
+
+  /** Gives back the read buffers lent to client writes: the client's write queue is empty. */
+  private giveLent(): void {
+    const lent = this.lent;
+    if (lent === undefined) return;
+    this.lent = undefined;
+    for (const b of lent) giveReadBuffer(b);
+  }
+
   serverData(chunk: Buffer): void {
     this.host.counters.bytes(this.host.worker, ProxyCounter.BytesOut, chunk.length);
     if (this.logged) this.bytesOut += chunk.length;
@@ -742,6 +797,7 @@ class Connection implements WheelEntry {
 
   clientDrain(): void {
     if (this.host.wheel !== undefined) this.clientSeen = this.host.wheel.now;
+    if (this.client.writableLength === 0) this.giveLent();
     this.upstream?.resume();
   }
 
@@ -816,6 +872,12 @@ class Connection implements WheelEntry {
     this.phase = Phase.Done;
     this.host.finished();
     this.host.wheel?.remove(this);
+    // Both sockets are closed: no read goes into these buffers and no write points at them any more.
+    this.giveLent();
+    if (this.readBuf !== undefined) {
+      giveReadBuffer(this.readBuf);
+      this.readBuf = undefined;
+    }
     // Ended before a backend was spliced and not refused for a reason of its
     // own: the client left (or the proxy's shutdown cut it).
     if (!this.settled) this.settle(this.client[kCut] === true ? 'shutdown' : 'client_abort');
@@ -1010,6 +1072,18 @@ function onServerData(this: net.Socket, chunk: Buffer): void {
   } catch (err) {
     c.crash(err);
   }
+}
+/** How a dialled upstream socket reads (read-buffers.ts); the callback runs with the socket as `this`. */
+const UPSTREAM_READS: net.OnReadOpts = { buffer: nextReadBuffer, callback: onServerRead };
+function onServerRead(this: net.Socket, n: number, buf: Uint8Array): boolean {
+  const c = conn(this);
+  try {
+    c.serverRead(n, buf as Buffer);
+  } catch (err) {
+    handOver(sharedReadBuffer());
+    c.crash(err);
+  }
+  return true;
 }
 function onClientDrain(this: net.Socket): void {
   const c = conn(this);
