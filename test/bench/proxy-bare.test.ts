@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { dial as dialFrom, readAll } from '../helpers/loopback.js';
 import { noDelayOf } from '../helpers/sockopt.js';
+import { listenLoopback } from '../helpers/loopback.js';
 import { until } from '../helpers/until.js';
 
 const BARE = fileURLToPath(new URL('../../dist/bench/proxy-bare.js', import.meta.url));
@@ -20,25 +21,8 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-/** A half-open loopback server; `onConnection` gets each socket (tagged with the server's index). */
-async function backend(onConnection: (s: net.Socket) => void): Promise<number> {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer({ allowHalfOpen: true }, (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-    s.on('error', () => s.destroy());
-    onConnection(s);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  cleanups.push(
-    () =>
-      new Promise<void>((r) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => r());
-      }),
-  );
-  return (server.address() as net.AddressInfo).port;
-}
+/** A half-open loopback server; `onConnection` gets each socket. */
+const backend = (onConnection: (s: net.Socket) => void): Promise<number> => listenLoopback(cleanups, onConnection, { allowHalfOpen: true });
 
 /** Starts the bare proxy on a free port and resolves with it once every thread listens. */
 async function bare(backends: number[], threads = 1): Promise<{ port: number; child: ChildProcess }> {

@@ -1,5 +1,34 @@
-/** Loopback client sockets for proxy tests: half-open ones, reading one to its FIN, a hello client of an echo server. */
+/** Loopback sockets for proxy tests: a server whose sockets `cleanups` destroys, half-open clients, reading one to its FIN, a hello client of an echo server. */
 import net from 'node:net';
+
+/**
+ * Listens on a free port of `host` (127.0.0.1 unless given) and hands every accepted socket to
+ * `onConnection` (an error destroys it); `cleanups` destroys the open ones
+ * and closes the server. Resolves with the port.
+ */
+export async function listenLoopback(
+  cleanups: Array<() => unknown>,
+  onConnection: (s: net.Socket) => void,
+  opts: net.ServerOpts = {},
+  host = '127.0.0.1',
+): Promise<number> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer(opts, (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+    s.on('error', () => s.destroy());
+    onConnection(s);
+  });
+  await new Promise<void>((r) => server.listen(0, host, r));
+  cleanups.push(
+    () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
+  );
+  return (server.address() as net.AddressInfo).port;
+}
 
 /** Connects a half-open client to host:port; `cleanups` gets its destroy. */
 export function dial(cleanups: Array<() => unknown>, port: number, host = '127.0.0.1', localAddress?: string): Promise<net.Socket> {

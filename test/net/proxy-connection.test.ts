@@ -15,35 +15,15 @@ import { TcpProxy, type TcpProxyOptions } from '../../src/net/proxy.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { ManualTimers } from '../helpers/manual-timers.js';
 import { until } from '../helpers/until.js';
-import { dial as dialFrom, readAll } from '../helpers/loopback.js';
+import { dial as dialFrom, listenLoopback, readAll } from '../helpers/loopback.js';
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function listen(onConnection: (s: net.Socket) => void, host = '127.0.0.1', opts: net.ServerOpts = {}): Promise<number> {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer(opts, (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-    s.on('error', () => s.destroy());
-    onConnection(s);
-  });
-  await new Promise<void>((r) => server.listen(0, host, r));
-  cleanups.push(
-    () =>
-      new Promise<void>(
-        (r) => (
-          sockets.forEach((s) => {
-            s.destroy();
-          }),
-          server.close(() => r())
-        ),
-      ),
-  );
-  return (server.address() as net.AddressInfo).port;
-}
+const listen = (onConnection: (s: net.Socket) => void, host = '127.0.0.1', opts: net.ServerOpts = {}): Promise<number> =>
+  listenLoopback(cleanups, onConnection, opts, host);
 
 const balancer = (backends: Array<{ id: string; port: number; host?: string }>): Balancer => loopbackBalancer(cleanups, backends);
 const proxyOn = (router: Router, opts: Partial<TcpProxyOptions> = {}): Promise<{ proxy: TcpProxy; port: number }> =>

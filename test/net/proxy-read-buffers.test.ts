@@ -21,6 +21,7 @@ import {
   sharedReadBuffer,
   takeReadBuffer,
 } from '../../src/net/read-buffers.js';
+import { listenLoopback } from '../helpers/loopback.js';
 import { loopbackBalancer, proxyOn } from '../helpers/proxy-on.js';
 import { until } from '../helpers/until.js';
 
@@ -54,49 +55,41 @@ async function scriptedBackend(rounds: number): Promise<{ port: number; sent: Ma
   const sent = new Map<number, string>();
   let seeds = 1;
   let blocked = 0;
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer({ noDelay: true }, (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-    s.on('error', () => s.destroy());
-    const seed = seeds++ * 7919;
-    const r = rng(seed);
-    const hash = createHash('sha256');
-    const out = async (chunk: Buffer): Promise<void> => {
-      hash.update(chunk);
-      if (s.write(chunk)) return;
-      blocked++;
-      await new Promise<void>((res) => s.once('drain', () => res()));
-      blocked--;
-    };
-    void (async () => {
-      const head = Buffer.alloc(4);
-      head.writeUInt32BE(seed);
-      await out(head);
-      for (let round = 0; round < rounds; round++) {
-        for (let left = round === 0 ? 12 * 1024 * 1024 : 16 * 1024 + Math.floor(r() * 600 * 1024); left > 0; ) {
-          const n = Math.min(left, 1 + Math.floor(r() * 64 * 1024));
-          left -= n;
-          await out(randomFillSync(Buffer.allocUnsafe(n)));
+  const port = await listenLoopback(
+    cleanups,
+    (s) => {
+      const seed = seeds++ * 7919;
+      const r = rng(seed);
+      const hash = createHash('sha256');
+      const out = async (chunk: Buffer): Promise<void> => {
+        hash.update(chunk);
+        if (s.write(chunk)) return;
+        blocked++;
+        await new Promise<void>((res) => s.once('drain', () => res()));
+        blocked--;
+      };
+      void (async () => {
+        const head = Buffer.alloc(4);
+        head.writeUInt32BE(seed);
+        await out(head);
+        for (let round = 0; round < rounds; round++) {
+          for (let left = round === 0 ? 12 * 1024 * 1024 : 16 * 1024 + Math.floor(r() * 600 * 1024); left > 0; ) {
+            const n = Math.min(left, 1 + Math.floor(r() * 64 * 1024));
+            left -= n;
+            await out(randomFillSync(Buffer.allocUnsafe(n)));
+          }
+          for (let i = 0; i < 300; i++) {
+            await out(randomFillSync(Buffer.allocUnsafe(10 + Math.floor(r() * 2990))));
+            await new Promise((res) => setImmediate(res));
+          }
         }
-        for (let i = 0; i < 300; i++) {
-          await out(randomFillSync(Buffer.allocUnsafe(10 + Math.floor(r() * 2990))));
-          await new Promise((res) => setImmediate(res));
-        }
-      }
-      sent.set(seed, hash.digest('hex'));
-      s.end();
-    })().catch(() => s.destroy());
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  cleanups.push(
-    () =>
-      new Promise<void>((r) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => r());
-      }),
+        sent.set(seed, hash.digest('hex'));
+        s.end();
+      })().catch(() => s.destroy());
+    },
+    { noDelay: true },
   );
-  return { port: (server.address() as net.AddressInfo).port, sent, blocked: () => blocked };
+  return { port, sent, blocked: () => blocked };
 }
 
 /**
@@ -177,23 +170,12 @@ describe('upstream reads into the proxy’s own buffers', () => {
   });
 
   it('a connection whose bulk is over holds no buffer while it stays open', async () => {
-    const sockets: net.Socket[] = [];
-    const server = net.createServer((s) => {
-      sockets.push(s);
-      s.on('error', () => s.destroy());
+    const backendPort = await listenLoopback(cleanups, (s) => {
       // 4 MiB, then a short reply to every request the client sends.
       s.write(Buffer.alloc(4 * 1024 * 1024, 0x61));
       s.on('data', () => s.write('ok\n'));
     });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    cleanups.push(
-      () =>
-        new Promise<void>((r) => {
-          for (const s of sockets) s.destroy();
-          server.close(() => r());
-        }),
-    );
-    const balancer = loopbackBalancer(cleanups, [{ id: 'b', port: (server.address() as net.AddressInfo).port }]);
+    const balancer = loopbackBalancer(cleanups, [{ id: 'b', port: backendPort }]);
     const { port } = await proxyOn(cleanups, balancer.router());
     const before = readBufferStats();
     const client = net.connect({ port, host: '127.0.0.1' });
