@@ -3,10 +3,11 @@
  * validates them, assigns each backend a stable slot, writes the table,
  * publishes the spec blob and moves the epochs that every router checks.
  *
- * Slots are stable per id. A removed backend becomes a tombstone that keeps
- * counting its live leases; its slot is reused only once they reach zero,
- * with the generation bumped, so a stale lease can never touch the new
- * occupant. Order of publication: slot words and tags, then the spec blob,
+ * Slots are stable per id while it stays. A removed backend becomes a
+ * tombstone that keeps counting its live leases; its slot is reused only
+ * once they reach zero, with the generation bumped, so a stale lease can
+ * never touch the new occupant. An id that comes back is a new occupant
+ * (slot-allocation.ts): its state starts afresh. Order of publication: slot words and tags, then the spec blob,
  * then the membership epoch — a router that sees the new epoch sees both.
  */
 import { EventEmitter } from 'node:events';
@@ -364,7 +365,7 @@ export class Balancer extends EventEmitter {
     const keep = new Set(specs.map((s) => s.id));
     const t = this.ownerTable;
     // Plan and assign before writing anything, so a refusal leaves the table as it was.
-    const reservation = reserveSlots(t, this.slotMap, specs, keep);
+    const reservation = reserveSlots(t, this.slotMap, specs);
     const assignment = assignSlots(this.slotMap, specs, reservation);
     const blob = encodeBlobLines(version, assignment.lines);
     if (blob.length > t.specs.capacityBytes) {
@@ -600,12 +601,16 @@ export class Balancer extends EventEmitter {
     assignment: Assignment,
   ): void {
     const t = this.ownerTable;
-    const { slotOf, generationOf, same, jsons, lines } = assignment;
+    const { slotOf, generationOf, same, fresh, jsons, lines } = assignment;
     const now = this.clock();
     // A new backend ramps (slow start) only beside one already serving: when every member is new, nobody is ramped.
     let warm = false;
     for (const spec of specs) if (this.byId.has(spec.id) && !this.slots[this.byId.get(spec.id)!]!.removed) warm = true;
-    for (const s of reservation.closing) this.byId.delete(this.slots[s]!.id);
+    // A reused tombstone leaves the map, unless its id already took another slot (a rejoin that left it holding leases).
+    for (const s of reservation.closing) {
+      const id = this.slots[s]!.id;
+      if (this.byId.get(id) === s) this.byId.delete(id);
+    }
     for (let k = 0; k < specs.length; k++) {
       // Unchanged, live, same generation: its words and tag already say so.
       // Keep the new (equal) spec object, so that the next membership that
@@ -617,9 +622,12 @@ export class Balancer extends EventEmitter {
       const spec = specs[k]!;
       const slot = slotOf[k]!;
       const generation = generationOf[k]!;
-      const prior = this.slots[slot];
-      const before = this.byId.has(spec.id) && prior?.id === spec.id ? prior.spec : undefined;
-      if (!this.byId.has(spec.id)) {
+      // A live backend whose spec changed keeps its state; a new occupant —
+      // an id never seen or one that rejoins after its removal (a restarted
+      // pod) — starts cold: PeakEWMA prior, passive health, reports, database
+      // state, and a slow-start ramp beside warm members.
+      const before = fresh[k] === 1 ? undefined : this.slots[slot]!.spec;
+      if (fresh[k] === 1) {
         t.resetHealth(slot, now);
         t.reported.clear(slot);
         t.db.clear(slot);

@@ -2,9 +2,15 @@
  * Slot allocation for the Balancer: which LoadTable slot and generation each
  * backend of a new membership gets, decided before anything is written.
  *
- * Slots are stable per id. A new id takes a never-used slot first, then a
- * removed backend's tombstone whose leases have all ended; reusing a slot
- * bumps its generation, so a stale lease can never touch the new occupant.
+ * Slots are stable per id while the id stays. A newcomer — an id never
+ * seen, or one that left and comes back (a restarted pod: a rejoin is a new
+ * backend, never the old one resumed) — takes its own tombstone first when
+ * its leases have all ended, then a never-used slot, then another removed
+ * backend's tombstone whose leases have ended. Reusing a slot bumps its
+ * generation, so a stale lease can never touch the new occupant. A rejoin
+ * whose tombstone still holds leases leaves it behind (no longer mapped by
+ * id): those leases end on it normally, and it is reused like any other
+ * tombstone once they have.
  */
 import { PoiseError } from '../core/errors.js';
 import { sameSpec, type ResolvedBackendSpec } from '../core/spec-fields.js';
@@ -31,7 +37,9 @@ export interface SlotMap {
 
 /** Slots reserved for the newcomers of one membership. */
 export interface Reservation {
-  /** One slot per newcomer, in the order they are met. */
+  /** Rejoining ids that take their own tombstone back (its leases have ended), by id. */
+  readonly own: ReadonlyMap<string, number>;
+  /** One slot for each other newcomer, in the order they are met. */
   readonly reserved: readonly number[];
   /** Of those, the tombstones closed for reuse (their ids leave the map when the membership is written). */
   readonly closing: readonly number[];
@@ -45,38 +53,60 @@ export interface Assignment {
   readonly generationOf: Int32Array;
   /** Per spec: 1 when its slot already holds exactly this spec, live, in this generation (nothing to write). */
   readonly same: Uint8Array;
+  /** Per spec: 1 for a new occupant (an id never seen or one that rejoins), whose slot state starts afresh. */
+  readonly fresh: Uint8Array;
   /** Per spec: its `specJson`. */
   readonly jsons: readonly string[];
   /** Per spec: its blob line. */
   readonly lines: readonly string[];
 }
 
+/** Whether `id` is live in the map (known and not removed): the only ids that keep their slot and state. */
+function isLive(map: SlotMap, id: string): boolean {
+  const s = map.byId.get(id);
+  return s !== undefined && !map.slots[s]!.removed;
+}
+
 /**
- * Reserves a slot for every id of `specs` not in the map: free slots first,
- * then tombstones of ids `specs` does not bring back whose leases have
- * ended. Throws `CapacityExhausted` (with every tombstone reopened) when
- * there are too few.
+ * Reserves a slot for every id of `specs` not live in the map: a rejoining
+ * id's own tombstone when its leases have ended, then free slots, then other
+ * tombstones whose leases have ended. Throws `CapacityExhausted` (with every
+ * tombstone reopened) when there are too few.
  */
-export function reserveSlots(t: LoadTable, map: SlotMap, specs: readonly ResolvedBackendSpec[], keep: ReadonlySet<string>): Reservation {
-  const newcomers = specs.filter((s) => !map.byId.has(s.id)).length;
+export function reserveSlots(t: LoadTable, map: SlotMap, specs: readonly ResolvedBackendSpec[]): Reservation {
+  const own = new Map<string, number>();
   const reserved: number[] = [];
   const closing: number[] = [];
+  /** Tombstones already tried (closed, or found holding leases). */
+  const tried = new Set<number>();
+  let newcomers = 0;
+  // Close the tombstone before reading its counters: a router that leases
+  // it after this store sees Closing and backs off; one that leased it
+  // before is visible in the counters (both sides are SC).
+  const close = (s: number): boolean => {
+    tried.add(s);
+    const info = map.slots[s]!;
+    t.tags.setTag(s, info.generation, SlotState.Closing);
+    if (t.connections(s) === 0 && t.requests(s) === 0) {
+      closing.push(s);
+      return true;
+    }
+    t.tags.setTag(s, info.generation, SlotState.Removed);
+    return false;
+  };
+  for (const spec of specs) {
+    if (isLive(map, spec.id)) continue;
+    const s = map.byId.get(spec.id);
+    if (s !== undefined && close(s)) own.set(spec.id, s);
+    else newcomers++;
+  }
   for (let s = 0; s < t.capacity && reserved.length < newcomers; s++) {
     if (map.slots[s] === undefined) reserved.push(s);
   }
   for (let s = 0; s < t.capacity && reserved.length < newcomers; s++) {
     const info = map.slots[s];
-    if (info === undefined || !info.removed || keep.has(info.id)) continue;
-    // Close the tombstone before reading its counters: a router that leases
-    // it after this store sees Closing and backs off; one that leased it
-    // before is visible in the counters (both sides are SC).
-    t.tags.setTag(s, info.generation, SlotState.Closing);
-    if (t.connections(s) === 0 && t.requests(s) === 0) {
-      reserved.push(s);
-      closing.push(s);
-    } else {
-      t.tags.setTag(s, info.generation, SlotState.Removed);
-    }
+    if (info === undefined || !info.removed || tried.has(s)) continue;
+    if (close(s)) reserved.push(s);
   }
   const rollback = (): void => {
     for (const s of closing) t.tags.setTag(s, map.slots[s]!.generation, SlotState.Removed);
@@ -85,16 +115,16 @@ export function reserveSlots(t: LoadTable, map: SlotMap, specs: readonly Resolve
     rollback();
     throw new PoiseError(
       'CapacityExhausted',
-      `backends: ${newcomers} new backends need free slots but only ${reserved.length} are free (options.capacity ${t.capacity}; removed backends keep their slot until their leases end)`,
+      `backends: ${newcomers + own.size} new backends need free slots but only ${reserved.length + own.size} are free (options.capacity ${t.capacity}; removed backends keep their slot until their leases end)`,
       { field: 'backends' },
     );
   }
-  return { reserved, closing, rollback };
+  return { own, reserved, closing, rollback };
 }
 
 /**
- * Gives every spec its slot and generation — its own for a known id, the
- * next reserved one (generation + 1) for a newcomer — and its blob line.
+ * Gives every spec its slot and generation — its own for a live id, its
+ * reserved one (generation + 1) for a newcomer — and its blob line.
  * Writes nothing.
  */
 export function assignSlots(map: SlotMap, specs: readonly ResolvedBackendSpec[], reservation: Reservation): Assignment {
@@ -102,6 +132,7 @@ export function assignSlots(map: SlotMap, specs: readonly ResolvedBackendSpec[],
   const slotOf = new Int32Array(n);
   const generationOf = new Int32Array(n);
   const same = new Uint8Array(n);
+  const fresh = new Uint8Array(n);
   const jsons: string[] = new Array<string>(n);
   const lines: string[] = new Array<string>(n);
   let next = 0;
@@ -110,17 +141,18 @@ export function assignSlots(map: SlotMap, specs: readonly ResolvedBackendSpec[],
     const existing = map.byId.get(spec.id);
     let json: string | undefined;
     let line: string | undefined;
-    if (existing !== undefined) {
+    if (existing !== undefined && !map.slots[existing]!.removed) {
       const info = map.slots[existing]!;
       slotOf[k] = existing;
       generationOf[k] = info.generation;
       if (sameSpec(info.spec, spec)) {
         json = info.json;
         line = info.line;
-        if (!info.removed) same[k] = 1;
+        same[k] = 1;
       }
     } else {
-      const slot = reservation.reserved[next++]!;
+      fresh[k] = 1;
+      const slot = reservation.own.get(spec.id) ?? reservation.reserved[next++]!;
       const prev = map.slots[slot];
       slotOf[k] = slot;
       generationOf[k] = prev === undefined ? 1 : (prev.generation + 1) & 0x0fffffff;
@@ -129,5 +161,5 @@ export function assignSlots(map: SlotMap, specs: readonly ResolvedBackendSpec[],
     jsons[k] = json;
     lines[k] = line ?? blobLine(slotOf[k]!, generationOf[k]!, json);
   }
-  return { slotOf, generationOf, same, jsons, lines };
+  return { slotOf, generationOf, same, fresh, jsons, lines };
 }

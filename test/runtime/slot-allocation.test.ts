@@ -31,7 +31,7 @@ describe('slot allocation', () => {
   it('keeps a known id in its slot and generation, marks an unchanged spec as nothing to write, and gives newcomers free slots first', () => {
     const { t, map } = owner(4, ['a', 'b'], ['z']);
     const next = specs('b*', 'a', 'c');
-    const r = reserveSlots(t, map, next, new Set(['a', 'b', 'c']));
+    const r = reserveSlots(t, map, next);
     expect(r.reserved).toEqual([3]);
     expect(r.closing).toEqual([]);
     const a = assignSlots(map, next, r);
@@ -47,7 +47,7 @@ describe('slot allocation', () => {
     const { t, map } = owner(3, ['a'], ['y', 'z']);
     t.leases.up(1, LeaseKind.Request, t.leases.claimRow(threadId)); // y still holds a lease
     const next = specs('a', 'c');
-    const r = reserveSlots(t, map, next, new Set(['a', 'c']));
+    const r = reserveSlots(t, map, next);
     expect(r.reserved).toEqual([2]);
     expect(r.closing).toEqual([2]);
     expect(t.tag(1)).toBe((3 << 3) | SlotState.Removed);
@@ -56,7 +56,7 @@ describe('slot allocation', () => {
     r.rollback();
     expect(t.tag(2)).toBe((3 << 3) | SlotState.Removed);
 
-    const err = thrown(() => reserveSlots(t, map, specs('a', 'c', 'd'), new Set(['a', 'c', 'd'])));
+    const err = thrown(() => reserveSlots(t, map, specs('a', 'c', 'd')));
     expect(err).toMatchObject({ code: 'CapacityExhausted', field: 'backends' });
     expect(err.message).toBe(
       'backends: 2 new backends need free slots but only 1 are free (options.capacity 3; removed backends keep their slot until their leases end)',
@@ -65,11 +65,30 @@ describe('slot allocation', () => {
     expect(t.tag(2)).toBe((3 << 3) | SlotState.Removed);
   });
 
-  it('does not reuse the tombstone of an id the membership brings back', () => {
-    const { t, map } = owner(2, ['a'], ['z']);
+  it('a rejoining id is a newcomer: its own drained tombstone back with the generation bumped, else another slot, never the old generation', () => {
+    const { t, map } = owner(3, ['a'], ['z']);
     const next = specs('z', 'a');
-    const r = reserveSlots(t, map, next, new Set(['a', 'z']));
+    const r = reserveSlots(t, map, next);
     expect(r.reserved).toEqual([]);
-    expect([...assignSlots(map, next, r).slotOf]).toEqual([1, 0]);
+    expect([...r.own]).toEqual([['z', 1]]);
+    expect(r.closing).toEqual([1]);
+    const a = assignSlots(map, next, r);
+    expect([...a.slotOf]).toEqual([1, 0]);
+    expect([...a.generationOf]).toEqual([4, 3]);
+    expect([...a.same]).toEqual([0, 1]);
+    expect([...a.fresh]).toEqual([1, 0]);
+    r.rollback();
+
+    // z's tombstone still holds a lease: z comes back in a free slot, and the tombstone stays Removed for that lease.
+    t.leases.up(1, LeaseKind.Connection, t.leases.claimRow(threadId));
+    const r2 = reserveSlots(t, map, next);
+    expect([...r2.own]).toEqual([]);
+    expect(r2.reserved).toEqual([2]);
+    expect(r2.closing).toEqual([]);
+    expect(t.tag(1)).toBe((3 << 3) | SlotState.Removed);
+    const a2 = assignSlots(map, next, r2);
+    expect([...a2.slotOf]).toEqual([2, 0]);
+    expect([...a2.generationOf]).toEqual([1, 3]);
+    expect([...a2.fresh]).toEqual([1, 0]);
   });
 });
