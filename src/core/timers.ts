@@ -23,6 +23,13 @@ export const realTimers: TimerSource = {
   clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 };
 
+/** The process's clock and timers, unref'd: a pending one never keeps the process alive (the owner's health pollers: a check never does). */
+export const backgroundTimers: TimerSource = {
+  now: () => performance.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms).unref(),
+  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
+
 /** Checks a `timers` option: `InvalidConfig`-style message text when it is not a TimerSource, else undefined. @internal */
 export function timerSourceProblem(t: unknown): string | undefined {
   if (typeof t !== 'object' || t === null) return 'must be a TimerSource ({ now, setTimeout, clearTimeout })';

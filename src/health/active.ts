@@ -13,6 +13,7 @@
  * transition is logged once and counted.
  */
 import { Rng } from '../core/rng.js';
+import { backgroundTimers, type TimerSource } from '../core/timers.js';
 import { HealthFlag, type LoadTable } from '../load/load-table.js';
 import { ReportFlag } from '../load/backend-load.js';
 import type { Logger } from '../log.js';
@@ -33,7 +34,7 @@ interface Watch {
   degraded: boolean;
   /** Consecutive passes while down / failures while up. */
   streak: number;
-  timer: NodeJS.Timeout | undefined;
+  timer: unknown;
   abort: AbortController | undefined;
   stopped: boolean;
 }
@@ -59,6 +60,8 @@ export class ActiveChecker {
      * reachability).
      */
     private readonly beside = false,
+    /** The checks' schedules and deadlines (unref'd real timers unless a test injects its own). */
+    private readonly timers: TimerSource = backgroundTimers,
   ) {}
 
   /** The health bits this checker owns. */
@@ -113,7 +116,7 @@ export class ActiveChecker {
 
   private stop(key: string, w: Watch): void {
     w.stopped = true;
-    if (w.timer !== undefined) clearTimeout(w.timer);
+    if (w.timer !== undefined) this.timers.clearTimeout(w.timer);
     w.abort?.abort();
     this.watches.delete(key);
     this.write(w, 0);
@@ -130,8 +133,8 @@ export class ActiveChecker {
   }
 
   private schedule(w: Watch, ms: number): void {
-    // unref: health checks never keep a process alive on their own.
-    w.timer = setTimeout(() => void this.run(w), ms).unref();
+    // Each watch has its own schedule: a backend whose check hangs never holds back another's.
+    w.timer = this.timers.setTimeout(() => void this.run(w), ms);
   }
 
   private nextDelay(w: Watch): number {
@@ -146,10 +149,11 @@ export class ActiveChecker {
     const abort = new AbortController();
     w.abort = abort;
     let timedOut = false;
-    const timeout = setTimeout(() => {
+    // One deadline from the start of the check (connect and every byte of the reply): a reply that drips is cut off like a silent one.
+    const timeout = this.timers.setTimeout(() => {
       timedOut = true;
       abort.abort();
-    }, this.config.timeoutMs).unref();
+    }, this.config.timeoutMs);
     let verdict: CheckVerdict;
     let reason: string | undefined;
     try {
@@ -167,7 +171,7 @@ export class ActiveChecker {
       verdict = 'unhealthy';
       reason = timedOut ? `timed out after ${this.config.timeoutMs} ms` : e instanceof Error ? e.message : String(e);
     } finally {
-      clearTimeout(timeout);
+      this.timers.clearTimeout(timeout);
       w.abort = undefined;
     }
     if (w.stopped) return;

@@ -29,6 +29,7 @@ import { http } from '../core/node-http.js';
 import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { type LoadReportScan, ReportScan, newLoadReportScan, scanLoadReport } from '../core/load-report.js';
 import { elapsedMs, wrapMs } from '../core/time.js';
+import { backgroundTimers, type TimerSource } from '../core/timers.js';
 import { type BackendLoad, ReportFlag, type SlotReport } from '../load/backend-load.js';
 import type { LoadTable } from '../load/load-table.js';
 import type { Logger } from '../log.js';
@@ -47,7 +48,7 @@ export interface OrcaOptions {
   path?: string;
   /** Time between polls of one backend, ms; default 1000 (A58's `weight_update_period`). */
   intervalMs?: number;
-  /** A poll not answered after this many ms is skipped; default 1000. */
+  /** A poll's deadline, ms from its start (connect, headers and body: one timer); default 1000. */
   timeoutMs?: number;
   /** A backend's weight counts only after it has reported this long, ms; default 10000 (A58). */
   blackoutMs?: number;
@@ -169,16 +170,28 @@ export function weightsInForce(reported: BackendLoad, slots: readonly number[], 
  * Writes the A58 weights into the table (owner thread): every `intervalMs`
  * it polls each backend's load endpoint (source `endpoint`), recording the
  * report in the slot's report words as a dispatcher thread records a
- * response header's, then computes the weights in force from those words.
+ * response header's, and computes the weights in force from those words.
  * Off by default: the Balancer runs one when its health block has `orca`.
+ *
+ * One stuck endpoint never holds the others back: every poll has a hard
+ * deadline (`timeoutMs` from its start: connect, headers and body, one
+ * timer), each answer is applied when it arrives (answers of one event-loop
+ * turn together), a round starts on time whether or not the previous one's
+ * polls have ended (a backend whose poll is still running is not polled
+ * twice), and each round first applies the weights in force, so a report
+ * expires on time whatever any endpoint does.
  * @internal
  */
 export class OrcaWeights {
   private targets: HealthTarget[] = [];
-  private timer: NodeJS.Timeout | undefined;
+  private timer: unknown;
   private closed = false;
   private readonly weights: number[] = [];
   private slots: number[] = [];
+  /** The polls running, by `slot:generation` (one per backend at most). */
+  private readonly running = new Map<string, Promise<void>>();
+  private readonly scan = newLoadReportScan();
+  private applyQueued = false;
   /** Endpoint reports read and refused (bad text, failed polls), for tests and diagnostics. */
   readonly counts = { reports: 0, refused: 0 };
 
@@ -187,6 +200,8 @@ export class OrcaWeights {
     private readonly o: ResolvedOrca,
     private readonly log: Logger,
     private readonly clock: () => number,
+    /** The rounds' and the polls' deadlines' timers (unref'd real ones unless a test injects its own). */
+    private readonly timers: TimerSource = backgroundTimers,
   ) {}
 
   /** The backends to poll (the Balancer calls it on every membership). */
@@ -196,39 +211,66 @@ export class OrcaWeights {
     this.apply();
   }
 
-  /** Starts the rounds, one every `intervalMs` (real time). */
+  /** Starts the rounds, one every `intervalMs` (on the timer source), each started on time. */
   start(): void {
     if (this.timer !== undefined || this.closed) return;
     const tick = (): void => {
-      void this.poll().finally(() => {
-        if (!this.closed) this.timer = setTimeout(tick, this.o.intervalMs).unref();
-      });
+      if (this.closed) return;
+      this.timer = this.timers.setTimeout(tick, this.o.intervalMs);
+      void this.poll();
     };
-    this.timer = setTimeout(tick, 0).unref();
+    this.timer = this.timers.setTimeout(tick, 0);
   }
 
-  /** One round: polls every backend once (source `endpoint`), then writes the weights in force. */
+  /**
+   * One round: applies the weights in force (expiring old reports), then
+   * polls every backend whose last poll has ended (source `endpoint`),
+   * applying each answer as it arrives. Resolves when every poll of the
+   * round has answered or reached its deadline, and what they brought is
+   * applied.
+   */
   async poll(): Promise<void> {
-    if (this.o.source === 'endpoint') {
-      const scan = newLoadReportScan();
-      await Promise.all(this.targets.map((t) => this.pollOne(t, scan)));
+    this.apply();
+    if (this.o.source !== 'endpoint') return;
+    const polls: Promise<void>[] = [];
+    for (const t of this.targets) {
+      const key = `${t.slot}:${t.generation}`;
+      let p = this.running.get(key);
+      if (p === undefined) {
+        p = this.pollOne(t).finally(() => this.running.delete(key));
+        this.running.set(key, p);
+      }
+      polls.push(p);
     }
+    await Promise.all(polls);
     if (!this.closed) this.apply();
   }
 
-  private async pollOne(t: HealthTarget, scan: LoadReportScan): Promise<void> {
+  private async pollOne(t: HealthTarget): Promise<void> {
     try {
-      const text = await fetchReport(t, this.o);
+      const text = await fetchReport(t, this.o, this.timers);
+      const scan = this.scan;
       const code = scanLoadReport(text, scan);
       if (code !== ReportScan.Ok) throw new Error(`load report: ${reportError(text, code, scan)}`);
       // A membership may have moved the slot on while the poll ran.
-      if (this.table.tag(t.slot) >>> 3 === t.generation)
-        this.table.reported.report(t.slot, scan.utilization, scan.qps, scan.eps, wrapMs(this.clock()));
+      if (this.closed || this.table.tag(t.slot) >>> 3 !== t.generation) return;
+      this.table.reported.report(t.slot, scan.utilization, scan.qps, scan.eps, wrapMs(this.clock()));
       this.counts.reports++;
+      this.queueApply();
     } catch (err) {
       this.counts.refused++;
       this.log.debug({ backend: t.id, err: err instanceof Error ? err.message : String(err) }, 'poise: load report not read');
     }
+  }
+
+  /** Applies the answers of this event-loop turn together, once, at its end. */
+  private queueApply(): void {
+    if (this.applyQueued) return;
+    this.applyQueued = true;
+    setImmediate(() => {
+      this.applyQueued = false;
+      if (!this.closed) this.apply();
+    }).unref();
   }
 
   /** Writes each target's weight in force, relative to their mean, into its slot (or clears it). */
@@ -252,7 +294,7 @@ export class OrcaWeights {
   /** Stops the rounds and clears the weights it wrote. */
   close(): void {
     this.closed = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    if (this.timer !== undefined) this.timers.clearTimeout(this.timer);
     let changed = false;
     for (const target of this.targets) {
       if (this.table.tag(target.slot) >>> 3 === target.generation)
@@ -262,27 +304,40 @@ export class OrcaWeights {
   }
 }
 
-/** GETs the load endpoint: the `endpoint-load-metrics` header, else the body (at most 4 KiB). */
-function fetchReport(t: HealthTarget, o: ResolvedOrca): Promise<string> {
+/**
+ * GETs the load endpoint: the `endpoint-load-metrics` header, else the body
+ * (at most 4 KiB). One deadline, `timeoutMs` from the start, covers the
+ * connect, the headers and the body: an endpoint that answers a byte at a
+ * time is cut off like a silent one.
+ */
+function fetchReport(t: HealthTarget, o: ResolvedOrca, timers: TimerSource): Promise<string> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: t.host, port: t.port, path: o.path, method: 'GET', timeout: o.timeoutMs, agent: false }, (res) => {
+    let settled = false;
+    let deadline: unknown;
+    const finish = (err: Error | undefined, text = ''): void => {
+      if (settled) return;
+      settled = true;
+      timers.clearTimeout(deadline);
+      // Nothing more is read: a body still coming (or a header still dripping) ends with the socket.
+      req.destroy();
+      if (err === undefined) resolve(text);
+      else reject(err);
+    };
+    const req = http.request({ host: t.host, port: t.port, path: o.path, method: 'GET', agent: false }, (res) => {
       const header = res.headers['endpoint-load-metrics'];
-      if (typeof header === 'string') {
-        res.resume();
-        resolve(header);
-        return;
-      }
+      if (typeof header === 'string') return finish(undefined, header);
       let body = '';
       res.setEncoding('latin1');
       res.on('data', (d: string) => {
         body += d;
-        if (body.length > 4096) req.destroy(new Error('load report longer than 4096 bytes'));
+        if (body.length > 4096) finish(new Error('load report longer than 4096 bytes'));
       });
-      res.on('end', () => resolve(body));
-      res.on('error', reject);
+      res.on('end', () => finish(undefined, body));
+      res.on('error', (e) => finish(e));
     });
-    req.on('timeout', () => req.destroy(new Error(`load report timed out after ${o.timeoutMs} ms`)));
-    req.on('error', reject);
+    deadline = timers.setTimeout(() => finish(new Error(`load report not complete after ${o.timeoutMs} ms`)), o.timeoutMs);
+    req.on('error', (e) => finish(e));
+    req.on('close', () => finish(new Error('connection closed before a complete report')));
     req.end();
   });
 }

@@ -98,10 +98,15 @@ export class CandidateView {
       // `down` beside it) and the membership's degraded mark. Unhealthy is like ejected; degraded is
       // eligible only where its tier has no healthy host left (below).
       const health = state === SlotState.Ready ? t.health.health(c.slot) : 0;
+      const reported = state === SlotState.Ready ? t.reported.flags(c.slot) : 0;
       // A backend that reported drain or maint (agent check) takes no new lease, even failing open.
-      const held = state === SlotState.Ready && (t.reported.flags(c.slot) & (ReportFlag.Drain | ReportFlag.Maint)) !== 0;
+      const held = (reported & (ReportFlag.Drain | ReportFlag.Maint)) !== 0;
+      // A reported weight of 0 (an agent's `0%`, an ORCA weight that rounds to 0) is HAProxy's weight 0: no new
+      // lease while anything else is eligible, but, unlike drain, panic may still use it (it is not held).
+      const zeroWeight = (reported & ReportFlag.Weight) !== 0 && t.reported.multiplier(c.slot) === 0;
       c.held = held;
-      c.eligible = state === SlotState.Ready && left === 0 && (health & (HealthFlag.Unhealthy | HealthFlag.AgentDown)) === 0 && !held;
+      c.eligible =
+        state === SlotState.Ready && left === 0 && (health & (HealthFlag.Unhealthy | HealthFlag.AgentDown)) === 0 && !held && !zeroWeight;
       c.blocked = false;
       if (state === SlotState.Ready && !held) ready++;
       if (c.eligible) {

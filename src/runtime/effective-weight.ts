@@ -65,7 +65,8 @@ export function applyEffectiveWeights(table: LoadTable, members: readonly SlotCa
   adjusted ||= ramping;
   const scale = adjusted && scaleWeights && maxWeight * WEIGHT_SCALE <= MAX_WEIGHT ? WEIGHT_SCALE : 1;
   for (const c of members) {
-    // Relative to the largest (a reported weight of 0 leaves the member at the smallest weight, 1).
+    // Relative to the largest eligible. A reported weight of 0 makes the member ineligible (candidate-view.ts: HAProxy's
+    // weight 0); should panic use it, it has the smallest weight, 1, beside eligible members, else its own.
     const f = adjusted && top > 0 ? Math.min(1, c.ramp / top) : 1;
     c.ramp = f;
     // The aperture's overlap (candidate-view.ts) multiplies the spec weight for every policy, keyed ones too: it moves only with the coordinate.
