@@ -4,6 +4,14 @@
  * fails fast while Redis is away, rounds that never overlap, and one round
  * every interval after the first. The round itself (its script, what it
  * writes into the table, its fallback when Redis is away) is the caller's.
+ *
+ * Every command of a round has a deadline ({@link FleetRounds.deadlineMs}:
+ * the round interval, at least 100 ms): a Redis that does not answer —
+ * stopped (SIGSTOP), behind a network black hole, paused (`CLIENT PAUSE`) —
+ * is away exactly like one that refuses the connection, so the round falls
+ * back within one deadline instead of waiting for ever. A command that
+ * missed its deadline was sent: Redis may still run it when it answers
+ * again, so each round's script must stay correct when it runs late.
  */
 import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
 import type { Balancer } from '../runtime/balancer.js';
@@ -35,7 +43,27 @@ export function roundClient(opts: RedisConnectionOptions): RedisClient {
   return redis;
 }
 
-/** Serialised rounds of `round`, every `everyMs()` after the first. */
+/** The rejection of a command that missed its deadline (it may still run when Redis answers again). */
+export class DeadlineMissed extends PoiseError {
+  constructor(what: string, ms: number) {
+    super('Unavailable', `${what}: no reply from Redis within ${ms} ms (frozen or unreachable); treated as away`, { field: 'redis' });
+  }
+}
+
+/**
+ * `promise`, or a {@link DeadlineMissed} rejection after `ms`. The command
+ * itself is not withdrawn: its late reply (or error) is dropped.
+ */
+export function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DeadlineMissed(what, ms)), ms);
+  });
+  promise.catch(() => {}); // a late failure is nobody's: the deadline already answered
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+/** Serialised rounds of `round`, every `everyMs()` after the first; each round's commands within {@link deadlineMs}. */
 export class FleetRounds<T> {
   readonly #redis: RedisClient;
   readonly #round: () => Promise<T | undefined>;
@@ -52,16 +80,29 @@ export class FleetRounds<T> {
     this.#everyMs = everyMs;
   }
 
+  /** The deadline of every command of a round, ms: the round interval, at least 100 ms. */
+  deadlineMs(): number {
+    return Math.max(100, this.#everyMs());
+  }
+
+  /** `promise` within {@link deadlineMs} ({@link withDeadline}). */
+  within<T>(promise: Promise<T>): Promise<T> {
+    return withDeadline(promise, this.deadlineMs(), this.#name);
+  }
+
   /** True once {@link stop} was called. */
   get closed(): boolean {
     return this.#closed;
   }
 
-  /** Connects (a failure is left to the first round to report), runs a first round, then one every interval. */
+  /**
+   * Connects (a failure, or no answer within the deadline, is left to the
+   * first round to report), runs a first round, then one every interval.
+   */
   async start(): Promise<void> {
     if (this.#closed) throw new PoiseError('Closed', `${this.#name}: is closed`);
     try {
-      await this.#redis.connect();
+      await this.within(this.#redis.connect());
     } catch {
       // The first round reports it and falls back; ioredis keeps reconnecting.
     }

@@ -17,17 +17,22 @@
  * SIGKILLed) loses its lease after `ttlMs`, and its shares return to the
  * others.
  *
- * When Redis is away, a process keeps the shares it has (it never grows
- * them; leases that are released are not replaced beyond the share). When
- * Redis comes back as a new server (its `run_id` changed: the leases it held
- * are gone, while the other processes still hold their shares locally),
- * nobody grows for one TTL: every round caps its grants at the share it
- * held, until every live process has renewed into the new server.
+ * When Redis is away — it refuses the connection, or a command gets no
+ * reply within the round's deadline (`ttlMs / 3`, at least 100 ms: a
+ * stopped or paused Redis, a network black hole) — a process keeps the
+ * shares it has and never grows them (leases that are released are not
+ * replaced beyond the share). When Redis answers again, its leases may have
+ * expired meanwhile (a stopped Redis runs the queued rounds at once, with a
+ * clock that jumped) or be gone (a restart or a flush), while every process
+ * still holds its shares locally: the script then raises a fence for one
+ * TTL (redis-script.ts), during which no lease expires and no grant exceeds
+ * the share its process holds, so nobody grows until every live process has
+ * had one full TTL to renew and report what it holds.
  *
  * Limits (docs/connection-budget.md): a process that is cut off from Redis
  * while the others are not keeps its share past its lease, and after the
  * TTL the others may grow into it; a process that starts within one TTL of a
- * Redis restart cannot know the shares the others still hold.
+ * Redis restart and runs first cannot know the shares the others still hold.
  */
 import { randomBytes } from 'node:crypto';
 import { PoiseError, invalidConfig } from '../core/errors.js';
@@ -37,7 +42,7 @@ import { resolveConnectionBudget, type ResolvedConnectionBudget } from '../runti
 import { validateName } from './name.js';
 import { DEFAULT_PREFIX, budgetKey } from './redis-keys.js';
 import { BUDGET_SCRIPT } from './redis-script.js';
-import { FleetRounds, fleetBalancer, roundClient } from './fleet-rounds.js';
+import { FleetRounds, fleetBalancer, roundClient, withDeadline } from './fleet-rounds.js';
 import type { RedisClient, RedisConnectionOptions } from './redis-target.js';
 
 /** Options of {@link FleetConnectionBudget}: where Redis is (one of `url`, `sentinels`, `redisCluster`), the limit and the cluster. */
@@ -111,9 +116,8 @@ export class FleetConnectionBudget {
   /** The aperture's width, or undefined without one. */
   readonly #apertureWidth: number | undefined;
   #away = false;
-  #runId: string | undefined;
-  /** Until this time (performance.now() ms) grants are capped at the shares held: Redis restarted. */
-  #holdUntil = 0;
+  /** Whether a round ever succeeded: this process holds shares the fleet granted (the script's fence needs it). */
+  #granted = false;
   /** Refusals taken from the table by rounds that failed, per backend id: added to the next round's demand. */
   readonly #unsent = new Map<string, number>();
   readonly #onMembership = (): void => {
@@ -185,10 +189,11 @@ export class FleetConnectionBudget {
     if (opts.release === true && cluster !== undefined) {
       try {
         const key = budgetKey(cluster, this.#prefix);
-        const fields = (await this.#redis.hkeys(key)).filter(
+        const deadline = this.#rounds.deadlineMs();
+        const fields = (await withDeadline(this.#redis.hkeys(key), deadline, 'FleetConnectionBudget.close')).filter(
           (f) => f === `p:${this.processId}` || f.startsWith(`s:${this.processId}:`) || f.startsWith(`d:${this.processId}:`),
         );
-        if (fields.length > 0) await this.#redis.hdel(key, ...fields);
+        if (fields.length > 0) await withDeadline(this.#redis.hdel(key, ...fields), deadline, 'FleetConnectionBudget.close');
       } catch {
         // Redis away: the lease expires after the TTL instead.
       }
@@ -242,28 +247,23 @@ export class FleetConnectionBudget {
       const refused = t.budget.takeRefusals(e.slot) + (this.#unsent.get(e.id) ?? 0);
       this.#unsent.set(e.id, refused);
       const inUse = t.connections(e.slot);
-      const share = t.budget.share(e.slot) ?? 0;
-      const cap = performance.now() < this.#holdUntil ? share : -1;
-      args.push(e.id, inUse + refused, inUse, cap);
+      // What this process may hold now: the script never records less for it (a lost reply leaves it in force).
+      args.push(e.id, inUse + refused, inUse, t.budget.share(e.slot) ?? 0);
     }
     try {
-      const runId = /run_id:(\w+)/.exec(await this.#redis.info('server'))?.[1];
-      if (runId !== undefined && this.#runId !== undefined && runId !== this.#runId) {
-        // A new Redis: the leases it held are gone while the others still hold their shares. Nobody grows for one TTL.
-        this.#holdUntil = performance.now() + config.ttlMs;
-        this.#log.warn({ cluster }, 'poise: connection budget: Redis restarted, shares held for one TTL');
-        for (let k = 0; k < entries.length; k++) args[4 * k + 3] = t.budget.share(entries[k]!.slot) ?? 0;
-      }
-      this.#runId = runId ?? this.#runId;
-      const reply = await (this.#redis as unknown as ScriptClient).poiseBudget(
-        budgetKey(cluster, this.#prefix),
-        this.processId,
-        config.ttlMs,
-        config.limitPerBackend - config.reserve,
-        entries.length,
-        ...args,
+      const reply = await this.#rounds.within(
+        (this.#redis as unknown as ScriptClient).poiseBudget(
+          budgetKey(cluster, this.#prefix),
+          this.processId,
+          config.ttlMs,
+          config.limitPerBackend - config.reserve,
+          this.#granted ? 1 : 0,
+          entries.length,
+          ...args,
+        ),
       );
       this.#unsent.clear();
+      this.#granted = true;
       const shares = new Map<string, number>();
       const idOf = new Map<number, string>();
       for (const x of this.#balancer.slotEntries()) if (!x.removed) idOf.set(x.slot, x.id);
@@ -295,7 +295,8 @@ export class FleetConnectionBudget {
       this.#away = false;
       return seen;
     } catch (err) {
-      // Keep every share as it is: never grow without Redis.
+      // Keep every share as it is: never grow without Redis (a round that missed its deadline may still run: the
+      // script records at least the share held now, so Redis never counts less than this process may hold).
       if (!this.#away) {
         this.#log.warn(
           { cluster, err: err instanceof Error ? err.message : String(err) },

@@ -47,6 +47,7 @@ import {
 import { validateName } from './name.js';
 import { redisUnavailable } from './redis-errors.js';
 import { createRedisClient, describeTarget, resolveRedisTarget, type RedisClient, type RedisConnectionOptions } from './redis-target.js';
+import { COMMAND_TIMEOUT_MS, isCommandTimeout } from './redis-target.js';
 import { DEFAULT_PREFIX, decodeEnvelope, envelopeJson, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
 import { WRITE_SCRIPT } from './redis-script.js';
 import { diffBackends, documentDigest } from './delta.js';
@@ -83,7 +84,12 @@ export interface MembershipPublisherOptions extends RedisConnectionOptions {
    * reader of the fleet runs a release that understands delta notices.
    */
   notices?: 'delta' | 'full';
-  /** Extra ioredis options (tls, password, timeouts); they override the defaults. */
+  /**
+   * Extra ioredis options (tls, password, timeouts); they override the
+   * defaults. `commandTimeout` (default 5000 ms + `waitTimeoutMs`) is the
+   * deadline of every command: a write that gets no reply in time throws
+   * `Unavailable` saying it may still be applied.
+   */
   redisOptions?: RedisOptions;
   /** pino logger; default {@link defaultLogger}. */
   logger?: Logger;
@@ -166,6 +172,7 @@ export class MembershipPublisher {
   readonly #waitReplicas: number;
   readonly #waitTimeoutMs: number;
   readonly #deltas: boolean;
+  readonly #commandTimeoutMs: number;
   #lastConnectionError: string | undefined;
   /** The highest version this publisher wrote, and its lineage: the floor of the next "current + 1" (see WRITE_SCRIPT, ARGV[7]). */
   #highWater: { version: number; lineage: string } | undefined;
@@ -195,7 +202,13 @@ export class MembershipPublisher {
       invalidConfig('options.notices', 'must be "delta" or "full"', opts.notices);
     this.#deltas = opts.notices !== 'full';
     this.#log = (opts.logger ?? defaultLogger()).child({ component: 'membership-publisher', cluster: this.#cluster });
-    this.#redis = createRedisClient(target, { lazyConnect: true, ...opts.redisOptions }) as ScriptClient;
+    // Every command has a deadline (beyond WAIT's own timeout): a frozen Redis fails a write instead of holding it for ever.
+    this.#commandTimeoutMs = opts.redisOptions?.commandTimeout ?? COMMAND_TIMEOUT_MS + this.#waitTimeoutMs;
+    this.#redis = createRedisClient(target, {
+      lazyConnect: true,
+      ...opts.redisOptions,
+      commandTimeout: this.#commandTimeoutMs,
+    }) as ScriptClient;
     this.#redis.defineCommand('poiseWrite', { lua: WRITE_SCRIPT, numberOfKeys: 2 });
     this.#url = describeTarget(target);
     this.#redis.on('error', (err: Error) => {
@@ -415,6 +428,13 @@ export class MembershipPublisher {
     try {
       text = await this.#redis.get(this.#keys.snapshot);
     } catch (err) {
+      if (isCommandTimeout(err))
+        throw redisUnavailable(
+          this.#url,
+          new Error(`no reply within ${this.#commandTimeoutMs} ms: Redis frozen or unreachable`),
+          undefined,
+          outcome,
+        );
       throw redisUnavailable(this.#url, err, this.#lastConnectionError, outcome);
     }
     if (text === null) return undefined;
@@ -530,6 +550,13 @@ export class MembershipPublisher {
       });
     const malformed = /POISE_MALFORMED (.*)/.exec(message);
     if (malformed !== null) return new PoiseError('Corrupt', `snapshot: ${malformed[1]}; nothing written`, { field: 'snapshot' });
+    if (isCommandTimeout(err))
+      return redisUnavailable(
+        this.#url,
+        new Error(`no reply within ${this.#commandTimeoutMs} ms: Redis frozen or unreachable`),
+        undefined,
+        'the write was sent and may still be applied when Redis answers (read it back with show())',
+      );
     return redisUnavailable(this.#url, err, this.#lastConnectionError, 'nothing written');
   }
 }

@@ -18,9 +18,13 @@
  * plus at most the floor (when some processes are above their floor share
  * and others below), without a Redis round trip per retry and without the
  * overshoot of stale fleet counts: no process spends a retry that another
- * process's allowance was counted for. When Redis is away the process falls
- * back to its local budget (the whole floor) and says so once in its log;
- * the counts it could not add are added by the next round that succeeds.
+ * process's allowance was counted for. When Redis is away — refused, or no
+ * reply within the round's deadline (the interval, at least 100 ms: a
+ * frozen Redis) — the process falls back to its local budget (the whole
+ * floor) at once and says so once in its log; the counts it could not add
+ * are added by the next round that succeeds. Counts sent by a round that
+ * missed its deadline count as added (Redis runs the script when it answers
+ * again), so no count is added twice.
  *
  * Keys: `<prefix>:{<cluster>}:retries:<bucket>` (a hash tag, so a Redis
  * Cluster keeps a window's keys in one slot), fields `<process>:q` and
@@ -34,7 +38,7 @@ import { defaultLogger, type Logger } from '../log.js';
 import type { Balancer } from '../runtime/balancer.js';
 import { validateName } from './name.js';
 import { DEFAULT_PREFIX } from './redis-keys.js';
-import { FleetRounds, fleetBalancer, roundClient } from './fleet-rounds.js';
+import { DeadlineMissed, FleetRounds, fleetBalancer, roundClient } from './fleet-rounds.js';
 import type { RedisClient, RedisConnectionOptions } from './redis-target.js';
 
 /**
@@ -145,7 +149,11 @@ export class FleetRetryBudget {
     return this.#away ? undefined : this.#last;
   }
 
-  /** Connects, runs a first round, then one every interval. Resolves after the first round (Redis away: on the local budget). */
+  /**
+   * Connects, runs a first round, then one every interval. Resolves after
+   * the first round (Redis away or not answering within the deadline: on
+   * the local budget).
+   */
   start(): Promise<void> {
     return this.#rounds.start();
   }
@@ -153,8 +161,9 @@ export class FleetRetryBudget {
   /**
    * One round now: adds this process's counts, reads the window, sets this
    * process's floor share. Returns the fleet's counts, or undefined when
-   * Redis is away or the Balancer has no budget (then the local budget
-   * applies: the whole floor).
+   * Redis is away (no answer within the round's deadline included) or the
+   * Balancer has no budget (then the local budget applies: the whole
+   * floor). Settles within one deadline of the round before it.
    */
   sync(): Promise<FleetRetryCounts | undefined> {
     return this.#rounds.sync();
@@ -182,14 +191,16 @@ export class FleetRetryBudget {
     for (let k = 0; k < RETRY_BUCKETS; k++) keys.push(`${this.#prefix}:{${cluster}}:retries:${n - k}`);
     const windowMs = config.bucketMs * RETRY_BUCKETS;
     try {
-      const reply = (await (this.#redis as unknown as { poiseRetrySync(...args: (string | number)[]): Promise<string[]> }).poiseRetrySync(
-        RETRY_BUCKETS,
-        ...keys,
-        this.processId,
-        requests,
-        retries,
-        windowMs + config.bucketMs,
-      )) as string[];
+      const reply = await this.#rounds.within(
+        (this.#redis as unknown as { poiseRetrySync(...args: (string | number)[]): Promise<string[]> }).poiseRetrySync(
+          RETRY_BUCKETS,
+          ...keys,
+          this.processId,
+          requests,
+          retries,
+          windowMs + config.bucketMs,
+        ),
+      );
       this.#requests = totals.requests;
       this.#retries = totals.allowed;
       const counts = { processes: Number(reply[0]), requests: Number(reply[1]), retries: Number(reply[2]) };
@@ -199,6 +210,11 @@ export class FleetRetryBudget {
       this.#away = false;
       return counts;
     } catch (err) {
+      if (err instanceof DeadlineMissed) {
+        // Sent: Redis adds these counts when it answers again; the next round must not send them twice.
+        this.#requests = totals.requests;
+        this.#retries = totals.allowed;
+      }
       region.shareFloor(1);
       if (!this.#away) {
         this.#log.warn(

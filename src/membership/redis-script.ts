@@ -112,16 +112,18 @@ return {'1', nvText, lineage, 'full'}
  *
  * KEYS[1]  the cluster's budget hash (redis-keys.ts, `budgetKey`), fields
  *          `p:<proc>` (the process's lease deadline, Redis server ms),
- *          `s:<proc>:<backend>` (the share it holds) and
- *          `d:<proc>:<backend>` (its demand at its last round)
+ *          `s:<proc>:<backend>` (the share it holds),
+ *          `d:<proc>:<backend>` (its demand at its last round),
+ *          `t` (the server time of the last call) and `f` (the end of the
+ *          fence, server ms)
  * ARGV[1]  the process id (hex)
  * ARGV[2]  the lease TTL, ms
  * ARGV[3]  the budget per backend: `limitPerBackend − reserve`
- * ARGV[4]  the number of backends that follow, then for each four values:
+ * ARGV[4]  "1" when the process held shares from an earlier round, else "0"
+ * ARGV[5]  the number of backends that follow, then for each four values:
  *          backend id, demand (connections in use + refused at the share
- *          since the last round), connections in use, a cap (the most this
- *          round may grant: the last share while the process holds after a
- *          Redis restart, or -1 for none)
+ *          since the last round), connections in use, and the share the
+ *          process holds now (in its LoadTable; 0 for none)
  *
  * The time is the server's (`TIME`), so processes need not agree on clocks.
  * Leases past their deadline are removed with every field of theirs: a
@@ -132,11 +134,30 @@ return {'1', nvText, lineage, 'full'}
  * evenly; ties and remainders go by process id. The caller's target is then
  * capped by what the other live processes hold now:
  *
- *     grant = max(0, min(target, B − Σ others' shares, cap))
+ *     grant = max(0, min(target, B − Σ others' shares))
  *
- * and it stores max(grant, in use) as its share — a process cannot hand back
- * connections it still holds — so Σ shares ≤ B holds after every call (the
+ * and it stores max(grant, in use, the share it holds now) as its share — a
+ * process cannot hand back connections it still holds, nor a share it has
+ * not yet seen shrink: a reply lost to a deadline leaves the process on its
+ * old share, so a shrink counts from the process's next round, which
+ * reports the new share — so Σ shares ≤ B holds after every call (the
  * others only grow into capacity that was handed back at their own rounds).
+ *
+ * The fence. Outside Redis every process keeps the shares it holds while
+ * Redis is away; inside, its lease may expire meanwhile (a stopped or
+ * paused Redis answers the queued rounds at once when it resumes, with a
+ * clock that jumped) or vanish (a restart or flush). So when the call finds
+ *
+ * - the hash gone while the caller held shares (ARGV[4]), or
+ * - more than TTL / 2 since the last call (each live process calls every
+ *   TTL / 3, so the server was not answering) while a lease was live at
+ *   the last call,
+ *
+ * it raises a fence for one TTL (`f = now + TTL`): until then no lease
+ * expires and every grant is capped at the share the caller holds now, so
+ * nobody grows until every live process has had one full TTL to renew and
+ * report what it holds. A gap of at most TTL / 2 cannot have expired a
+ * renewing process's lease (its last renewal was at most TTL / 3 before).
  *
  * Replies strings: {live processes, this process's rank among them by id
  * (0-based: its aperture coordinate), then one grant per backend, in order}.
@@ -144,18 +165,36 @@ return {'1', nvText, lineage, 'full'}
 export const BUDGET_SCRIPT = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local me, ttl, budget, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local me, ttl, budget, heldBefore, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local h = redis.call('HGETALL', KEYS[1])
-local live, liveIds = {}, {}
-local del = {}
+local last, fence, deadline = nil, 0, {}
 for i = 1, #h, 2 do
   local p = string.match(h[i], '^p:(%x+)$')
   if p then
-    if p == me or tonumber(h[i + 1]) > now then
-      live[p] = true
-    else
-      del[#del + 1] = h[i]
-    end
+    deadline[p] = tonumber(h[i + 1])
+  elseif h[i] == 't' then
+    last = tonumber(h[i + 1])
+  elseif h[i] == 'f' then
+    fence = tonumber(h[i + 1])
+  end
+end
+local raise = false
+if last == nil then
+  raise = heldBefore == '1'
+elseif now - last > ttl / 2 then
+  for p, d in pairs(deadline) do
+    if d > last then raise = true end
+  end
+end
+if raise then fence = now + ttl end
+local fenced = now < fence
+local live, liveIds = {}, {}
+local del = {}
+for p, d in pairs(deadline) do
+  if p == me or d > now or fenced then
+    live[p] = true
+  else
+    del[#del + 1] = 'p:' .. p
   end
 end
 live[me] = true
@@ -177,17 +216,17 @@ end
 for i = 1, #del, 1000 do
   redis.call('HDEL', KEYS[1], unpack(del, i, math.min(i + 999, #del)))
 end
-redis.call('HSET', KEYS[1], 'p:' .. me, string.format('%d', now + ttl))
+redis.call('HSET', KEYS[1], 'p:' .. me, string.format('%d', now + ttl), 't', string.format('%d', now), 'f', string.format('%d', fence))
 for p in pairs(live) do liveIds[#liveIds + 1] = p end
 table.sort(liveIds)
 local rank = 0
 for i = 1, #liveIds do if liveIds[i] == me then rank = i - 1 end end
 local out = {tostring(#liveIds), tostring(rank)}
 for k = 0, n - 1 do
-  local b = ARGV[5 + 4 * k]
-  local d = tonumber(ARGV[6 + 4 * k])
-  local inUse = tonumber(ARGV[7 + 4 * k])
-  local cap = tonumber(ARGV[8 + 4 * k])
+  local b = ARGV[6 + 4 * k]
+  local d = tonumber(ARGV[7 + 4 * k])
+  local inUse = tonumber(ARGV[8 + 4 * k])
+  local mine = tonumber(ARGV[9 + 4 * k])
   local dem = demand[b] or {}
   dem[me] = d
   local ids = {}
@@ -216,11 +255,11 @@ for k = 0, n - 1 do
     if p ~= me then others = others + s end
   end
   local grant = math.min(alloc[me], budget - others)
-  if cap >= 0 then grant = math.min(grant, cap) end
+  if fenced then grant = math.min(grant, mine) end
   if grant < 0 then grant = 0 end
-  redis.call('HSET', KEYS[1], 's:' .. me .. ':' .. b, string.format('%d', math.max(grant, inUse)), 'd:' .. me .. ':' .. b, string.format('%d', d))
+  redis.call('HSET', KEYS[1], 's:' .. me .. ':' .. b, string.format('%d', math.max(grant, inUse, mine)), 'd:' .. me .. ':' .. b, string.format('%d', d))
   out[#out + 1] = string.format('%d', grant)
 end
-redis.call('PEXPIRE', KEYS[1], ttl * 3)
+redis.call('PEXPIRE', KEYS[1], math.max(ttl * 3, 600000))
 return out
 `;

@@ -68,8 +68,10 @@ import {
 } from './redis-keys.js';
 import { applyDelta } from './delta.js';
 import {
+  COMMAND_TIMEOUT_MS,
   createRedisClient,
   describeTarget,
+  isCommandTimeout,
   resolveRedisTarget,
   type RedisClient,
   type RedisConnectionOptions,
@@ -113,7 +115,12 @@ export interface RedisMembershipOptions extends RedisConnectionOptions {
   failFast?: boolean;
   /** Window in which identical rejection warnings (the same malformed notice again and again) are logged once, then counted; default 30000 ms. */
   warnWindowMs?: number;
-  /** Extra ioredis options (tls, password, timeouts); they override the defaults. */
+  /**
+   * Extra ioredis options (tls, password, timeouts); they override the
+   * defaults. `commandTimeout` (default 5000 ms) is the deadline of every
+   * command: a frozen Redis fails the snapshot read (retried with backoff)
+   * and the subscription (reconnected) instead of holding them for ever.
+   */
   redisOptions?: RedisOptions;
   /** pino logger; default {@link defaultLogger}. */
   logger?: Logger;
@@ -234,6 +241,9 @@ export class RedisMembership implements MembershipSource {
     const timer = setTimeout(() => failed(`no answer within ${this.#startTimeoutMs} ms`), this.#startTimeoutMs);
     const common: RedisOptions = {
       lazyConnect: true,
+      // A frozen Redis: the snapshot GET and SUBSCRIBE fail at the deadline instead of waiting for ever (a re-read
+      // retries with backoff; a subscription reconnects), and a reconnection's ready check does too.
+      commandTimeout: COMMAND_TIMEOUT_MS,
       retryStrategy: (times: number) => this.#backoff.delayMs(times - 1),
       ...this.#redisOptions,
     };
@@ -334,6 +344,9 @@ export class RedisMembership implements MembershipSource {
       }
       // The connection dropped between 'ready' and the reply: the next 'ready' retries.
       this.#log.warn({ err: (err as Error).message }, 'subscribe failed; will retry on reconnect');
+      // No reply within the deadline on a connection that stays open (a frozen Redis): reconnect, so that the next
+      // 'ready' subscribes and reads again (the SUBSCRIBE sent may still run late; its reply is nobody's).
+      if (isCommandTimeout(err) && sub.status === 'ready') sub.disconnect(true);
     }
   }
 

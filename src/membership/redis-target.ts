@@ -91,6 +91,19 @@ export function describeTarget(t: RedisTarget): string {
   }
 }
 
+/**
+ * The deadline of every command of the membership reader and publisher
+ * (ioredis `commandTimeout`), ms: a Redis that does not answer (stopped,
+ * paused, behind a black hole) fails the command instead of holding it for
+ * ever. `redisOptions.commandTimeout` overrides it. @internal
+ */
+export const COMMAND_TIMEOUT_MS = 5000;
+
+/** Whether `err` is ioredis' rejection of a command that missed its `commandTimeout` (it was sent: Redis may still run it). @internal */
+export function isCommandTimeout(err: unknown): boolean {
+  return (err as Error | undefined)?.message === 'Command timed out';
+}
+
 /** A client of either kind; the commands the control plane uses exist on both. @internal */
 export type RedisClient = Redis | Cluster;
 

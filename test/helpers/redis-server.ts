@@ -1,7 +1,8 @@
 /**
  * Starts real `redis-server` processes on free loopback ports for tests.
  * Every server started here is SIGKILLed when the test process exits, even
- * when a test fails before its afterAll; call `stop()` in afterAll anyway.
+ * when a test fails before its afterAll (a frozen one too: SIGKILL needs no
+ * SIGCONT); call `stop()` in afterAll anyway.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -30,6 +31,10 @@ export interface TestRedis {
   kill(): Promise<void>;
   /** Starts it again on the same port (and the same data directory, if any). */
   restart(): Promise<void>;
+  /** SIGSTOP: the process stays, its connections stay open, nothing answers (a frozen Redis, a black hole). */
+  freeze(): void;
+  /** SIGCONT after {@link freeze}: it answers what was sent meanwhile, in order. */
+  thaw(): void;
   /** Kills it and removes its data directory. Idempotent. */
   stop(): Promise<void>;
 }
@@ -109,6 +114,11 @@ export async function startRedis(opts: { persist?: boolean; password?: string; p
       c.kill('SIGKILL');
     });
   };
+  const signal = (sig: NodeJS.Signals): void => {
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`redis-server on port ${port} is not running`);
+    child.kill(sig);
+  };
   await launch();
   const auth = opts.password === undefined ? '' : `:${encodeURIComponent(opts.password)}@`;
   return {
@@ -118,6 +128,8 @@ export async function startRedis(opts: { persist?: boolean; password?: string; p
     ca,
     kill,
     restart: launch,
+    freeze: () => signal('SIGSTOP'),
+    thaw: () => signal('SIGCONT'),
     async stop() {
       await kill();
       if (dir !== undefined) rmSync(dir, { recursive: true, force: true });

@@ -18,7 +18,15 @@ import { until } from '../helpers/until.js';
 const owner = (b: Balancer): LoadTable => (b as unknown as { ownerTable: LoadTable }).ownerTable;
 const silent = createLogger({ level: 'silent' });
 
-type Budget = (key: string, proc: string, ttl: number, budget: number, n: number, ...rest: (string | number)[]) => Promise<string[]>;
+type Budget = (
+  key: string,
+  proc: string,
+  ttl: number,
+  budget: number,
+  heldBefore: number,
+  n: number,
+  ...rest: (string | number)[]
+) => Promise<string[]>;
 
 let redis: Redis;
 let call: Budget;
@@ -34,10 +42,26 @@ const freshKey = (): string => `poise-test:{b${randomBytes(6).toString('hex')}}:
 /** Process ids the script sorts by: p0 < p1 < ... (hex). */
 const proc = (i: number): string => `a${i.toString(16).padStart(4, '0')}`;
 
-/** One round of process `p` for backend `pg`; returns its grant. */
-async function round(key: string, p: number, budget: number, demand: number, inUse: number, cap = -1, ttl = 60_000): Promise<number> {
-  const reply = await call(key, proc(p), ttl, budget, 1, 'pg', demand, inUse, cap);
-  return Number(reply[2]);
+/** Runs `fn` on a fresh hash, deleted afterwards. */
+async function onFreshKey(fn: (key: string) => Promise<void>): Promise<void> {
+  const key = freshKey();
+  try {
+    await fn(key);
+  } finally {
+    await redis.del(key);
+  }
+}
+
+/** The share each process of a key holds now (its last grant): what a real process reports at its next round. */
+const holds = new Map<string, number>();
+
+/** One round of process `p` for backend `pg`, reporting the share it holds (its last grant); returns its grant. */
+async function round(key: string, p: number, budget: number, demand: number, inUse: number, ttl = 60_000): Promise<number> {
+  const mine = holds.get(`${key}/${p}`);
+  const reply = await call(key, proc(p), ttl, budget, mine === undefined ? 0 : 1, 1, 'pg', demand, inUse, mine ?? 0);
+  const grant = Number(reply[2]);
+  holds.set(`${key}/${p}`, grant);
+  return grant;
 }
 
 /** Σ of the shares stored for backend `pg`. */
@@ -75,7 +99,7 @@ describe('BUDGET_SCRIPT: the split', () => {
     );
   });
 
-  it('property: with demands steady, two rounds each settle on a max-min fair split that spends the whole budget', async () => {
+  it('property: with demands steady, three rounds each settle on a max-min fair split that spends the whole budget', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.integer({ min: 1, max: 60 }),
@@ -84,7 +108,8 @@ describe('BUDGET_SCRIPT: the split', () => {
           const key = freshKey();
           try {
             const g: number[] = [];
-            for (let pass = 0; pass < 2; pass++)
+            // Three: a shrink is stored from the round after the one that granted it (the process reports it applied it).
+            for (let pass = 0; pass < 3; pass++)
               for (let p = 0; p < demands.length; p++) g[p] = await round(key, p, budget, demands[p]!, 0);
             const n = demands.length;
             expect(g.reduce((a, b) => a + b, 0)).toBe(budget);
@@ -108,11 +133,17 @@ describe('BUDGET_SCRIPT: the split', () => {
     const key = freshKey();
     try {
       const g = [0, 0, 0];
-      for (let pass = 0; pass < 2; pass++) for (let p = 0; p < 3; p++) g[p] = await round(key, p, 35, 0, 0);
+      for (let pass = 0; pass < 3; pass++) for (let p = 0; p < 3; p++) g[p] = await round(key, p, 35, 0, 0);
       expect(g).toEqual([12, 12, 11]);
       // p0 holds its 12 and was refused 20 more; p1 and p2 want 2 each.
       g[0] = await round(key, 0, 35, 32, 12);
       expect(g[0]).toBe(12); // nothing handed back yet
+      g[1] = await round(key, 1, 35, 2, 2);
+      g[2] = await round(key, 2, 35, 2, 2);
+      expect([g[1], g[2]]).toEqual([2, 2]);
+      // Their shrinks count from their next round, which reports the smaller share (a lost reply cannot under-record).
+      g[0] = await round(key, 0, 35, 32, 12);
+      expect(g[0]).toBe(12);
       g[1] = await round(key, 1, 35, 2, 2);
       g[2] = await round(key, 2, 35, 2, 2);
       g[0] = await round(key, 0, 35, 32, 12);
@@ -127,9 +158,9 @@ describe('BUDGET_SCRIPT: the split', () => {
     const key = freshKey();
     try {
       const ttl = 300;
-      expect(await round(key, 0, 10, 10, 0, -1, ttl)).toBe(10);
-      expect(await round(key, 1, 10, 10, 0, -1, 60_000)).toBe(0); // p0 holds all 10
-      await until(async () => (await round(key, 1, 10, 10, 0, -1, 60_000)) === 10, 'p0 lease to expire and p1 to take the 10', 5000, 50);
+      expect(await round(key, 0, 10, 10, 0, ttl)).toBe(10);
+      expect(await round(key, 1, 10, 10, 0, 60_000)).toBe(0); // p0 holds all 10
+      await until(async () => (await round(key, 1, 10, 10, 0, 60_000)) === 10, 'p0 lease to expire and p1 to take the 10', 5000, 50);
       const fields = Object.keys(await redis.hgetall(key));
       expect(fields.some((f) => f.includes(proc(0)))).toBe(false);
     } finally {
@@ -137,18 +168,94 @@ describe('BUDGET_SCRIPT: the split', () => {
     }
   });
 
-  it('a cap (held after a Redis restart) bounds the grant even when the budget is free; the rank is the aperture coordinate', async () => {
+  it('the rank is the aperture coordinate; a process that never held a share creates the hash unfenced', async () => {
     const key = freshKey();
     try {
-      expect(await round(key, 1, 40, 40, 3, 5)).toBe(5);
-      const reply = await call(key, proc(0), 60_000, 40, 1, 'pg', 0, 0, -1);
+      const r1 = await call(key, proc(1), 60_000, 40, 0, 1, 'pg', 40, 3, 0);
+      expect(r1.slice(0, 3)).toEqual(['1', '0', '40']);
+      const reply = await call(key, proc(0), 60_000, 40, 0, 1, 'pg', 0, 0, 0);
       expect(reply.slice(0, 2)).toEqual(['2', '0']);
-      const r1 = await call(key, proc(1), 60_000, 40, 1, 'pg', 40, 3, -1);
-      expect(r1.slice(0, 2)).toEqual(['2', '1']);
+      const again = await call(key, proc(1), 60_000, 40, 1, 1, 'pg', 40, 3, 40);
+      expect(again.slice(0, 2)).toEqual(['2', '1']);
     } finally {
       await redis.del(key);
     }
   });
+});
+
+describe('BUDGET_SCRIPT: the fence', () => {
+  const ttl = 60_000;
+  /** Redis' own clock, ms. */
+  const serverNow = async (): Promise<number> => {
+    const [s, us] = await redis.time();
+    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+  };
+
+  it('a gap of more than TTL / 2 with a lease live before it: for one TTL no lease expires and nobody grows past the share it reports', () =>
+    onFreshKey(async (key) => {
+      // p0 and p1 hold 5 each of 10.
+      for (let pass = 0; pass < 3; pass++) for (const p of [0, 1]) await round(key, p, 10, 5, 0, ttl);
+      expect(holds.get(`${key}/0`)).toBe(5);
+      // Redis stood still for 2 TTLs (a SIGSTOP): every lease is past its deadline when it answers again.
+      const now = await serverNow();
+      await redis.hset(key, 't', String(now - 2 * ttl), `p:${proc(0)}`, String(now - ttl), `p:${proc(1)}`, String(now - ttl));
+      // p0's queued round runs first, wanting all 10: p1's lease is kept (its 5 still counted) and p0 stays at its 5.
+      expect(await round(key, 0, 10, 10, 5, ttl)).toBe(5);
+      expect(await redis.hget(key, `s:${proc(1)}:pg`)).toBe('5');
+      const fence = Number(await redis.hget(key, 'f'));
+      expect(fence).toBeGreaterThanOrEqual(now + ttl);
+      expect(fence).toBeLessThanOrEqual((await serverNow()) + ttl);
+      // A newcomer during the fence gets nothing; p1 gets no more than its 5 (its target among three is 3: a shrink).
+      expect(await round(key, 2, 10, 5, 0, ttl)).toBe(0);
+      expect(await round(key, 1, 10, 9, 5, ttl)).toBe(3);
+      expect(await storedSum(key)).toBe(10);
+      // The fence ends (moved into the past here): the split resumes, within the budget.
+      await redis.hset(key, 'f', String((await serverNow()) - 1));
+      for (let pass = 0; pass < 3; pass++) {
+        for (const p of [0, 1, 2]) await round(key, p, 10, 10, 0, ttl);
+        expect(await storedSum(key)).toBeLessThanOrEqual(10);
+      }
+      expect([0, 1, 2].map((p) => holds.get(`${key}/${p}`))).toEqual([3, 3, 4]);
+    }));
+
+  it('a gap whose leases had all expired before it (a fleet that stopped) raises no fence; a gap of at most TTL / 2 none either', () =>
+    onFreshKey(async (key) => {
+      await call(key, proc(0), ttl, 10, 0, 1, 'pg', 3, 0, 0);
+      let now = await serverNow();
+      await redis.hset(key, 't', String(now - ttl / 2 + 1000));
+      expect((await call(key, proc(0), ttl, 10, 1, 1, 'pg', 10, 3, 3))[2]).toBe('10');
+      expect(Number(await redis.hget(key, 'f'))).toBe(0);
+      now = await serverNow();
+      await redis.hset(key, 't', String(now - 3 * ttl), `p:${proc(0)}`, String(now - 4 * ttl));
+      expect((await call(key, proc(1), ttl, 10, 0, 1, 'pg', 10, 0, 0))[2]).toBe('10');
+      expect(Number(await redis.hget(key, 'f'))).toBe(0);
+    }));
+
+  it('the hash gone (a restart, a flush) while the caller held a share: fenced; a newcomer creating it: not', () =>
+    onFreshKey(async (key) => {
+      expect((await call(key, proc(0), ttl, 10, 1, 1, 'pg', 10, 2, 3))[2]).toBe('3');
+      expect(Number(await redis.hget(key, 'f'))).toBeGreaterThan(0);
+      const other = freshKey();
+      try {
+        expect((await call(other, proc(0), ttl, 10, 0, 1, 'pg', 10, 0, 0))[2]).toBe('10');
+      } finally {
+        await redis.del(other);
+      }
+    }));
+
+  it('a reply lost to a deadline cannot under-record: the share stored is never below the share the caller reports', () =>
+    onFreshKey(async (key) => {
+      await call(key, proc(0), ttl, 10, 0, 1, 'pg', 10, 0, 0);
+      await call(key, proc(0), ttl, 10, 1, 1, 'pg', 10, 0, 10);
+      // p1 arrives wanting 10: p0's target falls to 5, but p0 reports the 10 it may still hold (the reply may be lost).
+      await call(key, proc(1), ttl, 10, 0, 1, 'pg', 10, 0, 0);
+      expect((await call(key, proc(0), ttl, 10, 1, 1, 'pg', 10, 0, 10))[2]).toBe('5');
+      expect(await redis.hget(key, `s:${proc(0)}:pg`)).toBe('10');
+      expect((await call(key, proc(1), ttl, 10, 1, 1, 'pg', 10, 0, 0))[2]).toBe('0');
+      // p0's next round reports the 5 it applied: now p1 can take the rest.
+      await call(key, proc(0), ttl, 10, 1, 1, 'pg', 10, 0, 5);
+      expect((await call(key, proc(1), ttl, 10, 1, 1, 'pg', 10, 0, 0))[2]).toBe('5');
+    }));
 });
 
 describe('FleetConnectionBudget', () => {
@@ -170,7 +277,7 @@ describe('FleetConnectionBudget', () => {
     return { balancers, budgets };
   }
 
-  it('shares go into the table; they sum to the budget; while Redis is away and for one TTL after it restarts nobody grows', async () => {
+  it('shares go into the table; they sum to the budget; while Redis is away and for one TTL after it restarts (the fence) nobody grows', async () => {
     const cluster = `c${randomBytes(4).toString('hex')}`;
     const ttlMs = 1500;
     const { balancers, budgets } = fleetOf(3, cluster, ttlMs);
@@ -178,7 +285,7 @@ describe('FleetConnectionBudget', () => {
       // Before the first round a budgeted backend has a share of zero.
       const share = (k: number): number | undefined => owner(balancers[k]!).budget.share(0);
       for (const b of budgets) await b.start();
-      for (const b of budgets) await b.sync();
+      for (let pass = 0; pass < 2; pass++) for (const b of budgets) await b.sync();
       const sum = (): number => [0, 1, 2].reduce((s, k) => s + (share(k) ?? 0), 0);
       expect(sum()).toBe(35);
       expect(budgets.map((b) => b.last!.processes)).toEqual([3, 3, 3]);
@@ -192,7 +299,8 @@ describe('FleetConnectionBudget', () => {
       expect(share(0)).toBe(before[0]); // kept, not grown
       await server.restart();
       await until(async () => (await budgets[0]!.sync()) !== undefined, 'process 0 back on Redis', 10_000, 50);
-      // A new run_id: the fresh server holds no other lease, yet process 0 does not grow past its last share.
+      // The hash is gone and process 0 held a share: the fence. The fresh server holds no other lease, yet process 0 does
+      // not grow past its last share.
       expect(share(0)).toBeLessThanOrEqual(before[0]!);
       for (const k of [1, 2]) await until(async () => (await budgets[k]!.sync()) !== undefined, `process ${k} back`, 10_000, 50);
       expect(sum()).toBeLessThanOrEqual(35);
