@@ -153,6 +153,34 @@ describe('ORCA load endpoints beside a dripping and a silent one', () => {
   });
 });
 
+describe("the Balancer's ORCA rounds on real timers", () => {
+  it('pollLoadReports() ends with a dripping and a silent endpoint: their polls end at the deadline, the healthy weights are written', async () => {
+    const ports = {
+      a: await httpServer(
+        () => 200,
+        () => 'TEXT cpu_utilization=0.5, rps_fractional=100',
+      ),
+      b: await httpServer(
+        () => 200,
+        () => 'TEXT cpu_utilization=0.25, rps_fractional=100',
+      ),
+      drip: await dripping('HTTP/1.1 200 OK\r\nx-drip: ', 'a'),
+      silent: await silent(),
+    };
+    let now = 1000;
+    // The load endpoint drips faster than the deadline: an idle timeout would never end this round.
+    const b = new Balancer({ capacity: 8, clock: () => now, logger: silentLog, health: { orca: { timeoutMs: 400, blackoutMs: 0 } } });
+    cleanups.push(() => b.close());
+    b.update(Object.entries(ports).map(([id, port]) => ({ id, address: `127.0.0.1:${port}` })));
+    await b.pollLoadReports();
+    now += 1000;
+    await b.pollLoadReports();
+    const slot = (id: string): number => b.slotEntries().find((e) => e.id === id)!.slot;
+    expect(b.ownerTable.reported.multiplier(slot('a'))).toBeCloseTo(2 / 3, 5);
+    expect(b.ownerTable.reported.multiplier(slot('b'))).toBeCloseTo(4 / 3, 5);
+  });
+});
+
 /** A PostgreSQL backend message: type byte, int32 length (itself included), body. */
 function pgMessage(type: string, body: Buffer | string): Buffer {
   const b = typeof body === 'string' ? Buffer.from(body) : body;
