@@ -4,7 +4,8 @@
  * backend's active-connection counter holds while the socket is open, the
  * connect time feeds the connect-time PeakEWMA, and a refused or timed-out
  * connect counts as a passive-health failure before the next backend is
- * tried. The socket it returns is an ordinary `net.Socket`, so database
+ * tried; so does a reset before the backend sent its first byte, while that
+ * first byte clears the backend's failures (connection-outcome.ts). The socket it returns is an ordinary `net.Socket`, so database
  * drivers take it as their stream (`new pg.Client({ stream: () => socket })`,
  * mysql2's `stream` option).
  */
@@ -14,6 +15,7 @@ import { timersOption, type TimerSource } from '../core/timers.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
 import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
+import { answerOnFirstByte, connectionOutcome } from './connection-outcome.js';
 import { RetryRun } from './retry-run.js';
 
 /** Options of {@link connect}. */
@@ -60,8 +62,9 @@ export interface ConnectOptions {
   /** Opens the socket; default `net.connect`. A test seam (inject a local error such as EMFILE). */
   createSocket?: (opts: net.NetConnectOpts) => net.Socket;
   /**
-   * The caller releases the lease itself when the socket closes (`'failure'`
-   * after a socket error, else `'success'`), so no listener or closure of
+   * The caller releases the lease itself when the socket closes (by
+   * connection-outcome.ts's rule) and calls `lease.answered()` at the
+   * backend's first byte, so no listener or closure of
    * connect() stays on the socket. Used by TcpProxy to keep idle
    * connections small. @internal
    */
@@ -73,7 +76,11 @@ export { LOCAL_ERROR_CODES, isLocalError } from './retry-run.js';
 /** A connected socket and the lease that counts it. */
 export interface RoutedConnection {
   socket: net.Socket;
-  /** Released automatically when the socket closes: `'success'`, or `'failure'` after a socket error. */
+  /**
+   * Released automatically when the socket closes: `'failure'` after a
+   * socket error before the backend sent any byte, `'cancelled'` after an
+   * error once it had, else `'success'`.
+   */
   lease: Lease;
   /** Connect time of the attempt that succeeded, ms. */
   connectMs: number;
@@ -222,11 +229,13 @@ export async function connectResolved(
       const connectMs = Math.max(0, clock() - started);
       lease.connected(connectMs);
       if (r.manualRelease) return { socket, lease, connectMs, attempts: run.tries };
+      answerOnFirstByte(socket, lease);
       let failed = false;
       socket.once('error', () => {
         failed = true;
       });
-      socket.once('close', () => lease.release(failed ? 'failure' : 'success'));
+      // A reset before any byte came back is the backend's failure; after bytes, neither (connection-outcome.ts).
+      socket.once('close', () => lease.release(connectionOutcome(failed, socket.bytesRead > 0)));
       return { socket, lease, connectMs, attempts: run.tries };
     } catch (err) {
       if (signal?.aborted) {

@@ -43,6 +43,7 @@ import type { Lease } from '../runtime/lease.js';
 import { KEYED_POLICY_NAMES } from '../runtime/policies.js';
 import type { Router } from '../runtime/router.js';
 import { connectResolved, isLocalError, resolveConnectOptions, type ResolvedConnectOptions } from './connect.js';
+import { connectionOutcome } from './connection-outcome.js';
 import { RetryRun } from './retry-run.js';
 import type { ProxyBandSelector } from './proxy-admission.js';
 import { encodeProxyV1, encodeProxyV2, parseProxyHeader, plainAddress, V1_MAX, type ProxyEndpoint } from './proxy-protocol.js';
@@ -335,6 +336,8 @@ class Connection implements WheelEntry {
   private lent: Buffer[] | undefined;
   private open = 1;
   private upstreamFailed = false;
+  /** Whether the backend has sent a byte (then a later upstream error is not its failure). */
+  private answered = false;
   /** Counted in one outcome already: refused (any reason) or spliced (then `closed` counts it). */
   private settled = false;
   private crashed = false;
@@ -779,6 +782,11 @@ class Connection implements WheelEntry {
   }
 
   serverData(chunk: Buffer): void {
+    if (!this.answered) {
+      // The backend's first byte: it answered, so its consecutive failures clear (connection-outcome.ts).
+      this.answered = true;
+      this.lease!.answered();
+    }
     this.host.counters.bytes(this.host.worker, ProxyCounter.BytesOut, chunk.length);
     if (this.logged) this.bytesOut += chunk.length;
     const wheel = this.host.wheel;
@@ -858,8 +866,9 @@ class Connection implements WheelEntry {
   }
 
   serverClose(): void {
-    // connect() left the lease to us (manualRelease): a socket error is the backend's failure.
-    this.releaseLease(this.upstreamFailed ? 'failure' : 'success');
+    // connect() left the lease to us (manualRelease): a socket error before
+    // the backend's first byte is its failure; after it, neither.
+    this.releaseLease(connectionOutcome(this.upstreamFailed, this.answered));
     const u = this.upstream!;
     this.host.untrack(u);
     if (!(u.readableEnded && u.writableFinished)) this.client.destroy();

@@ -19,9 +19,12 @@
  *
  * The lease lives exactly as long as the socket: released once, on the
  * socket's final `'close'` — `'failure'` if the connected socket saw an
- * error (the backend died under it), else `'success'`; `'cancelled'` when
- * the driver destroys the socket before it connected (its own connect
- * timeout, a pool shutting down).
+ * error before the backend sent any byte (it accepted, then reset: a
+ * connection failure, as Envoy counts it), `'cancelled'` for an error after
+ * the backend answered (the stream's, not the backend's health; its first
+ * byte already cleared the backend's failures), else `'success'`;
+ * `'cancelled'` also when the driver destroys the socket before it
+ * connected (its own connect timeout, a pool shutting down).
  *
  * Admission: with `band` the first lease is taken through
  * `router.acquireAsync` (an `AdmissionGate` on the router queues it in that
@@ -43,6 +46,7 @@ import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
 import { checkAdmissionOptions, checkConnectOptions, type ConnectOptions } from './connect.js';
+import { answerOnFirstByte, connectionOutcome } from './connection-outcome.js';
 import { RetryRun, isLocalError } from './retry-run.js';
 
 /** Options of {@link routedStream}. */
@@ -210,13 +214,15 @@ export class RoutedSocket extends net.Socket {
           this.#state = UP;
           this.#connected = true;
           this.#lease!.connected(Math.max(0, this.#s.clock() - this.#started));
+          answerOnFirstByte(this, this.#lease!);
         }
         break;
       case UP:
         if (event === 'error') this.#failed = true;
         else if (event === 'close') {
           this.#state = DONE;
-          this.#lease!.release(this.#failed ? 'failure' : 'success');
+          // A reset before any byte came back is the backend's failure; after bytes, neither (connection-outcome.ts).
+          this.#lease!.release(connectionOutcome(this.#failed, this.bytesRead > 0));
         }
         break;
     }

@@ -123,7 +123,12 @@ export class Feedback {
     return true;
   }
 
-  /** Records a connect-time sample on an open lease and clears its backend's failures (it answered). */
+  /**
+   * Records a connect-time sample on an open lease. It does not clear the
+   * backend's failures: a backend that accepts and then resets before
+   * answering is failing (Envoy's outlier detection counts it a connection
+   * failure), so only {@link answered} or a `'success'` release does.
+   */
   connected(handle: number, connectMs: number): void {
     checkSample(connectMs, 'connected(connectMs)');
     const i = this.book.find(handle);
@@ -131,7 +136,15 @@ export class Feedback {
     const c = this.book.candidateOf(i);
     if (this.table.tags.tagHint(c.slot) >>> 3 !== c.generation) return;
     this.table.ewma.observe(c.slot, EwmaSeries.ConnectTime, connectMs, this.now(), this.row);
-    this.table.health.clearFailures(c.slot);
+  }
+
+  /** The backend of an open lease sent its first byte: it answered, so its consecutive failures are cleared. */
+  answered(handle: number): void {
+    const i = this.book.find(handle);
+    if (i < 0) return;
+    const c = this.book.candidateOf(i);
+    // The open lease pins the generation (file comment): the clear lands on the lease's own backend.
+    if (this.table.tags.tagHint(c.slot) >>> 3 === c.generation) this.table.health.clearFailures(c.slot);
   }
 
   /**

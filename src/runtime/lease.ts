@@ -23,6 +23,7 @@ export interface ReleaseOptions {
 export interface LeaseOwner {
   release(handle: number, outcome: Outcome, latencyMs?: number, connectMs?: number): boolean;
   connected(handle: number, connectMs: number): void;
+  answered(handle: number): void;
   requestUp(handle: number): boolean;
   requestDown(handle: number, latencyMs: number | undefined): void;
 }
@@ -109,11 +110,23 @@ export class Lease {
 
   /**
    * Records a connect-time sample now (ms) while the lease stays open — for a
-   * connection lease that lives as long as the connection. Also clears the
-   * backend's consecutive failures (it answered). No-op after release.
+   * connection lease that lives as long as the connection. It does not clear
+   * the backend's consecutive failures: a backend that accepts and then
+   * resets before answering still counts as failing (see {@link answered}).
+   * No-op after release.
    */
   connected(connectMs: number): void {
     if (this.open) this.owner.connected(this.handle, connectMs);
+  }
+
+  /**
+   * The backend sent its first byte on this lease's connection: it answered,
+   * so its consecutive failures are cleared (what a connect alone no longer
+   * does). `connect()`, `routedStream()` and the proxy call it at the first
+   * byte they read. No-op after release.
+   */
+  answered(): void {
+    if (this.open) this.owner.answered(this.handle);
   }
 
   /**

@@ -14,10 +14,10 @@ import { Balancer, createLogger } from '../../dist/src/runtime.js';
 
 const logger = createLogger({ level: 'silent' });
 const FIXTURE = new URL('../fixtures/worker-late-release.mjs', import.meta.url);
-let worker: Worker | undefined;
+const workers: Worker[] = [];
 
 afterAll(async () => {
-  await worker?.terminate();
+  for (const w of workers) await w.terminate();
 });
 
 function reply<T>(w: Worker): Promise<T> {
@@ -32,7 +32,7 @@ describe('late release vs slot reuse (real threads)', () => {
     const b = new Balancer({ logger, capacity: 1 });
     b.update([{ id: 'r0', address: '127.0.0.1:7000' }]);
     const w = new Worker(FIXTURE, { workerData: { attachment: b.attachment() } });
-    worker = w;
+    workers.push(w);
     b.watchWorker(w);
     const contaminated: string[] = [];
     let spinsTotal = 0;
@@ -63,6 +63,54 @@ describe('late release vs slot reuse (real threads)', () => {
     }
     expect(contaminated).toEqual([]);
     // The owner really raced the release (it spun while the lease was out).
+    expect(spinsTotal).toBeGreaterThan(0);
+  }, 120_000);
+
+  // The same race with the same id coming back (a restarted pod, issue 35):
+  // a rejoin is a new backend, so with one slot it waits for the tombstone
+  // to drain like any newcomer and then starts clean. (Before, the id resumed
+  // its tombstone at once, lease and health included.)
+  it('1,000 rejoins of the same id racing the late release: the rejoined backend never inherits the old lease', async () => {
+    const b = new Balancer({ logger, capacity: 1 });
+    const spec = { id: 'r', address: '127.0.0.1:7000' };
+    b.update([spec]);
+    const w = new Worker(FIXTURE, { workerData: { attachment: b.attachment() } });
+    workers.push(w);
+    b.watchWorker(w);
+    const contaminated: string[] = [];
+    let spinsTotal = 0;
+    for (let round = 0; round < 1000; round++) {
+      w.postMessage('acquire');
+      expect(await reply<{ id: string }>(w)).toEqual({ id: 'r' });
+      const generation = b.table.stats(0).generation;
+      b.update([]);
+      const released = reply<string>(w);
+      w.postMessage({ release: round % 2 === 0 ? 'success' : 'failure' });
+      let spins = 0;
+      for (;;) {
+        try {
+          b.update([spec]);
+          break;
+        } catch (err) {
+          expect(err).toMatchObject({ code: 'CapacityExhausted' });
+          if (++spins > 50_000_000) throw new Error('the tombstone never drained');
+        }
+      }
+      spinsTotal += spins;
+      expect(await released).toBe('released');
+      const st = b.table.stats(0);
+      if (
+        st.generation === generation ||
+        st.latencyEstimateUs !== 50_000 ||
+        st.failures !== 0 ||
+        st.ejections !== 0 ||
+        st.ejectedUntilMs !== 0 ||
+        st.connections + st.requests !== 0
+      ) {
+        contaminated.push(`round ${round}: ${JSON.stringify(st)}`);
+      }
+    }
+    expect(contaminated).toEqual([]);
     expect(spinsTotal).toBeGreaterThan(0);
   }, 120_000);
 });

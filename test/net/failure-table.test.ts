@@ -85,18 +85,20 @@ const CASES: Case[] = [
     ejections: { C: 1 },
   },
   {
-    name: 'C refuses, then resets: the reset connection had connected, which cleared the failure; no ejection',
+    name: 'C refuses, then resets before answering: a connect alone clears nothing, the reset is a failure too; ejected',
     script: { C: { refuse: [0], reset: [1] } },
     operations: 5,
     picks: ['A', 'B', 'C/refused', 'A', 'B', 'C/reset'],
     retries: 1,
+    ejections: { C: 1 },
   },
   {
-    name: 'B resets every connection: each connect clears its failure, so B is never ejected',
+    name: 'B resets every connection before answering: two resets in a row eject it (Envoy counts them connection failures); B is skipped after',
     script: { B: { reset: [0, 1, 2] } },
     operations: 9,
-    picks: ['A', 'B/reset', 'C', 'A', 'B/reset', 'C', 'A', 'B/reset', 'C'],
+    picks: ['A', 'B/reset', 'C', 'A', 'B/reset', 'C', 'A', 'C', 'A'],
     retries: 0,
+    ejections: { B: 1 },
   },
   {
     name: 'every backend refuses its first dial: the operation fails after 3 attempts; the next starts over at A',
