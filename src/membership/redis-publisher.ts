@@ -26,7 +26,6 @@
  * delta notices did (for fleets whose readers are not upgraded yet).
  */
 import { randomBytes } from 'node:crypto';
-import type { RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { PoiseError, invalidConfig } from '../core/errors.js';
 import { checkBackendSet, resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
@@ -47,6 +46,7 @@ import {
 import { validateName } from './name.js';
 import { redisUnavailable } from './redis-errors.js';
 import { createRedisClient, describeTarget, resolveRedisTarget, type RedisClient, type RedisConnectionOptions } from './redis-target.js';
+import type { RedisClientOptions } from './redis-target.js';
 import { DEFAULT_PREFIX, decodeEnvelope, envelopeJson, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
 import { WRITE_SCRIPT } from './redis-script.js';
 import { diffBackends, documentDigest } from './delta.js';
@@ -84,7 +84,7 @@ export interface MembershipPublisherOptions extends RedisConnectionOptions {
    */
   notices?: 'delta' | 'full';
   /** Extra ioredis options (tls, password, timeouts); they override the defaults. */
-  redisOptions?: RedisOptions;
+  redisOptions?: RedisClientOptions;
   /** pino logger; default {@link defaultLogger}. */
   logger?: Logger;
 }

@@ -45,7 +45,6 @@
  */
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { PoiseError, invalidConfig, isPoiseError } from '../core/errors.js';
 import { Backoff } from '../core/backoff.js';
@@ -72,6 +71,7 @@ import {
   describeTarget,
   resolveRedisTarget,
   type RedisClient,
+  type RedisClientOptions,
   type RedisConnectionOptions,
   type RedisTarget,
 } from './redis-target.js';
@@ -114,7 +114,7 @@ export interface RedisMembershipOptions extends RedisConnectionOptions {
   /** Window in which identical rejection warnings (the same malformed notice again and again) are logged once, then counted; default 30000 ms. */
   warnWindowMs?: number;
   /** Extra ioredis options (tls, password, timeouts); they override the defaults. */
-  redisOptions?: RedisOptions;
+  redisOptions?: RedisClientOptions;
   /** pino logger; default {@link defaultLogger}. */
   logger?: Logger;
 }
@@ -141,7 +141,7 @@ export class RedisMembership implements MembershipSource {
   readonly #rejections: RateLimitedLogger;
   readonly #fallbackFile: string | undefined;
   readonly #lastKnown: RedisMembershipOptions['lastKnown'];
-  readonly #redisOptions: RedisOptions;
+  readonly #redisOptions: RedisClientOptions;
   readonly #log: Logger;
   #sub: RedisClient | undefined;
   #cmd: RedisClient | undefined;
@@ -232,7 +232,7 @@ export class RedisMembership implements MembershipSource {
       failed = resolve;
     });
     const timer = setTimeout(() => failed(`no answer within ${this.#startTimeoutMs} ms`), this.#startTimeoutMs);
-    const common: RedisOptions = {
+    const common: RedisClientOptions = {
       lazyConnect: true,
       retryStrategy: (times: number) => this.#backoff.delayMs(times - 1),
       ...this.#redisOptions,
