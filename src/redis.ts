@@ -5,7 +5,7 @@
  */
 export { RedisMembership, type RedisMembershipOptions, type SnapshotOrigin } from './membership/redis-source.js';
 export type { MembershipKeys } from './membership/redis-keys.js';
-export type { RedisConnectionOptions } from './membership/redis-target.js';
+export type { RedisClientOptions, RedisConnectionOptions } from './membership/redis-target.js';
 export { MembershipPublisher, type MembershipPublisherOptions, type StoredMembership } from './membership/redis-publisher.js';
 export { FleetRetryBudget, type FleetRetryBudgetOptions, type FleetRetryCounts } from './membership/redis-retry-budget.js';
 export {

@@ -1,10 +1,12 @@
 /**
- * The documentation's code is checked like code: every ```ts block of
- * README.md and docs/*.md is compiled against the built package (its public
- * entries, as a user imports them) with the project's strict options, and
- * the README's tables are compared with the names the code exports. Every
- * README block also runs, as written, in a child process (see "README
- * examples run" below).
+ * The documentation's code is checked like code: every ```ts and ```js block
+ * of README.md and docs/*.md is compiled against the built package (its
+ * public entries, as a user imports them) with the project's strict options,
+ * every ```js block must also be JavaScript as written (a user pastes it into
+ * an .mjs file: no TypeScript syntax), README's blocks are all ```js, and the
+ * README's tables are compared with the names the code exports. Every README
+ * block, and every block of docs/*.md marked `<!-- example: runs -->`, also
+ * runs in a child process (see "examples run" below).
  *
  * A block is its own module. A block preceded by `<!-- example: continues -->`
  * is appended to the block before it (so a page can build one example in steps).
@@ -53,16 +55,20 @@ interface Example {
   readonly page: string;
   readonly line: number;
   text: string;
+  /** The fence's language: `ts` (TypeScript) or `js` (JavaScript as written). */
+  readonly lang: 'ts' | 'js';
   /** Set for a `<!-- example: file NAME -->` block: the file name the block before it loads it by. */
   readonly file?: string;
+  /** Set for a block of docs/*.md marked `<!-- example: runs -->` (every README block runs). */
+  readonly runs?: true;
 }
 
-/** The ```ts blocks of one page, continuations joined. */
+/** The ```ts and ```js blocks of one page, continuations joined. */
 function examples(page: string): Example[] {
   const lines = readFileSync(path.join(ROOT, page), 'utf8').split('\n');
   const out: Example[] = [];
   for (let i = 0; i < lines.length; i++) {
-    const open = /^```(ts|typescript)\s*$/.exec(lines[i]!);
+    const open = /^```(ts|typescript|js|javascript)\s*$/.exec(lines[i]!);
     if (!open) {
       if (/^```/.test(lines[i]!)) {
         // Skip any other fenced block whole, so a ``` inside it is not taken for an opening.
@@ -79,8 +85,10 @@ function examples(page: string): Example[] {
       .find((l) => l.trim() !== '');
     const file = /^<!-- example: file (\S+) -->$/.exec(marker ?? '')?.[1];
     const previous = out[out.length - 1];
+    const lang = open[1]!.startsWith('t') ? 'ts' : 'js';
+    const runs = marker === '<!-- example: runs -->' ? { runs: true as const } : {};
     if (marker === '<!-- example: continues -->' && previous) previous.text += `\n${body.join('\n')}`;
-    else out.push({ page, line: start, text: body.join('\n'), ...(file === undefined ? {} : { file }) });
+    else out.push({ page, line: start, text: body.join('\n'), lang, ...(file === undefined ? {} : { file }), ...runs });
   }
   return out;
 }
@@ -129,6 +137,32 @@ describe('documentation examples', () => {
     expect(problems).toEqual([]);
     expect(files.length).toBeGreaterThanOrEqual(15);
   });
+
+  it('every ```js block is JavaScript as written (no TypeScript syntax: it runs pasted into an .mjs file), and README.md has only ```js blocks', () => {
+    const js = all.filter((e) => e.lang === 'js');
+    expect(all.filter((e) => e.page === 'README.md' && e.lang !== 'js').map((e) => `README.md line ${e.line}`)).toEqual([]);
+    const files = js.map((e, k) => {
+      const file = path.join(dir, 'js', `${e.page.replace(/[/.]/g, '_')}_${e.line}_${k}.mjs`);
+      mkdirSync(path.dirname(file), { recursive: true });
+      writeFileSync(file, e.text);
+      return file;
+    });
+    const program = ts.createProgram(files, {
+      allowJs: true,
+      checkJs: false,
+      noEmit: true,
+      target: ts.ScriptTarget.ES2022,
+      module: ts.ModuleKind.NodeNext,
+    });
+    const problems = files.flatMap((f, k) =>
+      program.getSyntacticDiagnostics(program.getSourceFile(f)).map((d) => {
+        const { line } = d.file!.getLineAndCharacterOfPosition(d.start!);
+        return `${js[k]!.page}: the block at line ${js[k]!.line}, its line ${line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`;
+      }),
+    );
+    expect(problems).toEqual([]);
+    expect(files.length).toBeGreaterThanOrEqual(6);
+  });
 });
 
 describe('documentation tables', () => {
@@ -152,8 +186,11 @@ describe('documentation tables', () => {
     );
   }
 
-  it("the README's policy table lists every runtime policy name, once, in the order of POLICY_NAMES", () => {
-    expect(firstColumn('README.md', '## Policies')).toEqual([...POLICY_NAMES]);
+  it("docs/policies.md's table lists every runtime policy name, once, in the order of POLICY_NAMES, and so does README's sentence", () => {
+    expect(firstColumn('docs/policies.md', '## Every policy by name')).toEqual([...POLICY_NAMES]);
+    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const sentence = readme.slice(readme.indexOf('`balancer.router({ policy })` takes one of'), readme.indexOf('([what each does]'));
+    expect([...sentence.matchAll(/`([a-z][\w:-]*)`/g)].map((m) => m[1])).toEqual([...POLICY_NAMES]);
   });
 
   it("docs/cli.md's exit-code table lists every exit code of the CLI table, then 130 (bench interrupted)", () => {
@@ -203,13 +240,15 @@ describe('documentation links', () => {
 });
 
 /**
- * Every README block runs as written, each in a child process of its own
- * (`node main.js`, compiled with TypeScript's transpiler, beside the files it
- * loads), with POISE_LOG_LEVEL unset as on a user's machine. The block must
- * exit 0 by itself (nothing left open), print what its comments say, and
- * write nothing to stderr unless it is about logging.
+ * Every README block (and every docs block marked `<!-- example: runs -->`)
+ * runs, each in a child process of its own (`node main.js` beside the files
+ * it loads: a ```js block exactly as written, a ```ts block as TypeScript's
+ * transpiler emits it), with POISE_LOG_LEVEL unset as on a user's machine.
+ * The block must exit 0 by itself (nothing left open), print what its
+ * comments say, and write nothing to stderr unless it is about logging.
  *
- * The one edit: the addresses the README uses are this test's servers —
+ * The one edit: the addresses the examples use are this test's servers (and
+ * a metrics server's `port: 9464` becomes any free port) —
  * the two HTTP backends (7001, 7002: loopback servers answering
  * `hello from 7001` / `hello from 7002`), Redis (a server started here, the
  * membership of `orders-db` applied first, as the README's `poise members
@@ -217,8 +256,9 @@ describe('documentation links', () => {
  * (5433: a port nothing listens on, so the routed connect retries onto the
  * local PostgreSQL on 5432, as the README says it would).
  */
-describe('README examples run', () => {
-  const readme = all.filter((e) => e.page === 'README.md');
+describe('examples run', () => {
+  /** Every README block and every `<!-- example: runs -->` block of docs/*.md, each followed by the files it loads. */
+  const readme = all.filter((e, k) => e.page === 'README.md' || e.runs === true || (e.file !== undefined && all[k - 1]?.runs === true));
   const runDir = mkdtempSync(path.join(os.tmpdir(), 'poise-readme-run-'));
   const servers: http.Server[] = [];
   let redis: TestRedis | undefined;
@@ -238,6 +278,12 @@ describe('README examples run', () => {
       stdout: /^200 hello from 700[12]\n$/,
       requests: 1,
     },
+    // docs/guide.md: the worker pool, the dispatcher in each worker, the owner's HttpCounters scraped once.
+    {
+      block: 'workerData: { counters: counters.buffer },',
+      stdout: /^(hello from 700[12]\n){4}(poise_http_requests_total\{[^}]*backend="api-[12]"[^}]*outcome="success"[^}]*\} [1-4]\n){1,2}$/,
+      requests: 4,
+    },
   ];
 
   beforeAll(async () => {
@@ -251,6 +297,7 @@ describe('README examples run', () => {
       addresses.set(`127.0.0.1:${port}`, `127.0.0.1:${(server.address() as net.AddressInfo).port}`);
     }
     addresses.set('127.0.0.1:5433', `127.0.0.1:${await freePort()}`);
+    addresses.set('port: 9464', 'port: 0'); // a metrics server's port: any free one
     redis = await startRedis();
     addresses.set('redis://127.0.0.1:6379', redis.url);
     const pub = new MembershipPublisher({ url: redis.url, cluster: 'orders-db', logger: silent() });
@@ -270,11 +317,11 @@ describe('README examples run', () => {
     rmSync(runDir, { recursive: true, force: true });
   });
 
-  it('every README block is run (a companion file with the block that loads it) and has its expectation here', () => {
+  it('every README block and every docs block marked to run is run (a companion file with the block that loads it) and has its expectation here', () => {
     const runnable = readme.filter((e) => e.file === undefined);
-    for (const e of runnable) expect(EXPECT.filter((x) => e.text.includes(x.block)).length, `README.md line ${e.line}`).toBe(1);
+    for (const e of runnable) expect(EXPECT.filter((x) => e.text.includes(x.block)).length, `${e.page} line ${e.line}`).toBe(1);
     expect(runnable).toHaveLength(EXPECT.length);
-    expect(readme.filter((e) => e.file !== undefined).map((e) => e.file)).toEqual([]);
+    expect(readme.filter((e) => e.file !== undefined).map((e) => `${e.page}: ${e.file}`)).toEqual(['docs/guide.md: http-task.js']);
   });
 
   it.each(EXPECT.map((x) => [x.block, x] as const))('%s', async (_name, x) => {
@@ -288,12 +335,16 @@ describe('README examples run', () => {
     for (const [name, e] of files) {
       let text = e.text;
       for (const [from, to] of addresses) text = text.split(from).join(to);
-      const js = ts.transpileModule(text, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } }).outputText;
+      // A ```js block runs exactly as written; a ```ts block as TypeScript's transpiler emits it.
+      const js =
+        e.lang === 'js'
+          ? text
+          : ts.transpileModule(text, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } }).outputText;
       writeFileSync(path.join(dir, name), js);
     }
     const before = requests;
     const r = await runNode(path.join(dir, 'main.js'), dir);
-    expect({ code: r.code, stderr: x.stderr === undefined ? r.stderr : '' }, `README.md line ${main.line}`).toEqual({
+    expect({ code: r.code, stderr: x.stderr === undefined ? r.stderr : '' }, `${main.page} line ${main.line}`).toEqual({
       code: 0,
       stderr: '',
     });
@@ -302,7 +353,7 @@ describe('README examples run', () => {
     if (x.stderr !== undefined) expect(r.stderr).toMatch(x.stderr);
   });
 
-  it('every address it replaces occurs in a README block (the map edits nothing else)', () => {
+  it('every address it replaces occurs in a block that runs (the map edits nothing else)', () => {
     for (const from of addresses.keys())
       expect(
         readme.some((e) => e.text.includes(from)),

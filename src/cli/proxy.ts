@@ -19,7 +19,7 @@ import { bindMembership, type MembershipBinding, type MembershipSource } from '.
 import { StaticMembership } from '../membership/static.js';
 import type { RedisMembershipOptions } from '../membership/redis-source.js';
 import type { ConnectionOptions } from '../net/proxy-connection.js';
-import { TcpProxy } from '../net/proxy.js';
+import { TcpProxy, reusePortSupported } from '../net/proxy.js';
 import { MAX_CONNECTIONS_LIMIT } from '../net/connection-limit.js';
 import { Balancer } from '../runtime/balancer.js';
 import { useProcessClockTicker } from '../runtime/clock.js';
@@ -83,11 +83,11 @@ flags (durations D: ${DURATION_GRAMMAR}: 500ms, 2s, 1m):
                            (default p2c:latency: PeakEWMA of each request-reply
                            turn x in-flight turns; it avoids a slow backend)
   --capacity N             backend slots in the load table, 1..65536 (default 1024)
-  --workers N              accepting worker threads, 0..64 (default: the number of cores;
-                           0 = the main thread). On Node >= 22.12 on Linux each listens
-                           on the same port (reusePort) with its own router over the
-                           shared load table; on older Node one thread accepts and one
-                           log line says so
+  --workers N              accepting worker threads, 0..64 (default: the number of cores
+                           on Node >= 22.12 on Linux, else 1; 0 = the main thread). There
+                           each listens on the same port (reusePort) with its own router
+                           over the shared load table; elsewhere one thread accepts, and
+                           one log line says so when --workers asked for more
   --max-connections N      connections served at once, all workers together, 0 = no
                            limit (default 0); clients over it wait unread, never reset
   --grace D                on SIGTERM/SIGINT stop accepting and let open connections
@@ -242,7 +242,8 @@ function proxyFlags(values: Values): ProxyFlags {
   const policy = choiceFlag('--policy', values.policy, POLICY_NAMES) ?? 'p2c:latency';
   const capacity = integerFlag('--capacity', values.capacity, 1, 65536) ?? 1024;
   const requireMembership = values['require-membership'];
-  const workers = integerFlag('--workers', values.workers, 0, 64) ?? Math.min(64, os.availableParallelism());
+  // The default is what this Node can run: no warning about a --workers nobody passed.
+  const workers = integerFlag('--workers', values.workers, 0, 64) ?? (reusePortSupported() ? Math.min(64, os.availableParallelism()) : 1);
   const maxConnections = integerFlag('--max-connections', values['max-connections'], 0, MAX_CONNECTIONS_LIMIT) ?? 0;
   const graceMs = durationFlag('--grace', values.grace, 0, DAY_MS) ?? 30_000;
   // Every flag is checked before a source is built: a usage error leaves nothing open.

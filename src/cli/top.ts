@@ -12,11 +12,12 @@
 import { PoiseError } from '../core/errors.js';
 import { MembershipPublisher } from '../membership/redis-publisher.js';
 import type { MetricFamily } from '../metrics/text-format.js';
-import { DURATION_GRAMMAR, durationFlag, integerFlag, nameFlag, redisUrlFlag, type FlagSpecs } from './args.js';
+import { DURATION_GRAMMAR, durationFlag, integerFlag, nameFlag, type FlagSpecs } from './args.js';
 import { EXIT, EXIT_HELP } from './exit.js';
 import { cliLogger } from './logger.js';
 import { flagCommand, type Command } from './command.js';
 import { scrapeMetrics } from './metrics-scrape.js';
+import { REDIS_FLAGS, REDIS_FLAGS_HELP, redisFlags } from './redis-flags.js';
 import { formatTable, type Cell } from './table.js';
 import { UsageError } from './usage.js';
 
@@ -24,17 +25,23 @@ const HELP = `usage: poise top (--metrics URL [--timeout D] [--max-bytes N] | --
                 [--interval D] [--once]
 
 A live table of backends: state, connections, in-flight requests, PeakEWMA
-latency, pick share over the last interval, ejections, slow start's ramp
-(RAMP_%), the weight the backend reports (REPORTED_W) and its drain / maint
-(ADMIN); under it, the retry budget (available, retries allowed / refused).
+latency, pick share over the last interval, ejections, role and lag, slow
+start's ramp (RAMP_%), the weight the backend reports (REPORTED_W) and what
+its agent check asked (AGENT: drain or maint; "-" for nothing asked); under
+it, the retry budget (available, retries allowed / refused). CONNS counts
+connection leases (connect, routedStream, the proxy); the HTTP dispatcher
+leases requests (INFLIGHT), so a backend that only serves HTTP shows "-".
 
-  --metrics URL     scrape a proxy started with --metrics HOST:PORT (http://HOST:PORT or
+  --metrics URL     scrape a proxy or app serving poise metrics (http://HOST:PORT or
                     .../metrics): every column
   --timeout D       one deadline per scrape for the request, the body and the parse
                     (default 5s; 100ms..10m)
   --max-bytes N     refuse a metrics body larger than N bytes (default 16777216; 1024..1073741824)
-  --redis URL       read the cluster's stored membership instead: only BACKEND and
-  --cluster NAME    STATE (its status) are known; the load columns show "-"
+${REDIS_FLAGS_HELP}
+                    read the cluster's stored membership instead (used without --metrics):
+                    BACKEND, PRIO, STATE (its status) and ROLE come from the stored
+                    document; the load columns show "-"
+  --cluster NAME    the cluster, with the Redis flags; default $POISE_CLUSTER
   --prefix P        Redis key prefix; default "poise"
   --interval D      between refreshes, 100ms..1h (${DURATION_GRAMMAR}; default 2s)
   --once            print one table and exit (with --metrics: two scrapes --interval apart)
@@ -44,7 +51,7 @@ ${EXIT_HELP}`;
 
 const OPTIONS = {
   metrics: { type: 'string' },
-  redis: { type: 'string' },
+  ...REDIS_FLAGS,
   cluster: { type: 'string' },
   prefix: { type: 'string' },
   interval: { type: 'string' },
@@ -57,7 +64,7 @@ const OPTIONS = {
 const DEFAULT_MAX_BYTES = 16 * 1024 * 1024;
 
 /** The resilience columns (docs/resilience.md): slow start's ramp, the backend's reported weight, its drain / maint. */
-export const RESILIENCE_HEADERS = ['RAMP_%', 'REPORTED_W', 'ADMIN'] as const;
+export const RESILIENCE_HEADERS = ['RAMP_%', 'REPORTED_W', 'AGENT'] as const;
 
 /** The columns of the table. */
 export const TOP_HEADERS = [
@@ -94,6 +101,8 @@ export interface ScrapedBackend {
   reportedWeight: number;
   /** `ready`, `drain` or `maint` (agent check); `-` when unknown. */
   admin: string;
+  /** HTTP attempts the dispatcher sent it (`poise_http_requests_total`, every outcome); NaN when the scrape has none. */
+  httpRequests: number;
 }
 
 /** Reads the per-backend rows out of parsed metrics (metric names with `prefix`). @internal */
@@ -117,6 +126,7 @@ export function backendsFromMetrics(families: ReadonlyMap<string, MetricFamily>,
         rampPercent: Number.NaN,
         reportedWeight: Number.NaN,
         admin: '-',
+        httpRequests: Number.NaN,
       };
       rows.set(key, r);
     }
@@ -149,6 +159,9 @@ export function backendsFromMetrics(families: ReadonlyMap<string, MetricFamily>,
   each('backend_replication_lag_seconds', (r, v) => {
     r.lagMs = v * 1000;
   });
+  each('http_requests_total', (r, v) => {
+    r.httpRequests = (Number.isNaN(r.httpRequests) ? 0 : r.httpRequests) + v;
+  });
   resilienceFromMetrics(each);
   return [...rows.values()];
 }
@@ -169,7 +182,8 @@ export function topTable(now: readonly ScrapedBackend[], prev: readonly ScrapedB
       b.id,
       b.priority,
       b.state,
-      b.connections,
+      // The HTTP dispatcher leases requests, not connections: 0 connection leases would read as "no traffic".
+      b.connections === 0 && b.httpRequests > 0 ? '-' : b.connections,
       b.inFlight,
       b.ewmaMs.toFixed(1),
       share,
@@ -202,7 +216,8 @@ function resilienceCells(b: ScrapedBackend): Cell[] {
   return [
     Number.isNaN(b.rampPercent) ? '-' : b.rampPercent.toFixed(0),
     Number.isNaN(b.reportedWeight) ? '-' : b.reportedWeight.toFixed(2),
-    b.admin,
+    // Only what the backend asked (drain, maint): "ready" beside STATE "draining" (membership) read as a contradiction.
+    b.admin === 'ready' ? '-' : b.admin,
   ];
 }
 
@@ -267,6 +282,7 @@ function redisRows(backends: readonly { id: string; status?: string; priority?: 
     rampPercent: Number.NaN,
     reportedWeight: Number.NaN,
     admin: '-',
+    httpRequests: Number.NaN,
   }));
 }
 
@@ -299,7 +315,8 @@ export function topTimeoutMs(raw: string | undefined): number {
 export const TOP_HELP = HELP;
 
 const run = flagCommand('top', OPTIONS, HELP, async (values) => {
-  if ((values.metrics === undefined) === (values.redis === undefined)) throw new UsageError('give exactly one of --metrics and --redis');
+  const redisGiven = (['redis', 'sentinel', 'sentinel-name', 'redis-cluster'] as const).some((k) => values[k] !== undefined);
+  if (values.metrics !== undefined && redisGiven) throw new UsageError('give exactly one of --metrics and --redis');
   const intervalMs = topIntervalMs(values.interval);
   const once = values.once;
   const tty = process.stdout.isTTY === true && !once;
@@ -337,12 +354,15 @@ const run = flagCommand('top', OPTIONS, HELP, async (values) => {
         '--timeout and --max-bytes go with --metrics, not --redis',
         values.timeout !== undefined ? '--timeout' : '--max-bytes',
       );
-    const url = redisUrlFlag('--redis', values.redis)!;
-    if (values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
-    const cluster = nameFlag('--cluster', values.cluster)!;
+    // As `poise members`: the flags, else $POISE_REDIS_URL and $POISE_CLUSTER.
+    const redis = redisFlags(values, process.env['POISE_REDIS_URL']);
+    if (redis === undefined) throw new UsageError('give exactly one of --metrics and --redis (or set POISE_REDIS_URL)');
+    const clusterName = values.cluster ?? (process.env['POISE_CLUSTER'] || undefined);
+    if (clusterName === undefined) throw new UsageError('--cluster: required with --redis (or set POISE_CLUSTER)', '--cluster');
+    const cluster = nameFlag('--cluster', clusterName)!;
     const prefix = nameFlag('--prefix', values.prefix) ?? 'poise';
     const pub = new MembershipPublisher({
-      url,
+      ...redis,
       cluster,
       prefix,
       logger: cliLogger('poise-top', { dflt: 'warn' }),

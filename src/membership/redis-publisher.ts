@@ -26,7 +26,6 @@
  * delta notices did (for fleets whose readers are not upgraded yet).
  */
 import { randomBytes } from 'node:crypto';
-import type { RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { PoiseError, invalidConfig } from '../core/errors.js';
 import { checkBackendSet, resolveBackendSpec, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
@@ -48,6 +47,7 @@ import { validateName } from './name.js';
 import { redisUnavailable } from './redis-errors.js';
 import { createRedisClient, describeTarget, resolveRedisTarget, type RedisClient, type RedisConnectionOptions } from './redis-target.js';
 import { COMMAND_TIMEOUT_MS, isCommandTimeout } from './redis-target.js';
+import type { RedisClientOptions } from './redis-target.js';
 import { DEFAULT_PREFIX, decodeEnvelope, envelopeJson, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
 import { WRITE_SCRIPT } from './redis-script.js';
 import { diffBackends, documentDigest } from './delta.js';
@@ -90,7 +90,7 @@ export interface MembershipPublisherOptions extends RedisConnectionOptions {
    * deadline of every command: a write that gets no reply in time throws
    * `Unavailable` saying it may still be applied.
    */
-  redisOptions?: RedisOptions;
+  redisOptions?: RedisClientOptions;
   /** pino logger; default {@link defaultLogger}. */
   logger?: Logger;
 }

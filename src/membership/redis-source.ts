@@ -45,7 +45,6 @@
  */
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { PoiseError, invalidConfig, isPoiseError } from '../core/errors.js';
 import { Backoff } from '../core/backoff.js';
@@ -74,6 +73,7 @@ import {
   isCommandTimeout,
   resolveRedisTarget,
   type RedisClient,
+  type RedisClientOptions,
   type RedisConnectionOptions,
   type RedisTarget,
 } from './redis-target.js';
@@ -121,7 +121,7 @@ export interface RedisMembershipOptions extends RedisConnectionOptions {
    * command: a frozen Redis fails the snapshot read (retried with backoff)
    * and the subscription (reconnected) instead of holding them for ever.
    */
-  redisOptions?: RedisOptions;
+  redisOptions?: RedisClientOptions;
   /** pino logger; default {@link defaultLogger}. */
   logger?: Logger;
 }
@@ -148,7 +148,7 @@ export class RedisMembership implements MembershipSource {
   readonly #rejections: RateLimitedLogger;
   readonly #fallbackFile: string | undefined;
   readonly #lastKnown: RedisMembershipOptions['lastKnown'];
-  readonly #redisOptions: RedisOptions;
+  readonly #redisOptions: RedisClientOptions;
   readonly #log: Logger;
   #sub: RedisClient | undefined;
   #cmd: RedisClient | undefined;
@@ -239,7 +239,7 @@ export class RedisMembership implements MembershipSource {
       failed = resolve;
     });
     const timer = setTimeout(() => failed(`no answer within ${this.#startTimeoutMs} ms`), this.#startTimeoutMs);
-    const common: RedisOptions = {
+    const common: RedisClientOptions = {
       lazyConnect: true,
       // A frozen Redis: the snapshot GET and SUBSCRIBE fail at the deadline instead of waiting for ever (a re-read
       // retries with backoff; a subscription reconnects), and a reconnection's ready check does too.

@@ -14,6 +14,7 @@
  *   and the channel), the notice goes out with SPUBLISH and is received with
  *   SSUBSCRIBE (sharded pub/sub, Redis >= 7), see redis-keys.ts.
  */
+import type { ConnectionOptions } from 'node:tls';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { invalidConfig } from '../core/errors.js';
 import { redactUrl } from './redis-errors.js';
@@ -33,6 +34,34 @@ export interface RedisConnectionOptions {
   sentinelName?: string;
   /** Seed nodes of a Redis Cluster (`host:port` strings); keys and channel then share one hash slot. */
   redisCluster?: readonly string[];
+}
+
+/**
+ * Extra options for the ioredis client (`redisOptions`), passed to ioredis
+ * unchanged: the fields below are typed, any other ioredis `RedisOptions`
+ * field (`sentinelPassword`, `enableTLSForSentinelMode`, ...) is accepted as
+ * it is. Declared here, not imported from ioredis, so that no declaration
+ * file of this package loads ioredis's: a strict consumer without
+ * `skipLibCheck` would then type-check ioredis's own declarations, and
+ * ioredis 6.1 imports the untyped `redis-errors` there (TS7016).
+ */
+export interface RedisClientOptions {
+  username?: string;
+  password?: string;
+  db?: number;
+  /** TLS for the connection (as `rediss://` in the URL), e.g. `{ ca }`. */
+  tls?: ConnectionOptions;
+  connectTimeout?: number;
+  commandTimeout?: number;
+  keepAlive?: number;
+  /** Delay in ms before reconnection attempt `times` (1, 2, ...); `null` or nothing stops reconnecting. */
+  retryStrategy?: (times: number) => number | null | undefined;
+  maxRetriesPerRequest?: number | null;
+  lazyConnect?: boolean;
+  enableOfflineQueue?: boolean;
+  autoResubscribe?: boolean;
+  /** Any other ioredis `RedisOptions` field. */
+  [option: string]: unknown;
 }
 
 /** A resolved connection target. @internal */
@@ -115,7 +144,9 @@ export type RedisClient = Redis | Cluster;
  * subscribers (one subscriber connection per master, for SSUBSCRIBE).
  * @internal
  */
-export function createRedisClient(t: RedisTarget, options: RedisOptions, extra: { sharded?: boolean } = {}): RedisClient {
+export function createRedisClient(t: RedisTarget, clientOptions: RedisClientOptions, extra: { sharded?: boolean } = {}): RedisClient {
+  // The one place our option type meets ioredis's: the typed fields above are ioredis's own, the rest goes through as given.
+  const options = clientOptions as RedisOptions;
   switch (t.kind) {
     case 'server':
       return new Redis(t.url, options);

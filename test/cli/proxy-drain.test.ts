@@ -2,6 +2,7 @@
 // SIGTERM/SIGINT drain with --grace, and --max-connections, over real
 // loopback sockets.
 import net from 'node:net';
+import os from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
 import { reusePortSupported } from '../../src/net/proxy-workers.js';
 import { countingBackend, type CountingBackend } from '../helpers/counting-backend.js';
@@ -72,6 +73,14 @@ describe('poise proxy --workers', () => {
         `proxy: one thread accepts: workers 2 needs Node >= 22.12 on Linux (reusePort); this is Node ${process.version} on ${process.platform}`,
       );
     }
+    expect(await p.stop()).toBe(0);
+  });
+
+  it('without --workers: a thread per core where reusePort exists, else one thread, and no line about a --workers nobody passed', async () => {
+    const b = await backend(0);
+    const { p } = await proxy(['--backend', `a=127.0.0.1:${b.port}`]);
+    expect(p.find('proxy ready')[0]!['threads']).toBe(MULTI ? Math.min(64, os.availableParallelism()) : 1);
+    expect(p.find('one thread accepts')).toHaveLength(0);
     expect(await p.stop()).toBe(0);
   });
 });

@@ -5,13 +5,19 @@
  * picks made between the two scrapes, ejections, state).
  */
 import { spawn } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fetch } from 'undici';
 import { Registry, Gauge } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MembershipPublisher } from '../../src/membership/redis-publisher.js';
+import { HttpCounters } from '../../src/http/counters.js';
+import { PoiseDispatcher } from '../../src/http/dispatcher.js';
 import { collectMetrics } from '../../src/metrics/collect.js';
 import { MetricsServer } from '../../src/metrics/server.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { createLogger } from '../../src/log.js';
+import { EXIT } from '../../src/cli/exit.js';
 import { CLI, runCli } from '../helpers/cli.js';
 import { endless, serve, trickle } from '../helpers/hostile-http.js';
 import { until } from '../helpers/until.js';
@@ -92,11 +98,12 @@ describe('poise top', () => {
           'LAG_MS',
           'RAMP_%',
           'REPORTED_W',
-          'ADMIN',
+          'AGENT',
         ],
-        ['b0', '0', 'ready', '2', '0', '50.0', '66.7', '0', 'primary', '-', '100', '1.00', 'ready'],
-        ['b1', '0', 'ready', '0', '1', '50.0', '33.3', '0', 'replica', '1234', '100', '1.00', 'ready'],
-        ['b2', '1', 'draining', '0', '0', '50.0', '0.0', '0', '-', '-', '100', '1.00', 'ready'],
+        // AGENT "-": no agent asked anything (b2's "draining" is the membership's, not the backend's "drain").
+        ['b0', '0', 'ready', '2', '0', '50.0', '66.7', '0', 'primary', '-', '100', '1.00', '-'],
+        ['b1', '0', 'ready', '0', '1', '50.0', '33.3', '0', 'replica', '1234', '100', '1.00', '-'],
+        ['b2', '1', 'draining', '0', '0', '50.0', '0.0', '0', '-', '-', '100', '1.00', '-'],
         // No retry budget configured: retries are still counted.
         ['retry', 'budget', '(default):', 'no', 'budget', 'retries', 'allowed', '0', 'refused', '0'],
       ]);
@@ -141,17 +148,51 @@ describe('poise top', () => {
       expect(r.stderr).toBe('');
       expect(r.code).toBe(0);
       const rows = cells(r.stdout);
-      expect(rows[0]!.slice(10)).toEqual(['RAMP_%', 'REPORTED_W', 'ADMIN']);
+      expect(rows[0]!.slice(10)).toEqual(['RAMP_%', 'REPORTED_W', 'AGENT']);
       expect(rows.slice(1, 4).map((row) => [row[0], ...row.slice(10)])).toEqual([
-        ['a', '100', '0.50', 'ready'],
+        ['a', '100', '0.50', '-'],
         ['b', '100', '1.00', 'drain'],
-        ['cold', '25', '1.00', 'ready'],
+        ['cold', '25', '1.00', '-'],
       ]);
       expect(r.stdout.trimEnd().split('\n').at(-1)).toBe('retry budget (default): available 0  retries allowed 20  refused 5');
     } finally {
       router.close();
       await server.close();
       b.close();
+    }
+  });
+
+  it('--metrics: CONNS is "-" for a backend that served only HTTP requests (the dispatcher leases requests), the count for one with connection leases', async () => {
+    const web = http.createServer((_req, res) => res.end('ok'));
+    await new Promise<void>((r) => web.listen(0, '127.0.0.1', r));
+    const b = new Balancer({ logger, tauMs: 86_400_000 });
+    const only = { id: 'web', address: `127.0.0.1:${(web.address() as AddressInfo).port}` };
+    b.update([only]);
+    const counters = HttpCounters.create({ capacity: b.table.capacity });
+    const router = b.router();
+    const dispatcher = new PoiseDispatcher({ router, origin: 'http://api', counters });
+    const registry = new Registry();
+    collectMetrics(b, { registry, http: counters });
+    const server = new MetricsServer({ registry });
+    const { port } = await server.listen();
+    try {
+      for (let i = 0; i < 3; i++) expect(await (await fetch('http://api/', { dispatcher })).text()).toBe('ok');
+      b.update([only, { id: 'tcp', address: '127.0.0.1:7000' }]);
+      const held = router.acquire({ exclude: ['web'], kind: 'connection' });
+      const r = await runCli(['top', '--metrics', `http://127.0.0.1:${port}`, '--once', '--interval', '100ms']);
+      held.release('cancelled');
+      expect([r.code, r.stderr]).toEqual([0, '']);
+      const rows = cells(r.stdout);
+      expect(rows[0]!.slice(0, 5)).toEqual(['BACKEND', 'PRIO', 'STATE', 'CONNS', 'INFLIGHT']);
+      expect(rows.slice(1, 3).map((row) => row.slice(0, 5))).toEqual([
+        ['web', '0', 'ready', '-', '0'],
+        ['tcp', '0', 'ready', '1', '0'],
+      ]);
+    } finally {
+      await dispatcher.close();
+      await server.close();
+      b.close();
+      await new Promise((r) => web.close(r));
     }
   });
 
@@ -214,11 +255,36 @@ describe('poise top', () => {
           'LAG_MS',
           'RAMP_%',
           'REPORTED_W',
-          'ADMIN',
+          'AGENT',
         ],
         ['x', '0', 'draining', '-', '-', '-', '-', '-', '-', '-', '-', '-', '-'],
         ['y', '2', 'ready', '-', '-', '-', '-', '-', 'replica', '-', '-', '-', '-'],
       ]);
+    } finally {
+      await pub.close();
+    }
+  });
+
+  it('$POISE_REDIS_URL and $POISE_CLUSTER stand in for --redis and --cluster, as for poise members; the flags win over them', async () => {
+    const pub = new MembershipPublisher({ url: redis.url, cluster: 'topenv', logger });
+    try {
+      await pub.apply({ cluster: 'topenv', backends: [{ id: 'e', address: '127.0.0.1:7200' }] });
+      const help = (await runCli(['top', '--help'])).stdout;
+      for (const says of ['default $POISE_REDIS_URL', 'default $POISE_CLUSTER', 'BACKEND, PRIO, STATE (its status) and ROLE'])
+        expect(help.replace(/\s+/g, ' ')).toContain(says);
+      const env = { POISE_REDIS_URL: redis.url, POISE_CLUSTER: 'topenv' };
+      const r = await runCli(['top', '--once'], '', env);
+      expect([r.code, r.stderr]).toEqual([0, '']);
+      expect(r.stdout.split('\n')[0]).toMatch(/^poise top {2}cluster topenv {2}version 1 /);
+      expect(cells(r.stdout).slice(1)).toEqual([['e', '0', 'ready', '-', '-', '-', '-', '-', '-', '-', '-', '-', '-']]);
+      // --cluster over $POISE_CLUSTER: a cluster with nothing stored is named.
+      const other = await runCli(['top', '--once', '--cluster', 'nothing-here'], '', env);
+      expect([other.code, other.stderr]).toEqual([EXIT.notFound, 'poise top: no membership stored for cluster "nothing-here"\n']);
+      // Without either, the usage error says so.
+      expect(await runCli(['top', '--once'], '', { POISE_REDIS_URL: redis.url, POISE_CLUSTER: '' })).toMatchObject({
+        code: 2,
+        stderr: expect.stringContaining('--cluster: required with --redis (or set POISE_CLUSTER)'),
+      });
     } finally {
       await pub.close();
     }

@@ -1,10 +1,13 @@
 // The package as npm ships it: `npm pack` the built tree, install the tarball
-// into an empty project offline (its dependencies come from the npm cache
-// that `npm ci` filled, pinned by this repo's lockfile), then use it from
-// there the way a user would — every entry, the `poise` binary, the
-// declarations under TypeScript, a stack trace. The install omits optional
-// dependencies, so it also proves the package works without pino-pretty.
-// `npm test` builds first (pretest).
+// into an empty project the way a user does — `npm install` with no lockfile,
+// so npm resolves every dependency range afresh from the registry (a new
+// ioredis or pino release is what a user gets, not this repo's lockfile) —
+// then use it from there: every entry by import and by require(), the
+// `poise` binary, the declarations under strict TypeScript without
+// skipLibCheck, a stack trace. The install omits optional dependencies, so
+// it also proves the package works without pino-pretty. Needs the npm
+// registry (or a mirror npm is configured for). `npm test` builds first
+// (pretest).
 //
 // What ships, and why: the compiled JavaScript (dist/src/**/*.js), its
 // declarations (*.d.ts), README, LICENSE and package.json — nothing else.
@@ -25,13 +28,6 @@ import { INTERNALS, SURFACE } from '../helpers/surface.js';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const TSC = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 
-interface LockEntry {
-  version?: string;
-  dev?: boolean;
-  devOptional?: boolean;
-  [field: string]: unknown;
-}
-
 interface PackageJson {
   name: string;
   version: string;
@@ -51,7 +47,7 @@ let work = '';
 let files: string[] = [];
 let project = '';
 let installed = '';
-/** What the consumer's `npm ci` printed on stderr (npm's warnings). */
+/** What the consumer's `npm install` printed on stderr (npm's warnings). */
 let installWarnings = '';
 
 function npm(args: string[], cwd: string): string {
@@ -59,41 +55,13 @@ function npm(args: string[], cwd: string): string {
 }
 
 /**
- * A lockfile for a project whose one dependency is the tarball: poise-lb's
- * own production tree, copied from this repo's lockfile (same versions and
- * integrity), so `npm ci --offline` needs no registry metadata.
+ * The consumer's dependencies: the tarball, and undici (the http entry's
+ * peer) in the major this repo tests on every Node it supports (7; 8 needs
+ * Node >= 22.19), resolved afresh within it.
  */
-function consumerLock(tarball: string): unknown {
-  const repo = JSON.parse(readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> };
-  const packages: Record<string, unknown> = {
-    '': { name: 'consumer', version: '0.0.0', dependencies: consumerDependencies(tarball) },
-    'node_modules/poise-lb': {
-      version: pkg.version,
-      resolved: tarball,
-      license: pkg.license,
-      dependencies: pkg.dependencies,
-      optionalDependencies: pkg.optionalDependencies,
-      peerDependencies: pkg.peerDependencies,
-      peerDependenciesMeta: pkg.peerDependenciesMeta,
-      bin: Object.fromEntries(Object.entries(pkg.bin).map(([k, v]) => [k, v.replace(/^\.\//, '')])),
-      engines: pkg.engines,
-    },
-  };
-  for (const [key, entry] of Object.entries(repo.packages)) {
-    // Only installed packages: not the root, the workspaces (packages/*) or
-    // their links (node_modules/poise-lb is the repo itself), nor dev ones —
-    // but undici, the peer the consumer installs beside poise-lb for its http entry.
-    if (!key.startsWith('node_modules/') || entry['link'] === true || (entry.dev === true && key !== 'node_modules/undici')) continue;
-    const { devOptional: _devOptional, dev: _dev, ...rest } = entry;
-    packages[key] = rest;
-  }
-  return { name: 'consumer', version: '0.0.0', lockfileVersion: 3, requires: true, packages };
-}
-
-/** The consumer's dependencies: the tarball, and undici (the http entry's peer) at the version this repo tests. */
 function consumerDependencies(tarball: string): Record<string, string> {
-  const repo = JSON.parse(readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> };
-  return { 'poise-lb': tarball, undici: repo.packages['node_modules/undici']!.version! };
+  const undici = JSON.parse(readFileSync(path.join(ROOT, 'node_modules', 'undici', 'package.json'), 'utf8')) as { version: string };
+  return { 'poise-lb': tarball, undici: `^${undici.version.split('.')[0]}.0.0` };
 }
 
 function run(args: string[], opts: { input?: string } = {}): { status: number | null; stdout: string; stderr: string } {
@@ -120,15 +88,15 @@ beforeAll(() => {
     path.join(project, 'package.json'),
     JSON.stringify({ name: 'consumer', version: '0.0.0', private: true, type: 'module', dependencies: consumerDependencies(tarball) }),
   );
-  writeFileSync(path.join(project, 'package-lock.json'), JSON.stringify(consumerLock(tarball)));
-  // Scripts allowed, as a user's install: npm reviews the install scripts of a non-registry package (this tarball).
-  const ci = spawnSync('npm', ['ci', '--offline', '--omit=optional', '--no-audit', '--no-fund'], {
+  // No lockfile: fresh resolution, as a user's first install. Scripts allowed, as a user's install: npm reviews the
+  // install scripts of a non-registry package (this tarball).
+  const install = spawnSync('npm', ['install', '--omit=optional', '--no-audit', '--no-fund'], {
     cwd: project,
     encoding: 'utf8',
     env: { ...process.env, npm_config_update_notifier: 'false' },
   });
-  if (ci.status !== 0) throw new Error(`npm ci of the tarball failed (${ci.status}): ${ci.stderr}`);
-  installWarnings = ci.stderr;
+  if (install.status !== 0) throw new Error(`npm install of the tarball failed (${install.status}): ${install.stderr}`);
+  installWarnings = install.stderr;
   installed = path.join(project, 'node_modules', 'poise-lb');
 }, 180_000);
 
@@ -166,14 +134,33 @@ describe('the packed package', () => {
       expect(readFileSync(path.join(installed, f), 'utf8'), f).not.toContain('sourceMappingURL');
   });
 
-  it('every "exports" entry has declarations and a module that exist in the tarball', () => {
+  it('every "exports" entry has declarations and a module that exist in the tarball; `default` (require) is the same module as `import`', () => {
     for (const [entry, target] of Object.entries(pkg.exports)) {
       if (entry === './package.json') continue;
       const t = target as Record<string, string>;
-      expect(Object.keys(t)).toEqual(['types', 'import']);
+      expect(Object.keys(t)).toEqual(['types', 'import', 'default']);
+      expect(t['default']).toBe(t['import']);
       for (const file of [t['types']!, t['import']!]) expect(files).toContain(file.replace(/^\.\//, ''));
     }
   });
+
+  it.each(Object.keys(SURFACE))(
+    '%s: require() from a CommonJS file gives the same run-time names where Node loads ES modules synchronously, else ERR_REQUIRE_ESM',
+    (entry) => {
+      const file = path.join(project, `require-${entry.replace(/\W/g, '_')}.cjs`);
+      writeFileSync(file, `console.log(JSON.stringify(Object.keys(require(${JSON.stringify(entry)})).sort()));\n`);
+      const r = run([file]);
+      // process.features.require_module: Node >= 20.19 / 22.12 (require(esm) without a flag).
+      if ((process.features as { require_module?: boolean }).require_module === true) {
+        // No warning either: an ExperimentalWarning here would print on every user's start.
+        expect([r.status, r.stderr]).toEqual([0, '']);
+        expect(JSON.parse(r.stdout)).toEqual([...SURFACE[entry]!].sort());
+      } else {
+        expect(r.status).not.toBe(0);
+        expect(r.stderr).toContain('ERR_REQUIRE_ESM');
+      }
+    },
+  );
 
   it.each(Object.keys(SURFACE))('%s imports from the installed package with exactly its run-time names', (entry) => {
     const r = run([
@@ -233,6 +220,8 @@ import { AdmissionGate, Balancer, LoadTable, Router, createLogger, type Admissio
 import { MembershipPublisher, RedisMembership, type RedisMembershipOptions } from 'poise-lb/redis';
 import { TcpProxy, connect, type ConnectOptions } from 'poise-lb/net';
 import { HttpCounters, PoiseDispatcher, RatioRetryBudget, type PoiseDispatcherOptions, type RetryBudget } from 'poise-lb/http';
+import { collectMetrics, MetricsServer } from 'poise-lb/metrics';
+import type { RedisClientOptions } from 'poise-lb/redis';
 import { fetch } from 'undici';
 // @ts-expect-error internal arithmetic is not exported
 import { checkedAdd } from 'poise-lb';
@@ -266,6 +255,11 @@ balancer.ownerTable;
 // @ts-expect-error attachment() is the RouterAttachment, not a wrapper
 balancer.attachment().transferList;
 const options: RedisMembershipOptions | undefined = undefined;
+// redisOptions: ioredis's options without ioredis's declarations (typed fields checked, the rest passed through).
+const redisOptions: RedisClientOptions = { tls: { servername: 'redis.internal' }, retryStrategy: (times) => 100 * times, sentinelPassword: 's' };
+// @ts-expect-error a typed field keeps its type
+const badRedisOptions: RedisClientOptions = { connectTimeout: '3s' };
+const scrape = (b: Balancer): MetricsServer => new MetricsServer({ registry: collectMetrics(b, { http: HttpCounters.create({ capacity: 8 }) }).registry });
 const connectOptions: ConnectOptions = {};
 const budget: RetryBudget = new RatioRetryBudget({ ratio: 0.1 });
 const dispatcherOptions: PoiseDispatcherOptions = { router, origin: 'http://api', retryBudget: budget, counters: HttpCounters.create({ capacity: 8 }) };
@@ -285,6 +279,7 @@ const resolved: ResolvedBackendSpec = { ...spec, priority: 0, locality: '', loca
 // @ts-expect-error a resolved spec has every field
 const partial: ResolvedBackendSpec = { id: 'a', address: '127.0.0.1:1' };
 export { spec, typo, noAddress, badStatus, resolved, partial };
+export { redisOptions, badRedisOptions, scrape };
 export { pick, plan, ceilings, stats, router, reads, admission, queued, options, connectOptions, response, PoiseError, MembershipPublisher, RedisMembership, TcpProxy, connect, checkedAdd, sharedClock, Rng, parseFlags };
 `;
     writeFileSync(path.join(project, 'consumer.ts'), consumer);
