@@ -152,7 +152,7 @@ export interface OutlierOptions {
   failurePercentageRequestVolume?: number;
   /** Failure percentage: minimum judged hosts; default 5. */
   failurePercentageMinimumHosts?: number;
-  /** Failure percentage: percent chance an outlier is ejected; default 0 (off, as Envoy). */
+  /** Failure percentage: percent chance an outlier is ejected; default 100 (Envoy: 0; docs/health.md says why). */
   enforcingFailurePercentage?: number;
 }
 
@@ -385,7 +385,7 @@ export function resolveOutlier(value: unknown, path: string): ResolvedOutlier {
     failurePercentageThreshold: int(`${path}.failurePercentageThreshold`, o.failurePercentageThreshold, 85, 0, 100),
     failurePercentageRequestVolume: int(`${path}.failurePercentageRequestVolume`, o.failurePercentageRequestVolume, 50, 1, 2 ** 31 - 1),
     failurePercentageMinimumHosts: int(`${path}.failurePercentageMinimumHosts`, o.failurePercentageMinimumHosts, 5, 1, 65536),
-    enforcingFailurePercentage: int(`${path}.enforcingFailurePercentage`, o.enforcingFailurePercentage, 0, 0, 100),
+    enforcingFailurePercentage: int(`${path}.enforcingFailurePercentage`, o.enforcingFailurePercentage, 100, 0, 100),
   };
 }
 

@@ -3,7 +3,8 @@
  * outcome here (tower's completion handle): the code that chose — the
  * Router and its policy — never writes feedback.
  *
- * On release it writes, in this order, the samples (PeakEWMA), the
+ * On release it writes, in this order, the samples (PeakEWMA; a failure's
+ * sample is a penalty, {@link FAILURE_PENALTY_FACTOR}), the
  * passive-health words (a success clears the consecutive failures; a
  * failure counts one and, at the threshold, ejects the backend with backoff
  * and jitter), the outlier detector's interval counts (batched per
@@ -35,6 +36,17 @@ import type { SlotCandidate } from './slot-candidate.js';
 
 /** Outcomes a candidate batches before one shared add (as its picks). */
 const STATS_BATCH = 64;
+
+/**
+ * What a failure weighs in the latency estimates: its sample is this many
+ * times the backend's current mean (never less than the failure's own
+ * latency), so a backend that fails fast cannot look fast. With a factor F a
+ * backend failing a share p of its requests settles at (1 − p) / (1 − pF)
+ * times its true mean, and grows without bound from p = 1 / F (the penalty
+ * blends in at the same weight as a success, whatever the request rate).
+ * Measured in test/runtime/fast-fail-share.test.ts; docs/policies.md.
+ */
+export const FAILURE_PENALTY_FACTOR = 2;
 
 function checkSample(value: unknown, field: string): void {
   if (typeof value !== 'number' || !(value >= 0) || value === Number.POSITIVE_INFINITY) {
@@ -111,6 +123,9 @@ export class Feedback {
         if (cand.retired) h.countOutcomes(slot, 1, 0);
         else if (++cand.unflushedOk === STATS_BATCH) flushStats(t, cand);
       } else if (outcome === 'failure') {
+        const series = kind === LeaseKind.Connection ? EwmaSeries.ConnectTime : EwmaSeries.Latency;
+        const now = this.now();
+        t.ewma.observe(slot, series, this.penaltyMs(slot, series, latencyMs ?? 0, now), now, this.row);
         if (cand.retired) h.countOutcomes(slot, 0, 1);
         else if (++cand.unflushedFail === STATS_BATCH) flushStats(t, cand);
         if (h.addFailure(slot) === this.ejection.consecutiveFailures) this.eject(cand);
@@ -121,6 +136,21 @@ export class Feedback {
     t.admission.released();
     this.gauge.released();
     return true;
+  }
+
+  /**
+   * A failure's latency sample (ms): {@link FAILURE_PENALTY_FACTOR} times the
+   * backend's mean — the request latency's plain EWMA (the tail rule's
+   * figure; the initial estimate before the first sample), or for a
+   * connection lease its connect time's estimate — decayed to `now`, and
+   * never below the failure's own `latencyMs`. Two plain loads and numbers
+   * (no allocation).
+   */
+  private penaltyMs(slot: number, series: number, latencyMs: number, now: number): number {
+    const e = this.table.ewma;
+    const baseUs = series === EwmaSeries.Latency ? e.meanHintUs(slot, now) : e.estimateHintUs(slot, series, now);
+    const ms = (FAILURE_PENALTY_FACTOR * baseUs) / 1000;
+    return Math.max(ms, latencyMs);
   }
 
   /**
