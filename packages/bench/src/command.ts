@@ -41,9 +41,9 @@ async function publish(result: BenchResult, flags: BenchFlags, out: NodeJS.Writa
   }
   if (result.balls !== null) out.write(`\n${formatBalls(result.balls)}\n`);
   // Last, so it is what the reader sees when the run ends: which policy this run points to, and why.
-  if (c.scenario !== 'balls') out.write(`\n${formatRecommendation(recommend(result.policies))}\n`);
+  if (c.scenario !== 'balls') out.write(`\n${formatRecommendation(recommend(result.policies, result.balls))}\n`);
   if (result.interrupted) out.write('\nInterrupted: the figures above cover what was measured before Ctrl-C.\n');
-  await writeFile(flags.json, `${JSON.stringify({ ...result, recommendation: recommend(result.policies) }, null, 2)}\n`);
+  await writeFile(flags.json, `${JSON.stringify({ ...result, recommendation: recommend(result.policies, result.balls) }, null, 2)}\n`);
   await writeFile(flags.report, renderReport(result));
   out.write(`\nreport: ${path.resolve(flags.report)}\njson:   ${path.resolve(flags.json)}\n`);
 }

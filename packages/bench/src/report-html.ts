@@ -121,10 +121,10 @@ function ballsSection(b: BallsResult): string {
 }
 
 /** The run's recommendation (results.ts, `recommend`), as a paragraph. */
-function recommendation(results: readonly PolicyResult[]): string {
-  const rec = recommend(results);
+function recommendation(r: BenchResult): string {
+  const rec = recommend(r.policies, r.balls);
   if (rec === null) return '';
-  return `<p><strong>Recommendation: ${esc(rec.policy)}${rec.tiedWith === null ? '' : ` (or ${esc(rec.tiedWith)})`}</strong> — ${esc(rec.why)}.</p>`;
+  return `<p><strong>Recommendation: ${esc(rec.policy)}${rec.tiedWith === null ? '' : ` (or ${esc(rec.tiedWith)})`}</strong> — ${esc(rec.why)}.${rec.caveat === null ? '' : ` But ${esc(rec.caveat)}.`}</p>`;
 }
 
 /** The whole report as one HTML document. */
@@ -134,7 +134,7 @@ export function renderReport(r: BenchResult): string {
   const load =
     c.scenario === 'balls'
       ? ''
-      : `<h2>Policies under the same load</h2>${table(r.policies)}<p class="note">★ best in column. Latency is measured by the client from acquire to reply. "in-flight max/mean": time-mean of the busiest backend's in-flight count over the time-mean of the average backend's (1 = even).</p>${recommendation(r.policies)}${loadCharts(r)}`;
+      : `<h2>Policies under the same load</h2>${table(r.policies)}<p class="note">★ best in column. Latency is measured by the client from acquire to reply. "in-flight max/mean": time-mean of the busiest backend's in-flight count over the time-mean of the average backend's (1 = even).</p>${recommendation(r)}${loadCharts(r)}`;
   const balls = r.balls === null ? '' : ballsSection(r.balls);
   return `<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"/><title>poise bench — ${esc(c.scenario)}</title><style>${CSS}</style></head>

@@ -204,6 +204,12 @@ export function formatTable(results: readonly PolicyResult[]): string {
  *
  * Candidates kept by step 1 are never empty: when no policy passes both
  * bounds (one has the throughput, another the errors), step 2 runs over all.
+ *
+ * 4. When the winner is `least-loaded` and the run has the stale-loads
+ *    table, the recommendation says what that table shows: it wins here
+ *    because every worker reads the same current counters in one process;
+ *    with loads as stale as its last row it herds, so across processes (which
+ *    share no counters) the best `p2c` candidate of this run is named.
  */
 export const RECOMMEND_RULE = { THROUGHPUT_WITHIN: 0.1, ERRORS_WITHIN: 0.005, TIE_WITHIN: 0.1 } as const;
 
@@ -214,12 +220,14 @@ export interface Recommendation {
   tiedWith: string | null;
   /** Why, from the run's own figures: one sentence. */
   why: string;
+  /** Step 4's caveat (least-loaded and stale loads), or null. */
+  caveat: string | null;
 }
 
 const errorRate = (r: PolicyResult): number => (r.requests > 0 ? r.errors / r.requests : r.errors > 0 ? 1 : 0);
 
-/** The recommendation by {@link RECOMMEND_RULE} over `results`; null when nothing was measured. */
-export function recommend(results: readonly PolicyResult[]): Recommendation | null {
+/** The recommendation by {@link RECOMMEND_RULE} over `results` (and the run's balls tables); null when nothing was measured. */
+export function recommend(results: readonly PolicyResult[], balls: BallsResult | null = null): Recommendation | null {
   const complete = results.filter((r) => !r.interrupted);
   const pool = complete.length > 0 ? complete : results;
   if (pool.length === 0) return null;
@@ -235,20 +243,39 @@ export function recommend(results: readonly PolicyResult[]): Recommendation | nu
   const tied = second !== undefined && second.latencyMs.p99 <= winner.latencyMs.p99 * (1 + TIE_WITHIN) ? second : undefined;
   const left = pool.filter((r) => !candidates.includes(r)).map((r) => r.policy);
   const pctOf = (v: number): string => `${(v * 100).toFixed(1)}%`;
-  let why =
-    `the lowest p99 (${ms(winner.latencyMs.p99)} ms) of the ${candidates.length === pool.length ? 'policies' : `${candidates.length} policies`} ` +
+  const bounds =
     `within ${THROUGHPUT_WITHIN * 100}% of the best throughput (${topThroughput.toFixed(0)} req/s) and ` +
     `${(ERRORS_WITHIN * 100).toFixed(1)} points of the lowest error rate (${(leastErrors * 100).toFixed(2)}%)`;
+  let why =
+    candidates.length === 1
+      ? `the only policy ${bounds}, p99 ${ms(winner.latencyMs.p99)} ms`
+      : `the lowest p99 (${ms(winner.latencyMs.p99)} ms) of the ${candidates.length === pool.length ? 'policies' : `${candidates.length} policies`} ${bounds}`;
   if (kept.length === 0)
     why = `the lowest p99 (${ms(winner.latencyMs.p99)} ms): no policy had both the best throughput and the fewest errors`;
   if (winner.slowShare !== null) why += `; it sent the slow backend ${pctOf(winner.slowShare)} of its requests`;
   if (left.length > 0 && kept.length > 0) why += `; not candidates (throughput or errors): ${left.join(', ')}`;
   if (tied !== undefined) why += `. ${tied.policy}'s p99 (${ms(tied.latencyMs.p99)} ms) is within ${TIE_WITHIN * 100}%: a tie on this run`;
-  return { policy: winner.policy, tiedWith: tied?.policy ?? null, why };
+  return { policy: winner.policy, tiedWith: tied?.policy ?? null, why, caveat: staleCaveat(winner, pool, balls) };
+}
+
+/** Step 4 of {@link RECOMMEND_RULE}: least-loaded's herding on stale loads, from the run's own stale-loads table. */
+function staleCaveat(winner: PolicyResult, pool: readonly PolicyResult[], balls: BallsResult | null): string | null {
+  const last = balls?.stale.rows.at(-1);
+  if (winner.policy !== 'least-loaded' || last === undefined) return null;
+  const p2c = pool.filter((r) => r.policy.startsWith('p2c')).sort((a, b) => a.latencyMs.p99 - b.latencyMs.p99)[0];
+  return (
+    `least-loaded wins here because every worker reads the same current counters in one process; with loads refreshed every ${last.b} picks ` +
+    `it herds (max load ${last.leastLoaded.toFixed(1)} against ${last.twoChoice.toFixed(1)} for two choices, stale-loads table)` +
+    (p2c === undefined ? '' : `: across processes, which share no counters, use ${p2c.policy} (p99 ${ms(p2c.latencyMs.p99)} ms here)`)
+  );
 }
 
 /** The recommendation as the report's last lines. */
 export function formatRecommendation(rec: Recommendation | null): string {
   if (rec === null) return 'Recommendation: none (nothing measured).';
-  return `Recommendation: ${rec.policy}${rec.tiedWith === null ? '' : ` (or ${rec.tiedWith})`} — ${rec.why}.\n(rule: RECOMMEND_RULE in packages/bench/src/results.ts; a loaded machine moves the tails, so compare runs, not one figure)`;
+  return (
+    `Recommendation: ${rec.policy}${rec.tiedWith === null ? '' : ` (or ${rec.tiedWith})`} — ${rec.why}.\n` +
+    (rec.caveat === null ? '' : `But ${rec.caveat}.\n`) +
+    '(rule: RECOMMEND_RULE in packages/bench/src/results.ts; a loaded machine moves the tails, so compare runs, not one figure)'
+  );
 }

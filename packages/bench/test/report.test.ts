@@ -163,6 +163,29 @@ describe('the recommendation (RECOMMEND_RULE)', () => {
     expect(RECOMMEND_RULE).toEqual({ THROUGHPUT_WITHIN: 0.1, ERRORS_WITHIN: 0.005, TIE_WITHIN: 0.1 });
   });
 
+  it('one candidate is "the only policy"; a least-loaded winner carries the stale-loads caveat from the run’s own table', () => {
+    const results = [
+      policy('least-loaded', { throughput: 6940, latencyMs: p99(31.2), slowShare: 0.014 }),
+      policy('p2c:connections', { throughput: 5634, latencyMs: p99(47.2) }),
+      policy('p2c:latency', { throughput: 5511, latencyMs: p99(31) }),
+    ];
+    const balls = runBalls({ ns: [1000], seed: 1, staleBins: 100, bs: [1, 64], staleTrials: 1 });
+    const last = balls.stale.rows.at(-1)!;
+    const rec = recommend(results, balls)!;
+    expect(rec.why).toMatch(
+      /^the only policy within 10% of the best throughput \(6940 req\/s\) and 0\.5 points of the lowest error rate \(0\.30%\), p99 31\.2 ms;/,
+    );
+    expect(rec.caveat).toBe(
+      `least-loaded wins here because every worker reads the same current counters in one process; with loads refreshed every 64 picks it herds (max load ${last.leastLoaded.toFixed(1)} against ${last.twoChoice.toFixed(1)} for two choices, stale-loads table): across processes, which share no counters, use p2c:latency (p99 31.0 ms here)`,
+    );
+    expect(formatRecommendation(rec).split('\n')[1]).toBe(`But ${rec.caveat}.`);
+    // Without the table, or with another winner: no caveat.
+    expect(recommend(results)!.caveat).toBeNull();
+    expect(
+      recommend([policy('p2c:latency', { latencyMs: p99(5) }), policy('least-loaded', { latencyMs: p99(9) })], balls)!.caveat,
+    ).toBeNull();
+  });
+
   it('the HTML report carries it', () => {
     expect(renderReport(result([policy('a', { latencyMs: p99(30) }), policy('b', { latencyMs: p99(5) })]))).toContain(
       '<strong>Recommendation: b</strong>',
