@@ -376,7 +376,10 @@ export class Router {
    * and rejects with `QueueFull`, `QueueTimeout`, `Cancelled`, `Closed` or
    * the acquire's own error. `priority` is the failover tier, as in
    * {@link acquire}. Without a gate it acquires at once (a `band` is then
-   * `InvalidConfig`).
+   * `InvalidConfig`). With `intent`, a refusal for want of a role while a
+   * member's first roles check is still out waits for the first verdicts
+   * within `timeoutMs` (default 60 000) instead of failing at once
+   * (docs/health.md, "Waiting for the first verdicts").
    *
    * @example
    * const lease = await router.acquireAsync({ band: 10, signal: AbortSignal.timeout(5000) });
