@@ -27,7 +27,10 @@ import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MembershipPublisher } from '../src/membership/redis-publisher.js';
 import { createLogger } from '../src/log.js';
+import pg from 'pg';
+import { startPgReplica, startPostgres } from './helpers/db-servers.js';
 import { freePort } from './helpers/ports.js';
+import { until } from './helpers/until.js';
 import { startRedis, type TestRedis } from './helpers/redis-server.js';
 import { POLICY_NAMES } from '../src/runtime/policies.js';
 import { EXIT } from '../src/cli/exit.js';
@@ -270,7 +273,8 @@ describe('examples run', () => {
     // The body printed is the one request's (a `catch` that swallowed a failed fetch would print nothing: the count shows it ran).
     { block: "const router = balancer.router({ policy: 'p2c:latency' })", stdout: /^hello from 700[12]\n$/, requests: 1 },
     { block: "stream: routedStream(balancer.router({ policy: 'p2c:connections' }))", stdout: /^\[ \{ port: 5432 \} \]\n$/ },
-    { block: "const lease = router.acquire({ intent: 'read', minLsn: lsn });", stdout: /^pg-1 \[ \{ replica: false \} \]\n$/ },
+    // Here pg-2 (5434) is a port nothing listens on: its first check fails (role unknown), ready() resolves, the read is the primary's.
+    { block: "routedStream(router, { intent: 'read', minLsn: lsn })", stdout: /^\[ \{ seen: true \} \]\n$/ },
     { block: 'const source = new RedisMembership({', stdout: /^version 1\n$/ },
     { block: 'new PowerOfTwo({ seed: 42 })', stdout: /^$/ },
     {
@@ -298,6 +302,7 @@ describe('examples run', () => {
     }
     addresses.set('127.0.0.1:5433', `127.0.0.1:${await freePort()}`);
     addresses.set('port: 9464', 'port: 0'); // a metrics server's port: any free one
+    addresses.set('127.0.0.1:5434', `127.0.0.1:${await freePort()}`);
     redis = await startRedis();
     addresses.set('redis://127.0.0.1:6379', redis.url);
     const pub = new MembershipPublisher({ url: redis.url, cluster: 'orders-db', logger: silent() });
@@ -324,7 +329,49 @@ describe('examples run', () => {
     expect(readme.filter((e) => e.file !== undefined).map((e) => `${e.page}: ${e.file}`)).toEqual(['docs/guide.md: http-task.js']);
   });
 
-  it.each(EXPECT.map((x) => [x.block, x] as const))('%s', async (_name, x) => {
+  it.each(EXPECT.map((x) => [x.block, x] as const))('%s', (_name, x) => runBlock(x, addresses));
+
+  it('the read-your-writes block queries the server its read was leased on: against a primary and a replica 2 s behind, its write is seen', async () => {
+    // A lease taken on one server and a query sent through another pool can differ: the replica (within maxLagMs, not
+    // yet at the write's LSN) would answer, without the row. Nothing waits for time here: the write is seen or not.
+    const primary = await startPostgres({ settings: { wal_level: 'replica', max_wal_senders: 5 } });
+    const admin = new pg.Client({ host: '127.0.0.1', port: primary.port, user: 'postgres', database: 'postgres' });
+    await admin.connect();
+    await admin.query('CREATE DATABASE test');
+    await admin.end();
+    const app = new pg.Client({ host: '127.0.0.1', port: primary.port, user: 'postgres', database: 'test' });
+    await app.connect();
+    await app.query('CREATE TABLE notes (body text)');
+    await app.query('CREATE TABLE ticks (at timestamptz)');
+    const replica = await startPgReplica(primary, { applyDelayMs: 2000 });
+    // Commits every few ms: the replica's lag stays about 2 s (inside the block's maxLagMs 5000), its LSN 2 s behind.
+    let ticking = true;
+    const ticker = (async () => {
+      while (ticking) await app.query('INSERT INTO ticks VALUES (now())');
+    })();
+    try {
+      const r = new pg.Client({ host: '127.0.0.1', port: replica.port, user: 'postgres', database: 'test' });
+      await r.connect();
+      // Its first replayed commit (a tick): until then it reads as far behind, and no read would go there at all.
+      await until(
+        async () => (await r.query('SELECT pg_last_xact_replay_timestamp() IS NOT NULL AS ok')).rows[0].ok === true,
+        'the replica to replay a tick',
+        30_000,
+      );
+      await r.end();
+      const map = new Map([...addresses, ['127.0.0.1:5432', `127.0.0.1:${primary.port}`], ['127.0.0.1:5434', `127.0.0.1:${replica.port}`]]);
+      await runBlock(EXPECT.find((x) => x.block.includes('minLsn'))!, map);
+    } finally {
+      ticking = false;
+      await ticker;
+      await app.end();
+      await replica.stop();
+      await primary.stop();
+    }
+  }, 120_000);
+
+  /** Runs the README block `x` names with `map`'s addresses, and checks its exit, output and requests. */
+  async function runBlock(x: (typeof EXPECT)[number], map: ReadonlyMap<string, string>): Promise<void> {
     const at = readme.findIndex((e) => e.file === undefined && e.text.includes(x.block));
     const main = readme[at]!;
     const dir = mkdtempSync(path.join(runDir, `line-${main.line}-`));
@@ -334,7 +381,7 @@ describe('examples run', () => {
     for (let k = at + 1; k < readme.length && readme[k]!.file !== undefined; k++) files.push([readme[k]!.file!, readme[k]!]);
     for (const [name, e] of files) {
       let text = e.text;
-      for (const [from, to] of addresses) text = text.split(from).join(to);
+      for (const [from, to] of map) text = text.split(from).join(to);
       // A ```js block runs exactly as written; a ```ts block as TypeScript's transpiler emits it.
       const js =
         e.lang === 'js'
@@ -351,7 +398,7 @@ describe('examples run', () => {
     expect(requests - before).toBe(x.requests ?? 0);
     expect(r.stdout).toMatch(x.stdout);
     if (x.stderr !== undefined) expect(r.stderr).toMatch(x.stderr);
-  });
+  }
 
   it('every address it replaces occurs in a block that runs (the map edits nothing else)', () => {
     for (const from of addresses.keys())

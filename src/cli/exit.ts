@@ -50,6 +50,7 @@ const BY_CODE: Record<PoiseErrorCode, number> = {
   QueueTimeout: EXIT.failure,
   Cancelled: EXIT.failure,
   ReplicaLag: EXIT.failure,
+  NotReady: EXIT.failure,
 };
 
 /** The exit code for `err`: 2 for a {@link UsageError}, the code's row for a `PoiseError`, else 1. */

@@ -58,7 +58,9 @@ export type PoiseErrorCode =
    * back to the primary (`readFallback: 'refuse'`), or there is no primary to
    * fall back to.
    */
-  | 'ReplicaLag';
+  | 'ReplicaLag'
+  /** `balancer.ready()` timed out: some backend has not had its first health or role verdict (the message names each and what it awaits). */
+  | 'NotReady';
 
 /** Every code, for validation and exhaustive tables. */
 export const POISE_ERROR_CODES: readonly PoiseErrorCode[] = [
@@ -82,6 +84,7 @@ export const POISE_ERROR_CODES: readonly PoiseErrorCode[] = [
   'Cancelled',
   'NotReplicated',
   'ReplicaLag',
+  'NotReady',
 ];
 
 /**

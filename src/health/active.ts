@@ -20,6 +20,7 @@ import type { Logger } from '../log.js';
 import type { CheckTarget, CheckVerdict, ResolvedHealthCheck } from './config.js';
 import { probe, type AgentReply, type DbReport } from './probes.js';
 import { DbRole, dbRoleCode } from '../load/db-state.js';
+import { VerdictSource } from '../load/verdicts.js';
 import type { HealthCounters } from './stats.js';
 import type { HealthTarget } from './targets.js';
 
@@ -93,11 +94,23 @@ export class ActiveChecker {
         stopped: false,
       };
       this.watches.set(key, watch);
+      this.table.verdicts.expect(t.slot, this.verdictBit);
       // HAProxy spreads the first checks over the interval; a new backend is
       // probed within its first jitter window rather than a whole interval later.
       this.schedule(watch, 1 + this.rng.float() * this.config.intervalMs * (this.config.jitterPercent / 100));
     }
     for (const [key, w] of this.watches) if (!keep.has(key)) this.stop(key, w);
+  }
+
+  /** The first-verdict bit this checker settles (load/verdicts.ts). */
+  private get verdictBit(): number {
+    return this.beside ? VerdictSource.Agent : VerdictSource.Check;
+  }
+
+  /** The watch's first result is in (or the watch stopped): settle its bit, and announce it to waiters. */
+  private settle(w: Watch): void {
+    const t = this.table;
+    if (t.tag(w.target.slot) >>> 3 === w.target.generation && t.verdicts.settle(w.target.slot, this.verdictBit)) t.epochs.bumpHealth();
   }
 
   /** The check's view of a backend, by id (`unchecked` before its first result). */
@@ -120,6 +133,7 @@ export class ActiveChecker {
     w.abort?.abort();
     this.watches.delete(key);
     this.write(w, 0);
+    this.settle(w);
     // What its agent said goes with the watch (a check of another kind reports nothing).
     if (this.config.kind === 'agent' && this.table.tag(w.target.slot) >>> 3 === w.target.generation) {
       const admin = this.table.reported.setAdmin(w.target.slot, 0);
@@ -180,6 +194,8 @@ export class ActiveChecker {
       this.record(w, verdict, reason, timedOut);
     } else if (reason !== undefined)
       this.log.debug({ backend: w.target.id, address: w.target.address, reason }, 'poise: agent not read (nothing changes)');
+    // Its first result, whatever it said, is in the table now (role, health bits, agent words).
+    this.settle(w);
     // Beside the check the watch stays "up" with no streak: the agent's own interval, jittered.
     this.schedule(w, this.nextDelay(w));
   }

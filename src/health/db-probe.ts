@@ -19,10 +19,15 @@ export interface DbReport {
 
 /**
  * The role query. Lag is 0 when the replica has replayed everything it
- * received (an idle primary commits nothing, so `now() −
- * pg_last_xact_replay_timestamp()` alone would grow forever), else the age
- * of the last replayed commit; a replica that has replayed nothing yet
+ * received — replay LSN at or past receive LSN (an idle primary commits
+ * nothing, so `now() − pg_last_xact_replay_timestamp()` alone would grow
+ * forever; and a restarted replica's walreceiver reports the start of the
+ * WAL segment it resumed streaming from, behind what it had already
+ * replayed, until new WAL arrives, so equality alone misses it) — else the
+ * age of the last replayed commit; a replica that has replayed nothing yet
  * while behind reads as very far behind (1e12 ms, saturated in the table).
+ * This one value is both what `maxLagMs` routes on and what the
+ * `poise_backend_replication_lag_seconds` gauge shows (the same slot word).
  * CASE evaluates only the branch taken, so `pg_current_wal_lsn()` (an error
  * during recovery) never runs on a replica.
  */
@@ -30,7 +35,7 @@ export const PG_ROLE_SQL =
   'SELECT pg_is_in_recovery() AS in_recovery, ' +
   'CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END::text AS lsn, ' +
   '(CASE WHEN NOT pg_is_in_recovery() THEN 0 ' +
-  'WHEN pg_last_wal_receive_lsn() IS NOT NULL AND pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 ' +
+  'WHEN pg_last_wal_receive_lsn() IS NOT NULL AND pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn() THEN 0 ' +
   'ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) * 1000, 1e12) END)::float8 AS lag_ms';
 
 /** A simple-protocol Query message ('Q', length, the text, NUL). */

@@ -34,6 +34,7 @@ import { type BackendLoad, ReportFlag, type SlotReport } from '../load/backend-l
 import type { LoadTable } from '../load/load-table.js';
 import type { Logger } from '../log.js';
 import type { HealthTarget } from './targets.js';
+import { VerdictSource } from '../load/verdicts.js';
 
 /** ORCA weight options (a health block's `orca`). */
 export interface OrcaOptions {
@@ -192,6 +193,11 @@ export class OrcaWeights {
   private readonly running = new Map<string, Promise<void>>();
   private readonly scan = newLoadReportScan();
   private applyQueued = false;
+  /** Whether this source polls load endpoints (`source: 'endpoint'`): only then is there a first verdict to await. */
+  get polls(): boolean {
+    return this.o.source === 'endpoint';
+  }
+
   /** Endpoint reports read and refused (bad text, failed polls), for tests and diagnostics. */
   readonly counts = { reports: 0, refused: 0 };
 
@@ -206,6 +212,14 @@ export class OrcaWeights {
 
   /** The backends to poll (the Balancer calls it on every membership). */
   sync(targets: HealthTarget[]): void {
+    // Each new occupant awaits its first poll (a `responses` source has no poll: nothing to await); one no longer polled awaits nothing.
+    if (this.o.source === 'endpoint') {
+      const key = (t: HealthTarget): string => `${t.slot}:${t.generation}`;
+      const before = new Set(this.targets.map(key));
+      const after = new Set(targets.map(key));
+      for (const t of targets) if (!before.has(key(t))) this.table.verdicts.expect(t.slot, VerdictSource.Orca);
+      for (const t of this.targets) if (!after.has(key(t))) this.settle(t);
+    }
     this.targets = targets;
     this.slots = targets.map((t) => t.slot);
     this.apply();
@@ -261,6 +275,13 @@ export class OrcaWeights {
       this.counts.refused++;
       this.log.debug({ backend: t.id, err: err instanceof Error ? err.message : String(err) }, 'poise: load report not read');
     }
+    this.settle(t);
+  }
+
+  /** The target's first poll is in (or it is no longer polled): settle its bit, and announce it to waiters. */
+  private settle(t: HealthTarget): void {
+    const table = this.table;
+    if (table.tag(t.slot) >>> 3 === t.generation && table.verdicts.settle(t.slot, VerdictSource.Orca)) table.epochs.bumpHealth();
   }
 
   /** Applies the answers of this event-loop turn together, once, at its end. */
@@ -299,6 +320,7 @@ export class OrcaWeights {
     for (const target of this.targets) {
       if (this.table.tag(target.slot) >>> 3 === target.generation)
         changed = this.table.reported.setWeight(target.slot, undefined) || changed;
+      this.settle(target);
     }
     if (changed) this.table.epochs.bumpHealth();
   }

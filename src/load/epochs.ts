@@ -69,6 +69,20 @@ export class Epochs {
   }
 
   /**
+   * Resolves when the change epoch differs from `seen` (true) or after
+   * `timeoutMs` of real time (false), without blocking the thread: for a
+   * caller that waits for an owner's verdict (`ready()`, a refused
+   * `acquireAsync({ intent })`). `Atomics.waitAsync` compares and arms
+   * atomically, and every bump notifies after it stores, so no bump is
+   * missed; a pending wait holds no handle (it keeps no process alive).
+   */
+  changedAsync(seen: number, timeoutMs: number): Promise<boolean> {
+    const r = Atomics.waitAsync(this.i32, H_CHANGE_EPOCH, seen, Math.max(0, timeoutMs));
+    if (!r.async) return Promise.resolve(r.value === 'not-equal');
+    return r.value.then((v) => v === 'ok' || Atomics.load(this.i32, H_CHANGE_EPOCH) !== seen);
+  }
+
+  /**
    * Blocks this thread until the change epoch differs from `seen`, for at
    * most `timeoutMs`; returns whether it moved. For a router whose lease was
    * refused because a slot's tag changed while the epoch that announces the

@@ -60,13 +60,14 @@
  * | 35   | report eps      | backend-load  | its `eps`, hundredths (saturated at 2^30 − 1) |
  * | 36   | report at       | backend-load  | when it was reported: shared-clock ms mod 2^30, 0 = none (a 0 reading is stored as 1) |
  * | 37   | reporting since | backend-load  | when the unbroken run of reports it belongs to began (A58's blackout counts from here) |
- * | 38–47 | reserved | —             | 0 |
+ * | 38   | first verdicts  | verdicts      | owner-written: the health sources whose first result this occupant still awaits (1 check, 2 agent, 4 ORCA); read by `ready()` and a refused `acquireAsync({ intent })`, never by a pick |
+ * | 39–47 | reserved | —             | 0 |
  */
 import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 
 /** The layout version in header word 0; an attachment with another version is refused. */
-export const LAYOUT_VERSION = 0x504f000c;
+export const LAYOUT_VERSION = 0x504f000d;
 
 // --- header -------------------------------------------------------------------
 export const H_VERSION = 0;
@@ -166,6 +167,8 @@ export const S_ORCA_EPS = 35;
 export const S_ORCA_AT = 36;
 /** When the unbroken run of ORCA reports began, wrapped ms (backend-load). */
 export const S_ORCA_SINCE = 37;
+/** The health sources whose first verdict the occupant still awaits (verdicts.ts). */
+export const S_VERDICTS = 38;
 /** Words per slot: 48 × 4 bytes = three 64-byte cache lines. */
 export const SLOT_WORDS = 48;
 

@@ -18,6 +18,7 @@
  * | backend-reported load       | backend-load.ts   | the owner (agent check, ORCA weights) |
  * | database role, lag, LSN     | db-state.ts       | the owner (database health checks, a spec's role) |
  * | connection budget           | connection-budget.ts | the owner (shares), every router (refusals at the share) |
+ * | first verdicts              | verdicts.ts       | the owner (the Balancer for a new occupant, each health source for its own bit) |
  *
  * This class creates or attaches the buffer and holds one instance of each
  * region; the Balancer, the Router and the feedback module use the regions
@@ -41,6 +42,7 @@ import { RetryRegion } from './retry-region.js';
 import { SlowStart } from './slow-start.js';
 import { BackendLoad } from './backend-load.js';
 import { DbState, type DbRoleCode } from './db-state.js';
+import { FirstVerdicts } from './verdicts.js';
 import { ConnectionBudget } from './connection-budget.js';
 import { SlotTags, type SlotStateCode } from './slot-tags.js';
 import { SpecRegion } from './spec-region.js';
@@ -155,6 +157,8 @@ export class LoadTable {
   readonly reported: BackendLoad;
   /** @internal */
   readonly db: DbState;
+  /** @internal The health sources each occupant still awaits a first result from (verdicts.ts). */
+  readonly verdicts: FirstVerdicts;
   readonly budget: ConnectionBudget;
   /** The aperture's width and this process's coordinate (aperture-region.ts). */
   readonly aperture: ApertureRegion;
@@ -180,6 +184,7 @@ export class LoadTable {
     this.slowStart = new SlowStart(i32, this.layout);
     this.reported = new BackendLoad(i32, this.layout);
     this.db = new DbState(i32, this.layout);
+    this.verdicts = new FirstVerdicts(i32, this.layout);
     this.budget = new ConnectionBudget(i32, this.layout);
     this.aperture = new ApertureRegion(i32);
   }

@@ -28,6 +28,8 @@ import { OrcaWeights, type ResolvedOrca } from '../health/orca.js';
 import { newCounters, type HealthCounters, type HealthStats } from '../health/stats.js';
 import type { HealthTarget } from '../health/targets.js';
 import { dbRoleCode } from '../load/db-state.js';
+import { VerdictSource, verdictNames } from '../load/verdicts.js';
+import { timersOption, type TimerSource } from '../core/timers.js';
 import { HealthFlag, LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
 import { readOnlyView, type LoadTableView } from '../load/table-view.js';
 import { defaultLogger, type Logger } from '../log.js';
@@ -93,6 +95,14 @@ export interface BalancerOptions {
    * it. See docs/connection-budget.md.
    */
   connectionBudget?: ConnectionBudgetOptions | false;
+}
+
+/** Options of {@link Balancer.ready}. */
+export interface ReadyOptions {
+  /** Longest wait, ms; default 10 000. Then it rejects with `NotReady`, naming what is still missing. */
+  timeoutMs?: number;
+  /** The clock and timers of the deadline; default the process's (tests drive it by hand). */
+  timers?: TimerSource;
 }
 
 /** What the owner did when a watched thread exited. */
@@ -476,6 +486,8 @@ export class Balancer extends EventEmitter {
     this.agent = undefined;
     this.outlier = undefined;
     this.orca = undefined;
+    // A ready() in progress looks again (and rejects with Closed).
+    this.ownerTable.epochs.wake();
   }
 
   /**
@@ -508,6 +520,99 @@ export class Balancer extends EventEmitter {
   sweepOutliers(): string[] {
     if (this.outlier === undefined) invalidConfig('options.health.outlier', 'is not configured; nothing to sweep');
     return this.outlier.sweep();
+  }
+
+  /** The first-verdict bits a new backend awaits under the health configuration in force (load/verdicts.ts). */
+  private verdictSources(): number {
+    return (
+      (this.checker === undefined ? 0 : VerdictSource.Check) |
+      (this.agent === undefined ? 0 : VerdictSource.Agent) |
+      (this.orca === undefined || this.orca.polls === false ? 0 : VerdictSource.Orca)
+    );
+  }
+
+  /** Each live backend still awaiting a first verdict, with what it awaits: `pg-a (active check)`. */
+  private missingVerdicts(): string[] {
+    const out: string[] = [];
+    for (const [id, slot] of this.byId) {
+      if (this.slots[slot]!.removed) continue;
+      const bits = this.ownerTable.verdicts.pending(slot);
+      if (bits !== 0) out.push(`${id} (${verdictNames(bits)})`);
+    }
+    return out;
+  }
+
+  /**
+   * Resolves once a membership is in force and every backend in it has its
+   * first verdict from each health source configured: the active check (with
+   * `roles: true`, its first result also sets the database role), the agent,
+   * ORCA load polls (`source: 'endpoint'`; an injected clock polls only on
+   * {@link pollLoadReports}). A first result counts whatever it says (a
+   * failed check is a verdict: the role is then unknown). Without health
+   * configuration it resolves as soon as a membership is applied.
+   *
+   * Membership changes: the backends that count are those of the membership
+   * in force when it looks (at every change); a backend added later awaits
+   * its own first verdict — a `ready()` called after the change waits for
+   * it, one in progress takes it in, and a removed one stops counting. Routers
+   * meanwhile route as before (a backend is up until a check says
+   * otherwise); only `router.acquireAsync({ intent })` waits, when it would
+   * fail for want of a role (docs/health.md, "Waiting for the first verdicts").
+   *
+   * Rejects with `NotReady` after `timeoutMs` (default 10 000), naming each
+   * backend still waiting and for what, or with `Closed` when the Balancer closes.
+   *
+   * @example
+   * balancer.update(backends);
+   * await balancer.ready({ timeoutMs: 5000 }); // every backend checked once: the first write finds its primary
+   */
+  ready(opts: ReadyOptions = {}): Promise<void> {
+    let timers: TimerSource;
+    let timeoutMs: number;
+    try {
+      if (typeof opts !== 'object' || opts === null) invalidConfig('ready(options)', 'must be an object', opts);
+      checkOptionKeys(opts, ['timeoutMs', 'timers'], 'ready(options)');
+      timers = timersOption(opts.timers, 'ready(options).timers');
+      timeoutMs = opts.timeoutMs === undefined ? 10_000 : integerIn(opts.timeoutMs, 'ready(options).timeoutMs', 1, 2 ** 31 - 1);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const epochs = this.ownerTable.epochs;
+    return new Promise<void>((resolve, reject) => {
+      let done = false;
+      const finish = (err?: PoiseError): void => {
+        done = true;
+        timers.clearTimeout(deadline);
+        if (err === undefined) resolve();
+        else reject(err);
+      };
+      const deadline = timers.setTimeout(() => {
+        if (done) return;
+        const missing = this.applied ? this.missingVerdicts() : ['a membership (none applied yet)'];
+        finish(
+          new PoiseError('NotReady', `balancer.ready: after ${timeoutMs} ms still without a first verdict: ${missing.join(', ')}`, {
+            field: 'ready',
+          }),
+        );
+      }, timeoutMs);
+      const look = (): void => {
+        if (done) return;
+        if (this.closed) {
+          finish(new PoiseError('Closed', 'balancer.ready: the balancer was closed'));
+          return;
+        }
+        // The epoch first: a verdict settled after this read moves it, so the wait below returns at once.
+        const seen = epochs.change();
+        if (this.applied && this.missingVerdicts().length === 0) {
+          finish();
+          return;
+        }
+        // Every settle and every membership bumps the change epoch (and notifies); the 1 s cap only
+        // bounds how long a wait outlives a deadline or a close.
+        void epochs.changedAsync(seen, 1000).then(look);
+      };
+      look();
+    });
   }
 
   /** Replaces the checker / detector when the configuration changed. */
@@ -631,6 +736,8 @@ export class Balancer extends EventEmitter {
         t.resetHealth(slot, now);
         t.reported.clear(slot);
         t.db.clear(slot);
+        // Before the epoch that announces it: whoever sees the new backend sees what it awaits (its sources mark it again when they start).
+        t.verdicts.reset(slot, this.verdictSources());
         if (warm) t.slowStart.markEligible(slot, now);
         else t.slowStart.clear(slot);
       }

@@ -37,6 +37,7 @@ import { SharedRetryBudget } from './retry-budget.js';
 import { AdmissionRegion } from '../load/admission-region.js';
 import { CandidateView, flushStats } from './candidate-view.js';
 import { DbRole, type DbRoleCode } from '../load/db-state.js';
+import { VerdictSource } from '../load/verdicts.js';
 import { READ_DRAWS, ReadBounds, checkLag, type ReadFallback, type RoleSet } from './role-sets.js';
 import { LoadEnv, Metric, type SlotCandidate } from './slot-candidate.js';
 
@@ -375,12 +376,74 @@ export class Router {
    * and rejects with `QueueFull`, `QueueTimeout`, `Cancelled`, `Closed` or
    * the acquire's own error. `priority` is the failover tier, as in
    * {@link acquire}. Without a gate it acquires at once (a `band` is then
-   * `InvalidConfig`).
+   * `InvalidConfig`). With `intent`, a refusal for want of a role while a
+   * member's first roles check is still out waits for the first verdicts
+   * within `timeoutMs` (default 60 000) instead of failing at once
+   * (docs/health.md, "Waiting for the first verdicts").
    *
    * @example
    * const lease = await router.acquireAsync({ band: 10, signal: AbortSignal.timeout(5000) });
    */
   acquireAsync(opts?: AcquireAsyncOptions): Promise<Lease> {
+    const first = this.admit(opts);
+    // With an intent, a refusal for want of a role waits for the first role verdicts (below).
+    if (typeof opts !== 'object' || opts === null || opts.intent === undefined) return first;
+    return first.catch((err: unknown) => this.afterVerdicts(err, opts, performance.now()));
+  }
+
+  /**
+   * A refused `acquireAsync({ intent })` (`NoEligibleCandidates`: no known
+   * primary; `ReplicaLag`: no replica and no primary) while some member's
+   * active check has not delivered its first result — its role is not known
+   * yet, right after start or after it joined: waits for the next change of
+   * the table (every first verdict bumps the change epoch; load/verdicts.ts)
+   * and tries again, until the request's `timeoutMs` (default 60 000, the
+   * admission gate's) has passed since the call, then rejects with the last
+   * refusal, saying what it waited for. Nothing waits once every member has
+   * its first verdict: a refusal then is the answer. Off the pick path: the
+   * scan of the members runs only on a refusal.
+   */
+  private async afterVerdicts(err: unknown, opts: AcquireAsyncOptions, start: number): Promise<Lease> {
+    const limit = opts.timeoutMs ?? 60_000;
+    const epochs = this.table.epochs;
+    for (;;) {
+      if (!(err instanceof PoiseError) || (err.code !== 'NoEligibleCandidates' && err.code !== 'ReplicaLag') || this.shut) throw err;
+      // The epoch before the look: a verdict that lands after it moves the epoch, and the wait returns at once.
+      const seen = epochs.change();
+      if (!this.awaitingRoles()) throw err;
+      const left = limit - (performance.now() - start);
+      if (left <= 0) {
+        throw new PoiseError(err.code, `${err.message} (a member's first role check was still pending after ${limit} ms)`, {
+          cause: err,
+        });
+      }
+      if (opts.signal?.aborted) throw new PoiseError('Cancelled', 'acquireAsync: the signal was aborted', { cause: opts.signal.reason });
+      // A pending waitAsync holds no handle: this timer keeps the thread alive while the request waits (a worker
+      // whose only business is this request would otherwise exit under it).
+      const hold = setTimeout(() => {}, left);
+      try {
+        await epochs.changedAsync(seen, left);
+      } finally {
+        clearTimeout(hold);
+      }
+      try {
+        return await this.admit(opts);
+      } catch (e) {
+        err = e;
+      }
+    }
+  }
+
+  /** Whether a member of the view in force still awaits its active check's first result (the role comes with it). */
+  private awaitingRoles(): boolean {
+    if (this.table.epochs.change() !== this.epoch) this.rebuild();
+    const v = this.table.verdicts;
+    for (const c of this.candidates.all) if ((v.pending(c.slot) & VerdictSource.Check) !== 0) return true;
+    return false;
+  }
+
+  /** One admission: through the gate when one is attached, else the acquire now. */
+  private admit(opts: AcquireAsyncOptions | undefined): Promise<Lease> {
     if (this.gate !== undefined) return this.gate.acquireAsync(opts);
     try {
       if (opts === undefined) return Promise.resolve(this.acquire());

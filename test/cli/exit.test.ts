@@ -25,6 +25,7 @@ describe('exit codes: one table from error code to exit code', () => {
     QueueTimeout: 1,
     Cancelled: 1,
     ReplicaLag: 1,
+    NotReady: 1,
   };
 
   it.each(POISE_ERROR_CODES.map((c) => [c]))('%s → its documented exit code, whatever the message says', (code) => {

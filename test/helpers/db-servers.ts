@@ -36,6 +36,12 @@ export interface TestDbServer {
   stop(): Promise<void>;
 }
 
+/** A PostgreSQL server of this helper: it can also be started again on its data directory. */
+export interface TestPgServer extends TestDbServer {
+  /** Kills it (immediate shutdown) and starts it again on the same directory and port; resolves with the new handle once it answers. */
+  restart(): Promise<TestPgServer>;
+}
+
 function pgBin(name: string): string {
   const root = '/usr/lib/postgresql';
   if (!existsSync(root)) throw new Error(`PostgreSQL server binaries not found under ${root} (apt-get install postgresql)`);
@@ -129,7 +135,7 @@ async function supervise(
  */
 export async function startPostgres(
   opts: { ssl?: boolean; settings?: Readonly<Record<string, string | number>> } = {},
-): Promise<TestDbServer> {
+): Promise<TestPgServer> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-pg-'));
   const { uid, gid } = uidOf('postgres');
   chownSync(dir, uid, gid);
@@ -166,14 +172,14 @@ function serverArgs(data: string, port: number, dir: string): string[] {
  * Runs `postgres` (as user postgres) with `args` on an initialised data
  * directory and waits until it answers a query over its unix socket.
  */
-function launchPostgres(at: {
+async function launchPostgres(at: {
   dir: string;
   port: number;
   uid: number;
   gid: number;
   args: string[];
   ca: string | undefined;
-}): Promise<TestDbServer> {
+}): Promise<TestPgServer> {
   const { dir, port, uid, gid, args, ca } = at;
   const log = path.join(dir, 'server.log');
   writeFileSync(log, '');
@@ -191,7 +197,14 @@ function launchPostgres(at: {
   };
   // SIGQUIT: immediate shutdown, the postmaster and every backend exit at once
   // (their connections drop as in a crash); a SIGKILLed postmaster would orphan its backends.
-  return supervise(`postgres on port ${port}`, child, probe, { port, dir, log, ca }, 'SIGQUIT');
+  const server = await supervise(`postgres on port ${port}`, child, probe, { port, dir, log, ca }, 'SIGQUIT');
+  return {
+    ...server,
+    async restart() {
+      await server.kill();
+      return launchPostgres(at);
+    },
+  };
 }
 
 /**
@@ -204,7 +217,7 @@ function launchPostgres(at: {
  * routes around. The primary gets a trust `replication` line in pg_hba (and
  * a reload) first.
  */
-export async function startPgReplica(primary: TestDbServer, opts: { applyDelayMs?: number } = {}): Promise<TestDbServer> {
+export async function startPgReplica(primary: TestDbServer, opts: { applyDelayMs?: number } = {}): Promise<TestPgServer> {
   const { uid, gid } = uidOf('postgres');
   const hba = path.join(primary.dir, 'data', 'pg_hba.conf');
   appendFileSync(hba, 'host replication all 127.0.0.1/32 trust\n');

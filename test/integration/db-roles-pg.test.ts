@@ -13,14 +13,16 @@ import { currentLsn } from '../../src/net/lsn.js';
 import { routedStream } from '../../src/net/routed-stream.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import type { Router } from '../../src/runtime/router.js';
-import { startPgReplica, startPostgres, type TestDbServer } from '../helpers/db-servers.js';
+import { Registry } from 'prom-client';
+import { collectMetrics } from '../../src/metrics/collect.js';
+import { startPgReplica, startPostgres, type TestPgServer } from '../helpers/db-servers.js';
 import { until } from '../helpers/until.js';
 
 const INTERVAL_MS = 100;
 const DELAY_MS = 3000;
-let primary: TestDbServer;
-let slow: TestDbServer;
-let fast: TestDbServer;
+let primary: TestPgServer;
+let slow: TestPgServer;
+let fast: TestPgServer;
 let balancer: Balancer;
 let router: Router;
 const pools = new Map<string, pg.Pool>();
@@ -187,6 +189,36 @@ describe('PostgreSQL roles and lag (a primary, a replica 3 s behind, a replica i
       await Promise.all([writes.end(), reads.end()]);
     }
   }, 30_000);
+
+  it('an idle primary and a restarted, caught-up replica: lag 0 for routing and for the gauge', async () => {
+    const db = balancer.ownerTable.db;
+    const registry = new Registry();
+    collectMetrics(balancer, { registry });
+    const gauge = async (): Promise<number> => {
+      const m = await registry.getSingleMetric('poise_backend_replication_lag_seconds')!.get();
+      return m.values.find((v) => v.labels['backend'] === 'fast')!.value;
+    };
+    // Nothing writes from here on. The restarted replica's walreceiver reports the start of the segment it resumes
+    // streaming from, behind its replay LSN; with nothing new to receive it stays there (a rule of receive = replay
+    // read the age of the last commit, growing, for as long as the primary stays idle).
+    await pools.get('fast')?.end();
+    pools.delete('fast');
+    fast = await fast.restart();
+    const { rows } = await poolFor('fast').query<{ behind: boolean }>(
+      'SELECT pg_last_wal_receive_lsn() < pg_last_wal_replay_lsn() AS behind',
+    );
+    expect(rows[0]!.behind).toBe(true);
+    // Three checks after the restart read it as a replica (each check resets the role of a failed one).
+    const checksAt = balancer.healthStats().counters.checks;
+    await until(
+      () => db.role(slotOf('fast')) === DbRole.Replica && balancer.healthStats().counters.checks >= checksAt + 9,
+      'three rounds of checks after the restart',
+      20_000,
+    );
+    expect(db.lagMs(slotOf('fast'))).toBe(0);
+    expect(await gauge()).toBe(0);
+    expect(readIds(200, { maxLagMs: 0, exclude: ['slow'] })).toEqual(new Set(['fast']));
+  }, 60_000);
 
   it('failover: with the primary dead and the fast replica promoted, writes move to it within a few check intervals', async () => {
     await primary.kill();

@@ -13,7 +13,7 @@ import { EXIT, exitCodeOf, type Command } from './kit.js';
 import { benchHelp, parseBenchFlags, type BenchFlags } from './flags.js';
 import { Progress } from './progress.js';
 import { renderReport } from './report-html.js';
-import { formatTable, type BenchResult } from './results.js';
+import { formatRecommendation, formatTable, recommend, type BenchResult } from './results.js';
 import { runBench, type RunContext } from './run.js';
 
 /** Exit code after Ctrl-C (128 + SIGINT). */
@@ -40,8 +40,10 @@ async function publish(result: BenchResult, flags: BenchFlags, out: NodeJS.Writa
     out.write(`${result.policies.length > 0 ? formatTable(result.policies) : '(nothing measured)'}\n`);
   }
   if (result.balls !== null) out.write(`\n${formatBalls(result.balls)}\n`);
+  // Last, so it is what the reader sees when the run ends: which policy this run points to, and why.
+  if (c.scenario !== 'balls') out.write(`\n${formatRecommendation(recommend(result.policies, result.balls))}\n`);
   if (result.interrupted) out.write('\nInterrupted: the figures above cover what was measured before Ctrl-C.\n');
-  await writeFile(flags.json, `${JSON.stringify(result, null, 2)}\n`);
+  await writeFile(flags.json, `${JSON.stringify({ ...result, recommendation: recommend(result.policies, result.balls) }, null, 2)}\n`);
   await writeFile(flags.report, renderReport(result));
   out.write(`\nreport: ${path.resolve(flags.report)}\njson:   ${path.resolve(flags.json)}\n`);
 }

@@ -6,7 +6,7 @@
  * well-formed XML (every element closed) so it can be checked mechanically.
  */
 import type { BallsResult } from './balls.js';
-import { COLUMNS, bestOf, isBest, type BenchResult, type PolicyResult } from './results.js';
+import { bestOf, isBest, recommend, shownColumns, type BenchResult, type PolicyResult } from './results.js';
 import { PALETTE, barChart, esc, lineChart } from './svg.js';
 
 const CSS = `body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1000px;color:#222;padding:0 16px}
@@ -18,9 +18,10 @@ svg .g{stroke:#eee}svg .m{stroke:#c00;stroke-dasharray:4 3}svg .ml{fill:#c00}.no
 
 function table(results: readonly PolicyResult[]): string {
   const best = bestOf(results);
-  const head = `<tr><th>policy</th>${COLUMNS.map((c) => `<th>${esc(c.header)}</th>`).join('')}</tr>`;
+  const columns = shownColumns(results);
+  const head = `<tr><th>policy</th>${columns.map((c) => `<th>${esc(c.header)}</th>`).join('')}</tr>`;
   const rows = results.map((r) => {
-    const cells = COLUMNS.map((c) => {
+    const cells = columns.map((c) => {
       const v = c.value(r);
       if (v === null || Number.isNaN(v)) return '<td>–</td>';
       const mark = isBest(c, v, best.get(c.key) ?? null);
@@ -119,6 +120,13 @@ function ballsSection(b: BallsResult): string {
 <p class="note">Each selector sees the loads as they were at its last refresh. "Least loaded of all" sends every pick until the next refresh to the bins that looked lightest — it herds, and its maximum load grows with b; two choices compares two random bins and degrades gracefully.</p>${c2}`;
 }
 
+/** The run's recommendation (results.ts, `recommend`), as a paragraph. */
+function recommendation(r: BenchResult): string {
+  const rec = recommend(r.policies, r.balls);
+  if (rec === null) return '';
+  return `<p><strong>Recommendation: ${esc(rec.policy)}${rec.tiedWith === null ? '' : ` (or ${esc(rec.tiedWith)})`}</strong> — ${esc(rec.why)}.${rec.caveat === null ? '' : ` But ${esc(rec.caveat)}.`}</p>`;
+}
+
 /** The whole report as one HTML document. */
 export function renderReport(r: BenchResult): string {
   const c = r.config;
@@ -126,7 +134,7 @@ export function renderReport(r: BenchResult): string {
   const load =
     c.scenario === 'balls'
       ? ''
-      : `<h2>Policies under the same load</h2>${table(r.policies)}<p class="note">★ best in column. Latency is measured by the client from acquire to reply. "in-flight max/mean": time-mean of the busiest backend's in-flight count over the time-mean of the average backend's (1 = even).</p>${loadCharts(r)}`;
+      : `<h2>Policies under the same load</h2>${table(r.policies)}<p class="note">★ best in column. Latency is measured by the client from acquire to reply. "in-flight max/mean": time-mean of the busiest backend's in-flight count over the time-mean of the average backend's (1 = even).</p>${recommendation(r)}${loadCharts(r)}`;
   const balls = r.balls === null ? '' : ballsSection(r.balls);
   return `<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"/><title>poise bench — ${esc(c.scenario)}</title><style>${CSS}</style></head>

@@ -66,7 +66,12 @@ describe('poise bench (compiled CLI, real workers and sockets)', () => {
     ]);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
-    for (const c of COLUMNS) expect(run.stdout).toContain(c.header);
+    // Every column with a value in this scenario (the backup share is the failover scenario's), then the recommendation.
+    for (const c of COLUMNS) expect(run.stdout.includes(c.header), c.header).toBe(c.key !== 'backupAfter');
+    expect(run.stdout).toMatch(/\nRecommendation: (round-robin|p2c:latency)\b.*\n/);
+    expect((JSON.parse(readFileSync(json, 'utf8')) as { recommendation: { policy: string } }).recommendation.policy).toMatch(
+      /^(round-robin|p2c:latency)$/,
+    );
     expect(run.stdout).toMatch(/^round-robin /m);
     expect(run.stdout).toMatch(/^p2c:latency /m);
     expect(run.stdout).toContain('Balls into bins');
