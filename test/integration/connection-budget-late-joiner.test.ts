@@ -1,7 +1,7 @@
 /**
  * A late joiner of the fleet connection budget (issue 36): process A took
  * all 8 connections of a backend and keeps them open in its pool, idle;
- * process B joins. Rounds are driven by hand (a TTL of 60 s: no scheduled
+ * process B joins. Rounds are driven by hand (a TTL of an hour: no scheduled
  * round interferes), alternately A then B, and counted; the sockets' idle
  * time is an injected clock. With the hand-back (`routedStream`'s
  * `handBack`), B holds its fair 4 after 3 rounds of each after its first —
@@ -49,7 +49,7 @@ class Member {
 
   constructor(cluster: string, clock: () => number, handBack: boolean) {
     this.balancer.update({ version: 1, cluster, backends: [{ id: 'db', address: `127.0.0.1:${db.port}` }] });
-    this.budget = new FleetConnectionBudget({ balancer: this.balancer, url: redis.url, limitPerBackend: LIMIT, ttlMs: 60_000, logger });
+    this.budget = new FleetConnectionBudget({ balancer: this.balancer, url: redis.url, limitPerBackend: LIMIT, ttlMs: 3_600_000, logger });
     this.router = this.balancer.router({ leaseKind: 'connection' });
     this.open = routedStream(this.router, { attempts: 1, clock, ...(handBack ? { handBack: { idleMs: IDLE_MS } } : {}) });
   }
