@@ -43,10 +43,12 @@
  */
 import net from 'node:net';
 import { checkOptionKeys, invalidConfig } from '../core/errors.js';
+import { integerIn } from '../core/validate.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
 import { checkAdmissionOptions, checkConnectOptions, type ConnectOptions } from './connect.js';
 import { answerOnFirstByte, connectionOutcome } from './connection-outcome.js';
+import { HandBack } from './hand-back.js';
 import { RetryRun, isLocalError } from './retry-run.js';
 
 /** Options of {@link routedStream}. */
@@ -76,7 +78,17 @@ export interface RoutedStreamOptions {
   band?: ConnectOptions['band'];
   /** Longest wait for admission, ms (the gate's default otherwise); only with `band`. */
   admissionTimeoutMs?: ConnectOptions['admissionTimeoutMs'];
-  /** Monotonic milliseconds for the connect-time sample; default `performance.now`. */
+  /**
+   * Give idle connections back when this process holds more on a backend
+   * than its fleet connection budget share (`FleetConnectionBudget`; a late
+   * joiner's slice comes from them): a socket idle for `idleMs` (nothing
+   * moved, and the last move was the server's answer) on such a backend is
+   * ended, down to the share (net/hand-back.ts). Off by default; the pool
+   * must handle a server-closed idle connection (pg.Pool: an `'error'`
+   * listener).
+   */
+  handBack?: { idleMs: number };
+  /** Monotonic milliseconds for the connect-time sample and the hand-back's idleness; default `performance.now`. */
   clock?: () => number;
 }
 
@@ -105,6 +117,7 @@ interface Settings {
   timeout: number;
   admission: { band: number; timeoutMs: number | undefined } | undefined;
   clock: () => number;
+  handBack: HandBack | undefined;
 }
 
 /**
@@ -113,6 +126,10 @@ interface Settings {
  */
 export class RoutedSocket extends net.Socket {
   readonly #s: Settings;
+  /** Clock readings of the last read and write while connected (the hand-back's idleness). @internal */
+  lastRead = 0;
+  /** See {@link lastRead}. @internal */
+  lastWrite = 0;
   #state: State = IDLE;
   #lease: Lease | undefined;
   #next: Lease | undefined;
@@ -136,6 +153,30 @@ export class RoutedSocket extends net.Socket {
   /** The lease of the connected backend (undefined until `'connect'`, and after routing failed). */
   get lease(): Lease | undefined {
     return this.#connected ? this.#lease : undefined;
+  }
+
+  /** The slot of the connected backend (-1 before). @internal */
+  get slot(): number {
+    return this.#connected ? this.#lease!.slot : -1;
+  }
+
+  /** Ends the socket: the hand-back found it idle above the share. @internal */
+  handBack(): void {
+    this.end();
+  }
+
+  /** Notes the read (the hand-back's idleness) and passes it on. @internal */
+  // biome-ignore lint/suspicious/noExplicitAny: Readable.push's signature
+  override push(chunk: any, encoding?: BufferEncoding): boolean {
+    if (#s in this && this.#s.handBack !== undefined && chunk !== null) this.lastRead = this.#s.clock();
+    return super.push(chunk, encoding);
+  }
+
+  /** Notes the write (the hand-back's idleness) and passes it on. @internal */
+  // biome-ignore lint/suspicious/noExplicitAny: net.Socket's write overloads
+  override write(...args: any[]): boolean {
+    if (#s in this && this.#s.handBack !== undefined) this.lastWrite = this.#s.clock();
+    return (super.write as (...a: unknown[]) => boolean)(...args);
   }
 
   /** Attempts made so far (1 when the first backend answered). */
@@ -215,6 +256,10 @@ export class RoutedSocket extends net.Socket {
           this.#connected = true;
           this.#lease!.connected(Math.max(0, this.#s.clock() - this.#started));
           answerOnFirstByte(this, this.#lease!);
+          if (this.#s.handBack !== undefined) {
+            this.lastRead = this.#s.clock();
+            this.#s.handBack.add(this);
+          }
         }
         break;
       case UP:
@@ -223,6 +268,7 @@ export class RoutedSocket extends net.Socket {
           this.#state = DONE;
           // A reset before any byte came back is the backend's failure; after bytes, neither (connection-outcome.ts).
           this.#lease!.release(connectionOutcome(this.#failed, this.bytesRead > 0));
+          this.#s.handBack?.delete(this);
         }
         break;
     }
@@ -357,6 +403,7 @@ export function routedStream(router: Router, opts: RoutedStreamOptions = {}): (d
     'connectTimeoutMs',
     'band',
     'admissionTimeoutMs',
+    'handBack',
     'clock',
   ]);
   if (opts.intent !== undefined && opts.intent !== 'read' && opts.intent !== 'write') {
@@ -364,6 +411,16 @@ export function routedStream(router: Router, opts: RoutedStreamOptions = {}): (d
   }
   const { attempts, timeout } = checkConnectOptions(opts);
   const admission = checkAdmissionOptions(opts);
+  if (opts.clock !== undefined && typeof opts.clock !== 'function')
+    invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
+  const clock = opts.clock ?? (() => performance.now());
+  let handBack: HandBack | undefined;
+  if (opts.handBack !== undefined) {
+    if (typeof opts.handBack !== 'object' || opts.handBack === null)
+      invalidConfig('options.handBack', 'must be an object { idleMs }', opts.handBack);
+    checkOptionKeys(opts.handBack, ['idleMs'], 'options.handBack');
+    handBack = new HandBack(router, integerIn(opts.handBack.idleMs, 'options.handBack.idleMs', 1, 3_600_000), clock);
+  }
   const settings: Settings = {
     router,
     key: opts.key,
@@ -374,7 +431,8 @@ export function routedStream(router: Router, opts: RoutedStreamOptions = {}): (d
     attempts,
     timeout,
     admission,
-    clock: opts.clock ?? (() => performance.now()),
+    clock,
+    handBack,
   };
   return () => new RoutedSocket(settings);
 }

@@ -704,6 +704,17 @@ export class Router {
     this.gate?.routerClosed();
   }
 
+  /**
+   * The connection leases this process holds on backend `slot` above its
+   * fleet connection budget share (0 without a budget, or within it): what
+   * routed sockets idle on it hand back (net/hand-back.ts).
+   * @internal
+   */
+  overShare(slot: number): number {
+    const w = this.table.budget.word(slot);
+    return w === 0 ? 0 : Math.max(0, this.table.connections(slot) - Math.max(w, 0));
+  }
+
   /** Adds this router's batched picks and outcomes to the table's counters (also done at least once a second). */
   flushPicks(): void {
     this.candidates.flushPicks();

@@ -12,6 +12,9 @@
  * the leases the members hold sum to at most the budget (limit 12, reserve
  * 2: 10). The freeze lasts a number of missed rounds, not a time: each
  * member's `sync()` settles (undefined, away) within one round deadline.
+ * Then the retry budget's local floor on every freeze, the membership
+ * reader and publisher (a late write lands on the thaw), and `poise
+ * members` (exit 1 at its deadline).
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,6 +25,7 @@ import { Balancer } from '../../dist/src/runtime/balancer.js';
 import type { LoadTable } from '../../src/load/load-table.js';
 import type { Lease } from '../../dist/src/runtime/lease.js';
 import type { Router } from '../../dist/src/runtime/router.js';
+import { runCli } from '../helpers/cli.js';
 import { rejection } from '../helpers/thrown.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { until } from '../helpers/until.js';
@@ -247,5 +251,23 @@ describe('a frozen Redis', () => {
       await reader.close();
       await pub.close();
     }
+  });
+
+  it('poise members against a frozen Redis: exit 1 at the deadline, naming it, instead of hanging', async () => {
+    const cluster = `freeze-cli-${process.pid}-${Date.now()}`;
+    const members = (...args: string[]) => runCli(['members', ...args, '--redis', server.url, '--cluster', cluster]);
+    expect((await members('add', 'a', '10.0.0.1:5432')).code).toBe(0);
+    server.freeze();
+    try {
+      const [show, drain] = await Promise.all([members('show'), members('drain', 'a')]);
+      expect(show.code).toBe(1);
+      // The publisher's deadline: 5000 ms + the default waitTimeoutMs (1000).
+      expect(show.stderr).toContain('unavailable (no reply within 6000 ms: Redis frozen or unreachable); nothing read');
+      expect(drain.code).toBe(1);
+      expect(drain.stderr).toContain('no reply within 6000 ms');
+    } finally {
+      server.thaw();
+    }
+    expect((await members('drain', 'a')).code).toBe(0);
   });
 });
