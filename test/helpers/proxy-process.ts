@@ -18,9 +18,18 @@ export interface ProxyProcess {
   kill(): void;
 }
 
-/** Starts `poise proxy ...args` (compiled CLI) at log level info, with `env` added to the environment. */
-export function startProxy(args: string[], env: Record<string, string> = {}): ProxyProcess {
-  const child = spawn(process.execPath, [CLI, 'proxy', ...args], {
+/**
+ * Starts `poise proxy ...args` (compiled CLI) at log level info, with `env`
+ * added to the environment; with `descriptors`, under `ulimit -n` of that
+ * many (soft and hard), set by a shell that then execs the proxy.
+ */
+export function startProxy(args: string[], env: Record<string, string> = {}, opts: { descriptors?: number } = {}): ProxyProcess {
+  const argv = [process.execPath, CLI, 'proxy', ...args];
+  const [file, rest] =
+    opts.descriptors === undefined
+      ? [process.execPath, argv.slice(1)]
+      : ['sh', ['-c', `ulimit -n ${opts.descriptors} && exec ${argv.map((a) => `'${a}'`).join(' ')}`]];
+  const child = spawn(file, rest, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, POISE_LOG_LEVEL: 'info', ...env },
   });
