@@ -10,6 +10,8 @@ export interface ProxyProcess {
   records(): Record<string, unknown>[];
   /** Records whose message contains `text`. */
   find(text: string): Record<string, unknown>[];
+  /** The last `chars` of stderr as written, lines that are not JSON records included (a stack, `poise: ...`). */
+  stderrTail(chars?: number): string;
   /** Waits until `probe(records)` holds (bounded: 60 s, a process start under a loaded CI took over 15). */
   until(probe: (records: Record<string, unknown>[]) => boolean, what: string): Promise<void>;
   /** SIGTERM, then the exit code. */
@@ -46,6 +48,7 @@ export function startProxy(args: string[], env: Record<string, string> = {}, opt
     child,
     records,
     find: (t) => records().filter((r) => String(r['msg']).includes(t)),
+    stderrTail: (chars = 2000) => text.slice(-chars),
     until: (probe, what) =>
       until(
         () => {
