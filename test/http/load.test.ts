@@ -97,7 +97,8 @@ describe.each(variants)('under load with $name', ({ u, factory }) => {
 
   it('p2c:latency: a backend 10x slower gets less than each fast one within the first 2 000 requests', async () => {
     // Latency is injected, not waited for: the dispatcher measures and the
-    // router decays on a hand-moved clock; a backend moves it by its latency
+    // Balancer and router decay on a hand-moved clock (one clock for both: the
+    // Balancer stamps a new backend's estimate with its own); a backend moves it by its latency
     // (10 or 1 ms) before it answers, and between requests the client thinks
     // for 10 ms of it. One request at a time, so each measures its backend's
     // latency exactly, whatever the machine's load.
@@ -111,7 +112,7 @@ describe.each(variants)('under load with $name', ({ u, factory }) => {
         res.end(seen.backend);
       };
     }
-    const balancer = new Balancer({ logger });
+    const balancer = new Balancer({ logger, clock: clock.now });
     balancer.update(f.specs());
     const router = balancer.router({ policy: 'p2c:latency', seed: 35, clock: clock.now });
     const dispatcher = new PoiseDispatcher({ router, origin: 'http://api', factory, clock: clock.now });

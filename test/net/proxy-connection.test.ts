@@ -290,8 +290,8 @@ describe('PeakEWMA from the proxy', () => {
 
   it('with one of 4 backends 10x slower, p2c:latency gives it a clearly smaller share than p2c:connections', async () => {
     // Latency is injected, not waited for: the proxy measures turns and the
-    // router decays its estimates on a hand-moved clock (the proxy's `timers`,
-    // the router's `clock`), and each backend moves it by its latency (4 or
+    // Balancer and router decay estimates on a hand-moved clock (the proxy's
+    // `timers`, their `clock`), and each backend moves it by its latency (4 or
     // 40 ms) before it answers.
     // One client at a time, so a turn's measured latency is exactly its
     // backend's; the wall time and the machine's load play no part. Between
@@ -318,7 +318,12 @@ describe('PeakEWMA from the proxy', () => {
     const N = 400;
     const shareOf = async (policy: 'p2c:latency' | 'p2c:connections'): Promise<number> => {
       accepted.fill(0);
-      const b = balancer(ports.map((port, i) => ({ id: `b${i}`, port })));
+      // One clock for the Balancer and the router: the Balancer stamps a new backend's estimate with its own.
+      const b = loopbackBalancer(
+        cleanups,
+        ports.map((port, i) => ({ id: `b${i}`, port })),
+        clock.now,
+      );
       // No timeout here (the connect timeout's timer never runs: loopback connects at once).
       const timers = { now: clock.now, setTimeout: () => undefined, clearTimeout: () => {} };
       const { port } = await proxyOn(b.router({ policy, seed: 35, clock: clock.now }), { timers, clientTimeoutMs: 0, serverTimeoutMs: 0 });
