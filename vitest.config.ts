@@ -26,6 +26,7 @@ export const INTEGRATION: readonly string[] = [
   'test/cli/proxy-check.test.ts',
   'test/cli/proxy-drain.test.ts',
   'test/cli/proxy-local-errors.test.ts',
+  'test/cli/proxy-descriptors.test.ts',
   'test/cli/proxy-metrics.test.ts',
   'test/cli/proxy-ready.test.ts',
   'test/cli/proxy-young-generation.test.ts',

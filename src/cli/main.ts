@@ -8,20 +8,30 @@
  * 4 not found, 5 conflict, 6 capacity exhausted, 7 stored snapshot corrupt.
  */
 import { readFileSync } from 'node:fs';
+import { importInOrder } from '../core/ordered-import.js';
 import type { Command } from './command.js';
 import { EXIT, exitCodeOf } from './exit.js';
 import { keepYoungGenerationsSmall } from './young-generation.js';
 
+/**
+ * A subcommand's `command`, its module graph loaded one file at a time
+ * (core/ordered-import.ts): Node 20's loader would hold every file of it open
+ * at once, and `poise proxy` could not start under `ulimit -n 64`.
+ */
+async function commandOf(file: string): Promise<Command> {
+  return ((await importInOrder(new URL(file, import.meta.url))) as { command: Command }).command;
+}
+
 const commands: Record<string, () => Promise<Command>> = {
   // subcommands register here: name → lazy loader
-  bench: async () => (await import('./bench.js')).command,
-  members: async () => (await import('./members.js')).command,
-  proxy: async () => {
+  bench: () => commandOf('./bench.js'),
+  members: () => commandOf('./members.js'),
+  proxy: () => {
     // Before the proxy's modules load: they would grow the main thread's young generation for good.
     keepYoungGenerationsSmall();
-    return (await import('./proxy.js')).command;
+    return commandOf('./proxy.js');
   },
-  top: async () => (await import('./top.js')).command,
+  top: () => commandOf('./top.js'),
 };
 
 function version(): string {

@@ -437,7 +437,12 @@ async function serve(flags: ProxyFlags): Promise<number> {
       await proxy.listen();
     } catch (err) {
       await binding.close();
-      throw new PoiseError('Unavailable', `--listen: cannot listen on ${f.listen.host}:${f.listen.port}: ${(err as Error).message}`, {
+      const message = (err as Error).message;
+      // Out of descriptors: say which limit, and what else spends it.
+      const hint = !message.includes('EMFILE')
+        ? ''
+        : ` (the process's descriptor limit, ulimit -n, is reached${f.workers > 0 ? '; each worker thread needs descriptors of its own: lower --workers or raise the limit' : ''})`;
+      throw new PoiseError('Unavailable', `--listen: cannot listen on ${f.listen.host}:${f.listen.port}: ${message}${hint}`, {
         field: '--listen',
         cause: err,
       });

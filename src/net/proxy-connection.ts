@@ -82,8 +82,10 @@ export interface ConnectionOptions {
   accessLog?: Logger | 'stdout';
   /**
    * The clock and timers of the client, server, PROXY-header and connect
-   * timeouts; default the process's. Inject a paused clock to drive them by
-   * hand in tests (this thread only: a TimerSource cannot reach workers).
+   * timeouts, and the clock a request-reply turn's latency is measured on;
+   * default the process's (`performance.now()`). Inject a paused clock to
+   * drive them by hand in tests (this thread only: a TimerSource cannot
+   * reach workers).
    */
   timers?: TimerSource;
 }
@@ -207,6 +209,8 @@ export interface ConnectionHost {
   readonly worker: number;
   /** Client and server inactivity timers; undefined when both timeouts are 0 and no PROXY header is expected. */
   readonly wheel: TimeoutWheel | undefined;
+  /** The clock of a turn's latency: `settings.timers`' when given, else undefined (`performance.now()`, called directly). */
+  readonly turnClock: (() => number) | undefined;
   /** Tracks a socket so that closing the proxy can destroy it. */
   track(socket: net.Socket): void;
   /** Forgets a tracked socket once it closed (the connection's own 'close' listeners call it: one listener per socket, not two). */
@@ -233,7 +237,8 @@ export function connectionHost(
   // A key only matters to a keyed policy: any other never reads it, so no connection computes one.
   const policy = (parts.router as { policyName?: unknown }).policyName;
   const keyed = typeof policy !== 'string' || (KEYED_POLICY_NAMES as readonly string[]).includes(policy);
-  return { ...parts, settings, key: keyed ? settings.key : undefined, wheel, warn: rateLimited(parts.log) };
+  const turnClock = settings.timers === undefined ? undefined : () => settings.timers!.now();
+  return { ...parts, settings, key: keyed ? settings.key : undefined, wheel, turnClock, warn: rateLimited(parts.log) };
 }
 
 /**
@@ -730,7 +735,7 @@ class Connection implements WheelEntry {
     if (wheel !== undefined) this.clientSeen = wheel.now;
     if (this.last !== 1 && this.turnAt < 0) {
       // Client bytes after backend bytes (or the first ones): a new turn.
-      this.turnAt = performance.now();
+      this.turnAt = this.host.turnClock?.() ?? performance.now();
       this.turns++;
       this.lease!.beginRequest();
     }
@@ -792,7 +797,7 @@ class Connection implements WheelEntry {
     const wheel = this.host.wheel;
     if (wheel !== undefined) this.serverSeen = wheel.now;
     if (this.turnAt >= 0) {
-      this.lease!.endRequest(Math.max(0, performance.now() - this.turnAt));
+      this.lease!.endRequest(Math.max(0, (this.host.turnClock?.() ?? performance.now()) - this.turnAt));
       this.turnAt = -1;
     }
     this.last = 2;
@@ -944,7 +949,7 @@ class Connection implements WheelEntry {
     const server = this.clientDue() > now;
     this.cause ??= server ? 'server-timeout' : 'client-timeout';
     // A turn cut off by the server timeout waited at least this long: the sample PeakEWMA must see.
-    if (server && this.turnAt >= 0) this.lease!.endRequest(Math.max(0, performance.now() - this.turnAt));
+    if (server && this.turnAt >= 0) this.lease!.endRequest(Math.max(0, (this.host.turnClock?.() ?? performance.now()) - this.turnAt));
     this.turnAt = -1;
     this.client.destroy();
     this.upstream?.destroy();

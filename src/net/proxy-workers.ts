@@ -35,7 +35,7 @@ export function reusePortSupported(version: string = process.versions.node, plat
   return platform === 'linux' && (major > 22 || (major === 22 && minor >= 12));
 }
 
-const ENTRY = fileURLToPath(new URL('./proxy-worker.js', import.meta.url));
+const ENTRY = fileURLToPath(new URL('./proxy-worker-main.js', import.meta.url));
 
 /** Restart backoff of a dead worker: `initialMs` doubling per quick death up to `maxMs`; a worker that lived `stableMs` resets it. @internal */
 export interface RestartBackoff {
@@ -285,7 +285,7 @@ export class ProxyWorkers {
     return new Promise((resolve, reject) => {
       const failed = (err: Error): void => {
         w.off('message', onMessage);
-        w.off('error', failed);
+        w.off('error', onError);
         w.off('exit', onExit);
         // A worker that failed to listen may still emit 'error' while it is
         // terminated: without a listener that would be the owner's uncaught
@@ -295,8 +295,11 @@ export class ProxyWorkers {
         reject(err);
       };
       const onExit = (code: number): void => failed(new Error(`proxy worker ${index} exited with code ${code} before listening`));
+      // A thread that cannot start (ERR_WORKER_INIT_FAILED: EMFILE when the process is out of descriptors) names itself.
+      const onError = (err: Error & { code?: unknown }): void =>
+        failed(Object.assign(new Error(`proxy worker ${index} could not start: ${err.message}`, { cause: err }), { code: err.code }));
       w.once('exit', onExit);
-      w.once('error', failed);
+      w.once('error', onError);
       const onMessage = (m: WorkerMessage): void => {
         if (m.type !== 'listening' && m.type !== 'error') return;
         if (m.type === 'error') {
@@ -306,7 +309,7 @@ export class ProxyWorkers {
         }
         w.off('message', onMessage);
         w.off('exit', onExit);
-        w.off('error', failed);
+        w.off('error', onError);
         w.on('error', (err) => this.o.log.error({ err: err.message, worker: index }, 'proxy: worker failed'));
         w.once('exit', (code) => this.died(index, w, code));
         this.listeningAt[index] = true;

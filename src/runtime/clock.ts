@@ -115,17 +115,39 @@ function monotonicMs(): number {
  * process has one ({@link processClockBuffer}); tests make their own.
  * @internal
  */
-export function startClock(ticker: ClockTicker): SharedArrayBuffer {
+export function startClock(ticker: ClockTicker, startThread: (b: SharedArrayBuffer) => TickerThread = tickerThread): SharedArrayBuffer {
   const b = new SharedArrayBuffer(BYTES);
   // Written before the buffer is shared (the Worker's start is the barrier).
   new Float64Array(b, 8, 1)[0] = monotonicMs();
   if (ticker === 'loop') {
     loopTicker(b);
   } else {
-    const t = new Worker(new URL(`data:text/javascript,${encodeURIComponent(TICKER)}`), { workerData: { buffer: b } });
+    const t = startThread(b);
     t.unref();
+    // A thread needs descriptors of its own (its event loop's), so it may
+    // fail to start (ERR_WORKER_INIT_FAILED: EMFILE under a low `ulimit -n`).
+    // Unheard, that 'error' would end the process; ignored, it would leave the
+    // clock frozen. This thread's loop ticks the buffer instead, and says so.
+    t.once('error', (err: Error) => {
+      process.emitWarning(`the shared clock's ticker thread failed (${err.message}); the clock ticks on this thread's event loop instead`, {
+        type: 'PoiseWarning',
+        code: 'POISE_CLOCK_TICKER',
+      });
+      loopTicker(b);
+    });
   }
   return b;
+}
+
+/** What {@link startClock} needs of its ticker thread (a `Worker`; tests pass one that fails). @internal */
+export interface TickerThread {
+  unref(): void;
+  once(event: 'error', listener: (err: Error) => void): unknown;
+}
+
+/** The ticker thread over `b`: TICKER in a Worker of its own. */
+function tickerThread(b: SharedArrayBuffer): TickerThread {
+  return new Worker(new URL(`data:text/javascript,${encodeURIComponent(TICKER)}`), { workerData: { buffer: b } });
 }
 
 /**

@@ -4,9 +4,13 @@ import type { Router } from '../../src/runtime/router.js';
 import { TcpProxy, type TcpProxyOptions } from '../../src/net/proxy.js';
 import { captureLog } from './log-capture.js';
 
-/** A Balancer (capacity 16) whose members are `backends` on 127.0.0.1, or on `host` (an IPv6 literal) when given. */
-export function loopbackBalancer(cleanups: Array<() => unknown>, backends: Array<{ id: string; port: number; host?: string }>): Balancer {
-  const b = new Balancer({ capacity: 16 });
+/** A Balancer (capacity 16, on `clock` when given) whose members are `backends` on 127.0.0.1, or on `host` (an IPv6 literal) when given. */
+export function loopbackBalancer(
+  cleanups: Array<() => unknown>,
+  backends: Array<{ id: string; port: number; host?: string }>,
+  clock?: () => number,
+): Balancer {
+  const b = new Balancer({ capacity: 16, ...(clock === undefined ? {} : { clock }) });
   b.update(backends.map((x) => ({ id: x.id, address: x.host === undefined ? `127.0.0.1:${x.port}` : `[${x.host}]:${x.port}` })));
   cleanups.push(() => b.close());
   return b;

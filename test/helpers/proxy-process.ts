@@ -10,6 +10,8 @@ export interface ProxyProcess {
   records(): Record<string, unknown>[];
   /** Records whose message contains `text`. */
   find(text: string): Record<string, unknown>[];
+  /** The last `chars` of stderr as written, lines that are not JSON records included (a stack, `poise: ...`). */
+  stderrTail(chars?: number): string;
   /** Waits until `probe(records)` holds (bounded: 60 s, a process start under a loaded CI took over 15). */
   until(probe: (records: Record<string, unknown>[]) => boolean, what: string): Promise<void>;
   /** SIGTERM, then the exit code. */
@@ -18,9 +20,18 @@ export interface ProxyProcess {
   kill(): void;
 }
 
-/** Starts `poise proxy ...args` (compiled CLI) at log level info, with `env` added to the environment. */
-export function startProxy(args: string[], env: Record<string, string> = {}): ProxyProcess {
-  const child = spawn(process.execPath, [CLI, 'proxy', ...args], {
+/**
+ * Starts `poise proxy ...args` (compiled CLI) at log level info, with `env`
+ * added to the environment; with `descriptors`, under `ulimit -n` of that
+ * many (soft and hard), set by a shell that then execs the proxy.
+ */
+export function startProxy(args: string[], env: Record<string, string> = {}, opts: { descriptors?: number } = {}): ProxyProcess {
+  const argv = [process.execPath, CLI, 'proxy', ...args];
+  const [file, rest] =
+    opts.descriptors === undefined
+      ? [process.execPath, argv.slice(1)]
+      : ['sh', ['-c', `ulimit -n ${opts.descriptors} && exec ${argv.map((a) => `'${a}'`).join(' ')}`]];
+  const child = spawn(file, rest, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, POISE_LOG_LEVEL: 'info', ...env },
   });
@@ -37,6 +48,7 @@ export function startProxy(args: string[], env: Record<string, string> = {}): Pr
     child,
     records,
     find: (t) => records().filter((r) => String(r['msg']).includes(t)),
+    stderrTail: (chars = 2000) => text.slice(-chars),
     until: (probe, what) =>
       until(
         () => {

@@ -15,6 +15,7 @@ import { TcpProxy, type TcpProxyOptions } from '../../src/net/proxy.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { ManualTimers } from '../helpers/manual-timers.js';
 import { until } from '../helpers/until.js';
+import { manualClock } from '../helpers/runtime.js';
 import { dial as dialFrom, listenLoopback, readAll } from '../helpers/loopback.js';
 
 const cleanups: Array<() => unknown> = [];
@@ -288,49 +289,63 @@ describe('PeakEWMA from the proxy', () => {
   });
 
   it('with one of 4 backends 10x slower, p2c:latency gives it a clearly smaller share than p2c:connections', async () => {
-    // Each backend answers every request after its delay; clients run closed
-    // loops of short connections (connect, one request, reply, close).
+    // Latency is injected, not waited for: the proxy measures turns and the
+    // Balancer and router decay estimates on a hand-moved clock (the proxy's
+    // `timers`, their `clock`), and each backend moves it by its latency (4 or
+    // 40 ms) before it answers.
+    // One client at a time, so a turn's measured latency is exactly its
+    // backend's; the wall time and the machine's load play no part. Between
+    // connections the client thinks for 50 ms of that clock, so the PeakEWMA
+    // estimates (τ = 1 s) converge and decay as they would in a second's traffic.
     const FAST_MS = 4;
     const SLOW_MS = 40;
+    const THINK_MS = 50;
+    const clock = manualClock(0);
     const ports: number[] = [];
     const accepted = [0, 0, 0, 0];
     for (let i = 0; i < 4; i++) {
-      const delay = i === 3 ? SLOW_MS : FAST_MS;
+      const latency = i === 3 ? SLOW_MS : FAST_MS;
       ports.push(
         await listen((s) => {
           accepted[i]!++;
-          s.on('data', (d) => setTimeout(() => s.writable && s.write(d), delay));
+          s.on('data', (d) => {
+            clock.advance(latency);
+            s.write(d);
+          });
         }),
       );
     }
-    const CLIENTS = 4;
-    const PER_CLIENT = 200; // 800 connections per policy
+    const N = 400;
     const shareOf = async (policy: 'p2c:latency' | 'p2c:connections'): Promise<number> => {
       accepted.fill(0);
-      const b = balancer(ports.map((port, i) => ({ id: `b${i}`, port })));
-      const { port } = await proxyOn(b.router({ policy }));
-      const loop = async (): Promise<void> => {
-        for (let k = 0; k < PER_CLIENT; k++) {
-          const s = await dial(port);
-          const reply = firstData(s);
-          s.write('ping');
-          await reply;
-          s.end();
-          await closed(s);
-        }
-      };
-      await Promise.all(Array.from({ length: CLIENTS }, loop));
-      return accepted[3]! / CLIENTS / PER_CLIENT;
+      // One clock for the Balancer and the router: the Balancer stamps a new backend's estimate with its own.
+      const b = loopbackBalancer(
+        cleanups,
+        ports.map((port, i) => ({ id: `b${i}`, port })),
+        clock.now,
+      );
+      // No timeout here (the connect timeout's timer never runs: loopback connects at once).
+      const timers = { now: clock.now, setTimeout: () => undefined, clearTimeout: () => {} };
+      const { port } = await proxyOn(b.router({ policy, seed: 35, clock: clock.now }), { timers, clientTimeoutMs: 0, serverTimeoutMs: 0 });
+      for (let k = 0; k < N; k++) {
+        const s = await dial(port);
+        const reply = firstData(s);
+        s.write('ping');
+        await reply;
+        s.end();
+        await closed(s);
+        clock.advance(THINK_MS);
+      }
+      return accepted[3]! / N;
     };
     const connections = await shareOf('p2c:connections');
     const latency = await shareOf('p2c:latency');
-    // Round robin would give 25 %. p2c:connections only sees the slow one's
-    // longer-held connections (8.6-11 % here over 6 runs); p2c:latency sees
-    // its 10x first-byte latency on every turn and sends it little more than
-    // the decay probes (3.0-3.6 %). Bound: under 6 % of 800 connections and
-    // at most half of p2c:connections' share — blind latency (25 %, the
-    // issue's bug) or connection counting alone fails it.
-    expect(connections).toBeLessThan(0.2);
+    // One connection at a time, p2c:connections cannot tell the slow backend:
+    // its fair 25 % (σ = 2.2 points over 400; band 5σ). p2c:latency sees its
+    // 10x latency on its turns and sends it little more than the turns that
+    // measured it: under 6 %, and at most half of p2c:connections' share —
+    // blind latency (25 %, the issue's bug) fails it.
+    expect(connections).toBeGreaterThan(0.25 - 5 * Math.sqrt((0.25 * 0.75) / N));
     expect(latency).toBeLessThan(0.06);
     expect(latency).toBeLessThanOrEqual(connections / 2);
   });

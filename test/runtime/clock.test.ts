@@ -5,12 +5,14 @@
  * across its sleeps.
  */
 import { execFileSync } from 'node:child_process';
-import { describe, expect, it } from 'vitest';
+import { EventEmitter } from 'node:events';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { TIME_MASK, elapsedMs } from '../../src/core/time.js';
 import {
   CLOCK_ASLEEP,
   CLOCK_FRESH,
   type ClockTicker,
+  type TickerThread,
   clockReader,
   directClock,
   processClockBuffer,
@@ -184,5 +186,33 @@ describe.each<[ClockTicker, () => SharedArrayBuffer]>([
     // And the last read is the source's time to the millisecond.
     const read = a();
     expect(Math.abs(elapsedMs(Math.floor(source()) & TIME_MASK, read))).toBeLessThanOrEqual(1);
+  });
+});
+
+describe('a ticker thread that cannot start', () => {
+  it('neither ends the process nor freezes the clock: one warning, and the event loop ticks the buffer', async () => {
+    // A Worker that fails to start emits 'error' after its construction returned
+    // (ERR_WORKER_INIT_FAILED: EMFILE under a low `ulimit -n`, seen in `poise proxy`).
+    const thread = new EventEmitter() as EventEmitter & TickerThread;
+    let unrefs = 0;
+    thread.unref = () => void unrefs++;
+    const warnings: Error[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w);
+    process.on('warning', onWarning);
+    onTestFinished(() => void process.off('warning', onWarning));
+    const buffer = startClock('thread', () => thread);
+    const words = new Int32Array(buffer);
+    // Without a listener this emit throws (the process's uncaught exception in a real Worker).
+    thread.emit('error', Object.assign(new Error('Worker initialization failure: EMFILE'), { code: 'ERR_WORKER_INIT_FAILED' }));
+    await until(() => warnings.length > 0, 'the warning');
+    expect(warnings.map((w) => (w as Error & { code?: string }).code)).toEqual(['POISE_CLOCK_TICKER']);
+    expect(warnings[0]!.message).toContain('Worker initialization failure: EMFILE');
+    expect(unrefs).toBe(1);
+    // The clock moves: a read marks the word FRESH, and only a ticker's store clears it — 20 times over.
+    const now = clockReader(buffer);
+    for (let i = 0; i < 20; i++) {
+      const t = now();
+      await until(() => (Atomics.load(words, 0) & CLOCK_FRESH) === 0 && elapsedMs(now(), t) >= 1, `tick ${i} of the loop ticker`);
+    }
   });
 });
