@@ -98,6 +98,7 @@ describe('the public surface', () => {
         'MembershipKeys',
         'MembershipPublisher',
         'MembershipPublisherOptions',
+        'RedisClientOptions',
         'RedisConnectionOptions',
         'RedisMembership',
         'RedisMembershipOptions',
