@@ -14,7 +14,9 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FleetWatcher } from '../../src/discovery/fleet-watcher.js';
 import { RedisLease } from '../../src/membership/redis-lease.js';
+import { StaticMembership } from '../../src/membership/static.js';
 import { MembershipPublisher } from '../../src/membership/redis-publisher.js';
 import { RedisMembership } from '../../src/membership/redis-source.js';
 import { FleetProcess } from '../helpers/fleet-process.js';
@@ -84,6 +86,49 @@ describe('the watcher lease and its fence (one process, real Redis)', () => {
       expect(lapsed.message).toBe(`fence: token ${tb} is stale (the watcher lease is held under none); nothing written`);
     } finally {
       await Promise.all([a.close(), b.close(), pub.close(), raw.quit()]);
+    }
+  });
+});
+
+describe('a frozen Redis (every command has a deadline)', () => {
+  it('the holder that cannot renew steps down and closes its source; it is elected again under a higher token when Redis answers', async () => {
+    let opened = 0;
+    let closed = 0;
+    const source = (): StaticMembership => {
+      opened++;
+      const s = new StaticMembership({ backends: [{ id: 'a', address: '10.0.0.1:80' }] });
+      const close = s.close.bind(s);
+      s.close = async () => {
+        closed++;
+        await close();
+      };
+      return s;
+    };
+    const watcher = new FleetWatcher({
+      url: redis.url,
+      cluster: 'frozen',
+      source,
+      leaseMs: 1000,
+      renewMs: 250,
+      commandTimeoutMs: 200,
+      logger: captureLog().logger,
+    });
+    const raw = new Redis(redis.url);
+    try {
+      await watcher.start();
+      expect(watcher.leader).toBe(true);
+      const token = watcher.token!;
+      await until(() => watcher.counts.published === 1, 'the first publish');
+      await raw.call('CLIENT', 'PAUSE', '3000', 'ALL');
+      await until(() => !watcher.leader, 'stepping down while Redis answers nothing');
+      expect(watcher.counts.renewFailures).toBeGreaterThanOrEqual(1);
+      expect(closed).toBe(1);
+      await until(() => watcher.leader, 're-elected once Redis answers', 20_000);
+      expect(watcher.token).toBeGreaterThan(token);
+      expect(opened).toBe(2);
+    } finally {
+      await watcher.close();
+      await raw.quit();
     }
   });
 });
