@@ -210,6 +210,11 @@ describe('fleet mode: 8 processes, one watcher', () => {
   it('the watcher SIGKILLed: another takes over within one lease time, one watch again, no version goes back', async () => {
     const [old] = await leaders();
     const roundsBefore = new Map((await states()).map((s, i) => [live()[i]!, s.counts!.rounds]));
+    // Watches open at the API server, sampled through the hand-over: never two.
+    let most = 0;
+    const sampler = setInterval(() => {
+      most = Math.max(most, api.openWatches);
+    }, 2);
     await old!.kill();
     dead.add(old!);
     await until(async () => (await leaders()).length === 1, 'a new watcher', 30_000);
@@ -220,13 +225,17 @@ describe('fleet mode: 8 processes, one watcher', () => {
     await until(() => api.openWatches === 1, 'one open watch again');
     api.setSlice('shop', 'api-0', 'api', pods(6));
     await allRoute(ids(6));
+    clearInterval(sampler);
+    expect(most).toBe(1);
+    expect(api.counts.lists).toBe(2); // the first watcher's list and the successor's
     expect((await states()).every((s) => s.regressions === 0 && s.lineages === 1)).toBe(true);
     expect(versionsGrew()).toBe(true);
   }, 60_000);
 
-  it("the watcher SIGSTOPped: another takes over; woken, the stalled holder's late publish is refused by the fence", async () => {
+  it('the watcher SIGSTOPped: another takes over; woken, the stalled holder publishes nothing more (its late publish is refused by the fence)', async () => {
     const [holder] = await leaders();
-    const token = (await holder!.ask<State>({ cmd: 'state' })).token!;
+    const asLeader = await holder!.ask<State>({ cmd: 'state' });
+    const token = asLeader.token!;
     holder!.child.kill('SIGSTOP');
     stopped.add(holder!);
     await until(async () => (await leaders()).length === 1, 'a new watcher while the old one is stopped', 30_000);
@@ -240,11 +249,13 @@ describe('fleet mode: 8 processes, one watcher', () => {
     stopped.delete(holder!);
     await until(async () => !(await holder!.ask<State>({ cmd: 'state' })).leader, 'the woken holder stepping down', 30_000);
     const woken = await holder!.ask<State>({ cmd: 'state' });
-    // On waking, its overdue renew goes out first, then it reads the buffered event and publishes it under its old
-    // token before the renew's answer comes back: the write script refuses that late publish (the fence), once.
-    expect(woken.counts!.fenced).toBe(1);
+    // On waking, its overdue renew goes out, and it reads the buffered event and publishes it under its old token:
+    // whichever answer comes first, nothing it publishes after waking is written (the fence refuses it; in most
+    // runs fenced is 1, in the others the renew's "lost" came first and it published nothing). The fence itself is
+    // tested deterministically in the first test of this file.
     expect(woken.counts!.steppedDown).toBe(1);
-    expect(woken.counts!.published).toBeGreaterThanOrEqual(1); // what it published while it held the lease
+    expect(woken.counts!.published).toBe(asLeader.counts!.published);
+    expect(woken.counts!.fenced).toBeLessThanOrEqual(1);
     expect(await leaders()).toHaveLength(1);
     await until(() => api.openWatches === 1, 'one open watch again');
     // Nothing it did on waking moved the fleet back: the next event still reaches every process, versions only grew.
