@@ -44,6 +44,7 @@ export const INTEGRATION: readonly string[] = [
   'packages/bench/test/command.test.ts',
   'packages/bench/test/redis.test.ts',
   'packages/bench/test/stats-worker.test.ts',
+  'test/discovery/kubernetes.test.ts', // openssl makes the test API server's certificates (test/helpers/kube-api.ts)
 ];
 
 const TESTS = ['test/**/*.test.ts', 'packages/*/test/**/*.test.ts'];

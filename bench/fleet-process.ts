@@ -18,10 +18,7 @@ import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { RedisMembership } from '../src/redis.js';
 import { Balancer, bindMembership, createLogger, createWorkerPool } from '../src/runtime.js';
-import { countMajorGcs } from './membership-worker.js';
-
-type WaitAsync = (ta: Int32Array, index: number, value: number, timeoutMs: number) => { async: boolean; value: Promise<string> | string };
-const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
+import { countMajorGcs, workersAt } from './membership-worker.js';
 
 interface Config {
   url: string;
@@ -104,15 +101,7 @@ async function main(): Promise<void> {
   const fewestGcs = (): number =>
     Math.min(Atomics.load(mainGcs, 0), ...Array.from({ length: cfg.threads }, (_, i) => Atomics.load(workerGcs, i)));
   const balancer = new Balancer({ capacity: cfg.capacity, logger });
-  const allAt = async (version: number): Promise<void> => {
-    for (let i = 0; i < cfg.threads; i++) {
-      // Atomics.load pairs with the worker's Atomics.store; waitAsync wakes on its notify.
-      for (let seen = Atomics.load(view, 3 + i); seen < version; seen = Atomics.load(view, 3 + i)) {
-        const w = waitAsync(view, 3 + i, seen, 1000);
-        if (w.async) await w.value;
-      }
-    }
-  };
+  const allAt = (version: number): Promise<void> => workersAt(view, cfg.threads, version);
   let started = false;
   const target = {
     update(snapshot: Parameters<Balancer['update']>[0]): number {

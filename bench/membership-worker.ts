@@ -61,3 +61,14 @@ export function countMajorGcs(counts: Int32Array, index: number): void {
     }
   }).observe({ entryTypes: ['gc'] });
 }
+
+/** Resolves once each of `threads` workers routes with `version` or later (their cells [3 + i] of `view`). */
+export async function workersAt(view: Int32Array, threads: number, version: number): Promise<void> {
+  for (let i = 0; i < threads; i++) {
+    // Atomics.load pairs with the worker's Atomics.store; waitAsync wakes on its notify.
+    for (let seen = Atomics.load(view, FIRST_WORKER + i); seen < version; seen = Atomics.load(view, FIRST_WORKER + i)) {
+      const w = waitAsync(view, FIRST_WORKER + i, seen, 1000);
+      if (w.async) await w.value;
+    }
+  }
+}

@@ -60,6 +60,16 @@ export function membershipKeys(cluster: string, prefix = DEFAULT_PREFIX, opts: {
   return { snapshot: `${prefix}:${c}:snapshot`, channel: `${prefix}:${c}:notices` };
 }
 
+/**
+ * The fleet watcher's lease key and its token counter, beside the snapshot
+ * key (`<prefix>:<cluster>:watcher`, `...:watcher-token`; with `hashTag`, in
+ * the snapshot key's slot, since the write script reads the lease). @internal
+ */
+export function watcherKeys(cluster: string, prefix = DEFAULT_PREFIX, opts: { hashTag?: boolean } = {}): { lease: string; token: string } {
+  const base = membershipKeys(cluster, prefix, opts).snapshot.replace(/:snapshot$/, '');
+  return { lease: `${base}:watcher`, token: `${base}:watcher-token` };
+}
+
 /** A decoded snapshot or notice. @internal */
 export interface Envelope {
   /** The stored version, in [1, 2^53 − 1]. */

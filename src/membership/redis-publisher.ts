@@ -130,7 +130,18 @@ type WriteArgs = [
   digest: string,
   opsLineage: string,
 ];
-type ScriptClient = RedisClient & { poiseWrite(...args: WriteArgs): Promise<unknown> };
+/** A fencing token and the lease key it must be held under (the fleet watcher's: redis-lease.ts). */
+export interface WriteFence {
+  /** The lease key (redis-keys.ts, `watcherKeys`). */
+  readonly key: string;
+  /** The token the lease must be held under. */
+  readonly token: number;
+}
+type FencedArgs = [key: string, channel: string, lease: string, ...rest: string[]];
+type ScriptClient = RedisClient & {
+  poiseWrite(...args: WriteArgs): Promise<unknown>;
+  poiseWriteFenced(...args: FencedArgs): Promise<unknown>;
+};
 
 /** A version written by the script, as its digits: exact, and inside [0, 2^53 − 1] or refused. */
 function versionFromReply(text: unknown): number {
@@ -140,6 +151,12 @@ function versionFromReply(text: unknown): number {
       field: 'version',
     });
   return n;
+}
+
+/** The write script's arguments with the lease key as KEYS[3] and the token as ARGV[12]. */
+function fencedArgs(args: WriteArgs, fence: WriteFence): FencedArgs {
+  const [key, channel, ...argv] = args;
+  return [key, channel, fence.key, ...argv, String(fence.token)];
 }
 
 function parseReply(reply: unknown): WriteReply {
@@ -210,6 +227,8 @@ export class MembershipPublisher {
       commandTimeout: this.#commandTimeoutMs,
     }) as ScriptClient;
     this.#redis.defineCommand('poiseWrite', { lua: WRITE_SCRIPT, numberOfKeys: 2 });
+    // The same script with the lease key as KEYS[3] and the token as ARGV[12] (the fleet watcher's writes).
+    this.#redis.defineCommand('poiseWriteFenced', { lua: WRITE_SCRIPT, numberOfKeys: 3 });
     this.#url = describeTarget(target);
     this.#redis.on('error', (err: Error) => {
       this.#lastConnectionError = err.message;
@@ -237,10 +256,11 @@ export class MembershipPublisher {
    * `Conflict` when `ifVersion` does not match or the version is not newer;
    * `CapacityExhausted` when the stored version is already 2^53 − 1;
    * `Corrupt` when the stored value is unreadable (without an explicit
-   * version); `Unavailable` when Redis cannot be reached. Nothing is written
-   * in every case.
+   * version); `Unavailable` when Redis cannot be reached; with `fence`,
+   * `Conflict` (field `fence`) when the lease is not held under its token.
+   * Nothing is written in every case.
    */
-  async apply(document: unknown, opts: { ifVersion?: number } = {}): Promise<number> {
+  async apply(document: unknown, opts: { ifVersion?: number; fence?: WriteFence } = {}): Promise<number> {
     const doc = resolveDocument(document);
     this.#checkCluster(doc);
     if (opts.ifVersion !== undefined) validateVersion(opts.ifVersion, 'ifVersion');
@@ -252,10 +272,10 @@ export class MembershipPublisher {
     if (base !== undefined) {
       const ops = this.#deltaArgs(base, doc, json.length / 2);
       // Conditional on the version read, so the ops are exact; lost to another writer, an unconditional apply falls back to the whole snapshot.
-      if (ops !== undefined) reply = await this.#write(json, String(base.version), requested, ops);
+      if (ops !== undefined) reply = await this.#write(json, String(base.version), requested, ops, opts.fence);
       if (reply !== undefined && !reply.written && opts.ifVersion === undefined) reply = undefined;
     }
-    reply ??= await this.#write(json, expected, requested);
+    reply ??= await this.#write(json, expected, requested, undefined, opts.fence);
     if (!reply.written) {
       throw new PoiseError('Conflict', `ifVersion: the stored version is ${reply.current}, not ${opts.ifVersion}; nothing written`, {
         field: 'ifVersion',
@@ -445,7 +465,7 @@ export class MembershipPublisher {
     return env;
   }
 
-  async #write(docJson: string, expected: string, requested: string, delta?: DeltaArgs): Promise<WriteReply> {
+  async #write(docJson: string, expected: string, requested: string, delta?: DeltaArgs, fence?: WriteFence): Promise<WriteReply> {
     // The stored value is `{"version":N,"lineage":"<32 hex>","document":<docJson>}`: at most 80 bytes around the document.
     const bytes = Buffer.byteLength(docJson, 'utf8') + ENVELOPE_BYTES;
     if (bytes > this.#maxBytes) {
@@ -473,10 +493,10 @@ export class MembershipPublisher {
       ...floor,
       ...(delta === undefined ? ['', '', ''] : [delta.ops, documentDigest(docJson), delta.lineage]),
     ] as WriteArgs;
-    if (this.#waitReplicas > 0) return this.#writeAndWait(args);
+    if (this.#waitReplicas > 0) return this.#writeAndWait(args, fence);
     let reply: unknown;
     try {
-      reply = await this.#redis.poiseWrite(...args);
+      reply = fence === undefined ? await this.#redis.poiseWrite(...args) : await this.#redis.poiseWriteFenced(...fencedArgs(args, fence));
     } catch (err) {
       throw this.#scriptError(err);
     }
@@ -497,11 +517,15 @@ export class MembershipPublisher {
    * the keys' slot; WAIT has no key and travels with it), so WAIT counts the
    * replicas that hold this write.
    */
-  async #writeAndWait(args: WriteArgs): Promise<WriteReply> {
+  async #writeAndWait(args: WriteArgs, fence: WriteFence | undefined): Promise<WriteReply> {
     let results: [Error | null, unknown][] | null;
     try {
-      const pipeline = this.#redis.pipeline() as ReturnType<RedisClient['pipeline']> & { poiseWrite(...a: WriteArgs): unknown };
-      pipeline.poiseWrite(...args);
+      const pipeline = this.#redis.pipeline() as ReturnType<RedisClient['pipeline']> & {
+        poiseWrite(...a: WriteArgs): unknown;
+        poiseWriteFenced(...a: FencedArgs): unknown;
+      };
+      if (fence === undefined) pipeline.poiseWrite(...args);
+      else pipeline.poiseWriteFenced(...fencedArgs(args, fence));
       pipeline.call('WAIT', String(this.#waitReplicas), String(this.#waitTimeoutMs));
       results = await pipeline.exec();
     } catch (err) {
@@ -548,6 +572,13 @@ export class MembershipPublisher {
       return new PoiseError('InvalidConfig', `version: must be an integer in [0, ${MAX_VERSION}], got ${range[1]}; nothing written`, {
         field: 'version',
       });
+    const fenced = /POISE_FENCED (\d+) (\w+)/.exec(message);
+    if (fenced !== null)
+      return new PoiseError(
+        'Conflict',
+        `fence: token ${fenced[1]} is stale (the watcher lease is held under ${fenced[2]}); nothing written`,
+        { field: 'fence' },
+      );
     const malformed = /POISE_MALFORMED (.*)/.exec(message);
     if (malformed !== null) return new PoiseError('Corrupt', `snapshot: ${malformed[1]}; nothing written`, { field: 'snapshot' });
     if (isCommandTimeout(err))

@@ -27,6 +27,13 @@
  *          version ARGV[3]), or "" to publish the whole snapshot
  * ARGV[10] the digest of ARGV[2] (40 hex digits), with ARGV[9]
  * ARGV[11] the lineage of the document the ops were computed against, with ARGV[9]
+ * ARGV[12] optional: a fencing token (decimal digits) of the fleet watcher
+ *          lease (redis-lease.ts), with KEYS[3] its lease key. The write goes
+ *          ahead only while that lease is held under exactly this token: a
+ *          watcher that stalled past its lease (a stopped process, a long GC
+ *          pause) and publishes late is refused, since the next holder's token
+ *          is higher and a lapsed lease holds none. Callers that pass no
+ *          ARGV[12] (every publisher but the fleet watcher's) are not checked.
  *
  * The notice is the delta `{"version":N,"lineage":L,"base":B,"ops":...,"digest":...}`
  * only when it is exact: ops given, the expected version matched (so B, the
@@ -44,6 +51,7 @@
  *   POISE_CEILING <current>             current + 1 would leave [0, 2^53 − 1]
  *   POISE_RANGE <requested>             the requested version is above 2^53 − 1
  *   POISE_MALFORMED <reason>            the stored value is not one this script wrote
+ *   POISE_FENCED <token> <held>         the lease is not held under ARGV[12] (held: the token it is held under, or "none")
  * The current version and lineage are read from the stored value's fixed
  * prefix, which only this script writes.
  *
@@ -52,6 +60,13 @@
  * it would round), and versions are written back from their digit strings.
  */
 export const WRITE_SCRIPT = `
+if ARGV[12] and ARGV[12] ~= '' then
+  local holder = redis.call('GET', KEYS[3])
+  local held = holder and string.match(holder, '^(%d+):') or 'none'
+  if held ~= ARGV[12] then
+    return redis.error_reply('POISE_FENCED ' .. ARGV[12] .. ' ' .. held)
+  end
+end
 local max = tonumber(ARGV[6])
 local cur = 0
 local curText = '0'
@@ -262,4 +277,50 @@ for k = 0, n - 1 do
 end
 redis.call('PEXPIRE', KEYS[1], math.max(ttl * 3, 600000))
 return out
+`;
+
+/**
+ * The fleet watcher's lease (redis-lease.ts): one holder at a time, each
+ * holding under a fencing token that grows with every acquisition.
+ *
+ * KEYS[1]  the lease key: `<token>:<holder id>`, with a PX expiry
+ * KEYS[2]  the token counter (INCR'd at each acquisition, never expires)
+ * ARGV[1]  the holder id
+ * ARGV[2]  the lease length, ms
+ * ARGV[3]  the token held (renew), or "" (acquire)
+ *
+ * Renew: PEXPIREs the lease only while it is `<ARGV[3]>:<ARGV[1]>`.
+ * Acquire: when the lease is free, INCR the counter and `SET lease
+ * "<token>:<id>" NX PX ms` (a lease this holder already has is renewed under
+ * its token: a retry after a reply that was lost). Replies strings:
+ * {"1", token} held; {"0", the lease's value or ""} not held.
+ */
+export const LEASE_SCRIPT = `
+local cur = redis.call('GET', KEYS[1])
+if ARGV[3] ~= '' then
+  if cur == ARGV[3] .. ':' .. ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {'1', ARGV[3]}
+  end
+  return {'0', cur or ''}
+end
+if cur then
+  local token, holder = string.match(cur, '^(%d+):(.*)$')
+  if holder == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {'1', token}
+  end
+  return {'0', cur}
+end
+local token = string.format('%d', redis.call('INCR', KEYS[2]))
+redis.call('SET', KEYS[1], token .. ':' .. ARGV[1], 'NX', 'PX', ARGV[2])
+return {'1', token}
+`;
+
+/** Deletes the lease (KEYS[1]) only while it is `<ARGV[1]>` (`<token>:<holder id>`): a holder hands over at once on close. */
+export const RELEASE_SCRIPT = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
 `;
