@@ -28,15 +28,16 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   runtime: ['core', 'policy', 'load', 'health', 'log'],
   admission: ['core', 'runtime'],
   membership: ['core', 'health', 'load', 'log', 'runtime'],
+  discovery: ['core', 'log', 'membership'],
   net: ['core', 'runtime', 'admission', 'log'],
   http: ['core', 'runtime', 'net'],
-  metrics: ['core', 'policy', 'load', 'health', 'runtime', 'admission', 'membership', 'net', 'http'],
-  cli: ['core', 'runtime', 'admission', 'health', 'membership', 'net', 'metrics', 'log'],
+  metrics: ['core', 'policy', 'load', 'health', 'runtime', 'admission', 'membership', 'discovery', 'net', 'http'],
+  cli: ['core', 'runtime', 'admission', 'health', 'membership', 'discovery', 'net', 'metrics', 'log'],
 };
 
 /** The only files of another unit that a unit may import from it (metrics never loads the dispatcher, so never undici). */
 const ONLY_THROUGH: Record<string, Record<string, readonly string[]>> = {
-  metrics: { http: ['http/counters.ts'] },
+  metrics: { http: ['http/counters.ts'], discovery: ['discovery/status.ts'] },
   // The document validates the runtime's resilience options; the fleet budget feeds a Balancer's shared one.
   membership: {
     runtime: ['runtime/retry-budget.ts', 'runtime/slow-start-options.ts', 'runtime/connection-budget-options.ts', 'runtime/balancer.ts'],
