@@ -77,5 +77,7 @@ export function discoveryStatusOf(source: unknown): DiscoveryStatus | undefined 
   const status = (source as { status: unknown }).status;
   if (typeof status !== 'object' || status === null) return undefined;
   const s = status as Partial<DiscoveryStatus>;
-  return typeof s.source === 'string' && typeof s.errors === 'object' && typeof s.state === 'string' ? (status as DiscoveryStatus) : undefined;
+  return typeof s.source === 'string' && typeof s.errors === 'object' && typeof s.state === 'string'
+    ? (status as DiscoveryStatus)
+    : undefined;
 }
