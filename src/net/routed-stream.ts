@@ -43,6 +43,7 @@ import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
 import { checkAdmissionOptions, checkConnectOptions, type ConnectOptions } from './connect.js';
+import { dialExtras } from './dial.js';
 import { RetryRun, isLocalError } from './retry-run.js';
 
 /** Options of {@link routedStream}. */
@@ -287,7 +288,7 @@ export class RoutedSocket extends net.Socket {
       });
       this.destroy(this.#timeoutError);
     }, timeout);
-    super.connect({ host: lease.host, port: lease.port });
+    super.connect({ host: lease.host, port: lease.port, ...dialExtras(lease.spec) });
   }
 
   #redial(): void {
