@@ -22,6 +22,7 @@ import { bindMembership } from '../../src/membership/source.js';
 import { connect } from '../../src/net/connect.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { startDnsServer, type TestDns } from '../helpers/dns-server.js';
+import { runCli } from '../helpers/cli.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { ManualTimers } from '../helpers/manual-timers.js';
 import { selfSignedCert } from '../helpers/redis-server.js';
@@ -409,3 +410,21 @@ function members(balancer: Balancer) {
     .map((e) => e.spec)
     .sort((x, y) => x.id.localeCompare(y.id));
 }
+
+describe('the CLI: --discover', () => {
+  it('poise members show --discover srv:... --dns-server prints what the source found; a bad spec exits 2 naming the flag', async () => {
+    const d = await dnsServer({
+      hosts: { 'a.test': ['127.0.0.1', '::1'] },
+      srv: ['_cli._tcp.srv.test,a.test,7001,0,3'],
+    });
+    const shown = await runCli(['members', 'show', '--discover', 'srv:_cli._tcp.srv.test', '--dns-server', d.server, '--json']);
+    expect(shown.stderr).toBe('');
+    expect(shown.code).toBe(0);
+    expect(JSON.parse(shown.stdout).backends).toEqual([
+      { id: 'a.test:7001', address: '[::1]:7001', weight: 300, priority: 0, hostname: 'a.test', fallbackIp: '127.0.0.1' },
+    ]);
+    const bad = await runCli(['members', 'show', '--discover', 'dns:a.test']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--discover: target: must be "name:port"');
+  });
+});
