@@ -23,6 +23,10 @@ import { connect } from '../../src/net/connect.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { startDnsServer, type TestDns } from '../helpers/dns-server.js';
 import { runCli } from '../helpers/cli.js';
+import { hangingPort } from '../helpers/hanging-port.js';
+import { echo, startProxy } from '../helpers/proxy-process.js';
+import { freePort } from '../helpers/ports.js';
+import { parseMetricsText } from '../../src/metrics/text-format.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { ManualTimers } from '../helpers/manual-timers.js';
 import { selfSignedCert } from '../helpers/redis-server.js';
@@ -426,5 +430,76 @@ describe('the CLI: --discover', () => {
     const bad = await runCli(['members', 'show', '--discover', 'dns:a.test']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--discover: target: must be "name:port"');
+  });
+});
+
+describe('Happy Eyeballs: a dual-stack backend whose first address hangs', () => {
+  it('connects through the second address (tried 250 ms after the first, gRPC A61): one backend, one attempt, no timeout', async () => {
+    const hangs: Array<() => unknown> = [];
+    cleanups.push(async () => {
+      for (const c of hangs) await c();
+    });
+    // 127.0.0.1:port drops every SYN; [::1]:port (the same port, the other family) accepts.
+    const port = await hangingPort(hangs);
+    const v6 = net.createServer((c) => c.on('error', () => {}));
+    let accepted = 0;
+    v6.on('connection', (c) => {
+      accepted++;
+      c.destroy();
+    });
+    await new Promise<void>((resolve) => v6.listen(port, '::1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => v6.close(() => resolve())));
+    const balancer = new Balancer({ capacity: 4, logger: silent });
+    cleanups.push(() => balancer.close());
+    balancer.update([{ id: 'dual', address: `127.0.0.1:${port}`, fallbackIp: '::1', hostname: 'dual.test' }]);
+    const router = balancer.router({ logger: silent });
+    const { socket, attempts, lease } = await connect(router, { attempts: 1, connectTimeoutMs: 10_000 });
+    expect([socket.remoteAddress, attempts, lease.id]).toEqual(['::1', 1, 'dual']);
+    socket.destroy();
+    await until(() => accepted === 1, 'the IPv6 address accepted');
+  });
+});
+
+describe('poise proxy --discover', () => {
+  it('routes to what dns: found, shows poise_discovery_* in /metrics, and keeps routing through a SERVFAIL (state stale)', async () => {
+    const d = await dnsServer({ hosts: { 'api.test': ['127.0.0.1'] }, ttl: 1 });
+    const backend = net.createServer((c) => {
+      c.on('data', (x) => c.write(`b:${x}`));
+      c.on('error', () => {});
+    });
+    await new Promise<void>((resolve) => backend.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => backend.close(() => resolve())));
+    const [listen, metrics] = [await freePort(), await freePort()];
+    const bport = (backend.address() as net.AddressInfo).port;
+    const proxy = startProxy([
+      '--listen',
+      `127.0.0.1:${listen}`,
+      '--discover',
+      `dns:api.test:${bport}`,
+      '--dns-server',
+      d.server,
+      '--workers',
+      '0',
+      '--metrics',
+      `127.0.0.1:${metrics}`,
+    ]);
+    cleanups.push(() => proxy.kill());
+    await proxy.until((rs) => rs.some((r) => r['msg'] === 'proxy ready'), 'proxy ready');
+    expect(await echo(listen, 'x')).toBe('b:x');
+    const scrape = async () => parseMetricsText(await (await fetch(`http://127.0.0.1:${metrics}/metrics`)).text());
+    const value = (f: Awaited<ReturnType<typeof scrape>>, name: string, labels: Record<string, string> = {}) =>
+      f.get(name)?.samples.find((x) => Object.entries(labels).every(([k, v]) => x.labels[k] === v))?.value;
+    const src = `dns:api.test:${bport}`;
+    let f = await scrape();
+    expect(value(f, 'poise_discovery_records', { source: src })).toBe(1);
+    expect(value(f, 'poise_discovery_state', { source: src, state: 'ok' })).toBe(1);
+    d.fault = 'servfail';
+    await until(async () => {
+      f = await scrape();
+      return (value(f, 'poise_discovery_errors_total', { source: src, kind: 'servfail' }) ?? 0) > 0;
+    }, 'a SERVFAIL counted');
+    expect(value(f, 'poise_discovery_state', { source: src, state: 'stale' })).toBe(1);
+    expect(await echo(listen, 'y')).toBe('b:y');
+    expect(await proxy.stop()).toBe(0);
   });
 });
