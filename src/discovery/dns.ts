@@ -27,6 +27,8 @@ export interface DnsResolver {
   resolve6(name: string, options: { ttl: true }): Promise<dns.RecordWithTtl[]>;
   resolveSrv(name: string): Promise<dns.SrvRecord[]>;
   cancel(): void;
+  /** The servers it asks (`ip` or `ip:port`); without it, the SRV records' TTL is not read (srv.ts). */
+  getServers?(): string[];
 }
 
 /** Options of the DNS sources' resolver. */

@@ -16,11 +16,12 @@
  *   and its id is `target:port` (`target:port#i` for a target's further
  *   address pairs). A target of `.` (RFC 2782: "service not available")
  *   contributes nothing.
- * - Re-resolution: after the shortest TTL of the targets' address records
- *   and of the SRV set. Node's `resolveSrv` does not report the SRV
- *   records' TTL, so the SRV set's TTL is the `srvTtlSeconds` option
- *   (default 30 s); the wait is min(srvTtlSeconds, every target's TTL),
- *   clamped to [minIntervalMs, maxIntervalMs].
+ * - Re-resolution: after the shortest TTL of the SRV records and of the
+ *   targets' address records, clamped to [minIntervalMs, maxIntervalMs].
+ *   Node's `resolveSrv` does not report the SRV records' TTL, so one more
+ *   SRV query, over UDP to the resolver's first server, reads it
+ *   (srv-ttl.ts); when that fails, the `srvTtlSeconds` option (default 30)
+ *   stands in for it.
  *
  * A target that does not resolve is left out while the others stand; an
  * answer where no target resolves keeps the last good membership.
@@ -39,10 +40,11 @@ import {
   type ResolverOptions,
 } from './dns.js';
 import { POLLING_OPTION_KEYS, PollingSource, QueryError, type Answer, type PollingOptions } from './polling.js';
+import { srvTtl } from './srv-ttl.js';
 
 /** Options of {@link SrvMembership}. */
 export interface SrvMembershipOptions extends PollingOptions, ResolverOptions {
-  /** The SRV set's TTL, seconds (Node's resolver does not report it); default 30. */
+  /** The SRV set's TTL, seconds, when it cannot be read from the wire (see the file comment); default 30. */
   srvTtlSeconds?: number;
 }
 
@@ -65,6 +67,7 @@ export class SrvMembership extends PollingSource {
   readonly #resolver: DnsResolver;
   readonly #service: string;
   readonly #srvTtl: number;
+  readonly #timeoutMs: number;
 
   /** `service`: the SRV name. Throws `InvalidConfig` naming the field for a bad name or option. */
   constructor(service: string, opts: SrvMembershipOptions = {}) {
@@ -74,11 +77,14 @@ export class SrvMembership extends PollingSource {
     super(`srv:${service}`, opts, 'options');
     this.#srvTtl = integerIn(opts.srvTtlSeconds ?? 30, 'options.srvTtlSeconds', 0, 86_400);
     this.#resolver = makeResolver(opts, 'options');
+    this.#timeoutMs = opts.timeoutMs ?? 2000;
     this.#service = service;
   }
 
   protected async query(): Promise<Answer> {
     let records: Awaited<ReturnType<DnsResolver['resolveSrv']>>;
+    const servers = this.#resolver.getServers?.();
+    const wireTtl = servers === undefined ? Promise.resolve(undefined) : srvTtl(servers, this.#service, this.#timeoutMs);
     try {
       records = await this.#resolver.resolveSrv(this.#service);
     } catch (err) {
@@ -97,7 +103,7 @@ export class SrvMembership extends PollingSource {
     const settled = await Promise.allSettled(targets.map((t) => resolveHost(this.#resolver, t)));
     const hosts = new Map<string, Awaited<ReturnType<typeof resolveHost>>>();
     let firstError: unknown;
-    let ttl = this.#srvTtl;
+    let ttl = (await wireTtl) ?? this.#srvTtl;
     settled.forEach((s, i) => {
       if (s.status === 'fulfilled') {
         hosts.set(targets[i]!, s.value);

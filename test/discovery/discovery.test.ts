@@ -13,6 +13,7 @@ import { UsageError } from '../../src/cli/usage.js';
 import { DnsMembership, hostBackends, type DnsResolver } from '../../src/discovery/dns.js';
 import { discoverySource } from '../../src/discovery/schemes.js';
 import { SrvMembership, srvWeight } from '../../src/discovery/srv.js';
+import { srvAnswerTtl } from '../../src/discovery/srv-ttl.js';
 import type { MembershipSnapshot } from '../../src/core/spec.js';
 import { createLogger } from '../../src/log.js';
 import { collectMetrics } from '../../src/metrics/collect.js';
@@ -102,6 +103,37 @@ describe('the mapping of records to backends', () => {
       { id: '[fd00::1]:80', address: '[fd00::1]:80', hostname: 'h', fallbackIp: '10.0.0.1' },
       { id: '10.0.0.2:80', address: '10.0.0.2:80', hostname: 'h' },
     ]);
+  });
+});
+
+describe('the SRV TTL read from the wire', () => {
+  /** An answer to query `id`: header, one question `_x._tcp.t`, then SRV records with these TTLs (the name a pointer to the question). */
+  const answer = (id: number, ttls: number[], flags = 0x8180): Buffer => {
+    const q = Buffer.from([2, 95, 120, 4, 95, 116, 99, 112, 1, 116, 0, 0, 33, 0, 1]);
+    const rrs = ttls.map((ttl) => {
+      const rr = Buffer.alloc(12 + 8);
+      rr.writeUInt16BE(0xc00c, 0);
+      rr.writeUInt16BE(33, 2);
+      rr.writeUInt16BE(1, 4);
+      rr.writeUInt32BE(ttl, 6);
+      rr.writeUInt16BE(8, 10);
+      rr.writeUInt16BE(0, 12); // priority, weight, port, target "."
+      return rr.subarray(0, 12 + 7);
+    });
+    const head = Buffer.alloc(12);
+    head.writeUInt16BE(id, 0);
+    head.writeUInt16BE(flags, 2);
+    head.writeUInt16BE(1, 4);
+    head.writeUInt16BE(ttls.length, 6);
+    return Buffer.concat([head, q, ...rrs.map((r) => Buffer.concat([r, Buffer.from([0])]))]);
+  };
+  it('answers the smallest SRV TTL, and nothing for another id, a truncated answer, an error code or a short message', () => {
+    expect(srvAnswerTtl(answer(7, [30, 12, 40]), 7)).toBe(12);
+    expect(srvAnswerTtl(answer(7, [30]), 8)).toBeUndefined();
+    expect(srvAnswerTtl(answer(7, [30], 0x8380), 7)).toBeUndefined(); // TC
+    expect(srvAnswerTtl(answer(7, [30], 0x8182), 7)).toBeUndefined(); // SERVFAIL
+    expect(srvAnswerTtl(answer(7, [30]).subarray(0, 30), 7)).toBeUndefined();
+    expect(srvAnswerTtl(answer(7, []), 7)).toBeUndefined();
   });
 });
 

@@ -45,7 +45,9 @@ export interface DnsServerOptions {
   names?: readonly string[];
   /** SRV records: `service,target,port,priority,weight` (dnsmasq's `--srv-host`). */
   srv?: readonly string[];
-  /** TTL of every local answer, seconds; default 5. */
+  /** Records with a TTL of their own: `name,address[,address],ttl` (dnsmasq's `--host-record`; read only at start). */
+  hostRecords?: readonly string[];
+  /** TTL of every other local answer (the hosts file, SRV), seconds; default 5. */
   ttl?: number;
 }
 
@@ -99,6 +101,7 @@ export async function startDnsServer(opts: DnsServerOptions = {}): Promise<TestD
     '--conf-file=/dev/null',
     ...(opts.names ?? []).map((n) => `--txt-record=${n},exists`),
     ...(opts.srv ?? []).map((s) => `--srv-host=${s}`),
+    ...(opts.hostRecords ?? []).map((r) => `--host-record=${r}`),
   ];
   const child = spawn('dnsmasq', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   live.add(child);

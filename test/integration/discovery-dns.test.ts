@@ -312,6 +312,22 @@ describe('dns: A/AAAA discovery against dnsmasq', () => {
 });
 
 describe('srv: discovery against dnsmasq', () => {
+  it("re-resolves after the smallest of the SRV TTL (read from the wire) and the targets' TTLs", async () => {
+    for (const [srvTtl, targetTtl, expected] of [
+      [7, 100, 7_000],
+      [200, 9, 9_000],
+    ] as const) {
+      const d = await dnsServer({ hostRecords: [`h.test,127.0.0.1,${targetTtl}`], srv: ['_t._tcp.srv.test,h.test,80,0,1'], ttl: srvTtl });
+      const timers = new RecordingTimers();
+      const source = new SrvMembership('_t._tcp.srv.test', { servers: [d.server], timers, logger: silent });
+      cleanups.push(() => source.close());
+      const { seen, listener } = collector();
+      await source.start(listener);
+      expect(seen[0]!.backends).toEqual([{ id: 'h.test:80', address: '127.0.0.1:80', hostname: 'h.test', priority: 0, weight: 100 }]);
+      expect(timers.delays).toEqual([expected]);
+    }
+  });
+
   it('SRV priority is failover: priority-0 backends killed, connections move to priority 1, and back when they return', async () => {
     const [a, b, c] = await Promise.all([countingServer(), countingServer(), countingServer()]);
     cleanups.push(() => c!.close());
