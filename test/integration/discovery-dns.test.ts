@@ -519,3 +519,46 @@ describe('poise proxy --discover', () => {
     expect(await proxy.stop()).toBe(0);
   });
 });
+
+describe('poise bench --discover', () => {
+  it('serves the SRV targets itself and routes by their priority and weight: priority 1 gets nothing while priority 0 stands', async () => {
+    const [p1, p2, p3] = [await freePort(), await freePort(), await freePort()];
+    const d = await dnsServer({
+      hosts: { 'a.test': ['127.0.0.1'] },
+      srv: [`_b._tcp.srv.test,a.test,${p1},0,3`, `_b._tcp.srv.test,a.test,${p2},0,1`, `_b._tcp.srv.test,a.test,${p3},1,1`],
+    });
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-bench-discover-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const json = path.join(dir, 'b.json');
+    const r = await runCli([
+      'bench',
+      '--discover',
+      'srv:_b._tcp.srv.test',
+      '--dns-server',
+      d.server,
+      '--workers',
+      '1',
+      '--duration',
+      '500ms',
+      '--policy',
+      'weighted',
+      '--scenario',
+      'uniform',
+      '--json',
+      json,
+      '--report',
+      path.join(dir, 'b.html'),
+    ]);
+    expect(r.code, r.stderr).toBe(0);
+    const result = JSON.parse(readFileSync(json, 'utf8')) as {
+      config: { membership: string; backends: number };
+      policies: { perBackend: { id: string; requests: number }[] }[];
+    };
+    expect(result.config).toMatchObject({ membership: 'srv:_b._tcp.srv.test', backends: 3 });
+    const by = new Map(result.policies[0]!.perBackend.map((b) => [b.id, b.requests]));
+    expect(by.get(`a.test:${p3}`)).toBe(0);
+    // Weights 300:100: far more to the first (a count, not a ratio test: the run is short and the machine shared).
+    expect(by.get(`a.test:${p1}`)!).toBeGreaterThan(by.get(`a.test:${p2}`)!);
+    expect(by.get(`a.test:${p2}`)!).toBeGreaterThan(0);
+  });
+});
