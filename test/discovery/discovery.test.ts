@@ -222,6 +222,41 @@ describe('the polling loop over a scripted resolver', () => {
   });
 });
 
+describe('close() against a query in flight', () => {
+  it('an answer that arrives after close() is never delivered and schedules nothing (300 rounds, the answer before and after close)', async () => {
+    for (let round = 0; round < 300; round++) {
+      const resolver = new ScriptedResolver();
+      let release: () => void = () => {};
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let pending = 0;
+      resolver.resolve4 = () => {
+        pending++;
+        return gate.then(() => [{ address: '10.0.0.1', ttl: 30 }]);
+      };
+      const timers = new ManualTimers();
+      const seen: MembershipSnapshot[] = [];
+      const source = new DnsMembership('api.internal:80', { resolver, timers, logger: silent, initial: 'wait' });
+      const started = source.start((s) => void seen.push(s));
+      // Even rounds: the answer is delivered before close() (its re-query timer then cleared); odd rounds: it comes after.
+      const before = round % 2 === 0;
+      if (before) {
+        release();
+        await started;
+      }
+      await source.close();
+      release();
+      await started;
+      expect(pending).toBe(1);
+      expect(seen).toHaveLength(before ? 1 : 0);
+      expect(timers.pending).toBe(0);
+      await timers.advance(60_000);
+      expect(pending).toBe(1);
+    }
+  });
+});
+
 describe('metrics and poise top', () => {
   it('collectMetrics shows a discovery source: last success, errors by kind, records, state; top prints one line of it', async () => {
     const resolver = new ScriptedResolver();
