@@ -13,3 +13,4 @@ export {
   type FleetConnectionBudgetOptions,
   type FleetConnectionShares,
 } from './membership/redis-connection-budget.js';
+export { FleetWatcher, type FleetWatcherOptions } from './discovery/fleet-watcher.js';

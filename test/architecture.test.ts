@@ -55,7 +55,7 @@ const PACKAGES: Record<string, readonly string[]> = {
   yaml: ['membership/document.ts'],
 };
 
-const ENTRIES = ['index.ts', 'runtime.ts', 'redis.ts', 'net.ts', 'http.ts', 'metrics.ts', 'bench-kit.ts'];
+const ENTRIES = ['index.ts', 'runtime.ts', 'redis.ts', 'net.ts', 'http.ts', 'metrics.ts', 'discovery.ts', 'bench-kit.ts'];
 
 interface Import {
   /** The file, relative to src/. */

@@ -95,6 +95,8 @@ describe('the public surface', () => {
         'FleetRetryBudget',
         'FleetRetryBudgetOptions',
         'FleetRetryCounts',
+        'FleetWatcher',
+        'FleetWatcherOptions',
         'MembershipKeys',
         'MembershipPublisher',
         'MembershipPublisherOptions',

@@ -18,8 +18,10 @@ import { readFileLimited, readStreamLimited } from '../membership/read-limited.j
 import { MembershipPublisher } from '../membership/redis-publisher.js';
 import { RedisMembership } from '../membership/redis-source.js';
 import type { RedisConnectionOptions } from '../membership/redis-target.js';
+import type { MembershipSource } from '../membership/source.js';
 import { DURATION_GRAMMAR, choiceFlag, durationFlag, integerFlag, nameFlag, parseFlags, type FlagSpecs, type ParsedFlags } from './args.js';
 import { REDIS_FLAGS, REDIS_FLAGS_HELP, redisFlags } from './redis-flags.js';
+import { DISCOVER_FLAGS, DISCOVER_FLAGS_HELP, discoverFlag, type DiscoverFlagValues } from './discover-flags.js';
 import { EXIT, EXIT_HELP, exitCodeOf } from './exit.js';
 import { cliLogger } from './logger.js';
 import { membershipTable } from './table.js';
@@ -100,16 +102,19 @@ backends, then one row per backend (status, weight, priority, locality, address)
   a        ready          1         0  -         127.0.0.1:7001
   --json      print JSON instead: { "version": N, "lineage": "<hex>", "document": { cluster, backends } }
 The lineage names the version line: a new one starts when the cluster's first version is written into an empty Redis.
-Exit 4 when none is stored, 7 when the stored value is not a valid snapshot.`,
-    flags: { json: { type: 'boolean' } },
+Exit 4 when none is stored, 7 when the stored value is not a valid snapshot.
+With --discover SPEC (no Redis) it asks the discovery source once and prints what it found:
+${DISCOVER_FLAGS_HELP}`,
+    flags: { json: { type: 'boolean' }, ...DISCOVER_FLAGS },
   },
   watch: {
     usage: 'poise members watch [--count N] [--json]',
     text: `Follows the cluster like a reader does and prints, per applied version, the table of \`show\`
 (summary line, one row per backend) followed by a blank line.
   --json      print each applied snapshot as one JSON line instead
-  --count N   exit 0 after N applied versions (default: run until SIGINT/SIGTERM)`,
-    flags: { count: S, json: { type: 'boolean' } },
+  --count N   exit 0 after N applied versions (default: run until SIGINT/SIGTERM)
+With --discover SPEC (no Redis) it follows the discovery source instead (see \`show\`).`,
+    flags: { count: S, json: { type: 'boolean' }, ...DISCOVER_FLAGS },
   },
 };
 
@@ -286,7 +291,46 @@ function publisher(conn: ReturnType<typeof connection>): MembershipPublisher {
   });
 }
 
+/**
+ * Starts `source` and prints each snapshot it delivers (the table of `show`,
+ * or one JSON line with --json) until `count` were printed or SIGINT/SIGTERM.
+ * `cluster`: the table's cluster label.
+ */
+async function follow(flags: Flags, source: MembershipSource, cluster: string, count: number | undefined): Promise<number> {
+  const json = on(flags, 'json');
+  let applied = 0;
+  let finish: () => void = () => {};
+  const done = new Promise<void>((resolve) => {
+    finish = resolve;
+  });
+  const onSignal = (): void => finish();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    await source.start((s) => {
+      process.stdout.write(
+        json ? `${JSON.stringify(s)}\n` : `${membershipTable({ cluster, version: s.version, lineage: s.lineage, backends: s.backends })}\n`,
+      );
+      if (count !== undefined && ++applied >= count) finish();
+    });
+    await done;
+    return EXIT.ok;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await source.close();
+  }
+}
+
+/** `show` / `watch` of a `--discover` source: what it found, as the Redis forms print it. */
+function discovered(flags: Flags, count: number | undefined): Promise<number> {
+  positional(flags, 0, 'no arguments');
+  const source = discoverFlag(flags.values as DiscoverFlagValues, cliLogger('poise-members', { dflt: 'warn' }))!;
+  return follow(flags, source, source.description ?? '', count);
+}
+
 async function show(flags: Flags): Promise<number> {
+  if (str(flags, 'discover') !== undefined) return discovered(flags, 1);
   const conn = connection(flags);
   positional(flags, 0, 'no arguments');
   const pub = publisher(conn);
@@ -318,10 +362,10 @@ async function show(flags: Flags): Promise<number> {
 }
 
 async function watchCmd(flags: Flags): Promise<number> {
+  const count = integerFlag('--count', str(flags, 'count'), 1, Number.MAX_SAFE_INTEGER);
+  if (str(flags, 'discover') !== undefined) return discovered(flags, count);
   const conn = connection(flags);
   positional(flags, 0, 'no arguments');
-  const count = integerFlag('--count', str(flags, 'count'), 1, Number.MAX_SAFE_INTEGER);
-  const json = on(flags, 'json');
   const source = new RedisMembership({
     ...conn.redis,
     cluster: conn.cluster,
@@ -329,30 +373,7 @@ async function watchCmd(flags: Flags): Promise<number> {
     ...(conn.maxBytes === undefined ? {} : { maxMessageBytes: conn.maxBytes }),
     logger: cliLogger('poise-members', { dflt: 'info' }),
   });
-  let applied = 0;
-  let finish: () => void = () => {};
-  const done = new Promise<void>((resolve) => {
-    finish = resolve;
-  });
-  const onSignal = (): void => finish();
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  try {
-    await source.start((s) => {
-      process.stdout.write(
-        json
-          ? `${JSON.stringify(s)}\n`
-          : `${membershipTable({ cluster: conn.cluster, version: s.version, lineage: s.lineage, backends: s.backends })}\n`,
-      );
-      if (count !== undefined && ++applied >= count) finish();
-    });
-    await done;
-    return EXIT.ok;
-  } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-    await source.close();
-  }
+  return follow(flags, source, conn.cluster, count);
 }
 
 async function run(argv: string[]): Promise<number> {

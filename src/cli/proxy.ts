@@ -46,13 +46,14 @@ import {
 import { waitForMembership } from './proxy-wait.js';
 import { letYoungGenerationsGrow } from './young-generation.js';
 import { REDIS_FLAGS, redisFlags } from './redis-flags.js';
+import { DISCOVER_FLAGS, DISCOVER_FLAGS_HELP, discoverFlag } from './discover-flags.js';
 import { UsageError } from './usage.js';
 import type { HealthCheckOptions } from '../health/config.js';
 
 /** A day in ms: the longest --grace and check interval or timeout. */
 const DAY_MS = 86_400_000;
 
-const HELP = `usage: poise proxy --listen HOST:PORT (--backend [ID=]HOST:PORT ... | --file PATH | --redis URL --cluster NAME) [flags]
+const HELP = `usage: poise proxy --listen HOST:PORT (--backend [ID=]HOST:PORT ... | --file PATH | --redis URL --cluster NAME | --discover SPEC) [flags]
 
 Accepts TCP connections on --listen and splices each onto a backend chosen
 by the policy; a refused or timed-out connect is retried on another backend
@@ -68,6 +69,7 @@ membership (exactly one source):
                            redis+sentinel://host:port[,host:port...]/master-name[?db=N]
   --sentinel HOST:PORT,... --sentinel-name NAME   (instead of --redis) the master these sentinels monitor
   --redis-cluster HOST:PORT,...                   (instead of --redis) a Redis Cluster, by seed nodes
+${DISCOVER_FLAGS_HELP}
 
 Until a first valid membership is applied (nothing stored in Redis, a stored value
 that is not a valid snapshot, a missing or invalid --file, Redis down), the proxy
@@ -120,6 +122,7 @@ const OPTIONS = {
   backend: { type: 'string', multiple: true },
   file: { type: 'string' },
   ...REDIS_FLAGS,
+  ...DISCOVER_FLAGS,
   cluster: { type: 'string' },
   prefix: { type: 'string' },
   policy: { type: 'string' },
@@ -253,8 +256,12 @@ function proxyFlags(values: Values): ProxyFlags {
   const check = checkFlags(values);
   const metrics = metricsFlag(values);
   const redis = redisFlags(values);
-  const chosen = [values.backend.length > 0, values.file !== undefined, redis !== undefined].filter(Boolean).length;
-  if (chosen !== 1) throw new UsageError('membership: give exactly one of --backend, --file, --redis (or --sentinel, --redis-cluster)');
+  const discovered = discoverFlag(values, log, requireMembership ? 'reject' : 'wait');
+  const chosen = [values.backend.length > 0, values.file !== undefined, redis !== undefined, discovered !== undefined].filter(
+    Boolean,
+  ).length;
+  if (chosen !== 1)
+    throw new UsageError('membership: give exactly one of --backend, --file, --redis (or --sentinel, --redis-cluster), --discover');
   if (redis !== undefined && values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
   const cluster = nameFlag('--cluster', values.cluster);
   const prefix = nameFlag('--prefix', values.prefix);
@@ -262,6 +269,8 @@ function proxyFlags(values: Values): ProxyFlags {
   if (redis !== undefined && cluster !== undefined) {
     const options: RedisMembershipOptions = { ...redis, cluster, prefix, logger: log, failFast: requireMembership };
     openSource = async () => new (await import('../membership/redis-source.js')).RedisMembership(options);
+  } else if (discovered !== undefined) {
+    openSource = () => Promise.resolve(discovered);
   } else if (values.file !== undefined) {
     const file = values.file;
     openSource = () =>

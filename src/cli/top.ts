@@ -28,9 +28,11 @@ A live table of backends: state, connections, in-flight requests, PeakEWMA
 latency, pick share over the last interval, ejections, role and lag, slow
 start's ramp (RAMP_%), the weight the backend reports (REPORTED_W) and what
 its agent check asked (AGENT: drain or maint; "-" for nothing asked); under
-it, the retry budget (available, retries allowed / refused). CONNS counts
-connection leases (connect, routedStream, the proxy); the HTTP dispatcher
-leases requests (INFLIGHT), so a backend that only serves HTTP shows "-".
+it, the retry budget (available, retries allowed / refused) and, for a proxy
+started with --discover, the discovery source (state, records, the age of its
+last good answer, errors by kind). CONNS counts connection leases (connect,
+routedStream, the proxy); the HTTP dispatcher leases requests (INFLIGHT), so a
+backend that only serves HTTP shows "-".
 
   --metrics URL     scrape a proxy or app serving poise metrics (http://HOST:PORT or
                     .../metrics): every column
@@ -254,6 +256,35 @@ export function retryBudgetLines(families: ReadonlyMap<string, MetricFamily>, pr
   });
 }
 
+/**
+ * The discovery source's line under the table, from `poise_discovery_*`
+ * (src/discovery/status.ts): its state (ok, stale: the last good kept,
+ * failing: none yet), the records in force, the age of its last good
+ * answer and its errors by kind; none when the scrape has no discovery
+ * series. `nowMs`: wall-clock now. @internal
+ */
+export function discoveryLines(families: ReadonlyMap<string, MetricFamily>, nowMs: number, prefix = 'poise_'): string[] {
+  const sources = new Map<string, { state: string; records: number; lastMs: number; errors: string[] }>();
+  const at = (labels: Readonly<Record<string, string>>) => {
+    const key = labels['source'] ?? '';
+    let v = sources.get(key);
+    if (v === undefined) {
+      v = { state: '?', records: 0, lastMs: 0, errors: [] };
+      sources.set(key, v);
+    }
+    return v;
+  };
+  for (const x of families.get(`${prefix}discovery_state`)?.samples ?? []) if (x.value === 1) at(x.labels).state = x.labels['state'] ?? '?';
+  for (const x of families.get(`${prefix}discovery_records`)?.samples ?? []) at(x.labels).records = x.value;
+  for (const x of families.get(`${prefix}discovery_last_success_timestamp_seconds`)?.samples ?? []) at(x.labels).lastMs = x.value * 1000;
+  for (const x of families.get(`${prefix}discovery_errors_total`)?.samples ?? [])
+    if (x.value > 0) at(x.labels).errors.push(`${x.labels['kind'] ?? '?'} ${x.value}`);
+  return [...sources].map(([source, v]) => {
+    const age = v.lastMs === 0 ? 'never answered' : `last good ${Math.max(0, Math.round((nowMs - v.lastMs) / 1000))} s ago`;
+    return `discovery ${source}: ${v.state}  records ${v.records}  ${age}  errors ${v.errors.length === 0 ? 'none' : v.errors.join(', ')}`;
+  });
+}
+
 /** `--metrics` value → the URL to scrape (`/metrics` added when the path is empty). */
 function metricsUrl(raw: string): string {
   let u: URL;
@@ -337,7 +368,7 @@ const run = flagCommand('top', OPTIONS, HELP, async (values) => {
     next = async () => {
       const families = await scrapeMetrics(url, limits);
       const now = backendsFromMetrics(families);
-      const budget = retryBudgetLines(families);
+      const budget = [...retryBudgetLines(families), ...discoveryLines(families, Date.now())];
       const body = topTable(now, prev) + budget.map((l) => `${l}\n`).join('');
       prev = now;
       return { head: `poise top  ${url}  every ${intervalMs} ms  ${new Date().toISOString()}`, body };

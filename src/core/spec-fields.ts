@@ -27,6 +27,7 @@
  */
 import { MAX_PRIORITY } from './candidate.js';
 import { ADDRESS_RULE, addressDetail, addressReason } from './address.js';
+import { isIPv4, isIPv6 } from './ip.js';
 import { isIntegerIn } from './validate.js';
 import { MAX_WEIGHT } from './weight.js';
 
@@ -98,6 +99,23 @@ const hostPort: FieldKind<string> = {
   code: 'InvalidConfig',
 };
 
+/** `''` (none) or an IPv4 or IPv6 address (no brackets, no port). */
+const optionalIp: FieldKind<string> = {
+  accepts: (v): v is string => v === '' || (typeof v === 'string' && (isIPv4(v) || isIPv6(v))),
+  reason: () => 'must be "" (none) or an IPv4 or IPv6 address without brackets or port',
+  code: 'InvalidConfig',
+};
+
+/** `''` (none) or a host name (the host of a `host:port`, not an IP address). */
+const hostName: FieldKind<string> = {
+  accepts: (v): v is string => v === '' || (typeof v === 'string' && !/^[0-9.]+$/.test(v) && addressDetail(`${v}:1`) === undefined),
+  reason: (v) =>
+    typeof v === 'string' && addressReason(`${v}:1`) !== undefined
+      ? `must be "" (none) or a host name: ${addressReason(`${v}:1`)}`
+      : 'must be "" (none) or a host name of RFC 1123 labels (not an IP address)',
+  code: 'InvalidConfig',
+};
+
 /** The largest accepted `maxInflight`. @internal */
 export const MAX_INFLIGHT = 0x7fff_ffff;
 
@@ -135,6 +153,21 @@ export const SPEC_FIELDS = Object.freeze({
    * overrides it with what the server says it is.
    */
   role: optional(oneOf(['none', 'primary', 'replica']), 'none'),
+  /**
+   * The backend's logical host name (the DNS name it was found under), or
+   * `''` (default: none). When set, it is the HTTP `Host` and the TLS
+   * `servername` of requests to this backend (`poise-lb/http`) and the host
+   * name of `connect()`'s socket; `address` stays what is dialled.
+   */
+  hostname: optional(hostName, ''),
+  /**
+   * A second IP address of the same backend (the other family of a
+   * dual-stack host), on `address`'s port, or `''` (default: none). Dialled
+   * Happy-Eyeballs style (RFC 8305, gRPC A61): `address` first, this one
+   * 250 ms later when the first has not connected; the first to connect is
+   * kept.
+   */
+  fallbackIp: optional(optionalIp, ''),
 });
 
 type Fields = typeof SPEC_FIELDS;

@@ -18,7 +18,6 @@
  * frozen: every command has a deadline) steps down on its own before the
  * lease could have lapsed, closing its source.
  */
-import type { RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { checkOptionKeys, isPoiseError } from '../core/errors.js';
 import type { MembershipSnapshot } from '../core/spec.js';
@@ -27,7 +26,7 @@ import { integerIn } from '../core/validate.js';
 import { defaultLogger } from '../log.js';
 import { RedisLease } from '../membership/redis-lease.js';
 import { MembershipPublisher } from '../membership/redis-publisher.js';
-import type { RedisConnectionOptions } from '../membership/redis-target.js';
+import type { RedisClientOptions, RedisConnectionOptions } from '../membership/redis-target.js';
 import type { MembershipSource } from '../membership/source.js';
 
 /** Options of {@link FleetWatcher}. Where Redis is: {@link RedisConnectionOptions}. */
@@ -47,7 +46,7 @@ export interface FleetWatcherOptions extends RedisConnectionOptions {
   /** This process's holder id; default random. */
   holder?: string;
   /** Extra ioredis options. */
-  redisOptions?: RedisOptions;
+  redisOptions?: RedisClientOptions;
   /** Clock and timers of the rounds; default real time. */
   timers?: TimerSource;
   /** pino logger; default {@link defaultLogger}. */
@@ -116,7 +115,7 @@ export class FleetWatcher {
     );
     if (typeof opts.source !== 'function') throw new TypeError('options.source must be a function that makes a MembershipSource');
     this.#log = (opts.logger ?? defaultLogger()).child({ component: 'fleet-watcher', cluster: opts.cluster });
-    const redisOptions: RedisOptions = { commandTimeout: this.#timeoutMs, ...opts.redisOptions };
+    const redisOptions: RedisClientOptions = { commandTimeout: this.#timeoutMs, ...opts.redisOptions };
     const connection: RedisConnectionOptions = {
       url: opts.url,
       sentinels: opts.sentinels,

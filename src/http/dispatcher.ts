@@ -43,7 +43,8 @@ export interface PoiseDispatcherOptions {
    * The origin this dispatcher serves, `http://name[:port]` or `https://...`:
    * a request for another origin is refused with `InvalidConfig`. Its scheme
    * is the backends' (`https:` also sets TLS `servername` to its host name
-   * unless `pool.connect` says otherwise).
+   * unless `pool.connect` says otherwise; a backend with a spec `hostname`,
+   * a DNS-discovered one, gets that name as its `Host` and `servername`).
    */
   origin: string | URL;
   /** Backends one request may try, each a different one; default 3 (1 = never retry). */
@@ -174,8 +175,13 @@ export class PoiseDispatcher extends Dispatcher {
       invalidConfig('options.counters', 'must be an HttpCounters (HttpCounters.create / attach)', opts.counters);
     this.admission = checkAdmissionOptions(opts);
     this.route = opts.route;
-    const pools = new BackendPools(url.protocol, opts.factory ?? defaultFactory, poolOptions(opts.pool, url), (event, args) =>
-      this.forward(event, args),
+    const given = (opts.pool as { connect?: { servername?: unknown } } | undefined)?.connect?.servername !== undefined;
+    const pools = new BackendPools(
+      url.protocol,
+      opts.factory ?? defaultFactory,
+      poolOptions(opts.pool, url),
+      (event, args) => this.forward(event, args),
+      given,
     );
     this.core = {
       router,

@@ -9,8 +9,18 @@
  * left is found by {@link BackendPools.sweep}, which the dispatcher runs
  * when its router's membership version moves. A retired pool is closed
  * gracefully: requests already on it finish.
+ *
+ * A backend with a logical host name (spec `hostname`, a DNS-discovered
+ * one) gets a pool whose origin is that name: undici sends it as the `Host`
+ * header and, for https:, as the TLS `servername` (unless `pool.connect`
+ * names one); its socket opens through src/net/dial.ts's lookup, which
+ * answers the spec's own addresses (both families, Happy Eyeballs), so no
+ * DNS query is made per connection. With a `pool.connect` function of the
+ * caller's, the pool's origin stays the address.
  */
 import { PoiseError } from '../core/errors.js';
+import type { ResolvedBackendSpec } from '../core/spec.js';
+import { dialExtras } from '../net/dial.js';
 import type { Router } from '../runtime/router.js';
 
 /** What the dispatcher needs of a per-backend dispatcher (an undici `Pool`, `Client`, or anything of that shape). */
@@ -27,7 +37,13 @@ export type PoolFactory = (origin: string, options: Record<string, unknown>) => 
 /** Events of a backend dispatcher the dispatcher re-emits as its own (as undici's `Agent` does). */
 export const FORWARDED_EVENTS = ['connect', 'disconnect', 'connectionError', 'drain'] as const;
 
+/** What a backend's pool is made for: its address, and its host name and second IP when it has them (a change of any makes a new pool). */
+function poolKey(spec: Readonly<ResolvedBackendSpec>): string {
+  return spec.hostname === '' && spec.fallbackIp === '' ? spec.address : `${spec.address} ${spec.fallbackIp} ${spec.hostname}`;
+}
+
 interface Entry {
+  /** The pool's key ({@link poolKey}). */
   address: string;
   pool: BackendDispatcher;
 }
@@ -36,6 +52,8 @@ interface Entry {
 export class BackendPools {
   private readonly scheme: string;
   private readonly factory: PoolFactory;
+  /** The caller's `pool.connect.servername`: a backend's host name does not replace it. */
+  private readonly servernameGiven: boolean;
   private readonly options: Record<string, unknown>;
   private readonly forward: (event: string, args: unknown[]) => void;
   private readonly byId = new Map<string, Entry>();
@@ -43,8 +61,15 @@ export class BackendPools {
   private readonly retiring = new Map<BackendDispatcher, Promise<void>>();
   private closed = false;
 
-  constructor(scheme: string, factory: PoolFactory, options: Record<string, unknown>, forward: (event: string, args: unknown[]) => void) {
+  constructor(
+    scheme: string,
+    factory: PoolFactory,
+    options: Record<string, unknown>,
+    forward: (event: string, args: unknown[]) => void,
+    servernameGiven = false,
+  ) {
     this.scheme = scheme;
+    this.servernameGiven = servernameGiven;
     this.factory = factory;
     this.options = options;
     this.forward = forward;
@@ -56,22 +81,33 @@ export class BackendPools {
   }
 
   /** The pool of backend `id` at `host:port` (`address` as the spec spells it), made on first use. */
-  get(id: string, address: string, host: string, port: number): BackendDispatcher {
+  get(id: string, address: string, host: string, port: number, spec?: Readonly<ResolvedBackendSpec>): BackendDispatcher {
     const e = this.byId.get(id);
-    if (e !== undefined && e.address === address) return e.pool;
+    const key = spec === undefined ? address : poolKey(spec);
+    if (e !== undefined && e.address === key) return e.pool;
     if (this.closed) throw new PoiseError('Closed', `dispatch: the dispatcher is closed (no new pool for backend ${id})`);
     if (e !== undefined) this.retire(id, e);
-    const origin = `${this.scheme}//${host.includes(':') ? `[${host}]` : host}:${port}`;
-    const pool = this.factory(origin, this.options);
+    const extras = spec === undefined || typeof this.options['connect'] === 'function' ? undefined : dialExtras(spec);
+    let origin = `${this.scheme}//${host.includes(':') ? `[${host}]` : host}:${port}`;
+    let options = this.options;
+    if (extras !== undefined) {
+      origin = `${this.scheme}//${extras.host}:${port}`;
+      const { host: _name, ...dial } = extras;
+      const connect: Record<string, unknown> = { ...(options['connect'] as Record<string, unknown> | undefined), ...dial };
+      if (this.scheme === 'https:' && spec!.hostname !== '' && !this.servernameGiven) connect['servername'] = spec!.hostname;
+      options = { ...options, connect };
+    }
+    const pool = this.factory(origin, options);
     for (const event of FORWARDED_EVENTS) pool.on(event, (...args: never[]) => this.forward(event, args));
-    this.byId.set(id, { address, pool });
+    this.byId.set(id, { address: key, pool });
     return pool;
   }
 
   /** Retires the pool of every backend the router's view no longer lists, or lists at another address. */
   sweep(router: Router): void {
     for (const [id, e] of this.byId) {
-      if (router.member(id)?.address !== e.address) this.retire(id, e);
+      const spec = router.member(id);
+      if (spec === undefined || poolKey(spec) !== e.address) this.retire(id, e);
     }
   }
 

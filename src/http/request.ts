@@ -234,7 +234,7 @@ export class RoutedRequest implements DispatchController {
       core.pools.sweep(core.router);
     }
     try {
-      const pool = core.pools.get(lease.id, lease.address, lease.host, lease.port);
+      const pool = core.pools.get(lease.id, lease.address, lease.host, lease.port, lease.spec);
       return pool.dispatch(this.opts, a);
     } catch (err) {
       this.onError(a, err as Error);

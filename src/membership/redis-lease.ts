@@ -12,14 +12,20 @@
  * another process may hold it.
  */
 import { randomBytes } from 'node:crypto';
-import type { RedisOptions } from 'ioredis';
 import { PoiseError } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 import { validateName } from './name.js';
 import { redisUnavailable } from './redis-errors.js';
 import { DEFAULT_PREFIX, watcherKeys } from './redis-keys.js';
 import { LEASE_SCRIPT, RELEASE_SCRIPT } from './redis-script.js';
-import { createRedisClient, describeTarget, resolveRedisTarget, type RedisClient, type RedisConnectionOptions } from './redis-target.js';
+import {
+  createRedisClient,
+  describeTarget,
+  resolveRedisTarget,
+  type RedisClient,
+  type RedisClientOptions,
+  type RedisConnectionOptions,
+} from './redis-target.js';
 
 /** Options of {@link RedisLease}. */
 export interface RedisLeaseOptions extends RedisConnectionOptions {
@@ -34,7 +40,7 @@ export interface RedisLeaseOptions extends RedisConnectionOptions {
   /** This holder's id; default 16 random hex digits. */
   holder?: string;
   /** Extra ioredis options. */
-  redisOptions?: RedisOptions;
+  redisOptions?: RedisClientOptions;
 }
 
 type LeaseClient = RedisClient & {

@@ -16,6 +16,7 @@ import { invalidConfig, checkOptionKeys, PoiseError } from '../core/errors.js';
 import type { ResolvedBackendSpec } from '../core/spec.js';
 import { EwmaSeries, HealthFlag, SlotState, type SlotStats } from '../load/load-table.js';
 import type { MembershipSource } from '../membership/source.js';
+import { DISCOVERY_ERROR_KINDS, discoveryStatusOf } from '../discovery/status.js';
 import { DURATION_BUCKETS_SECONDS, ProxyCounter, REFUSAL_REASONS, type ProxyCounters } from '../net/proxy-counters.js';
 import { PriorityWeightedRandom } from '../policy/priority/policy.js';
 import type { PriorityPlan } from '../policy/priority/policy.js';
@@ -128,6 +129,8 @@ function sourceKind(source: MembershipSource): string {
   const d = source.description ?? '';
   if (d.startsWith('redis')) return 'redis';
   if (d.startsWith('file')) return 'file';
+  const scheme = /^(dns|srv|k8s):/.exec(d)?.[1];
+  if (scheme !== undefined) return scheme;
   return 'static';
 }
 
@@ -295,6 +298,37 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
       (g, s) => {
         const up = source.connected ?? source.problem === undefined;
         g.set({ cluster: s.cluster, source: sourceKind(source) }, up ? 1 : 0);
+      },
+    );
+  }
+  const discovery = discoveryStatusOf(source);
+  if (discovery !== undefined) {
+    // One writer (the source), read here at scrape time (src/discovery/status.ts).
+    const DL = ['cluster', 'source'] as const;
+    gauge(
+      'discovery_last_success_timestamp_seconds',
+      "Unix time of the discovery source's last good answer; 0 before the first.",
+      DL,
+      (g, s) => g.set({ cluster: s.cluster, source: discovery.source }, discovery.lastSuccessMs / 1000),
+    );
+    counter(
+      'discovery_errors_total',
+      'Failed discovery queries, by kind (the last good membership stayed in force).',
+      ['cluster', 'source', 'kind'],
+      (c, s) => {
+        for (const kind of DISCOVERY_ERROR_KINDS) c.inc({ cluster: s.cluster, source: discovery.source, kind }, discovery.errors[kind]);
+      },
+    );
+    gauge('discovery_records', 'Backends in the membership in force from the discovery source (its last good answer).', DL, (g, s) =>
+      g.set({ cluster: s.cluster, source: discovery.source }, discovery.records),
+    );
+    gauge(
+      'discovery_state',
+      "The discovery source's state: 1 for the one it is in (ok, stale: last good kept, failing: none yet).",
+      ['cluster', 'source', 'state'],
+      (g, s) => {
+        for (const state of ['ok', 'stale', 'failing'] as const)
+          g.set({ cluster: s.cluster, source: discovery.source, state }, discovery.state === state ? 1 : 0);
       },
     );
   }

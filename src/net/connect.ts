@@ -16,6 +16,7 @@ import type { Lease } from '../runtime/lease.js';
 import type { Router } from '../runtime/router.js';
 import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
 import { answerOnFirstByte, connectionOutcome } from './connection-outcome.js';
+import { dialExtras } from './dial.js';
 import { RetryRun } from './retry-run.js';
 
 /** Options of {@link connect}. */
@@ -225,7 +226,8 @@ export async function connectResolved(
     run.started();
     const started = clock();
     try {
-      const socket = await openSocket(create, { host: lease.host, port: lease.port, allowHalfOpen, noDelay }, timeout, timers, signal);
+      const at = { host: lease.host, port: lease.port, allowHalfOpen, noDelay, ...dialExtras(lease.spec) };
+      const socket = await openSocket(create, at, timeout, timers, signal);
       const connectMs = Math.max(0, clock() - started);
       lease.connected(connectMs);
       if (r.manualRelease) return { socket, lease, connectMs, attempts: run.tries };
@@ -249,7 +251,7 @@ export async function connectResolved(
 
 function openSocket(
   create: (opts: net.NetConnectOpts) => net.Socket,
-  at: { host: string; port: number; allowHalfOpen: boolean; noDelay: boolean },
+  at: net.NetConnectOpts & { host: string; port: number },
   timeoutMs: number,
   timers: TimerSource,
   signal: AbortSignal | undefined,

@@ -44,6 +44,7 @@ import { KEYED_POLICY_NAMES } from '../runtime/policies.js';
 import type { Router } from '../runtime/router.js';
 import { connectResolved, isLocalError, resolveConnectOptions, type ResolvedConnectOptions } from './connect.js';
 import { connectionOutcome } from './connection-outcome.js';
+import { dialExtras } from './dial.js';
 import { RetryRun } from './retry-run.js';
 import type { ProxyBandSelector } from './proxy-admission.js';
 import { encodeProxyV1, encodeProxyV2, parseProxyHeader, plainAddress, V1_MAX, type ProxyEndpoint } from './proxy-protocol.js';
@@ -531,13 +532,9 @@ class Connection implements WheelEntry {
       a.started = r.clock();
       let up: Tagged;
       try {
-        up = r.create({
-          host: lease.host,
-          port: lease.port,
-          allowHalfOpen: r.allowHalfOpen,
-          noDelay: r.noDelay,
-          onread: UPSTREAM_READS,
-        }) as Tagged;
+        const extras = dialExtras(lease.spec);
+        const at = { host: lease.host, port: lease.port, allowHalfOpen: r.allowHalfOpen, noDelay: r.noDelay, onread: UPSTREAM_READS };
+        up = r.create(extras === undefined ? at : { ...at, ...extras }) as Tagged;
       } catch (err) {
         next = a.run.failed(lease, err);
         continue;

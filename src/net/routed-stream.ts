@@ -49,6 +49,7 @@ import type { Router } from '../runtime/router.js';
 import { checkAdmissionOptions, checkConnectOptions, type ConnectOptions } from './connect.js';
 import { answerOnFirstByte, connectionOutcome } from './connection-outcome.js';
 import { HandBack } from './hand-back.js';
+import { dialExtras } from './dial.js';
 import { RetryRun, isLocalError } from './retry-run.js';
 
 /** Options of {@link routedStream}. */
@@ -339,7 +340,7 @@ export class RoutedSocket extends net.Socket {
       });
       this.destroy(this.#timeoutError);
     }, timeout);
-    super.connect({ host: lease.host, port: lease.port });
+    super.connect({ host: lease.host, port: lease.port, ...dialExtras(lease.spec) });
   }
 
   #redial(): void {

@@ -85,7 +85,7 @@ describe('poise proxy', () => {
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--grace', '30 s'], '--grace: must be a duration in [0ms, 24h]'],
     [
       ['--bogus'],
-      'unknown flag --bogus (accepted: --listen, --backend, --file, --redis, --sentinel, --sentinel-name, --redis-cluster, --cluster, --prefix, --policy, --attempts, ',
+      'unknown flag --bogus (accepted: --listen, --backend, --file, --redis, --sentinel, --sentinel-name, --redis-cluster, --discover, --dns-server, --cluster, --prefix, --policy, --attempts, ',
     ],
     [['--listen'], '--listen: needs a value'],
     [['--listen', '127.0.0.1:6000', '--file', 'a.json', '--file', 'b.json'], '--file: given more than once'],

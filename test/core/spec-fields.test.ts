@@ -49,6 +49,8 @@ const VALID: { [K in SpecFieldName]: fc.Arbitrary<ResolvedBackendSpec[K]> } = {
   maxInflight: fc.oneof(fc.integer({ min: 0, max: MAX_INFLIGHT }), fc.constantFrom(0, 1, MAX_INFLIGHT)),
   panicEligible: fc.boolean(),
   role: fc.constantFrom('none', 'primary', 'replica'),
+  hostname: fc.constantFrom('', 'api.internal', 'db-1.db.internal', 'x'),
+  fallbackIp: fc.oneof(fc.constant(''), fc.ipV4(), fc.ipV6()),
 };
 
 const notAnInteger = fc.constantFrom(null, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '1', true, [1], {});
@@ -63,6 +65,8 @@ const REFUSED: { [K in SpecFieldName]: { values: fc.Arbitrary<unknown>; code: 'I
   maxInflight: { values: fc.oneof(notAnInteger, fc.constantFrom(-1, MAX_INFLIGHT + 1)), code: 'InvalidConfig' },
   panicEligible: { values: fc.constantFrom('true', 0, 1, null), code: 'InvalidConfig' },
   role: { values: fc.constantFrom('Primary', 'master', '', null, 1, true), code: 'InvalidConfig' },
+  hostname: { values: fc.constantFrom('127.0.0.1', '::1', 'a b', '-x.y', 'api.internal:80', null, 1), code: 'InvalidConfig' },
+  fallbackIp: { values: fc.constantFrom('127.0.0.1:80', '[::1]', 'x', '999.1.1.1', null, 0), code: 'InvalidConfig' },
 };
 
 const NAMES = SPEC_FIELD_LIST.map((f) => f.name);

@@ -43,6 +43,8 @@ describe('resolveBackendSpec', () => {
       maxInflight: 0,
       panicEligible: true,
       role: 'none',
+      hostname: '',
+      fallbackIp: '',
     });
   });
 
@@ -72,7 +74,7 @@ describe('resolveBackendSpec', () => {
       ok({ wieght: 2 }),
       'backends[0]',
       'InvalidConfig',
-      'backends[0].wieght: unknown field (accepted: id, address, weight, priority, locality, localityWeight, status, maxInflight, panicEligible, role)',
+      'backends[0].wieght: unknown field (accepted: id, address, weight, priority, locality, localityWeight, status, maxInflight, panicEligible, role, hostname, fallbackIp)',
     ],
   ])('rejects %o at %s with an exact message', (value, path, code, message) => {
     const err = thrown(() => resolveBackendSpec(value, path));

@@ -13,7 +13,8 @@
  * - MariaDB on 127.0.0.1:3306, user `root`, no password (the same for mysql2);
  * - the `redis-server` binary on PATH: Redis tests start their own servers on
  *   free ports (test/helpers/redis-server.ts), never the one on 6379;
- * - the `openssl` binary, for the TLS Redis test's certificate.
+ * - the `openssl` binary, for the TLS Redis test's certificate;
+ * - the `dnsmasq` binary: the DNS discovery tests start their own (test/helpers/dns-server.ts).
  */
 import { spawnSync } from 'node:child_process';
 import { access } from 'node:fs/promises';
@@ -97,6 +98,7 @@ export const REQUIREMENTS: readonly Requirement[] = [
   mariadb('127.0.0.1', 3306),
   binary('redis-server', ['--version'], 'apt-get install -y redis-server  (the tests start their own on free ports)'),
   binary('openssl', ['version'], 'apt-get install -y openssl'),
+  binary('dnsmasq', ['--version'], 'apt-get install -y dnsmasq  (the DNS discovery tests start their own on free loopback ports)'),
 ];
 
 /** Probes every requirement at once; resolves with the message for the missing ones, or undefined when all are there. */

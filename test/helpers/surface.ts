@@ -54,6 +54,14 @@ export const SURFACE: Record<string, string[]> = {
   ],
   'poise-lb/metrics': ['BACKEND_STATES', 'MetricsServer', 'collectMetrics'],
   'poise-lb/http': ['HTTP_OUTCOMES', 'HttpCounters', 'LATENCY_BUCKETS_SECONDS', 'PoiseDispatcher', 'RatioRetryBudget'],
+  'poise-lb/discovery': [
+    'DISCOVERY_ERROR_KINDS',
+    'DISCOVERY_SCHEMES',
+    'DnsMembership',
+    'SrvMembership',
+    'discoverySource',
+    'discoveryStatusOf',
+  ],
 };
 
 /** Internal names (some of them public once); none may come back through any entry. */

@@ -35,6 +35,8 @@ describe('membership document', () => {
       maxInflight: 0,
       panicEligible: true,
       role: 'none',
+      hostname: '',
+      fallbackIp: '',
     });
   });
 

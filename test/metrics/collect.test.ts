@@ -11,6 +11,7 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import type { AdmissionStatsSource } from '../../src/admission/admission-stats.js';
 import { collectMetrics } from '../../src/metrics/collect.js';
+import { newDiscoveryStatus } from '../../src/discovery/status.js';
 import { parseMetricsText, type MetricFamily } from '../../src/metrics/text-format.js';
 import { ProxyCounters } from '../../src/net/proxy-counters.js';
 import { HttpCounters } from '../../src/http/counters.js';
@@ -249,7 +250,14 @@ describe('collectMetrics', () => {
     const section = readFileSync(new URL('../../docs/monitoring.md', import.meta.url), 'utf8');
     const documented = [...section.matchAll(/^\| `(poise_[a-z_]+)` \|/gm)].map((m) => m[1]);
     const b = new Balancer({ logger });
-    const source = { start: async () => {}, close: async () => {}, version: 0, description: 'file members.json' };
+    // A source that keeps a discovery status: the poise_discovery_* series are registered too.
+    const source = {
+      start: async () => {},
+      close: async () => {},
+      version: 0,
+      description: 'dns:api.internal:80',
+      status: newDiscoveryStatus('dns:api.internal:80'),
+    };
     const admission: AdmissionStatsSource = { admissionStats: () => ({ bands: [] }) };
     const http = HttpCounters.create({ capacity: b.table.capacity });
     const c = collectMetrics(b, { registry: new Registry(), source, proxy: ProxyCounters.create(), admission, http });

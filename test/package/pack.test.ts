@@ -275,7 +275,7 @@ const typo: BackendSpec = { id: 'a', address: '127.0.0.1:1', wieght: 2 };
 const noAddress: BackendSpec = { id: 'a' };
 // @ts-expect-error status is one of the four statuses
 const badStatus: BackendSpec = { id: 'a', address: '127.0.0.1:1', status: 'up' };
-const resolved: ResolvedBackendSpec = { ...spec, priority: 0, locality: '', localityWeight: 1, maxInflight: 0, weight: 1, status: 'ready', panicEligible: true, role: 'none' };
+const resolved: ResolvedBackendSpec = { ...spec, priority: 0, locality: '', localityWeight: 1, maxInflight: 0, weight: 1, status: 'ready', panicEligible: true, role: 'none', hostname: '', fallbackIp: '' };
 // @ts-expect-error a resolved spec has every field
 const partial: ResolvedBackendSpec = { id: 'a', address: '127.0.0.1:1' };
 export { spec, typo, noAddress, badStatus, resolved, partial };

@@ -4,6 +4,7 @@
  * the command turns a {@link UsageError} into exit code 2.
  */
 import os from 'node:os';
+import { discoverySource } from 'poise-lb/discovery';
 import { POLICY_NAMES, type BenchPolicyName } from './policies.js';
 import { SCENARIO_NAMES, type ScenarioName } from './scenarios.js';
 import {
@@ -38,6 +39,10 @@ export interface BenchFlags {
   connection: ConnectionMode;
   redis: string | undefined;
   cluster: string | undefined;
+  /** `--discover SPEC`: membership from a discovery source (`srv:` whose targets are 127.0.0.1). */
+  discover: string | undefined;
+  /** `--dns-server`, repeatable. */
+  dnsServers: string[];
   json: string;
   report: string;
   seed: number | undefined;
@@ -82,6 +87,8 @@ const FLAGS = {
   connection: { type: 'string' },
   redis: { type: 'string' },
   cluster: { type: 'string' },
+  discover: { type: 'string' },
+  'dns-server': { type: 'string', multiple: true },
   json: { type: 'string' },
   report: { type: 'string' },
   seed: { type: 'string' },
@@ -116,6 +123,8 @@ export function parseBenchFlags(argv: readonly string[]): BenchFlags {
     connection: choiceFlag('--connection', v.connection, CONNECTION_MODES) ?? DEFAULTS.connection,
     redis: redisUrlFlag('--redis', v.redis),
     cluster: nameFlag('--cluster', v.cluster),
+    discover: v.discover,
+    dnsServers: v['dns-server'],
     json: pathFlag('--json', v.json) ?? DEFAULTS.json,
     report: pathFlag('--report', v.report) ?? DEFAULTS.report,
     seed: int('seed'),
@@ -125,9 +134,21 @@ export function parseBenchFlags(argv: readonly string[]): BenchFlags {
     const missing = out.redis === undefined ? '--redis' : '--cluster';
     throw new UsageError(`${missing}: --redis URL and --cluster NAME must be given together`, missing);
   }
-  if (out.redis !== undefined && out.scenario !== 'slow-backend' && out.scenario !== 'uniform') {
+  if (out.discover !== undefined && out.redis !== undefined)
+    throw new UsageError('--discover: not with --redis (one membership source)', '--discover');
+  if (out.discover === undefined && out.dnsServers.length > 0) throw new UsageError('--dns-server: only with --discover', '--dns-server');
+  if (out.discover !== undefined) {
+    // Built (not started) only to check the spec: a bad one is a usage error naming the flag.
+    try {
+      discoverySource(out.discover, out.dnsServers.length > 0 ? { servers: out.dnsServers } : {}, '--discover');
+    } catch (err) {
+      throw new UsageError(err instanceof Error ? err.message : String(err), '--discover');
+    }
+  }
+  if ((out.redis !== undefined || out.discover !== undefined) && out.scenario !== 'slow-backend' && out.scenario !== 'uniform') {
+    const from = out.redis !== undefined ? '--redis' : '--discover';
     throw new UsageError(
-      `--scenario: with --redis only slow-backend or uniform apply (membership comes from Redis), got ${JSON.stringify(out.scenario)}`,
+      `--scenario: with ${from} only slow-backend or uniform apply (membership comes from ${from === '--redis' ? 'Redis' : 'discovery'}), got ${JSON.stringify(out.scenario)}`,
       '--scenario',
     );
   }
@@ -161,6 +182,8 @@ export function benchHelp(): string {
     `  --connection MODE  persistent | per-request TCP connections (default ${DEFAULTS.connection})`,
     '  --redis URL        take membership from Redis (with --cluster) instead of the embedded backends',
     `  --cluster NAME     the cluster name in Redis: ${NAME_RULE}`,
+    '  --discover SPEC    take membership from a discovery source instead (srv:SERVICE whose targets are 127.0.0.1:<port>)',
+    "  --dns-server IP[:PORT]  the DNS server --discover asks (repeatable; default the system's)",
     `  --json FILE        results as JSON (default ${DEFAULTS.json})`,
     `  --report FILE      self-contained HTML report (default ${DEFAULTS.report})`,
     `  --seed N           exact replay of every worker's stream, integer in [0, ${LIMITS.seed.max}] (debugging only; default OS seeding)`,

@@ -1,20 +1,22 @@
 /**
  * Where a run's membership comes from: the scenario (embedded backends,
- * changed by the scenario's events) or Redis (`--redis URL --cluster NAME`).
+ * changed by the scenario's events), Redis (`--redis URL --cluster NAME`)
+ * or a discovery source (`--discover srv:...`).
  *
- * With Redis, the cluster's documents decide which backends exist; the bench
+ * With Redis or discovery, the source decides which backends exist; the bench
  * serves every member itself on the member's own loopback port (so the
  * addresses must be `127.0.0.1:<port>`), assigning the scenario's roles in
  * id order (slow-backend: the first is 10× slower, the second fails 5 %).
  * Changes published while the run goes are applied live.
  */
 import { PoiseError } from 'poise-lb';
+import { discoverySource } from 'poise-lb/discovery';
 import { RedisMembership } from 'poise-lb/redis';
-import type { Logger, MembershipSnapshot } from 'poise-lb/runtime';
+import type { Logger, MembershipSnapshot, MembershipSource } from 'poise-lb/runtime';
 import type { BackendFarm } from './backends.js';
 import { BASE_MEDIAN_MS, BASE_SIGMA, FAILING_RATE, SLOW_FACTOR, type BackendModel, type ScenarioName } from './scenarios.js';
 
-/** The membership of a run coming from Redis. */
+/** The membership of a run coming from Redis or a discovery source. */
 export interface RedisFeed {
   /** The snapshot in force. */
   readonly current: MembershipSnapshot;
@@ -47,12 +49,13 @@ function loopbackPort(address: string): { port: number } | undefined {
   return port >= 1 && port <= 65535 ? { port } : undefined;
 }
 
-/** Serves every member of `snapshot` that the farm does not serve yet. Throws for a non-loopback address. */
+/** Serves every member of `snapshot` that the farm does not serve yet. Throws for a non-loopback address (`flag`: the source's flag, for the message). */
 async function serve(
   farm: BackendFarm,
   snapshot: MembershipSnapshot,
   scenario: ScenarioName,
   models: Map<string, BackendModel>,
+  flag: string,
 ): Promise<void> {
   const ids = snapshot.backends.map((b) => b.id).sort();
   for (const spec of snapshot.backends) {
@@ -60,7 +63,7 @@ async function serve(
     const addr = loopbackPort(spec.address);
     if (addr === undefined) {
       throw new Error(
-        `--redis: backend ${JSON.stringify(spec.id)} has address ${JSON.stringify(spec.address)}; the bench serves its backends itself and needs 127.0.0.1:<port>`,
+        `${flag}: backend ${JSON.stringify(spec.id)} has address ${JSON.stringify(spec.address)}; the bench serves its backends itself and needs 127.0.0.1:<port>`,
       );
     }
     const model = roleModel(spec.id, ids.indexOf(spec.id), scenario);
@@ -72,7 +75,7 @@ async function serve(
 }
 
 /** Follows `cluster` in Redis, serving its members from `farm`. Resolves once the first snapshot is served. */
-export async function followRedis(opts: {
+export function followRedis(opts: {
   url: string;
   cluster: string;
   scenario: ScenarioName;
@@ -80,6 +83,27 @@ export async function followRedis(opts: {
   logger: Logger;
 }): Promise<RedisFeed> {
   const source = new RedisMembership({ url: opts.url, cluster: opts.cluster, logger: opts.logger });
+  return follow(source, { ...opts, flag: '--redis', what: `cluster ${JSON.stringify(opts.cluster)}`, field: '--cluster' });
+}
+
+/** Follows the discovery source `spec` (`srv:...` whose targets are 127.0.0.1), serving its members from `farm`. */
+export function followDiscovery(opts: {
+  spec: string;
+  servers: readonly string[];
+  scenario: ScenarioName;
+  farm: BackendFarm;
+  logger: Logger;
+}): Promise<RedisFeed> {
+  const servers = opts.servers.length > 0 ? { servers: opts.servers } : {};
+  const source = discoverySource(opts.spec, { logger: opts.logger, initial: 'reject', ...servers }, '--discover');
+  return follow(source, { ...opts, flag: '--discover', what: opts.spec, field: '--discover' });
+}
+
+/** Follows `source`, serving its members from `opts.farm`. Resolves once the first snapshot is served. */
+async function follow(
+  source: MembershipSource,
+  opts: { scenario: ScenarioName; farm: BackendFarm; logger: Logger; flag: string; what: string; field: string },
+): Promise<RedisFeed> {
   const models = new Map<string, BackendModel>();
   let current: MembershipSnapshot | undefined;
   let listener: ((s: MembershipSnapshot) => void) | undefined;
@@ -87,25 +111,23 @@ export async function followRedis(opts: {
   let first: Promise<void> | undefined;
   await source.start((snapshot) => {
     const step = chain.then(async () => {
-      await serve(opts.farm, snapshot, opts.scenario, models);
+      await serve(opts.farm, snapshot, opts.scenario, models, opts.flag);
       current = snapshot;
       listener?.(snapshot);
     });
     // The first snapshot's failure is thrown to the caller below; later ones
     // are logged and the run goes on with the membership in force.
     chain = step.catch((err: unknown) => {
-      if (step !== first) opts.logger.error({ err }, 'bench: cannot serve the membership from Redis');
+      if (step !== first) opts.logger.error({ err }, `bench: cannot serve the membership from ${opts.flag.slice(2)}`);
     });
     first ??= step;
   });
   try {
     if (first === undefined) {
       const reason = source.problem?.message ?? 'nothing was delivered';
-      throw new PoiseError(
-        source.problem?.code ?? 'NotFound',
-        `--redis: no membership for cluster ${JSON.stringify(opts.cluster)} (${reason})`,
-        { field: '--cluster' },
-      );
+      throw new PoiseError(source.problem?.code ?? 'NotFound', `${opts.flag}: no membership for ${opts.what} (${reason})`, {
+        field: opts.field,
+      });
     }
     await first;
   } catch (err) {

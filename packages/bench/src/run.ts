@@ -11,7 +11,7 @@ import { BackendFarm } from './backends.js';
 import { runBalls } from './balls.js';
 import type { BenchFlags } from './flags.js';
 import { measurePolicy, warmupSeconds, type BenchRun } from './measure.js';
-import { followRedis, type RedisFeed } from './membership.js';
+import { followDiscovery, followRedis, type RedisFeed } from './membership.js';
 import type { Progress } from './progress.js';
 import type { BenchResult } from './results.js';
 import { scenarioPlan, type BackendModel } from './scenarios.js';
@@ -56,7 +56,7 @@ export async function runBench(flags: BenchFlags, ctx: RunContext): Promise<Benc
       warmupS: warmupSeconds(flags.duration),
       connection: flags.connection,
       seed: flags.seed ?? null,
-      membership: flags.redis === undefined ? 'embedded' : `redis cluster ${flags.cluster}`,
+      membership: flags.discover !== undefined ? flags.discover : flags.redis === undefined ? 'embedded' : `redis cluster ${flags.cluster}`,
       tracked: null,
     },
     policies: [],
@@ -73,6 +73,11 @@ export async function runBench(flags: BenchFlags, ctx: RunContext): Promise<Benc
         models = feed.models();
         result.config.backends = models.length;
         result.config.description = `${models.length} backends from Redis cluster ${flags.cluster} (${plan.name} roles by id order)`;
+      } else if (flags.discover !== undefined) {
+        feed = await followDiscovery({ spec: flags.discover, servers: flags.dnsServers, scenario: plan.name, farm, logger });
+        models = feed.models();
+        result.config.backends = models.length;
+        result.config.description = `${models.length} backends from ${flags.discover} (${plan.name} roles by id order)`;
       } else {
         for (const m of plan.backends) await farm.add(m);
         models = plan.backends;
