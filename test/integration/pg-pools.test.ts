@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DbRole } from '../../src/load/db-state.js';
 import { TARGET_SESSION_ATTRS, type TargetSessionAttrs } from '../../src/net/pg-connection.js';
 import { createPgPools, type PgPools } from '../../src/net/pg-pools.js';
+import { currentLsn } from '../../src/net/lsn.js';
 import { startPgReplica, startPostgres, type TestDbServer } from '../helpers/db-servers.js';
 import { until } from '../helpers/until.js';
 
@@ -91,6 +92,26 @@ describe('createPgPools (libpq multi-host strings) on a real primary and replica
   it('read-only, standby and prefer-standby: every connection on the replica while it is within maxLagMs', async () => {
     for (const attrs of ['read-only', 'standby', 'prefer-standby'] as const) {
       expect(new Set(await ports(random, attrs))).toEqual(new Set([replica.port]));
+    }
+  });
+
+  it('readAfter(lsn): 20 reads, each right after its write, each see it (a replica that replayed it, else the primary)', async () => {
+    const w = await random.poolFor('read-write').connect();
+    try {
+      await w.query('CREATE TABLE ryw (v integer)');
+      for (let i = 0; i < 20; i++) {
+        await w.query('INSERT INTO ryw VALUES ($1)', [i]);
+        const lsn = await currentLsn(w);
+        const c = new pg.Client(random.readAfter(lsn));
+        await c.connect();
+        try {
+          expect((await c.query<{ n: number }>('SELECT count(*)::int AS n FROM ryw WHERE v = $1', [i])).rows[0]!.n).toBe(1);
+        } finally {
+          await c.end();
+        }
+      }
+    } finally {
+      w.release();
     }
   });
 
