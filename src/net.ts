@@ -6,6 +6,8 @@
 export { connect, isLocalError, type ConnectOptions, type RoutedConnection } from './net/connect.js';
 export { routedStream, RoutedSocket, type RoutedStreamOptions } from './net/routed-stream.js';
 export { currentLsn, type LsnClient } from './net/lsn.js';
+export { createPgPools, type PgPools, type PgPoolsOptions, type PgPoolLike } from './net/pg-pools.js';
+export { parsePgConnection, type PgConnection, type PgConnectionConfig, type TargetSessionAttrs } from './net/pg-connection.js';
 export { reusePortSupported, TcpProxy, type TcpProxyCloseOptions, type TcpProxyOptions, type TcpProxyStats } from './net/proxy.js';
 export { CidrBands, fixedBand, type CidrBandsOptions, type ProxyBand, type ProxyBandSelector } from './net/proxy-admission.js';
 export { ProxyCounters } from './net/proxy-counters.js';
