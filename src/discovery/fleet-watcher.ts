@@ -212,7 +212,12 @@ export class FleetWatcher {
       this.#log.debug({ err: (err as Error).message }, 'watcher lease: redis unavailable');
       return;
     }
-    if (acquired === undefined || this.#closed) return;
+    if (acquired === undefined) return;
+    if (this.#closed) {
+      // Closed while the acquire was in flight: give the lease back now, not at its expiry (close() awaits this round).
+      await this.#lease.release(acquired).catch(() => {});
+      return;
+    }
     this.#token = acquired;
     this.#heldSince = sentAt;
     this.counts.elected++;

@@ -58,6 +58,13 @@ export interface KubernetesSourceOptions extends CredentialOptions {
   backoff?: { baseMs?: number; maxMs?: number };
   /** How long start() waits for the first membership before it resolves without one (`problem` set); default 10000 ms. */
   startTimeoutMs?: number;
+  /**
+   * What start() does when no membership came within `startTimeoutMs`:
+   * `'wait'` (default) resolves and keeps trying (`problem` says why);
+   * `'reject'` closes the source and rejects with that problem (the CLI's
+   * `--require-membership`, as the DNS sources' `initial`).
+   */
+  initial?: 'reject' | 'wait';
   /** Re-read the service-account token file at most this often, ms; default 60000 (and at once after a 401). */
   tokenRefreshMs?: number;
   /** Slices per list page (`limit`); default 500. */
@@ -77,6 +84,7 @@ const OPTION_KEYS = [
   'requestTimeoutMs',
   'backoff',
   'startTimeoutMs',
+  'initial',
   'tokenRefreshMs',
   'pageSize',
   'timers',
@@ -143,6 +151,7 @@ export class KubernetesMembership implements MembershipSource, DiscoveryStatusHo
   readonly #watchSeconds: number;
   readonly #requestMs: number;
   readonly #startMs: number;
+  readonly #initial: 'reject' | 'wait';
   readonly #pageSize: number;
   readonly #lineage = randomBytes(16).toString('hex');
   #namespace = '';
@@ -180,6 +189,9 @@ export class KubernetesMembership implements MembershipSource, DiscoveryStatusHo
     this.#watchSeconds = integerIn(opts.watchTimeoutSeconds ?? 300, 'options.watchTimeoutSeconds', 1, 86_400);
     this.#requestMs = integerIn(opts.requestTimeoutMs ?? 30_000, 'options.requestTimeoutMs', 1);
     this.#startMs = integerIn(opts.startTimeoutMs ?? 10_000, 'options.startTimeoutMs', 0);
+    if (opts.initial !== undefined && opts.initial !== 'reject' && opts.initial !== 'wait')
+      invalidConfig('options.initial', 'must be "reject" or "wait"', opts.initial);
+    this.#initial = opts.initial ?? 'wait';
     this.#pageSize = integerIn(opts.pageSize ?? 500, 'options.pageSize', 1, 10_000);
     this.#rng = opts.seed === undefined ? new Rng() : new Rng(opts.seed);
     const b = opts.backoff ?? {};
@@ -227,6 +239,11 @@ export class KubernetesMembership implements MembershipSource, DiscoveryStatusHo
     this.#loop = this.#run();
     await first;
     this.#timers.clearTimeout(timer);
+    if (this.#initial === 'reject' && this.#version === 0 && !this.#closed) {
+      const problem = this.#problem;
+      await this.close();
+      if (problem !== undefined) throw problem;
+    }
   }
 
   async close(): Promise<void> {

@@ -22,7 +22,7 @@ import { kubernetesSource, type KubernetesSourceOptions } from './kubernetes.js'
 /**
  * Options of {@link discoverySource}: a DNS source's options for `dns:` and
  * `srv:`; `kubernetes` holds the Kubernetes source's for `k8s:` (which also
- * takes `logger` and `timers` from here unless `kubernetes` sets them).
+ * takes `logger`, `timers` and `initial` from here unless `kubernetes` sets them).
  */
 export type DiscoveryOptions = DnsMembershipOptions & SrvMembershipOptions & { kubernetes?: KubernetesSourceOptions };
 
@@ -78,6 +78,7 @@ export function discoverySource(spec: string, options: DiscoveryOptions = {}, fi
       const k8s: KubernetesSourceOptions = { ...options.kubernetes };
       if (k8s.logger === undefined && options.logger !== undefined) k8s.logger = options.logger;
       if (k8s.timers === undefined && options.timers !== undefined) k8s.timers = options.timers;
+      if (k8s.initial === undefined && options.initial !== undefined) k8s.initial = options.initial;
       return withField(field, () => kubernetesSource(rest, k8s));
     }
     default:

@@ -275,6 +275,8 @@ export class OrcaWeights {
       this.counts.refused++;
       this.log.debug({ backend: t.id, err: err instanceof Error ? err.message : String(err) }, 'poise: load report not read');
     }
+    // Closed meanwhile: close() settled every target already, and a source configured after it may await this slot's bit.
+    if (this.closed) return;
     this.settle(t);
   }
 

@@ -124,6 +124,19 @@ export interface ReclaimEvent {
 }
 
 /** A `retryBudget` block: undefined or `false` → none; options → the region's configuration. */
+/**
+ * The first-verdict sources a health configuration runs (load/verdicts.ts):
+ * what a new occupant awaits when that configuration is the one in force.
+ * The same rule as {@link Balancer}'s running sources, read off the config.
+ */
+function verdictSourcesOf(conf: { check?: unknown; agent?: unknown; orca?: ResolvedOrca }): number {
+  return (
+    (conf.check === undefined ? 0 : VerdictSource.Check) |
+    (conf.agent === undefined ? 0 : VerdictSource.Agent) |
+    (conf.orca === undefined || conf.orca.source !== 'endpoint' ? 0 : VerdictSource.Orca)
+  );
+}
+
 function resolveBudgetBlock(value: unknown, field: string): RetryBudgetConfig | undefined {
   return value === undefined || value === false ? undefined : resolveRetryBudget(value, field);
 }
@@ -388,7 +401,8 @@ export class Balancer extends EventEmitter {
     }
 
     // Apply: slot words and tags first (writeSlots), then the blob, then the epoch that announces both.
-    this.writeSlots(specs, keep, reservation, assignment);
+    // A new occupant awaits the first verdicts of the sources in force after this update (its health block, if any).
+    this.writeSlots(specs, keep, reservation, assignment, health === undefined ? this.verdictSources() : verdictSourcesOf(health));
     t.specs.publish(blob);
     const previous = this.ver;
     this.ver = version;
@@ -704,6 +718,7 @@ export class Balancer extends EventEmitter {
     keep: ReadonlySet<string>,
     reservation: Reservation,
     assignment: Assignment,
+    sources: number,
   ): void {
     const t = this.ownerTable;
     const { slotOf, generationOf, same, fresh, jsons, lines } = assignment;
@@ -737,7 +752,7 @@ export class Balancer extends EventEmitter {
         t.reported.clear(slot);
         t.db.clear(slot);
         // Before the epoch that announces it: whoever sees the new backend sees what it awaits (its sources mark it again when they start).
-        t.verdicts.reset(slot, this.verdictSources());
+        t.verdicts.reset(slot, sources);
         if (warm) t.slowStart.markEligible(slot, now);
         else t.slowStart.clear(slot);
       }

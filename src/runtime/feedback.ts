@@ -125,7 +125,7 @@ export class Feedback {
       } else if (outcome === 'failure') {
         const series = kind === LeaseKind.Connection ? EwmaSeries.ConnectTime : EwmaSeries.Latency;
         const now = this.now();
-        t.ewma.observe(slot, series, this.penaltyMs(slot, series, latencyMs ?? 0, now), now, this.row);
+        t.ewma.observe(slot, series, this.penaltyMs(slot, series, latencyMs ?? 0, now, h.failures(slot) === 0), now, this.row);
         if (cand.retired) h.countOutcomes(slot, 0, 1);
         else if (++cand.unflushedFail === STATS_BATCH) flushStats(t, cand);
         if (h.addFailure(slot) === this.ejection.consecutiveFailures) this.eject(cand);
@@ -145,11 +145,19 @@ export class Feedback {
    * connection lease its connect time's estimate — decayed to `now`, and
    * never below the failure's own `latencyMs`. Two plain loads and numbers
    * (no allocation).
+   *
+   * The connect-time series is a peak estimate (a higher sample replaces
+   * it), so its own estimate times the factor would double it at every
+   * consecutive failure (2^k, up to the ceiling, and τ·ln 2^k to come back):
+   * there only the first failure of a run (`first`) doubles it, and later
+   * ones hold it (a sample equal to the estimate). The latency series' base
+   * is the plain mean, which a penalty moves by one blend, not a replace.
    */
-  private penaltyMs(slot: number, series: number, latencyMs: number, now: number): number {
+  private penaltyMs(slot: number, series: number, latencyMs: number, now: number, first: boolean): number {
     const e = this.table.ewma;
-    const baseUs = series === EwmaSeries.Latency ? e.meanHintUs(slot, now) : e.estimateHintUs(slot, series, now);
-    const ms = (FAILURE_PENALTY_FACTOR * baseUs) / 1000;
+    const latency = series === EwmaSeries.Latency;
+    const baseUs = latency ? e.meanHintUs(slot, now) : e.estimateHintUs(slot, series, now);
+    const ms = ((latency || first ? FAILURE_PENALTY_FACTOR : 1) * baseUs) / 1000;
     return Math.max(ms, latencyMs);
   }
 

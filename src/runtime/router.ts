@@ -414,6 +414,7 @@ export class Router {
       const left = limit - (performance.now() - start);
       if (left <= 0) {
         throw new PoiseError(err.code, `${err.message} (a member's first role check was still pending after ${limit} ms)`, {
+          field: 'timeoutMs',
           cause: err,
         });
       }
@@ -421,11 +422,24 @@ export class Router {
       // A pending waitAsync holds no handle: this timer keeps the thread alive while the request waits (a worker
       // whose only business is this request would otherwise exit under it).
       const hold = setTimeout(() => {}, left);
+      const signal = opts.signal;
+      let onAbort: (() => void) | undefined;
       try {
-        await epochs.changedAsync(seen, left);
+        const changed = epochs.changedAsync(seen, left);
+        if (signal === undefined) await changed;
+        else
+          await Promise.race([
+            changed,
+            new Promise<void>((resolve) => {
+              onAbort = resolve;
+              signal.addEventListener('abort', onAbort, { once: true });
+            }),
+          ]);
       } finally {
         clearTimeout(hold);
+        if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
       }
+      if (signal?.aborted) throw new PoiseError('Cancelled', 'acquireAsync: the signal was aborted', { cause: signal.reason });
       try {
         return await this.admit(opts);
       } catch (e) {

@@ -262,3 +262,20 @@ describe('acquireAsync({ intent }) waits for the first role verdicts', () => {
     l.release('success');
   });
 });
+
+describe('ready() across a health block that changes with the membership', () => {
+  it('a backend added by the snapshot that also drops the check awaits nothing: ready() resolves', async () => {
+    const s = scripted();
+    const b = balancer(custom(s));
+    b.update(backends(['a', 'b']));
+    await until(() => s.asked('a') && s.asked('b'), 'the two first checks');
+    s.answer('a', true);
+    s.answer('b', true);
+    await b.ready({ timeoutMs: 60_000 });
+    // One snapshot: a new member and a health block without a check. The new member's
+    // pending bits are those of the sources in force after it (none), not before it.
+    b.apply({ version: 10, backends: backends(['a', 'b', 'd']), health: {} });
+    await b.ready({ timeoutMs: 60_000 });
+    expect(s.asked('d')).toBe(false);
+  });
+});
