@@ -39,7 +39,7 @@ export const SURFACE: Record<string, string[]> = {
     'poolWorkerData',
     'workerRouter',
   ],
-  'poise-lb/redis': ['FleetConnectionBudget', 'FleetRetryBudget', 'MembershipPublisher', 'RedisMembership'],
+  'poise-lb/redis': ['FleetConnectionBudget', 'FleetRetryBudget', 'FleetWatcher', 'MembershipPublisher', 'RedisMembership'],
   'poise-lb/net': [
     'CidrBands',
     'ProxyCounters',
@@ -60,9 +60,11 @@ export const SURFACE: Record<string, string[]> = {
     'DISCOVERY_ERROR_KINDS',
     'DISCOVERY_SCHEMES',
     'DnsMembership',
+    'KubernetesMembership',
     'SrvMembership',
     'discoverySource',
     'discoveryStatusOf',
+    'kubernetesSource',
   ],
 };
 

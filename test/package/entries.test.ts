@@ -126,10 +126,11 @@ describe('package entries', () => {
     expect(Object.keys(pkg.exports).sort()).toEqual([...entries, './package.json'].sort());
     for (const e of entries) {
       const base = e === '.' ? 'index' : e.slice(2);
-      // "types" first: TypeScript takes the first condition that matches.
+      // "types" first: TypeScript takes the first condition that matches; `default` (require of the ESM build) is the same module.
       expect(Object.entries(pkg.exports[e] as Record<string, string>)).toEqual([
         ['types', `./dist/src/${base}.d.ts`],
         ['import', `./dist/src/${base}.js`],
+        ['default', `./dist/src/${base}.js`],
       ]);
     }
   });
