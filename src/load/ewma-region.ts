@@ -137,13 +137,13 @@ export class EwmaRegion {
     const now = wrapMs(nowMs);
     // Fast path, no write at all: within the same millisecond as the last
     // update (dt = 0, so w = 1) a sample at or below the estimate leaves both
-    // words exactly as they are — unless the slot has had no sample yet (the
-    // mean word negative: the first sample replaces the prior, below). Under
+    // words exactly as they are — unless the request latency has had no
+    // sample yet (the mean word negative: the first replaces the prior). Under
     // load almost every sample lands here, which keeps the slot's cache line
     // shared instead of bouncing. Plain loads (tear-free): a pair torn by a
     // concurrent writer can at worst drop this one sample, which is what a
     // held lock does anyway (below).
-    if (now === i[e + 1] && sampleMs * 1000 <= i[e]! && i[o + S_EWMA_MEAN]! >= 0) return true;
+    if (now === i[e + 1] && sampleMs * 1000 <= i[e]! && (series !== EwmaSeries.Latency || i[o + S_EWMA_MEAN]! >= 0)) return true;
     // SC load of the seqlock word: a held lock means another writer is
     // updating this slot — drop the sample rather than wait.
     const v = Atomics.load(i, lock);
