@@ -282,10 +282,10 @@ describe('examples run', () => {
       stdout: /^200 hello from 700[12]\n$/,
       requests: 1,
     },
-    // docs/guide.md: the worker pool, the dispatcher in each worker, the owner's HttpCounters scraped once.
+    // docs/guide.md: the worker pool, the dispatcher in each worker, the owner's HttpCounters scraped once (p2c:latency may send all 4 to one backend: the other counts 0).
     {
       block: 'workerData: { counters: counters.buffer },',
-      stdout: /^(hello from 700[12]\n){4}(poise_http_requests_total\{[^}]*backend="api-[12]"[^}]*outcome="success"[^}]*\} [1-4]\n){1,2}$/,
+      stdout: /^(hello from 700[12]\n){4}(poise_http_requests_total\{[^}]*backend="api-[12]"[^}]*outcome="success"[^}]*\} [0-4]\n){1,2}$/,
       requests: 4,
     },
   ];
