@@ -12,6 +12,7 @@
  * A bad value is a usage error naming the flag (the source's own message
  * says which part is wrong).
  */
+import os from 'node:os';
 import type { Logger } from 'pino';
 import { PoiseError } from '../core/errors.js';
 import { discoverySource } from '../discovery/schemes.js';
@@ -102,6 +103,8 @@ export async function fleetSource(
   const watcher = new FleetWatcher({
     ...common,
     source: () => discoverFlag(values, logger, 'wait')!,
+    // What `poise top --redis` shows of the watcher: where it runs and what it watches.
+    holder: `${os.hostname()}:${process.pid} ${values.discover}`,
     ...(fleet.leaseMs === undefined ? {} : { leaseMs: fleet.leaseMs }),
   });
   return new FleetMembership(watcher, new RedisMembership({ ...common, failFast: fleet.failFast }), values.discover);

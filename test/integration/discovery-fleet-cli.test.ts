@@ -64,7 +64,7 @@ beforeAll(async () => {
       '--cluster',
       'api',
       '--watcher-lease',
-      '1s',
+      '3s',
       '--workers',
       '0',
     ]);
@@ -151,6 +151,14 @@ describe('poise proxy --discover dns: --redis: fleet mode', () => {
         .map((p) => elected(p.proxy))
         .sort(),
     ).toEqual([0, 1]);
+
+    // poise top --redis names the watcher that holds the lease: the successor's host:pid and what it watches.
+    const top = await runCli(['top', '--redis', redis.url, '--cluster', 'api', '--once']);
+    expect(top.code, top.stderr).toBe(0);
+    const line = top.stdout.split('\n').find((l) => l.startsWith('fleet watcher: '));
+    const id = `${os.hostname()}:${proxies[successor]!.proxy.child.pid} dns:api.test:${port}`;
+    expect(line).toMatch(/^fleet watcher: .* {2}token \d+ {2}lease \d+\.\d s left$/);
+    expect(line!.slice('fleet watcher: '.length).split('  ')[0]).toBe(id);
   }, 90_000);
 });
 
