@@ -1,10 +1,11 @@
 /**
  * One process of bench/discovery.ts (compiled to dist/bench/discovery-process.js),
- * forked with IPC. Its membership comes from Kubernetes, two ways:
- * - `fleet`: a FleetWatcher (the Kubernetes source runs only in the process
+ * forked with IPC. Its membership comes from Kubernetes (`k8s:`) or DNS
+ * (`dns:`, asking the bench's dnsmasq), two ways:
+ * - `fleet`: a FleetWatcher (the discovery source runs only in the process
  *   holding the Redis watcher lease, which publishes into Redis) and a
  *   RedisMembership that every process reads, the watcher too;
- * - `direct`: its own Kubernetes source, straight into its Balancer.
+ * - `direct`: its own discovery source, straight into its Balancer.
  * With `threads` > 0 a worker pool of that many routers
  * (bench/membership-worker.js) runs beside it, and the process reports when
  * every worker routes by a new membership.
@@ -17,6 +18,7 @@
 import { performance } from 'node:perf_hooks';
 import { FleetWatcher } from '../src/discovery/fleet-watcher.js';
 import { kubernetesSource } from '../src/discovery/kubernetes.js';
+import { discoverySource as schemeSource } from '../src/discovery/schemes.js';
 import { RedisMembership } from '../src/redis.js';
 import { Balancer, bindMembership, createLogger, createWorkerPool } from '../src/runtime.js';
 import type { MembershipSource } from '../src/membership/source.js';
@@ -26,7 +28,10 @@ interface Config {
   mode: 'fleet' | 'direct';
   url: string;
   cluster: string;
+  /** `k8s`: `target` is NAMESPACE/SERVICE:PORT, read through `kubeconfig`; `dns`: `target` is a `dns:` spec asked of `dnsServer`. */
+  kind: 'k8s' | 'dns';
   kubeconfig: string;
+  dnsServer: string;
   target: string;
   threads: number;
   /** The address prefix of the one backend whose id marks an event. */
@@ -36,12 +41,9 @@ interface Config {
 const now = (): number => performance.timeOrigin + performance.now();
 const send = (m: Record<string, unknown>): void => void process.send!(m);
 
-/**
- * The discovery source of a benchmark process: Kubernetes here. The DNS
- * sources (src/discovery/dns.ts, srv) plug in at this one place when they
- * are on the branch: `dns:` / `srv:` targets → their factory.
- */
+/** The discovery source of a benchmark process: the Kubernetes watch, or `dns:` through the scheme registry. */
 function discoverySource(cfg: Config, logger: ReturnType<typeof createLogger>): MembershipSource {
+  if (cfg.kind === 'dns') return schemeSource(cfg.target, { servers: [cfg.dnsServer], logger, initial: 'wait' });
   return kubernetesSource(cfg.target, { kubeconfig: cfg.kubeconfig, cluster: cfg.cluster, logger, stallTimeoutMs: 600_000 });
 }
 

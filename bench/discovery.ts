@@ -1,6 +1,7 @@
 /**
- * Discovery: what a Kubernetes EndpointSlice event costs to reach a fleet,
- * and what the fleet costs the API server, with and without fleet mode.
+ * Discovery: what a Kubernetes EndpointSlice event or a DNS record change
+ * costs to reach a fleet, and what the fleet costs the API server or the DNS
+ * server, with and without fleet mode.
  *
  *   node dist/bench/discovery.js [--quick] [--processes 8] [--threads 2] [--events 40] [--counts 1,8,64] [--window-s 30]
  *
@@ -21,13 +22,17 @@
  *    event a second is written; requests (lists + watches) per minute and the
  *    most watches open at once.
  *
- * DNS: the DNS/SRV sources plug into bench/discovery-process.ts's
- * `discoverySource` (one place); their queries per minute would be counted
- * at the test DNS server as requests are here.
+ * DNS (`dns:`, the same two measures): dnsmasq (test/helpers/dns-server.ts)
+ * serving the name with a 1 s TTL (the source's floor: it asks again every
+ * second); one sample = the hosts file rewritten with a new address (from
+ * just before the rewrite until every worker thread routes by it: up to one
+ * TTL of waiting is part of it); load = the queries the DNS server receives
+ * per minute (A and AAAA each count) with one change a second.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
+import { startDnsServer, type TestDns } from '../test/helpers/dns-server.js';
 import { startKubeApi, writeKubeconfig, type TestKubeApi } from '../test/helpers/kube-api.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
 import { ownRedis, summary } from './lib/redis.js';
@@ -134,7 +139,9 @@ async function run(
     mode,
     url,
     cluster,
+    kind: 'k8s',
     kubeconfig: writeKubeconfig(api),
+    dnsServer: '',
     target: `shop/${cluster}:http`,
     threads,
     markerPrefix: MARKER,
@@ -147,27 +154,24 @@ async function run(
 async function eventToRouting(mode: 'fleet' | 'direct', url: string): Promise<Record<string, unknown>> {
   progress(`event → routing, ${mode}: starting ${PROCESSES} processes x ${THREADS} worker threads`);
   const { api, cluster, fleet } = await run(mode, `lat-${mode}`, PROCESSES, THREADS, url);
-  const ms: number[] = [];
-  for (let i = 0; i < EVENTS; i++) {
-    progress(`event → routing, ${mode}: event ${i + 1}/${EVENTS}`);
-    const t0 = now();
-    const marker = nextEvent(api, cluster);
-    ms.push((await fleet.routedBy(marker, PROCESSES)) - t0);
-  }
+  const stats = await sampleRouting(`event → routing, ${mode}`, fleet, () => nextEvent(api, cluster));
   await fleet.stop();
   const watches = api.counts.watches;
   await api.stop();
+  return { mode, ...stats, apiWatches: watches };
+}
+
+/** EVENTS samples: from just before each change until every worker thread of every process routes by it. */
+async function sampleRouting(label: string, fleet: Fleet, change: () => string | Promise<string>): Promise<Record<string, number>> {
+  const ms: number[] = [];
+  for (let i = 0; i < EVENTS; i++) {
+    progress(`${label}: change ${i + 1}/${EVENTS}`);
+    const t0 = now();
+    const marker = await change();
+    ms.push((await fleet.routedBy(marker, PROCESSES)) - t0);
+  }
   const s = summary(ms);
-  return {
-    mode,
-    processes: PROCESSES,
-    threads: THREADS,
-    events: EVENTS,
-    p50Ms: round(s.p50),
-    p99Ms: round(s.p99),
-    maxMs: round(s.max),
-    apiWatches: watches,
-  };
+  return { processes: PROCESSES, threads: THREADS, events: EVENTS, p50Ms: round(s.p50), p99Ms: round(s.p99), maxMs: round(s.max) };
 }
 
 async function apiLoad(mode: 'fleet' | 'direct', n: number, url: string): Promise<Record<string, unknown>> {
@@ -206,6 +210,67 @@ async function apiLoad(mode: 'fleet' | 'direct', n: number, url: string): Promis
   };
 }
 
+/** A fresh dnsmasq serving `<cluster>.test` (1 s TTL), and `n` processes following `dns:<cluster>.test:8080`, each routing by a first change. */
+async function runDns(
+  mode: 'fleet' | 'direct',
+  cluster: string,
+  n: number,
+  threads: number,
+  url: string,
+): Promise<{ dns: TestDns; next: () => Promise<string>; fleet: Fleet }> {
+  const name = `${cluster}.test`;
+  const dns = await startDnsServer({ hosts: { [name]: ['10.0.0.1', '10.0.0.2'] }, ttl: 1 });
+  let no = 0;
+  /** The next change: the two base addresses and one new one that marks it; resolves once dnsmasq answers it. */
+  const next = async (): Promise<string> => {
+    no++;
+    const ip = `${MARKER}${no >> 8}.${no & 255}`;
+    await dns.setHosts({ [name]: ['10.0.0.1', '10.0.0.2', ip] });
+    return `${ip}:8080`;
+  };
+  await next();
+  const fleet = new Fleet();
+  await fleet.start(n, {
+    mode,
+    url,
+    cluster,
+    kind: 'dns',
+    kubeconfig: '',
+    dnsServer: dns.server,
+    target: `dns:${name}:8080`,
+    threads,
+    markerPrefix: MARKER,
+  });
+  await fleet.routedBy(await next(), n);
+  return { dns, next, fleet };
+}
+
+async function dnsToRouting(mode: 'fleet' | 'direct', url: string): Promise<Record<string, unknown>> {
+  progress(`DNS change → routing, ${mode}: starting ${PROCESSES} processes x ${THREADS} worker threads`);
+  const { dns, next, fleet } = await runDns(mode, `dlat-${mode}`, PROCESSES, THREADS, url);
+  const stats = await sampleRouting(`DNS change → routing, ${mode}`, fleet, next);
+  await fleet.stop();
+  await dns.stop();
+  return { source: 'dns', mode, ...stats };
+}
+
+async function dnsLoad(mode: 'fleet' | 'direct', n: number, url: string): Promise<Record<string, unknown>> {
+  progress(`DNS load, ${mode}, ${n} processes: starting`);
+  const { dns, next, fleet } = await runDns(mode, `dload-${mode}-${n}`, n, 0, url);
+  const before = dns.queries;
+  const start = now();
+  for (let s = 0; s < WINDOW_S; s++) {
+    progress(`DNS load, ${mode}, ${n} processes: ${s + 1}/${WINDOW_S} s`);
+    await next();
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  const minutes = (now() - start) / 60_000;
+  const queries = dns.queries - before;
+  await fleet.stop();
+  await dns.stop();
+  return { source: 'dns', mode, processes: n, 'queries/min': round(queries / minutes) };
+}
+
 function round(x: number): number {
   return Math.round(x * 100) / 100;
 }
@@ -217,14 +282,22 @@ async function main(): Promise<void> {
   for (const mode of ['fleet', 'direct'] as const) latency.push(await eventToRouting(mode, redis.url));
   const queries: Record<string, unknown>[] = [];
   for (const n of COUNTS) for (const mode of ['fleet', 'direct'] as const) queries.push(await apiLoad(mode, n, redis.url));
+  const dnsLatency: Record<string, unknown>[] = [];
+  for (const mode of ['fleet', 'direct'] as const) dnsLatency.push(await dnsToRouting(mode, redis.url));
+  const dnsQueries: Record<string, unknown>[] = [];
+  for (const n of COUNTS) for (const mode of ['fleet', 'direct'] as const) dnsQueries.push(await dnsLoad(mode, n, redis.url));
   load.push(loadavg()[0]);
   progressDone();
   console.log(`\nEndpointSlice event → every worker thread of ${PROCESSES} processes routing by it (ms)\n`);
   console.log(formatTable(latency));
   console.log(`\nAPI-server queries per minute (${WINDOW_S} s window with one API-server restart, one event a second)\n`);
   console.log(formatTable(queries));
+  console.log(`\nDNS record change → every worker thread of ${PROCESSES} processes routing by it (ms; 1 s TTL)\n`);
+  console.log(formatTable(dnsLatency));
+  console.log(`\nDNS queries per minute (${WINDOW_S} s window, one change a second, 1 s TTL)\n`);
+  console.log(formatTable(dnsQueries));
   console.log(`\nload average (1 min) at start / end: ${load.map((l) => l?.toFixed(2)).join(' / ')}`);
-  const file = writeResults('discovery', { quick, latency, queries, loadavg1m: load, windowS: WINDOW_S });
+  const file = writeResults('discovery', { quick, latency, queries, dnsLatency, dnsQueries, loadavg1m: load, windowS: WINDOW_S });
   console.log(`results: ${file}`);
   redis.child.kill('SIGKILL');
   process.exit(0);

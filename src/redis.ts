@@ -14,3 +14,4 @@ export {
   type FleetConnectionShares,
 } from './membership/redis-connection-budget.js';
 export { FleetWatcher, type FleetWatcherOptions } from './discovery/fleet-watcher.js';
+export { FleetMembership } from './discovery/fleet-membership.js';

@@ -95,6 +95,7 @@ describe('the public surface', () => {
         'FleetRetryBudget',
         'FleetRetryBudgetOptions',
         'FleetRetryCounts',
+        'FleetMembership',
         'FleetWatcher',
         'FleetWatcherOptions',
         'MembershipKeys',

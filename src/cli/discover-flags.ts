@@ -12,9 +12,11 @@
  * A bad value is a usage error naming the flag (the source's own message
  * says which part is wrong).
  */
+import os from 'node:os';
 import type { Logger } from 'pino';
 import { PoiseError } from '../core/errors.js';
 import { discoverySource } from '../discovery/schemes.js';
+import type { RedisConnectionOptions } from '../membership/redis-target.js';
 import type { MembershipSource } from '../membership/source.js';
 import type { FlagSpecs } from './args.js';
 import { UsageError } from './usage.js';
@@ -60,4 +62,50 @@ export function discoverFlag(
     if (server !== null) throw new UsageError(`--dns-server: ${server[1]}`, '--dns-server');
     throw new UsageError(err.message, '--discover');
   }
+}
+
+/** The `--help` lines of fleet mode (`--discover` with `--redis`). */
+export const FLEET_FLAGS_HELP = `  --discover SPEC --redis URL --cluster NAME [--watcher-lease D]
+                           fleet mode: every process joins an election through a Redis lease; the
+                           elected one runs the discovery and publishes it into the cluster's
+                           snapshot, and every process reads the cluster from Redis (one watcher
+                           per fleet; --watcher-lease: the lease, 100ms..10m, default 15s)`;
+
+/** What fleet mode needs beside the discovery flags (already validated). */
+export interface FleetFlags {
+  /** Where Redis is (the connection flags). */
+  redis: RedisConnectionOptions;
+  cluster: string;
+  prefix: string | undefined;
+  /** `--watcher-lease`, ms; undefined: the watcher's default. */
+  leaseMs: number | undefined;
+  /** `--require-membership`: the Redis reader fails fast. */
+  failFast: boolean;
+}
+
+/**
+ * Fleet mode's source (built, not started): a {@link FleetMembership} whose
+ * watcher runs the `--discover` source (a new one at each election) and
+ * whose reader follows the cluster in Redis. `values` were checked by
+ * {@link discoverFlag} already. ioredis is imported here, on first use.
+ */
+export async function fleetSource(
+  values: DiscoverFlagValues & { discover: string },
+  fleet: FleetFlags,
+  logger: Logger,
+): Promise<MembershipSource> {
+  const [{ FleetWatcher }, { FleetMembership }, { RedisMembership }] = await Promise.all([
+    import('../discovery/fleet-watcher.js'),
+    import('../discovery/fleet-membership.js'),
+    import('../membership/redis-source.js'),
+  ]);
+  const common = { ...fleet.redis, cluster: fleet.cluster, prefix: fleet.prefix, logger };
+  const watcher = new FleetWatcher({
+    ...common,
+    source: () => discoverFlag(values, logger, 'wait')!,
+    // What `poise top --redis` shows of the watcher: where it runs and what it watches.
+    holder: `${os.hostname()}:${process.pid} ${values.discover}`,
+    ...(fleet.leaseMs === undefined ? {} : { leaseMs: fleet.leaseMs }),
+  });
+  return new FleetMembership(watcher, new RedisMembership({ ...common, failFast: fleet.failFast }), values.discover);
 }

@@ -46,20 +46,20 @@ import {
 import { waitForMembership } from './proxy-wait.js';
 import { letYoungGenerationsGrow } from './young-generation.js';
 import { REDIS_FLAGS, redisFlags } from './redis-flags.js';
-import { DISCOVER_FLAGS, DISCOVER_FLAGS_HELP, discoverFlag } from './discover-flags.js';
+import { DISCOVER_FLAGS, DISCOVER_FLAGS_HELP, FLEET_FLAGS_HELP, discoverFlag, fleetSource } from './discover-flags.js';
 import { UsageError } from './usage.js';
 import type { HealthCheckOptions } from '../health/config.js';
 
 /** A day in ms: the longest --grace and check interval or timeout. */
 const DAY_MS = 86_400_000;
 
-const HELP = `usage: poise proxy --listen HOST:PORT (--backend [ID=]HOST:PORT ... | --file PATH | --redis URL --cluster NAME | --discover SPEC) [flags]
+const HELP = `usage: poise proxy --listen HOST:PORT (--backend [ID=]HOST:PORT ... | --file PATH | --redis URL --cluster NAME | --discover SPEC [--redis URL --cluster NAME]) [flags]
 
 Accepts TCP connections on --listen and splices each onto a backend chosen
 by the policy; a refused or timed-out connect is retried on another backend
 and counts towards passive-health ejection.
 
-membership (exactly one source):
+membership (exactly one source; --discover with --redis is fleet mode):
   --backend [ID=]HOST:PORT a backend, repeatable (weight 1, priority 0); without ID= its
                            id is HOST:PORT. An address has no scheme: 127.0.0.1:7001,
                            db.internal:5432, [::1]:6379
@@ -70,6 +70,7 @@ membership (exactly one source):
   --sentinel HOST:PORT,... --sentinel-name NAME   (instead of --redis) the master these sentinels monitor
   --redis-cluster HOST:PORT,...                   (instead of --redis) a Redis Cluster, by seed nodes
 ${DISCOVER_FLAGS_HELP}
+${FLEET_FLAGS_HELP}
 
 Until a first valid membership is applied (nothing stored in Redis, a stored value
 that is not a valid snapshot, a missing or invalid --file, Redis down), the proxy
@@ -141,6 +142,7 @@ const OPTIONS = {
   rise: { type: 'string' },
   fall: { type: 'string' },
   'log-level': { type: 'string' },
+  'watcher-lease': { type: 'string' },
 } as const satisfies FlagSpecs;
 
 type Values = FlagValues<typeof OPTIONS>;
@@ -167,6 +169,8 @@ export interface ProxyFlags {
   openSource: () => Promise<MembershipSource>;
   /** `--metrics`: where to serve /metrics and /healthz, and whether with the process metrics. */
   metrics: { host: string; port: number; processMetrics: boolean } | undefined;
+  /** `--watcher-lease` (fleet mode), ms; undefined: the watcher's default (15 s). */
+  watcherLeaseMs: number | undefined;
   /** The `cluster` label of the metrics: `--cluster`; undefined: the membership's own (a --file document's "cluster"), else "default". */
   cluster: string | undefined;
 }
@@ -257,16 +261,33 @@ function proxyFlags(values: Values): ProxyFlags {
   const metrics = metricsFlag(values);
   const redis = redisFlags(values);
   const discovered = discoverFlag(values, log, requireMembership ? 'reject' : 'wait');
-  const chosen = [values.backend.length > 0, values.file !== undefined, redis !== undefined, discovered !== undefined].filter(
-    Boolean,
-  ).length;
-  if (chosen !== 1)
-    throw new UsageError('membership: give exactly one of --backend, --file, --redis (or --sentinel, --redis-cluster), --discover');
+  const fleet = discovered !== undefined && redis !== undefined;
+  const given = [
+    values.backend.length > 0 ? '--backend' : undefined,
+    values.file !== undefined ? '--file' : undefined,
+    redis !== undefined && !fleet ? '--redis' : undefined,
+    discovered !== undefined ? (fleet ? '--discover with --redis' : '--discover') : undefined,
+  ].filter((g) => g !== undefined);
+  if (given.length === 0)
+    throw new UsageError(
+      'membership: give exactly one of --backend, --file, --redis (or --sentinel, --redis-cluster), --discover; --discover with --redis is fleet mode',
+    );
+  if (given.length > 1)
+    throw new UsageError(
+      `${given[1]!.split(' ')[0]}: not with ${given[0]} (one membership source; --discover takes --redis only, for fleet mode)`,
+      given[1]!.split(' ')[0],
+    );
   if (redis !== undefined && values.cluster === undefined) throw new UsageError('--cluster: required with --redis', '--cluster');
+  const watcherLease = durationFlag('--watcher-lease', values['watcher-lease'], 100, 600_000);
+  if (watcherLease !== undefined && !fleet)
+    throw new UsageError('--watcher-lease: only in fleet mode (--discover with --redis)', '--watcher-lease');
   const cluster = nameFlag('--cluster', values.cluster);
   const prefix = nameFlag('--prefix', values.prefix);
   let openSource: () => Promise<MembershipSource>;
-  if (redis !== undefined && cluster !== undefined) {
+  if (fleet && cluster !== undefined && values.discover !== undefined) {
+    const spec = { ...values, discover: values.discover };
+    openSource = () => fleetSource(spec, { redis, cluster, prefix, leaseMs: watcherLease, failFast: requireMembership }, log);
+  } else if (redis !== undefined && cluster !== undefined) {
     const options: RedisMembershipOptions = { ...redis, cluster, prefix, logger: log, failFast: requireMembership };
     openSource = async () => new (await import('../membership/redis-source.js')).RedisMembership(options);
   } else if (discovered !== undefined) {
@@ -295,6 +316,7 @@ function proxyFlags(values: Values): ProxyFlags {
     openSource,
     metrics,
     cluster,
+    watcherLeaseMs: watcherLease,
   };
 }
 

@@ -11,6 +11,7 @@
  */
 import { PoiseError } from '../core/errors.js';
 import { MembershipPublisher } from '../membership/redis-publisher.js';
+import { RedisLease, type LeaseView } from '../membership/redis-lease.js';
 import type { MetricFamily } from '../metrics/text-format.js';
 import { DURATION_GRAMMAR, durationFlag, integerFlag, nameFlag, type FlagSpecs } from './args.js';
 import { EXIT, EXIT_HELP } from './exit.js';
@@ -30,7 +31,8 @@ start's ramp (RAMP_%), the weight the backend reports (REPORTED_W) and what
 its agent check asked (AGENT: drain or maint; "-" for nothing asked); under
 it, the retry budget (available, retries allowed / refused) and, for a proxy
 started with --discover, the discovery source (state, records, the age of its
-last good answer, errors by kind). CONNS counts connection leases (connect,
+last good answer, errors by kind); with --redis, in fleet mode, the discovery
+watcher that holds the lease (its id, token and lease left). CONNS counts connection leases (connect,
 routedStream, the proxy); the HTTP dispatcher leases requests (INFLIGHT), so a
 backend that only serves HTTP shows "-".
 
@@ -285,6 +287,22 @@ export function discoveryLines(families: ReadonlyMap<string, MetricFamily>, nowM
   });
 }
 
+/**
+ * The fleet watcher's line under a `--redis` table (fleet mode: the
+ * discovery watcher's lease, src/membership/redis-lease.ts): who holds it
+ * (the holder id a `poise proxy` in fleet mode gives: `host:pid SPEC`), under
+ * which token and how long its lease has left; or that none holds it; none
+ * when no watcher was ever elected for the cluster. What the source answers
+ * (state, errors) lives in the watcher process only. @internal
+ */
+export function fleetWatcherLines(view: LeaseView): string[] {
+  if (view.lastToken === 0 && view.holder === undefined) return [];
+  if (view.holder === undefined)
+    return [`fleet watcher: none holds the lease (last token ${view.lastToken}): no discovery change reaches Redis until one is elected`];
+  const { id, token, ttlMs } = view.holder;
+  return [`fleet watcher: ${id}  token ${token}  lease ${(ttlMs / 1000).toFixed(1)} s left`];
+}
+
 /** `--metrics` value → the URL to scrape (`/metrics` added when the path is empty). */
 function metricsUrl(raw: string): string {
   let u: URL;
@@ -399,14 +417,24 @@ const run = flagCommand('top', OPTIONS, HELP, async (values) => {
       logger: cliLogger('poise-top', { dflt: 'warn' }),
       redisOptions: { maxRetriesPerRequest: 1, connectTimeout: 3000, retryStrategy: (times: number) => (times > 3 ? null : 100 * times) },
     });
-    closer = () => pub.close();
+    // Read only: top never takes the lease (it only reads who holds it).
+    const lease = new RedisLease({
+      ...redis,
+      cluster,
+      prefix,
+      leaseMs: 3000,
+      commandTimeoutMs: 3000,
+      redisOptions: { maxRetriesPerRequest: 1 },
+    });
+    closer = async () => void (await Promise.all([pub.close(), lease.close()]));
     next = async () => {
-      const stored = await pub.show();
+      const [stored, view] = await Promise.all([pub.show(), lease.inspect()]);
       if (stored === undefined)
         throw new PoiseError('NotFound', `no membership stored for cluster ${JSON.stringify(cluster)}`, { field: '--cluster' });
+      const fleet = fleetWatcherLines(view);
       return {
         head: `poise top  cluster ${cluster}  version ${stored.version}  lineage ${stored.lineage ?? '-'}  (membership only: load columns need --metrics)`,
-        body: redisTable(redisRows(stored.document.backends)),
+        body: redisTable(redisRows(stored.document.backends)) + fleet.map((l) => `${l}\n`).join(''),
       };
     };
   }

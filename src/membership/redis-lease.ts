@@ -48,6 +48,14 @@ type LeaseClient = RedisClient & {
   poiseRelease(lease: string, value: string): Promise<unknown>;
 };
 
+/** The watcher lease as {@link RedisLease.inspect} reads it. */
+export interface LeaseView {
+  /** The holder now, or undefined when the lease is free (lapsed, released, never taken). */
+  holder: { token: number; id: string; ttlMs: number } | undefined;
+  /** The last fencing token given out; 0 when no watcher was ever elected. */
+  lastToken: number;
+}
+
 /** One process's side of the watcher lease. */
 export class RedisLease {
   readonly holder: string;
@@ -105,6 +113,29 @@ export class RedisLease {
   /** Gives the lease up (only while it is still held under `token`), so another process takes it at once. Never rejects. */
   async release(token: number): Promise<void> {
     await this.#redis.poiseRelease(this.keys.lease, `${token}:${this.holder}`).catch(() => undefined);
+  }
+
+  /**
+   * Who holds the lease now, read only (what `poise top --redis` shows): the
+   * holder's token, id and the ms its lease has left, or none; and the last
+   * token given out (0: no watcher was ever elected for the cluster). Rejects `Unavailable`.
+   */
+  async inspect(): Promise<LeaseView> {
+    let replies: [Error | null, unknown][] | null;
+    try {
+      replies = await this.#redis.pipeline().get(this.keys.lease).pttl(this.keys.lease).get(this.keys.token).exec();
+    } catch (err) {
+      throw redisUnavailable(this.#url, err, this.#lastError, 'lease unknown');
+    }
+    const failed = replies?.find(([e]) => e !== null)?.[0];
+    if (replies === null || failed)
+      throw redisUnavailable(this.#url, failed ?? new Error('pipeline aborted'), this.#lastError, 'lease unknown');
+    const [value, ttl, last] = replies.map(([, v]) => v);
+    const m = typeof value === 'string' ? /^(\d+):(.*)$/s.exec(value) : null;
+    return {
+      holder: m === null ? undefined : { token: Number(m[1]), id: m[2]!, ttlMs: Math.max(0, Number(ttl)) },
+      lastToken: typeof last === 'string' ? Number(last) : 0,
+    };
   }
 
   /** Disconnects. */

@@ -45,6 +45,15 @@ const proxy =
     read(parseProxyArgs([...PROXY, ...extra, ...arg(flag, raw)]));
 
 const ROWS: Row[] = [
+  {
+    flag: '--watcher-lease',
+    parse: (raw) =>
+      parseProxyArgs(['--listen', '127.0.0.1:6000', '--discover', 'dns:a.test:80', ...REDIS, ...arg('--watcher-lease', raw)])
+        .watcherLeaseMs,
+    min: 100,
+    max: 600_000,
+    absent: undefined,
+  },
   { flag: '--grace', parse: proxy('--grace', (f) => f.graceMs), min: 0, max: DAY, absent: 30_000 },
   { flag: '--wait-log-interval', parse: proxy('--wait-log-interval', (f) => f.waitLogMs), min: 100, max: 600_000, absent: 5000 },
   {

@@ -50,6 +50,34 @@ describe('poise proxy', () => {
     [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--policy', 'fastest'], '--policy: must be one of round-robin'],
     [['--listen', '127.0.0.1:6000', '--redis', 'redis://127.0.0.1:6379'], '--cluster: required with --redis'],
     [
+      ['--listen', '127.0.0.1:6000', '--file', 'a.json', '--discover', 'dns:a.test:80'],
+      '--discover: not with --file (one membership source; --discover takes --redis only, for fleet mode)',
+    ],
+    [
+      ['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--redis', 'redis://127.0.0.1:6379', '--cluster', 'c'],
+      '--redis: not with --backend',
+    ],
+    [
+      ['--listen', '127.0.0.1:6000', '--discover', 'dns:a.test:80', '--redis', 'redis://127.0.0.1:6379'],
+      '--cluster: required with --redis',
+    ],
+    [['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--watcher-lease', '1s'], '--watcher-lease: only in fleet mode'],
+    [
+      [
+        '--listen',
+        '127.0.0.1:6000',
+        '--discover',
+        'dns:a.test:80',
+        '--redis-cluster',
+        '127.0.0.1:7000',
+        '--cluster',
+        'c',
+        '--watcher-lease',
+        '50ms',
+      ],
+      '--watcher-lease: must be a duration in [100ms, 10m]',
+    ],
+    [
       ['--listen', '127.0.0.1:6000', '--backend', 'a=127.0.0.1:1', '--timeout-client', '30 s'],
       '--timeout-client: must be a duration in [0ms, 24h]',
     ],

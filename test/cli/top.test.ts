@@ -14,6 +14,7 @@ import { MembershipPublisher } from '../../src/membership/redis-publisher.js';
 import { HttpCounters } from '../../src/http/counters.js';
 import { PoiseDispatcher } from '../../src/http/dispatcher.js';
 import { collectMetrics } from '../../src/metrics/collect.js';
+import { fleetWatcherLines } from '../../src/cli/top.js';
 import { MetricsServer } from '../../src/metrics/server.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { createLogger } from '../../src/log.js';
@@ -340,5 +341,17 @@ describe('poise top --once against a hostile endpoint', () => {
       code: 2,
       stderr: expect.stringContaining('--timeout and --max-bytes go with --metrics, not --redis'),
     });
+  });
+});
+
+describe('poise top --redis: the fleet watcher line', () => {
+  it('names the holder, its token and the lease left; says when none holds it; nothing when none was ever elected', () => {
+    expect(fleetWatcherLines({ holder: undefined, lastToken: 0 })).toEqual([]);
+    expect(fleetWatcherLines({ holder: { token: 3, id: 'web-1:42 dns:api.internal:8080', ttlMs: 12_345 }, lastToken: 3 })).toEqual([
+      'fleet watcher: web-1:42 dns:api.internal:8080  token 3  lease 12.3 s left',
+    ]);
+    expect(fleetWatcherLines({ holder: undefined, lastToken: 4 })).toEqual([
+      'fleet watcher: none holds the lease (last token 4): no discovery change reaches Redis until one is elected',
+    ]);
   });
 });

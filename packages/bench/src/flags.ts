@@ -134,8 +134,6 @@ export function parseBenchFlags(argv: readonly string[]): BenchFlags {
     const missing = out.redis === undefined ? '--redis' : '--cluster';
     throw new UsageError(`${missing}: --redis URL and --cluster NAME must be given together`, missing);
   }
-  if (out.discover !== undefined && out.redis !== undefined)
-    throw new UsageError('--discover: not with --redis (one membership source)', '--discover');
   if (out.discover === undefined && out.dnsServers.length > 0) throw new UsageError('--dns-server: only with --discover', '--dns-server');
   if (out.discover !== undefined) {
     // Built (not started) only to check the spec: a bad one is a usage error naming the flag.
@@ -146,7 +144,7 @@ export function parseBenchFlags(argv: readonly string[]): BenchFlags {
     }
   }
   if ((out.redis !== undefined || out.discover !== undefined) && out.scenario !== 'slow-backend' && out.scenario !== 'uniform') {
-    const from = out.redis !== undefined ? '--redis' : '--discover';
+    const from = out.discover !== undefined ? '--discover' : '--redis';
     throw new UsageError(
       `--scenario: with ${from} only slow-backend or uniform apply (membership comes from ${from === '--redis' ? 'Redis' : 'discovery'}), got ${JSON.stringify(out.scenario)}`,
       '--scenario',
@@ -184,6 +182,8 @@ export function benchHelp(): string {
     `  --cluster NAME     the cluster name in Redis: ${NAME_RULE}`,
     '  --discover SPEC    take membership from a discovery source instead (srv:SERVICE whose targets are 127.0.0.1:<port>)',
     "  --dns-server IP[:PORT]  the DNS server --discover asks (repeatable; default the system's)",
+    '                   --discover with --redis and --cluster: fleet mode (this process joins the election; the',
+    '                   elected process runs the discovery and publishes it into Redis; the run reads Redis)',
     `  --json FILE        results as JSON (default ${DEFAULTS.json})`,
     `  --report FILE      self-contained HTML report (default ${DEFAULTS.report})`,
     `  --seed N           exact replay of every worker's stream, integer in [0, ${LIMITS.seed.max}] (debugging only; default OS seeding)`,

@@ -1,7 +1,8 @@
 /**
  * Where a run's membership comes from: the scenario (embedded backends,
  * changed by the scenario's events), Redis (`--redis URL --cluster NAME`)
- * or a discovery source (`--discover srv:...`).
+ * or a discovery source (`--discover srv:...`), or both: fleet mode (this
+ * process joins the election of the discovery watcher and reads Redis).
  *
  * With Redis or discovery, the source decides which backends exist; the bench
  * serves every member itself on the member's own loopback port (so the
@@ -11,7 +12,7 @@
  */
 import { PoiseError } from 'poise-lb';
 import { discoverySource } from 'poise-lb/discovery';
-import { RedisMembership } from 'poise-lb/redis';
+import { FleetMembership, FleetWatcher, RedisMembership } from 'poise-lb/redis';
 import type { Logger, MembershipSnapshot, MembershipSource } from 'poise-lb/runtime';
 import type { BackendFarm } from './backends.js';
 import { BASE_MEDIAN_MS, BASE_SIGMA, FAILING_RATE, SLOW_FACTOR, type BackendModel, type ScenarioName } from './scenarios.js';
@@ -74,41 +75,75 @@ async function serve(
   }
 }
 
-/** Follows `cluster` in Redis, serving its members from `farm`. Resolves once the first snapshot is served. */
-export function followRedis(opts: {
-  url: string;
-  cluster: string;
+/** What every follow* takes: the scenario whose roles the members get, the farm that serves them, the logger. */
+interface FollowCommon {
   scenario: ScenarioName;
   farm: BackendFarm;
   logger: Logger;
-}): Promise<RedisFeed> {
+}
+/** Where the cluster is in Redis. */
+interface RedisWhere {
+  url: string;
+  cluster: string;
+}
+/** A discovery source (`--discover`) and its DNS servers (`--dns-server`). */
+interface DiscoverWhat {
+  spec: string;
+  servers: readonly string[];
+}
+
+/** Follows `cluster` in Redis, serving its members from `farm`. Resolves once the first snapshot is served. */
+export function followRedis(opts: FollowCommon & RedisWhere): Promise<RedisFeed> {
   const source = new RedisMembership({ url: opts.url, cluster: opts.cluster, logger: opts.logger });
   return follow(source, { ...opts, flag: '--redis', what: `cluster ${JSON.stringify(opts.cluster)}`, field: '--cluster' });
 }
 
 /** Follows the discovery source `spec` (`srv:...` whose targets are 127.0.0.1), serving its members from `farm`. */
-export function followDiscovery(opts: {
-  spec: string;
-  servers: readonly string[];
-  scenario: ScenarioName;
-  farm: BackendFarm;
-  logger: Logger;
-}): Promise<RedisFeed> {
+export function followDiscovery(opts: FollowCommon & DiscoverWhat): Promise<RedisFeed> {
   const servers = opts.servers.length > 0 ? { servers: opts.servers } : {};
   const source = discoverySource(opts.spec, { logger: opts.logger, initial: 'reject', ...servers }, '--discover');
   return follow(source, { ...opts, flag: '--discover', what: opts.spec, field: '--discover' });
 }
 
+/** How long fleet mode waits for the first membership in Redis (the elected watcher's first answer). */
+const FLEET_FIRST_MS = 10_000;
+
+/** Fleet mode: joins the election of the watcher that runs `spec` and publishes into `cluster`, and follows `cluster` in Redis. */
+export function followFleet(opts: FollowCommon & DiscoverWhat & RedisWhere): Promise<RedisFeed> {
+  const servers = opts.servers.length > 0 ? { servers: opts.servers } : {};
+  const watcher = new FleetWatcher({
+    url: opts.url,
+    cluster: opts.cluster,
+    logger: opts.logger,
+    source: () => discoverySource(opts.spec, { logger: opts.logger, initial: 'wait', ...servers }, '--discover'),
+  });
+  const source = new FleetMembership(
+    watcher,
+    new RedisMembership({ url: opts.url, cluster: opts.cluster, logger: opts.logger }),
+    opts.spec,
+  );
+  // The elected watcher publishes its first answer only after this reader started: wait for it (bounded).
+  return follow(source, {
+    ...opts,
+    flag: '--redis',
+    what: `cluster ${JSON.stringify(opts.cluster)} (fleet mode, ${opts.spec})`,
+    field: '--cluster',
+    firstWithinMs: FLEET_FIRST_MS,
+  });
+}
+
 /** Follows `source`, serving its members from `opts.farm`. Resolves once the first snapshot is served. */
 async function follow(
   source: MembershipSource,
-  opts: { scenario: ScenarioName; farm: BackendFarm; logger: Logger; flag: string; what: string; field: string },
+  opts: { scenario: ScenarioName; farm: BackendFarm; logger: Logger; flag: string; what: string; field: string; firstWithinMs?: number },
 ): Promise<RedisFeed> {
   const models = new Map<string, BackendModel>();
   let current: MembershipSnapshot | undefined;
   let listener: ((s: MembershipSnapshot) => void) | undefined;
   let chain = Promise.resolve();
   let first: Promise<void> | undefined;
+  let delivered = (): void => {};
+  const firstDelivery = new Promise<void>((resolve) => (delivered = resolve));
   await source.start((snapshot) => {
     const step = chain.then(async () => {
       await serve(opts.farm, snapshot, opts.scenario, models, opts.flag);
@@ -121,8 +156,14 @@ async function follow(
       if (step !== first) opts.logger.error({ err }, `bench: cannot serve the membership from ${opts.flag.slice(2)}`);
     });
     first ??= step;
+    delivered();
   });
   try {
+    if (first === undefined && opts.firstWithinMs !== undefined) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([firstDelivery, new Promise<void>((resolve) => (timer = setTimeout(resolve, opts.firstWithinMs)))]);
+      clearTimeout(timer);
+    }
     if (first === undefined) {
       const reason = source.problem?.message ?? 'nothing was delivered';
       throw new PoiseError(source.problem?.code ?? 'NotFound', `${opts.flag}: no membership for ${opts.what} (${reason})`, {

@@ -11,7 +11,7 @@ import { BackendFarm } from './backends.js';
 import { runBalls } from './balls.js';
 import type { BenchFlags } from './flags.js';
 import { measurePolicy, warmupSeconds, type BenchRun } from './measure.js';
-import { followDiscovery, followRedis, type RedisFeed } from './membership.js';
+import { followDiscovery, followFleet, followRedis, type RedisFeed } from './membership.js';
 import type { Progress } from './progress.js';
 import type { BenchResult } from './results.js';
 import { scenarioPlan, type BackendModel } from './scenarios.js';
@@ -56,7 +56,14 @@ export async function runBench(flags: BenchFlags, ctx: RunContext): Promise<Benc
       warmupS: warmupSeconds(flags.duration),
       connection: flags.connection,
       seed: flags.seed ?? null,
-      membership: flags.discover !== undefined ? flags.discover : flags.redis === undefined ? 'embedded' : `redis cluster ${flags.cluster}`,
+      membership:
+        flags.discover !== undefined
+          ? flags.redis === undefined
+            ? flags.discover
+            : `${flags.discover} (fleet mode, redis cluster ${flags.cluster})`
+          : flags.redis === undefined
+            ? 'embedded'
+            : `redis cluster ${flags.cluster}`,
       tracked: null,
     },
     policies: [],
@@ -68,7 +75,21 @@ export async function runBench(flags: BenchFlags, ctx: RunContext): Promise<Benc
     let feed: RedisFeed | undefined;
     try {
       let models: BackendModel[];
-      if (flags.redis !== undefined && flags.cluster !== undefined) {
+      if (flags.redis !== undefined && flags.cluster !== undefined && flags.discover !== undefined) {
+        const spec = flags.discover;
+        feed = await followFleet({
+          spec,
+          servers: flags.dnsServers,
+          url: flags.redis,
+          cluster: flags.cluster,
+          scenario: plan.name,
+          farm,
+          logger,
+        });
+        models = feed.models();
+        result.config.backends = models.length;
+        result.config.description = `${models.length} backends from ${spec} through Redis cluster ${flags.cluster} (fleet mode; ${plan.name} roles by id order)`;
+      } else if (flags.redis !== undefined && flags.cluster !== undefined) {
         feed = await followRedis({ url: flags.redis, cluster: flags.cluster, scenario: plan.name, farm, logger });
         models = feed.models();
         result.config.backends = models.length;
