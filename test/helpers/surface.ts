@@ -39,7 +39,14 @@ export const SURFACE: Record<string, string[]> = {
     'poolWorkerData',
     'workerRouter',
   ],
-  'poise-lb/redis': ['FleetConnectionBudget', 'FleetRetryBudget', 'FleetWatcher', 'MembershipPublisher', 'RedisMembership'],
+  'poise-lb/redis': [
+    'FleetConnectionBudget',
+    'FleetMembership',
+    'FleetRetryBudget',
+    'FleetWatcher',
+    'MembershipPublisher',
+    'RedisMembership',
+  ],
   'poise-lb/net': [
     'CidrBands',
     'ProxyCounters',
