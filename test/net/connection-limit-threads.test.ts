@@ -35,7 +35,9 @@ describe('ConnectionLimit across real threads terminated at random moments', () 
     let threads: Worker[] = [];
     let marked = 0;
     try {
-      for (let k = 0; k < 100; k++) {
+      // 100 rounds, and on until a termination has landed in the window (the witness below): quiet, 4 to 10 of
+      // 200 terminations do on Node 20 and 24; a loaded CI run saw 0 of 200 once (Node 24), so up to 400 rounds.
+      for (let k = 0; k < 100 || (marked === 0 && k < 400); k++) {
         threads = await Promise.all([start(0), start(1)]);
         const first = k % rows;
         if (await stop(threads[first]!, first)) marked++;
@@ -47,5 +49,5 @@ describe('ConnectionLimit across real threads terminated at random moments', () 
     }
     // The window is real: some terminations landed in it (the mark was seen), and each was settled exactly.
     expect(marked).toBeGreaterThan(0);
-  }, 120_000);
+  }, 300_000);
 });
