@@ -39,8 +39,16 @@ export const FORWARDED_EVENTS = ['connect', 'disconnect', 'connectionError', 'dr
 
 /** What a backend's pool is made for: its address, and its host name and second IP when it has them (a change of any makes a new pool). */
 function poolKey(spec: Readonly<ResolvedBackendSpec>): string {
-  return spec.hostname === '' && spec.fallbackIp === '' ? spec.address : `${spec.address} ${spec.fallbackIp} ${spec.hostname}`;
+  if (spec.hostname === '' && spec.fallbackIp === '') return spec.address;
+  // A discovered backend's key is built once per spec (specs are frozen, one per membership), not per request.
+  let key = POOL_KEYS.get(spec);
+  if (key === undefined) {
+    key = `${spec.address} ${spec.fallbackIp} ${spec.hostname}`;
+    POOL_KEYS.set(spec, key);
+  }
+  return key;
 }
+const POOL_KEYS = new WeakMap<object, string>();
 
 interface Entry {
   /** The pool's key ({@link poolKey}). */

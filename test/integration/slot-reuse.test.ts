@@ -27,6 +27,23 @@ function reply<T>(w: Worker): Promise<T> {
   });
 }
 
+/**
+ * Applies `specs` the instant the tombstone's count reads zero (capacity 1: until then the update is refused
+ * `CapacityExhausted`); returns how many refusals it spun through.
+ */
+function updateWhenDrained(b: Balancer, specs: Parameters<Balancer['update']>[0]): number {
+  let spins = 0;
+  for (;;) {
+    try {
+      b.update(specs);
+      return spins;
+    } catch (err) {
+      expect(err).toMatchObject({ code: 'CapacityExhausted' });
+      if (++spins > 50_000_000) throw new Error('the tombstone never drained');
+    }
+  }
+}
+
 describe('late release vs slot reuse (real threads)', () => {
   it("1,000 races (the issue asks for 300): the slot's next occupant never inherits the old backend's health", async () => {
     const b = new Balancer({ logger, capacity: 1 });
@@ -44,17 +61,7 @@ describe('late release vs slot reuse (real threads)', () => {
       const released = reply<string>(w);
       w.postMessage({ release: round % 2 === 0 ? 'success' : 'failure' });
       // Reuse the slot the instant the tombstone's count reads zero.
-      let spins = 0;
-      for (;;) {
-        try {
-          b.update([{ id: `r${round + 1}`, address: `127.0.0.1:${7001 + (round % 100)}` }]);
-          break;
-        } catch (err) {
-          expect(err).toMatchObject({ code: 'CapacityExhausted' });
-          if (++spins > 50_000_000) throw new Error('the tombstone never drained');
-        }
-      }
-      spinsTotal += spins;
+      spinsTotal += updateWhenDrained(b, [{ id: `r${round + 1}`, address: `127.0.0.1:${7001 + (round % 100)}` }]);
       expect(await released).toBe('released');
       const st = b.table.stats(0);
       if (st.latencyEstimateUs !== 50_000 || st.failures !== 0 || st.ejections !== 0 || st.ejectedUntilMs !== 0) {
@@ -86,17 +93,7 @@ describe('late release vs slot reuse (real threads)', () => {
       b.update([]);
       const released = reply<string>(w);
       w.postMessage({ release: round % 2 === 0 ? 'success' : 'failure' });
-      let spins = 0;
-      for (;;) {
-        try {
-          b.update([spec]);
-          break;
-        } catch (err) {
-          expect(err).toMatchObject({ code: 'CapacityExhausted' });
-          if (++spins > 50_000_000) throw new Error('the tombstone never drained');
-        }
-      }
-      spinsTotal += spins;
+      spinsTotal += updateWhenDrained(b, [spec]);
       expect(await released).toBe('released');
       const st = b.table.stats(0);
       if (
