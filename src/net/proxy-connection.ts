@@ -756,20 +756,27 @@ class Connection implements WheelEntry {
       // A bulk transfer: read the next ones into a buffer of its own, without copies.
       if (n >= BULK_READ) this.readBuf = takeReadBuffer();
       this.serverData(chunk);
+    } else if (n < BULK_READ) {
+      // The bulk is over: copied out like a shared read (a write Node cannot finish
+      // at once must not keep 64 KiB for a few bytes — a client's window fills with
+      // small replies 16 KiB before its write returns false and pauses this socket),
+      // and back to the shared buffer, so an idle connection holds none.
+      const chunk = Buffer.allocUnsafe(n);
+      buf.copy(chunk, 0, 0, n);
+      giveReadBuffer(buf);
+      this.readBuf = undefined;
+      this.serverData(chunk);
+      if (this.client.writableLength === 0) this.giveLent();
     } else {
       this.serverData(buf.subarray(0, n));
       if (this.client.writableLength > 0) {
-        // A write still points at `buf` (Node writes the rest later): the next read goes elsewhere.
+        // A write still points at `buf` (Node writes the rest later; a write this
+        // large returned false and paused this socket): the next read goes elsewhere.
         if (this.lent === undefined) this.lent = [buf];
         else this.lent.push(buf);
         this.readBuf = lendReadBuffer();
       } else {
         this.giveLent();
-        if (n < BULK_READ) {
-          // The bulk is over: back to the shared buffer, so an idle connection holds none.
-          giveReadBuffer(buf);
-          this.readBuf = undefined;
-        }
       }
     }
     handOver(this.readBuf ?? sharedReadBuffer());

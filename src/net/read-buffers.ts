@@ -23,8 +23,11 @@
  *   per-thread free list, and the bytes are written on without a copy. A
  *   write Node could not finish at once keeps pointing at that buffer
  *   (libuv writes from it later), so the next read goes into another one
- *   and the first is lent until the client's write queue is empty. A small
- *   read with nothing pending returns the socket to the shared buffer.
+ *   and the first is lent until the client's write queue is empty (a write
+ *   this large returned false and paused the socket, so one lend per pause).
+ *   A small read is copied out and returns the socket to the shared buffer:
+ *   lent, 16 KiB of small replies to a stalled client would hold a 64 KiB
+ *   buffer each before the client's write queue pauses the socket.
  *
  * Node calls the generator without the socket (`bufGen()`), right after
  * the callback, in the same `onStreamRead`: the callback leaves the next
