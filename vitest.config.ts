@@ -17,7 +17,7 @@ export const INTEGRATION: readonly string[] = [
   'test/servers.test.ts', // the probe of the local servers, against them
   'test/load/db-state.test.ts', // a reader thread against the owner's LSN writes
   'test/load/report-seqlock.test.ts', // two writer threads (dist/)
-  'test/net/proxy-listener-tracking.test.ts', // imports dist/
+  'test/proxy/listener-tracking.test.ts', // imports dist/
   'test/bench/proxy-bare.test.ts',
   'test/cli/bench-delegate.test.ts',
   'test/cli/help.test.ts',
@@ -34,11 +34,11 @@ export const INTEGRATION: readonly string[] = [
   'test/http/counters.test.ts', // a reset race between two worker threads
   'test/load/spec-ranges.test.ts',
   'test/load/table-view.test.ts',
-  'test/net/proxy-accounting.test.ts',
-  'test/net/proxy-workers.test.ts',
-  'test/net/proxy-workers-admission.test.ts',
-  'test/net/connection-limit-threads.test.ts', // real worker threads (dist/)
-  'test/net/proxy-early-read.test.ts', // a stopped child process as a backend whose connects hang
+  'test/proxy/accounting.test.ts',
+  'test/proxy/workers.test.ts',
+  'test/proxy/workers-admission.test.ts',
+  'test/proxy/connection-limit-threads.test.ts', // real worker threads (dist/)
+  'test/proxy/early-read.test.ts', // a stopped child process as a backend whose connects hang
   'test/policy/cross-process.test.ts',
   'test/runtime/clock.test.ts',
   'packages/bench/test/command.test.ts',

@@ -30,7 +30,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { integerFlag, parseFlags } from '../src/cli/args.js';
-import { routedStream } from '../src/net/routed-stream.js';
+import { routedStream } from '../src/outbound/routed-stream.js';
 import { Balancer } from '../src/runtime/balancer.js';
 import type { Router } from '../src/runtime/router.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';

@@ -21,7 +21,7 @@ import { Worker } from 'node:worker_threads';
 import { Registry } from 'prom-client';
 import { createLogger } from '../src/log.js';
 import { collectMetrics } from '../src/metrics/collect.js';
-import { ProxyCounters } from '../src/net/proxy-counters.js';
+import { ProxyCounters } from '../src/proxy/counters.js';
 import { Balancer } from '../src/runtime/balancer.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
 

@@ -207,7 +207,7 @@ async function retryBudget(on: boolean): Promise<Record<string, unknown>> {
   const workerData = {
     attachment: b.attachment() as RouterAttachment,
     router: new URL('../src/runtime/router.js', here).href,
-    connect: new URL('../src/net/connect.js', here).href,
+    connect: new URL('../src/outbound/connect.js', here).href,
     log: new URL('../src/log.js', here).href,
     ms: SECONDS * 1000,
     everyMs: 20,

@@ -29,10 +29,11 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   admission: ['core', 'runtime'],
   membership: ['core', 'health', 'load', 'log', 'runtime'],
   discovery: ['core', 'log', 'membership'],
-  net: ['core', 'runtime', 'admission', 'log'],
-  http: ['core', 'runtime', 'net'],
-  metrics: ['core', 'policy', 'load', 'health', 'runtime', 'admission', 'membership', 'discovery', 'net', 'http'],
-  cli: ['core', 'runtime', 'admission', 'health', 'membership', 'discovery', 'net', 'metrics', 'log'],
+  outbound: ['core', 'runtime', 'admission', 'log'],
+  proxy: ['core', 'runtime', 'admission', 'log', 'outbound'],
+  http: ['core', 'runtime', 'outbound'],
+  metrics: ['core', 'policy', 'load', 'health', 'runtime', 'admission', 'membership', 'discovery', 'proxy', 'http'],
+  cli: ['core', 'runtime', 'admission', 'health', 'membership', 'discovery', 'outbound', 'proxy', 'metrics', 'log'],
 };
 
 /** The only files of another unit that a unit may import from it (metrics never loads the dispatcher, so never undici). */
@@ -49,7 +50,7 @@ const ONLY_THROUGH: Record<string, Record<string, readonly string[]>> = {
 const PACKAGES: Record<string, readonly string[]> = {
   ioredis: ['membership/redis-'],
   piscina: ['runtime/pool.ts'],
-  pino: ['log.ts', 'net/'],
+  pino: ['log.ts', 'proxy/'],
   'prom-client': ['metrics/', 'cli/'],
   undici: ['http/'],
   yaml: ['membership/document.ts'],

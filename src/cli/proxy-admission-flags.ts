@@ -9,10 +9,10 @@
 import { PoiseError } from '../core/errors.js';
 import { parseAddress } from '../core/spec.js';
 import { AdmissionGate, sumAdmissionStats, type AdmissionGateOptions, type AdmissionStats } from '../admission/admission.js';
-import type { AdmissionGateData } from '../net/proxy-messages.js';
+import type { AdmissionGateData } from '../proxy/messages.js';
 import type { Logger } from '../log.js';
-import { CidrBands, fixedBand, parseCidr, type ProxyBand, type ProxyBandSelector } from '../net/proxy-admission.js';
-import type { TcpProxy } from '../net/proxy.js';
+import { CidrBands, fixedBand, parseCidr, type ProxyBand, type ProxyBandSelector } from '../proxy/admission.js';
+import type { TcpProxy } from '../proxy/tcp-proxy.js';
 import type { Router } from '../runtime/router.js';
 import { durationFlag, integerFlag, type FlagSpecs, type FlagValues } from './args.js';
 import { UsageError } from './usage.js';

@@ -1,9 +1,9 @@
 /**
  * The per-connection flags of `poise proxy`: timeouts, affinity key, PROXY
- * protocol and the access log (the data path in net/proxy-connection.ts).
+ * protocol and the access log (the data path in proxy/connection.ts).
  * Kept apart from the listener / worker flags in proxy.ts.
  */
-import type { ConnectionOptions } from '../net/proxy-connection.js';
+import type { ConnectionOptions } from '../proxy/connection.js';
 import { KEYED_POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
 import { DURATION_GRAMMAR, choiceFlag, durationFlag, integerFlag, type FlagSpecs, type FlagValues } from './args.js';
 import { UsageError } from './usage.js';

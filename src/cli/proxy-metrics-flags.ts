@@ -8,7 +8,7 @@ import { addressDetail, parseAddress } from '../core/spec.js';
 import type { AdmissionStatsSource } from '../admission/admission-stats.js';
 import type { MembershipSource } from '../membership/source.js';
 import type { MetricsServer } from '../metrics/server.js';
-import type { ProxyCounters } from '../net/proxy-counters.js';
+import type { ProxyCounters } from '../proxy/counters.js';
 import type { Balancer } from '../runtime/balancer.js';
 import type { FlagSpecs, FlagValues } from './args.js';
 import { UsageError } from './usage.js';

@@ -18,9 +18,9 @@ import type { Logger } from '../log.js';
 import { bindMembership, type MembershipBinding, type MembershipSource } from '../membership/source.js';
 import { StaticMembership } from '../membership/static.js';
 import type { RedisMembershipOptions } from '../membership/redis-source.js';
-import type { ConnectionOptions } from '../net/proxy-connection.js';
-import { TcpProxy, reusePortSupported } from '../net/proxy.js';
-import { MAX_CONNECTIONS_LIMIT } from '../net/connection-limit.js';
+import type { ConnectionOptions } from '../proxy/connection.js';
+import { TcpProxy, reusePortSupported } from '../proxy/tcp-proxy.js';
+import { MAX_CONNECTIONS_LIMIT } from '../proxy/connection-limit.js';
 import { Balancer } from '../runtime/balancer.js';
 import { useProcessClockTicker } from '../runtime/clock.js';
 import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
@@ -30,7 +30,7 @@ import { cliLogger } from './logger.js';
 import { flagCommand, type Command } from './command.js';
 import { CONNECTION_FLAGS, CONNECTION_HELP, connectionFlags } from './proxy-connection-flags.js';
 import { METRICS_FLAGS, METRICS_HELP, metricsFlag, startMetrics } from './proxy-metrics-flags.js';
-import { ProxyCounters } from '../net/proxy-counters.js';
+import { ProxyCounters } from '../proxy/counters.js';
 import type { MetricsServer } from '../metrics/server.js';
 import {
   ADMISSION_FLAGS,

@@ -13,7 +13,7 @@ import * as undici from 'undici';
 import { Dispatcher, Pool } from 'undici';
 import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
-import { checkAdmissionOptions } from '../net/connect.js';
+import { checkAdmissionOptions } from '../outbound/connect.js';
 import type { Router } from '../runtime/router.js';
 import { HttpCounters } from './counters.js';
 import { type AttemptOutcome, defaultStatusOutcome, isIdempotent, isReplayable } from './outcome.js';

@@ -16,7 +16,7 @@
  *   whatever the method, otherwise only an idempotent method. A streamed
  *   body is never sent twice.
  */
-import { isLocalError } from '../net/retry-run.js';
+import { isLocalError } from '../outbound/retry-run.js';
 
 /** How a lease ends. */
 export type AttemptOutcome = 'success' | 'failure' | 'overload' | 'cancelled';

@@ -13,14 +13,14 @@
  * A backend with a logical host name (spec `hostname`, a DNS-discovered
  * one) gets a pool whose origin is that name: undici sends it as the `Host`
  * header and, for https:, as the TLS `servername` (unless `pool.connect`
- * names one); its socket opens through src/net/dial.ts's lookup, which
+ * names one); its socket opens through src/outbound/dial.ts's lookup, which
  * answers the spec's own addresses (both families, Happy Eyeballs), so no
  * DNS query is made per connection. With a `pool.connect` function of the
  * caller's, the pool's origin stays the address.
  */
 import { PoiseError } from '../core/errors.js';
 import type { ResolvedBackendSpec } from '../core/spec.js';
-import { dialExtras } from '../net/dial.js';
+import { dialExtras } from '../outbound/dial.js';
 import type { Router } from '../runtime/router.js';
 
 /** What the dispatcher needs of a per-backend dispatcher (an undici `Pool`, `Client`, or anything of that shape). */

@@ -15,7 +15,7 @@
  */
 import type { Duplex } from 'node:stream';
 import { PoiseError, describe } from '../core/errors.js';
-import { isExhausted } from '../net/retry-run.js';
+import { isExhausted } from '../outbound/retry-run.js';
 import type { AcquireOptions, Router } from '../runtime/router.js';
 import type { Lease, ReleaseOptions } from '../runtime/lease.js';
 import { type HttpCounters, outcomeCode } from './counters.js';

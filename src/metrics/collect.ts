@@ -17,7 +17,7 @@ import type { ResolvedBackendSpec } from '../core/spec.js';
 import { EwmaSeries, HealthFlag, SlotState, type SlotStats } from '../load/load-table.js';
 import type { MembershipSource } from '../membership/source.js';
 import { DISCOVERY_ERROR_KINDS, discoveryStatusOf } from '../discovery/status.js';
-import { DURATION_BUCKETS_SECONDS, ProxyCounter, REFUSAL_REASONS, type ProxyCounters } from '../net/proxy-counters.js';
+import { DURATION_BUCKETS_SECONDS, ProxyCounter, REFUSAL_REASONS, type ProxyCounters } from '../proxy/counters.js';
 import { PriorityWeightedRandom } from '../policy/priority/policy.js';
 import type { PriorityPlan } from '../policy/priority/policy.js';
 import type { Balancer } from '../runtime/balancer.js';

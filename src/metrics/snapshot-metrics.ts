@@ -14,7 +14,7 @@
  * @internal
  */
 import type { Metric, MetricValueWithName } from 'prom-client';
-import { ProxyCounter, type ProxyCounters } from '../net/proxy-counters.js';
+import { ProxyCounter, type ProxyCounters } from '../proxy/counters.js';
 
 /** Pushes one series: its labels and value. @internal */
 export type Push = (labels: Record<string, string | number>, value: number) => void;

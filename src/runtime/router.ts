@@ -721,7 +721,7 @@ export class Router {
   /**
    * The connection leases this process holds on backend `slot` above its
    * fleet connection budget share (0 without a budget, or within it): what
-   * routed sockets idle on it hand back (net/hand-back.ts).
+   * routed sockets idle on it hand back (outbound/hand-back.ts).
    * @internal
    */
   overShare(slot: number): number {

@@ -197,7 +197,7 @@ describe('profile summary', () => {
       { id: 2, callFrame: frame('writev', 'node:internal/stream_base_commons', 122), hitCount: 30 },
       { id: 3, callFrame: frame('(idle)', '', -1), hitCount: 50 },
       { id: 4, callFrame: frame('writev', 'node:internal/stream_base_commons', 122), hitCount: 10 },
-      { id: 5, callFrame: frame('', 'file:///work/x/dist/src/net/proxy.js', 40) },
+      { id: 5, callFrame: frame('', 'file:///work/x/dist/src/proxy/tcp-proxy.js', 40) },
       { id: 6, callFrame: frame('pick', 'file:///work/x/dist/src/policy/power-of-two.js', 9), hitCount: 10 },
     ],
   };
@@ -218,7 +218,7 @@ describe('profile summary', () => {
 
 describe('profile attribution', () => {
   const frame = (functionName: string, url: string) => ({ functionName, url, lineNumber: 0 });
-  const POISE = 'file:///work/x/dist/src/net/proxy-connection.js';
+  const POISE = 'file:///work/x/dist/src/proxy/connection.js';
   const ROUTER = 'file:///work/x/dist/src/runtime/router.js';
   // A tree: (root) → onconnection (node:net) → writeBuffer (native)
   //                → serveConnection (poise net) → now (native) ; → take (poise runtime)

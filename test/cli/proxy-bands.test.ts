@@ -2,7 +2,7 @@
  * `poise proxy --band`: admission where connections enter, in a child
  * process — flag validation (exit 2), a band listener of its own, and
  * every worker thread of --listen and of the band listener gating. The
- * in-process laws: test/net/proxy-admission.test.ts.
+ * in-process laws: test/proxy/admission.test.ts.
  */
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';

@@ -4,7 +4,7 @@
 import net from 'node:net';
 import os from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
-import { reusePortSupported } from '../../src/net/proxy-workers.js';
+import { reusePortSupported } from '../../src/proxy/workers.js';
 import { countingBackend, type CountingBackend } from '../helpers/counting-backend.js';
 import { freePort } from '../helpers/ports.js';
 import { refused, startProxy, type ProxyProcess } from '../helpers/proxy-process.js';

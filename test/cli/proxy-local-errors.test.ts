@@ -2,7 +2,7 @@
  * Local resource errors for real: a child `poise proxy` under `ulimit -n 64`
  * with 200 clients (400 descriptors) refuses what it cannot open (EMFILE on connect is this
  * host's, never the backend's) and ejects no backend. The in-process laws
- * with an injected socket factory: test/net/local-errors.test.ts.
+ * with an injected socket factory: test/outbound/local-errors.test.ts.
  */
 import { spawn } from 'node:child_process';
 import net from 'node:net';

@@ -4,7 +4,7 @@
  * the laws that must hold afterwards.
  */
 import { expect } from 'vitest';
-import type { RoutedSocket } from '../../src/net/routed-stream.js';
+import type { RoutedSocket } from '../../src/outbound/routed-stream.js';
 
 /** A socket the pool asked for, whether it was created after the kill, and the errors it emitted. */
 export interface TrackedSocket {

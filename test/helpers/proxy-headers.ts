@@ -1,6 +1,6 @@
 /** fast-check arbitraries for PROXY protocol headers: valid ones, mutations of them, zone-id attacks, raw bytes. */
 import fc from 'fast-check';
-import { encodeProxyV1, encodeProxyV2, type ProxyEndpoint } from '../../src/net/proxy-protocol.js';
+import { encodeProxyV1, encodeProxyV2, type ProxyEndpoint } from '../../src/proxy/proxy-protocol.js';
 
 /** Dotted-quad IPv4 text. */
 export const ipv4Text = fc.tuple(fc.nat(255), fc.nat(255), fc.nat(255), fc.nat(255)).map((q) => q.join('.'));

@@ -1,7 +1,7 @@
 /** A Balancer over loopback backends and an embedded TcpProxy on a free port, each closed by `cleanups`. */
 import { Balancer } from '../../src/runtime/balancer.js';
 import type { Router } from '../../src/runtime/router.js';
-import { TcpProxy, type TcpProxyOptions } from '../../src/net/proxy.js';
+import { TcpProxy, type TcpProxyOptions } from '../../src/proxy/tcp-proxy.js';
 import { captureLog } from './log-capture.js';
 
 /** A Balancer (capacity 16, on `clock` when given) whose members are `backends` on 127.0.0.1, or on `host` (an IPv6 literal) when given. */

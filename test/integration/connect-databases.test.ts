@@ -3,7 +3,7 @@
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { connect } from '../../src/net/connect.js';
+import { connect } from '../../src/outbound/connect.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import type { Router } from '../../src/runtime/router.js';
 import { until } from '../helpers/until.js';

@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../dist/src/log.js';
-import { routedStream, type RoutedSocket } from '../../dist/src/net/routed-stream.js';
+import { routedStream, type RoutedSocket } from '../../dist/src/outbound/routed-stream.js';
 import { FleetConnectionBudget } from '../../dist/src/redis.js';
 import { Balancer } from '../../dist/src/runtime/balancer.js';
 import type { Router } from '../../dist/src/runtime/router.js';

@@ -9,8 +9,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DbRole } from '../../src/load/db-state.js';
-import { currentLsn } from '../../src/net/lsn.js';
-import { routedStream } from '../../src/net/routed-stream.js';
+import { currentLsn } from '../../src/outbound/lsn.js';
+import { routedStream } from '../../src/outbound/routed-stream.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import type { Router } from '../../src/runtime/router.js';
 import { Registry } from 'prom-client';

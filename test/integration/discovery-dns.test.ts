@@ -19,7 +19,7 @@ import { discoverySource } from '../../src/discovery/schemes.js';
 import { PoiseDispatcher } from '../../src/http/dispatcher.js';
 import { createLogger } from '../../src/log.js';
 import { bindMembership } from '../../src/membership/source.js';
-import { connect } from '../../src/net/connect.js';
+import { connect } from '../../src/outbound/connect.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { startDnsServer, type TestDns } from '../helpers/dns-server.js';
 import { runCli } from '../helpers/cli.js';

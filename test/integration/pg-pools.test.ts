@@ -10,9 +10,9 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DbRole } from '../../src/load/db-state.js';
-import { TARGET_SESSION_ATTRS, type TargetSessionAttrs } from '../../src/net/pg-connection.js';
-import { createPgPools, type PgPools } from '../../src/net/pg-pools.js';
-import { currentLsn } from '../../src/net/lsn.js';
+import { TARGET_SESSION_ATTRS, type TargetSessionAttrs } from '../../src/outbound/pg-connection.js';
+import { createPgPools, type PgPools } from '../../src/outbound/pg-pools.js';
+import { currentLsn } from '../../src/outbound/lsn.js';
 import { startPgReplica, startPostgres, type TestDbServer } from '../helpers/db-servers.js';
 import { until } from '../helpers/until.js';
 

@@ -8,7 +8,7 @@ import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { leasesBack, openLeases } from '../helpers/leases.js';
-import { routedStream, type RoutedSocket } from '../../src/net/routed-stream.js';
+import { routedStream, type RoutedSocket } from '../../src/outbound/routed-stream.js';
 import { startMariadb, type TestDbServer } from '../helpers/db-servers.js';
 import { expectEvenSpread, expectKillLaws, killMidway, tracking, type Checkout } from '../helpers/pool-kill.js';
 

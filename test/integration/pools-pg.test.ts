@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdmissionGate } from '../../src/admission/admission.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { leasesBack, openLeases } from '../helpers/leases.js';
-import { routedStream, type RoutedSocket } from '../../src/net/routed-stream.js';
+import { routedStream, type RoutedSocket } from '../../src/outbound/routed-stream.js';
 import { startPostgres, type TestDbServer } from '../helpers/db-servers.js';
 import { until } from '../helpers/until.js';
 import { expectEvenSpread, expectKillLaws, killMidway, tracking, type Checkout } from '../helpers/pool-kill.js';

@@ -11,7 +11,7 @@ import { Maglev } from '../../src/policy/maglev.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { leasesBack } from '../helpers/leases.js';
 import type { Router } from '../../src/runtime/router.js';
-import { routedStream, type RoutedSocket, type RoutedStreamOptions } from '../../src/net/routed-stream.js';
+import { routedStream, type RoutedSocket, type RoutedStreamOptions } from '../../src/outbound/routed-stream.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { until } from '../helpers/until.js';
 

@@ -1,7 +1,7 @@
 /** ProxyCounters across real threads: each worker counts into its own row; every row and the totals read back exactly. */
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { ProxyCounter, ProxyCounters } from '../../src/net/proxy-counters.js';
+import { ProxyCounter, ProxyCounters } from '../../src/proxy/counters.js';
 
 describe('ProxyCounters in worker threads', () => {
   it('four worker threads counting into their own rows: every row and the totals are exact (20 runs)', async () => {

@@ -6,7 +6,7 @@
 import net from 'node:net';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { createLogger } from '../../src/log.js';
-import { TcpProxy } from '../../src/net/proxy.js';
+import { TcpProxy } from '../../src/proxy/tcp-proxy.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { echoServer } from '../helpers/echo-server.js';
 import { noDelayOf } from '../helpers/sockopt.js';

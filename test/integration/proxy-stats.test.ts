@@ -11,7 +11,7 @@ import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Balancer } from '../../dist/src/runtime.js';
 import { TcpProxy, type TcpProxyStats } from '../../dist/src/net.js';
-import { ProxyCounter } from '../../dist/src/net/proxy-counters.js';
+import { ProxyCounter } from '../../dist/src/proxy/counters.js';
 import { countingBackend, type CountingBackend } from '../helpers/counting-backend.js';
 import { until } from '../helpers/until.js';
 

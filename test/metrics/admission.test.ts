@@ -11,9 +11,9 @@ import { AdmissionGate } from '../../src/admission/admission.js';
 import { createLogger } from '../../src/log.js';
 import { collectMetrics } from '../../src/metrics/collect.js';
 import { parseMetricsText } from '../../src/metrics/text-format.js';
-import { fixedBand } from '../../src/net/proxy-admission.js';
-import { ProxyCounters } from '../../src/net/proxy-counters.js';
-import { TcpProxy } from '../../src/net/proxy.js';
+import { fixedBand } from '../../src/proxy/admission.js';
+import { ProxyCounters } from '../../src/proxy/counters.js';
+import { TcpProxy } from '../../src/proxy/tcp-proxy.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { until } from '../helpers/until.js';
 

@@ -13,7 +13,7 @@ import type { AdmissionStatsSource } from '../../src/admission/admission-stats.j
 import { collectMetrics } from '../../src/metrics/collect.js';
 import { newDiscoveryStatus } from '../../src/discovery/status.js';
 import { parseMetricsText, type MetricFamily } from '../../src/metrics/text-format.js';
-import { ProxyCounters } from '../../src/net/proxy-counters.js';
+import { ProxyCounters } from '../../src/proxy/counters.js';
 import { HttpCounters } from '../../src/http/counters.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { createLogger } from '../../src/log.js';

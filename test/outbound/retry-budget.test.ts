@@ -1,6 +1,6 @@
 /**
  * The retry budget on the connection paths: connect() and routedStream()
- * run one retry policy (src/net/retry-run.ts) and draw on the Balancer's
+ * run one retry policy (src/outbound/retry-run.ts) and draw on the Balancer's
  * budget in the shared table. Backends are loopback ports nobody listens
  * on (every dial refused) or real listeners; the clock stands still unless
  * a test moves it, so one window holds the whole test and the counts are
@@ -11,8 +11,8 @@ import { Registry } from 'prom-client';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { collectMetrics } from '../../src/metrics/collect.js';
 import { parseMetricsText } from '../../src/metrics/text-format.js';
-import { connect } from '../../src/net/connect.js';
-import { routedStream } from '../../src/net/routed-stream.js';
+import { connect } from '../../src/outbound/connect.js';
+import { routedStream } from '../../src/outbound/routed-stream.js';
 import { Balancer, type BalancerOptions } from '../../src/runtime/balancer.js';
 import type { Router } from '../../src/runtime/router.js';
 import { freePort } from '../helpers/ports.js';

@@ -11,9 +11,9 @@
 import type net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AdmissionGate } from '../../src/admission/admission.js';
-import { connect } from '../../src/net/connect.js';
-import { fixedBand } from '../../src/net/proxy-admission.js';
-import { routedStream } from '../../src/net/routed-stream.js';
+import { connect } from '../../src/outbound/connect.js';
+import { fixedBand } from '../../src/proxy/admission.js';
+import { routedStream } from '../../src/outbound/routed-stream.js';
 import type { Balancer } from '../../src/runtime/balancer.js';
 import type { Router } from '../../src/runtime/router.js';
 import { dial, listenLoopback } from '../helpers/loopback.js';

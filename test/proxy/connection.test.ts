@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Balancer } from '../../src/runtime/balancer.js';
 import { loopbackBalancer, proxyOn as proxyFor } from '../helpers/proxy-on.js';
 import type { Router } from '../../src/runtime/router.js';
-import { TcpProxy, type TcpProxyOptions } from '../../src/net/proxy.js';
+import { TcpProxy, type TcpProxyOptions } from '../../src/proxy/tcp-proxy.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { ManualTimers } from '../helpers/manual-timers.js';
 import { until } from '../helpers/until.js';

@@ -9,8 +9,8 @@ import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Balancer, type Balancer as BalancerType } from '../../dist/src/runtime.js';
 import { reusePortSupported, TcpProxy } from '../../dist/src/net.js';
-import { ProxyCounter } from '../../dist/src/net/proxy-counters.js';
-import { ConnectionLimit } from '../../src/net/connection-limit.js';
+import { ProxyCounter } from '../../dist/src/proxy/counters.js';
+import { ConnectionLimit } from '../../src/proxy/connection-limit.js';
 import { countingBackend, tally, type CountingBackend } from '../helpers/counting-backend.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { until } from '../helpers/until.js';
@@ -198,7 +198,7 @@ describe('ConnectionLimit', () => {
         parentPort.postMessage(admitted);
       });`;
     // The threads run the compiled gate on the same words.
-    const url = new URL('../../dist/src/net/connection-limit.js', import.meta.url).href;
+    const url = new URL('../../dist/src/proxy/connection-limit.js', import.meta.url).href;
     const admitted = await Promise.all(
       Array.from(
         { length: 4 },

@@ -2,7 +2,7 @@ import type net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { openLeases } from '../helpers/leases.js';
-import { routedStream, type RoutedSocket } from '../../src/net/routed-stream.js';
+import { routedStream, type RoutedSocket } from '../../src/outbound/routed-stream.js';
 import { PoiseError } from '../../src/core/errors.js';
 import { thrown } from '../helpers/thrown.js';
 import { AdmissionGate, type AdmissionBandStats } from '../../src/admission/admission.js';
@@ -223,7 +223,7 @@ describe('routedStream', () => {
     expect(seen.events).toEqual(['connect', 'error', 'close']);
     expect((seen.errors[0] as { code?: string }).code).toBe('ECONNRESET');
     // The backend echoed before the reset: it answered, so the reset is the stream's, not a failure of the backend
-    // (a reset before any byte is one: test/net/reset-before-answer.test.ts).
+    // (a reset before any byte is one: test/outbound/reset-before-answer.test.ts).
     expect(balancer.table.stats(0).failures).toBe(0);
     expect(openLeases(balancer)).toBe(0);
     balancer.close();

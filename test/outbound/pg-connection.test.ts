@@ -2,7 +2,7 @@
 // variables with the addresses and attributes each must give, and of malformed inputs with the field each
 // PoiseError must name. The pools built on it: test/integration/pg-pools.test.ts.
 import { describe, expect, it } from 'vitest';
-import { parsePgConnection, type PgConnectionConfig } from '../../src/net/pg-connection.js';
+import { parsePgConnection, type PgConnectionConfig } from '../../src/outbound/pg-connection.js';
 import { thrown } from '../helpers/thrown.js';
 
 const noEnv = { USER: 'me' };

@@ -18,8 +18,8 @@ import type { AdmissionStats } from '../admission/admission.js';
 import type { Balancer } from '../runtime/balancer.js';
 import type { RouterOptions } from '../runtime/router.js';
 import type { ConnectionLimit } from './connection-limit.js';
-import type { ConnectionOptions } from './proxy-connection.js';
-import type { ProxyCounters } from './proxy-counters.js';
+import type { ConnectionOptions } from './connection.js';
+import type { ProxyCounters } from './counters.js';
 import {
   errorFromData,
   type OwnerMessage,
@@ -27,7 +27,7 @@ import {
   type ProxyWorkerData,
   type WorkerAdmission,
   type WorkerMessage,
-} from './proxy-messages.js';
+} from './messages.js';
 
 /** Node >= 22.12 on Linux: `server.listen({ reusePort: true })` exists (SO_REUSEPORT), so worker threads can each accept. */
 export function reusePortSupported(version: string = process.versions.node, platform: string = process.platform): boolean {
@@ -35,7 +35,7 @@ export function reusePortSupported(version: string = process.versions.node, plat
   return platform === 'linux' && (major > 22 || (major === 22 && minor >= 12));
 }
 
-const ENTRY = fileURLToPath(new URL('./proxy-worker-main.js', import.meta.url));
+const ENTRY = fileURLToPath(new URL('./worker-main.js', import.meta.url));
 
 /** Restart backoff of a dead worker: `initialMs` doubling per quick death up to `maxMs`; a worker that lived `stableMs` resets it. @internal */
 export interface RestartBackoff {

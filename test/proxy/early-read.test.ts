@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Balancer } from '../../src/runtime/balancer.js';
 import { loopbackBalancer, proxyOn as proxyFor } from '../helpers/proxy-on.js';
 import type { Router } from '../../src/runtime/router.js';
-import type { TcpProxy, TcpProxyOptions } from '../../src/net/proxy.js';
+import type { TcpProxy, TcpProxyOptions } from '../../src/proxy/tcp-proxy.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { openLeases } from '../helpers/leases.js';
 import { ManualTimers } from '../helpers/manual-timers.js';

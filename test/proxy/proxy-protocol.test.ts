@@ -2,7 +2,7 @@ import net from 'node:net';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { PoiseError } from '../../src/core/errors.js';
-import { encodeProxyV1, encodeProxyV2, parseProxyHeader, V2_SIGNATURE } from '../../src/net/proxy-protocol.js';
+import { encodeProxyV1, encodeProxyV2, parseProxyHeader, V2_SIGNATURE } from '../../src/proxy/proxy-protocol.js';
 import { anyHeaderBytes } from '../helpers/proxy-headers.js';
 import { caught, thrown } from '../helpers/thrown.js';
 

@@ -1,7 +1,7 @@
 /** ConnectionLimit over real worker threads terminated at random moments (test/fixtures/limit-churn.mjs, on dist/). */
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { ConnectionLimit } from '../../src/net/connection-limit.js';
+import { ConnectionLimit } from '../../src/proxy/connection-limit.js';
 
 describe('ConnectionLimit across real threads terminated at random moments', () => {
   it('200 terminations of threads looping take/give: after each reclaim the count is exactly what the living threads hold', async () => {

@@ -1,6 +1,6 @@
-/** ConnectionLimit: `maxConnections` across threads (real threads terminated at random moments: test/net/connection-limit-threads.test.ts; the CAS across proxy workers: test/net/proxy-workers.test.ts). */
+/** ConnectionLimit: `maxConnections` across threads (real threads terminated at random moments: test/proxy/connection-limit-threads.test.ts; the CAS across proxy workers: test/proxy/workers.test.ts). */
 import { describe, expect, it } from 'vitest';
-import { ConnectionLimit } from '../../src/net/connection-limit.js';
+import { ConnectionLimit } from '../../src/proxy/connection-limit.js';
 
 describe('ConnectionLimit', () => {
   it('without a limit no shared word is ever written: every take succeeds and the buffer stays all zeros', () => {

@@ -6,13 +6,13 @@
  * with `reusePort`.
  * @internal
  */
-import type { ProxyCounters } from './proxy-counters.js';
+import type { ProxyCounters } from './counters.js';
 import net from 'node:net';
 import type { Logger } from '../log.js';
 import type { Router } from '../runtime/router.js';
 import type { ConnectionLimit } from './connection-limit.js';
-import type { ProxyBandSelector } from './proxy-admission.js';
-import { connectionHost, kCut, serveConnection, type ConnectionHost, type ConnectionSettings } from './proxy-connection.js';
+import type { ProxyBandSelector } from './admission.js';
+import { connectionHost, kCut, serveConnection, type ConnectionHost, type ConnectionSettings } from './connection.js';
 
 /** How long a thread holding clients sleeps at most before it looks at the shared count again (ms). */
 const HELD_RECHECK_MS = 1000;

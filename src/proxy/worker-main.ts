@@ -7,4 +7,4 @@
  */
 import { importInOrder } from '../core/ordered-import.js';
 
-await importInOrder(new URL('./proxy-worker.js', import.meta.url));
+await importInOrder(new URL('./worker.js', import.meta.url));

@@ -1,11 +1,11 @@
 /**
- * The hand-back's sweep (src/net/hand-back.ts) on fake sockets, a fake
+ * The hand-back's sweep (src/outbound/hand-back.ts) on fake sockets, a fake
  * router's excess over the share and an injected clock: which sockets it
  * ends. A late joiner's convergence with real sockets and Redis is
  * test/integration/connection-budget-late-joiner.test.ts.
  */
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { HandBack, type HandBackSocket } from '../../src/net/hand-back.js';
+import { HandBack, type HandBackSocket } from '../../src/outbound/hand-back.js';
 import type { Router } from '../../src/runtime/router.js';
 import { manualClock } from '../helpers/runtime.js';
 

@@ -1,8 +1,8 @@
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Balancer } from '../../src/runtime/balancer.js';
-import { connect } from '../../src/net/connect.js';
-import { TcpProxy } from '../../src/net/proxy.js';
+import { connect } from '../../src/outbound/connect.js';
+import { TcpProxy } from '../../src/proxy/tcp-proxy.js';
 import { fileEchoServer } from '../helpers/echo-server.js';
 import { freePort } from '../helpers/ports.js';
 import { ManualTimers } from '../helpers/manual-timers.js';

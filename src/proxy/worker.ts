@@ -17,11 +17,11 @@ import { createLogger } from '../log.js';
 import { directClock } from '../runtime/clock.js';
 import { Router } from '../runtime/router.js';
 import { ConnectionLimit } from './connection-limit.js';
-import { resolveConnectionOptions } from './proxy-connection.js';
-import { ProxyCounters } from './proxy-counters.js';
-import { bandSelectorFrom } from './proxy-admission.js';
-import { ProxyListener } from './proxy-listener.js';
-import { errorData, type OwnerMessage, type ProxyEventName, type ProxyWorkerData, type WorkerMessage } from './proxy-messages.js';
+import { resolveConnectionOptions } from './connection.js';
+import { ProxyCounters } from './counters.js';
+import { bandSelectorFrom } from './admission.js';
+import { ProxyListener } from './listener.js';
+import { errorData, type OwnerMessage, type ProxyEventName, type ProxyWorkerData, type WorkerMessage } from './messages.js';
 
 const d = (workerData as { poiseProxy: ProxyWorkerData }).poiseProxy;
 const port = parentPort!;

@@ -2,9 +2,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
-import { TcpProxy } from '../../src/net/proxy.js';
+import { TcpProxy } from '../../src/proxy/tcp-proxy.js';
 import { Balancer } from '../../src/runtime/balancer.js';
-import { DURATION_BUCKETS_SECONDS, ProxyCounter, ProxyCounters, REFUSAL_REASONS } from '../../src/net/proxy-counters.js';
+import { DURATION_BUCKETS_SECONDS, ProxyCounter, ProxyCounters, REFUSAL_REASONS } from '../../src/proxy/counters.js';
 
 describe('ProxyCounters', () => {
   it('a counter carries past 2^32 into its high word: the sum of any additions reads back exactly', () => {

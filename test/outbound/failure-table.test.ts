@@ -11,8 +11,8 @@
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
-import { connect } from '../../src/net/connect.js';
-import { TcpProxy } from '../../src/net/proxy.js';
+import { connect } from '../../src/outbound/connect.js';
+import { TcpProxy } from '../../src/proxy/tcp-proxy.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import type { Router } from '../../src/runtime/router.js';
 import { manualClock } from '../helpers/runtime.js';

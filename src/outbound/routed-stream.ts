@@ -84,7 +84,7 @@ export interface RoutedStreamOptions {
    * than its fleet connection budget share (`FleetConnectionBudget`; a late
    * joiner's slice comes from them): a socket idle for `idleMs` (nothing
    * moved, and the last move was the server's answer) on such a backend is
-   * ended, down to the share (net/hand-back.ts). Off by default; the pool
+   * ended, down to the share (outbound/hand-back.ts). Off by default; the pool
    * must handle a server-closed idle connection (pg.Pool: an `'error'`
    * listener).
    */

@@ -7,7 +7,7 @@
  */
 import net from 'node:net';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
-import { connect } from '../../src/net/connect.js';
+import { connect } from '../../src/outbound/connect.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { echoServer } from '../helpers/echo-server.js';
 import { rejection } from '../helpers/thrown.js';

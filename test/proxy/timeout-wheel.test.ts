@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { TimeoutWheel, type WheelEntry } from '../../src/net/timeout-wheel.js';
+import { TimeoutWheel, type WheelEntry } from '../../src/proxy/timeout-wheel.js';
 import { ManualTimers } from '../helpers/manual-timers.js';
 
 function entry(due: () => number, fired: Array<[number, number]>, id: number): WheelEntry {

@@ -1,6 +1,6 @@
 /**
  * What a backend sends is read into the proxy's own buffers
- * (src/net/read-buffers.ts): the thread's shared buffer, copied out at once,
+ * (src/proxy/read-buffers.ts): the thread's shared buffer, copied out at once,
  * or a buffer of the connection's own during bulk transfers, written on
  * without a copy and lent to a client write Node could not finish at once.
  * The hazard is a read landing in a buffer a pending write still points at;
@@ -20,7 +20,7 @@ import {
   readBufferStats,
   sharedReadBuffer,
   takeReadBuffer,
-} from '../../src/net/read-buffers.js';
+} from '../../src/proxy/read-buffers.js';
 import { listenLoopback } from '../helpers/loopback.js';
 import { loopbackBalancer, proxyOn } from '../helpers/proxy-on.js';
 import { until } from '../helpers/until.js';

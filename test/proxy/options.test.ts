@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TcpProxy } from '../../src/net/proxy.js';
+import { TcpProxy } from '../../src/proxy/tcp-proxy.js';
 import { routerOver } from '../helpers/runtime.js';
 import { thrown } from '../helpers/thrown.js';
 

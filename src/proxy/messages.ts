@@ -24,8 +24,8 @@ import type net from 'node:net';
 import type { AdmissionGateOptions, AdmissionStats } from '../admission/admission.js';
 import { PoiseError, type PoiseErrorCode } from '../core/errors.js';
 import type { RouterAttachment, RouterOptions } from '../runtime/router.js';
-import type { BandSelectorData } from './proxy-admission.js';
-import type { ConnectionOptions } from './proxy-connection.js';
+import type { BandSelectorData } from './admission.js';
+import type { ConnectionOptions } from './connection.js';
 
 /** What a proxy worker finds in `workerData.poiseProxy`. @internal */
 export interface ProxyWorkerData {

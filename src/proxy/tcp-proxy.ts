@@ -24,16 +24,16 @@ import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
 import type { Router } from '../runtime/router.js';
 import { directClock } from '../runtime/clock.js';
 import { ConnectionLimit, MAX_CONNECTIONS_LIMIT } from './connection-limit.js';
-import { CONNECTION_OPTION_KEYS, resolveConnectionOptions, type ConnectionOptions } from './proxy-connection.js';
-import { ProxyListener } from './proxy-listener.js';
-import type { AdmissionGateData } from './proxy-messages.js';
-import { ProxyWorkers, RESTART_BACKOFF, reusePortSupported, type RestartBackoff } from './proxy-workers.js';
-import { ProxyCounters, type TcpProxyStats } from './proxy-counters.js';
-import type { ProxyBandSelector } from './proxy-admission.js';
+import { CONNECTION_OPTION_KEYS, resolveConnectionOptions, type ConnectionOptions } from './connection.js';
+import { ProxyListener } from './listener.js';
+import type { AdmissionGateData } from './messages.js';
+import { ProxyWorkers, RESTART_BACKOFF, reusePortSupported, type RestartBackoff } from './workers.js';
+import { ProxyCounters, type TcpProxyStats } from './counters.js';
+import type { ProxyBandSelector } from './admission.js';
 
-export type { TcpProxyStats } from './proxy-counters.js';
-export { reusePortSupported } from './proxy-workers.js';
-export type { AdmissionGateData } from './proxy-messages.js';
+export type { TcpProxyStats } from './counters.js';
+export { reusePortSupported } from './workers.js';
+export type { AdmissionGateData } from './messages.js';
 
 /** Options of {@link TcpProxy}: give `router` (this thread) or `balancer` (any number of threads). */
 export interface TcpProxyOptions extends ConnectionOptions {
