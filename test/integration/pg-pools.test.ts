@@ -126,6 +126,9 @@ describe('createPgPools (libpq multi-host strings) on a real primary and replica
     // Connections opened before the kill to the old primary are gone; new ones route by the new roles.
     expect(new Set(await ports(random, 'read-write'))).toEqual(new Set([replica.port]));
     expect(new Set(await ports(random, 'prefer-standby'))).toEqual(new Set([replica.port]));
+    // The two sets' pools hold up to 8 idle connections each to the promoted server (max_connections 60):
+    // ended here, so the fresh set below is not refused for the old sets' idle clients.
+    await Promise.all([random, ordered].map((db) => db.end()));
     // A pooled connection stays where it was opened (the standby pool's idle ones are on the promoted server
     // now, as docs/guide.md says): new pools show where a new connection goes.
     const fresh = pools(`postgresql://postgres@127.0.0.1:${primary.port},127.0.0.1:${replica.port}/postgres?target_session_attrs=standby`);
