@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { clientRoleReply, dbReport, parseLsnText, pgRoleReply, queryMessage } from '../../src/health/db-probe.js';
-import { mysqlReport } from '../../src/health/mysql-probe.js';
+import { parseLsnText } from '../../src/db/lsn.js';
+import { mysqlReport } from '../../src/db/mysql.js';
+import { clientRoleReply, dbReport, pgRoleReply, queryMessage } from '../../src/db/postgres.js';
 
 /** A backend message: type byte, int32 length (itself included), body. */
 function msg(type: string, body: Buffer): Buffer {

@@ -1,21 +1,14 @@
 /**
- * The database half of a `postgres` check with `roles: true`: one query
- * that tells a primary from a replica and reads a replica's lag and replay
- * position, sent right after the startup message (PostgreSQL reads it once
- * authentication — trust, as for every socket check — is done), and the
- * parser of its reply. Owner thread only.
+ * What a PostgreSQL server says about itself: the role query of a
+ * `postgres` check with `roles: true` (one query that tells a primary from a
+ * replica and reads a replica's lag and replay position, sent right after
+ * the startup message: PostgreSQL reads it once authentication — trust, as
+ * for every socket check — is done), the walk over the backend messages of
+ * every postgres socket check, and what the reply means (a DbReport). Pure:
+ * the socket is the probe's (health/probes.ts).
  */
-
-/** What a database check learned about the server. */
-export interface DbReport {
-  /** `primary` (not in recovery) or `replica` (in recovery). */
-  role: 'primary' | 'replica';
-  /** Replay lag, ms; 0 on a primary and on a replica that has replayed all it received. */
-  lagMs: number;
-  /** A primary's current WAL LSN, a replica's replay LSN: high and low 32 bits. */
-  lsnHi: number;
-  lsnLo: number;
-}
+import { parseLsnText } from './lsn.js';
+import type { DbReport } from './report.js';
 
 /**
  * The role query. Lag is 0 when the replica has replayed everything it
@@ -46,16 +39,6 @@ export function queryMessage(sql: string): Buffer {
   msg.writeInt32BE(4 + text.length, 1);
   text.copy(msg, 5);
   return msg;
-}
-
-/**
- * Parses `X/Y` (PostgreSQL's text form of an LSN: two hex numbers of at
- * most 8 digits) into its halves; throws naming the text otherwise.
- */
-export function parseLsnText(text: string, field = 'lsn'): [number, number] {
-  const m = /^([0-9A-Fa-f]{1,8})\/([0-9A-Fa-f]{1,8})$/.exec(text);
-  if (m === null) throw new Error(`${field}: must be an LSN "X/Y" (hex), got ${JSON.stringify(text.slice(0, 40))}`);
-  return [Number.parseInt(m[1]!, 16), Number.parseInt(m[2]!, 16)];
 }
 
 /** A DbReport from the query's three values as text (or what a client returned). */
