@@ -247,7 +247,7 @@ describe('profile attribution', () => {
     expect(a.samples).toBe(200);
     // busy = 100: net/stream 5 + 25, poise 4 + 6 + 10, dependencies 5, other Node 15, GC 20, program 10.
     expect(a.pct).toEqual({ poise: 20, 'net/stream': 30, 'node other': 15, dependencies: 5, gc: 20, program: 10, idle: 50 });
-    expect(a.poiseByFolder).toEqual({ net: 10, runtime: 10 });
+    expect(a.poiseByFolder).toEqual({ proxy: 10, runtime: 10 });
   });
 
   it('a native frame with no scripted caller is (program), and an all-idle profile has no busy share', () => {
