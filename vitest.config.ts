@@ -3,48 +3,20 @@ import { fileURLToPath } from 'node:url';
 import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
- * Test files of the `integration` project; every other test file is `unit`.
+ * The folders of the `integration` project; every other test file is `unit`.
  * The rule (docs/testing.md): a file is integration when it imports dist/,
  * starts a worker thread or a child process, or talks to a server it did not
  * start in its own process (Redis, PostgreSQL, MariaDB); loopback servers a
- * test starts in its own process are unit. test/suite.test.ts holds every
- * unit file to that rule.
+ * test starts in its own process are unit. Such a file lives under
+ * test/integration/ (mirroring src/'s folders where it tests one), the
+ * package's own tests (build, pack, entries) under test/package/, and a
+ * workspace package's under packages/NAME/test/integration/.
+ * test/suite.test.ts holds every unit file to that rule.
  */
 export const INTEGRATION: readonly string[] = [
   'test/integration/**/*.test.ts',
   'test/package/**/*.test.ts',
-  'test/docs.test.ts', // type-checks the examples against the built entries
-  'test/servers.test.ts', // the probe of the local servers, against them
-  'test/load/db-state.test.ts', // a reader thread against the owner's LSN writes
-  'test/load/report-seqlock.test.ts', // two writer threads (dist/)
-  'test/proxy/listener-tracking.test.ts', // imports dist/
-  'test/bench/proxy-bare.test.ts',
-  'test/cli/bench-delegate.test.ts',
-  'test/cli/help.test.ts',
-  'test/cli/proxy.test.ts',
-  'test/cli/proxy-bands.test.ts',
-  'test/cli/proxy-check.test.ts',
-  'test/cli/proxy-drain.test.ts',
-  'test/cli/proxy-local-errors.test.ts',
-  'test/cli/proxy-descriptors.test.ts',
-  'test/cli/proxy-metrics.test.ts',
-  'test/cli/proxy-ready.test.ts',
-  'test/cli/proxy-young-generation.test.ts',
-  'test/cli/top.test.ts',
-  'test/http/counters.test.ts', // a reset race between two worker threads
-  'test/load/spec-ranges.test.ts',
-  'test/load/table-view.test.ts',
-  'test/proxy/accounting.test.ts',
-  'test/proxy/workers.test.ts',
-  'test/proxy/workers-admission.test.ts',
-  'test/proxy/connection-limit-threads.test.ts', // real worker threads (dist/)
-  'test/proxy/early-read.test.ts', // a stopped child process as a backend whose connects hang
-  'test/policy/cross-process.test.ts',
-  'test/runtime/clock.test.ts',
-  'packages/bench/test/command.test.ts',
-  'packages/bench/test/redis.test.ts',
-  'packages/bench/test/stats-worker.test.ts',
-  'test/discovery/kubernetes.test.ts', // openssl makes the test API server's certificates (test/helpers/kube-api.ts)
+  'packages/*/test/integration/**/*.test.ts',
 ];
 
 const TESTS = ['test/**/*.test.ts', 'packages/*/test/**/*.test.ts'];

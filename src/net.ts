@@ -5,7 +5,7 @@
  */
 export { connect, isLocalError, type ConnectOptions, type RoutedConnection } from './outbound/connect.js';
 export { routedStream, RoutedSocket, type RoutedStreamOptions } from './outbound/routed-stream.js';
-export { currentLsn, type LsnClient } from './outbound/lsn.js';
+export { currentLsn, type LsnClient } from './db/lsn.js';
 export { createPgPools, type PgPools, type PgPoolsOptions, type PgPoolLike } from './outbound/pg-pools.js';
 export { parsePgConnection, type PgConnection, type PgConnectionConfig, type TargetSessionAttrs } from './outbound/pg-connection.js';
 export { reusePortSupported, TcpProxy, type TcpProxyCloseOptions, type TcpProxyOptions, type TcpProxyStats } from './proxy/tcp-proxy.js';

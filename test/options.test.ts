@@ -1,5 +1,4 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { FlowController } from '../src/admission/flow-controller.js';
 import { holdbackCeilings } from '../src/admission/holdback.js';
 import { type Candidate, Localized, Prioritized } from '../src/core/candidate.js';
 import { PeakEwma } from '../src/load/peak-ewma.js';
@@ -57,11 +56,6 @@ describe('misspelled options are refused, never silently defaulted', () => {
       'options.overprovisioning: unknown option',
     ],
     ['holdbackCeilings', () => holdbackCeilings([1, 0], { minCeiling: 0.5, max: 1 } as never), 'options.max: unknown option'],
-    [
-      'FlowController',
-      () => new FlowController({ capacity: 2, bands: [0], minCeiling: 0, queue: 3 } as never),
-      'options.queue: unknown option',
-    ],
   ])('%s', (_name, make, message) => {
     const err = thrown(make);
     expect(err.code).toBe('InvalidConfig');

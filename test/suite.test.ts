@@ -1,8 +1,10 @@
 /**
- * The split of the suite holds: no `unit` test file (nor a helper it imports)
- * reaches the build, starts a thread or a process, or speaks to a database or
- * Redis client of its own; every `integration` entry names a file that
- * exists. The rule is in docs/testing.md; the list in vitest.config.ts.
+ * The split of the suite holds: the `integration` project is a few folders
+ * (test/integration/, test/package/, packages/NAME/test/integration/), never a
+ * list of files; no `unit` test file (nor a helper it imports) reaches the
+ * build, starts a thread or a process, or speaks to a database or Redis
+ * client of its own; every integration folder holds test files. The rule is
+ * in docs/testing.md; the folders in vitest.config.ts.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -65,7 +67,9 @@ describe('the unit and integration projects', () => {
         const text = readFileSync(path.join(ROOT, module), 'utf8');
         for (const [what, pattern] of MARKERS) {
           if (pattern.test(text))
-            breaches.push(`${file}${module === file ? '' : ` (through ${module})`} ${what}: list it in INTEGRATION (vitest.config.ts)`);
+            breaches.push(
+              `${file}${module === file ? '' : ` (through ${module})`} ${what}: move it under test/integration/ (docs/testing.md)`,
+            );
         }
       }
     }
@@ -73,7 +77,16 @@ describe('the unit and integration projects', () => {
     expect(unit.length).toBeGreaterThan(60);
   });
 
-  it('every integration entry names at least one test file', () => {
+  it('the integration project is folders, not files: every entry is FOLDER/**/*.test.ts', () => {
+    for (const pattern of INTEGRATION)
+      expect(pattern, pattern).toMatch(/^(test|packages\/\*\/test)(\/[a-z][a-z0-9-]*)+\/\*\*\/\*\.test\.ts$/);
+    expect(INTEGRATION).toContain('test/integration/**/*.test.ts');
+    // Exactly the files under those folders are integration, whatever their name.
+    for (const f of files)
+      expect(integration.test(f), f).toBe(/^(test\/integration|test\/package|packages\/[^/]+\/test\/integration)\//.test(f));
+  });
+
+  it('every integration folder holds at least one test file', () => {
     for (const pattern of INTEGRATION)
       expect(
         files.some((f) => matcher([pattern]).test(f)),

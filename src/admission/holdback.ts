@@ -77,8 +77,8 @@ export function holdbackCeilings(bandsDescending: readonly number[], options: Ho
  * admit while `held < holdbackLimit(ceiling, capacity)`. That is
  * held / capacity ≤ ceiling and held < capacity in integers:
  * held ≤ floor(ceiling × capacity) and held < capacity. The epsilon keeps
- * 0.3 × 10 from flooring to 2. The one place both FlowController and
- * AdmissionGate compute it.
+ * 0.3 × 10 from flooring to 2. The one place the AdmissionGate computes
+ * it.
  * @internal
  *
  * @example

@@ -16,7 +16,6 @@
 export const DEFAULT_HASH_SEED = 0x9e3779b97f4a7c15n;
 
 const TWO_32 = 4294967296;
-const TWO_52 = 4503599627370496;
 const FNV_BASIS_HI = 0xcbf29ce4;
 const FNV_BASIS_LO = 0x84222325;
 
@@ -142,12 +141,6 @@ export function hash64(key: string | number, seed: bigint | number | HashSeed = 
   return (BigInt(out[0]!) << 32n) | BigInt(out[1]!);
 }
 
-/** The low 32 bits of the 64-bit hash of `key`. Allocation-free. @internal */
-export function hash32(key: string | number, seed: HashSeed = DEFAULT_SEED): number {
-  hashInto(key, seed);
-  return out[1]!;
-}
-
 /** The top 53 bits (h >> 11) of the 64-bit hash of `key`, as a safe integer. Allocation-free. @internal */
 export function hash53(key: string | number, seed: HashSeed = DEFAULT_SEED): number {
   hashInto(key, seed);
@@ -168,15 +161,6 @@ export function mix53(a: number, b: number): number {
   out[1] = alo ^ blo;
   mix();
   return out[0]! * 2097152 + (out[1]! >>> 11);
-}
-
-/**
- * Maps a 53-bit integer to a float strictly inside (0, 1): its top 52 bits
- * plus one half, over 2^52 (every such value is exact, so neither 0 nor 1 occurs).
- * @internal
- */
-export function unitInterval(x53: number): number {
-  return (Math.floor(x53 / 2) + 0.5) / TWO_52;
 }
 
 /**

@@ -53,13 +53,6 @@ export function checkedMul(a: number, b: number): number {
   return product;
 }
 
-/** The checked sum of `weightOf(item)` over `items`. @internal */
-export function checkedSum<T>(items: readonly T[], weightOf: (item: T) => number): number {
-  let sum = 0;
-  for (let i = 0; i < items.length; i++) sum = checkedAdd(sum, weightOf(items[i] as T));
-  return sum;
-}
-
 /** One whole in millionth-share fixed point: 1,000,000 = 100 %. @internal */
 export const MILLION = 1_000_000;
 

@@ -7,15 +7,13 @@
  * client that leaves after the greeting counts toward the server's
  * `max_connect_errors` and gets the checking host blocked.
  *
- * Role: `@@read_only = 1` is a replica, 0 a primary. Lag:
- * `Seconds_Behind_Source` (`_Master`) × 1000; no replica status row is 0;
- * NULL (replication stopped) reads as far behind. MySQL has no LSN for
- * `minLsn`: its LSN words stay 0, so a read with `minLsn` goes to a primary.
+ * What the role queries' replies mean (role, lag; no LSN) is db/mysql.ts's.
  * Owner thread only.
  */
 import { connect, type Socket } from 'node:net';
 import type { CheckTarget } from './config.js';
-import type { DbReport } from './db-probe.js';
+import { MYSQL_READ_ONLY_SQL, MYSQL_REPLICA_STATUS_SQL, type MysqlResultSet, mysqlReport } from '../db/mysql.js';
+import type { DbReport } from '../db/report.js';
 
 const CLIENT_LONG_PASSWORD = 0x1;
 const CLIENT_PROTOCOL_41 = 0x200;
@@ -23,12 +21,6 @@ const CLIENT_SECURE_CONNECTION = 0x8000;
 const CLIENT_PLUGIN_AUTH = 0x80000;
 const CAPS = CLIENT_LONG_PASSWORD | CLIENT_PROTOCOL_41 | CLIENT_SECURE_CONNECTION | CLIENT_PLUGIN_AUTH;
 const MAX_READ = 256 * 1024;
-
-/** One result set: column names and rows of text (null = SQL NULL). */
-interface ResultSet {
-  columns: string[];
-  rows: (string | null)[][];
-}
 
 /** Reads MySQL packets off a socket, one awaited at a time. */
 class PacketReader {
@@ -114,7 +106,7 @@ function handshakeResponse(greeting: Buffer, user: string): Buffer {
 }
 
 /** Runs one text-protocol query and reads its result set (OK packets give an empty one). */
-async function query(sock: Socket, reader: PacketReader, sql: string): Promise<ResultSet> {
+async function query(sock: Socket, reader: PacketReader, sql: string): Promise<MysqlResultSet> {
   sock.write(packet(0, Buffer.concat([Buffer.from([0x03]), Buffer.from(sql, 'utf8')])));
   const head = (await reader.next()).payload;
   checkErr(head, sql);
@@ -149,19 +141,6 @@ async function query(sock: Socket, reader: PacketReader, sql: string): Promise<R
   return { columns, rows };
 }
 
-/** The role and lag of a server from `@@read_only` and its replica status. */
-export function mysqlReport(readOnly: string | null, status: ResultSet): DbReport {
-  const replica = readOnly === '1' || readOnly === 'ON';
-  let lagMs = 0;
-  const row = status.rows[0];
-  if (row !== undefined) {
-    const k = status.columns.findIndex((c) => c === 'Seconds_Behind_Source' || c === 'Seconds_Behind_Master');
-    const v = k < 0 ? null : row[k]!;
-    lagMs = v === null ? Number.POSITIVE_INFINITY : Number(v) * 1000;
-  }
-  return { role: replica ? 'replica' : 'primary', lagMs: replica ? lagMs : 0, lsnHi: 0, lsnLo: 0 };
-}
-
 /**
  * Logs in as `user`, runs the role queries when `roles`, quits. Resolves
  * with the report (undefined without `roles`); rejects on any failure.
@@ -188,12 +167,12 @@ export function mysqlProbe(t: CheckTarget, signal: AbortSignal, user: string, ro
       if (reply.payload[0] !== 0x00) throw new Error(`mysql: unexpected reply 0x${reply.payload[0]?.toString(16)} to the login`);
       let report: DbReport | undefined;
       if (roles) {
-        const ro = await query(sock, reader, 'SELECT @@read_only');
-        let status: ResultSet;
+        const ro = await query(sock, reader, MYSQL_READ_ONLY_SQL);
+        let status: MysqlResultSet;
         try {
-          status = await query(sock, reader, 'SHOW REPLICA STATUS');
+          status = await query(sock, reader, MYSQL_REPLICA_STATUS_SQL[0]);
         } catch {
-          status = await query(sock, reader, 'SHOW SLAVE STATUS');
+          status = await query(sock, reader, MYSQL_REPLICA_STATUS_SQL[1]);
         }
         report = mysqlReport(ro.rows[0]?.[0] ?? null, status);
       }

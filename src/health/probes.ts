@@ -8,9 +8,10 @@ import { http } from '../core/node-http.js';
 import { connect, type Socket } from 'node:net';
 import type { CheckTarget, CheckVerdict, ResolvedHealthCheck } from './config.js';
 import { mysqlProbe } from './mysql-probe.js';
-import { PG_ROLE_SQL, clientRoleReply, pgRoleReply, queryMessage, walkPgMessages, type DbReport } from './db-probe.js';
+import { PG_ROLE_SQL, clientRoleReply, pgRoleReply, queryMessage, walkPgMessages } from '../db/postgres.js';
+import type { DbReport } from '../db/report.js';
 
-export type { DbReport } from './db-probe.js';
+export type { DbReport } from '../db/report.js';
 
 /** What an agent (HAProxy's agent protocol) said: the words it sent, read. */
 export interface AgentReply {
@@ -227,7 +228,7 @@ const TERMINATE = Buffer.from([0x58, 0, 0, 0, 4]);
 /**
  * Walks backend messages: AuthenticationOk (R, 0), ParameterStatus,
  * BackendKeyData, NoticeResponse, then ReadyForQuery ('Z') = healthy
- * (db-probe.ts's walk: an ErrorResponse or a password request fails).
+ * (db/postgres.ts's walk: an ErrorResponse or a password request fails).
  */
 function readyForQuery(buf: Buffer): boolean {
   return walkPgMessages(buf, (type) => type === 0x5a);

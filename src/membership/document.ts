@@ -11,7 +11,7 @@
 import { createRequire } from 'node:module';
 import type { parse as YamlParse } from 'yaml';
 import { PoiseError, invalidConfig } from '../core/errors.js';
-import { isResolvedSpec, resolveBackendSpecs, type BackendSpec, type ResolvedBackendSpec } from '../core/spec.js';
+import { isResolvedSpec, resolveBackendSpecs, type ResolvedBackendSpec } from '../core/spec.js';
 import { compactSpec } from '../core/spec-fields.js';
 import { resolveHealthConfig, type HealthConfig } from '../health/config.js';
 import { validateName } from './name.js';
@@ -19,24 +19,6 @@ import { resolveRetryBudget, type RetryBudgetOptions } from '../runtime/retry-bu
 import { resolveSlowStart, type SlowStartOptions } from '../runtime/slow-start-options.js';
 import { resolveConnectionBudget, type ConnectionBudgetOptions } from '../runtime/connection-budget-options.js';
 import { integerIn } from '../core/validate.js';
-
-/** A membership document as written by people and tools. */
-export interface MembershipDocument {
-  /** Cluster name: 1–128 characters of `[A-Za-z0-9._-]`, starting with a letter or digit. */
-  cluster: string;
-  /** Optional monotonic version, an integer in [0, 2^53 − 1]. */
-  version?: number;
-  /** The members. */
-  backends: BackendSpec[];
-  /** Active check and outlier detection for this cluster (docs/health.md); no function-valued fields. */
-  health?: HealthConfig;
-  /** The retry budget of every Balancer following this cluster (docs/resilience.md), or `false` for none. */
-  retryBudget?: RetryBudgetOptions | false;
-  /** Slow start of every Balancer following this cluster (docs/resilience.md), or `false` for none. */
-  slowStart?: SlowStartOptions | false;
-  /** The fleet connection budget's limit per backend for every FleetConnectionBudget following this cluster (docs/connection-budget.md), or `false` for none. */
-  connectionBudget?: ConnectionBudgetOptions | false;
-}
 
 /** A validated document: every backend default filled in. */
 export interface ResolvedDocument {

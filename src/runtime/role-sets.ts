@@ -19,6 +19,7 @@
  * spread. Never a scan of all backends. docs/internals.md, "Reads under lag".
  */
 import { invalidConfig } from '../core/errors.js';
+import { parseLsnInto } from '../db/lsn.js';
 import type { DbState } from '../load/db-state.js';
 import type { Policy } from '../policy/types.js';
 import type { SlotCandidate } from './slot-candidate.js';
@@ -84,38 +85,4 @@ export class ReadBounds {
 export function checkLag(value: unknown, field: string): number {
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) invalidConfig(field, 'must be a finite number of ms >= 0', value);
   return value;
-}
-
-/** A hex digit's value, or -1. */
-function hexDigit(ch: number): number {
-  if (ch >= 48 && ch <= 57) return ch - 48;
-  if (ch >= 65 && ch <= 70) return ch - 55;
-  if (ch >= 97 && ch <= 102) return ch - 87;
-  return -1;
-}
-
-/** Parses `X/Y` (1–8 hex digits each) into `out[0]`, `out[1]`; false (out untouched) when malformed. */
-export function parseLsnInto(s: string, out: Uint32Array): boolean {
-  const n = s.length;
-  let i = 0;
-  let hi = 0;
-  let digits = 0;
-  for (; i < n; i++) {
-    const d = hexDigit(s.charCodeAt(i));
-    if (d < 0) break;
-    if (++digits > 8) return false;
-    hi = hi * 16 + d;
-  }
-  if (digits === 0 || i >= n || s.charCodeAt(i) !== 47) return false;
-  let lo = 0;
-  digits = 0;
-  for (i++; i < n; i++) {
-    const d = hexDigit(s.charCodeAt(i));
-    if (d < 0 || ++digits > 8) return false;
-    lo = lo * 16 + d;
-  }
-  if (digits === 0) return false;
-  out[0] = hi;
-  out[1] = lo;
-  return true;
 }

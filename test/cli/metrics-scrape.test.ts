@@ -4,7 +4,7 @@
  * deadline covers the body (a server that trickles forever) and the parse
  * (an injected clock that passes the deadline once the body is in). The
  * assertions are on the errors, never on elapsed time. The same endpoints
- * through the `poise top` command: test/cli/top.test.ts.
+ * through the `poise top` command: test/integration/cli/top.test.ts.
  */
 import { describe, expect, it } from 'vitest';
 import { scrapeMetrics } from '../../src/cli/metrics-scrape.js';

@@ -4,7 +4,7 @@
  * follows, and that its order is ECMAScript's evaluation order (depth-first
  * post-order in source order) with the modules on an import cycle left to
  * the loader. That `poise proxy` then starts under `ulimit -n 64`, and that a
- * real graph evaluates in the native order: test/cli/proxy-descriptors.test.ts.
+ * real graph evaluates in the native order: test/integration/cli/proxy-descriptors.test.ts.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';

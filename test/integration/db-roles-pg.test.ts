@@ -9,7 +9,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DbRole } from '../../src/load/db-state.js';
-import { currentLsn } from '../../src/outbound/lsn.js';
+import { currentLsn } from '../../src/db/lsn.js';
 import { routedStream } from '../../src/outbound/routed-stream.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import type { Router } from '../../src/runtime/router.js';

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DbRole } from '../../src/load/db-state.js';
 import { TARGET_SESSION_ATTRS, type TargetSessionAttrs } from '../../src/outbound/pg-connection.js';
 import { createPgPools, type PgPools } from '../../src/outbound/pg-pools.js';
-import { currentLsn } from '../../src/outbound/lsn.js';
+import { currentLsn } from '../../src/db/lsn.js';
 import { startPgReplica, startPostgres, type TestDbServer } from '../helpers/db-servers.js';
 import { until } from '../helpers/until.js';
 

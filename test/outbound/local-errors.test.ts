@@ -3,7 +3,7 @@
  * are this host's, never the backend's: no failure count, no ejection, no
  * PeakEWMA sample; the client is refused. In-process with an injected socket
  * factory here; for real (a child `poise proxy` under `ulimit -n 64` with 200
- * clients) in test/cli/proxy-local-errors.test.ts.
+ * clients) in test/integration/cli/proxy-local-errors.test.ts.
  */
 import net from 'node:net';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';

@@ -1,6 +1,6 @@
 // Admission where traffic enters: client-CIDR → band maps, TcpProxy per-band
 // listeners over real sockets with a gate on the router, connect() with an
-// admission band. The `poise proxy --band` flags: test/cli/proxy-bands.test.ts.
+// admission band. The `poise proxy --band` flags: test/integration/cli/proxy-bands.test.ts.
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { AdmissionGate } from '../../src/admission/admission.js';

@@ -1,4 +1,4 @@
-/** ConnectionLimit: `maxConnections` across threads (real threads terminated at random moments: test/proxy/connection-limit-threads.test.ts; the CAS across proxy workers: test/proxy/workers.test.ts). */
+/** ConnectionLimit: `maxConnections` across threads (real threads terminated at random moments: test/integration/proxy/connection-limit-threads.test.ts; the CAS across proxy workers: test/integration/proxy/workers.test.ts). */
 import { describe, expect, it } from 'vitest';
 import { ConnectionLimit } from '../../src/proxy/connection-limit.js';
 

@@ -4,7 +4,7 @@ import { DbRole, type DbRoleCode } from '../../src/load/db-state.js';
 import { createLogger } from '../../src/log.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import type { Router } from '../../src/runtime/router.js';
-import { parseLsnInto } from '../../src/runtime/role-sets.js';
+import { parseLsnInto } from '../../src/db/lsn.js';
 import { manualClock } from '../helpers/runtime.js';
 
 const logger = createLogger({ level: 'silent' });
