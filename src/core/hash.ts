@@ -148,6 +148,21 @@ export function hash53(key: string | number, seed: HashSeed = DEFAULT_SEED): num
 }
 
 /**
+ * {@link hash53} of `key` split at bit 32, written into `into` as two int32s
+ * (`into[0]` = the top 21 bits, `into[1]` = the low 32, signed): the same
+ * value with no double in between. A 53-bit return value is a heap number
+ * whenever V8 does not inline the call (Node 26: 16 bytes per Rendezvous
+ * pick); docs/internals.md, "No boxed numbers on the hot path".
+ * Allocation-free. @internal
+ */
+export function hash53Halves(key: string | number, seed: HashSeed, into: Int32Array): void {
+  hashInto(key, seed);
+  const hi = out[0]!;
+  into[0] = hi >>> 11;
+  into[1] = ((hi & 0x7ff) << 21) | (out[1]! >>> 11);
+}
+
+/**
  * Mixes two 53-bit values (say a key hash and a backend hash) into a fresh
  * 53-bit value with the splitmix64 finaliser. Allocation-free.
  * @internal

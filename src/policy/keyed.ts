@@ -8,7 +8,7 @@
  */
 import type { Candidate } from '../core/candidate.js';
 import { invalidConfig } from '../core/errors.js';
-import { DEFAULT_HASH_SEED, hash53, murmur3Key32, toHashSeed, type HashSeed } from '../core/hash.js';
+import { DEFAULT_HASH_SEED, hash53Halves, murmur3Key32, toHashSeed, type HashSeed } from '../core/hash.js';
 import { RoundRobin } from './round-robin.js';
 import { throwEmpty, throwNoEligible } from './slice.js';
 import type { PickContext, Policy, SeedOptions } from './types.js';
@@ -26,10 +26,17 @@ export function resolveHashSeed(value: unknown): HashSeed {
   return invalidConfig('options.hashSeed', 'must be a bigint or a safe integer', value);
 }
 
-/** The 53-bit hash of a pick's key; `InvalidConfig` unless it is a string or a finite number. @internal */
-export function keyHash(key: unknown, seed: HashSeed): number {
-  if (typeof key === 'string' || (typeof key === 'number' && Number.isFinite(key))) return hash53(key, seed);
-  return invalidConfig('context.key', 'must be a string or a finite number', key);
+/**
+ * The 53-bit hash of a pick's key (core/hash.ts `hash53`) split into two int32
+ * halves in `into` (`hash53Halves`: nothing boxed on the pick path);
+ * `InvalidConfig` unless the key is a string or a finite number. @internal
+ */
+export function keyHashHalves(key: unknown, seed: HashSeed, into: Int32Array): void {
+  if (typeof key === 'string' || (typeof key === 'number' && Number.isFinite(key))) {
+    hash53Halves(key, seed, into);
+    return;
+  }
+  invalidConfig('context.key', 'must be a string or a finite number', key);
 }
 
 /** The 32-bit per-pick key hash (`murmur3Key`) as an int32; `InvalidConfig` unless the key is a string or a finite number. @internal */

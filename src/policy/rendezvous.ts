@@ -32,7 +32,7 @@
 import type { Candidate } from '../core/candidate.js';
 import { hash53, type HashSeed } from '../core/hash.js';
 import { validateWeight } from '../core/weight.js';
-import { keyHash, resolveHashSeed, KeyedSlicePolicy, type KeyedOptions } from './keyed.js';
+import { keyHashHalves, resolveHashSeed, KeyedSlicePolicy, type KeyedOptions } from './keyed.js';
 import { throwNoEligible } from './slice.js';
 import type { PickContext } from './types.js';
 import { checkOptionKeys } from '../core/errors.js';
@@ -49,6 +49,8 @@ const TWO_52 = 4503599627370496;
  */
 export class Rendezvous extends KeyedSlicePolicy {
   private readonly seed: HashSeed;
+  /** The pick's key hash as two int32 halves (keyHashHalves): no 53-bit double crosses a call. */
+  private readonly keyHalves = new Int32Array(2);
   private hashes = new Float64Array(0);
   private hashHi = new Int32Array(0);
   private hashLo = new Int32Array(0);
@@ -94,9 +96,9 @@ export class Rendezvous extends KeyedSlicePolicy {
     const key = this.keyOf(candidates, context);
     if (key === undefined) return this.fallback.pick(candidates);
     const n = candidates.length;
-    const kh = keyHash(key, this.seed);
-    const kHi = Math.floor(kh / TWO_32) | 0;
-    const kLo = (kh % TWO_32) | 0;
+    keyHashHalves(key, this.seed, this.keyHalves);
+    const kHi = this.keyHalves[0]!;
+    const kLo = this.keyHalves[1]!;
     const { hashes, hashHi, hashLo, weights, equalWeights } = this;
     let best = -1;
     let bestScore = 0;
