@@ -40,14 +40,16 @@ export class PoolGauge {
    */
   readonly queue: RowAdmission;
   private readonly leases: Leases;
+  private readonly budget: ConnectionBudget;
   private readonly refresh: () => void;
   private eligible = 0;
   private listener: (() => void) | undefined;
   private closeListener: (() => void) | undefined;
 
   /** @internal Built by the Router; `refresh` brings its view up to date when the table moved. */
-  constructor(leases: Leases, refresh: () => void, kind: LeaseKindName, queue: RowAdmission) {
+  constructor(leases: Leases, budget: ConnectionBudget, refresh: () => void, kind: LeaseKindName, queue: RowAdmission) {
     this.leases = leases;
+    this.budget = budget;
     this.queue = queue;
     this.refresh = refresh;
     this.kind = kind;
@@ -77,6 +79,17 @@ export class PoolGauge {
   load(kind: LeaseKindName | 'outstanding'): number {
     if (kind === 'outstanding') return this.leases.totalOutstanding();
     return this.leases.total(kind === 'connection' ? LeaseKind.Connection : LeaseKind.Request);
+  }
+
+  /**
+   * The connection leases this process holds on backend `slot` above its
+   * fleet connection budget share (0 without a budget, or within it): what
+   * routed sockets idle on it hand back (outbound/hand-back.ts).
+   * @internal
+   */
+  overShare(slot: number): number {
+    const w = this.budget.word(slot);
+    return w === 0 ? 0 : Math.max(0, this.leases.count(slot, LeaseKind.Connection) - Math.max(w, 0));
   }
 
   /** Calls `listener` after every lease (or request count) of this router is returned; one listener, replaced by the next call. */

@@ -1,10 +1,12 @@
 /**
- * A Router's options and their one reader: what each option means, its
- * default, and the check that names it in an `InvalidConfig`.
+ * A Router's attachment and options, and their one reader: what each
+ * option means, its default, and the check that names it in an
+ * `InvalidConfig`.
  */
 import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import type { Seed } from '../core/rng.js';
 import { integerIn } from '../core/validate.js';
+import { LAYOUT_VERSION } from '../load/layout.js';
 import { LeaseKind, type LeaseKindCode } from '../load/leases.js';
 import { defaultLogger, type Logger } from '../log.js';
 import { kindCode, type LeaseKindName } from './acquire-options.js';
@@ -14,6 +16,33 @@ import { policySetup, type PolicyName, type PolicySetup } from './policies.js';
 import { checkLag, type ReadFallback } from './role-sets.js';
 import { MAX_PUBLISH_WAIT_MS } from './publication-wait.js';
 import { Metric } from './slot-candidate.js';
+
+/** What a thread needs to attach a Router: structured-clonable; the buffer is shared, not copied. */
+export interface RouterAttachment {
+  /** The LoadTable's shared memory (counters, epochs and the spec blob). */
+  buffer: SharedArrayBuffer;
+  /** The table layout version the attachment was made for. */
+  layoutVersion: number;
+  /** The process's shared clock (ticked by the owner's ticker thread). */
+  clock: SharedArrayBuffer;
+}
+
+/** Checks a {@link RouterAttachment} (throws `InvalidConfig` naming the bad field). */
+export function checkAttachment(attachment: RouterAttachment): void {
+  if (typeof attachment !== 'object' || attachment === null || !(attachment.buffer instanceof SharedArrayBuffer)) {
+    invalidConfig('attachment.buffer', 'must be a SharedArrayBuffer (from balancer.attachment())', attachment?.buffer);
+  }
+  if (attachment.layoutVersion !== LAYOUT_VERSION) {
+    invalidConfig(
+      'attachment.layoutVersion',
+      `must be ${LAYOUT_VERSION} (same poise-lb version in every thread)`,
+      attachment.layoutVersion,
+    );
+  }
+  if (!(attachment.clock instanceof SharedArrayBuffer)) {
+    invalidConfig('attachment.clock', 'must be a SharedArrayBuffer (from balancer.attachment())', attachment.clock);
+  }
+}
 
 /** Options of a Router. */
 export interface RouterOptions {

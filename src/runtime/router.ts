@@ -18,23 +18,22 @@
  * the request path by candidate-view.ts; this file is the pick path.
  */
 import { threadId } from 'node:worker_threads';
-import { PoiseError, invalidConfig } from '../core/errors.js';
+import { PoiseError } from '../core/errors.js';
 import type { ResolvedBackendSpec } from '../core/spec.js';
 import { Rng } from '../core/rng.js';
 import { elapsedMs, wrapMs } from '../core/time.js';
 import { AdmissionRegion } from '../load/admission-region.js';
 import { DbRole } from '../load/db-state.js';
-import { LAYOUT_VERSION } from '../load/layout.js';
 import { LeaseKind, PoolTotal, type LeaseKindCode } from '../load/leases.js';
 import { LoadTable } from '../load/load-table.js';
 import { SlotState } from '../load/slot-tags.js';
 import type { PickContext, Policy } from '../policy/types.js';
-import type { Logger } from '../log.js';
 import { AcquireRequest, Intent, type AcquireAsyncOptions, type AcquireOptions, type LeaseKindName } from './acquire-options.js';
 import { AdmissionSeam, type AdmissionHook } from './admission-hook.js';
 import { CandidateView, flushStats } from './candidate-view.js';
 import { CandidateSets, SeedSalt, deriveSeed, type CandidateSet } from './candidate-sets.js';
 import { ClockWords, type Clock } from './clock.js';
+import { Exclusions } from './exclusions.js';
 import { Feedback } from './feedback.js';
 import { ejectionBackoff } from './health.js';
 import { Lease, type Outcome } from './lease.js';
@@ -42,26 +41,17 @@ import { LeaseBook } from './lease-book.js';
 import { KEYED_POLICY_NAMES, type PolicyName } from './policies.js';
 import { PoolGauge, RowAdmission, poolCapacity } from './pool-gauge.js';
 import { PublishWait, Retry, STALE, TAG_MOVED, type RetryMode } from './publication-wait.js';
+import { refuseAtShare, refuseNoRole, refuseNone } from './refusals.js';
 import { READ_DRAWS, type ReadBounds, type ReadFallback } from './role-sets.js';
 import { SharedRetryBudget } from './retry-budget.js';
-import { readRouterOptions, type RouterOptions } from './router-options.js';
+import { checkAttachment, readRouterOptions, type RouterAttachment, type RouterOptions } from './router-options.js';
 import { LoadEnv, type SlotCandidate } from './slot-candidate.js';
 
 export type { PolicyName } from './policies.js';
 export type { Outcome } from './lease.js';
 export type { AcquireAsyncOptions, AcquireOptions, LeaseKindName } from './acquire-options.js';
 export type { AdmissionHook } from './admission-hook.js';
-export type { RouterOptions } from './router-options.js';
-
-/** What a thread needs to attach a Router: structured-clonable; the buffer is shared, not copied. */
-export interface RouterAttachment {
-  /** The LoadTable's shared memory (counters, epochs and the spec blob). */
-  buffer: SharedArrayBuffer;
-  /** The table layout version the attachment was made for. */
-  layoutVersion: number;
-  /** The process's shared clock (ticked by the owner's ticker thread). */
-  clock: SharedArrayBuffer;
-}
+export type { RouterAttachment, RouterOptions } from './router-options.js';
 
 const PICK_BATCH = 64;
 /** take() result: a read found no replica fresh enough (see role-sets.ts). */
@@ -100,7 +90,6 @@ export class Router {
   private readonly rng: Rng;
   private readonly clockWords: ClockWords;
   private readonly customClock: Clock | undefined;
-  private readonly log: Logger;
   private readonly env: LoadEnv;
   private readonly timed: boolean;
   private readonly defaultKind: LeaseKindCode;
@@ -117,13 +106,13 @@ export class Router {
   /** `req.bounds`: the read in progress's lag and LSN bounds. */
   private readonly bounds: ReadBounds;
   private readonly publish: PublishWait;
+  /** The members the acquire in progress ruled out. */
+  private readonly excl: Exclusions;
   private readonly seam: AdmissionSeam;
   /** The change epoch the view was built at. */
   private epoch = -1;
   private hasExpiry = false;
   private expiryAt = 0;
-  private blocked: SlotCandidate[] = [];
-  private nBlocked = 0;
   private shut = false;
   /** The current take() refused a connection lease at this process's budget share (then its refusal is `Overloaded`). */
   private atShare = false;
@@ -146,19 +135,20 @@ export class Router {
     this.bounds = this.req.bounds;
     this.clockWords = new ClockWords(clock);
     this.customClock = o.clock;
-    this.log = o.logger;
     this.publish = new PublishWait(table.epochs, o.publishWaitMs);
-    this.candidates = new CandidateView(table, this.env, this.log, KEYED_POLICY_NAMES.includes(this.policyName));
+    this.candidates = new CandidateView(table, this.env, o.logger, KEYED_POLICY_NAMES.includes(this.policyName));
+    this.excl = new Exclusions(this.candidates.byId, this.rng);
     this.row = table.leases.claimRow(threadId);
     this.env.pool = new PoolTotal(table.leases, table.words, table.layout, this.row);
     this.gauge = new PoolGauge(
       table.leases,
+      table.budget,
       () => this.refreshIfDue(),
       this.defaultKind === LeaseKind.Connection ? 'connection' : 'request',
       new RowAdmission(table.admission, this.row, AdmissionRegion.BANDS),
     );
     this.retryBudget = new SharedRetryBudget(table.retries, () => this.now());
-    this.feedback = new Feedback(table, this.row, this.book, this.gauge, () => this.now(), o.ejection, backoff, this.log);
+    this.feedback = new Feedback(table, this.row, this.book, this.gauge, () => this.now(), o.ejection, backoff, o.logger);
     this.seam = new AdmissionSeam(
       { acquire: (opts) => this.acquire(opts), closed: () => this.shut, members: () => this.members() },
       table.epochs,
@@ -175,19 +165,7 @@ export class Router {
    * bad attachment or option.
    */
   static attach(attachment: RouterAttachment, opts: RouterOptions = {}): Router {
-    if (typeof attachment !== 'object' || attachment === null || !(attachment.buffer instanceof SharedArrayBuffer)) {
-      invalidConfig('attachment.buffer', 'must be a SharedArrayBuffer (from balancer.attachment())', attachment?.buffer);
-    }
-    if (attachment.layoutVersion !== LAYOUT_VERSION) {
-      invalidConfig(
-        'attachment.layoutVersion',
-        `must be ${LAYOUT_VERSION} (same poise-lb version in every thread)`,
-        attachment.layoutVersion,
-      );
-    }
-    if (!(attachment.clock instanceof SharedArrayBuffer)) {
-      invalidConfig('attachment.clock', 'must be a SharedArrayBuffer (from balancer.attachment())', attachment.clock);
-    }
+    checkAttachment(attachment);
     return new Router(LoadTable.attach(attachment.buffer), attachment.clock, opts);
   }
 
@@ -319,7 +297,7 @@ export class Router {
           : req.priority >= 0
             ? this.sets.tier(req.priority)
             : this.sets.all;
-    if (req.exclude !== undefined) this.blockIds(req.exclude);
+    if (req.exclude !== undefined) this.excl.blockIds(req.exclude);
     const cands = set.cands;
     try {
       if (req.intent === Intent.Read) return this.takeRead(set, req.kind, retry);
@@ -327,18 +305,18 @@ export class Router {
         // Emptied by changes published while the view was being built (its
         // blob older than the tags it read): rebuild rather than refuse.
         if (retry !== Retry.No && this.table.epochs.change() !== this.epoch) return STALE;
-        if (req.intent === Intent.Write) this.throwNoRole('write', 'no backend is a known primary');
-        this.throwNone(cands);
+        if (req.intent === Intent.Write) refuseNoRole(this.candidates.all.length, 'write', 'no backend is a known primary');
+        refuseNone(this.candidates.all.length, cands.length, this.atShare);
       }
       // Room in the book before anything is counted in the table.
       this.book.reserve();
       return this.take(cands, set.policy, req.kind, retry, 0);
     } catch (err) {
       // A policy refuses with its own NoEligibleCandidates once every member is blocked; when a share refused one, say so.
-      if (this.atShare && err instanceof PoiseError && err.code === 'NoEligibleCandidates') this.throwAtShare(cands);
+      if (this.atShare && err instanceof PoiseError && err.code === 'NoEligibleCandidates') refuseAtShare(cands.length);
       throw err;
     } finally {
-      if (this.nBlocked > 0) this.unblockAll();
+      if (this.excl.count > 0) this.excl.clear();
     }
   }
 
@@ -373,10 +351,10 @@ export class Router {
     let behind = 0;
     for (let attempt = 0; ; attempt++) {
       let c = cands[policy.pick(cands, this.ctx)]!;
-      if (c.blocked) c = this.fallback(cands);
+      if (c.blocked) c = this.excl.fallback(cands) ?? refuseNone(this.candidates.all.length, cands.length, this.atShare);
       // A read (draws > 0): a replica behind the read's bounds is blocked for this acquire and another drawn (role-sets.ts).
       if (draws > 0 && !this.bounds.fresh(t.db, c.slot)) {
-        this.block(c);
+        this.excl.block(c);
         if (++behind >= draws) return LAGGING;
         continue;
       }
@@ -412,8 +390,8 @@ export class Router {
         // Only a tag change is a publication in progress; a full slot (maxInflight) is not.
         if (!tagOk && retry === Retry.Wait) return TAG_MOVED;
       }
-      this.block(c);
-      if (attempt >= cands.length) this.throwNone(cands);
+      this.excl.block(c);
+      if (attempt >= cands.length) refuseNone(this.candidates.all.length, cands.length, this.atShare);
     }
   }
 
@@ -438,16 +416,15 @@ export class Router {
       return STALE;
     }
     if (this.readFallback === 'refuse')
-      this.throwNoRole('read', `no replica within maxLagMs ${this.bounds.maxLagMs}${this.bounds.hasMin ? ' at minLsn' : ''}`);
+      refuseNoRole(
+        this.candidates.all.length,
+        'read',
+        `no replica within maxLagMs ${this.bounds.maxLagMs}${this.bounds.hasMin ? ' at minLsn' : ''}`,
+      );
     const primaries = this.sets.role(DbRole.Primary);
-    if (primaries.cands.length === 0) this.throwNoRole('read', 'no replica qualifies and no backend is a known primary');
+    if (primaries.cands.length === 0)
+      refuseNoRole(this.candidates.all.length, 'read', 'no replica qualifies and no backend is a known primary');
     return this.take(primaries.cands, primaries.policy, kind, retry, 0);
-  }
-
-  private throwNoRole(intent: 'read' | 'write', why: string): never {
-    if (this.candidates.all.length === 0) throw new PoiseError('Empty', 'acquire: the membership has no backends');
-    if (intent === 'write') throw new PoiseError('NoEligibleCandidates', `acquire({ intent: 'write' }): ${why}`);
-    throw new PoiseError('ReplicaLag', `acquire({ intent: 'read' }): ${why}`);
   }
 
   /**
@@ -462,15 +439,9 @@ export class Router {
     this.gauge.closed();
   }
 
-  /**
-   * The connection leases this process holds on backend `slot` above its
-   * fleet connection budget share (0 without a budget, or within it): what
-   * routed sockets idle on it hand back (outbound/hand-back.ts).
-   * @internal
-   */
+  /** {@link PoolGauge.overShare}: what routed sockets idle on backend `slot` hand back (outbound/hand-back.ts). @internal */
   overShare(slot: number): number {
-    const w = this.table.budget.word(slot);
-    return w === 0 ? 0 : Math.max(0, this.table.connections(slot) - Math.max(w, 0));
+    return this.gauge.overShare(slot);
   }
 
   /** Adds this router's batched picks and outcomes to the table's counters (also done at least once a second). */
@@ -513,58 +484,5 @@ export class Router {
     this.hasExpiry = next > 0;
     this.expiryAt = wrapMs(now + next);
     this.epoch = epoch;
-  }
-
-  // --- exclusion -----------------------------------------------------------------
-
-  private block(c: SlotCandidate): void {
-    if (c.blocked) return;
-    c.blocked = true;
-    this.blocked[this.nBlocked++] = c;
-  }
-
-  private blockIds(ids: ReadonlySet<string> | readonly string[]): void {
-    if ((ids instanceof Set ? ids.size : (ids as readonly string[]).length) > 0) ids.forEach(this.blockId, this);
-  }
-
-  private blockId(id: string): void {
-    const c = this.candidates.byId.get(id);
-    if (c !== undefined) this.block(c);
-  }
-
-  private unblockAll(): void {
-    for (let k = 0; k < this.nBlocked; k++) this.blocked[k]!.blocked = false;
-    this.nBlocked = 0;
-  }
-
-  /** When a prepared policy returned a blocked member: the first usable one from a random start. */
-  private fallback(cands: SlotCandidate[]): SlotCandidate {
-    const n = cands.length;
-    const start = this.rng.below(n);
-    for (let k = 0; k < n; k++) {
-      const c = cands[(start + k) % n]!;
-      if (c.isEligible()) return c;
-    }
-    for (let k = 0; k < n; k++) {
-      const c = cands[(start + k) % n]!;
-      if (c.isPanicEligible()) return c;
-    }
-    return this.throwNone(cands);
-  }
-
-  private throwAtShare(cands: SlotCandidate[]): never {
-    throw new PoiseError(
-      'Overloaded',
-      `acquire: none of the ${cands.length} candidates may take a connection lease: this process holds its whole connection budget share on those it tried`,
-    );
-  }
-
-  private throwNone(cands: SlotCandidate[]): never {
-    if (this.candidates.all.length === 0) throw new PoiseError('Empty', 'acquire: the membership has no backends');
-    if (this.atShare) this.throwAtShare(cands);
-    throw new PoiseError(
-      'NoEligibleCandidates',
-      `acquire: none of the ${cands.length} candidates may take a lease (draining, unavailable, excluded, ejected or at maxInflight)`,
-    );
   }
 }
