@@ -226,7 +226,14 @@ export class AdmissionGate implements AdmissionHook {
     this.dispatch();
   };
 
-  /** Throws one `InvalidConfig` naming every bad option. */
+  /**
+   * Throws one `InvalidConfig` naming every bad option. One piece (about
+   * 120 lines, most of them the list of checks): `collect` runs every check
+   * before it throws, so they share one list, and the fields are assigned
+   * once they all passed; then the gate attaches from outside — the router's
+   * one-method seam (`attachAdmission`) and the gauge's release and close
+   * signals.
+   */
   constructor(router: Router, opts: AdmissionGateOptions) {
     if (typeof router !== 'object' || router === null || typeof router.attachAdmission !== 'function' || router.gauge === undefined) {
       invalidConfig('router', 'must be a Router', router);

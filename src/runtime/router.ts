@@ -76,7 +76,7 @@ export class Router {
   readonly row: number;
   /**
    * The read-only gauge of this router's pool: what an admission gate reads
-   * (capacity, load by kind) and waits on (a release signal).
+   * (capacity, load by kind) and waits on (the release and close signals).
    */
   readonly gauge: PoolGauge;
   /**
