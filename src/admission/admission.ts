@@ -26,7 +26,13 @@
 import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { realTimers, timerSourceProblem, type TimerSource } from '../core/timers.js';
 import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
-import { checkAsyncPriority, type AcquireAsyncOptions, type AcquireOptions, type LeaseKindName } from '../runtime/acquire-options.js';
+import {
+  readAsyncOptions,
+  type AcquireAsyncOptions,
+  type AcquireOptions,
+  type AsyncRequest,
+  type LeaseKindName,
+} from '../runtime/acquire-options.js';
 import type { AdmissionHook } from '../runtime/admission-hook.js';
 import type { Lease } from '../runtime/lease.js';
 import type { PoolGauge, RowAdmission } from '../runtime/pool-gauge.js';
@@ -152,7 +158,6 @@ const OPTION_KEYS = [
   'clock',
   'timers',
 ];
-const ASYNC_KEYS = ['key', 'priority', 'band', 'exclude', 'kind', 'intent', 'maxLagMs', 'minLsn', 'signal', 'timeoutMs'];
 
 /** Runs every check, then throws one `InvalidConfig` naming every bad option. */
 function collect(checks: (() => void)[]): void {
@@ -221,7 +226,14 @@ export class AdmissionGate implements AdmissionHook {
     this.dispatch();
   };
 
-  /** Throws one `InvalidConfig` naming every bad option. */
+  /**
+   * Throws one `InvalidConfig` naming every bad option. One piece (about
+   * 120 lines, most of them the list of checks): `collect` runs every check
+   * before it throws, so they share one list, and the fields are assigned
+   * once they all passed; then the gate attaches from outside — the router's
+   * one-method seam (`attachAdmission`) and the gauge's release and close
+   * signals.
+   */
   constructor(router: Router, opts: AdmissionGateOptions) {
     if (typeof router !== 'object' || router === null || typeof router.attachAdmission !== 'function' || router.gauge === undefined) {
       invalidConfig('router', 'must be a Router', router);
@@ -339,6 +351,7 @@ export class AdmissionGate implements AdmissionHook {
     this.defaultBand = this.byRank.get(o.defaultBand ?? sorted[0]!)!;
     router.attachAdmission(this);
     router.gauge.onRelease(() => this.released());
+    router.gauge.onClose(() => this.routerClosed());
   }
 
   /** Each band's ceiling, most important first. */
@@ -355,35 +368,17 @@ export class AdmissionGate implements AdmissionHook {
    * admission form, names `band`). `router.acquireAsync(opts)` calls this.
    */
   acquireAsync(opts?: AcquireAsyncOptions): Promise<Lease> {
-    let band = this.defaultBand;
-    let acquireOpts: AcquireOptions | undefined;
-    let signal: AbortSignal | undefined;
-    let timeoutMs = this.timeoutMs;
-    if (opts !== undefined) {
-      try {
-        if (typeof opts !== 'object' || opts === null) invalidConfig('acquireAsync(options)', 'must be an object', opts);
-        checkOptionKeys(opts, ASYNC_KEYS, 'acquireAsync(options)');
-        const { signal: s, timeoutMs: t, band: rank, ...rest } = opts;
-        if (rank !== undefined) {
-          const b = this.byRank.get(rank);
-          if (b === undefined) {
-            invalidConfig(
-              'acquireAsync(options).band',
-              `must be one of the gate's bands (${this.bands.map((x) => x.rank).join(', ')})`,
-              rank,
-            );
-          }
-          band = b;
-        }
-        checkAsyncPriority(rest.priority);
-        if (t !== undefined) timeoutMs = positiveNumber(t, 'acquireAsync(options).timeoutMs');
-        if (s !== undefined && !(s instanceof AbortSignal)) invalidConfig('acquireAsync(options).signal', 'must be an AbortSignal', s);
-        signal = s;
-        acquireOpts = rest;
-      } catch (err) {
-        return Promise.reject(err);
-      }
+    let req: AsyncRequest<Band>;
+    try {
+      // The one reader of acquireAsync's options (runtime/acquire-options.ts), the gateless path's too.
+      req = readAsyncOptions(opts, this.bandOf);
+    } catch (err) {
+      return Promise.reject(err);
     }
+    const band = req.band ?? this.defaultBand;
+    const acquireOpts = req.acquire;
+    const signal = req.signal;
+    const timeoutMs = req.timeoutMs ?? this.timeoutMs;
     if (this.closed)
       return Promise.reject(this.reject(band, 'Closed', new PoiseError('Closed', 'acquireAsync: the admission gate is closed')));
     if (signal?.aborted) return Promise.reject(this.reject(band, 'Cancelled', cancelled(signal)));
@@ -445,6 +440,15 @@ export class AdmissionGate implements AdmissionHook {
     });
   }
 
+  /** The band of rank `rank`, or `InvalidConfig` naming the gate's bands. */
+  private readonly bandOf = (rank: unknown): Band => {
+    const b = this.byRank.get(rank as number);
+    if (b === undefined) {
+      invalidConfig('acquireAsync(options).band', `must be one of the gate's bands (${this.bands.map((x) => x.rank).join(', ')})`, rank);
+    }
+    return b;
+  };
+
   /** A lease of the router was released (the gauge's signal): serve the queues in a microtask, never inside the release. */
   private released(): void {
     if (this.waiting > 0 && !this.scheduled) {
@@ -453,7 +457,7 @@ export class AdmissionGate implements AdmissionHook {
     }
   }
 
-  /** The router was closed: same as {@link close}. Called by the router. */
+  /** The router was closed: same as {@link close}. Called on the router's gauge's close signal. */
   routerClosed(): void {
     this.close();
   }

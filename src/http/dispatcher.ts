@@ -194,7 +194,7 @@ export class PoiseDispatcher extends Dispatcher {
       clock: opts.clock ?? (() => performance.now()),
       release: { latencyMs: 0 },
       seenVersion: router.version,
-      loadReports: new ResponseLoadReports(router, opts.counters),
+      loadReports: new ResponseLoadReports(opts.counters),
     };
   }
 

@@ -6,7 +6,7 @@
  *     endpoint-load-metrics: TEXT cpu_utilization=0.3, rps_fractional=10.0, eps=0.1
  *
  * and the dispatcher of whichever thread saw the response records it in
- * the backend's slot (router.reportLoad → load/backend-load.ts), where the
+ * the backend's slot (lease.reportLoad → runtime/feedback.ts → load/backend-load.ts), where the
  * owner's periodic A58 computation (`health.orca`, health/orca.ts) reads
  * it beside its own endpoint polls. The header is read in place by the
  * allocation-free scanner (core/load-report.ts); a header that is not a
@@ -15,7 +15,6 @@
  */
 import { ReportScan, newLoadReportScan, scanLoadReport } from '../core/load-report.js';
 import type { Lease } from '../runtime/lease.js';
-import type { Router } from '../runtime/router.js';
 import type { HttpCounters } from './counters.js';
 import type { Headers } from './sink.js';
 
@@ -37,11 +36,9 @@ export class ResponseLoadReports {
   /** This dispatcher's counts. */
   readonly counts: LoadReportCounts = { read: 0, malformed: 0, busy: 0 };
   private readonly scan = newLoadReportScan();
-  private readonly router: Router;
   private readonly counters: HttpCounters | undefined;
 
-  constructor(router: Router, counters: HttpCounters | undefined) {
-    this.router = router;
+  constructor(counters: HttpCounters | undefined) {
     this.counters = counters;
   }
 
@@ -75,7 +72,7 @@ export class ResponseLoadReports {
       this.counters?.loadReport(lease.slot, lease.generation, true);
       return;
     }
-    if (this.router.reportLoad(lease.slot, s.utilization, s.qps, s.eps)) this.counts.read++;
+    if (lease.reportLoad(s.utilization, s.qps, s.eps)) this.counts.read++;
     else this.counts.busy++;
     this.counters?.loadReport(lease.slot, lease.generation, false);
   }

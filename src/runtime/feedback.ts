@@ -17,9 +17,10 @@
  * first would let the slot's next occupant inherit this backend's sample,
  * failure or ejection.
  *
- * Also here: a connect-time sample on an open lease (`Lease.connected`), and
+ * Also here: a connect-time sample on an open lease (`Lease.connected`),
  * request turns counted on a connection lease (`Lease.beginRequest` /
- * `endRequest`, what the proxy does per request–reply turn).
+ * `endRequest`, what the proxy does per request–reply turn), and the
+ * backend's own load report read from a response (`Lease.reportLoad`).
  */
 import type { Backoff } from '../core/backoff.js';
 import { invalidConfig } from '../core/errors.js';
@@ -210,6 +211,17 @@ export class Feedback {
     this.table.leases.down(c.slot, LeaseKind.Request, this.row);
     this.table.admission.released();
     this.gauge.released();
+  }
+
+  /**
+   * Records an open lease's backend's load report, stamped with this
+   * router's clock; false when the handle is not open or another thread was
+   * recording the same backend's report at that instant (load/backend-load.ts).
+   */
+  reportLoad(handle: number, utilization: number, qps: number, eps: number): boolean {
+    const i = this.book.find(handle);
+    if (i < 0) return false;
+    return this.table.reported.report(this.book.candidateOf(i).slot, utilization, qps, eps, this.now());
   }
 
   /** Ejects `c`'s backend for a backoff with jitter and publishes it (the health epoch); one warning naming it. */

@@ -26,6 +26,7 @@ export interface LeaseOwner {
   answered(handle: number): void;
   requestUp(handle: number): boolean;
   requestDown(handle: number, latencyMs: number | undefined): void;
+  reportLoad(handle: number, utilization: number, qps: number, eps: number): boolean;
 }
 
 /**
@@ -152,5 +153,18 @@ export class Lease {
     if (!this.request) return;
     this.owner.requestDown(this.handle, latencyMs);
     this.request = false;
+  }
+
+  /**
+   * Records the backend's own load report (ORCA: utilization, queries/s,
+   * errors/s; the HTTP dispatcher reads it from a response header) for the
+   * owner's A58 weights, through the router's feedback module while this
+   * lease pins the backend's slot. False when the lease is released, or when
+   * another thread was recording the same backend's report at that instant
+   * (load/backend-load.ts).
+   * @internal
+   */
+  reportLoad(utilization: number, qps: number, eps: number): boolean {
+    return this.open && this.owner.reportLoad(this.handle, utilization, qps, eps);
   }
 }

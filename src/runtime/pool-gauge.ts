@@ -1,12 +1,33 @@
 /**
  * PoolGauge: what an admission gate reads of a router's pool, and nothing
- * more — the pool's capacity, its load by lease kind, and a signal when a
- * lease of this router comes back. Read-only: admission decides whether to
- * acquire; it never reaches into the router's view, policy or table.
+ * more — the pool's capacity, its load by lease kind, and signals when a
+ * lease of this router comes back and when the router closes. Read-only:
+ * admission decides whether to acquire; it never reaches into the router's
+ * view, policy or table. The capacity is computed here, from the members of
+ * each view the router builds ({@link poolCapacity}).
  */
 import type { AdmissionRegion } from '../load/admission-region.js';
+import type { ConnectionBudget } from '../load/connection-budget.js';
 import { LeaseKind, type Leases } from '../load/leases.js';
 import type { LeaseKindName } from './acquire-options.js';
+import type { SlotCandidate } from './slot-candidate.js';
+
+/**
+ * Σ `maxInflight` of `members`' eligible ones (Infinity when one is
+ * unlimited, 0 when none is eligible). A connection router's capacity is
+ * also capped by the process's fleet budget share of each (the owner bumps
+ * the health epoch when a share moves, so the view and this are rebuilt).
+ */
+export function poolCapacity(members: readonly SlotCandidate[], budget: ConnectionBudget, byConnections: boolean): number {
+  let capacity = 0;
+  for (const c of members) {
+    if (!c.eligible) continue;
+    const share = byConnections ? budget.share(c.slot) : undefined;
+    const cap = c.maxInflight === 0 ? Number.POSITIVE_INFINITY : c.maxInflight;
+    capacity += share === undefined ? cap : Math.min(cap, share);
+  }
+  return capacity;
+}
 
 /** The pool gauge of one router (its thread only). */
 export class PoolGauge {
@@ -19,15 +40,24 @@ export class PoolGauge {
    */
   readonly queue: RowAdmission;
   private readonly leases: Leases;
-  private readonly capacityOf: () => number;
+  private readonly budget: ConnectionBudget;
+  private readonly refresh: () => void;
+  private eligible = 0;
   private listener: (() => void) | undefined;
+  private closeListener: (() => void) | undefined;
 
-  /** @internal Built by the Router. */
-  constructor(leases: Leases, capacity: () => number, kind: LeaseKindName, queue: RowAdmission) {
+  /** @internal Built by the Router; `refresh` brings its view up to date when the table moved. */
+  constructor(leases: Leases, budget: ConnectionBudget, refresh: () => void, kind: LeaseKindName, queue: RowAdmission) {
     this.leases = leases;
+    this.budget = budget;
     this.queue = queue;
-    this.capacityOf = capacity;
+    this.refresh = refresh;
     this.kind = kind;
+  }
+
+  /** @internal The router built a view: its capacity ({@link poolCapacity}). */
+  setCapacity(capacity: number): void {
+    this.eligible = capacity;
   }
 
   /**
@@ -37,7 +67,8 @@ export class PoolGauge {
    * view is rebuilt, not per call.
    */
   capacity(): number {
-    return this.capacityOf();
+    this.refresh();
+    return this.eligible;
   }
 
   /**
@@ -50,6 +81,17 @@ export class PoolGauge {
     return this.leases.total(kind === 'connection' ? LeaseKind.Connection : LeaseKind.Request);
   }
 
+  /**
+   * The connection leases this process holds on backend `slot` above its
+   * fleet connection budget share (0 without a budget, or within it): what
+   * routed sockets idle on it hand back (outbound/hand-back.ts).
+   * @internal
+   */
+  overShare(slot: number): number {
+    const w = this.budget.word(slot);
+    return w === 0 ? 0 : Math.max(0, this.leases.count(slot, LeaseKind.Connection) - Math.max(w, 0));
+  }
+
   /** Calls `listener` after every lease (or request count) of this router is returned; one listener, replaced by the next call. */
   onRelease(listener: (() => void) | undefined): void {
     this.listener = listener;
@@ -58,6 +100,16 @@ export class PoolGauge {
   /** @internal The feedback module: a lease of this router was returned (capacity may have freed in this thread). */
   released(): void {
     this.listener?.();
+  }
+
+  /** Calls `listener` when the router is closed (its gate then closes too); one listener, replaced by the next call. */
+  onClose(listener: (() => void) | undefined): void {
+    this.closeListener = listener;
+  }
+
+  /** @internal The router was closed. */
+  closed(): void {
+    this.closeListener?.();
   }
 }
 

@@ -1,7 +1,8 @@
 /**
- * Database roles on the router's side: the prepared candidate set of each
- * role (primaries, replicas) and the freshness test a read applies to a
- * drawn replica (its lag, its replay LSN).
+ * Database roles on the router's side: the freshness test a read applies to
+ * a drawn replica (its lag, its replay LSN). Each role's prepared candidate
+ * set (primaries, replicas) is a candidate set like a tier's
+ * (candidate-sets.ts).
  *
  * Why the filter draws instead of preparing a "fresh replicas" set: lag and
  * LSN move on every check without an epoch (a bump per lag change would
@@ -21,21 +22,9 @@
 import { invalidConfig } from '../core/errors.js';
 import { parseLsnInto } from '../db/lsn.js';
 import type { DbState } from '../load/db-state.js';
-import type { Policy } from '../policy/types.js';
-import type { SlotCandidate } from './slot-candidate.js';
 
 /** Distinct replicas one read tries before it falls through to the primary. */
 export const READ_DRAWS = 4;
-
-/** One role's prepared candidates and policy. */
-export interface RoleSet {
-  /** The view's members of the role (a new array per view build). */
-  cands: SlotCandidate[];
-  /** The role's own policy instance, prepared on `cands`. */
-  policy: Policy<SlotCandidate>;
-  /** Members eligible at the build (how many distinct replicas a read can try). */
-  eligible: number;
-}
 
 /** What falls back when no replica qualifies. */
 export type ReadFallback = 'primary' | 'refuse';
