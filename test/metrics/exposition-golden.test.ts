@@ -5,7 +5,8 @@
  * compared byte for byte with test/metrics/fixtures/exposition.golden.txt.
  * The fixture was written by the collector before it became tables
  * (src/metrics/families/), so any change of a name, a help text, a label,
- * a value or the order of families shows here. The one wall-clock value
+ * a value or the order of families shows here. The tables' declared
+ * names, kinds, help texts and labels are what the exposition prints. The one wall-clock value
  * (`membership_last_change_timestamp_seconds`) is checked against the
  * clock and then masked.
  */
@@ -16,6 +17,14 @@ import type { AdmissionStatsSource } from '../../src/admission/admission-stats.j
 import { newDiscoveryStatus } from '../../src/discovery/status.js';
 import { HttpCounters, outcomeCode } from '../../src/http/counters.js';
 import { collectMetrics } from '../../src/metrics/collect.js';
+import type { Family } from '../../src/metrics/family.js';
+import { ADMISSION_FAMILIES } from '../../src/metrics/families/admission.js';
+import { BACKEND_FAMILIES } from '../../src/metrics/families/backend.js';
+import { BALANCER_FAMILIES, MEMBERSHIP_FAMILIES, SOURCE_FAMILIES } from '../../src/metrics/families/balancer.js';
+import { DISCOVERY_FAMILIES } from '../../src/metrics/families/discovery.js';
+import { HTTP_FAMILIES } from '../../src/metrics/families/http.js';
+import { PROXY_FAMILIES } from '../../src/metrics/families/proxy.js';
+import { parseMetricsText } from '../../src/metrics/text-format.js';
 import { ProxyCounters } from '../../src/proxy/counters.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { createLogger } from '../../src/log.js';
@@ -92,8 +101,35 @@ async function goldenExposition(): Promise<string> {
   return text.replace(CHANGE, '$1 <wall clock>');
 }
 
+const TABLES: readonly (readonly Family<never>[])[] = [
+  BACKEND_FAMILIES,
+  MEMBERSHIP_FAMILIES,
+  SOURCE_FAMILIES,
+  DISCOVERY_FAMILIES,
+  BALANCER_FAMILIES,
+  PROXY_FAMILIES,
+  HTTP_FAMILIES,
+  ADMISSION_FAMILIES,
+];
+
 describe('the exposition of collectMetrics', () => {
   it('is byte-identical to the golden fixture for the fixed state', async () => {
     expect(await goldenExposition()).toBe(readFileSync(GOLDEN, 'utf8'));
+  });
+
+  it('prints the families of the tables in table order, each series with exactly the labels its family declares', async () => {
+    const families = parseMetricsText((await goldenExposition()).replace('<wall clock>', '0'));
+    const declared = TABLES.flat();
+    expect([...families.keys()]).toEqual(declared.map((f) => `poise_${f.name}`));
+    for (const f of declared) {
+      const fam = families.get(`poise_${f.name}`)!;
+      expect([fam.name, fam.type, fam.help]).toEqual([`poise_${f.name}`, f.kind, f.help]);
+      // Every family prints series in this state but the retry budget's `available` (absent without a budget, as its help says).
+      if (f.name !== 'retry_budget_available') expect(fam.samples.length, f.name).toBeGreaterThan(0);
+      for (const sample of fam.samples) {
+        const want = sample.name.endsWith('_bucket') && f.kind === 'histogram' ? [...f.labels, 'le'] : [...f.labels];
+        expect(Object.keys(sample.labels), sample.name).toEqual(want);
+      }
+    }
   });
 });
