@@ -5,6 +5,7 @@
  * scrape, into the snapshot.
  * @internal
  */
+import type { AdmissionBandFigures } from '../../admission/admission-stats.js';
 import type { Family } from '../family.js';
 import type { Snapshot } from '../snapshot.js';
 
@@ -15,8 +16,21 @@ function snake(reason: string): string {
   return reason.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
 }
 
-function bands(s: Snapshot) {
+function bands(s: Snapshot): readonly AdmissionBandFigures[] {
   return s.admission?.bands ?? [];
+}
+
+/** A family with one series per admission band, its value `value(band)`. */
+function perBand(name: string, help: string, kind: 'gauge' | 'counter', value: (b: AdmissionBandFigures) => number): Family<Snapshot> {
+  return {
+    name,
+    help,
+    kind,
+    labels: B,
+    read: (push, s) => {
+      for (const b of bands(s)) push({ band: String(b.band) }, value(b));
+    },
+  };
 }
 
 /** The admission families, in exposition order. @internal */
@@ -30,33 +44,14 @@ export const ADMISSION_FAMILIES: readonly Family<Snapshot>[] = [
       if (s.admission?.saturation !== undefined) push({}, s.admission.saturation);
     },
   },
-  {
-    name: 'admission_queue_length',
-    help: 'Requests waiting for admission, per band (its rank).',
-    kind: 'gauge',
-    labels: B,
-    read: (push, s) => {
-      for (const b of bands(s)) push({ band: String(b.band) }, b.queued);
-    },
-  },
-  {
-    name: 'admission_oldest_wait_seconds',
-    help: 'How long the oldest waiter of each band has waited; 0 when its queue is empty.',
-    kind: 'gauge',
-    labels: B,
-    read: (push, s) => {
-      for (const b of bands(s)) push({ band: String(b.band) }, b.oldestWaitMs / 1000);
-    },
-  },
-  {
-    name: 'admission_admitted_total',
-    help: 'Requests admitted, per band.',
-    kind: 'counter',
-    labels: B,
-    read: (push, s) => {
-      for (const b of bands(s)) push({ band: String(b.band) }, b.admitted);
-    },
-  },
+  perBand('admission_queue_length', 'Requests waiting for admission, per band (its rank).', 'gauge', (b) => b.queued),
+  perBand(
+    'admission_oldest_wait_seconds',
+    'How long the oldest waiter of each band has waited; 0 when its queue is empty.',
+    'gauge',
+    (b) => b.oldestWaitMs / 1000,
+  ),
+  perBand('admission_admitted_total', 'Requests admitted, per band.', 'counter', (b) => b.admitted),
   {
     name: 'admission_rejected_total',
     help: 'Requests rejected, per band and reason (QueueFull -> queue_full).',

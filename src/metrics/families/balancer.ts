@@ -94,6 +94,24 @@ function perPriority(
   };
 }
 
+/** A per-cluster counter with one series per value of `label`, each read by its own function, in order. */
+function perLabelValue(
+  name: string,
+  help: string,
+  label: string,
+  values: readonly (readonly [value: string, read: (s: Snapshot) => number])[],
+): Family<BalancerView> {
+  return {
+    name,
+    help,
+    kind: 'counter',
+    labels: ['cluster', label],
+    read: (push, { s }) => {
+      for (const [value, read] of values) push({ cluster: s.cluster, [label]: value }, read(s));
+    },
+  };
+}
+
 /** Slots, reclaims, retries, the priority plan, health checks and outlier detection, in exposition order. @internal */
 export const BALANCER_FAMILIES: readonly Family<BalancerView>[] = [
   perCluster(
@@ -126,16 +144,15 @@ export const BALANCER_FAMILIES: readonly Family<BalancerView>[] = [
     'counter',
     ({ s }) => s.reclaims.leases,
   ),
-  {
-    name: 'retries_total',
-    help: 'Retries on another backend after a failed connect or request (connect, routedStream, the proxy, the HTTP dispatcher on the shared budget), by whether the retry budget allowed them.',
-    kind: 'counter',
-    labels: ['cluster', 'outcome'],
-    read: (push, { s }) => {
-      push({ cluster: s.cluster, outcome: 'allowed' }, s.retries.allowed);
-      push({ cluster: s.cluster, outcome: 'refused' }, s.retries.refused);
-    },
-  },
+  perLabelValue(
+    'retries_total',
+    'Retries on another backend after a failed connect or request (connect, routedStream, the proxy, the HTTP dispatcher on the shared budget), by whether the retry budget allowed them.',
+    'outcome',
+    [
+      ['allowed', (s) => s.retries.allowed],
+      ['refused', (s) => s.retries.refused],
+    ],
+  ),
   perCluster(
     'retry_budget_requests_total',
     'Requests counted by the retry budget (each deposits its ratio of a retry).',
@@ -170,35 +187,22 @@ export const BALANCER_FAMILIES: readonly Family<BalancerView>[] = [
   perPriority('priority_panic', 'Whether the priority is in panic (1): its traffic goes to all its hosts, healthy or not.', (p) =>
     p.panic ? 1 : 0,
   ),
-  {
-    name: 'health_checks_total',
-    help: 'Active health checks completed, by result.',
-    kind: 'counter',
-    labels: ['cluster', 'result'],
-    read: (push, { s }) => {
-      push({ cluster: s.cluster, result: 'passed' }, s.health.checksPassed);
-      push({ cluster: s.cluster, result: 'failed' }, s.health.checksFailed);
-    },
-  },
+  perLabelValue('health_checks_total', 'Active health checks completed, by result.', 'result', [
+    ['passed', (s) => s.health.checksPassed],
+    ['failed', (s) => s.health.checksFailed],
+  ]),
   perCluster(
     'health_check_timeouts_total',
     'Active health checks that failed by reaching their timeout.',
     'counter',
     ({ s }) => s.health.checksTimedOut,
   ),
-  {
-    name: 'health_transitions_total',
-    help: 'Active-check transitions: down, up, degraded, not_degraded.',
-    kind: 'counter',
-    labels: ['cluster', 'to'],
-    read: (push, { s }) => {
-      const h = s.health;
-      push({ cluster: s.cluster, to: 'down' }, h.markedDown);
-      push({ cluster: s.cluster, to: 'up' }, h.markedUp);
-      push({ cluster: s.cluster, to: 'degraded' }, h.markedDegraded);
-      push({ cluster: s.cluster, to: 'not_degraded' }, h.clearedDegraded);
-    },
-  },
+  perLabelValue('health_transitions_total', 'Active-check transitions: down, up, degraded, not_degraded.', 'to', [
+    ['down', (s) => s.health.markedDown],
+    ['up', (s) => s.health.markedUp],
+    ['degraded', (s) => s.health.markedDegraded],
+    ['not_degraded', (s) => s.health.clearedDegraded],
+  ]),
   perCluster(
     'health_check_unejections_total',
     'Ejections ended early by a passing active check (unejectOnPass).',
@@ -206,16 +210,10 @@ export const BALANCER_FAMILIES: readonly Family<BalancerView>[] = [
     ({ s }) => s.health.unejectedByCheck,
   ),
   perCluster('outlier_sweeps_total', 'Outlier-detection sweeps run.', 'counter', ({ s }) => s.health.outlierSweeps),
-  {
-    name: 'outlier_ejections_total',
-    help: 'Outlier-detection ejections, by detector.',
-    kind: 'counter',
-    labels: ['cluster', 'reason'],
-    read: (push, { s }) => {
-      push({ cluster: s.cluster, reason: 'success_rate' }, s.health.ejectedSuccessRate);
-      push({ cluster: s.cluster, reason: 'failure_percentage' }, s.health.ejectedFailurePercentage);
-    },
-  },
+  perLabelValue('outlier_ejections_total', 'Outlier-detection ejections, by detector.', 'reason', [
+    ['success_rate', (s) => s.health.ejectedSuccessRate],
+    ['failure_percentage', (s) => s.health.ejectedFailurePercentage],
+  ]),
   perCluster(
     'outlier_ejections_skipped_total',
     'Outliers left routable because maxEjectionPercent was reached.',

@@ -13,6 +13,19 @@ import { BACKEND_LABELS as BL, type BackendRow } from '../snapshot.js';
 /** What the HTTP families read: each backend row of the scrape's snapshot with its HttpCounters figures. @internal */
 export type HttpView = ReadonlyMap<BackendRow, HttpBackendFigures>;
 
+/** A counter with one series per backend, its value `value(figures)`. */
+function perBackend(name: string, help: string, value: (f: HttpBackendFigures) => number): Family<HttpView> {
+  return {
+    name,
+    help,
+    kind: 'counter',
+    labels: BL,
+    read: (push, figures) => {
+      for (const [r, f] of figures) push(r.labels, value(f));
+    },
+  };
+}
+
 /** The HTTP families, in exposition order. @internal */
 export const HTTP_FAMILIES: readonly Family<HttpView>[] = [
   {
@@ -25,24 +38,16 @@ export const HTTP_FAMILIES: readonly Family<HttpView>[] = [
         for (let k = 0; k < HTTP_OUTCOMES.length; k++) push({ ...r.labels, outcome: HTTP_OUTCOMES[k]! }, f.outcomes[k]!);
     },
   },
-  {
-    name: 'http_retries_total',
-    help: 'Retries the retry budget granted after a failure on the backend (each to another backend, when one is left).',
-    kind: 'counter',
-    labels: BL,
-    read: (push, figures) => {
-      for (const [r, f] of figures) push(r.labels, f.retries);
-    },
-  },
-  {
-    name: 'http_retries_refused_total',
-    help: 'Requests that failed on the backend and were not retried: the retry budget was spent.',
-    kind: 'counter',
-    labels: BL,
-    read: (push, figures) => {
-      for (const [r, f] of figures) push(r.labels, f.retriesRefused);
-    },
-  },
+  perBackend(
+    'http_retries_total',
+    'Retries the retry budget granted after a failure on the backend (each to another backend, when one is left).',
+    (f) => f.retries,
+  ),
+  perBackend(
+    'http_retries_refused_total',
+    'Requests that failed on the backend and were not retried: the retry budget was spent.',
+    (f) => f.retriesRefused,
+  ),
   {
     name: 'http_load_reports_total',
     help: 'endpoint-load-metrics response headers (ORCA load reports) per backend: read, or malformed (ignored).',
