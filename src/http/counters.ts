@@ -20,6 +20,7 @@
  * | 2 + 2k, 3 + 2k | counter k: outcomes (success, failure, overload, cancelled), retries, refused retries, latency sum (µs), then one per latency bucket, the last `+Inf`, then load reports read from responses and load reports malformed |
  */
 import { TWO_32 } from '../core/counter64.js';
+import { HEADER_WORDS, openStamped, stampedBuffer } from '../core/shared-header.js';
 import { GenerationRows } from '../core/slot-rows.js';
 import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
@@ -51,7 +52,6 @@ export interface HttpBackendFigures {
 }
 
 const MAGIC = 0x48430002;
-const HEADER_WORDS = 16;
 const ROW_WORDS = 48;
 const C_RETRIES = 4;
 const C_REFUSED = 5;
@@ -89,11 +89,8 @@ export class HttpCounters {
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
-    const i32 = new Int32Array(buffer);
-    // Written once before the buffer is shared; loaded through Atomics like every shared word.
-    if (Atomics.load(i32, 0) !== MAGIC || Atomics.load(i32, 2) !== BUCKET_US.length) {
-      invalidConfig('buffer', 'is not an HttpCounters buffer of this poise-lb version');
-    }
+    // Header words: capacity, bucket count (src/core/shared-header.ts).
+    const i32 = openStamped(buffer, 'HttpCounters.attach(buffer)', 'an HttpCounters', MAGIC, [undefined, BUCKET_US.length]);
     this.capacity = Atomics.load(i32, 1);
     this.rows = new GenerationRows(i32, HEADER_WORDS, this.capacity, ROW_WORDS, COUNTERS);
   }
@@ -102,17 +99,11 @@ export class HttpCounters {
   static create(opts: { capacity: number }): HttpCounters {
     if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
     const capacity = integerIn(opts.capacity, 'options.capacity', 1, 1 << 20, 'balancer.table.capacity');
-    const buffer = new SharedArrayBuffer((HEADER_WORDS + capacity * ROW_WORDS) * 4);
-    const i32 = new Int32Array(buffer);
-    Atomics.store(i32, 1, capacity);
-    Atomics.store(i32, 2, BUCKET_US.length);
-    Atomics.store(i32, 0, MAGIC);
-    return new HttpCounters(buffer);
+    return new HttpCounters(stampedBuffer(MAGIC, [capacity, BUCKET_US.length], capacity * ROW_WORDS));
   }
 
   /** Attaches to counters created in another thread (shared, not copied). */
   static attach(buffer: SharedArrayBuffer): HttpCounters {
-    if (!(buffer instanceof SharedArrayBuffer)) invalidConfig('HttpCounters.attach(buffer)', 'must be a SharedArrayBuffer', buffer);
     return new HttpCounters(buffer);
   }
 

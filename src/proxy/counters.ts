@@ -34,7 +34,7 @@
  * paired adds left the pair apart).
  */
 import { TWO_32, add64, read64 } from '../core/counter64.js';
-import { invalidConfig } from '../core/errors.js';
+import { HEADER_WORDS, openStamped, stampedBuffer } from '../core/shared-header.js';
 import { integerIn } from '../core/validate.js';
 
 /** Counter indices of a row. */
@@ -113,8 +113,6 @@ export const DURATION_BUCKETS_SECONDS: readonly number[] = [0.001, 0.005, 0.01, 
 const COUNTERS = 15;
 const HEAD_WORDS = 2;
 const MAGIC = 0x50430004;
-// Buffer header: magic, workers, row words, bucket count.
-const HEADER_WORDS = 16;
 /** Bucket bounds in microseconds (integers, compared without a multiplication per close). */
 const BUCKET_US = DURATION_BUCKETS_SECONDS.map((s) => Math.round(s * 1e6));
 
@@ -143,11 +141,12 @@ export class ProxyCounters {
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
-    this.i32 = new Int32Array(buffer);
-    // Written once before the buffer is shared; loaded through Atomics like every shared word.
-    if (Atomics.load(this.i32, 0) !== MAGIC || Atomics.load(this.i32, 3) !== DURATION_BUCKETS_SECONDS.length) {
-      invalidConfig('buffer', 'is not a ProxyCounters buffer of this poise-lb version');
-    }
+    // Header words: workers, row words, bucket count (src/core/shared-header.ts).
+    this.i32 = openStamped(buffer, 'ProxyCounters.attach(buffer)', 'a ProxyCounters', MAGIC, [
+      undefined,
+      undefined,
+      DURATION_BUCKETS_SECONDS.length,
+    ]);
     this.workers = Atomics.load(this.i32, 1);
     this.stride = Atomics.load(this.i32, 2);
   }
@@ -156,18 +155,11 @@ export class ProxyCounters {
   static create(opts: { workers?: number } = {}): ProxyCounters {
     const workers = integerIn(opts.workers ?? 1, 'options.workers', 1, 1024);
     const stride = rowWords();
-    const buffer = new SharedArrayBuffer((HEADER_WORDS + workers * stride) * 4);
-    const i32 = new Int32Array(buffer);
-    Atomics.store(i32, 1, workers);
-    Atomics.store(i32, 2, stride);
-    Atomics.store(i32, 3, DURATION_BUCKETS_SECONDS.length);
-    Atomics.store(i32, 0, MAGIC);
-    return new ProxyCounters(buffer);
+    return new ProxyCounters(stampedBuffer(MAGIC, [workers, stride, DURATION_BUCKETS_SECONDS.length], workers * stride));
   }
 
   /** Attaches to counters created in another thread (shared, not copied). */
   static attach(buffer: SharedArrayBuffer): ProxyCounters {
-    if (!(buffer instanceof SharedArrayBuffer)) invalidConfig('ProxyCounters.attach(buffer)', 'must be a SharedArrayBuffer', buffer);
     return new ProxyCounters(buffer);
   }
 
