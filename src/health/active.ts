@@ -15,6 +15,7 @@
 import { Rng } from '../core/rng.js';
 import { backgroundTimers, type TimerSource } from '../core/timers.js';
 import { HealthFlag, type LoadTable } from '../load/load-table.js';
+import { tagGeneration } from '../load/slot-tags.js';
 import { ReportFlag } from '../load/backend-load.js';
 import type { Logger } from '../log.js';
 import type { CheckTarget, CheckVerdict, ResolvedHealthCheck } from './config.js';
@@ -110,7 +111,8 @@ export class ActiveChecker {
   /** The watch's first result is in (or the watch stopped): settle its bit, and announce it to waiters. */
   private settle(w: Watch): void {
     const t = this.table;
-    if (t.tag(w.target.slot) >>> 3 === w.target.generation && t.verdicts.settle(w.target.slot, this.verdictBit)) t.epochs.bumpHealth();
+    if (tagGeneration(t.tag(w.target.slot)) === w.target.generation && t.verdicts.settle(w.target.slot, this.verdictBit))
+      t.epochs.bumpHealth();
   }
 
   /** The check's view of a backend, by id (`unchecked` before its first result). */
@@ -135,13 +137,13 @@ export class ActiveChecker {
     this.write(w, 0);
     this.settle(w);
     // What its agent said goes with the watch (a check of another kind reports nothing).
-    if (this.config.kind === 'agent' && this.table.tag(w.target.slot) >>> 3 === w.target.generation) {
+    if (this.config.kind === 'agent' && tagGeneration(this.table.tag(w.target.slot)) === w.target.generation) {
       const admin = this.table.reported.setAdmin(w.target.slot, 0);
       const weight = this.table.reported.setWeight(w.target.slot, undefined);
       if (admin || weight) this.table.epochs.bumpHealth();
     }
     // A roles check's word returns to the spec's configured role when the check stops.
-    if (this.config.roles && this.table.tag(w.target.slot) >>> 3 === w.target.generation) {
+    if (this.config.roles && tagGeneration(this.table.tag(w.target.slot)) === w.target.generation) {
       if (this.table.db.setRole(w.target.slot, dbRoleCode(w.target.role))) this.table.epochs.bumpHealth();
     }
   }
@@ -230,7 +232,8 @@ export class ActiveChecker {
         w.streak = 0;
         c.markedUp++;
         // Back from a failed check: it ramps again (slow start, when configured; the generation is checked as in write()).
-        if (this.table.tag(w.target.slot) >>> 3 === w.target.generation) this.table.slowStart.markEligible(w.target.slot, this.clock());
+        if (tagGeneration(this.table.tag(w.target.slot)) === w.target.generation)
+          this.table.slowStart.markEligible(w.target.slot, this.clock());
         this.log.info({ backend: id, address, check: this.config.kind, rise: this.config.rise }, 'poise: backend up (active check)');
       }
     }
@@ -258,7 +261,7 @@ export class ActiveChecker {
   private agentReply(w: Watch, reply: AgentReply): void {
     const t = this.table;
     const slot = w.target.slot;
-    if (w.stopped || t.tag(slot) >>> 3 !== w.target.generation) return;
+    if (w.stopped || tagGeneration(t.tag(slot)) !== w.target.generation) return;
     let changed = false;
     if (reply.weightPercent !== undefined) changed = t.reported.setWeight(slot, reply.weightPercent * 10_000);
     if (this.beside && reply.state !== undefined) {
@@ -294,7 +297,7 @@ export class ActiveChecker {
   private dbReport(w: Watch, report: DbReport): void {
     const t = this.table;
     const slot = w.target.slot;
-    if (w.stopped || t.tag(slot) >>> 3 !== w.target.generation) return;
+    if (w.stopped || tagGeneration(t.tag(slot)) !== w.target.generation) return;
     const role = report.role === 'primary' ? DbRole.Primary : DbRole.Replica;
     if (t.db.write(slot, role, report.lagMs, report.lsnHi, report.lsnLo)) {
       t.epochs.bumpHealth();
@@ -305,7 +308,7 @@ export class ActiveChecker {
   /** A failed roles check: the role is unknown (out of both role sets) until a check reads it again. */
   private dbFailed(w: Watch): void {
     const t = this.table;
-    if (t.tag(w.target.slot) >>> 3 !== w.target.generation) return;
+    if (tagGeneration(t.tag(w.target.slot)) !== w.target.generation) return;
     if (t.db.setRole(w.target.slot, DbRole.Unknown)) {
       t.epochs.bumpHealth();
       this.log.warn({ backend: w.target.id, address: w.target.address }, 'poise: backend database role unknown (check failed)');
@@ -317,7 +320,7 @@ export class ActiveChecker {
     const t = this.table;
     const slot = w.target.slot;
     // Owner thread: the generation cannot change under this check (see write()).
-    if (t.tag(slot) >>> 3 !== w.target.generation || t.ejectedForMs(slot, this.clock()) === 0) return;
+    if (tagGeneration(t.tag(slot)) !== w.target.generation || t.ejectedForMs(slot, this.clock()) === 0) return;
     t.health.uneject(slot);
     // Its ejection ended now: it ramps from now (the deadline word that would have said so is cleared).
     t.slowStart.markEligible(slot, this.clock());
@@ -334,7 +337,7 @@ export class ActiveChecker {
     const t = this.table;
     // The owner is the only writer of tags and health words: a generation
     // that still matches cannot change between this check and the store.
-    if (t.tag(w.target.slot) >>> 3 !== w.target.generation) return;
+    if (tagGeneration(t.tag(w.target.slot)) !== w.target.generation) return;
     if (t.health.setHealth(w.target.slot, this.bits, bits)) t.epochs.bumpHealth();
   }
 }

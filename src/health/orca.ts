@@ -32,6 +32,7 @@ import { elapsedMs, wrapMs } from '../core/time.js';
 import { backgroundTimers, type TimerSource } from '../core/timers.js';
 import { type BackendLoad, ReportFlag, type SlotReport } from '../load/backend-load.js';
 import type { LoadTable } from '../load/load-table.js';
+import { tagGeneration } from '../load/slot-tags.js';
 import type { Logger } from '../log.js';
 import type { HealthTarget } from './targets.js';
 import { VerdictSource } from '../load/verdicts.js';
@@ -267,7 +268,7 @@ export class OrcaWeights {
       const code = scanLoadReport(text, scan);
       if (code !== ReportScan.Ok) throw new Error(`load report: ${reportError(text, code, scan)}`);
       // A membership may have moved the slot on while the poll ran.
-      if (this.closed || this.table.tag(t.slot) >>> 3 !== t.generation) return;
+      if (this.closed || tagGeneration(this.table.tag(t.slot)) !== t.generation) return;
       this.table.reported.report(t.slot, scan.utilization, scan.qps, scan.eps, wrapMs(this.clock()));
       this.counts.reports++;
       this.queueApply();
@@ -283,7 +284,7 @@ export class OrcaWeights {
   /** The target's first poll is in (or it is no longer polled): settle its bit, and announce it to waiters. */
   private settle(t: HealthTarget): void {
     const table = this.table;
-    if (table.tag(t.slot) >>> 3 === t.generation && table.verdicts.settle(t.slot, VerdictSource.Orca)) table.epochs.bumpHealth();
+    if (tagGeneration(table.tag(t.slot)) === t.generation && table.verdicts.settle(t.slot, VerdictSource.Orca)) table.epochs.bumpHealth();
   }
 
   /** Applies the answers of this event-loop turn together, once, at its end. */
@@ -305,7 +306,7 @@ export class OrcaWeights {
     let changed = false;
     for (let k = 0; k < this.targets.length; k++) {
       const target = this.targets[k]!;
-      if (t.tag(target.slot) >>> 3 !== target.generation) continue;
+      if (tagGeneration(t.tag(target.slot)) !== target.generation) continue;
       const before = t.reported.flags(target.slot) & ReportFlag.Weight;
       if (n === 0 || mean <= 0) {
         if (before !== 0) changed = t.reported.setWeight(target.slot, undefined) || changed;
@@ -320,7 +321,7 @@ export class OrcaWeights {
     if (this.timer !== undefined) this.timers.clearTimeout(this.timer);
     let changed = false;
     for (const target of this.targets) {
-      if (this.table.tag(target.slot) >>> 3 === target.generation)
+      if (tagGeneration(this.table.tag(target.slot)) === target.generation)
         changed = this.table.reported.setWeight(target.slot, undefined) || changed;
       this.settle(target);
     }

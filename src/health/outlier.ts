@@ -24,6 +24,7 @@
  */
 import { Rng } from '../core/rng.js';
 import type { LoadTable } from '../load/load-table.js';
+import { tagGeneration } from '../load/slot-tags.js';
 import type { Logger } from '../log.js';
 import type { ResolvedOutlier } from './config.js';
 import type { HealthCounters } from './stats.js';
@@ -159,7 +160,7 @@ export class OutlierDetector {
     let ejected = 0;
     for (const tr of this.tracks.values()) {
       const slot = tr.target.slot;
-      if (t.tag(slot) >>> 3 !== tr.target.generation) continue;
+      if (tagGeneration(t.tag(slot)) !== tr.target.generation) continue;
       t.health.takeInterval(slot, this.pair);
       if (t.ejectedForMs(slot, now) > 0) {
         // Ejected hosts are not judged (their counts are stragglers).

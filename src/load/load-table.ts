@@ -44,7 +44,7 @@ import { BackendLoad } from './backend-load.js';
 import { DbState, type DbRoleCode } from './db-state.js';
 import { FirstVerdicts } from './verdicts.js';
 import { ConnectionBudget } from './connection-budget.js';
-import { SlotTags, type SlotStateCode } from './slot-tags.js';
+import { SlotTags, tagGeneration, tagState, type SlotStateCode } from './slot-tags.js';
 import { SpecRegion } from './spec-region.js';
 
 export { LAYOUT_VERSION, SLOT_WORDS } from './layout.js';
@@ -298,8 +298,8 @@ export class LoadTable {
     const e = this.layout.slot(slot) + S_EWMA;
     const w = this.words;
     return {
-      generation: tag >>> 3,
-      state: (tag & 7) as SlotStateCode,
+      generation: tagGeneration(tag),
+      state: tagState(tag),
       connections: this.connections(slot),
       requests: this.requests(slot),
       connectEstimateUs: Atomics.load(w, e + 2 * EwmaSeries.ConnectTime),

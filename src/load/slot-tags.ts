@@ -13,7 +13,7 @@
  */
 import { S_TAG, type Layout } from './layout.js';
 
-/** Slot states (the low 3 bits of the tag word). */
+/** Slot states (the low 3 bits of the tag word; {@link tagState} reads them). */
 export const SlotState = {
   Free: 0,
   Ready: 1,
@@ -24,6 +24,32 @@ export const SlotState = {
 } as const;
 /** A slot state code. */
 export type SlotStateCode = (typeof SlotState)[keyof typeof SlotState];
+
+/** Bits of the state at the bottom of a tag; the generation is above them. */
+const STATE_BITS = 3;
+const STATE_MASK = (1 << STATE_BITS) - 1;
+/** Generations wrap within 28 bits, so `generation << 3` stays a non-negative int32. */
+export const GENERATION_MASK = 0x0fffffff;
+
+/** The tag word of `generation` (taken modulo 2^28) in `state`: `generation << 3 | state`. */
+export function encodeTag(generation: number, state: SlotStateCode): number {
+  return ((generation & GENERATION_MASK) << STATE_BITS) | state;
+}
+
+/** The generation a tag names: compare it with a candidate's or a lease's to know the slot still holds that backend. */
+export function tagGeneration(tag: number): number {
+  return tag >>> STATE_BITS;
+}
+
+/** The state a tag names. */
+export function tagState(tag: number): SlotStateCode {
+  return (tag & STATE_MASK) as SlotStateCode;
+}
+
+/** The generation after `generation`, wrapped as tags hold it. */
+export function nextGeneration(generation: number): number {
+  return (generation + 1) & GENERATION_MASK;
+}
 
 /** The tag words of one table. */
 export class SlotTags {
@@ -54,6 +80,6 @@ export class SlotTags {
   /** Owner: sets the tag (generation and state) of a slot. */
   setTag(slot: number, generation: number, state: SlotStateCode): void {
     // Single writer (the owner thread); an SC store publishes it to every reader (the handshake above).
-    Atomics.store(this.i32, this.layout.slot(slot) + S_TAG, ((generation & 0x0fffffff) << 3) | state);
+    Atomics.store(this.i32, this.layout.slot(slot) + S_TAG, encodeTag(generation, state));
   }
 }

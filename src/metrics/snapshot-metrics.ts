@@ -6,15 +6,15 @@
  *   prom-client's Gauge/Counter would keep a hashed label map per metric,
  *   reset and refill it on every scrape (a sort and a join per series);
  *   these hand the registry the values directly, about 3x cheaper per series.
- * - the proxy's connection-duration histogram, whose buckets are the shared
- *   {@link ProxyCounters} (every worker's row), and the HTTP dispatcher's
- *   per-backend latency histograms (the shared HttpCounters). prom-client's
- *   own Histogram keeps its buckets in the thread that observes, so it
- *   cannot show other threads' observations.
+ * - histograms whose buckets live in shared memory: the proxy's
+ *   connection-duration histogram (the shared ProxyCounters, every worker's
+ *   row) and the HTTP dispatcher's per-backend latency histograms (the
+ *   shared HttpCounters). prom-client's own Histogram keeps its buckets in
+ *   the thread that observes, so it cannot show other threads'
+ *   observations.
  * @internal
  */
 import type { Metric, MetricValueWithName } from 'prom-client';
-import { ProxyCounter, type ProxyCounters } from '../proxy/counters.js';
 
 /** Pushes one series: its labels and value. @internal */
 export type Push = (labels: Record<string, string | number>, value: number) => void;
@@ -43,14 +43,6 @@ export function snapshotMetric(
     },
   };
   return metric as unknown as Metric & { name: string };
-}
-
-/** The histogram metric over `counters`' duration buckets (`bounds` in seconds). @internal */
-export function proxyDurationHistogram(name: string, counters: ProxyCounters, bounds: readonly number[]): Metric & { name: string } {
-  const help = 'Duration of spliced client connections, accept to close (every proxy worker).';
-  return snapshotHistogram(name, help, bounds, (push) =>
-    push({}, counters.durationBuckets(), counters.total(ProxyCounter.DurationSumUs) / 1e6),
-  );
 }
 
 /** Pushes one labelled histogram series: its bucket counts (not cumulative, the last `+Inf`) and sum. @internal */

@@ -5,10 +5,8 @@
  *
  * Each row is written by one worker only (the thread serving that row's
  * listener) and read by anyone. Counters are 64-bit as two 32-bit words
- * (low, high): the writer adds to the low word with `Atomics.add` and, when
- * that carried past 2^32, adds one to the high word. A reader takes high,
- * low, high again and retries while the high word moved, so it never sees a
- * carry half done. The active and held gauges are one word each (add/sub).
+ * (src/core/counter64.ts: why its Atomics give exact counts and tear-free
+ * reads). The active and held gauges are one word each (add/sub).
  *
  * These are the proxy's only counters: `TcpProxy.stats`, `collectStats()`,
  * `/metrics` and `poise top` all read them ({@link ProxyCounters.stats}),
@@ -35,7 +33,8 @@
  * even in one function — measured: 37 of 300 terminations of a loop of
  * paired adds left the pair apart).
  */
-import { invalidConfig } from '../core/errors.js';
+import { TWO_32, add64, read64 } from '../core/counter64.js';
+import { HEADER_WORDS, openStamped, stampedBuffer } from '../core/shared-header.js';
 import { integerIn } from '../core/validate.js';
 
 /** Counter indices of a row. */
@@ -114,9 +113,6 @@ export const DURATION_BUCKETS_SECONDS: readonly number[] = [0.001, 0.005, 0.01, 
 const COUNTERS = 15;
 const HEAD_WORDS = 2;
 const MAGIC = 0x50430004;
-// Buffer header: magic, workers, row words, bucket count.
-const HEADER_WORDS = 16;
-const TWO_32 = 4294967296;
 /** Bucket bounds in microseconds (integers, compared without a multiplication per close). */
 const BUCKET_US = DURATION_BUCKETS_SECONDS.map((s) => Math.round(s * 1e6));
 
@@ -145,11 +141,12 @@ export class ProxyCounters {
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
-    this.i32 = new Int32Array(buffer);
-    // Written once before the buffer is shared; loaded through Atomics like every shared word.
-    if (Atomics.load(this.i32, 0) !== MAGIC || Atomics.load(this.i32, 3) !== DURATION_BUCKETS_SECONDS.length) {
-      invalidConfig('buffer', 'is not a ProxyCounters buffer of this poise-lb version');
-    }
+    // Header words: workers, row words, bucket count (src/core/shared-header.ts).
+    this.i32 = openStamped(buffer, 'ProxyCounters.attach(buffer)', 'a ProxyCounters', MAGIC, [
+      undefined,
+      undefined,
+      DURATION_BUCKETS_SECONDS.length,
+    ]);
     this.workers = Atomics.load(this.i32, 1);
     this.stride = Atomics.load(this.i32, 2);
   }
@@ -158,18 +155,11 @@ export class ProxyCounters {
   static create(opts: { workers?: number } = {}): ProxyCounters {
     const workers = integerIn(opts.workers ?? 1, 'options.workers', 1, 1024);
     const stride = rowWords();
-    const buffer = new SharedArrayBuffer((HEADER_WORDS + workers * stride) * 4);
-    const i32 = new Int32Array(buffer);
-    Atomics.store(i32, 1, workers);
-    Atomics.store(i32, 2, stride);
-    Atomics.store(i32, 3, DURATION_BUCKETS_SECONDS.length);
-    Atomics.store(i32, 0, MAGIC);
-    return new ProxyCounters(buffer);
+    return new ProxyCounters(stampedBuffer(MAGIC, [workers, stride, DURATION_BUCKETS_SECONDS.length], workers * stride));
   }
 
   /** Attaches to counters created in another thread (shared, not copied). */
   static attach(buffer: SharedArrayBuffer): ProxyCounters {
-    if (!(buffer instanceof SharedArrayBuffer)) invalidConfig('ProxyCounters.attach(buffer)', 'must be a SharedArrayBuffer', buffer);
     return new ProxyCounters(buffer);
   }
 
@@ -184,13 +174,9 @@ export class ProxyCounters {
 
   // --- writers (the row's own worker) ---------------------------------------
 
-  /** Adds `n` (a non-negative integer below 2^32) to counter word pair at `p`. */
+  /** Adds `n` (a non-negative integer below 2^32) to the counter pair at `p` (src/core/counter64.ts). */
   private add(p: number, n: number): void {
-    // add on the low word returns the old value; a carry past 2^32 goes to
-    // the high word afterwards. The row has one writer, so no carry is lost;
-    // readers detect the window through the high word (see read()).
-    const old = Atomics.add(this.i32, p, n) >>> 0;
-    if (old + n >= TWO_32) Atomics.add(this.i32, p + 1, 1);
+    add64(this.i32, p, n);
   }
 
   /** Counts one accepted client connection on `worker`'s row; it is open until refused or closed. @internal */
@@ -267,13 +253,9 @@ export class ProxyCounters {
 
   // --- readers (any thread) -------------------------------------------------
 
-  /** A 64-bit counter pair read without a torn carry. */
+  /** A 64-bit counter pair read without a torn carry (src/core/counter64.ts). */
   private read(p: number): number {
-    for (;;) {
-      const hi = Atomics.load(this.i32, p + 1);
-      const lo = Atomics.load(this.i32, p) >>> 0;
-      if (Atomics.load(this.i32, p + 1) === hi) return (hi >>> 0) * TWO_32 + lo;
-    }
+    return read64(this.i32, p);
   }
 
   /** Counter `counter` of row `worker`. */

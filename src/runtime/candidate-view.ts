@@ -17,6 +17,7 @@
 import { parseAddress } from '../core/spec.js';
 import { ReportFlag } from '../load/backend-load.js';
 import { HealthFlag, SlotState, type LoadTable } from '../load/load-table.js';
+import { tagGeneration, tagState } from '../load/slot-tags.js';
 import type { Logger } from '../log.js';
 import { blobLines, lineHead, specFromJson, type LineHead } from './spec-blob.js';
 import { slotCandidate, type LoadEnv, type SlotCandidate } from './slot-candidate.js';
@@ -86,8 +87,8 @@ export class CandidateView {
       const tag = t.tag(c.slot);
       // A slot whose generation is not the blob's belongs to a newer
       // membership still being published: leave it out until the epoch moves.
-      if (tag >>> 3 !== c.generation) continue;
-      const state = tag & 7;
+      if (tagGeneration(tag) !== c.generation) continue;
+      const state = tagState(tag);
       if (state === SlotState.Ready) c.status = 'ready';
       else if (state === SlotState.Unavailable) c.status = 'unavailable';
       else if (state === SlotState.Draining) c.status = 'draining';
@@ -261,7 +262,7 @@ function ownCopy(s: string): string {
 /** Adds `c`'s batched picks and outcomes to the table (only to its own generation) and zeroes them. */
 export function flushStats(table: LoadTable, c: SlotCandidate): void {
   if ((c.unflushedPicks | c.unflushedOk | c.unflushedFail) === 0) return;
-  if (table.tag(c.slot) >>> 3 === c.generation) {
+  if (tagGeneration(table.tag(c.slot)) === c.generation) {
     if (c.unflushedPicks > 0) table.leases.countPicks(c.slot, c.unflushedPicks);
     table.health.countOutcomes(c.slot, c.unflushedOk, c.unflushedFail);
   }

@@ -27,6 +27,7 @@ import { invalidConfig } from '../core/errors.js';
 import { EwmaSeries } from '../load/ewma-region.js';
 import { LeaseKind } from '../load/leases.js';
 import type { LoadTable } from '../load/load-table.js';
+import { tagGeneration } from '../load/slot-tags.js';
 import type { Logger } from '../log.js';
 import type { ResolvedEjection } from './health.js';
 import type { Outcome } from './lease.js';
@@ -109,7 +110,7 @@ export class Feedback {
     const slot = cand.slot;
     // The open lease pins the slot's generation (file comment), so this plain
     // read only confirms it; it guards the health writes all the same.
-    if (t.tags.tagHint(slot) >>> 3 === cand.generation) {
+    if (tagGeneration(t.tags.tagHint(slot)) === cand.generation) {
       const h = t.health;
       if (outcome === 'success') {
         if (latencyMs !== undefined || connectMs !== undefined) {
@@ -173,7 +174,7 @@ export class Feedback {
     const i = this.book.find(handle);
     if (i < 0) return;
     const c = this.book.candidateOf(i);
-    if (this.table.tags.tagHint(c.slot) >>> 3 !== c.generation) return;
+    if (tagGeneration(this.table.tags.tagHint(c.slot)) !== c.generation) return;
     this.table.ewma.observe(c.slot, EwmaSeries.ConnectTime, connectMs, this.now(), this.row);
   }
 
@@ -183,7 +184,7 @@ export class Feedback {
     if (i < 0) return;
     const c = this.book.candidateOf(i);
     // The open lease pins the generation (file comment): the clear lands on the lease's own backend.
-    if (this.table.tags.tagHint(c.slot) >>> 3 === c.generation) this.table.health.clearFailures(c.slot);
+    if (tagGeneration(this.table.tags.tagHint(c.slot)) === c.generation) this.table.health.clearFailures(c.slot);
   }
 
   /**
@@ -205,7 +206,7 @@ export class Feedback {
     if (i < 0) return;
     const c = this.book.candidateOf(i);
     // Sample first, count last (the release order): the lease still holds the slot either way.
-    if (latencyMs !== undefined && this.table.tags.tagHint(c.slot) >>> 3 === c.generation) {
+    if (latencyMs !== undefined && tagGeneration(this.table.tags.tagHint(c.slot)) === c.generation) {
       this.table.ewma.observe(c.slot, EwmaSeries.Latency, latencyMs, this.now(), this.row);
     }
     this.table.leases.down(c.slot, LeaseKind.Request, this.row);

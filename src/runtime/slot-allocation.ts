@@ -15,6 +15,7 @@
 import { PoiseError } from '../core/errors.js';
 import { sameSpec, type ResolvedBackendSpec } from '../core/spec-fields.js';
 import { SlotState, type LoadTable } from '../load/load-table.js';
+import { nextGeneration } from '../load/slot-tags.js';
 import { blobLine, specJson } from './spec-blob.js';
 
 /** What the owner remembers about a slot it has used. */
@@ -155,7 +156,7 @@ export function assignSlots(map: SlotMap, specs: readonly ResolvedBackendSpec[],
       const slot = reservation.own.get(spec.id) ?? reservation.reserved[next++]!;
       const prev = map.slots[slot];
       slotOf[k] = slot;
-      generationOf[k] = prev === undefined ? 1 : (prev.generation + 1) & 0x0fffffff;
+      generationOf[k] = prev === undefined ? 1 : nextGeneration(prev.generation);
     }
     json ??= specJson(spec);
     jsons[k] = json;
