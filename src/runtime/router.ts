@@ -26,7 +26,7 @@ import { AdmissionRegion } from '../load/admission-region.js';
 import { DbRole } from '../load/db-state.js';
 import { LeaseKind, PoolTotal, type LeaseKindCode } from '../load/leases.js';
 import { LoadTable } from '../load/load-table.js';
-import { SlotState } from '../load/slot-tags.js';
+import { SlotState, tagGeneration, tagState } from '../load/slot-tags.js';
 import type { PickContext, Policy } from '../policy/types.js';
 import { AcquireRequest, Intent, type AcquireAsyncOptions, type AcquireOptions, type LeaseKindName } from './acquire-options.js';
 import { AdmissionSeam, type AdmissionHook } from './admission-hook.js';
@@ -360,7 +360,7 @@ export class Router {
       }
       const count = leases.up(c.slot, kind, this.row);
       const tag = t.tags.tag(c.slot);
-      const state = tag & 7;
+      const state = tagState(tag);
       // The lease stands only if, after our increment, the slot still holds
       // this generation in a leasable state: the owner changes the tag before
       // it reads the counters to reuse a slot, so either it sees our lease or
@@ -369,7 +369,7 @@ export class Router {
       // unit, the later add sees both, so the cap is never exceeded (at worst
       // both back off).
       // An unavailable slot is leased only when priority panic chose it (the layer plans over every member).
-      const tagOk = tag >>> 3 === c.generation && (state === SlotState.Ready || state === SlotState.Unavailable);
+      const tagOk = tagGeneration(tag) === c.generation && (state === SlotState.Ready || state === SlotState.Unavailable);
       // The fleet connection budget (load/connection-budget.ts): this
       // process's share, checked on the same returned count, so it is exact
       // across threads too (0 = no budget; the zero share is −1).
