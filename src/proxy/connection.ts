@@ -322,6 +322,8 @@ export class Connection implements WheelEntry, DialHost {
 
   /** @internal The run ended without a backend: the client is refused, unless it is already gone (its own close counts it). */
   dialFailed(err: Error, reason: PoiseErrorCode | undefined): void {
+    // The access log says how many backends were tried before the refusal.
+    this.attempts = this.dialer?.run.tries ?? 0;
     this.dialer = undefined;
     if (!this.client.destroyed) this.refuse(err, reason);
   }
