@@ -51,6 +51,8 @@ const BY_CODE: Record<PoiseErrorCode, number> = {
   Cancelled: EXIT.failure,
   ReplicaLag: EXIT.failure,
   NotReady: EXIT.failure,
+  ConnectTimeout: EXIT.failure,
+  LocalResource: EXIT.failure,
 };
 
 /** The exit code for `err`: 2 for a {@link UsageError}, the code's row for a `PoiseError`, else 1. */

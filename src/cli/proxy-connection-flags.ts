@@ -3,7 +3,7 @@
  * protocol and the access log (the data path in proxy/connection.ts).
  * Kept apart from the listener / worker flags in proxy.ts.
  */
-import type { ConnectionOptions } from '../proxy/connection.js';
+import type { ConnectionOptions } from '../proxy/options.js';
 import { KEYED_POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
 import { DURATION_GRAMMAR, choiceFlag, durationFlag, integerFlag, type FlagSpecs, type FlagValues } from './args.js';
 import { UsageError } from './usage.js';

@@ -18,7 +18,7 @@ import type { Logger } from '../log.js';
 import { bindMembership, type MembershipBinding, type MembershipSource } from '../membership/source.js';
 import { StaticMembership } from '../membership/static.js';
 import type { RedisMembershipOptions } from '../membership/redis-source.js';
-import type { ConnectionOptions } from '../proxy/connection.js';
+import type { ConnectionOptions } from '../proxy/options.js';
 import { TcpProxy, reusePortSupported } from '../proxy/tcp-proxy.js';
 import { MAX_CONNECTIONS_LIMIT } from '../proxy/connection-limit.js';
 import { Balancer } from '../runtime/balancer.js';

@@ -60,7 +60,23 @@ export type PoiseErrorCode =
    */
   | 'ReplicaLag'
   /** `balancer.ready()` timed out: some backend has not had its first health or role verdict (the message names each and what it awaits). */
-  | 'NotReady';
+  | 'NotReady'
+  /**
+   * One connect attempt to a backend did not complete within its connect
+   * timeout (`connectTimeoutMs`): the attempt's error, so the run's
+   * `NoEligibleCandidates` carries it as `cause`, and the reason a run (the
+   * proxy's refusal) ended with when its last attempt timed out.
+   */
+  | 'ConnectTimeout'
+  /**
+   * An outbound connect failed for want of a resource of this host (file
+   * descriptors, socket buffers, memory, ephemeral ports: EMFILE, ENFILE,
+   * ENOBUFS, ENOMEM, EADDRNOTAVAIL); no backend is blamed. The reason a run
+   * ended with (`RetryRun.reason`, the proxy's `local-error` refusal); the
+   * error `connect()` and `routedStream()` end with keeps its older code,
+   * `CapacityExhausted`, with the system error as `cause`.
+   */
+  | 'LocalResource';
 
 /** Every code, for validation and exhaustive tables. */
 export const POISE_ERROR_CODES: readonly PoiseErrorCode[] = [
@@ -85,6 +101,8 @@ export const POISE_ERROR_CODES: readonly PoiseErrorCode[] = [
   'NotReplicated',
   'ReplicaLag',
   'NotReady',
+  'ConnectTimeout',
+  'LocalResource',
 ];
 
 /**

@@ -51,7 +51,7 @@ export interface PoiseDispatcherOptions {
   attempts?: number;
   /**
    * Retries allowed on top of requests: a {@link RetryBudget}, or the options of a {@link RatioRetryBudget}.
-   * Default: the Balancer's `retryBudget` (shared by every thread) when it has one, else a RatioRetryBudget (20 %, 10/s, 10 s) of this dispatcher's own.
+   * Default: the router's `retryBudget`, the one default of every retry loop (outbound/retry-run.ts): the Balancer's `retryBudget` (shared by every thread) when it has one; without one, every retry within `attempts` is allowed (and counted), as for `connect()`, `routedStream()` and `TcpProxy`.
    */
   retryBudget?: RetryBudget | RetryBudgetOptions;
   /** The outcome of a response by its status; default 5xx `'failure'`, else `'success'`. The response goes to the caller either way. */
@@ -117,9 +117,9 @@ function parseOrigin(value: unknown): URL {
   return url;
 }
 
-/** The budget option: without one, the Balancer's shared budget when it has one (every thread draws on it), else this dispatcher's own. */
+/** The budget option: without one, the router's `retryBudget` (the Balancer's), as for every retry loop. */
 function checkBudget(value: unknown, router: Router): RetryBudget {
-  if (value === undefined) return router.retryBudget.enabled ? router.retryBudget : new RatioRetryBudget();
+  if (value === undefined) return router.retryBudget;
   if (typeof value !== 'object' || value === null)
     return invalidConfig('options.retryBudget', 'must be a RetryBudget or its options', value);
   const v = value as Partial<RetryBudget>;

@@ -35,8 +35,11 @@ const BACKEND_ERROR_CODES: ReadonlySet<string> = new Set([
   'ENOTFOUND',
   'EAI_AGAIN',
   // undici: the other side closed, connect / headers / body timeouts, a
-  // response too large for its header limits, an unexpected informational reply.
+  // response too large for its header limits, an unexpected informational
+  // reply, a response body cut short of its content-length (the backend
+  // closed or reset mid-body).
   'UND_ERR_SOCKET',
+  'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
   'UND_ERR_CONNECT_TIMEOUT',
   'UND_ERR_HEADERS_TIMEOUT',
   'UND_ERR_BODY_TIMEOUT',

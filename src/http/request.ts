@@ -15,7 +15,7 @@
  */
 import type { Duplex } from 'node:stream';
 import { PoiseError, describe } from '../core/errors.js';
-import { isExhausted } from '../outbound/retry-run.js';
+import { RetryRun, isExhausted } from '../outbound/retry-run.js';
 import type { AcquireOptions, Router } from '../runtime/router.js';
 import type { Lease, ReleaseOptions } from '../runtime/lease.js';
 import { type HttpCounters, outcomeCode } from './counters.js';
@@ -88,8 +88,8 @@ export class RoutedRequest implements DispatchController {
   /** Attempts speak the older handler API (the caller does, and the pools run it natively). */
   private readonly legacy: boolean;
   private attempt: AttemptBase | undefined;
-  private attemptsMade = 0;
-  private exclude: Set<string> | undefined;
+  /** The request's retry run (outbound/retry-run.ts: the attempts, the budget, the backends tried), made with its first lease. */
+  private run: RetryRun | undefined;
   /** The live attempt's controller, once it started. */
   private target: AttemptControl | null = null;
   /** Aborts a wait for admission. */
@@ -187,7 +187,7 @@ export class RoutedRequest implements DispatchController {
       this.finish(err);
       return false;
     }
-    this.core.budget.onRequest();
+    this.run = this.newRun();
     return this.send(lease);
   }
 
@@ -212,7 +212,7 @@ export class RoutedRequest implements DispatchController {
             this.finish(this.abortError());
             return;
           }
-          this.core.budget.onRequest();
+          this.run = this.newRun();
           this.send(lease);
         },
         (err: unknown) => {
@@ -222,12 +222,26 @@ export class RoutedRequest implements DispatchController {
       );
   }
 
+  /** The request's retry run: one request to the budget, counted once its first lease is taken. */
+  private newRun(): RetryRun {
+    const core = this.core;
+    const hints = this.hints;
+    return new RetryRun('request', {
+      router: core.router,
+      key: hints?.key,
+      priority: hints?.priority,
+      attempts: core.attempts,
+      kind: 'request',
+      budget: core.budget,
+    });
+  }
+
   /** Sends one attempt on `lease`'s backend. */
   private send(lease: Lease): boolean {
     const core = this.core;
     const a = this.legacy ? new LegacyAttempt(this, core, lease, core.clock()) : new Attempt(this, core, lease, core.clock());
     this.attempt = a;
-    this.attemptsMade++;
+    this.run!.started();
     // The view moved since the pools were last checked: retire those of backends that left.
     if (core.router.version !== core.seenVersion) {
       core.seenVersion = core.router.version;
@@ -346,29 +360,24 @@ export class RoutedRequest implements DispatchController {
       return;
     }
     const outcome = errorOutcome(err);
-    if (outcome === 'failure' && !this.delivered && this.mayResend(a) && this.attemptsMade < this.core.attempts) {
-      const core = this.core;
-      const lease = a.lease;
-      if (!core.budget.tryRetry()) {
-        core.counters?.retry(lease.slot, lease.generation, true);
-      } else {
+    // The HTTP preconditions of a retry (a failure before any response byte
+    // reached the caller, and a request that may be sent again); the rest is
+    // the run's rule (attempts, then the budget), as for every retry loop.
+    if (outcome === 'failure' && !this.delivered && this.mayResend(a)) {
+      const run = this.run!;
+      const grant = run.grant();
+      if (grant !== 'attempts') {
+        const lease = a.lease;
         // Counted before the lease goes back (the counts of a slot's generation are written under its lease).
-        core.counters?.retry(lease.slot, lease.generation, false);
-        a.end('failure');
-        if (this.exclude === undefined) this.exclude = new Set();
-        const exclude = this.exclude;
-        exclude.add(lease.id);
-        const hints = this.hints;
-        let next: Lease;
-        try {
-          next = core.router.acquire({ kind: 'request', key: hints?.key, priority: hints?.priority, exclude });
-        } catch (refusal) {
+        this.core.counters?.retry(lease.slot, lease.generation, grant === 'budget');
+        if (grant === 'granted') {
+          a.end('failure');
+          const next = run.next(lease);
           // Nothing left to try (the budget's retry is spent all the same): the caller gets the attempt's error.
-          this.finish(isExhausted(refusal) ? err : refusal);
+          if (next instanceof Error) this.finish(isExhausted(next) ? err : next);
+          else this.send(next);
           return;
         }
-        this.send(next);
-        return;
       }
     }
     a.end(outcome);

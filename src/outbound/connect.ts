@@ -17,7 +17,7 @@ import type { Router } from '../runtime/router.js';
 import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
 import { answerOnFirstByte, connectionOutcome } from './connection-outcome.js';
 import { dialExtras } from './dial.js';
-import { RetryRun } from './retry-run.js';
+import { RetryRun, connectTimeout } from './retry-run.js';
 
 /** Options of {@link connect}. */
 export interface ConnectOptions {
@@ -264,10 +264,7 @@ function openSocket(
       reject(err);
       return;
     }
-    const timer = timers.setTimeout(
-      () => fail(Object.assign(new Error(`connect ${at.host}:${at.port} timed out after ${timeoutMs} ms`), { code: 'ETIMEDOUT' })),
-      timeoutMs,
-    );
+    const timer = timers.setTimeout(() => fail(connectTimeout(at.host, at.port, timeoutMs)), timeoutMs);
     const onAbort = (): void => fail(signal?.reason ?? new Error('aborted'));
     signal?.addEventListener('abort', onAbort, { once: true });
     function cleanup(): void {

@@ -1,23 +1,37 @@
 /**
- * The retry-across-backends policy of one outbound connection, the one that
- * `connect()` (so `TcpProxy`) and `routedStream()` share: `connect()` drives
- * it from an async loop, a RoutedSocket from its socket events.
+ * The one retry rule of Poise: the retry-across-backends policy of one
+ * outbound operation, shared by `connect()` (so `TcpProxy`),
+ * `routedStream()` and the HTTP dispatcher. `connect()` drives it from an
+ * async loop, a RoutedSocket and the proxy's dialer from socket events, a
+ * RoutedRequest from undici's handler events; each keeps only its own
+ * preconditions (the dispatcher: was anything sent, may it be resent).
  *
- * One run is one request to the retry budget (`onRequest` when it starts);
- * after a failed connect it decides, in this order:
- * 1. a local resource error (EMFILE, ... — {@link isLocalError}) blames no
- *    backend and ends the run (`CapacityExhausted`): another backend would
- *    fail the same way;
- * 2. otherwise the lease is released as a failure (passive health) and its
- *    backend excluded;
- * 3. after `attempts` tries, or when the retry budget refuses, the run ends
- *    with the error a caller without retries would get
- *    (`NoEligibleCandidates` carrying the connect error);
- * 4. otherwise the next lease, on a backend not yet tried; when none is
- *    left, the run ends with that same error.
+ * One run is one request to the retry budget (`onRequest` when it starts).
+ * The budget is the router's `retryBudget` — the Balancer's, in the
+ * LoadTable, shared by every thread (and, with a fleet budget, its floor by
+ * every process) — for every consumer alike; a Balancer without one allows
+ * every retry within `attempts` and still counts it (docs/resilience.md says
+ * why this is the one default). The HTTP dispatcher alone may be given a
+ * budget of its own (`retryBudget`). After a failed attempt the run
+ * decides, in this order ({@link RetryRun.grant}):
+ * 1. after `attempts` tries the run ends (the budget is not asked);
+ * 2. when the retry budget refuses, the run ends;
+ * 3. otherwise the next lease ({@link RetryRun.next}), on a backend not yet
+ *    tried; when none is left, the run ends.
+ *
+ * A connection's failed connect ({@link RetryRun.failed}) adds what a
+ * connect error means: a local resource error (EMFILE, ... —
+ * {@link isLocalError}) blames no backend and ends the run at once (another
+ * backend would fail the same way); any other releases the lease as a
+ * failure (passive health) before the rule above. The run ends with the
+ * error a caller without retries would get (`NoEligibleCandidates` carrying
+ * the connect error, `CapacityExhausted` for a local one), and
+ * {@link RetryRun.reason} says why as a code (`LocalResource`,
+ * `ConnectTimeout`, `NoEligibleCandidates`, or the router's refusal).
  */
-import { PoiseError } from '../core/errors.js';
+import { PoiseError, type PoiseErrorCode } from '../core/errors.js';
 import type { Lease } from '../runtime/lease.js';
+import type { LeaseKindName } from '../runtime/acquire-options.js';
 import type { RetryBudget } from '../runtime/retry-budget.js';
 import type { Router } from '../runtime/router.js';
 
@@ -34,6 +48,11 @@ export function isLocalError(err: unknown): boolean {
   return typeof code === 'string' && LOCAL_ERROR_CODES.has(code);
 }
 
+/** The `ConnectTimeout` error of one connect attempt that did not complete within `timeoutMs`. @internal */
+export function connectTimeout(host: string, port: number, timeoutMs: number): PoiseError {
+  return new PoiseError('ConnectTimeout', `connect ${host}:${port} timed out after ${timeoutMs} ms`);
+}
+
 /** Where a run routes: the router and what every acquire of the run passes. */
 export interface RunTarget {
   router: Router;
@@ -41,15 +60,22 @@ export interface RunTarget {
   priority: number | undefined;
   /** Backends to try at most (the first included). */
   attempts: number;
+  /** The lease kind; default `'connection'`. */
+  kind?: LeaseKindName | undefined;
   /** Database intent and read bounds (`router.acquire`'s options of those names); routedStream only. */
   intent?: 'read' | 'write' | undefined;
   maxLagMs?: number | undefined;
   minLsn?: string | bigint | undefined;
+  /** The budget to draw on; default the router's `retryBudget` (see the module comment). */
+  budget?: RetryBudget | undefined;
 }
 
-/** One connection's tries across backends (see the module comment). */
+/** What {@link RetryRun.grant} decides after a failed attempt: retry, or why not. */
+export type RetryGrant = 'granted' | 'attempts' | 'budget';
+
+/** One operation's tries across backends (see the module comment). */
 export class RetryRun {
-  /** Backends tried and failed; made on the first failure, so a run whose first backend connects allocates none. */
+  /** Backends tried and failed; made on the first failure, so a run whose first backend answers allocates none. */
   private exclude: Set<string> | undefined;
   private readonly what: string;
   private readonly target: RunTarget;
@@ -57,12 +83,14 @@ export class RetryRun {
   /** Attempts started. */
   tries = 0;
   private lastError: unknown;
+  /** Why the run ended, as a code (undefined while it has not). */
+  reason: PoiseErrorCode | undefined;
 
-  /** Starts a run: counts one request in the router's retry budget. */
+  /** Starts a run: counts one request in its retry budget. */
   constructor(what: string, target: RunTarget) {
     this.what = what;
     this.target = target;
-    this.budget = target.router.retryBudget;
+    this.budget = target.budget ?? target.router.retryBudget;
     this.budget.onRequest();
   }
 
@@ -70,42 +98,67 @@ export class RetryRun {
   acquire(): Lease | Error {
     const { router, key, priority, intent, maxLagMs, minLsn } = this.target;
     try {
-      return router.acquire({ key, priority, exclude: this.exclude, kind: 'connection', intent, maxLagMs, minLsn });
+      return router.acquire({ key, priority, exclude: this.exclude, kind: this.target.kind ?? 'connection', intent, maxLagMs, minLsn });
     } catch (err) {
       // Nothing left to try after a failed connect: report that connect's error.
-      return this.lastError !== undefined && isExhausted(err)
-        ? noBackendAccepted(this.what, this.exclude?.size ?? 0, this.lastError)
-        : (err as Error);
+      if (this.lastError !== undefined && isExhausted(err))
+        return this.end(noBackendAccepted(this.what, this.exclude?.size ?? 0, this.lastError));
+      this.reason = err instanceof PoiseError ? err.code : 'NoEligibleCandidates';
+      return err as Error;
     }
   }
 
-  /** Counts an attempt on `lease` starting. */
+  /** Counts an attempt starting. */
   started(): void {
     this.tries++;
   }
 
-  /** The attempt on `lease` failed with `err` (not the caller's own abort): the next lease, or the error to end with. */
+  /**
+   * After a failed attempt that may be retried: `'granted'` (one retry of
+   * the budget spent), or why not — the attempts are used up (the budget
+   * is not asked), or the budget refused.
+   */
+  grant(): RetryGrant {
+    if (this.tries >= this.target.attempts) return 'attempts';
+    return this.budget.tryRetry() ? 'granted' : 'budget';
+  }
+
+  /** The next lease after a failed attempt on `lease` (already released by the caller): its backend is excluded. */
+  next(lease: Lease): Lease | Error {
+    if (this.exclude === undefined) this.exclude = new Set();
+    this.exclude.add(lease.id);
+    return this.acquire();
+  }
+
+  /** A connection's connect on `lease` failed with `err` (not the caller's own abort): the next lease, or the error to end with. */
   failed(lease: Lease, err: unknown): Lease | Error {
     if (isLocalError(err)) {
       // Our own descriptors, buffers or ports ran out: the backend did
       // nothing wrong (no failure, no sample).
       lease.release('cancelled');
+      this.reason = 'LocalResource';
       return localExhausted(this.what, err);
     }
     lease.release('failure');
+    this.lastError = err;
     if (this.exclude === undefined) this.exclude = new Set();
     const exclude = this.exclude;
     exclude.add(lease.id);
-    this.lastError = err;
-    if (this.tries >= this.target.attempts) return noBackendAccepted(this.what, exclude.size, err);
-    if (!this.budget.tryRetry()) return noBackendAccepted(this.what, exclude.size, err, '; retry budget spent');
-    return this.acquire();
+    const grant = this.grant();
+    if (grant === 'granted') return this.acquire();
+    return this.end(noBackendAccepted(this.what, exclude.size, err, grant === 'budget' ? '; retry budget spent' : ''));
+  }
+
+  /** Ends with `err` (NoEligibleCandidates after failed connects): its reason is the last connect error's code. */
+  private end(err: PoiseError): PoiseError {
+    this.reason = this.lastError instanceof PoiseError && this.lastError.code === 'ConnectTimeout' ? 'ConnectTimeout' : err.code;
+    return err;
   }
 }
 
 /**
- * Whether an acquire refusal after at least one failed connect means "nothing
- * left to try" (then the connect error is the one to report). @internal
+ * Whether an acquire refusal after at least one failed attempt means "nothing
+ * left to try" (then the attempt's error is the one to report). @internal
  */
 export function isExhausted(err: unknown): boolean {
   return err instanceof PoiseError && (err.code === 'NoEligibleCandidates' || err.code === 'Empty');

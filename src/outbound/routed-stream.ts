@@ -50,7 +50,7 @@ import { checkAdmissionOptions, checkConnectOptions, type ConnectOptions } from 
 import { answerOnFirstByte, connectionOutcome } from './connection-outcome.js';
 import { HandBack } from './hand-back.js';
 import { dialExtras } from './dial.js';
-import { RetryRun, isLocalError } from './retry-run.js';
+import { RetryRun, connectTimeout, isLocalError } from './retry-run.js';
 
 /** Options of {@link routedStream}. */
 export interface RoutedStreamOptions {
@@ -335,9 +335,7 @@ export class RoutedSocket extends net.Socket {
     const timeout = this.#s.timeout;
     this.#timeoutError = undefined;
     this.#timer = setTimeout(() => {
-      this.#timeoutError = Object.assign(new Error(`connect ${lease.host}:${lease.port} timed out after ${timeout} ms`), {
-        code: 'ETIMEDOUT',
-      });
+      this.#timeoutError = connectTimeout(lease.host, lease.port, timeout);
       this.destroy(this.#timeoutError);
     }, timeout);
     super.connect({ host: lease.host, port: lease.port, ...dialExtras(lease.spec) });

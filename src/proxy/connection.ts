@@ -3,7 +3,7 @@
  * Given an accepted (paused) client socket it optionally reads a PROXY
  * header, routes an upstream connection through {@link connect}, and splices
  * the two sockets until both directions are finished. The accept / listen /
- * worker side lives in proxy.ts.
+ * worker side lives in listener.ts and tcp-proxy.ts.
  *
  * Along the way it
  * - has TCP_NODELAY on both sockets from their creation (the listener's
@@ -26,221 +26,49 @@
  * - rate-limits repeated identical warnings, and writes one access-log
  *   record per connection with HAProxy's two-letter termination state.
  *
- * Listeners are shared module functions (the connection hangs off the
- * socket), so an idle connection costs one object, not a dozen closures.
- * Everything the options decide is resolved once per listener
- * ({@link resolveConnectionOptions}); a connection counts only into the
+ * Its neighbours, one idea each: options.ts (the options, resolved once per
+ * listener), connection-host.ts (what the proxy gives every connection),
+ * dialer.ts (the one dialer, band or not), termination.ts (how a connection
+ * ended, refusals classified by error code), connection-events.ts (the
+ * socket listeners, shared by every connection: an idle connection costs
+ * one object, not a dozen closures). A connection counts only into the
  * shared {@link ProxyCounters}, and computes a key, a band or an
  * AbortController only when the options ask for one.
+ *
+ * The Connection itself stays one class, above the ~500 lines the house
+ * aims for: its handlers (PROXY header, routing, data, half-close, close
+ * accounting, timeouts, access log) read and write one per-connection
+ * state, and a second object per connection would cost every idle
+ * connection; each method is short.
  */
 import type net from 'node:net';
-import { pino } from 'pino';
-import { PoiseError, invalidConfig } from '../core/errors.js';
-import { timersOption, type TimerSource } from '../core/timers.js';
-import { integerIn } from '../core/validate.js';
-import { rateLimited, type Logger, type RateLimitedLogger } from '../log.js';
+import { PoiseError, type PoiseErrorCode } from '../core/errors.js';
 import type { Lease } from '../runtime/lease.js';
-import { KEYED_POLICY_NAMES } from '../runtime/policies.js';
-import type { Router } from '../runtime/router.js';
-import { connectResolved, isLocalError, resolveConnectOptions, type ResolvedConnectOptions } from '../outbound/connect.js';
 import { connectionOutcome } from '../outbound/connection-outcome.js';
-import { dialExtras } from '../outbound/dial.js';
 import { RetryRun } from '../outbound/retry-run.js';
-import type { ProxyBandSelector } from './admission.js';
+import type { ConnectionHost } from './connection-host.js';
+import {
+  kConn,
+  kCut,
+  onClientClose,
+  onClientData,
+  onClientDrain,
+  onClientEnd,
+  onClientError,
+  onHeaderData,
+  onServerClose,
+  onServerDrain,
+  onServerEnd,
+  onServerError,
+  UPSTREAM_READS,
+  type Tagged,
+} from './connection-events.js';
+import { ProxyCounter, type RefusalReason } from './counters.js';
+import { Dialer, type DialHost } from './dialer.js';
 import { encodeProxyV1, encodeProxyV2, parseProxyHeader, plainAddress, V1_MAX, type ProxyEndpoint } from './proxy-protocol.js';
-import { ProxyCounter, type ProxyCounters, type RefusalReason } from './counters.js';
-import { BULK_READ, giveReadBuffer, handOver, lendReadBuffer, nextReadBuffer, sharedReadBuffer, takeReadBuffer } from './read-buffers.js';
-import { TimeoutWheel, type WheelEntry } from './timeout-wheel.js';
-
-/** Built-in affinity keys: the client's IP, or IP and port (after `acceptProxy`, the address the header gave). */
-export type ClientKey = 'client-ip' | 'client-ip:port';
-
-/** Per-connection options of {@link TcpProxy} (all plain data except a custom `key` function and `accessLog`). */
-export interface ConnectionOptions {
-  /** Backends tried per inbound connection; default 3. */
-  attempts?: number;
-  /** Per-attempt upstream connect timeout, ms; default 2000 (HAProxy `timeout connect`). */
-  connectTimeoutMs?: number;
-  /** Client-side inactivity (nothing read from or written to the client), ms; 0 = none; default 30000 (HAProxy `timeout client`). */
-  clientTimeoutMs?: number;
-  /** Server-side inactivity (nothing read from or written to the backend), ms; 0 = none; default 30000 (HAProxy `timeout server`). */
-  serverTimeoutMs?: number;
-  /** Affinity key for `rendezvous` / `maglev`: `'client-ip'`, `'client-ip:port'`, or a function of the client socket. */
-  key?: ClientKey | ((socket: net.Socket) => string | number | undefined);
-  /** Send a PROXY protocol header (`'v1'` text, `'v2'` binary) to the backend before any client byte. */
-  sendProxy?: 'v1' | 'v2';
-  /** Expect a PROXY header (v1 or v2) from every client; a malformed or late one closes the connection. */
-  acceptProxy?: boolean;
-  /** Time allowed for the whole PROXY header, ms; default 5000. */
-  acceptProxyTimeoutMs?: number;
-  /** Largest v2 header accepted (16-byte fixed part + addresses + TLVs), bytes; default 536. v1 lines are at most 107. */
-  acceptProxyMaxBytes?: number;
-  /**
-   * One info record per finished connection, message `'connection'`: on this
-   * pino logger, or `'stdout'` for JSON lines on fd 1 (the form that reaches
-   * proxy worker threads, each writing whole lines synchronously).
-   */
-  accessLog?: Logger | 'stdout';
-  /**
-   * The clock and timers of the client, server, PROXY-header and connect
-   * timeouts, and the clock a request-reply turn's latency is measured on;
-   * default the process's (`performance.now()`). Inject a paused clock to
-   * drive them by hand in tests (this thread only: a TimerSource cannot
-   * reach workers).
-   */
-  timers?: TimerSource;
-}
-
-/** The validated options. @internal */
-export interface ConnectionSettings {
-  /** connect()'s options, resolved once (half-open, NODELAY, manual release). */
-  connect: ResolvedConnectOptions;
-  clientTimeoutMs: number;
-  serverTimeoutMs: number;
-  key: ConnectionOptions['key'];
-  sendProxy: 'v1' | 'v2' | undefined;
-  acceptProxy: boolean;
-  acceptProxyTimeoutMs: number;
-  acceptProxyMaxBytes: number;
-  accessLog: Logger | undefined;
-  /** Undefined: the process's timers (the wheel's unref'd interval, connect()'s default). */
-  timers: TimerSource | undefined;
-}
-
-/** The option names {@link resolveConnectionOptions} reads. @internal */
-export const CONNECTION_OPTION_KEYS = [
-  'attempts',
-  'connectTimeoutMs',
-  'clientTimeoutMs',
-  'serverTimeoutMs',
-  'key',
-  'sendProxy',
-  'acceptProxy',
-  'acceptProxyTimeoutMs',
-  'acceptProxyMaxBytes',
-  'accessLog',
-  'timers',
-] as const;
-
-function msOption(value: unknown, field: string, dflt: number, min: number): number {
-  return integerIn(value ?? dflt, field, min, 2_147_483_647, 'milliseconds');
-}
-
-/** Validates the per-connection options; throws `InvalidConfig` naming `options.<field>`. @internal */
-export function resolveConnectionOptions(opts: ConnectionOptions): ConnectionSettings {
-  const connect = resolveConnectOptions({
-    attempts: opts.attempts,
-    connectTimeoutMs: opts.connectTimeoutMs,
-    allowHalfOpen: true,
-    noDelay: true,
-    manualRelease: true,
-    timers: opts.timers,
-  });
-  const key = opts.key;
-  if (key !== undefined && key !== 'client-ip' && key !== 'client-ip:port' && typeof key !== 'function') {
-    invalidConfig('options.key', 'must be "client-ip", "client-ip:port" or a function of the client socket', key);
-  }
-  if (opts.sendProxy !== undefined && opts.sendProxy !== 'v1' && opts.sendProxy !== 'v2')
-    invalidConfig('options.sendProxy', 'must be "v1" or "v2"', opts.sendProxy);
-  if (opts.acceptProxy !== undefined && typeof opts.acceptProxy !== 'boolean')
-    invalidConfig('options.acceptProxy', 'must be a boolean', opts.acceptProxy);
-  const maxBytes = integerIn(opts.acceptProxyMaxBytes ?? 536, 'options.acceptProxyMaxBytes', 28, 65_551);
-  const log = opts.accessLog === 'stdout' ? pino({ base: null }, pino.destination({ fd: 1, sync: true })) : opts.accessLog;
-  if (log !== undefined && (typeof log !== 'object' || log === null || typeof log.info !== 'function'))
-    invalidConfig('options.accessLog', 'must be a pino logger or "stdout"', log);
-  return {
-    connect,
-    clientTimeoutMs: msOption(opts.clientTimeoutMs, 'options.clientTimeoutMs', 30_000, 0),
-    serverTimeoutMs: msOption(opts.serverTimeoutMs, 'options.serverTimeoutMs', 30_000, 0),
-    key,
-    sendProxy: opts.sendProxy,
-    acceptProxy: opts.acceptProxy === true,
-    acceptProxyTimeoutMs: msOption(opts.acceptProxyTimeoutMs, 'options.acceptProxyTimeoutMs', 5000, 1),
-    acceptProxyMaxBytes: maxBytes,
-    accessLog: log,
-    timers: opts.timers === undefined ? undefined : timersOption(opts.timers),
-  };
-}
-
-/** Why a connection ended (the access log's `termination`), with HAProxy's two-letter state. */
-export const TERMINATIONS = {
-  /** The client finished first (FIN), then the backend: a normal end. */
-  'client-close': '--',
-  /** The backend finished first, then the client: a normal end. */
-  'server-close': '--',
-  /** The client reset or failed mid-stream. */
-  'client-error': 'CD',
-  /** The backend reset or failed mid-stream. */
-  'server-error': 'SD',
-  'client-timeout': 'cD',
-  'server-timeout': 'sD',
-  /** Every attempt's connect timed out. */
-  'connect-timeout': 'sC',
-  /** No backend accepted (refused, unreachable, none eligible). */
-  'connect-failed': 'SC',
-  /** The client left before a backend connected. */
-  'client-abort': 'CC',
-  /** This host ran out of a resource (EMFILE, ENFILE, ENOBUFS, ...). */
-  'local-error': 'RC',
-  /** A malformed PROXY header (accept-proxy). */
-  'proxy-header': 'PR',
-  /** No complete PROXY header in time. */
-  'proxy-header-timeout': 'cR',
-  /** Closed by the proxy itself (close() without drain). */
-  shutdown: 'KD',
-  /** An internal error on this connection's path closed it (and only it). */
-  'internal-error': 'PD',
-} as const;
-/** A termination cause. */
-export type Termination = keyof typeof TERMINATIONS;
-
-/** What a connection needs from the proxy that accepted it. @internal */
-export interface ConnectionHost {
-  readonly router: Router;
-  /** `settings.key` when the router's policy hashes a key (rendezvous, maglev, ring-hash); undefined otherwise: no key is computed. */
-  readonly key: ConnectionOptions['key'];
-  /** The admission band of each client (proxy-admission.ts); undefined: no admission. */
-  readonly admission?: ProxyBandSelector | undefined;
-  readonly settings: ConnectionSettings;
-  readonly log: Logger;
-  /** Per-connection warnings, rate-limited (one line, then a count per window). */
-  readonly warn: RateLimitedLogger;
-  /** The shared counters (metrics) and this proxy's row in them. */
-  readonly counters: ProxyCounters;
-  readonly worker: number;
-  /** Client and server inactivity timers; undefined when both timeouts are 0 and no PROXY header is expected. */
-  readonly wheel: TimeoutWheel | undefined;
-  /** The clock of a turn's latency: `settings.timers`' when given, else undefined (`performance.now()`, called directly). */
-  readonly turnClock: (() => number) | undefined;
-  /** Tracks a socket so that closing the proxy can destroy it. */
-  track(socket: net.Socket): void;
-  /** Forgets a tracked socket once it closed (the connection's own 'close' listeners call it: one listener per socket, not two). */
-  untrack(socket: net.Socket): void;
-  /** `'spliced'` / `'closed'` with the backend id, `'failed'` with the error. */
-  emit(event: 'spliced' | 'closed' | 'failed', arg: unknown): void;
-  /** Called once per connection when both of its sockets are closed (frees its `--max-connections` slot). */
-  finished(): void;
-}
-
-/** Builds a host for {@link serveConnection} (one wheel and one rate limiter per proxy). @internal */
-export function connectionHost(
-  settings: ConnectionSettings,
-  parts: Pick<ConnectionHost, 'router' | 'admission' | 'log' | 'counters' | 'worker' | 'track' | 'untrack' | 'emit' | 'finished'>,
-): ConnectionHost {
-  const timeouts = [settings.clientTimeoutMs, settings.serverTimeoutMs, settings.acceptProxy ? settings.acceptProxyTimeoutMs : 0].filter(
-    (t) => t > 0,
-  );
-  // A tick of 1/20 of the shortest timeout, within [5 ms, 1 s].
-  const wheel =
-    timeouts.length === 0
-      ? undefined
-      : new TimeoutWheel({ tickMs: Math.min(1000, Math.max(5, Math.floor(Math.min(...timeouts) / 20))), timers: settings.timers });
-  // A key only matters to a keyed policy: any other never reads it, so no connection computes one.
-  const policy = (parts.router as { policyName?: unknown }).policyName;
-  const keyed = typeof policy !== 'string' || (KEYED_POLICY_NAMES as readonly string[]).includes(policy);
-  const turnClock = settings.timers === undefined ? undefined : () => settings.timers!.now();
-  return { ...parts, settings, key: keyed ? settings.key : undefined, wheel, turnClock, warn: rateLimited(parts.log) };
-}
+import { BULK_READ, giveReadBuffer, handOver, lendReadBuffer, sharedReadBuffer, takeReadBuffer } from './read-buffers.js';
+import { refusalReason, refusalTermination, TERMINATIONS, type Termination } from './termination.js';
+import type { WheelEntry } from './timeout-wheel.js';
 
 /**
  * Serves `client` (accepted with `pauseOnConnect` and `allowHalfOpen`,
@@ -256,14 +84,8 @@ export function serveConnection(host: ConnectionHost, client: net.Socket): void 
   }
 }
 
-/** Marks a socket the proxy itself is closing (shutdown), so a connection that ends unspliced counts as `shutdown`. @internal */
-export const kCut = Symbol('poise.cut');
-
-const kConn = Symbol('poise.connection');
-
 /** Client bytes read while its backend connects before the client is paused (a socket's default high-water mark). */
 const EARLY_MAX_BYTES = 64 * 1024;
-type Tagged = net.Socket & { [kConn]?: Connection; [kCut]?: boolean };
 
 // biome-ignore lint/suspicious/noConstEnum: module-private, inlined by tsc into plain numbers on the per-connection path; never exported.
 const enum Phase {
@@ -282,20 +104,12 @@ function text(e: ProxyEndpoint | undefined): string | undefined {
   return e.address.includes(':') ? `[${e.address}]:${e.port}` : `${e.address}:${e.port}`;
 }
 
-/** The metrics reason of a refusal: admission's full queue is the connection limit, its wait and connect timeouts are timeouts. */
-function refusalReason(err: unknown, local: boolean, cause: Termination | undefined): RefusalReason {
-  if (local) return 'local_error';
-  const code = err instanceof PoiseError ? err.code : undefined;
-  if (code === 'QueueFull') return 'max_connections';
-  if (code === 'QueueTimeout' || cause === 'connect-timeout') return 'timeout';
-  return 'no_backend';
-}
-
 function errText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-class Connection implements WheelEntry {
+/** One proxied connection (see the file comment). @internal */
+export class Connection implements WheelEntry, DialHost {
   wheelBucket = -1;
   private readonly host: ConnectionHost;
   private readonly client: Tagged;
@@ -333,8 +147,8 @@ class Connection implements WheelEntry {
    * EARLY_MAX_BYTES before the client is paused.
    */
   private early: Buffer[] | undefined;
-  /** The connect in progress when it is driven from socket events (no admission band). */
-  private attempt: Attempt | undefined;
+  /** The connect in progress (dialer.ts), until a backend is spliced or the run ends. */
+  private dialer: Dialer | undefined;
   private earlyBytes = 0;
   /** The upstream's own read buffer while it moves bulk (read-buffers.ts); undefined: it reads into the thread's shared one. */
   private readBuf: Buffer | undefined;
@@ -448,50 +262,48 @@ class Connection implements WheelEntry {
 
   private route(): void {
     this.phase = Phase.Connecting;
-    const s = this.host.settings;
+    const r = this.host.settings.connect;
     let key: string | number | undefined;
     try {
       key = this.keyOf();
     } catch (err) {
-      this.refuse(err);
+      this.refuse(err, err instanceof PoiseError ? err.code : undefined);
       return;
     }
     // A band, and the AbortController that takes a client that leaves out of
     // its admission queue, only with admission configured. Without one, a
     // client that leaves while connecting lets the connect finish (or time
-    // out); connected() then closes the upstream and returns its lease.
+    // out); dialled() then closes the upstream and returns its lease.
     const selector = this.host.admission;
-    let ac: AbortController | undefined;
-    let band: { band: number; timeoutMs: undefined } | undefined;
-    if (selector !== undefined) {
-      const rank = selector.bandOf(this.source?.address);
-      if (rank !== undefined) {
-        ac = this.abort = new AbortController();
-        band = { band: rank, timeoutMs: undefined };
-      }
-    } else {
+    const rank = selector?.bandOf(this.source?.address);
+    if (selector === undefined) {
       // Nothing decides on this client before its backend connects: read it now (see `early`).
       const c = this.client;
       c.on('data', onClientData);
       c.resume();
     }
-    if (band === undefined && s.connect.admission === undefined) {
-      // Nothing to wait for: connect from socket events (see Attempt), no promise per connection.
-      const r = s.connect;
-      this.attempt = new Attempt(
-        this,
-        r,
-        new RetryRun('connect', { router: this.host.router, key, priority: r.priority, attempts: r.attempts }),
-      );
-      this.dial(this.attempt.run.acquire());
+    const router = this.host.router;
+    const dialer = new Dialer(
+      this,
+      r,
+      new RetryRun('connect', { router, key, priority: r.priority, attempts: r.attempts }),
+      UPSTREAM_READS,
+    );
+    this.dialer = dialer;
+    if (rank === undefined) {
+      // Nothing to wait for: the first lease now, no promise per connection.
+      dialer.dial(dialer.run.acquire());
       return;
     }
-    // Both handlers catch everything they could throw: the promise they
-    // return never rejects, so no error of this connection reaches the thread.
-    connectResolved(this.host.router, s.connect, key, ac?.signal, band).then(
-      (routed) => {
+    // The first lease through the admission gate (retries are not queued again:
+    // the connection was admitted once), then the same dialer. Both handlers
+    // catch everything they could throw: the promise never rejects.
+    const ac = new AbortController();
+    this.abort = ac;
+    router.acquireAsync({ key, band: rank, priority: r.priority, kind: 'connection', signal: ac.signal }).then(
+      (lease) => {
         try {
-          this.connected(routed.socket, routed.lease, routed.connectMs, routed.attempts);
+          dialer.dial(lease);
         } catch (err) {
           this.crash(err);
         }
@@ -499,7 +311,7 @@ class Connection implements WheelEntry {
       (err: unknown) => {
         try {
           // A client already gone is counted by its own close (client_abort, or shutdown when the proxy cut it).
-          if (ac?.signal.aborted !== true && !this.client.destroyed) this.refuse(err);
+          if (!ac.signal.aborted && !this.client.destroyed) this.refuse(err, err instanceof PoiseError ? err.code : undefined);
         } catch (e) {
           this.crash(e);
         }
@@ -507,72 +319,19 @@ class Connection implements WheelEntry {
     );
   }
 
-  /**
-   * Starts the next attempt of the connect: `next` is the run's next lease,
-   * or the error that ends the run (then the client is refused, unless it
-   * is already gone: its own close counts it).
-   */
-  private dial(next: Lease | Error): void {
-    const a = this.attempt!;
-    const r = this.host.settings.connect;
-    for (;;) {
-      if (next instanceof Error) {
-        this.attempt = undefined;
-        if (!this.client.destroyed) this.refuse(next);
-        return;
-      }
-      const lease = next;
-      if (this.phase !== Phase.Connecting || this.client.destroyed) {
-        // The client left (or the connection crashed) before a backend answered: try no other.
-        this.attempt = undefined;
-        lease.release('cancelled');
-        return;
-      }
-      a.run.started();
-      a.started = r.clock();
-      let up: Tagged;
-      try {
-        const extras = dialExtras(lease.spec);
-        const at = { host: lease.host, port: lease.port, allowHalfOpen: r.allowHalfOpen, noDelay: r.noDelay, onread: UPSTREAM_READS };
-        up = r.create(extras === undefined ? at : { ...at, ...extras }) as Tagged;
-      } catch (err) {
-        next = a.run.failed(lease, err);
-        continue;
-      }
-      a.lease = lease;
-      a.socket = up;
-      up[kConn] = this;
-      up.on('connect', onUpstreamConnect);
-      up.on('error', onUpstreamConnectError);
-      a.arm();
-      return;
-    }
+  // --- the dialer's events (DialHost) ------------------------------------------------
+
+  /** @internal */
+  wantsBackend(): boolean {
+    return this.phase === Phase.Connecting && !this.client.destroyed;
   }
 
-  /** The attempt's socket connected: its connect time is a sample, and the pair is spliced. */
-  upstreamConnect(): void {
-    const a = this.attempt!;
-    const up = a.socket!;
-    const lease = a.lease!;
-    const r = this.host.settings.connect;
-    this.attempt = undefined;
-    a.stop();
-    const connectMs = Math.max(0, r.clock() - a.started);
-    lease.connected(connectMs);
-    this.connected(up, lease, connectMs, a.run.tries, true);
-  }
-
-  /** The attempt's connect failed or timed out: its backend is blamed (RetryRun), and the next one is tried. */
-  upstreamConnectError(err: unknown): void {
-    const a = this.attempt;
-    if (a === undefined || a.socket === undefined) return;
-    const up = a.socket;
-    const lease = a.lease!;
-    a.stop();
-    up.destroy();
-    a.socket = undefined;
-    a.lease = undefined;
-    this.dial(a.run.failed(lease, err));
+  /** @internal The run ended without a backend: the client is refused, unless it is already gone (its own close counts it). */
+  dialFailed(err: Error, reason: PoiseErrorCode | undefined): void {
+    // The access log says how many backends were tried before the refusal.
+    this.attempts = this.dialer?.run.tries ?? 0;
+    this.dialer = undefined;
+    if (!this.client.destroyed) this.refuse(err, reason);
   }
 
   /** Counts this connection's outcome as refused for `reason`, once; later outcomes are not counted. */
@@ -601,12 +360,10 @@ class Connection implements WheelEntry {
       // Nothing more to report with: the sockets still close below.
     }
     // A connect in progress is dropped with its lease.
-    const a = this.attempt;
-    if (a !== undefined) {
-      this.attempt = undefined;
-      a.stop();
-      a.socket?.destroy();
-      a.lease?.release('cancelled');
+    const d = this.dialer;
+    if (d !== undefined) {
+      this.dialer = undefined;
+      d.cancel();
     }
     // A lease whose upstream never got its close listener is returned here;
     // otherwise the upstream's close returns it (releaseLease runs once).
@@ -626,22 +383,15 @@ class Connection implements WheelEntry {
     this.lease.release(outcome);
   }
 
-  private refuse(err: unknown): void {
-    const local = err instanceof PoiseError && err.code === 'CapacityExhausted' && isLocalError(err.cause);
-    if (local) {
-      this.cause = 'local-error';
-    } else {
-      const cause = err instanceof PoiseError ? (err.cause as { code?: unknown } | undefined) : undefined;
-      this.cause = cause?.code === 'ETIMEDOUT' ? 'connect-timeout' : 'connect-failed';
-    }
-    this.settle(refusalReason(err, local, this.cause));
-    const msg = local
-      ? 'proxy: local resource exhausted; refusing client (no backend blamed)'
-      : 'proxy: no backend accepted; closing client';
+  /** Refuses the client: no backend was spliced, for `reason` (an error code: termination.ts classifies by it). */
+  private refuse(err: unknown, reason: PoiseErrorCode | undefined): void {
+    this.cause = refusalTermination(reason);
+    this.settle(refusalReason(reason));
+    const local = reason === 'LocalResource';
     this.host.warn.warn(
-      local ? String((err as PoiseError & { cause: { code: string } }).cause.code) : errText(err),
+      local ? 'LocalResource' : errText(err),
       { err: errText(err), client: this.clientText() },
-      msg,
+      local ? 'proxy: local resource exhausted; refusing client (no backend blamed)' : 'proxy: no backend accepted; closing client',
     );
     // A clean refusal: read what the client already sent (so the close is a
     // FIN, not a reset for unread data) and end our side.
@@ -653,9 +403,10 @@ class Connection implements WheelEntry {
     this.host.emit('failed', err);
   }
 
-  /** `ownReads`: the socket reads through {@link UPSTREAM_READS} (dialled here), not through 'data' events (connect()'s sockets). */
-  private connected(socket: net.Socket, lease: Lease, connectMs: number, attempts: number, ownReads = false): void {
+  /** @internal A backend accepted (the dialer): the pair is spliced. The socket reads through {@link UPSTREAM_READS}. */
+  dialled(socket: net.Socket, lease: Lease, connectMs: number, attempts: number): void {
     const up = socket as Tagged;
+    this.dialer = undefined;
     this.abort = undefined; // the connect is over: nothing left to abort (and one object less per idle connection)
     if (this.phase !== Phase.Connecting || this.client.destroyed) {
       up.destroy();
@@ -684,7 +435,6 @@ class Connection implements WheelEntry {
     this.phase = Phase.Data;
     this.open++;
     up[kConn] = this;
-    if (!ownReads) up.on('data', onServerData);
     up.on('end', onServerEnd);
     up.on('drain', onServerDrain);
     up.on('error', onServerError);
@@ -832,7 +582,7 @@ class Connection implements WheelEntry {
       return;
     }
     this.firstFin ??= 'client';
-    // While connecting there is no upstream yet: connected() passes the FIN on.
+    // While connecting there is no upstream yet: dialled() passes the FIN on.
     this.upstream?.end();
   }
 
@@ -984,186 +734,5 @@ class Connection implements WheelEntry {
       },
       'connection',
     );
-  }
-}
-
-/**
- * One connection's connect across backends driven by socket events — the
- * proxy's path when no admission band makes it wait: the policy is
- * RetryRun's, as for connect() and routedStream(); what it saves per
- * connection is connect()'s async function, its per-attempt promise and
- * their closures (one timer callback per connection remains).
- */
-class Attempt {
-  readonly run: RetryRun;
-  socket: Tagged | undefined;
-  lease: Lease | undefined;
-  started = 0;
-  private timer: unknown;
-  /** The connect timeout's callback (made once per connection, not per attempt). */
-  private readonly timedOut: () => void;
-  private readonly conn: Connection;
-  private readonly r: ResolvedConnectOptions;
-
-  constructor(conn: Connection, r: ResolvedConnectOptions, run: RetryRun) {
-    this.conn = conn;
-    this.r = r;
-    this.run = run;
-    this.timedOut = () => this.expire();
-  }
-
-  /** Starts the attempt's connect timeout. */
-  arm(): void {
-    this.timer = this.r.timers.setTimeout(this.timedOut, this.r.timeout);
-  }
-
-  /** Stops listening for the attempt's connect and clears its timer. */
-  stop(): void {
-    const up = this.socket;
-    if (up !== undefined) {
-      up.off('connect', onUpstreamConnect);
-      up.off('error', onUpstreamConnectError);
-    }
-    if (this.timer !== undefined) {
-      this.r.timers.clearTimeout(this.timer);
-      this.timer = undefined;
-    }
-  }
-
-  private expire(): void {
-    this.timer = undefined;
-    const lease = this.lease;
-    if (lease === undefined) return;
-    try {
-      this.conn.upstreamConnectError(
-        Object.assign(new Error(`connect ${lease.host}:${lease.port} timed out after ${this.r.timeout} ms`), { code: 'ETIMEDOUT' }),
-      );
-    } catch (err) {
-      this.conn.crash(err);
-    }
-  }
-}
-
-function onUpstreamConnect(this: net.Socket): void {
-  const c = conn(this);
-  try {
-    c.upstreamConnect();
-  } catch (err) {
-    c.crash(err);
-  }
-}
-function onUpstreamConnectError(this: net.Socket, e: NodeJS.ErrnoException): void {
-  const c = conn(this);
-  try {
-    c.upstreamConnectError(e);
-  } catch (err) {
-    c.crash(err);
-  }
-}
-
-// Shared listeners: `this` is the socket; the connection hangs off it. Each
-// catches what its handler throws and closes that connection alone (crash):
-// an error escaping an event listener would take the whole thread down.
-function conn(s: net.Socket): Connection {
-  return (s as Tagged)[kConn]!;
-}
-function onHeaderData(this: net.Socket, chunk: Buffer): void {
-  const c = conn(this);
-  try {
-    c.headerData(chunk);
-  } catch (err) {
-    c.crash(err);
-  }
-}
-function onClientData(this: net.Socket, chunk: Buffer): void {
-  const c = conn(this);
-  try {
-    c.clientData(chunk);
-  } catch (err) {
-    c.crash(err);
-  }
-}
-function onServerData(this: net.Socket, chunk: Buffer): void {
-  const c = conn(this);
-  try {
-    c.serverData(chunk);
-  } catch (err) {
-    c.crash(err);
-  }
-}
-/** How a dialled upstream socket reads (read-buffers.ts); the callback runs with the socket as `this`. */
-const UPSTREAM_READS: net.OnReadOpts = { buffer: nextReadBuffer, callback: onServerRead };
-function onServerRead(this: net.Socket, n: number, buf: Uint8Array): boolean {
-  const c = conn(this);
-  try {
-    c.serverRead(n, buf as Buffer);
-  } catch (err) {
-    handOver(sharedReadBuffer());
-    c.crash(err);
-  }
-  return true;
-}
-function onClientDrain(this: net.Socket): void {
-  const c = conn(this);
-  try {
-    c.clientDrain();
-  } catch (err) {
-    c.crash(err);
-  }
-}
-function onServerDrain(this: net.Socket): void {
-  const c = conn(this);
-  try {
-    c.serverDrain();
-  } catch (err) {
-    c.crash(err);
-  }
-}
-function onClientEnd(this: net.Socket): void {
-  const c = conn(this);
-  try {
-    c.clientEnd();
-  } catch (err) {
-    c.crash(err);
-  }
-}
-function onServerEnd(this: net.Socket): void {
-  const c = conn(this);
-  try {
-    c.serverEnd();
-  } catch (err) {
-    c.crash(err);
-  }
-}
-function onClientError(this: net.Socket, e: NodeJS.ErrnoException): void {
-  const c = conn(this);
-  try {
-    c.clientError(e);
-  } catch (err) {
-    c.crash(err);
-  }
-}
-function onServerError(this: net.Socket, e: NodeJS.ErrnoException): void {
-  const c = conn(this);
-  try {
-    c.serverError(e);
-  } catch (err) {
-    c.crash(err);
-  }
-}
-function onClientClose(this: net.Socket): void {
-  const c = conn(this);
-  try {
-    c.clientClose();
-  } catch (err) {
-    c.crash(err);
-  }
-}
-function onServerClose(this: net.Socket): void {
-  const c = conn(this);
-  try {
-    c.serverClose();
-  } catch (err) {
-    c.crash(err);
   }
 }

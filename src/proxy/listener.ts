@@ -12,7 +12,10 @@ import type { Logger } from '../log.js';
 import type { Router } from '../runtime/router.js';
 import type { ConnectionLimit } from './connection-limit.js';
 import type { ProxyBandSelector } from './admission.js';
-import { connectionHost, kCut, serveConnection, type ConnectionHost, type ConnectionSettings } from './connection.js';
+import { serveConnection } from './connection.js';
+import { kCut } from './connection-events.js';
+import { connectionHost, type ConnectionHost } from './connection-host.js';
+import type { ConnectionSettings } from './options.js';
 
 /** How long a thread holding clients sleeps at most before it looks at the shared count again (ms). */
 const HELD_RECHECK_MS = 1000;

@@ -25,7 +25,7 @@ import type { AdmissionGateOptions, AdmissionStats } from '../admission/admissio
 import { PoiseError, type PoiseErrorCode } from '../core/errors.js';
 import type { RouterAttachment, RouterOptions } from '../runtime/router.js';
 import type { BandSelectorData } from './admission.js';
-import type { ConnectionOptions } from './connection.js';
+import type { ConnectionOptions } from './options.js';
 
 /** What a proxy worker finds in `workerData.poiseProxy`. @internal */
 export interface ProxyWorkerData {

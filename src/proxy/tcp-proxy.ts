@@ -24,7 +24,7 @@ import { POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
 import type { Router } from '../runtime/router.js';
 import { directClock } from '../runtime/clock.js';
 import { ConnectionLimit, MAX_CONNECTIONS_LIMIT } from './connection-limit.js';
-import { CONNECTION_OPTION_KEYS, resolveConnectionOptions, type ConnectionOptions } from './connection.js';
+import { CONNECTION_OPTION_KEYS, resolveConnectionOptions, type ConnectionOptions } from './options.js';
 import { ProxyListener } from './listener.js';
 import type { AdmissionGateData } from './messages.js';
 import { ProxyWorkers, RESTART_BACKOFF, reusePortSupported, type RestartBackoff } from './workers.js';

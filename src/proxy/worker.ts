@@ -17,7 +17,7 @@ import { createLogger } from '../log.js';
 import { directClock } from '../runtime/clock.js';
 import { Router } from '../runtime/router.js';
 import { ConnectionLimit } from './connection-limit.js';
-import { resolveConnectionOptions } from './connection.js';
+import { resolveConnectionOptions } from './options.js';
 import { ProxyCounters } from './counters.js';
 import { bandSelectorFrom } from './admission.js';
 import { ProxyListener } from './listener.js';

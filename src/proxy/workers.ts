@@ -18,7 +18,7 @@ import type { AdmissionStats } from '../admission/admission.js';
 import type { Balancer } from '../runtime/balancer.js';
 import type { RouterOptions } from '../runtime/router.js';
 import type { ConnectionLimit } from './connection-limit.js';
-import type { ConnectionOptions } from './connection.js';
+import type { ConnectionOptions } from './options.js';
 import type { ProxyCounters } from './counters.js';
 import {
   errorFromData,

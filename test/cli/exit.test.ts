@@ -26,6 +26,8 @@ describe('exit codes: one table from error code to exit code', () => {
     Cancelled: 1,
     ReplicaLag: 1,
     NotReady: 1,
+    ConnectTimeout: 1,
+    LocalResource: 1,
   };
 
   it.each(POISE_ERROR_CODES.map((c) => [c]))('%s → its documented exit code, whatever the message says', (code) => {

@@ -18,6 +18,8 @@ describe('what an attempt says about its backend', () => {
     ['UND_ERR_CONNECT_TIMEOUT', 'failure'],
     ['UND_ERR_HEADERS_TIMEOUT', 'failure'],
     ['UND_ERR_BODY_TIMEOUT', 'failure'],
+    // a response body cut short of its content-length: the backend closed or reset mid-body
+    ['UND_ERR_RES_CONTENT_LENGTH_MISMATCH', 'failure'],
     ['HPE_INVALID_CONSTANT', 'failure'],
     ['ERR_TLS_CERT_ALTNAME_INVALID', 'failure'],
     ['DEPTH_ZERO_SELF_SIGNED_CERT', 'failure'],
