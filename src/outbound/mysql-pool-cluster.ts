@@ -326,10 +326,16 @@ export class PoisePoolCluster extends EventEmitter {
   }
 
   /** One lease on a node of `ids` by the selector, none of `tried`; a PoiseError when none may be chosen. */
-  private pick(ids: readonly string[], tried: ReadonlySet<string>, policy: PolicyName | 'ORDER', base: AcquireOptions): Lease {
+  private async pick(
+    ids: readonly string[],
+    tried: ReadonlySet<string>,
+    policy: PolicyName | 'ORDER',
+    base: AcquireOptions,
+  ): Promise<Lease> {
     const allowed = new Set(ids.filter((id) => !tried.has(id)));
     const exclude = [...this.nodes.keys()].filter((id) => !allowed.has(id));
-    if (policy !== 'ORDER') return this.router(policy).acquire({ ...base, exclude, kind: 'connection' });
+    // acquireAsync: a read or write right after start waits for the check's first role verdicts.
+    if (policy !== 'ORDER') return this.router(policy).acquireAsync({ ...base, exclude, kind: 'connection' });
     // ORDER: the first node in the pattern's order that may be chosen.
     let last: unknown;
     for (const id of allowed) {
@@ -365,7 +371,7 @@ export class PoisePoolCluster extends EventEmitter {
         }
         let lease: Lease;
         try {
-          lease = this.pick(ids, tried, policy, base);
+          lease = await this.pick(ids, tried, policy, base);
         } catch (err) {
           if (!isPoiseError(err)) throw err;
           throw Object.assign(new Error(`Pool does Not have online node: ${err.message}`), { code: 'POOL_NONEONLINE', cause: err });
