@@ -238,7 +238,7 @@ export interface SentinelReplica {
 
 /** The `preferredSlaves` function, and the lease of the replica it chose last. */
 export interface PoisePreferredSlaves {
-  (replicas: readonly SentinelReplica[]): SentinelReplica | null;
+  <R extends SentinelReplica>(replicas: readonly R[]): R | null;
   /**
    * Ends the connection lease of the last pick (the client disconnected or
    * connects again): `preferredSlaves` ends it itself before its next pick.
@@ -263,9 +263,9 @@ export function poisePreferredSlaves(router: Router): PoisePreferredSlaves {
     held?.release('success');
     held = undefined;
   };
-  const fn = ((replicas: readonly SentinelReplica[]) => {
+  const fn = (<R extends SentinelReplica>(replicas: readonly R[]): R | null => {
     release();
-    const offered = new Map<string, SentinelReplica>(replicas.map((r) => [`${r.ip}:${r.port}`, r]));
+    const offered = new Map<string, R>(replicas.map((r) => [`${r.ip}:${r.port}`, r]));
     const exclude = new Set<string>();
     // Off the hot path (a connect): draw until the pick is one the Sentinel offers, excluding the others.
     for (let i = 0; i <= offered.size + 64; i++) {
