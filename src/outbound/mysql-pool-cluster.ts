@@ -58,7 +58,7 @@ export type PoolClusterSelector =
 /** Options of {@link createPoolCluster}: mysql2's `PoolClusterOptions`, and what poise adds. */
 export interface PoolClusterOptions {
   /** mysql2's `createPool` (`mysql2` for callbacks, `mysql2/promise` for promises): the face follows its form. */
-  createPool: (config: Record<string, unknown>) => MysqlPoolLike;
+  createPool: (config: never) => unknown;
   /** As mysql2: retry another node when a node's `getConnection` fails; default true. */
   canRetry?: boolean;
   /** As mysql2: consecutive failures before a node is offline (or removed); default 5. */
@@ -227,7 +227,8 @@ export class PoisePoolCluster extends EventEmitter {
     const url = typeof config.uri === 'string' ? new URL(config.uri) : undefined;
     const host = String(config.host ?? url?.hostname ?? 'localhost');
     const port = Number(config.port ?? (url?.port || 3306));
-    const pool = this.createPool(config);
+    // mysql2's overloads (a URI, a config) are typed loosely above so that `mysql.createPool` fits as it is.
+    const pool = (this.createPool as (c: Record<string, unknown>) => MysqlPoolLike)(config);
     const form = typeof (pool as { promise?: unknown }).promise !== 'function';
     this.promiseForm ??= form;
     this.nodes.set(id, { id, address: `${host}:${port}`, pool: pool.pool ?? pool, errorCount: 0, offlineUntil: 0 });

@@ -45,7 +45,7 @@ async function ports(n: number, get: () => Promise<unknown>): Promise<number[]> 
 }
 
 function cluster(extra: Partial<Parameters<typeof createPoolCluster>[0]> = {}): PoisePoolCluster {
-  const c = createPoolCluster({ createPool: mysql.createPool as never, ...extra });
+  const c = createPoolCluster({ createPool: mysql.createPool, ...extra });
   c.add('MASTER', config(a));
   c.add('SLAVE1', config(b));
   return c;
@@ -107,7 +107,7 @@ describe('createPoolCluster: mysql2 PoolCluster, routed by poise', () => {
   }, 60_000);
 
   it('the callback form (mysql2, not mysql2/promise): getConnection(cb) and query(sql, cb)', async () => {
-    const c = createPoolCluster({ createPool: mysqlCallback.createPool as never });
+    const c = createPoolCluster({ createPool: mysqlCallback.createPool });
     c.add('A', config(a));
     try {
       const port = await new Promise<number>((resolve, reject) =>
@@ -166,7 +166,7 @@ describe('createPoolCluster: mysql2 PoolCluster, routed by poise', () => {
   it("a node that refuses: 'warn' and a retry on another node (canRetry); after removeNodeErrorCount failures 'remove', or 'offline' with restoreNodeTimeout", async () => {
     const dead = await freePort();
     for (const restoreNodeTimeout of [0, 60_000]) {
-      const c = createPoolCluster({ createPool: mysql.createPool as never, removeNodeErrorCount: 2, restoreNodeTimeout });
+      const c = createPoolCluster({ createPool: mysql.createPool, removeNodeErrorCount: 2, restoreNodeTimeout });
       c.add('DEAD', { ...config(a), port: dead });
       c.add('LIVE', config(a));
       const events: string[] = [];
