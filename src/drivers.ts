@@ -22,6 +22,7 @@ export {
   type PoisePoolNamespace,
   type PoolClusterOptions,
   type PoolClusterSelector,
+  type ConnectionOf,
   type MysqlPoolLike,
   type MysqlCoreConnection,
 } from './outbound/mysql-pool-cluster.js';

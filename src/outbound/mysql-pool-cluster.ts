@@ -80,11 +80,19 @@ export interface PoolClusterOptions {
 }
 
 /** A namespace: mysql2's `PoolNamespace`, in the cluster's form. */
-export interface PoisePoolNamespace {
-  getConnection(cb?: (err: Error | null, conn?: unknown) => void): Promise<unknown> | undefined;
+export interface PoisePoolNamespace<C = unknown> {
+  getConnection(): Promise<C>;
+  getConnection(cb: (err: Error | null, conn?: C) => void): undefined;
   query(sql: unknown, values?: unknown, cb?: (err: Error | null, ...rest: unknown[]) => void): Promise<unknown> | undefined;
   execute(sql: unknown, values?: unknown, cb?: (err: Error | null, ...rest: unknown[]) => void): Promise<unknown> | undefined;
 }
+
+/** The connection a pool's `getConnection` gives: mysql2/promise's `PoolConnection`, or the callback one. */
+export type ConnectionOf<P> = P extends { getConnection(): Promise<infer C> }
+  ? C
+  : P extends { getConnection(cb: (err: never, conn: infer C) => unknown): unknown }
+    ? C
+    : unknown;
 
 /** mysql2 selector names → poise policies (ORDER is handled apart: the first node of the pattern that answers). */
 const NAMES: Record<string, PolicyName> = { RR: 'round-robin', RANDOM: 'random' };
@@ -178,12 +186,14 @@ function hook(conn: Hooked): void {
  * const conn = await cluster.getConnection('SLAVE*', 'p2c:latency');
  * const [rows] = await cluster.of('*', { intent: 'read', maxLagMs: 2000 }).query('SELECT 1');
  */
-export function createPoolCluster(options: PoolClusterOptions): PoisePoolCluster {
-  return new PoisePoolCluster(options);
+export function createPoolCluster<P>(
+  options: PoolClusterOptions & { createPool: (config: never) => P },
+): PoisePoolCluster<ConnectionOf<P>> {
+  return new PoisePoolCluster<ConnectionOf<P>>(options);
 }
 
 /** The cluster {@link createPoolCluster} returns. Events: `online`, `offline`, `remove` (node id), `warn` (error). */
-export class PoisePoolCluster extends EventEmitter {
+export class PoisePoolCluster<C = unknown> extends EventEmitter {
   /** The Balancer over the nodes (its `health` is the `check` option). */
   readonly balancer: Balancer;
   private readonly createPool: PoolClusterOptions['createPool'];
@@ -194,7 +204,7 @@ export class PoisePoolCluster extends EventEmitter {
   private readonly maxLagMs: number | undefined;
   private readonly nodes = new Map<string, Node>();
   private readonly routers = new Map<PolicyName, Router>();
-  private readonly namespaces = new Map<string, PoisePoolNamespace>();
+  private readonly namespaces = new Map<string, PoisePoolNamespace<C>>();
   private lastId = 0;
   private closed = false;
   /** Whether the pools are mysql2/promise's (the face answers with promises) or the callback ones. */
@@ -249,7 +259,7 @@ export class PoisePoolCluster extends EventEmitter {
   }
 
   /** As mysql2: a namespace over the nodes whose ids match `pattern` (default `*`), choosing by `selector`. */
-  of(pattern: string | RegExp = '*', selector?: PoolClusterSelector): PoisePoolNamespace {
+  of(pattern: string | RegExp = '*', selector?: PoolClusterSelector): PoisePoolNamespace<C> {
     const sel = selector ?? this.defaultSelector;
     const key = `${String(pattern)}\u0000${typeof sel === 'string' ? sel : JSON.stringify(sel)}`;
     let ns = this.namespaces.get(key);
@@ -261,14 +271,19 @@ export class PoisePoolCluster extends EventEmitter {
   }
 
   /** As mysql2: `getConnection([pattern], [selector], [cb])`; with promise pools it returns a promise. */
+  getConnection(pattern?: string | RegExp, selector?: PoolClusterSelector): Promise<C>;
+  getConnection(cb: (err: Error | null, conn?: C) => void): undefined;
+  getConnection(pattern: string | RegExp, cb: (err: Error | null, conn?: C) => void): undefined;
+  getConnection(pattern: string | RegExp, selector: PoolClusterSelector, cb: (err: Error | null, conn?: C) => void): undefined;
   getConnection(
-    pattern?: string | RegExp | ((err: Error | null, conn?: unknown) => void),
-    selector?: PoolClusterSelector | ((err: Error | null, conn?: unknown) => void),
-    cb?: (err: Error | null, conn?: unknown) => void,
-  ): Promise<unknown> | undefined {
+    pattern?: string | RegExp | ((err: Error | null, conn?: C) => void),
+    selector?: PoolClusterSelector | ((err: Error | null, conn?: C) => void),
+    cb?: (err: Error | null, conn?: C) => void,
+  ): Promise<C> | undefined {
     if (typeof pattern === 'function') return this.of().getConnection(pattern);
     if (typeof selector === 'function') return this.of(pattern).getConnection(selector);
-    return this.of(pattern, selector).getConnection(cb);
+    const ns = this.of(pattern, selector);
+    return cb === undefined ? ns.getConnection() : ns.getConnection(cb);
   }
 
   /** Ends every node's pool and closes the Balancer; with promise pools it returns a promise. */
@@ -349,7 +364,7 @@ export class PoisePoolCluster extends EventEmitter {
     throw last ?? new PoiseError('NoEligibleCandidates', 'no node of the pattern may be chosen');
   }
 
-  private namespace(re: RegExp, selector: PoolClusterSelector): PoisePoolNamespace {
+  private namespace(re: RegExp, selector: PoolClusterSelector): PoisePoolNamespace<C> {
     const obj = typeof selector === 'object' && selector !== null ? selector : undefined;
     const policy = policyOf(obj === undefined ? selector : (obj.policy ?? this.defaultSelector), 'of(pattern, selector)');
     const base: AcquireOptions = {};
@@ -408,17 +423,17 @@ export class PoisePoolCluster extends EventEmitter {
       }
     };
     const promised = (): boolean => this.promiseForm !== false;
-    const getConnection: PoisePoolNamespace['getConnection'] = (cb) => {
+    const getConnection = ((cb?: (err: Error | null, conn?: C) => void): Promise<C> | undefined => {
       const p = connect();
       if (cb !== undefined) {
         p.then(
-          (c) => cb(null, c),
+          (c) => cb(null, c as unknown as C),
           (e: Error) => cb(e),
         );
         return undefined;
       }
-      return p.then((c) => (promised() ? c.promise() : c));
-    };
+      return p.then((c) => (promised() ? c.promise() : c) as C);
+    }) as PoisePoolNamespace<C>['getConnection'];
     const run =
       (method: 'query' | 'execute') =>
       (sql: unknown, values?: unknown, cb?: (err: Error | null, ...rest: unknown[]) => void): Promise<unknown> | undefined => {
