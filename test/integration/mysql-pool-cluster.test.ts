@@ -146,14 +146,28 @@ describe('createPoolCluster: mysql2 PoolCluster, routed by poise', () => {
     try {
       const reads = c.of('*', { policy: 'p2c:latency', intent: 'read' });
       const writes = c.of('*', { intent: 'write' });
-      await until(async () => (await ports(1, () => writes.getConnection() as Promise<unknown>))[0] === a.port, 'the roles read');
-      await until(async () => (await ports(1, () => reads.getConnection() as Promise<unknown>))[0] === b.port, 'the replica read');
+      // Until the checks have read both roles a checkout may be refused (no primary known yet): the probes wait it out.
+      await until(
+        async () => (await ports(1, () => writes.getConnection() as Promise<unknown>).catch(() => [-1]))[0] === a.port,
+        'the roles read',
+      );
+      await until(
+        async () => (await ports(1, () => reads.getConnection() as Promise<unknown>).catch(() => [-1]))[0] === b.port,
+        'the replica read',
+      );
       expect(await ports(10, () => reads.getConnection() as Promise<unknown>)).toEqual(Array(10).fill(b.port));
       expect(await ports(10, () => writes.getConnection() as Promise<unknown>)).toEqual(Array(10).fill(a.port));
-      await admin(a, 'SET GLOBAL read_only = 1');
+      // b becomes writable before a stops being: a check between the two never sees no primary at all.
       await admin(b, 'SET GLOBAL read_only = 0');
-      await until(async () => (await ports(1, () => writes.getConnection() as Promise<unknown>))[0] === b.port, 'writes to move');
-      await until(async () => (await ports(1, () => reads.getConnection() as Promise<unknown>))[0] === a.port, 'reads to move');
+      await admin(a, 'SET GLOBAL read_only = 1');
+      await until(
+        async () => (await ports(1, () => writes.getConnection() as Promise<unknown>).catch(() => [-1]))[0] === b.port,
+        'writes to move',
+      );
+      await until(
+        async () => (await ports(1, () => reads.getConnection() as Promise<unknown>).catch(() => [-1]))[0] === a.port,
+        'reads to move',
+      );
       expect(await ports(10, () => reads.getConnection() as Promise<unknown>)).toEqual(Array(10).fill(a.port));
       expect(await ports(10, () => writes.getConnection() as Promise<unknown>)).toEqual(Array(10).fill(b.port));
     } finally {
