@@ -57,7 +57,7 @@ const PACKAGES: Record<string, readonly string[]> = {
   yaml: ['membership/document.ts'],
 };
 
-const ENTRIES = ['index.ts', 'runtime.ts', 'redis.ts', 'net.ts', 'http.ts', 'metrics.ts', 'discovery.ts', 'bench-kit.ts'];
+const ENTRIES = ['index.ts', 'runtime.ts', 'redis.ts', 'net.ts', 'drivers.ts', 'http.ts', 'metrics.ts', 'discovery.ts', 'bench-kit.ts'];
 
 interface Import {
   /** The file, relative to src/. */

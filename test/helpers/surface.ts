@@ -47,6 +47,7 @@ export const SURFACE: Record<string, string[]> = {
     'MembershipPublisher',
     'RedisMembership',
   ],
+  'poise-lb/drivers': ['PoisePoolCluster', 'createPoolCluster', 'poisePreferredSlaves', 'poiseScaleReads'],
   'poise-lb/net': [
     'CidrBands',
     'ProxyCounters',

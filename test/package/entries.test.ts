@@ -89,6 +89,9 @@ describe('package entries', () => {
     expect(probe('poise-lb/redis').packages).toContain('ioredis');
     const net = probe('poise-lb/net').packages;
     for (const dep of ['ioredis', 'piscina', 'yaml', 'prom-client']) expect(net).not.toContain(dep);
+    // poise-lb/drivers takes the caller's ioredis and mysql2 objects: it loads neither.
+    const drivers = probe('poise-lb/drivers').packages;
+    for (const dep of ['ioredis', 'mysql2', 'piscina', 'yaml', 'prom-client']) expect(drivers).not.toContain(dep);
   });
 
   it('only poise-lb/metrics loads prom-client, and it loads no ioredis', () => {
