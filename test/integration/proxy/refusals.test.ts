@@ -8,17 +8,17 @@
  * (test/helpers/hanging-port) and one nobody listens on.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { AdmissionGate } from '../../src/admission/admission.js';
-import { fixedBand } from '../../src/proxy/admission.js';
-import { captureLog } from '../helpers/log-capture.js';
-import { hangingPort } from '../helpers/hanging-port.js';
-import { openLeases } from '../helpers/leases.js';
-import { dial } from '../helpers/loopback.js';
-import { ManualTimers } from '../helpers/manual-timers.js';
-import { freePort } from '../helpers/ports.js';
-import { loopbackBalancer, proxyOn } from '../helpers/proxy-on.js';
-import { until } from '../helpers/until.js';
-import type { Router } from '../../src/runtime/router.js';
+import { AdmissionGate } from '../../../src/admission/admission.js';
+import { fixedBand } from '../../../src/proxy/admission.js';
+import { captureLog } from '../../helpers/log-capture.js';
+import { hangingPort } from '../../helpers/hanging-port.js';
+import { openLeases } from '../../helpers/leases.js';
+import { dial } from '../../helpers/loopback.js';
+import { ManualTimers } from '../../helpers/manual-timers.js';
+import { freePort } from '../../helpers/ports.js';
+import { loopbackBalancer, proxyOn } from '../../helpers/proxy-on.js';
+import { until } from '../../helpers/until.js';
+import type { Router } from '../../../src/runtime/router.js';
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
