@@ -22,15 +22,16 @@
  *     endpoint-load-metrics: TEXT cpu_utilization=0.3, rps_fractional=100, eps=2
  *
  * Each weight, divided by the mean of the weights in force, goes into the
- * slot's reported-weight word (load/backend-load.ts), where every router's
- * view build reads it (effective-weight.ts).
+ * slot's ORCA weight word (load/backend-load.ts; this is its only writer,
+ * the agent's weight has a word of its own), where every router's view
+ * build reads it and combines it with the agent's (effective-weight.ts).
  */
 import { http } from '../core/node-http.js';
 import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { type LoadReportScan, ReportScan, newLoadReportScan, scanLoadReport } from '../core/load-report.js';
 import { elapsedMs, wrapMs } from '../core/time.js';
 import { backgroundTimers, type TimerSource } from '../core/timers.js';
-import { type BackendLoad, ReportFlag, type SlotReport } from '../load/backend-load.js';
+import type { BackendLoad, SlotReport } from '../load/backend-load.js';
 import type { LoadTable } from '../load/load-table.js';
 import type { Logger } from '../log.js';
 import type { HealthTarget } from './targets.js';
@@ -306,10 +307,9 @@ export class OrcaWeights {
     for (let k = 0; k < this.targets.length; k++) {
       const target = this.targets[k]!;
       if (t.tag(target.slot) >>> 3 !== target.generation) continue;
-      const before = t.reported.flags(target.slot) & ReportFlag.Weight;
-      if (n === 0 || mean <= 0) {
-        if (before !== 0) changed = t.reported.setWeight(target.slot, undefined) || changed;
-      } else changed = t.reported.setWeight(target.slot, (this.weights[k]! / mean) * 1_000_000) || changed;
+      // ORCA's own word (load/backend-load.ts): the agent's weight beside it is never touched here.
+      if (n === 0 || mean <= 0) changed = t.reported.setOrcaWeight(target.slot, undefined) || changed;
+      else changed = t.reported.setOrcaWeight(target.slot, (this.weights[k]! / mean) * 1_000_000) || changed;
     }
     if (changed) t.epochs.bumpHealth();
   }
@@ -321,7 +321,7 @@ export class OrcaWeights {
     let changed = false;
     for (const target of this.targets) {
       if (this.table.tag(target.slot) >>> 3 === target.generation)
-        changed = this.table.reported.setWeight(target.slot, undefined) || changed;
+        changed = this.table.reported.setOrcaWeight(target.slot, undefined) || changed;
       this.settle(target);
     }
     if (changed) this.table.epochs.bumpHealth();

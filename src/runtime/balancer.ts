@@ -32,6 +32,7 @@ import { VerdictSource, verdictNames } from '../load/verdicts.js';
 import { timersOption, type TimerSource } from '../core/timers.js';
 import { HealthFlag, LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
 import { readOnlyView, type LoadTableView } from '../load/table-view.js';
+import { reportedWeight } from './effective-weight.js';
 import { defaultLogger, type Logger } from '../log.js';
 import { clockReader, processClockBuffer, type Clock } from './clock.js';
 import { Router, type RouterAttachment, type RouterOptions } from './router.js';
@@ -231,7 +232,7 @@ export class Balancer extends EventEmitter {
       initialMs: opts.initialMs,
       layout: opts.layout,
     });
-    this.table = readOnlyView(this.ownerTable, () => this.clock());
+    this.table = readOnlyView(this.ownerTable, () => this.clock(), reportedWeight);
     if (opts.clock !== undefined && typeof opts.clock !== 'function')
       invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
     this.customClock = opts.clock !== undefined;
