@@ -185,7 +185,7 @@ export function weightsInForce(reported: BackendLoad, slots: readonly number[], 
  * @internal
  */
 export class OrcaWeights {
-  private targets: HealthTarget[] = [];
+  private targets: readonly HealthTarget[] = [];
   private timer: unknown;
   private closed = false;
   private readonly weights: number[] = [];
@@ -212,7 +212,7 @@ export class OrcaWeights {
   ) {}
 
   /** The backends to poll (the Balancer calls it on every membership). */
-  sync(targets: HealthTarget[]): void {
+  sync(targets: readonly HealthTarget[]): void {
     // Each new occupant awaits its first poll (a `responses` source has no poll: nothing to await); one no longer polled awaits nothing.
     if (this.o.source === 'endpoint') {
       const key = (t: HealthTarget): string => `${t.slot}:${t.generation}`;

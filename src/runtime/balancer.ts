@@ -21,14 +21,12 @@ import {
   type ResolvedBackendSpec,
 } from '../core/spec.js';
 import { parseAddress } from '../core/spec.js';
-import { ActiveChecker } from '../health/active.js';
-import { resolveHealthConfig, type HealthConfig, type ResolvedHealthCheck, type ResolvedOutlier } from '../health/config.js';
-import { OutlierDetector } from '../health/outlier.js';
-import { OrcaWeights, type ResolvedOrca } from '../health/orca.js';
-import { newCounters, type HealthCounters, type HealthStats } from '../health/stats.js';
+import type { HealthConfig } from '../health/config.js';
+import type { HealthStats } from '../health/stats.js';
+import { HealthSupervisor, verdictSourcesOf } from '../health/supervisor.js';
 import type { HealthTarget } from '../health/targets.js';
 import { dbRoleCode } from '../load/db-state.js';
-import { VerdictSource, verdictNames } from '../load/verdicts.js';
+import { verdictNames } from '../load/verdicts.js';
 import { timersOption, type TimerSource } from '../core/timers.js';
 import { HealthFlag, LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
 import { readOnlyView, type LoadTableView } from '../load/table-view.js';
@@ -40,10 +38,10 @@ import { integerIn } from '../core/validate.js';
 import { wrapMs } from '../core/time.js';
 import { assignSlots, reserveSlots, type Assignment, type Reservation, type SlotInfo, type SlotMap } from './slot-allocation.js';
 import { encodeBlobLines } from './spec-blob.js';
-import { resolveRetryBudget, type RetryBudgetOptions } from './retry-budget.js';
-import type { RetryBudgetConfig } from '../load/retry-region.js';
-import { resolveSlowStart, type SlowStartOptions } from './slow-start-options.js';
-import { resolveConnectionBudget, type ConnectionBudgetOptions, type ResolvedConnectionBudget } from './connection-budget-options.js';
+import type { RetryBudgetOptions } from './retry-budget.js';
+import type { SlowStartOptions } from './slow-start-options.js';
+import type { ConnectionBudgetOptions, ResolvedConnectionBudget } from './connection-budget-options.js';
+import { blocksInForce, type ControlBlocks } from './control-blocks.js';
 
 /** Options of {@link Balancer}. */
 export interface BalancerOptions {
@@ -124,24 +122,6 @@ export interface ReclaimEvent {
   ms: number;
 }
 
-/** A `retryBudget` block: undefined or `false` → none; options → the region's configuration. */
-/**
- * The first-verdict sources a health configuration runs (load/verdicts.ts):
- * what a new occupant awaits when that configuration is the one in force.
- * The same rule as {@link Balancer}'s running sources, read off the config.
- */
-function verdictSourcesOf(conf: { check?: unknown; agent?: unknown; orca?: ResolvedOrca }): number {
-  return (
-    (conf.check === undefined ? 0 : VerdictSource.Check) |
-    (conf.agent === undefined ? 0 : VerdictSource.Agent) |
-    (conf.orca === undefined || conf.orca.source !== 'endpoint' ? 0 : VerdictSource.Orca)
-  );
-}
-
-function resolveBudgetBlock(value: unknown, field: string): RetryBudgetConfig | undefined {
-  return value === undefined || value === false ? undefined : resolveRetryBudget(value, field);
-}
-
 const STATE_OF: Record<ResolvedBackendSpec['status'], SlotStateCode> = {
   ready: SlotState.Ready,
   degraded: SlotState.Ready,
@@ -186,19 +166,13 @@ export class Balancer extends EventEmitter {
   /** Whether any membership has been applied (a first snapshot may carry version 0). */
   private applied = false;
   private closed = false;
-  private readonly healthCounters: HealthCounters = newCounters();
-  /** The JSON form of the health configuration in force (to see whether a snapshot changes it). */
-  private healthKey = '';
-  private checker: ActiveChecker | undefined;
-  private orca: OrcaWeights | undefined;
-  /** The agent beside the active check (`health.agent`). */
-  private agent: ActiveChecker | undefined;
-  private outlier: OutlierDetector | undefined;
+  /** The health workers (checker, agent, outlier detection, ORCA) and their targets: this owner never starts one itself. */
+  private readonly supervisor: HealthSupervisor;
+  /** The control blocks in force (control-blocks.ts: the option, or the last snapshot's block). */
+  private blocks: ControlBlocks;
   /** Wall-clock ms (Date.now()) of the last membership applied; undefined before the first. */
   private changedAt: number | undefined;
   private reclaimEvents = 0;
-  /** The connection budget in force (the option, or the last snapshot's block). */
-  private budgetConfig: ResolvedConnectionBudget | undefined;
   private reclaimedLeases = 0;
 
   /** Throws `InvalidConfig` naming a bad option. */
@@ -219,10 +193,7 @@ export class Balancer extends EventEmitter {
       'slowStart',
       'connectionBudget',
     ]);
-    const retryBudget = resolveBudgetBlock(opts.retryBudget, 'options.retryBudget');
-    const slowStart = resolveSlowStart(opts.slowStart, 'options.slowStart');
-    this.budgetConfig = resolveConnectionBudget(opts.connectionBudget, 'options.connectionBudget');
-    const health = opts.health === undefined ? {} : resolveHealthConfig(opts.health, 'options.health', false);
+    this.blocks = blocksInForce(undefined, 'options', opts).blocks;
     // LoadTable.create throws InvalidConfig naming options.<field> itself.
     this.ownerTable = LoadTable.create({
       capacity: opts.capacity,
@@ -241,14 +212,19 @@ export class Balancer extends EventEmitter {
     this.log = opts.logger ?? defaultLogger();
     this.slots = new Array<SlotInfo | undefined>(this.table.capacity).fill(undefined);
     this.slotMap = { slots: this.slots, byId: this.byId };
-    this.configureHealth(health);
-    this.ownerTable.retries.configure(retryBudget);
-    this.ownerTable.slowStart.configure(slowStart);
+    this.supervisor = new HealthSupervisor(this.ownerTable, this.log, {
+      clock: this.clock,
+      manualTime: this.customClock,
+      beforeSweep: () => this.flushStats(),
+    });
+    this.supervisor.apply(this.blocks.health, []);
+    this.ownerTable.retries.configure(this.blocks.retryBudget);
+    this.ownerTable.slowStart.configure(this.blocks.slowStart);
   }
 
   /** The fleet connection budget's limit in force: the `connectionBudget` option or the last snapshot's block. @internal */
   get connectionBudget(): ResolvedConnectionBudget | undefined {
-    return this.budgetConfig;
+    return this.blocks.connectionBudget;
   }
 
   /** Membership version in force (0 before the first update). */
@@ -378,14 +354,8 @@ export class Balancer extends EventEmitter {
       return invalidConfig('membership', 'must be a MembershipSnapshot or an array of BackendSpec', input);
     }
     const specs = resolveBackendSpecs(backends, 'backends');
-    const snapshotHealth = Array.isArray(input) ? undefined : (input as MembershipSnapshot).health;
-    const health = snapshotHealth === undefined ? undefined : resolveHealthConfig(snapshotHealth, 'membership.health', true);
-    const snapshotBudget = Array.isArray(input) ? undefined : (input as MembershipSnapshot).retryBudget;
-    const budget = snapshotBudget === undefined ? undefined : { config: resolveBudgetBlock(snapshotBudget, 'membership.retryBudget') };
-    const snapshotSlow = Array.isArray(input) ? undefined : (input as MembershipSnapshot).slowStart;
-    const slow = snapshotSlow === undefined ? undefined : { config: resolveSlowStart(snapshotSlow, 'membership.slowStart') };
-    const snapshotConn = Array.isArray(input) ? undefined : (input as MembershipSnapshot).connectionBudget;
-    const conn = snapshotConn === undefined ? undefined : { config: resolveConnectionBudget(snapshotConn, 'membership.connectionBudget') };
+    // The blocks the snapshot carries replace those in force (control-blocks.ts), validated before anything is written.
+    const { blocks, carried } = blocksInForce(this.blocks, 'membership', input);
     const keep = new Set(specs.map((s) => s.id));
     const t = this.ownerTable;
     // Plan and assign before writing anything, so a refusal leaves the table as it was.
@@ -403,7 +373,13 @@ export class Balancer extends EventEmitter {
 
     // Apply: slot words and tags first (writeSlots), then the blob, then the epoch that announces both.
     // A new occupant awaits the first verdicts of the sources in force after this update (its health block, if any).
-    this.writeSlots(specs, keep, reservation, assignment, health === undefined ? this.verdictSources() : verdictSourcesOf(health));
+    this.writeSlots(
+      specs,
+      keep,
+      reservation,
+      assignment,
+      carried.has('health') ? verdictSourcesOf(blocks.health) : this.supervisor.verdictSources(),
+    );
     t.specs.publish(blob);
     const previous = this.ver;
     this.ver = version;
@@ -416,11 +392,12 @@ export class Balancer extends EventEmitter {
       { version, previous, backends: specs.length, epoch, ...(lineage === undefined ? {} : { lineage }) },
       'poise: membership applied',
     );
-    if (health !== undefined) this.configureHealth(health);
-    if (budget !== undefined) t.retries.configure(budget.config);
-    if (slow !== undefined) t.slowStart.configure(slow.config);
-    if (conn !== undefined) this.budgetConfig = conn.config;
-    this.syncHealth();
+    this.blocks = blocks;
+    // Health goes to the supervisor (which replaces its workers only when the block differs); the other blocks to the table.
+    if (carried.has('health') || this.supervisor.running)
+      this.supervisor.apply(carried.has('health') ? blocks.health : undefined, this.healthTargets());
+    if (carried.has('retryBudget')) t.retries.configure(blocks.retryBudget);
+    if (carried.has('slowStart')) t.slowStart.configure(blocks.slowStart);
     // For owner-side followers of the membership (the fleet connection budget leases shares for new backends).
     this.emit('membership', { version, previous });
     return { applied: true, version, previous };
@@ -493,14 +470,7 @@ export class Balancer extends EventEmitter {
   /** Refuses further updates and stops health checks and outlier sweeps. Routers keep working on the last membership. */
   close(): void {
     this.closed = true;
-    this.checker?.close();
-    this.agent?.close();
-    this.outlier?.close();
-    this.orca?.close();
-    this.checker = undefined;
-    this.agent = undefined;
-    this.outlier = undefined;
-    this.orca = undefined;
+    this.supervisor.close();
     // A ready() in progress looks again (and rejects with Closed).
     this.ownerTable.epochs.wake();
   }
@@ -515,16 +485,16 @@ export class Balancer extends EventEmitter {
     for (const [id, slot] of this.byId) {
       const info = this.slots[slot]!;
       if (info.removed) continue;
-      const state = this.checker?.stateOf(id);
+      const state = this.supervisor.checkStateOf(id);
       backends.push({
         id,
         check: state?.check ?? 'unchecked',
         degraded: (this.ownerTable.health.health(slot) & (HealthFlag.CheckDegraded | HealthFlag.MemberDegraded)) !== 0,
         ejectedForMs: this.ownerTable.ejectedForMs(slot, now),
-        outlierEjections: this.outlier?.multiplierOf(id) ?? 0,
+        outlierEjections: this.supervisor.ejectionsOf(id),
       });
     }
-    return { counters: { ...this.healthCounters }, backends };
+    return { counters: { ...this.supervisor.counters }, backends };
   }
 
   /**
@@ -533,17 +503,8 @@ export class Balancer extends EventEmitter {
    * that drive time by hand; throws `InvalidConfig` when outlier detection is off.
    */
   sweepOutliers(): string[] {
-    if (this.outlier === undefined) invalidConfig('options.health.outlier', 'is not configured; nothing to sweep');
-    return this.outlier.sweep();
-  }
-
-  /** The first-verdict bits a new backend awaits under the health configuration in force (load/verdicts.ts). */
-  private verdictSources(): number {
-    return (
-      (this.checker === undefined ? 0 : VerdictSource.Check) |
-      (this.agent === undefined ? 0 : VerdictSource.Agent) |
-      (this.orca === undefined || this.orca.polls === false ? 0 : VerdictSource.Orca)
-    );
+    if (!this.supervisor.sweeps) invalidConfig('options.health.outlier', 'is not configured; nothing to sweep');
+    return this.supervisor.sweepOutliers();
   }
 
   /** Each live backend still awaiting a first verdict, with what it awaits: `pg-a (active check)`. */
@@ -630,57 +591,8 @@ export class Balancer extends EventEmitter {
     });
   }
 
-  /** Replaces the checker / detector when the configuration changed. */
-  private configureHealth(conf: {
-    check?: ResolvedHealthCheck;
-    outlier?: ResolvedOutlier;
-    orca?: ResolvedOrca;
-    agent?: ResolvedHealthCheck;
-  }): void {
-    // Functions (custom checks, clients) are compared by identity through the object, the rest by value.
-    const key = JSON.stringify(conf, (_k, v: unknown) =>
-      typeof v === 'function' || (typeof v === 'object' && v !== null && 'query' in v) ? `fn:${this.fnId(v)}` : v,
-    );
-    if (key === this.healthKey) return;
-    this.healthKey = key;
-    this.checker?.close();
-    this.agent?.close();
-    this.outlier?.close();
-    this.orca?.close();
-    // The agent beside the active check (health.agent): weight, drain / maint / ready, and its own down.
-    this.agent =
-      conf.agent === undefined
-        ? undefined
-        : new ActiveChecker(this.ownerTable, conf.agent, this.log, this.healthCounters, this.clock, true);
-    this.orca = conf.orca === undefined ? undefined : new OrcaWeights(this.ownerTable, conf.orca, this.log, this.clock);
-    // With an injected clock time is the caller's: polls run through pollLoadReports().
-    if (!this.customClock) this.orca?.start();
-    this.checker =
-      conf.check === undefined ? undefined : new ActiveChecker(this.ownerTable, conf.check, this.log, this.healthCounters, this.clock);
-    this.outlier =
-      conf.outlier === undefined
-        ? undefined
-        : new OutlierDetector(this.ownerTable, conf.outlier, this.log, this.healthCounters, this.clock, () => this.flushStats());
-    // With an injected clock time is the caller's: sweeps run through sweepOutliers().
-    if (!this.customClock) this.outlier?.start();
-    this.log.info({ check: conf.check?.kind ?? null, outlier: conf.outlier !== undefined }, 'poise: health configuration applied');
-    this.syncHealth();
-  }
-
-  private readonly fnIds = new WeakMap<object, number>();
-  private fnCount = 0;
-  private fnId(v: object): number {
-    let id = this.fnIds.get(v);
-    if (id === undefined) {
-      id = ++this.fnCount;
-      this.fnIds.set(v, id);
-    }
-    return id;
-  }
-
-  /** Hands the live slots to the checker and the detector. */
-  private syncHealth(): void {
-    if (this.checker === undefined && this.agent === undefined && this.outlier === undefined && this.orca === undefined) return;
+  /** The live slots, as the health workers watch them. */
+  private healthTargets(): HealthTarget[] {
     const targets: HealthTarget[] = [];
     for (const [id, slot] of this.byId) {
       const info = this.slots[slot]!;
@@ -697,10 +609,7 @@ export class Balancer extends EventEmitter {
         role: info.spec.role,
       });
     }
-    this.checker?.sync(targets);
-    this.agent?.sync(targets);
-    this.outlier?.sync(targets);
-    this.orca?.sync(targets);
+    return targets;
   }
 
   /**
@@ -710,7 +619,7 @@ export class Balancer extends EventEmitter {
    * Resolves when the round is written.
    */
   async pollLoadReports(): Promise<void> {
-    await this.orca?.poll();
+    await this.supervisor.poll();
   }
 
   /** Writes each changed slot's words and tag, and marks the backends that left as tombstones. */
