@@ -21,13 +21,11 @@ import {
   type ResolvedBackendSpec,
 } from '../core/spec.js';
 import { parseAddress } from '../core/spec.js';
-import type { HealthConfig } from '../health/config.js';
 import type { HealthStats } from '../health/stats.js';
 import { HealthSupervisor, verdictSourcesOf } from '../health/supervisor.js';
 import type { HealthTarget } from '../health/targets.js';
 import { dbRoleCode } from '../load/db-state.js';
 import { verdictNames } from '../load/verdicts.js';
-import { timersOption, type TimerSource } from '../core/timers.js';
 import { HealthFlag, LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
 import { readOnlyView, type LoadTableView } from '../load/table-view.js';
 import { reportedWeight } from './effective-weight.js';
@@ -38,89 +36,13 @@ import { integerIn } from '../core/validate.js';
 import { wrapMs } from '../core/time.js';
 import { assignSlots, reserveSlots, type Assignment, type Reservation, type SlotInfo, type SlotMap } from './slot-allocation.js';
 import { encodeBlobLines } from './spec-blob.js';
-import type { RetryBudgetOptions } from './retry-budget.js';
-import type { SlowStartOptions } from './slow-start-options.js';
-import type { ConnectionBudgetOptions, ResolvedConnectionBudget } from './connection-budget-options.js';
+import type { ResolvedConnectionBudget } from './connection-budget-options.js';
 import { blocksInForce, type ControlBlocks } from './control-blocks.js';
+import type { BalancerOptions, ReclaimEvent } from './balancer-options.js';
+import { waitForVerdicts, type ReadyOptions } from './ready.js';
 
-/** Options of {@link Balancer}. */
-export interface BalancerOptions {
-  /** Max concurrent slots (live backends + draining tombstones); default 1024. */
-  capacity?: number;
-  /** Max threads with routers attached at once (attribution rows); default 64, at most 255. */
-  maxThreads?: number;
-  /** Bytes for the spec blob (ids, addresses as JSON); default `capacity × 1024`. */
-  specBytes?: number;
-  /** PeakEWMA decay τ, ms, shared by all routers; default 1000 (Sōzu). */
-  tauMs?: number;
-  /** PeakEWMA estimate of an unmeasured backend, ms; default 50 (Sōzu). */
-  initialMs?: number;
-  /** Default `defaultLogger()`. */
-  logger?: Logger;
-  /** ms; default the shared process clock (the same in every thread, see runtime/clock.ts). Injected clocks apply to this thread's routers only. */
-  clock?: Clock;
-  /** Slot alignment, for the padding benchmark only; default `'padded'`. */
-  layout?: 'padded' | 'unaligned';
-  /**
-   * Active checks and outlier detection, run by this (owner) thread; see
-   * docs/health.md. A membership snapshot that carries `health` (a membership
-   * document's `health` block) replaces it.
-   */
-  health?: HealthConfig;
-  /**
-   * The process's retry budget, kept in the shared table so every thread's
-   * `connect()`, `routedStream()`, `TcpProxy` and HTTP dispatcher draw on
-   * one budget: `{ ratio = 0.2, minRetriesPerSecond = 10, ttlMs = 10000 }`,
-   * or `false` (default: none; every retry allowed up to each call's
-   * `attempts`). A membership snapshot that carries `retryBudget` replaces
-   * it. See docs/resilience.md.
-   */
-  retryBudget?: RetryBudgetOptions | false;
-  /**
-   * Slow start (Envoy's `slow_start_config`): a backend that joins, passes
-   * its active check again or ends an ejection ramps its weight (and, for
-   * load-based policies, its load) over `windowMs`:
-   * `max(minWeightPercent / 100, (elapsed / windowMs) ^ (1 / aggression))`.
-   * `{ windowMs, aggression = 1, minWeightPercent = 10 }`, or `false`
-   * (default: off). A membership snapshot that carries `slowStart` replaces
-   * it. See docs/resilience.md.
-   */
-  slowStart?: SlowStartOptions | false;
-  /**
-   * The fleet connection budget's limit per backend (`{ limitPerBackend,
-   * reserve = 0, ttlMs = 10000 }`, or `false`: none), for a
-   * FleetConnectionBudget (`poise-lb/redis`) started on this Balancer without
-   * its own. A membership snapshot that carries `connectionBudget` replaces
-   * it. See docs/connection-budget.md.
-   */
-  connectionBudget?: ConnectionBudgetOptions | false;
-}
-
-/** Options of {@link Balancer.ready}. */
-export interface ReadyOptions {
-  /** Longest wait, ms; default 10 000. Then it rejects with `NotReady`, naming what is still missing. */
-  timeoutMs?: number;
-  /** The clock and timers of the deadline; default the process's (tests drive it by hand). */
-  timers?: TimerSource;
-}
-
-/** What the owner did when a watched thread exited. */
-export interface ReclaimEvent {
-  threadId: number;
-  workerIndex: number | undefined;
-  /** Leases (connections + requests) subtracted from the shared counters. */
-  leases: number;
-  /**
-   * Counters the worker died in the middle of updating (between its own
-   * record and the shared word), each settled exactly by a double collect
-   * over the other threads' records (load/leases.ts). Usually 0.
-   */
-  settled: number;
-  /** Of those, counters whose slot never stood still long enough to settle (then taken as updated; logged). */
-  uncertain: number;
-  /** Time spent reclaiming, ms. */
-  ms: number;
-}
+export type { BalancerOptions, ReclaimEvent } from './balancer-options.js';
+export type { ReadyOptions } from './ready.js';
 
 const STATE_OF: Record<ResolvedBackendSpec['status'], SlotStateCode> = {
   ready: SlotState.Ready,
@@ -543,51 +465,10 @@ export class Balancer extends EventEmitter {
    * await balancer.ready({ timeoutMs: 5000 }); // every backend checked once: the first write finds its primary
    */
   ready(opts: ReadyOptions = {}): Promise<void> {
-    let timers: TimerSource;
-    let timeoutMs: number;
-    try {
-      if (typeof opts !== 'object' || opts === null) invalidConfig('ready(options)', 'must be an object', opts);
-      checkOptionKeys(opts, ['timeoutMs', 'timers'], 'ready(options)');
-      timers = timersOption(opts.timers, 'ready(options).timers');
-      timeoutMs = opts.timeoutMs === undefined ? 10_000 : integerIn(opts.timeoutMs, 'ready(options).timeoutMs', 1, 2 ** 31 - 1);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    const epochs = this.ownerTable.epochs;
-    return new Promise<void>((resolve, reject) => {
-      let done = false;
-      const finish = (err?: PoiseError): void => {
-        done = true;
-        timers.clearTimeout(deadline);
-        if (err === undefined) resolve();
-        else reject(err);
-      };
-      const deadline = timers.setTimeout(() => {
-        if (done) return;
-        const missing = this.applied ? this.missingVerdicts() : ['a membership (none applied yet)'];
-        finish(
-          new PoiseError('NotReady', `balancer.ready: after ${timeoutMs} ms still without a first verdict: ${missing.join(', ')}`, {
-            field: 'ready',
-          }),
-        );
-      }, timeoutMs);
-      const look = (): void => {
-        if (done) return;
-        if (this.closed) {
-          finish(new PoiseError('Closed', 'balancer.ready: the balancer was closed'));
-          return;
-        }
-        // The epoch first: a verdict settled after this read moves it, so the wait below returns at once.
-        const seen = epochs.change();
-        if (this.applied && this.missingVerdicts().length === 0) {
-          finish();
-          return;
-        }
-        // Every settle and every membership bumps the change epoch (and notifies); the 1 s cap only
-        // bounds how long a wait outlives a deadline or a close.
-        void epochs.changedAsync(seen, 1000).then(look);
-      };
-      look();
+    return waitForVerdicts(opts, {
+      epochs: this.ownerTable.epochs,
+      closed: () => this.closed,
+      missing: () => (this.applied ? this.missingVerdicts() : ['a membership (none applied yet)']),
     });
   }
 
