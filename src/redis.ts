@@ -7,11 +7,11 @@ export { RedisMembership, type RedisMembershipOptions, type SnapshotOrigin } fro
 export type { MembershipKeys } from './membership/redis-keys.js';
 export type { RedisClientOptions, RedisConnectionOptions } from './membership/redis-target.js';
 export { MembershipPublisher, type MembershipPublisherOptions, type StoredMembership } from './membership/redis-publisher.js';
-export { FleetRetryBudget, type FleetRetryBudgetOptions, type FleetRetryCounts } from './membership/redis-retry-budget.js';
+export { FleetRetryBudget, type FleetRetryBudgetOptions, type FleetRetryCounts } from './budget/redis-retry-budget.js';
 export {
   FleetConnectionBudget,
   type FleetConnectionBudgetOptions,
   type FleetConnectionShares,
-} from './membership/redis-connection-budget.js';
+} from './budget/redis-connection-budget.js';
 export { FleetWatcher, type FleetWatcherOptions } from './discovery/fleet-watcher.js';
 export { FleetMembership } from './discovery/fleet-membership.js';

@@ -28,7 +28,8 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   health: ['core', 'load', 'log', 'db'],
   runtime: ['core', 'policy', 'load', 'health', 'log', 'db'],
   admission: ['core', 'runtime'],
-  membership: ['core', 'health', 'load', 'log', 'runtime'],
+  membership: ['core', 'health', 'log', 'runtime'],
+  budget: ['core', 'load', 'log', 'runtime', 'membership'],
   discovery: ['core', 'log', 'membership'],
   outbound: ['core', 'runtime', 'admission', 'log'],
   proxy: ['core', 'runtime', 'admission', 'log', 'outbound'],
@@ -40,16 +41,21 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
 /** The only files of another unit that a unit may import from it (metrics never loads the dispatcher, so never undici). */
 const ONLY_THROUGH: Record<string, Record<string, readonly string[]>> = {
   metrics: { http: ['http/counters.ts'], discovery: ['discovery/status.ts'] },
-  // The document validates the runtime's resilience options; the fleet budget feeds a Balancer's shared one.
+  // The document validates the runtime's resilience options with the runtime's own validators.
   membership: {
-    runtime: ['runtime/retry-budget.ts', 'runtime/slow-start-options.ts', 'runtime/connection-budget-options.ts', 'runtime/balancer.ts'],
+    runtime: ['runtime/retry-budget.ts', 'runtime/slow-start-options.ts', 'runtime/connection-budget-options.ts'],
+  },
+  // The fleet budgets feed a Balancer's shared budget and shares over membership's Redis client, keys and scripts.
+  budget: {
+    runtime: ['runtime/balancer.ts', 'runtime/connection-budget-options.ts'],
     load: ['load/retry-region.ts'],
+    membership: ['membership/name.ts', 'membership/redis-keys.ts', 'membership/redis-script.ts', 'membership/redis-target.ts'],
   },
 };
 
 /** Where each package may be imported for its values (a type-only import loads nothing and may stand anywhere). */
 const PACKAGES: Record<string, readonly string[]> = {
-  ioredis: ['membership/redis-'],
+  ioredis: ['membership/redis-', 'budget/redis-'],
   piscina: ['runtime/pool.ts'],
   pino: ['log.ts', 'proxy/'],
   'prom-client': ['metrics/', 'cli/'],

@@ -139,7 +139,7 @@ export class ActiveChecker {
     // What its agent said goes with the watch (a check of another kind reports nothing).
     if (this.config.kind === 'agent' && tagGeneration(this.table.tag(w.target.slot)) === w.target.generation) {
       const admin = this.table.reported.setAdmin(w.target.slot, 0);
-      const weight = this.table.reported.setWeight(w.target.slot, undefined);
+      const weight = this.table.reported.setAgentWeight(w.target.slot, undefined);
       if (admin || weight) this.table.epochs.bumpHealth();
     }
     // A roles check's word returns to the spec's configured role when the check stops.
@@ -263,7 +263,7 @@ export class ActiveChecker {
     const slot = w.target.slot;
     if (w.stopped || tagGeneration(t.tag(slot)) !== w.target.generation) return;
     let changed = false;
-    if (reply.weightPercent !== undefined) changed = t.reported.setWeight(slot, reply.weightPercent * 10_000);
+    if (reply.weightPercent !== undefined) changed = t.reported.setAgentWeight(slot, reply.weightPercent * 10_000);
     if (this.beside && reply.state !== undefined) {
       const wasDown = (t.health.health(slot) & HealthFlag.AgentDown) !== 0;
       if (t.health.setHealth(slot, HealthFlag.AgentDown, reply.state === 'down' ? HealthFlag.AgentDown : 0)) {

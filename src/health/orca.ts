@@ -22,15 +22,16 @@
  *     endpoint-load-metrics: TEXT cpu_utilization=0.3, rps_fractional=100, eps=2
  *
  * Each weight, divided by the mean of the weights in force, goes into the
- * slot's reported-weight word (load/backend-load.ts), where every router's
- * view build reads it (effective-weight.ts).
+ * slot's ORCA weight word (load/backend-load.ts; this is its only writer,
+ * the agent's weight has a word of its own), where every router's view
+ * build reads it and combines it with the agent's (effective-weight.ts).
  */
 import { http } from '../core/node-http.js';
 import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { type LoadReportScan, ReportScan, newLoadReportScan, scanLoadReport } from '../core/load-report.js';
 import { elapsedMs, wrapMs } from '../core/time.js';
 import { backgroundTimers, type TimerSource } from '../core/timers.js';
-import { type BackendLoad, ReportFlag, type SlotReport } from '../load/backend-load.js';
+import type { BackendLoad, SlotReport } from '../load/backend-load.js';
 import type { LoadTable } from '../load/load-table.js';
 import { tagGeneration } from '../load/slot-tags.js';
 import type { Logger } from '../log.js';
@@ -185,7 +186,7 @@ export function weightsInForce(reported: BackendLoad, slots: readonly number[], 
  * @internal
  */
 export class OrcaWeights {
-  private targets: HealthTarget[] = [];
+  private targets: readonly HealthTarget[] = [];
   private timer: unknown;
   private closed = false;
   private readonly weights: number[] = [];
@@ -212,7 +213,7 @@ export class OrcaWeights {
   ) {}
 
   /** The backends to poll (the Balancer calls it on every membership). */
-  sync(targets: HealthTarget[]): void {
+  sync(targets: readonly HealthTarget[]): void {
     // Each new occupant awaits its first poll (a `responses` source has no poll: nothing to await); one no longer polled awaits nothing.
     if (this.o.source === 'endpoint') {
       const key = (t: HealthTarget): string => `${t.slot}:${t.generation}`;
@@ -307,10 +308,9 @@ export class OrcaWeights {
     for (let k = 0; k < this.targets.length; k++) {
       const target = this.targets[k]!;
       if (tagGeneration(t.tag(target.slot)) !== target.generation) continue;
-      const before = t.reported.flags(target.slot) & ReportFlag.Weight;
-      if (n === 0 || mean <= 0) {
-        if (before !== 0) changed = t.reported.setWeight(target.slot, undefined) || changed;
-      } else changed = t.reported.setWeight(target.slot, (this.weights[k]! / mean) * 1_000_000) || changed;
+      // ORCA's own word (load/backend-load.ts): the agent's weight beside it is never touched here.
+      if (n === 0 || mean <= 0) changed = t.reported.setOrcaWeight(target.slot, undefined) || changed;
+      else changed = t.reported.setOrcaWeight(target.slot, (this.weights[k]! / mean) * 1_000_000) || changed;
     }
     if (changed) t.epochs.bumpHealth();
   }
@@ -322,7 +322,7 @@ export class OrcaWeights {
     let changed = false;
     for (const target of this.targets) {
       if (tagGeneration(this.table.tag(target.slot)) === target.generation)
-        changed = this.table.reported.setWeight(target.slot, undefined) || changed;
+        changed = this.table.reported.setOrcaWeight(target.slot, undefined) || changed;
       this.settle(target);
     }
     if (changed) this.table.epochs.bumpHealth();

@@ -2,7 +2,7 @@
  * The aperture's two header words (layout.ts): the width the process uses
  * (a fraction of the ring, millionths; 0 = no aperture) and its coordinate
  * among the fleet's processes (`rank` of `processes`), which the fleet
- * connection budget's lease round returns (membership/redis-connection-budget.ts).
+ * connection budget's lease round returns (budget/redis-connection-budget.ts).
  * The owner writes them and bumps the health epoch; every router reads them
  * at its next view build (runtime/candidate-view.ts) and keeps only the
  * process's slice of the ring (policy/aperture.ts), so no message travels

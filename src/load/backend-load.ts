@@ -1,12 +1,17 @@
 /**
  * Backend-reported load: what a backend says about itself, written by the
- * owner (an `agent` health check speaking HAProxy's agent protocol, or an
- * ORCA-style weight source) into two slot words (layout.ts):
+ * owner into slot words (layout.ts). Each word has one writer: the agent
+ * check (HAProxy's agent protocol) writes words 24–25, the ORCA weight
+ * computation (health/orca.ts) writes word 39. The two weights are never
+ * merged here: runtime/effective-weight.ts combines them by one rule
+ * (HAProxy keeps the agent's weight and the check's state in separate
+ * fields the same way).
  *
  * | word | field           | unit |
  * |------|-----------------|------|
- * | 24   | reported weight | the multiplier of the spec weight the backend asks for, parts per million (valid when flag 1 is set) |
- * | 25   | reported flags  | 1 = a weight is reported, 2 = drain, 4 = maint |
+ * | 24   | agent weight    | the multiplier of the spec weight the agent asks for, parts per million (valid when flag 1 is set) |
+ * | 25   | agent flags     | 1 = the agent reported a weight, 2 = drain, 4 = maint |
+ * | 39   | ORCA weight     | the A58 weight's multiplier of the spec weight, ppm + 1; 0 = none |
  * | 32   | report seqlock  | even = words 33–37 stable, odd = a thread is writing them |
  * | 33–35 | utilization, qps, eps | the last ORCA report: millionths, hundredths, hundredths (saturated at 2^30 − 1) |
  * | 36   | report at       | when it came, shared-clock ms mod 2^30; 0 = none |
@@ -15,12 +20,12 @@
  * Words 32–37 (the slot's third line) are written by whichever thread saw a report — the owner's
  * endpoint poll, or any thread's HTTP dispatcher reading the
  * `endpoint-load-metrics` response header — and read by the owner's
- * periodic A58 computation (health/orca.ts), which writes word 24.
+ * periodic A58 computation (health/orca.ts), which writes word 39.
  *
  * Routers read them at view builds (effective-weight.ts): a drained or
  * maintained backend takes no new leases (the ones it holds run to their
- * end), and a reported weight multiplies the spec weight (and, for
- * load-based policies, divides the load), as slow start does.
+ * end), and the reported weights, combined, multiply the spec weight (and,
+ * for load-based policies, divide the load), as slow start does.
  */
 import { elapsedMs } from '../core/time.js';
 import {
@@ -31,13 +36,14 @@ import {
   S_ORCA_SEQ,
   S_ORCA_SINCE,
   S_ORCA_UTIL,
+  S_ORCA_WEIGHT,
   S_REPORTED_STATE,
   S_REPORTED_WEIGHT,
 } from './layout.js';
 
 /** Bits of the reported flags word. */
 export const ReportFlag = {
-  /** The weight word holds a report. */
+  /** The agent's weight word holds a report. */
   Weight: 1,
   /** The backend asked for no new traffic (agent `drain`). */
   Drain: 2,
@@ -82,8 +88,8 @@ export class BackendLoad {
     this.layout = layout;
   }
 
-  /** Owner: slot `slot` reports weight multiplier `ppm` (undefined: no weight report). */
-  setWeight(slot: number, ppm: number | undefined): boolean {
+  /** Owner, the agent check only: slot `slot`'s agent reports weight multiplier `ppm` (undefined: no weight report). Returns whether anything changed. */
+  setAgentWeight(slot: number, ppm: number | undefined): boolean {
     const o = this.layout.slot(slot);
     const flags = Atomics.load(this.i32, o + S_REPORTED_STATE);
     if (ppm === undefined) return this.setFlags(slot, flags & ~ReportFlag.Weight);
@@ -94,10 +100,22 @@ export class BackendLoad {
     return this.setFlags(slot, flags | ReportFlag.Weight) || changed;
   }
 
-  /** Owner: sets slot `slot`'s drain / maint bits to `bits` (the weight bit is kept). Returns whether anything changed. */
+  /** Owner, the agent check only: sets slot `slot`'s drain / maint bits to `bits` (the weight bit is kept). Returns whether anything changed. */
   setAdmin(slot: number, bits: number): boolean {
     const flags = Atomics.load(this.i32, this.layout.slot(slot) + S_REPORTED_STATE);
     return this.setFlags(slot, (flags & ReportFlag.Weight) | (bits & (ReportFlag.Drain | ReportFlag.Maint)));
+  }
+
+  /**
+   * Owner, the ORCA weight computation only: slot `slot`'s A58 weight is
+   * multiplier `ppm` (undefined: none). Returns whether it changed. One
+   * word, ppm + 1 (0 = none): a store is the whole write, so a view build
+   * never sees a weight without its presence.
+   */
+  setOrcaWeight(slot: number, ppm: number | undefined): boolean {
+    const v = ppm === undefined ? 0 : Math.max(0, Math.min(MAX_REPORTED_PPM, Math.round(ppm))) + 1;
+    // One word, one writer (the owner's ORCA computation): the exchange tells whether it moved.
+    return Atomics.exchange(this.i32, this.layout.slot(slot) + S_ORCA_WEIGHT, v) !== v;
   }
 
   /** Owner: forgets every report of slot `slot` (a new occupant: no thread holds a lease on the slot, so none writes it). */
@@ -105,6 +123,7 @@ export class BackendLoad {
     const o = this.layout.slot(slot);
     Atomics.store(this.i32, o + S_REPORTED_STATE, 0);
     Atomics.store(this.i32, o + S_REPORTED_WEIGHT, 0);
+    Atomics.store(this.i32, o + S_ORCA_WEIGHT, 0);
     for (let w = S_ORCA_UTIL; w <= S_ORCA_SINCE; w++) Atomics.store(this.i32, o + w, 0);
   }
 
@@ -180,16 +199,35 @@ export class BackendLoad {
     return false;
   }
 
-  /** The flags word of slot `slot` (`ReportFlag` bits). */
+  /** The agent's flags word of slot `slot` (`ReportFlag` bits). */
   flags(slot: number): number {
+    // Sequentially consistent load: the owner's stores are seen in order (weight before its flag).
     return Atomics.load(this.i32, this.layout.slot(slot) + S_REPORTED_STATE);
   }
 
-  /** The reported multiplier of slot `slot` (1 when none is reported). */
-  multiplier(slot: number): number {
+  /** The agent's multiplier of slot `slot`, or undefined when its agent reports no weight. */
+  agentWeight(slot: number): number | undefined {
     const o = this.layout.slot(slot);
-    if ((Atomics.load(this.i32, o + S_REPORTED_STATE) & ReportFlag.Weight) === 0) return 1;
+    // The flag is stored after the weight (setAgentWeight): a set flag read here means the weight beside it is the one it announced.
+    if ((Atomics.load(this.i32, o + S_REPORTED_STATE) & ReportFlag.Weight) === 0) return undefined;
     return Atomics.load(this.i32, o + S_REPORTED_WEIGHT) / 1_000_000;
+  }
+
+  /** The agent's multiplier of slot `slot` (1 when its agent reports no weight). */
+  agentMultiplier(slot: number): number {
+    return this.agentWeight(slot) ?? 1;
+  }
+
+  /** ORCA's multiplier of slot `slot`, or undefined when no A58 weight is in force. */
+  orcaWeight(slot: number): number | undefined {
+    // One word holds both the presence and the value: a single load reads them together.
+    const v = Atomics.load(this.i32, this.layout.slot(slot) + S_ORCA_WEIGHT);
+    return v === 0 ? undefined : (v - 1) / 1_000_000;
+  }
+
+  /** ORCA's multiplier of slot `slot` (1 when no A58 weight is in force). */
+  orcaMultiplier(slot: number): number {
+    return this.orcaWeight(slot) ?? 1;
   }
 
   private setFlags(slot: number, flags: number): boolean {

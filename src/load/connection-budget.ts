@@ -8,7 +8,7 @@
  * | 14   | connection share | the connection leases this process may hold on the backend: 0 = no budget (unlimited), −1 = a budget with a share of zero, n ≥ 1 = at most n |
  * | 15   | share refusals   | connection leases refused at the share since the owner last took the count (the demand the fleet rebalances by) |
  *
- * The owner writes the share (membership/redis-connection-budget.ts leases
+ * The owner writes the share (budget/redis-connection-budget.ts leases
  * it from Redis); every router checks it when it takes a connection lease,
  * on the count its own `Atomics.add` on the slot's connections word
  * returned (leases.ts): of two threads racing for the last unit the later

@@ -40,8 +40,8 @@
  * | 21   | interval fail   | passive-health| failures, the same |
  * | 22   | picks           | leases        | leases granted on this slot (wraps at 2^32; routers add in batches) |
  * | 23   | ramp start      | slow-start    | when the owner last made this occupant eligible (joined, passed its check again): shared-clock ms mod 2^30, 0 = none |
- * | 24   | reported weight | backend-load  | the backend's own weight report (agent check, ORCA): a multiplier of its spec weight, ppm |
- * | 25   | reported flags  | backend-load  | 1 weight reported, 2 drain, 4 maint |
+ * | 24   | agent weight    | backend-load  | the weight the backend's agent reports (HAProxy's agent protocol): a multiplier of its spec weight, ppm; written by the agent check only |
+ * | 25   | agent flags     | backend-load  | 1 agent weight reported, 2 drain, 4 maint; written by the agent check only |
  * | 9    | role            | db-state      | owner-written: 0 unknown / none, 1 primary, 2 replica (database health checks) |
  * | 10   | lag             | db-state      | a replica's replay lag in ms (saturated at 2^30 − 1); 0 on a primary |
  * | 11   | LSN seqlock     | db-state      | even = stable, odd = the owner is writing words 12–13 |
@@ -61,13 +61,14 @@
  * | 36   | report at       | backend-load  | when it was reported: shared-clock ms mod 2^30, 0 = none (a 0 reading is stored as 1) |
  * | 37   | reporting since | backend-load  | when the unbroken run of reports it belongs to began (A58's blackout counts from here) |
  * | 38   | first verdicts  | verdicts      | owner-written: the health sources whose first result this occupant still awaits (1 check, 2 agent, 4 ORCA); read by `ready()` and a refused `acquireAsync({ intent })`, never by a pick |
- * | 39–47 | reserved | —             | 0 |
+ * | 39   | ORCA weight     | backend-load  | the owner's A58 weight (health/orca.ts, its only writer): a multiplier of the spec weight, ppm + 1; 0 = none. Combined with word 24 by runtime/effective-weight.ts's one rule |
+ * | 40–47 | reserved | —             | 0 |
  */
 import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 
 /** The layout version in header word 0; an attachment with another version is refused. */
-export const LAYOUT_VERSION = 0x504f000d;
+export const LAYOUT_VERSION = 0x504f000e;
 
 // --- header -------------------------------------------------------------------
 export const H_VERSION = 0;
@@ -134,7 +135,9 @@ export const S_INTERVAL_OK = 20;
 export const S_INTERVAL_FAIL = 21;
 export const S_PICKS = 22;
 export const S_RAMP_START = 23;
+/** The agent's weight (backend-load.ts): ppm, valid while bit 1 of word 25 is set. */
 export const S_REPORTED_WEIGHT = 24;
+/** The agent's flags (backend-load.ts): 1 weight reported, 2 drain, 4 maint. */
 export const S_REPORTED_STATE = 25;
 /** Database role (db-state): 0 unknown or none, 1 primary, 2 replica. */
 export const S_ROLE = 9;
@@ -169,6 +172,8 @@ export const S_ORCA_AT = 36;
 export const S_ORCA_SINCE = 37;
 /** The health sources whose first verdict the occupant still awaits (verdicts.ts). */
 export const S_VERDICTS = 38;
+/** ORCA's weight (backend-load.ts): ppm + 1, 0 = none; written by the owner's A58 computation only. */
+export const S_ORCA_WEIGHT = 39;
 /** Words per slot: 48 × 4 bytes = three 64-byte cache lines. */
 export const SLOT_WORDS = 48;
 

@@ -71,8 +71,13 @@ export interface LoadTableView {
    * is not ramping (before the routers make it relative to the others).
    */
   rampFactor(slot: number, nowMs?: number): number;
-  /** What the backend reports about itself: its weight multiplier (1 without a report) and drain / maint (agent check, ORCA). */
-  reportedLoad(slot: number): { multiplier: number; drain: boolean; maint: boolean };
+  /**
+   * What the backend reports about itself: the multiplier its reports put on
+   * its weight (1 without a report), as routers combine them
+   * (runtime/effective-weight.ts), each reporter's own (`agent`, `orca`: 1
+   * when that one reports none), and drain / maint (agent check).
+   */
+  reportedLoad(slot: number): { multiplier: number; agent: number; orca: number; drain: boolean; maint: boolean };
 }
 
 /**
@@ -82,14 +87,16 @@ export interface LoadTableView {
 class ReadOnlyLoadTable implements LoadTableView {
   readonly #table: LoadTable;
   readonly #clock: () => number;
+  readonly #combine: CombineReported;
   readonly capacity: number;
   readonly maxThreads: number;
   readonly tauMs: number;
   readonly initialMs: number;
 
-  constructor(table: LoadTable, clock: () => number) {
+  constructor(table: LoadTable, clock: () => number, combine: CombineReported) {
     this.#table = table;
     this.#clock = clock;
+    this.#combine = combine;
     this.capacity = table.capacity;
     this.maxThreads = table.maxThreads;
     this.tauMs = table.tauMs;
@@ -155,14 +162,29 @@ class ReadOnlyLoadTable implements LoadTableView {
     return since >= 0 && since < config.windowMs ? rampFactor(since, config) : 1;
   }
 
-  reportedLoad(slot: number): { multiplier: number; drain: boolean; maint: boolean } {
+  reportedLoad(slot: number): { multiplier: number; agent: number; orca: number; drain: boolean; maint: boolean } {
     const r = this.#table.reported;
     const flags = r.flags(slot);
-    return { multiplier: r.multiplier(slot), drain: (flags & ReportFlag.Drain) !== 0, maint: (flags & ReportFlag.Maint) !== 0 };
+    const agent = r.agentWeight(slot);
+    const orca = r.orcaWeight(slot);
+    return {
+      multiplier: this.#combine(agent, orca) ?? 1,
+      agent: agent ?? 1,
+      orca: orca ?? 1,
+      drain: (flags & ReportFlag.Drain) !== 0,
+      maint: (flags & ReportFlag.Maint) !== 0,
+    };
   }
 }
 
-/** A read-only view of `table` whose default time is `clock` (the Balancer hands it out as `balancer.table`). @internal */
-export function readOnlyView(table: LoadTable, clock: () => number): LoadTableView {
-  return Object.freeze(new ReadOnlyLoadTable(table, clock));
+/** How the agent's and ORCA's weights combine (runtime/effective-weight.ts's `reportedWeight`: the table knows no rule of its own). */
+export type CombineReported = (agent: number | undefined, orca: number | undefined) => number | undefined;
+
+/**
+ * A read-only view of `table` whose default time is `clock` and whose
+ * combined reported weight is `combine`'s (the Balancer hands it out as
+ * `balancer.table`). @internal
+ */
+export function readOnlyView(table: LoadTable, clock: () => number, combine: CombineReported): LoadTableView {
+  return Object.freeze(new ReadOnlyLoadTable(table, clock, combine));
 }

@@ -21,7 +21,7 @@
  * over all processes sum to `k × processes`.
  *
  * The coordinate (`rank`, `processes`) comes from the fleet connection
- * budget's lease (membership/redis-connection-budget.ts), not from
+ * budget's lease (budget/redis-connection-budget.ts), not from
  * configuration.
  */
 

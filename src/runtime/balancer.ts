@@ -21,17 +21,14 @@ import {
   type ResolvedBackendSpec,
 } from '../core/spec.js';
 import { parseAddress } from '../core/spec.js';
-import { ActiveChecker } from '../health/active.js';
-import { resolveHealthConfig, type HealthConfig, type ResolvedHealthCheck, type ResolvedOutlier } from '../health/config.js';
-import { OutlierDetector } from '../health/outlier.js';
-import { OrcaWeights, type ResolvedOrca } from '../health/orca.js';
-import { newCounters, type HealthCounters, type HealthStats } from '../health/stats.js';
+import type { HealthStats } from '../health/stats.js';
+import { HealthSupervisor, verdictSourcesOf } from '../health/supervisor.js';
 import type { HealthTarget } from '../health/targets.js';
 import { dbRoleCode } from '../load/db-state.js';
-import { VerdictSource, verdictNames } from '../load/verdicts.js';
-import { timersOption, type TimerSource } from '../core/timers.js';
+import { verdictNames } from '../load/verdicts.js';
 import { HealthFlag, LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
 import { readOnlyView, type LoadTableView } from '../load/table-view.js';
+import { reportedWeight } from './effective-weight.js';
 import { defaultLogger, type Logger } from '../log.js';
 import { clockReader, processClockBuffer, type Clock } from './clock.js';
 import { Router, type RouterAttachment, type RouterOptions } from './router.js';
@@ -39,107 +36,13 @@ import { integerIn } from '../core/validate.js';
 import { wrapMs } from '../core/time.js';
 import { assignSlots, reserveSlots, type Assignment, type Reservation, type SlotInfo, type SlotMap } from './slot-allocation.js';
 import { encodeBlobLines } from './spec-blob.js';
-import { resolveRetryBudget, type RetryBudgetOptions } from './retry-budget.js';
-import type { RetryBudgetConfig } from '../load/retry-region.js';
-import { resolveSlowStart, type SlowStartOptions } from './slow-start-options.js';
-import { resolveConnectionBudget, type ConnectionBudgetOptions, type ResolvedConnectionBudget } from './connection-budget-options.js';
+import type { ResolvedConnectionBudget } from './connection-budget-options.js';
+import { blocksInForce, type ControlBlocks } from './control-blocks.js';
+import type { BalancerOptions, ReclaimEvent } from './balancer-options.js';
+import { waitForVerdicts, type ReadyOptions } from './ready.js';
 
-/** Options of {@link Balancer}. */
-export interface BalancerOptions {
-  /** Max concurrent slots (live backends + draining tombstones); default 1024. */
-  capacity?: number;
-  /** Max threads with routers attached at once (attribution rows); default 64, at most 255. */
-  maxThreads?: number;
-  /** Bytes for the spec blob (ids, addresses as JSON); default `capacity × 1024`. */
-  specBytes?: number;
-  /** PeakEWMA decay τ, ms, shared by all routers; default 1000 (Sōzu). */
-  tauMs?: number;
-  /** PeakEWMA estimate of an unmeasured backend, ms; default 50 (Sōzu). */
-  initialMs?: number;
-  /** Default `defaultLogger()`. */
-  logger?: Logger;
-  /** ms; default the shared process clock (the same in every thread, see runtime/clock.ts). Injected clocks apply to this thread's routers only. */
-  clock?: Clock;
-  /** Slot alignment, for the padding benchmark only; default `'padded'`. */
-  layout?: 'padded' | 'unaligned';
-  /**
-   * Active checks and outlier detection, run by this (owner) thread; see
-   * docs/health.md. A membership snapshot that carries `health` (a membership
-   * document's `health` block) replaces it.
-   */
-  health?: HealthConfig;
-  /**
-   * The process's retry budget, kept in the shared table so every thread's
-   * `connect()`, `routedStream()`, `TcpProxy` and HTTP dispatcher draw on
-   * one budget: `{ ratio = 0.2, minRetriesPerSecond = 10, ttlMs = 10000 }`,
-   * or `false` (default: none; every retry allowed up to each call's
-   * `attempts`). A membership snapshot that carries `retryBudget` replaces
-   * it. See docs/resilience.md.
-   */
-  retryBudget?: RetryBudgetOptions | false;
-  /**
-   * Slow start (Envoy's `slow_start_config`): a backend that joins, passes
-   * its active check again or ends an ejection ramps its weight (and, for
-   * load-based policies, its load) over `windowMs`:
-   * `max(minWeightPercent / 100, (elapsed / windowMs) ^ (1 / aggression))`.
-   * `{ windowMs, aggression = 1, minWeightPercent = 10 }`, or `false`
-   * (default: off). A membership snapshot that carries `slowStart` replaces
-   * it. See docs/resilience.md.
-   */
-  slowStart?: SlowStartOptions | false;
-  /**
-   * The fleet connection budget's limit per backend (`{ limitPerBackend,
-   * reserve = 0, ttlMs = 10000 }`, or `false`: none), for a
-   * FleetConnectionBudget (`poise-lb/redis`) started on this Balancer without
-   * its own. A membership snapshot that carries `connectionBudget` replaces
-   * it. See docs/connection-budget.md.
-   */
-  connectionBudget?: ConnectionBudgetOptions | false;
-}
-
-/** Options of {@link Balancer.ready}. */
-export interface ReadyOptions {
-  /** Longest wait, ms; default 10 000. Then it rejects with `NotReady`, naming what is still missing. */
-  timeoutMs?: number;
-  /** The clock and timers of the deadline; default the process's (tests drive it by hand). */
-  timers?: TimerSource;
-}
-
-/** What the owner did when a watched thread exited. */
-export interface ReclaimEvent {
-  threadId: number;
-  workerIndex: number | undefined;
-  /** Leases (connections + requests) subtracted from the shared counters. */
-  leases: number;
-  /**
-   * Counters the worker died in the middle of updating (between its own
-   * record and the shared word), each settled exactly by a double collect
-   * over the other threads' records (load/leases.ts). Usually 0.
-   */
-  settled: number;
-  /** Of those, counters whose slot never stood still long enough to settle (then taken as updated; logged). */
-  uncertain: number;
-  /** Time spent reclaiming, ms. */
-  ms: number;
-}
-
-/** A `retryBudget` block: undefined or `false` → none; options → the region's configuration. */
-/**
- * The first-verdict sources a health configuration runs (load/verdicts.ts):
- * what a new occupant awaits when that configuration is the one in force.
- * The same rule as {@link Balancer}'s running sources, read off the config.
- */
-function verdictSourcesOf(conf: { check?: unknown; agent?: unknown; orca?: ResolvedOrca }): number {
-  return (
-    (conf.check === undefined ? 0 : VerdictSource.Check) |
-    (conf.agent === undefined ? 0 : VerdictSource.Agent) |
-    (conf.orca === undefined || conf.orca.source !== 'endpoint' ? 0 : VerdictSource.Orca)
-  );
-}
-
-function resolveBudgetBlock(value: unknown, field: string): RetryBudgetConfig | undefined {
-  return value === undefined || value === false ? undefined : resolveRetryBudget(value, field);
-}
+export type { BalancerOptions, ReclaimEvent } from './balancer-options.js';
+export type { ReadyOptions } from './ready.js';
 
 const STATE_OF: Record<ResolvedBackendSpec['status'], SlotStateCode> = {
   ready: SlotState.Ready,
@@ -185,19 +88,13 @@ export class Balancer extends EventEmitter {
   /** Whether any membership has been applied (a first snapshot may carry version 0). */
   private applied = false;
   private closed = false;
-  private readonly healthCounters: HealthCounters = newCounters();
-  /** The JSON form of the health configuration in force (to see whether a snapshot changes it). */
-  private healthKey = '';
-  private checker: ActiveChecker | undefined;
-  private orca: OrcaWeights | undefined;
-  /** The agent beside the active check (`health.agent`). */
-  private agent: ActiveChecker | undefined;
-  private outlier: OutlierDetector | undefined;
+  /** The health workers (checker, agent, outlier detection, ORCA) and their targets: this owner never starts one itself. */
+  private readonly supervisor: HealthSupervisor;
+  /** The control blocks in force (control-blocks.ts: the option, or the last snapshot's block). */
+  private blocks: ControlBlocks;
   /** Wall-clock ms (Date.now()) of the last membership applied; undefined before the first. */
   private changedAt: number | undefined;
   private reclaimEvents = 0;
-  /** The connection budget in force (the option, or the last snapshot's block). */
-  private budgetConfig: ResolvedConnectionBudget | undefined;
   private reclaimedLeases = 0;
 
   /** Throws `InvalidConfig` naming a bad option. */
@@ -218,10 +115,7 @@ export class Balancer extends EventEmitter {
       'slowStart',
       'connectionBudget',
     ]);
-    const retryBudget = resolveBudgetBlock(opts.retryBudget, 'options.retryBudget');
-    const slowStart = resolveSlowStart(opts.slowStart, 'options.slowStart');
-    this.budgetConfig = resolveConnectionBudget(opts.connectionBudget, 'options.connectionBudget');
-    const health = opts.health === undefined ? {} : resolveHealthConfig(opts.health, 'options.health', false);
+    this.blocks = blocksInForce(undefined, 'options', opts).blocks;
     // LoadTable.create throws InvalidConfig naming options.<field> itself.
     this.ownerTable = LoadTable.create({
       capacity: opts.capacity,
@@ -231,7 +125,7 @@ export class Balancer extends EventEmitter {
       initialMs: opts.initialMs,
       layout: opts.layout,
     });
-    this.table = readOnlyView(this.ownerTable, () => this.clock());
+    this.table = readOnlyView(this.ownerTable, () => this.clock(), reportedWeight);
     if (opts.clock !== undefined && typeof opts.clock !== 'function')
       invalidConfig('options.clock', 'must be a function returning milliseconds', opts.clock);
     this.customClock = opts.clock !== undefined;
@@ -240,14 +134,19 @@ export class Balancer extends EventEmitter {
     this.log = opts.logger ?? defaultLogger();
     this.slots = new Array<SlotInfo | undefined>(this.table.capacity).fill(undefined);
     this.slotMap = { slots: this.slots, byId: this.byId };
-    this.configureHealth(health);
-    this.ownerTable.retries.configure(retryBudget);
-    this.ownerTable.slowStart.configure(slowStart);
+    this.supervisor = new HealthSupervisor(this.ownerTable, this.log, {
+      clock: this.clock,
+      manualTime: this.customClock,
+      beforeSweep: () => this.flushStats(),
+    });
+    this.supervisor.apply(this.blocks.health, []);
+    this.ownerTable.retries.configure(this.blocks.retryBudget);
+    this.ownerTable.slowStart.configure(this.blocks.slowStart);
   }
 
   /** The fleet connection budget's limit in force: the `connectionBudget` option or the last snapshot's block. @internal */
   get connectionBudget(): ResolvedConnectionBudget | undefined {
-    return this.budgetConfig;
+    return this.blocks.connectionBudget;
   }
 
   /** Membership version in force (0 before the first update). */
@@ -377,14 +276,8 @@ export class Balancer extends EventEmitter {
       return invalidConfig('membership', 'must be a MembershipSnapshot or an array of BackendSpec', input);
     }
     const specs = resolveBackendSpecs(backends, 'backends');
-    const snapshotHealth = Array.isArray(input) ? undefined : (input as MembershipSnapshot).health;
-    const health = snapshotHealth === undefined ? undefined : resolveHealthConfig(snapshotHealth, 'membership.health', true);
-    const snapshotBudget = Array.isArray(input) ? undefined : (input as MembershipSnapshot).retryBudget;
-    const budget = snapshotBudget === undefined ? undefined : { config: resolveBudgetBlock(snapshotBudget, 'membership.retryBudget') };
-    const snapshotSlow = Array.isArray(input) ? undefined : (input as MembershipSnapshot).slowStart;
-    const slow = snapshotSlow === undefined ? undefined : { config: resolveSlowStart(snapshotSlow, 'membership.slowStart') };
-    const snapshotConn = Array.isArray(input) ? undefined : (input as MembershipSnapshot).connectionBudget;
-    const conn = snapshotConn === undefined ? undefined : { config: resolveConnectionBudget(snapshotConn, 'membership.connectionBudget') };
+    // The blocks the snapshot carries replace those in force (control-blocks.ts), validated before anything is written.
+    const { blocks, carried } = blocksInForce(this.blocks, 'membership', input);
     const keep = new Set(specs.map((s) => s.id));
     const t = this.ownerTable;
     // Plan and assign before writing anything, so a refusal leaves the table as it was.
@@ -402,7 +295,13 @@ export class Balancer extends EventEmitter {
 
     // Apply: slot words and tags first (writeSlots), then the blob, then the epoch that announces both.
     // A new occupant awaits the first verdicts of the sources in force after this update (its health block, if any).
-    this.writeSlots(specs, keep, reservation, assignment, health === undefined ? this.verdictSources() : verdictSourcesOf(health));
+    this.writeSlots(
+      specs,
+      keep,
+      reservation,
+      assignment,
+      carried.has('health') ? verdictSourcesOf(blocks.health) : this.supervisor.verdictSources(),
+    );
     t.specs.publish(blob);
     const previous = this.ver;
     this.ver = version;
@@ -415,11 +314,12 @@ export class Balancer extends EventEmitter {
       { version, previous, backends: specs.length, epoch, ...(lineage === undefined ? {} : { lineage }) },
       'poise: membership applied',
     );
-    if (health !== undefined) this.configureHealth(health);
-    if (budget !== undefined) t.retries.configure(budget.config);
-    if (slow !== undefined) t.slowStart.configure(slow.config);
-    if (conn !== undefined) this.budgetConfig = conn.config;
-    this.syncHealth();
+    this.blocks = blocks;
+    // Health goes to the supervisor (which replaces its workers only when the block differs); the other blocks to the table.
+    if (carried.has('health') || this.supervisor.running)
+      this.supervisor.apply(carried.has('health') ? blocks.health : undefined, this.healthTargets());
+    if (carried.has('retryBudget')) t.retries.configure(blocks.retryBudget);
+    if (carried.has('slowStart')) t.slowStart.configure(blocks.slowStart);
     // For owner-side followers of the membership (the fleet connection budget leases shares for new backends).
     this.emit('membership', { version, previous });
     return { applied: true, version, previous };
@@ -492,14 +392,7 @@ export class Balancer extends EventEmitter {
   /** Refuses further updates and stops health checks and outlier sweeps. Routers keep working on the last membership. */
   close(): void {
     this.closed = true;
-    this.checker?.close();
-    this.agent?.close();
-    this.outlier?.close();
-    this.orca?.close();
-    this.checker = undefined;
-    this.agent = undefined;
-    this.outlier = undefined;
-    this.orca = undefined;
+    this.supervisor.close();
     // A ready() in progress looks again (and rejects with Closed).
     this.ownerTable.epochs.wake();
   }
@@ -514,16 +407,16 @@ export class Balancer extends EventEmitter {
     for (const [id, slot] of this.byId) {
       const info = this.slots[slot]!;
       if (info.removed) continue;
-      const state = this.checker?.stateOf(id);
+      const state = this.supervisor.checkStateOf(id);
       backends.push({
         id,
         check: state?.check ?? 'unchecked',
         degraded: (this.ownerTable.health.health(slot) & (HealthFlag.CheckDegraded | HealthFlag.MemberDegraded)) !== 0,
         ejectedForMs: this.ownerTable.ejectedForMs(slot, now),
-        outlierEjections: this.outlier?.multiplierOf(id) ?? 0,
+        outlierEjections: this.supervisor.ejectionsOf(id),
       });
     }
-    return { counters: { ...this.healthCounters }, backends };
+    return { counters: { ...this.supervisor.counters }, backends };
   }
 
   /**
@@ -532,17 +425,8 @@ export class Balancer extends EventEmitter {
    * that drive time by hand; throws `InvalidConfig` when outlier detection is off.
    */
   sweepOutliers(): string[] {
-    if (this.outlier === undefined) invalidConfig('options.health.outlier', 'is not configured; nothing to sweep');
-    return this.outlier.sweep();
-  }
-
-  /** The first-verdict bits a new backend awaits under the health configuration in force (load/verdicts.ts). */
-  private verdictSources(): number {
-    return (
-      (this.checker === undefined ? 0 : VerdictSource.Check) |
-      (this.agent === undefined ? 0 : VerdictSource.Agent) |
-      (this.orca === undefined || this.orca.polls === false ? 0 : VerdictSource.Orca)
-    );
+    if (!this.supervisor.sweeps) invalidConfig('options.health.outlier', 'is not configured; nothing to sweep');
+    return this.supervisor.sweepOutliers();
   }
 
   /** Each live backend still awaiting a first verdict, with what it awaits: `pg-a (active check)`. */
@@ -581,105 +465,15 @@ export class Balancer extends EventEmitter {
    * await balancer.ready({ timeoutMs: 5000 }); // every backend checked once: the first write finds its primary
    */
   ready(opts: ReadyOptions = {}): Promise<void> {
-    let timers: TimerSource;
-    let timeoutMs: number;
-    try {
-      if (typeof opts !== 'object' || opts === null) invalidConfig('ready(options)', 'must be an object', opts);
-      checkOptionKeys(opts, ['timeoutMs', 'timers'], 'ready(options)');
-      timers = timersOption(opts.timers, 'ready(options).timers');
-      timeoutMs = opts.timeoutMs === undefined ? 10_000 : integerIn(opts.timeoutMs, 'ready(options).timeoutMs', 1, 2 ** 31 - 1);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    const epochs = this.ownerTable.epochs;
-    return new Promise<void>((resolve, reject) => {
-      let done = false;
-      const finish = (err?: PoiseError): void => {
-        done = true;
-        timers.clearTimeout(deadline);
-        if (err === undefined) resolve();
-        else reject(err);
-      };
-      const deadline = timers.setTimeout(() => {
-        if (done) return;
-        const missing = this.applied ? this.missingVerdicts() : ['a membership (none applied yet)'];
-        finish(
-          new PoiseError('NotReady', `balancer.ready: after ${timeoutMs} ms still without a first verdict: ${missing.join(', ')}`, {
-            field: 'ready',
-          }),
-        );
-      }, timeoutMs);
-      const look = (): void => {
-        if (done) return;
-        if (this.closed) {
-          finish(new PoiseError('Closed', 'balancer.ready: the balancer was closed'));
-          return;
-        }
-        // The epoch first: a verdict settled after this read moves it, so the wait below returns at once.
-        const seen = epochs.change();
-        if (this.applied && this.missingVerdicts().length === 0) {
-          finish();
-          return;
-        }
-        // Every settle and every membership bumps the change epoch (and notifies); the 1 s cap only
-        // bounds how long a wait outlives a deadline or a close.
-        void epochs.changedAsync(seen, 1000).then(look);
-      };
-      look();
+    return waitForVerdicts(opts, {
+      epochs: this.ownerTable.epochs,
+      closed: () => this.closed,
+      missing: () => (this.applied ? this.missingVerdicts() : ['a membership (none applied yet)']),
     });
   }
 
-  /** Replaces the checker / detector when the configuration changed. */
-  private configureHealth(conf: {
-    check?: ResolvedHealthCheck;
-    outlier?: ResolvedOutlier;
-    orca?: ResolvedOrca;
-    agent?: ResolvedHealthCheck;
-  }): void {
-    // Functions (custom checks, clients) are compared by identity through the object, the rest by value.
-    const key = JSON.stringify(conf, (_k, v: unknown) =>
-      typeof v === 'function' || (typeof v === 'object' && v !== null && 'query' in v) ? `fn:${this.fnId(v)}` : v,
-    );
-    if (key === this.healthKey) return;
-    this.healthKey = key;
-    this.checker?.close();
-    this.agent?.close();
-    this.outlier?.close();
-    this.orca?.close();
-    // The agent beside the active check (health.agent): weight, drain / maint / ready, and its own down.
-    this.agent =
-      conf.agent === undefined
-        ? undefined
-        : new ActiveChecker(this.ownerTable, conf.agent, this.log, this.healthCounters, this.clock, true);
-    this.orca = conf.orca === undefined ? undefined : new OrcaWeights(this.ownerTable, conf.orca, this.log, this.clock);
-    // With an injected clock time is the caller's: polls run through pollLoadReports().
-    if (!this.customClock) this.orca?.start();
-    this.checker =
-      conf.check === undefined ? undefined : new ActiveChecker(this.ownerTable, conf.check, this.log, this.healthCounters, this.clock);
-    this.outlier =
-      conf.outlier === undefined
-        ? undefined
-        : new OutlierDetector(this.ownerTable, conf.outlier, this.log, this.healthCounters, this.clock, () => this.flushStats());
-    // With an injected clock time is the caller's: sweeps run through sweepOutliers().
-    if (!this.customClock) this.outlier?.start();
-    this.log.info({ check: conf.check?.kind ?? null, outlier: conf.outlier !== undefined }, 'poise: health configuration applied');
-    this.syncHealth();
-  }
-
-  private readonly fnIds = new WeakMap<object, number>();
-  private fnCount = 0;
-  private fnId(v: object): number {
-    let id = this.fnIds.get(v);
-    if (id === undefined) {
-      id = ++this.fnCount;
-      this.fnIds.set(v, id);
-    }
-    return id;
-  }
-
-  /** Hands the live slots to the checker and the detector. */
-  private syncHealth(): void {
-    if (this.checker === undefined && this.agent === undefined && this.outlier === undefined && this.orca === undefined) return;
+  /** The live slots, as the health workers watch them. */
+  private healthTargets(): HealthTarget[] {
     const targets: HealthTarget[] = [];
     for (const [id, slot] of this.byId) {
       const info = this.slots[slot]!;
@@ -696,10 +490,7 @@ export class Balancer extends EventEmitter {
         role: info.spec.role,
       });
     }
-    this.checker?.sync(targets);
-    this.agent?.sync(targets);
-    this.outlier?.sync(targets);
-    this.orca?.sync(targets);
+    return targets;
   }
 
   /**
@@ -709,7 +500,7 @@ export class Balancer extends EventEmitter {
    * Resolves when the round is written.
    */
   async pollLoadReports(): Promise<void> {
-    await this.orca?.poll();
+    await this.supervisor.poll();
   }
 
   /** Writes each changed slot's words and tag, and marks the backends that left as tombstones. */

@@ -21,7 +21,7 @@ import { tagGeneration, tagState } from '../load/slot-tags.js';
 import type { Logger } from '../log.js';
 import { blobLines, lineHead, specFromJson, type LineHead } from './spec-blob.js';
 import { slotCandidate, type LoadEnv, type SlotCandidate } from './slot-candidate.js';
-import { applyEffectiveWeights } from './effective-weight.js';
+import { applyEffectiveWeights, reportedFactor } from './effective-weight.js';
 import { apertureSlice } from '../policy/aperture.js';
 
 /** The candidate view of one router (its thread only). */
@@ -102,9 +102,9 @@ export class CandidateView {
       const reported = state === SlotState.Ready ? t.reported.flags(c.slot) : 0;
       // A backend that reported drain or maint (agent check) takes no new lease, even failing open.
       const held = (reported & (ReportFlag.Drain | ReportFlag.Maint)) !== 0;
-      // A reported weight of 0 (an agent's `0%`, an ORCA weight that rounds to 0) is HAProxy's weight 0: no new
+      // A reported weight of 0 (an agent's `0%`, an ORCA weight that rounds to 0: effective-weight.ts's rule) is HAProxy's weight 0: no new
       // lease while anything else is eligible, but, unlike drain, panic may still use it (it is not held).
-      const zeroWeight = (reported & ReportFlag.Weight) !== 0 && t.reported.multiplier(c.slot) === 0;
+      const zeroWeight = state === SlotState.Ready && reportedFactor(t, c.slot) === 0;
       c.held = held;
       c.eligible =
         state === SlotState.Ready && left === 0 && (health & (HealthFlag.Unhealthy | HealthFlag.AgentDown)) === 0 && !held && !zeroWeight;

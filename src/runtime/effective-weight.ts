@@ -23,10 +23,30 @@
  * Factors are relative: each is divided by the largest among the members, so
  * members that all ramp from one instant (every backend new) are not ramped.
  */
-import { ReportFlag } from '../load/backend-load.js';
 import { rampFactor } from '../load/slow-start.js';
 import type { LoadTable } from '../load/load-table.js';
 import type { SlotCandidate } from './slot-candidate.js';
+
+/**
+ * The one rule combining a backend's two self-reports into the multiplier
+ * of its spec weight: the agent's weight (HAProxy's agent protocol, word
+ * 24) and ORCA's A58 weight (word 39) are independent factors, so the
+ * combined weight is their product; one alone is itself; neither is
+ * undefined (no report: the spec weight stands). A 0 from either is
+ * HAProxy's weight 0 (candidate-view.ts: no new lease while another backend
+ * is eligible). HAProxy keeps the agent's weight and the check's state in
+ * separate fields combined by one rule the same way: no reporter overwrites
+ * the other, and what each said is still readable on its own.
+ */
+export function reportedWeight(agent: number | undefined, orca: number | undefined): number | undefined {
+  if (agent === undefined) return orca;
+  return orca === undefined ? agent : agent * orca;
+}
+
+/** {@link reportedWeight} of slot `slot` as the table holds it now. */
+export function reportedFactor(table: LoadTable, slot: number): number | undefined {
+  return reportedWeight(table.reported.agentWeight(slot), table.reported.orcaWeight(slot));
+}
 
 /** While anyone ramps, weights are multiplied by this (when the largest spec weight leaves room under 2^32). */
 const WEIGHT_SCALE = 1000;
@@ -54,8 +74,9 @@ export function applyEffectiveWeights(table: LoadTable, members: readonly SlotCa
         ramping = true;
       }
     }
-    if ((table.reported.flags(c.slot) & ReportFlag.Weight) !== 0) {
-      f *= table.reported.multiplier(c.slot);
+    const reported = reportedFactor(table, c.slot);
+    if (reported !== undefined) {
+      f *= reported;
       adjusted = true;
     }
     c.ramp = f;

@@ -98,13 +98,13 @@ describe('health.agent beside health.check', () => {
     open.push(b);
     b.update([{ id: 'x', address: `127.0.0.1:${port}` }]);
     const t = b.ownerTable;
-    await until(() => t.reported.multiplier(0) === 0.4, 'the agent weight');
+    await until(() => t.reported.agentMultiplier(0) === 0.4, 'the agent weight');
     await until(() => b.healthStats().backends[0]?.check === 'up', 'x up');
     // The agent goes away: its weight stays, the backend stays up and eligible.
     await new Promise<void>((r) => agent.close(() => r()));
     const before = b.healthStats().counters.checks;
     await until(() => b.healthStats().counters.checks >= before + 10, 'ten more tcp checks while the agent is away');
-    expect(t.reported.multiplier(0)).toBe(0.4);
+    expect(t.reported.agentMultiplier(0)).toBe(0.4);
     expect(t.health.health(0) & (HealthFlag.AgentDown | HealthFlag.Unhealthy)).toBe(0);
     // The backend's port closes: the tcp check takes it down (the agent's last word was up).
     await new Promise<void>((r) => backend.close(() => r()));

@@ -13,7 +13,6 @@ import { type HealthCheckOptions, resolveAgentCheck, resolveHealthCheck } from '
 import { OrcaWeights, resolveOrca } from '../../src/health/orca.js';
 import { newCounters } from '../../src/health/stats.js';
 import type { HealthTarget } from '../../src/health/targets.js';
-import { ReportFlag } from '../../src/load/backend-load.js';
 import { createLogger } from '../../src/log.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { listenLoopback } from '../helpers/loopback.js';
@@ -109,7 +108,7 @@ describe('ORCA load endpoints beside a dripping and a silent one', () => {
     cleanups.push(() => orca.close());
     orca.sync(targetsOf(b));
     const slot = (id: string): number => b.slotEntries().find((e) => e.id === id)!.slot;
-    const multiplier = (id: string): number => b.ownerTable.reported.multiplier(slot(id));
+    const multiplier = (id: string): number => b.ownerTable.reported.orcaMultiplier(slot(id));
     const near = (x: number, y: number): boolean => Math.abs(x - y) < 1e-5;
 
     orca.start();
@@ -146,7 +145,7 @@ describe('ORCA load endpoints beside a dripping and a silent one', () => {
       // a now gets the mean of those in force: b's alone, so everyone is even.
       expect(near(multiplier('a'), inForce ? 4 / 3 : 1), `a's weight after b's answer of round ${round}`).toBe(true);
     }
-    expect((b.ownerTable.reported.flags(slot('drip')) & ReportFlag.Weight) !== 0).toBe(true);
+    expect(b.ownerTable.reported.orcaWeight(slot('drip')) !== undefined).toBe(true);
     // Every stuck poll ended at its deadline, one per target and round (drip and silent in rounds 1 to 5, a in 3 to 5;
     // round 6's are still running): a hung backend is never polled twice at once.
     await until(() => orca.counts.refused === 13, 'every stuck poll of rounds 1 to 5 refused');
@@ -176,8 +175,8 @@ describe("the Balancer's ORCA rounds on real timers", () => {
     now += 1000;
     await b.pollLoadReports();
     const slot = (id: string): number => b.slotEntries().find((e) => e.id === id)!.slot;
-    expect(b.ownerTable.reported.multiplier(slot('a'))).toBeCloseTo(2 / 3, 5);
-    expect(b.ownerTable.reported.multiplier(slot('b'))).toBeCloseTo(4 / 3, 5);
+    expect(b.ownerTable.reported.orcaMultiplier(slot('a'))).toBeCloseTo(2 / 3, 5);
+    expect(b.ownerTable.reported.orcaMultiplier(slot('b'))).toBeCloseTo(4 / 3, 5);
   });
 });
 
@@ -389,7 +388,7 @@ describe('active checks beside a dripping and a silent target', () => {
     checker.sync(targetsOf(b));
     const slot = (id: string): number => b.slotEntries().find((e) => e.id === id)!.slot;
     const read = (id: string): string => {
-      if (c.read === 'weight') return String(b.ownerTable.reported.multiplier(slot(id)));
+      if (c.read === 'weight') return String(b.ownerTable.reported.agentMultiplier(slot(id)));
       const check = checker.stateOf(id)!.check;
       return c.read === 'check' ? check : `${check}/${roleNames[b.ownerTable.db.role(slot(id))]}`;
     };

@@ -62,7 +62,7 @@ describe('a reported weight of 0', () => {
     expect(held.id).toBe('a');
 
     replies.set('a', 'up 0%');
-    await until(() => t.reported.multiplier(slot('a')) === 0, "a's 0%");
+    await until(() => t.reported.agentMultiplier(slot('a')) === 0, "a's 0%");
     // HAProxy's weight 0: not one of 5,000 picks per policy (today's 1 of 1,000 would give it about 2.5 each).
     for (const [k, r] of routers.entries()) expect(picksOf(r, 'a', 5000), POLICY_NAMES[k]).toBe(0);
     // The lease it held runs to its end and is counted back.
@@ -83,7 +83,7 @@ describe('a reported weight of 0', () => {
     replies.set('b', 'ready');
     replies.set('c', 'ready');
     await until(
-      () => t.reported.multiplier(slot('a')) === 1 && (t.reported.flags(slot('b')) & ReportFlag.Drain) === 0,
+      () => t.reported.agentMultiplier(slot('a')) === 1 && (t.reported.flags(slot('b')) & ReportFlag.Drain) === 0,
       'a at 100 %, b ready',
     );
     await until(() => (t.reported.flags(slot('c')) & ReportFlag.Drain) === 0, 'c ready');
@@ -115,8 +115,8 @@ describe('a reported weight of 0', () => {
     b.update([...ports].map(([id, port]) => ({ id, address: `127.0.0.1:${port}` })));
     await b.pollLoadReports();
     const slot = b.slotEntries().find((e) => e.id === 'a')!.slot;
-    expect((b.ownerTable.reported.flags(slot) & ReportFlag.Weight) !== 0).toBe(true);
-    expect(b.ownerTable.reported.multiplier(slot)).toBe(0);
+    expect(b.ownerTable.reported.orcaWeight(slot) !== undefined).toBe(true);
+    expect(b.ownerTable.reported.orcaMultiplier(slot)).toBe(0);
     for (const policy of ['weighted', 'p2c', 'round-robin', 'maglev'] as const) {
       const r = b.router({ policy, seed: 3 });
       cleanups.push(() => r.close());

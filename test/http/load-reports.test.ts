@@ -5,7 +5,6 @@
 // on an injected clock (time moves by request, so every figure is exact).
 import { afterEach, describe, expect, it } from 'vitest';
 import { ReportScan, newLoadReportScan, scanDecimal, scanLoadReport } from '../../src/core/load-report.js';
-import { ReportFlag } from '../../src/load/backend-load.js';
 import { HttpCounters } from '../../src/http/counters.js';
 import { PoiseDispatcher } from '../../src/http/dispatcher.js';
 import { createLogger } from '../../src/log.js';
@@ -115,12 +114,12 @@ describe.each(variants)('load reports through PoiseDispatcher with $name', ({ u,
     // (4,000 draws at p = 0.25: sd 0.0068, band ±0.03).
     const during = await served(1000);
     expect(Math.abs(during['h3']! - 0.25)).toBeLessThan(0.04);
-    expect(balancer.ownerTable.reported.flags(slotOf(balancer, 'h3')) & ReportFlag.Weight).toBe(0);
+    expect(balancer.ownerTable.reported.orcaWeight(slotOf(balancer, 'h3'))).toBeUndefined();
     // 100 more requests (one more computation, at 11 s): the weights are in
     // force — 50, 50, 50, 25 relative to their mean 43.75.
     await served(100);
     for (let i = 0; i < 4; i++) {
-      expect(balancer.ownerTable.reported.multiplier(slotOf(balancer, `h${i}`))).toBeCloseTo(caps[i]! / 43.75, 2);
+      expect(balancer.ownerTable.reported.orcaMultiplier(slotOf(balancer, `h${i}`))).toBeCloseTo(caps[i]! / 43.75, 2);
     }
     // From here on h3 takes its capacity's share, 1/7 (4,000 requests: sd
     // 0.0055, band ±0.025 ≈ 4.5 sd; equal shares would be 0.25).

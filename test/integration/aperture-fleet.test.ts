@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../dist/src/log.js';
-import { FleetConnectionBudget } from '../../dist/src/membership/redis-connection-budget.js';
+import { FleetConnectionBudget } from '../../dist/src/budget/redis-connection-budget.js';
 import { apertureSlice } from '../../dist/src/policy/aperture.js';
 import { Balancer } from '../../dist/src/runtime/balancer.js';
 import type { LoadTable } from '../../src/load/load-table.js';

@@ -13,7 +13,7 @@
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../dist/src/log.js';
-import { FleetRetryBudget } from '../../dist/src/membership/redis-retry-budget.js';
+import { FleetRetryBudget } from '../../dist/src/budget/redis-retry-budget.js';
 import { Balancer } from '../../dist/src/runtime/balancer.js';
 import { freePort } from '../helpers/ports.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';

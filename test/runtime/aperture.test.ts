@@ -9,7 +9,7 @@
  */
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { LoadTable } from '../../src/load/load-table.js';
-import { FleetConnectionBudget } from '../../src/membership/redis-connection-budget.js';
+import { FleetConnectionBudget } from '../../src/budget/redis-connection-budget.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import type { Router } from '../../src/runtime/router.js';
 import { manualClock } from '../helpers/runtime.js';

@@ -51,7 +51,7 @@ function leaseOnD(router: Router): Lease {
   return lease;
 }
 
-/** Gives `d` state in every region a rejoin must reset: samples, failures, an ejection, check and agent words, a database role, a budget share. */
+/** Gives `d` state in every region a rejoin must reset: samples, failures, an ejection, check, agent and ORCA words, a database role, a budget share. */
 function dress(balancer: Balancer, router: Router, now: number): void {
   const t = balancer.ownerTable;
   for (let k = 0; k < 5; k++) leaseOnD(router).release('success', { latencyMs: 400, connectMs: 90 });
@@ -65,7 +65,8 @@ function dress(balancer: Balancer, router: Router, now: number): void {
     HealthFlag.Unhealthy | HealthFlag.CheckDegraded | HealthFlag.AgentDown,
     HealthFlag.CheckDegraded | HealthFlag.AgentDown,
   );
-  t.reported.setWeight(slot, 250_000);
+  t.reported.setAgentWeight(slot, 250_000);
+  t.reported.setOrcaWeight(slot, 2_000_000);
   t.reported.setAdmin(slot, ReportFlag.Drain);
   t.db.write(slot, DbRole.Primary, 0, 0x12, 0x3400);
   t.budget.setShare(slot, 5);
@@ -84,7 +85,9 @@ function read(balancer: Balancer, id: string): Record<string, unknown> {
     'ejections (total)': t.health.ejectionsTotal(slot),
     'ejected for (ms)': v.ejectedForMs(slot),
     'check / agent flags': t.health.health(slot) & (HealthFlag.Unhealthy | HealthFlag.CheckDegraded | HealthFlag.AgentDown),
-    'reported weight multiplier': v.reportedLoad(slot).multiplier,
+    'agent weight multiplier': v.reportedLoad(slot).agent,
+    'ORCA weight multiplier': v.reportedLoad(slot).orca,
+    'reported weight multiplier (combined)': v.reportedLoad(slot).multiplier,
     'agent drain': v.reportedLoad(slot).drain,
     'database role': t.db.role(slot),
     LSN: t.db.lsn(slot),
@@ -102,7 +105,9 @@ const ROWS: [word: string, afterRejoin: unknown, afterChange: unknown][] = [
   ['ejections (total)', 0, 1],
   ['ejected for (ms)', 0, 30_000],
   ['check / agent flags', 0, HealthFlag.CheckDegraded | HealthFlag.AgentDown],
-  ['reported weight multiplier', 1, 0.25],
+  ['agent weight multiplier', 1, 0.25],
+  ['ORCA weight multiplier', 1, 2],
+  ['reported weight multiplier (combined)', 1, 0.5],
   ['agent drain', false, true],
   ['database role', DbRole.Unknown, DbRole.Primary],
   ['LSN', 0n, 0x12_0000_3400n],

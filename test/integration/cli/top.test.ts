@@ -134,7 +134,7 @@ describe('poise top', () => {
     clock.advance(5000);
     const slot = (id: string) => b.slotEntries().find((e) => e.id === id)!.slot;
     // What an agent would write: a at 50 % of its weight, b draining.
-    b.ownerTable.reported.setWeight(slot('a'), 500_000);
+    b.ownerTable.reported.setAgentWeight(slot('a'), 500_000);
     b.ownerTable.reported.setAdmin(slot('b'), ReportFlag.Drain);
     // 100 requests allow max(floor 10, 20 % of 100) = 20 retries of 25 asked: 20 allowed, 5 refused, none left.
     const router = b.router();

@@ -36,10 +36,10 @@ import { integerIn } from '../core/validate.js';
 import { RETRY_BUCKETS } from '../load/retry-region.js';
 import { defaultLogger, type Logger } from '../log.js';
 import type { Balancer } from '../runtime/balancer.js';
-import { validateName } from './name.js';
-import { DEFAULT_PREFIX } from './redis-keys.js';
+import { validateName } from '../membership/name.js';
+import { DEFAULT_PREFIX } from '../membership/redis-keys.js';
 import { DeadlineMissed, FleetRounds, fleetBalancer, roundClient } from './fleet-rounds.js';
-import type { RedisClient, RedisConnectionOptions } from './redis-target.js';
+import type { RedisClient, RedisConnectionOptions } from '../membership/redis-target.js';
 
 /**
  * KEYS: the window's bucket keys, newest first. ARGV: process id, requests
@@ -141,6 +141,8 @@ export class FleetRetryBudget {
       this.#redis,
       () => this.#round(),
       () => this.#intervalMs ?? this.#balancer.ownerTable.retries.config()?.bucketMs ?? 1000,
+      // Stopped: this process has the whole floor again.
+      { stopped: () => this.#balancer.ownerTable.retries.shareFloor(1) },
     );
   }
 
@@ -170,11 +172,8 @@ export class FleetRetryBudget {
   }
 
   /** Stops the rounds, gives this process the whole floor again, and disconnects. */
-  async close(): Promise<void> {
-    if (this.#rounds.closed) return;
-    await this.#rounds.stop();
-    this.#balancer.ownerTable.retries.shareFloor(1);
-    this.#redis.disconnect();
+  close(): Promise<void> {
+    return this.#rounds.stop();
   }
 
   async #round(): Promise<FleetRetryCounts | undefined> {

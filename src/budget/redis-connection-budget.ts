@@ -35,15 +35,15 @@
  * Redis restart and runs first cannot know the shares the others still hold.
  */
 import { randomBytes } from 'node:crypto';
-import { PoiseError, invalidConfig } from '../core/errors.js';
+import { invalidConfig } from '../core/errors.js';
 import { defaultLogger, type Logger } from '../log.js';
 import type { Balancer } from '../runtime/balancer.js';
 import { resolveConnectionBudget, type ResolvedConnectionBudget } from '../runtime/connection-budget-options.js';
-import { validateName } from './name.js';
-import { DEFAULT_PREFIX, budgetKey } from './redis-keys.js';
-import { BUDGET_SCRIPT } from './redis-script.js';
+import { validateName } from '../membership/name.js';
+import { DEFAULT_PREFIX, budgetKey } from '../membership/redis-keys.js';
+import { BUDGET_SCRIPT } from '../membership/redis-script.js';
 import { FleetRounds, fleetBalancer, roundClient, withDeadline } from './fleet-rounds.js';
-import type { RedisClient, RedisConnectionOptions } from './redis-target.js';
+import type { RedisClient, RedisConnectionOptions } from '../membership/redis-target.js';
 
 /** Options of {@link FleetConnectionBudget}: where Redis is (one of `url`, `sentinels`, `redisCluster`), the limit and the cluster. */
 export interface FleetConnectionBudgetOptions extends RedisConnectionOptions {
@@ -123,6 +123,8 @@ export class FleetConnectionBudget {
   readonly #onMembership = (): void => {
     void this.sync();
   };
+  /** Whether the close in progress hands the shares back ({@link close}'s `release`). */
+  #release = false;
 
   /** Throws `InvalidConfig` naming a bad option; connects lazily (on {@link start}). */
   constructor(opts: FleetConnectionBudgetOptions) {
@@ -144,6 +146,11 @@ export class FleetConnectionBudget {
       this.#redis,
       () => this.#round(),
       () => Math.max(100, Math.floor((this.#config()?.ttlMs ?? 10_000) / 3)),
+      {
+        starting: () => this.#starting(),
+        stopping: () => this.#balancer.off('membership', this.#onMembership),
+        stopped: () => this.#stopped(),
+      },
     );
   }
 
@@ -162,13 +169,16 @@ export class FleetConnectionBudget {
    * first round grants one), runs a first round, then one every `ttlMs / 3`
    * and one after every membership change. Resolves after the first round.
    */
-  async start(): Promise<void> {
-    if (this.#rounds.closed) throw new PoiseError('Closed', 'FleetConnectionBudget: is closed');
+  start(): Promise<void> {
+    return this.#rounds.start();
+  }
+
+  /** Before the first round: every backend under the budget, the aperture's width, membership changes followed. */
+  #starting(): void {
     if (this.#config() !== undefined) this.#enforce();
     // The width now; the coordinate with the first round (until then every router uses the whole ring).
     if (this.#apertureWidth !== undefined) this.#balancer.ownerTable.aperture.configure(this.#apertureWidth);
     this.#balancer.on('membership', this.#onMembership);
-    await this.#rounds.start();
   }
 
   /** One round now (rounds never overlap). Resolves to what it saw, or undefined when Redis is away or no cluster is known. */
@@ -181,12 +191,16 @@ export class FleetConnectionBudget {
    * expires after the TTL and the others grow into it); `release: true`
    * first hands them back at once (HDEL of this process's fields).
    */
-  async close(opts: { release?: boolean } = {}): Promise<void> {
-    if (this.#rounds.closed) return;
-    this.#balancer.off('membership', this.#onMembership);
-    await this.#rounds.stop();
+  close(opts: { release?: boolean } = {}): Promise<void> {
+    if (this.#rounds.closed) return Promise.resolve();
+    this.#release = opts.release === true;
+    return this.#rounds.stop();
+  }
+
+  /** After the last round: with `release`, this process's fields leave the budget hash (HDEL). */
+  async #stopped(): Promise<void> {
     const cluster = this.#cluster ?? this.#balancer.cluster;
-    if (opts.release === true && cluster !== undefined) {
+    if (this.#release && cluster !== undefined) {
       try {
         const key = budgetKey(cluster, this.#prefix);
         const deadline = this.#rounds.deadlineMs();
@@ -198,7 +212,6 @@ export class FleetConnectionBudget {
         // Redis away: the lease expires after the TTL instead.
       }
     }
-    this.#redis.disconnect();
   }
 
   /** The limit in force: the constructor's, else the Balancer's (option or document block). */

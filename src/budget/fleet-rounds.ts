@@ -1,9 +1,12 @@
 /**
- * The round loop of a fleet-wide state shared through Redis (the retry
- * budget's floor, the connection budget's shares): one Redis client that
- * fails fast while Redis is away, rounds that never overlap, and one round
- * every interval after the first. The round itself (its script, what it
- * writes into the table, its fallback when Redis is away) is the caller's.
+ * The one lifecycle of the fleet budgets (the retry budget's floor, the
+ * connection budget's shares: fleet state shared through Redis): one Redis
+ * client that fails fast while Redis is away, `start` (the budget's own
+ * setup, connect, a first round, then one every interval), `sync` (one
+ * round now, never overlapping another) and `stop` (the budget's own
+ * teardown around the last round, then disconnect). The round itself (its
+ * script, what it writes into the table, its fallback when Redis is away)
+ * and the setup and teardown are the budget's.
  *
  * Every command of a round has a deadline ({@link FleetRounds.deadlineMs}:
  * the round interval, at least 100 ms): a Redis that does not answer —
@@ -15,7 +18,7 @@
  */
 import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
 import type { Balancer } from '../runtime/balancer.js';
-import { createRedisClient, resolveRedisTarget, type RedisClient, type RedisConnectionOptions } from './redis-target.js';
+import { createRedisClient, resolveRedisTarget, type RedisClient, type RedisConnectionOptions } from '../membership/redis-target.js';
 
 /**
  * Checks a fleet state's options object: only `keys`, the Redis target
@@ -63,21 +66,33 @@ export function withDeadline<T>(promise: Promise<T>, ms: number, what: string): 
   return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
+/** A budget's own steps around the lifecycle, each optional. */
+export interface FleetHooks {
+  /** Before the client connects, in {@link FleetRounds.start} (after the closed check). */
+  starting?: () => void;
+  /** First thing in {@link FleetRounds.stop}, before the round running ends (stop following events that would ask for rounds). */
+  stopping?: () => void;
+  /** After the last round ended, before the client disconnects (hand back what this process holds). */
+  stopped?: () => Promise<void> | void;
+}
+
 /** Serialised rounds of `round`, every `everyMs()` after the first; each round's commands within {@link deadlineMs}. */
 export class FleetRounds<T> {
   readonly #redis: RedisClient;
   readonly #round: () => Promise<T | undefined>;
   readonly #everyMs: () => number;
   readonly #name: string;
+  readonly #hooks: FleetHooks;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> = Promise.resolve();
   #closed = false;
 
-  constructor(name: string, redis: RedisClient, round: () => Promise<T | undefined>, everyMs: () => number) {
+  constructor(name: string, redis: RedisClient, round: () => Promise<T | undefined>, everyMs: () => number, hooks: FleetHooks = {}) {
     this.#name = name;
     this.#redis = redis;
     this.#round = round;
     this.#everyMs = everyMs;
+    this.#hooks = hooks;
   }
 
   /** The deadline of every command of a round, ms: the round interval, at least 100 ms. */
@@ -101,6 +116,7 @@ export class FleetRounds<T> {
    */
   async start(): Promise<void> {
     if (this.#closed) throw new PoiseError('Closed', `${this.#name}: is closed`);
+    this.#hooks.starting?.();
     try {
       await this.within(this.#redis.connect());
     } catch {
@@ -117,11 +133,15 @@ export class FleetRounds<T> {
     return round;
   }
 
-  /** Stops the rounds; resolves when the one running has ended. */
+  /** Stops the rounds and disconnects; resolves when the one running has ended and the budget's teardown is done. A second stop does nothing. */
   async stop(): Promise<void> {
+    if (this.#closed) return;
     this.#closed = true;
+    this.#hooks.stopping?.();
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     await this.#running;
+    await this.#hooks.stopped?.();
+    this.#redis.disconnect();
   }
 
   #schedule(): void {
