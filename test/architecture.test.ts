@@ -34,6 +34,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   outbound: ['core', 'runtime', 'admission', 'log'],
   proxy: ['core', 'runtime', 'admission', 'log', 'outbound'],
   http: ['core', 'runtime', 'outbound'],
+  grpc: ['core', 'load', 'runtime'],
   metrics: ['core', 'policy', 'load', 'health', 'runtime', 'admission', 'membership', 'discovery', 'proxy', 'http'],
   cli: ['core', 'runtime', 'admission', 'health', 'membership', 'discovery', 'outbound', 'proxy', 'metrics', 'log'],
 };
@@ -55,6 +56,7 @@ const ONLY_THROUGH: Record<string, Record<string, readonly string[]>> = {
 
 /** Where each package may be imported for its values (a type-only import loads nothing and may stand anywhere). */
 const PACKAGES: Record<string, readonly string[]> = {
+  '@grpc/grpc-js': ['grpc/'],
   ioredis: ['membership/redis-', 'budget/redis-'],
   piscina: ['runtime/pool.ts'],
   pino: ['log.ts', 'proxy/'],
@@ -63,7 +65,7 @@ const PACKAGES: Record<string, readonly string[]> = {
   yaml: ['membership/document.ts'],
 };
 
-const ENTRIES = ['index.ts', 'runtime.ts', 'redis.ts', 'net.ts', 'drivers.ts', 'http.ts', 'metrics.ts', 'discovery.ts', 'bench-kit.ts'];
+const ENTRIES = ['index.ts', 'runtime.ts', 'redis.ts', 'net.ts', 'drivers.ts', 'http.ts', 'metrics.ts', 'discovery.ts', 'grpc.ts', 'bench-kit.ts'];
 
 interface Import {
   /** The file, relative to src/. */

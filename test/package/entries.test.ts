@@ -106,6 +106,12 @@ describe('package entries', () => {
     for (const entry of Object.keys(SURFACE).filter((e) => e !== 'poise-lb/http')) expect(probe(entry).packages).not.toContain('undici');
   });
 
+  it('only poise-lb/grpc loads @grpc/grpc-js (a peer dependency, optional for every other entry)', () => {
+    expect(probe('poise-lb/grpc').packages).toContain('@grpc/grpc-js');
+    for (const entry of Object.keys(SURFACE).filter((e) => e !== 'poise-lb/grpc'))
+      expect(probe(entry).packages).not.toContain('@grpc/grpc-js');
+  });
+
   it.each(Object.keys(SURFACE))('%s exports exactly its documented run-time names, and no internal', (entry) => {
     const names = probe(entry).exports;
     expect(names).toEqual([...SURFACE[entry]!].sort());

@@ -1,0 +1,507 @@
+/**
+ * The `poise` load-balancing policy of grpc-js: one instance per channel.
+ *
+ * It keeps one grpc-js leaf balancer (pick-first over one address) per
+ * endpoint the resolver gave, and one Router over the cluster's shared
+ * table. Each call's pick takes a request lease from the router — any
+ * poise policy, over every thread's in-flight calls and latencies — and
+ * hands grpc-js the chosen backend's subchannel, with `onCallStarted` /
+ * `onCallEnded` hooks that release the lease once with the call's outcome
+ * (its status, config.ts), the latency from its start to its status (for
+ * calls shorter than `maxLatencySampleMs`: a unary call's response time; a
+ * long stream releases without a sample) and the backend's ORCA trailer
+ * (orca.ts). A stream holds its one lease for its whole life.
+ *
+ * A backend whose subchannel is not READY in this channel is excluded from
+ * its picks (the router's `exclude`); when no member is READY the pick
+ * queues while a subchannel connects (grpc-js's "panic": a call cannot go
+ * out on a subchannel that is not connected) and fails with UNAVAILABLE
+ * when all of them failed. A pick grpc-js abandons before the call starts
+ * (its subchannel went away meanwhile, the call was cancelled) gives its
+ * lease back as `cancelled`: at the next turn when the subchannel is no
+ * longer READY, else after `startGraceMs`.
+ * @internal
+ */
+import type { ChannelOptions, experimental, Metadata } from '@grpc/grpc-js';
+import * as grpc from '@grpc/grpc-js';
+import { PoiseError } from '../core/errors.js';
+import { parseAddress } from '../core/spec.js';
+import type { LoadTable } from '../load/load-table.js';
+import type { Lease, ReleaseOptions } from '../runtime/lease.js';
+import { RatioRetryBudget, type RetryBudget } from '../runtime/retry-budget.js';
+import { type AcquireOptions, Router } from '../runtime/router.js';
+import { decodeBlob } from '../runtime/spec-blob.js';
+import { type ResolvedLbConfig, resolveLbConfig } from './config.js';
+import { decodeOrcaReport, newOrcaFigures, OrcaDecode } from './orca.js';
+import { type Cluster, findCluster } from './registry.js';
+import { CLUSTER_ATTRIBUTE, POISE } from './resolver.js';
+
+const { ConnectivityState } = { ConnectivityState: grpc.connectivityState };
+type State = grpc.connectivityState;
+const READY = ConnectivityState.READY;
+const PickResultType = grpc.experimental.PickResultType;
+
+/** The trailer a backend reports its load in (ORCA, binary). */
+export const ORCA_TRAILER = 'endpoint-load-metrics-bin';
+/** The metadata grpc-js's retry policy adds to a retry. */
+const PREVIOUS_ATTEMPTS = 'grpc-previous-rpc-attempts';
+/** Draws of one pick whose backend turned out not to be usable in this channel (then it queues). */
+const MAX_DRAWS = 4;
+
+/** A parsed `poise` block, or the error that stops the channel. @internal */
+export class PoiseLoadBalancingConfig implements experimental.TypedLoadBalancingConfig {
+  readonly config: ResolvedLbConfig | undefined;
+  readonly problem: PoiseError | undefined;
+  private readonly raw: unknown;
+
+  constructor(raw: unknown) {
+    this.raw = raw;
+    let config: ResolvedLbConfig | undefined;
+    let problem: PoiseError | undefined;
+    try {
+      config = resolveLbConfig(raw);
+    } catch (err) {
+      if (!(err instanceof PoiseError)) throw err;
+      problem = err;
+    }
+    this.config = config;
+    this.problem = problem;
+  }
+
+  getLoadBalancerName(): string {
+    return POISE;
+  }
+
+  toJsonObject(): object {
+    return { [POISE]: this.raw ?? {} };
+  }
+
+  /** Never throws: grpc-js would skip a block that throws and fall back to pick_first silently. */
+  static createFromJson(obj: unknown): PoiseLoadBalancingConfig {
+    return new PoiseLoadBalancingConfig(obj);
+  }
+}
+
+/** One endpoint of the channel: its leaf balancer and the state it last reported. */
+interface Leaf {
+  readonly key: string;
+  readonly lb: experimental.LeafLoadBalancer;
+  state: State;
+  picker: experimental.Picker;
+  /** The backend ids (of the view in force) at this address. */
+  ids: string[];
+}
+
+/** One call's lease, from its pick to its end. */
+class PoiseCall {
+  readonly result: experimental.PickResult;
+  readonly pickedAt: number;
+  startedAt = -1;
+  done = false;
+  private readonly lb: PoiseLoadBalancer;
+  readonly lease: Lease;
+  readonly subchannel: experimental.SubchannelInterface;
+
+  constructor(lb: PoiseLoadBalancer, lease: Lease, subchannel: experimental.SubchannelInterface, now: number) {
+    this.lb = lb;
+    this.lease = lease;
+    this.subchannel = subchannel;
+    this.pickedAt = now;
+    this.result = {
+      pickResultType: PickResultType.COMPLETE,
+      subchannel,
+      status: null,
+      onCallStarted: () => {
+        if (!this.done) this.startedAt = performance.now();
+      },
+      onCallEnded: (code, _details, trailers) => lb.ended(this, code, trailers),
+    };
+  }
+
+  /** Gives the lease back without a sample: grpc-js never started the call. */
+  abandon(): void {
+    if (this.done) return;
+    this.done = true;
+    this.lease.release('cancelled');
+    this.lb.counts.abandoned++;
+  }
+}
+
+/** Counts of one channel's balancer (its thread). @internal */
+export interface ChannelCounts {
+  /** Calls picked. */
+  picks: number;
+  /** Picks grpc-js abandoned before the call started (lease given back). */
+  abandoned: number;
+  /** ORCA trailers recorded, ignored as malformed, or not recorded because another thread was recording. */
+  reports: number;
+  malformedReports: number;
+  /** Retries refused by the retry budget (dropped with UNAVAILABLE). */
+  retriesRefused: number;
+}
+
+/** The picker of a channel in READY or CONNECTING: it reads the balancer's live state. */
+class PoisePicker implements experimental.Picker {
+  private readonly lb: PoiseLoadBalancer;
+  constructor(lb: PoiseLoadBalancer) {
+    this.lb = lb;
+  }
+  pick(args: experimental.PickArgs): experimental.PickResult {
+    return this.lb.pick(args);
+  }
+}
+
+const QUEUE: experimental.PickResult = Object.freeze({
+  pickResultType: PickResultType.QUEUE,
+  subchannel: null,
+  status: null,
+  onCallStarted: null,
+  onCallEnded: null,
+});
+
+function statusResult(type: number, code: grpc.status, details: string): experimental.PickResult {
+  return {
+    pickResultType: type,
+    subchannel: null,
+    status: { code, details, metadata: new grpc.Metadata() },
+    onCallStarted: null,
+    onCallEnded: null,
+  };
+}
+
+/** An address's key: host and port, as the resolver and the specs spell them. */
+function addressKey(host: string, port: number): string {
+  return `${host}:${port}`;
+}
+
+/** The `poise` balancer of one channel (see the file comment). @internal */
+export class PoiseLoadBalancer implements experimental.LoadBalancer {
+  readonly counts: ChannelCounts = { picks: 0, abandoned: 0, reports: 0, malformedReports: 0, retriesRefused: 0 };
+  private readonly helper: experimental.ChannelControlHelper;
+  private readonly picker = new PoisePicker(this);
+  private readonly leaves = new Map<string, Leaf>();
+  private readonly byId = new Map<string, Leaf>();
+  /** Ids this channel may not pick now: its subchannel is not READY, or the channel has no endpoint for it. */
+  private readonly exclude = new Set<string>();
+  private readonly acquireOpts: {
+    kind: 'request';
+    key: string | undefined;
+    priority: number | undefined;
+    exclude: Set<string> | undefined;
+  } = { kind: 'request', key: undefined, priority: undefined, exclude: undefined };
+  private readonly orca = newOrcaFigures();
+  /** The release options object, reused (releases are synchronous, one thread). */
+  private readonly releaseOpts: ReleaseOptions = { latencyMs: 0 };
+  private config: ResolvedLbConfig | undefined;
+  private cluster: Cluster | undefined;
+  private table: LoadTable | undefined;
+  private router: Router | undefined;
+  private budget: RetryBudget | undefined;
+  /** The blob version the id maps were built from. */
+  private seenVersion = -1;
+  private state: State = ConnectivityState.IDLE;
+  private lastError = '';
+  private pending: PoiseCall[] = [];
+  private spare: PoiseCall[] = [];
+  private sweepArmed = false;
+  private destroyed = false;
+  private updating = false;
+
+  constructor(helper: experimental.ChannelControlHelper) {
+    this.helper = helper;
+  }
+
+  getTypeName(): string {
+    return POISE;
+  }
+
+  /** The channel's router (tests and the benchmark read its lease count). @internal */
+  get routerOrUndefined(): Router | undefined {
+    return this.router;
+  }
+
+  updateAddressList(
+    endpoints: experimental.StatusOr<experimental.Endpoint[]>,
+    lbConfig: experimental.TypedLoadBalancingConfig,
+    options: ChannelOptions,
+    _note: string,
+  ): boolean {
+    if (!(lbConfig instanceof PoiseLoadBalancingConfig)) return false;
+    if (lbConfig.problem !== undefined || lbConfig.config === undefined) {
+      this.fail(`poise: ${lbConfig.problem?.message ?? 'no config'}`);
+      return true;
+    }
+    const config = lbConfig.config;
+    const name = config.cluster ?? (options as Record<string, unknown>)[CLUSTER_ATTRIBUTE];
+    const cluster = typeof name === 'string' ? findCluster(name) : undefined;
+    if (cluster === undefined) {
+      this.fail(
+        typeof name === 'string'
+          ? `poise: no cluster "${name}" is registered in this thread (registerPoiseCluster)`
+          : 'poise: loadBalancingConfig.poise.cluster: must name a registered cluster when the target is not poise:///<cluster>',
+      );
+      return true;
+    }
+    if (
+      this.router === undefined ||
+      this.cluster !== cluster ||
+      this.config?.policy !== config.policy ||
+      this.config.latencyRatio !== config.latencyRatio
+    ) {
+      this.router?.close();
+      this.router = Router.attach(cluster.attachment, {
+        policy: config.policy,
+        ...(config.latencyRatio === undefined ? {} : { latencyRatio: config.latencyRatio }),
+      });
+      this.cluster = cluster;
+      this.table = cluster.table;
+      this.seenVersion = -1;
+    }
+    const router = this.router;
+    if (config.retryBudget !== undefined) {
+      if (this.budget === undefined || this.config?.raw !== config.raw) this.budget = new RatioRetryBudget(config.retryBudget);
+    } else this.budget = router.retryBudget.enabled ? router.retryBudget : (this.budget ?? new RatioRetryBudget());
+    this.config = config;
+    if (!endpoints.ok) {
+      if (this.leaves.size === 0) this.fail(endpoints.error.details);
+      return true;
+    }
+    this.updating = true;
+    const keep = new Set<string>();
+    for (const endpoint of endpoints.value) {
+      const a = endpoint.addresses[0];
+      if (a === undefined || !('port' in a)) continue;
+      const key = addressKey(a.host, a.port);
+      keep.add(key);
+      // A leaf the channel has keeps its connection as it is.
+      if (this.leaves.has(key)) continue;
+      const leaf: Leaf = {
+        key,
+        lb: undefined as unknown as experimental.LeafLoadBalancer,
+        state: ConnectivityState.IDLE,
+        picker: QUEUE_PICKER,
+        ids: [],
+      };
+      const helper = grpc.experimental.createChildChannelControlHelper(this.helper, {
+        updateState: (state: State, picker: experimental.Picker, error: string | null) => this.onLeafState(leaf, state, picker, error),
+      });
+      (leaf as { lb: experimental.LeafLoadBalancer }).lb = new grpc.experimental.LeafLoadBalancer(endpoint, helper, options, _note);
+      this.leaves.set(key, leaf);
+      leaf.lb.startConnecting();
+    }
+    for (const [key, leaf] of this.leaves) {
+      if (keep.has(key)) continue;
+      this.leaves.delete(key);
+      leaf.lb.destroy();
+    }
+    this.updating = false;
+    this.remap();
+    this.publish();
+    return true;
+  }
+
+  exitIdle(): void {
+    for (const leaf of this.leaves.values()) if (leaf.state === ConnectivityState.IDLE) leaf.lb.exitIdle();
+  }
+
+  resetBackoff(): void {
+    // The leaves' subchannels keep their own backoff.
+  }
+
+  destroy(): void {
+    this.destroyed = true;
+    for (const leaf of this.leaves.values()) leaf.lb.destroy();
+    this.leaves.clear();
+    this.byId.clear();
+    for (const c of this.pending) if (c.startedAt < 0) c.abandon();
+    this.pending = [];
+    this.router?.close();
+  }
+
+  /** A leaf's subchannel moved: its ids enter or leave the exclusion set, and the channel's state follows. */
+  private onLeafState(leaf: Leaf, state: State, picker: experimental.Picker, error: string | null): void {
+    leaf.state = state;
+    leaf.picker = picker;
+    if (error) this.lastError = error;
+    for (const id of leaf.ids) {
+      if (state === READY) this.exclude.delete(id);
+      else this.exclude.add(id);
+    }
+    // Keep every endpoint connected (as round_robin does): a pick needs a READY subchannel.
+    if (state === ConnectivityState.IDLE && !this.destroyed) leaf.lb.exitIdle();
+    if (!this.updating && !this.destroyed) this.publish();
+  }
+
+  /**
+   * Maps the router's backend ids to this channel's leaves, from the spec
+   * blob (off the pick path: when the membership version moved). A member
+   * without an endpoint here, or whose subchannel is not READY, is excluded.
+   */
+  private remap(): void {
+    const table = this.table;
+    if (table === undefined) return;
+    const blob = decodeBlob(table.specs.read());
+    this.byId.clear();
+    this.exclude.clear();
+    for (const leaf of this.leaves.values()) leaf.ids = [];
+    for (const e of blob.entries) {
+      const a = parseAddress(e.spec.address);
+      const leaf = a === undefined ? undefined : this.leaves.get(addressKey(a.host, a.port));
+      if (leaf === undefined) {
+        this.exclude.add(e.spec.id);
+        continue;
+      }
+      leaf.ids.push(e.spec.id);
+      this.byId.set(e.spec.id, leaf);
+      if (leaf.state !== READY) this.exclude.add(e.spec.id);
+    }
+    this.seenVersion = blob.version;
+  }
+
+  /** The channel's state from its leaves' (on a change only: O(endpoints)). */
+  private publish(): void {
+    let ready = false;
+    let connecting = false;
+    let failed = false;
+    for (const leaf of this.leaves.values()) {
+      if (leaf.state === READY) ready = true;
+      else if (leaf.state === ConnectivityState.CONNECTING || leaf.state === ConnectivityState.IDLE) connecting = true;
+      else if (leaf.state === ConnectivityState.TRANSIENT_FAILURE) failed = true;
+    }
+    if (ready) this.setState(READY, this.picker, null);
+    else if (connecting) this.setState(ConnectivityState.CONNECTING, this.picker, null);
+    else if (failed || this.leaves.size === 0) {
+      const why =
+        this.leaves.size === 0 ? 'poise: the cluster has no members' : `poise: no backend is reachable; last error: ${this.lastError}`;
+      this.setState(ConnectivityState.TRANSIENT_FAILURE, new grpc.experimental.UnavailablePicker({ details: why }), why);
+    } else this.setState(ConnectivityState.IDLE, new grpc.experimental.QueuePicker(this), null);
+  }
+
+  private setState(state: State, picker: experimental.Picker, error: string | null): void {
+    this.state = state;
+    this.helper.updateState(state, picker, error);
+  }
+
+  private fail(details: string): void {
+    this.lastError = details;
+    this.setState(ConnectivityState.TRANSIENT_FAILURE, new grpc.experimental.UnavailablePicker({ details }), details);
+  }
+
+  /** One call's pick (see the file comment). @internal */
+  pick(args: experimental.PickArgs): experimental.PickResult {
+    const router = this.router;
+    const config = this.config;
+    const budget = this.budget;
+    if (router === undefined || config === undefined || budget === undefined || this.state !== READY) return QUEUE;
+    const md = args.metadata;
+    // A retry of grpc-js's retry policy: the budget decides (refused → dropped, not retried again).
+    if (md.get(PREVIOUS_ATTEMPTS).length > 0) {
+      if (!budget.tryRetry()) {
+        this.counts.retriesRefused++;
+        return statusResult(PickResultType.DROP, grpc.status.UNAVAILABLE, 'poise: the retry budget is spent');
+      }
+    } else budget.onRequest();
+    const opts = this.acquireOpts;
+    opts.key = config.keyMetadata === undefined ? undefined : firstString(md, config.keyMetadata);
+    if (config.priorityMetadata !== undefined) {
+      const p = firstString(md, config.priorityMetadata);
+      const n = p === undefined ? Number.NaN : Number(p);
+      opts.priority = Number.isInteger(n) && n >= 0 ? n : undefined;
+    } else opts.priority = undefined;
+    for (let draw = 0; draw < MAX_DRAWS; draw++) {
+      opts.exclude = this.exclude.size === 0 ? undefined : this.exclude;
+      let lease: Lease;
+      try {
+        lease = router.acquire(opts as AcquireOptions);
+      } catch (err) {
+        return this.refused(err);
+      }
+      if (router.version !== this.seenVersion) this.remap();
+      const leaf = this.byId.get(lease.id);
+      if (leaf === undefined || leaf.state !== READY) {
+        // Not usable in this channel (yet): given back uncounted, and excluded until its subchannel is READY.
+        lease.release('cancelled');
+        this.exclude.add(lease.id);
+        continue;
+      }
+      const r = leaf.picker.pick(args);
+      if (r.pickResultType !== PickResultType.COMPLETE || r.subchannel === null) {
+        lease.release('cancelled');
+        return r;
+      }
+      const call = new PoiseCall(this, lease, r.subchannel, performance.now());
+      this.counts.picks++;
+      this.pending.push(call);
+      if (!this.sweepArmed) {
+        this.sweepArmed = true;
+        setImmediate(this.sweep);
+      }
+      return call.result;
+    }
+    return QUEUE;
+  }
+
+  /** The router refused: queue while a subchannel connects, else UNAVAILABLE naming why. */
+  private refused(err: unknown): experimental.PickResult {
+    if (err instanceof PoiseError && (err.code === 'NoEligibleCandidates' || err.code === 'Empty')) {
+      for (const leaf of this.leaves.values()) if (leaf.state !== READY && leaf.state !== ConnectivityState.TRANSIENT_FAILURE) return QUEUE;
+    }
+    const message = err instanceof Error ? err.message : String(err);
+    return statusResult(PickResultType.TRANSIENT_FAILURE, grpc.status.UNAVAILABLE, `poise: ${message}`);
+  }
+
+  /**
+   * Gives back the leases of picks grpc-js abandoned before starting the
+   * call: at the turn after the pick (a call starts within the pick's own
+   * turn unless its call credentials are asynchronous) when its subchannel
+   * is no longer READY, else after `startGraceMs`.
+   */
+  private readonly sweep = (): void => {
+    const now = performance.now();
+    const grace = this.config?.startGraceMs ?? 1000;
+    const keep = this.spare;
+    for (const c of this.pending) {
+      if (c.done || c.startedAt >= 0) continue;
+      if (c.subchannel.getConnectivityState() !== READY || now - c.pickedAt >= grace || this.destroyed) c.abandon();
+      else keep.push(c);
+    }
+    this.pending.length = 0;
+    this.spare = this.pending;
+    this.pending = keep;
+    if (keep.length > 0) setTimeout(this.sweep, Math.min(grace, 50)).unref();
+    else this.sweepArmed = false;
+  };
+
+  /** A call ended (grpc-js's onCallEnded): the backend's ORCA report, then the lease with the call's outcome. @internal */
+  ended(call: PoiseCall, code: number, trailers: Metadata): void {
+    if (call.done) return;
+    call.done = true;
+    const config = this.config!;
+    const lease = call.lease;
+    const outcome = config.outcomes[code] ?? 'success';
+    if (outcome !== 'cancelled') {
+      const values = trailers.get(ORCA_TRAILER);
+      const v = values.length > 0 ? values[values.length - 1] : undefined;
+      if (v instanceof Uint8Array && v.length > 0) {
+        const f = this.orca;
+        if (decodeOrcaReport(v, f) === OrcaDecode.Ok) {
+          this.router?.reportLoad(lease.slot, f.utilization, f.qps, f.eps);
+          this.counts.reports++;
+        } else this.counts.malformedReports++;
+      }
+    }
+    const latencyMs = call.startedAt >= 0 ? performance.now() - call.startedAt : -1;
+    if (outcome === 'success' && latencyMs >= 0 && latencyMs <= config.maxLatencySampleMs) {
+      this.releaseOpts.latencyMs = latencyMs;
+      lease.release('success', this.releaseOpts);
+    } else lease.release(outcome);
+  }
+}
+
+const QUEUE_PICKER: experimental.Picker = { pick: () => QUEUE };
+
+/** The first value of metadata key `key` as a string (a Buffer value is not a key). */
+function firstString(md: Metadata, key: string): string | undefined {
+  const v = md.get(key);
+  return v.length > 0 && typeof v[0] === 'string' ? v[0] : undefined;
+}

@@ -1,0 +1,51 @@
+/**
+ * The clusters a thread's `poise:` channels route over: a name → the shared
+ * table (a Balancer's attachment). One registry per thread (module state):
+ * the owner registers its Balancer, each worker the attachment it was
+ * given, under the same name, and every channel of every thread then routes
+ * over the one table.
+ * @internal
+ */
+import { invalidConfig } from '../core/errors.js';
+import { LoadTable } from '../load/load-table.js';
+import type { RouterAttachment } from '../runtime/router.js';
+
+/** What a cluster is registered from: a Balancer (owner thread), or its `attachment()` (any thread). */
+export type ClusterTarget = { attachment(): RouterAttachment } | RouterAttachment;
+
+/** A registered cluster. @internal */
+export interface Cluster {
+  readonly name: string;
+  readonly attachment: RouterAttachment;
+  /** The table read side: the spec blob (addresses) and the epochs (changes). */
+  readonly table: LoadTable;
+}
+
+const clusters = new Map<string, Cluster>();
+
+/** Registers `name` in this thread (replacing an earlier registration of it). @internal */
+export function putCluster(name: unknown, target: ClusterTarget): Cluster {
+  if (typeof name !== 'string' || !/^[A-Za-z0-9._~-]+$/.test(name))
+    invalidConfig('registerPoiseCluster(name)', 'must be a non-empty name of letters, digits, ".", "_", "~" or "-"', name);
+  if (typeof target !== 'object' || target === null)
+    invalidConfig('registerPoiseCluster(target)', 'must be a Balancer or its attachment()', target);
+  const attachment =
+    typeof (target as { attachment?: unknown }).attachment === 'function'
+      ? (target as { attachment(): RouterAttachment }).attachment()
+      : (target as RouterAttachment);
+  if (!(attachment.buffer instanceof SharedArrayBuffer))
+    invalidConfig('registerPoiseCluster(target)', 'must be a Balancer or its attachment() (a SharedArrayBuffer table)', attachment.buffer);
+  const cluster: Cluster = { name, attachment, table: LoadTable.attach(attachment.buffer) };
+  clusters.set(name, cluster);
+  return cluster;
+}
+
+/** Forgets `name` in this thread; true when it was registered. Channels already open keep routing. @internal */
+export function dropCluster(name: string): boolean {
+  return clusters.delete(name);
+}
+
+/** The cluster registered under `name` in this thread. @internal */
+export function findCluster(name: string): Cluster | undefined {
+  return clusters.get(name);
+}
