@@ -485,7 +485,7 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer {
       if (v instanceof Uint8Array && v.length > 0) {
         const f = this.orca;
         if (decodeOrcaReport(v, f) === OrcaDecode.Ok) {
-          this.router?.reportLoad(lease.slot, f.utilization, f.qps, f.eps);
+          lease.reportLoad(f.utilization, f.qps, f.eps);
           this.counts.reports++;
         } else this.counts.malformedReports++;
       }
