@@ -65,7 +65,18 @@ const PACKAGES: Record<string, readonly string[]> = {
   yaml: ['membership/document.ts'],
 };
 
-const ENTRIES = ['index.ts', 'runtime.ts', 'redis.ts', 'net.ts', 'drivers.ts', 'http.ts', 'metrics.ts', 'discovery.ts', 'grpc.ts', 'bench-kit.ts'];
+const ENTRIES = [
+  'index.ts',
+  'runtime.ts',
+  'redis.ts',
+  'net.ts',
+  'drivers.ts',
+  'http.ts',
+  'metrics.ts',
+  'discovery.ts',
+  'grpc.ts',
+  'bench-kit.ts',
+];
 
 interface Import {
   /** The file, relative to src/. */

@@ -34,7 +34,7 @@ import { HTTP_FAMILIES } from './families/http.js';
 import { PROXY_FAMILIES } from './families/proxy.js';
 import { takeSnapshot, type BackendRow } from './snapshot.js';
 
-export { BACKEND_STATES, DB_ROLES, backendState, type BackendState } from './snapshot.js';
+export { BACKEND_STATES, DB_ROLES, type BackendState } from './snapshot.js';
 
 /** Options of {@link collectMetrics}. */
 export interface CollectMetricsOptions {

@@ -88,7 +88,7 @@ export interface RouterOptions {
   readFallback?: ReadFallback;
 }
 
-/** A Router's options, checked and with their defaults. */
+/** A Router's options, checked and with their defaults. @internal */
 export interface ResolvedRouterOptions {
   policyName: PolicyName;
   setup: PolicySetup;
@@ -105,7 +105,7 @@ export interface ResolvedRouterOptions {
   defaultKind: LeaseKindCode;
 }
 
-/** Checks `opts` (throws `InvalidConfig` naming the first bad option) and applies the defaults. */
+/** Checks `opts` (throws `InvalidConfig` naming the first bad option) and applies the defaults. @internal */
 export function readRouterOptions(opts: RouterOptions): ResolvedRouterOptions {
   if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
   checkOptionKeys(opts, [

@@ -61,12 +61,16 @@ describe('poise proxy /healthz with --band listeners', () => {
       await p.until((rs) => rs.some((r) => r['msg'] === 'metrics listening'), 'metrics listening');
       const reasons = new Set<string>();
       let first: [number, string] = [0, ''];
-      await until(async () => {
-        first = await healthz(metrics);
-        if (first[0] === 503) reasons.add(first[1]);
-        return first[0] === 200;
-        // Two worker threads' start under a loaded CI run took over 15 s once (Node 26): the deadline is a safety net.
-      }, 'the first /healthz 200', 60_000);
+      await until(
+        async () => {
+          first = await healthz(metrics);
+          if (first[0] === 503) reasons.add(first[1]);
+          return first[0] === 200;
+          // Two worker threads' start under a loaded CI run took over 15 s once (Node 26): the deadline is a safety net.
+        },
+        'the first /healthz 200',
+        60_000,
+      );
       // At that moment every port takes a connection.
       const accepting = await Promise.all([main, batch, bulk].map(async (port) => [port, !(await refused(port))]));
       expect(accepting).toEqual([
