@@ -271,9 +271,9 @@ export class Connection implements WheelEntry, DialHost {
       return;
     }
     // A band, and the AbortController that takes a client that leaves out of
-    // its admission queue, only with admission configured. Without one, a
-    // client that leaves while connecting lets the connect finish (or time
-    // out); dialled() then closes the upstream and returns its lease.
+    // its admission queue, only with admission configured. With or without
+    // one, a client that leaves while connecting cancels the dialer
+    // (clientClose): its lease is returned 'cancelled', no backend blamed.
     const selector = this.host.admission;
     const rank = selector?.bandOf(this.source?.address);
     if (selector === undefined) {
@@ -615,6 +615,12 @@ export class Connection implements WheelEntry, DialHost {
     if (this.phase === Phase.Connecting) {
       this.cause ??= 'client-abort';
       this.abort?.abort(new Error('client closed before the upstream connected'));
+      // A connect in progress is dropped with its lease ('cancelled'): no backend blamed, no retry spent.
+      const d = this.dialer;
+      if (d !== undefined) {
+        this.dialer = undefined;
+        d.cancel();
+      }
     }
     // A clean close (both directions finished) leaves the backend to finish
     // its own end; anything else tears it down.
