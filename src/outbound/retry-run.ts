@@ -149,11 +149,21 @@ export class RetryRun {
     return this.end(noBackendAccepted(this.what, exclude.size, err, grant === 'budget' ? '; retry budget spent' : ''));
   }
 
-  /** Ends with `err` (NoEligibleCandidates after failed connects): its reason is the last connect error's code. */
+  /** Ends with `err` (NoEligibleCandidates after failed connects): its reason is `ConnectTimeout` when the last connect timed out ({@link isConnectTimeout}), else `err`'s code. */
   private end(err: PoiseError): PoiseError {
-    this.reason = this.lastError instanceof PoiseError && this.lastError.code === 'ConnectTimeout' ? 'ConnectTimeout' : err.code;
+    this.reason = isConnectTimeout(this.lastError) ? 'ConnectTimeout' : err.code;
     return err;
   }
+}
+
+/**
+ * Whether a connect error is a timeout: our own `ConnectTimeout` PoiseError
+ * (connectTimeoutMs), or the kernel's `ETIMEDOUT` (its SYN retries ran out
+ * first). @internal
+ */
+export function isConnectTimeout(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null | undefined)?.code;
+  return code === 'ConnectTimeout' || code === 'ETIMEDOUT';
 }
 
 /**
