@@ -389,7 +389,8 @@ export class Connection implements WheelEntry, DialHost {
     this.settle(refusalReason(reason));
     const local = reason === 'LocalResource';
     this.host.warn.warn(
-      local ? 'LocalResource' : errText(err),
+      // A local refusal is rate-limited per system code (EMFILE, ENFILE, ENOBUFS, ...: the run's error's cause).
+      local ? `LocalResource\u0000${String((err as { cause?: { code?: unknown } } | null)?.cause?.code)}` : errText(err),
       { err: errText(err), client: this.clientText() },
       local ? 'proxy: local resource exhausted; refusing client (no backend blamed)' : 'proxy: no backend accepted; closing client',
     );
