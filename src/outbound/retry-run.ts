@@ -86,12 +86,18 @@ export class RetryRun {
   /** Why the run ended, as a code (undefined while it has not). */
   reason: PoiseErrorCode | undefined;
 
-  /** Starts a run: counts one request in its retry budget. */
-  constructor(what: string, target: RunTarget) {
+  /**
+   * Starts a run: counts one request in its retry budget. With `started`,
+   * takes over an operation that already counted its request and started
+   * that many attempts (the HTTP dispatcher makes its run at the first
+   * failure, so a request that never retries makes none).
+   */
+  constructor(what: string, target: RunTarget, started?: number) {
     this.what = what;
     this.target = target;
     this.budget = target.budget ?? target.router.retryBudget;
-    this.budget.onRequest();
+    if (started === undefined) this.budget.onRequest();
+    else this.tries = started;
   }
 
   /** A lease on a backend not tried yet, or the error to end the run with. */
