@@ -88,7 +88,7 @@ export class RoutedRequest implements DispatchController {
   /** Attempts speak the older handler API (the caller does, and the pools run it natively). */
   private readonly legacy: boolean;
   private attempt: AttemptBase | undefined;
-  /** The request's retry run (outbound/retry-run.ts: the attempts, the budget, the backends tried), made with its first lease. */
+  /** The request's retry run (outbound/retry-run.ts: the attempts, the budget, the backends tried), made at its first failure. */
   private run: RetryRun | undefined;
   /** The live attempt's controller, once it started. */
   private target: AttemptControl | null = null;
@@ -187,7 +187,8 @@ export class RoutedRequest implements DispatchController {
       this.finish(err);
       return false;
     }
-    this.run = this.newRun();
+    // One request to the retry budget; its run is made only if an attempt fails (newRun).
+    this.core.budget.onRequest();
     return this.send(lease);
   }
 
@@ -212,7 +213,7 @@ export class RoutedRequest implements DispatchController {
             this.finish(this.abortError());
             return;
           }
-          this.run = this.newRun();
+          this.core.budget.onRequest();
           this.send(lease);
         },
         (err: unknown) => {
@@ -222,18 +223,22 @@ export class RoutedRequest implements DispatchController {
       );
   }
 
-  /** The request's retry run: one request to the budget, counted once its first lease is taken. */
+  /** The request's retry run, at its first failure: the request was counted in the budget with its first lease, and one attempt started. */
   private newRun(): RetryRun {
     const core = this.core;
     const hints = this.hints;
-    return new RetryRun('request', {
-      router: core.router,
-      key: hints?.key,
-      priority: hints?.priority,
-      attempts: core.attempts,
-      kind: 'request',
-      budget: core.budget,
-    });
+    return new RetryRun(
+      'request',
+      {
+        router: core.router,
+        key: hints?.key,
+        priority: hints?.priority,
+        attempts: core.attempts,
+        kind: 'request',
+        budget: core.budget,
+      },
+      1,
+    );
   }
 
   /** Sends one attempt on `lease`'s backend. */
@@ -241,7 +246,8 @@ export class RoutedRequest implements DispatchController {
     const core = this.core;
     const a = this.legacy ? new LegacyAttempt(this, core, lease, core.clock()) : new Attempt(this, core, lease, core.clock());
     this.attempt = a;
-    this.run!.started();
+    // The first attempt is counted when the run is made (newRun); later ones by the run.
+    this.run?.started();
     // The view moved since the pools were last checked: retire those of backends that left.
     if (core.router.version !== core.seenVersion) {
       core.seenVersion = core.router.version;
@@ -364,7 +370,8 @@ export class RoutedRequest implements DispatchController {
     // reached the caller, and a request that may be sent again); the rest is
     // the run's rule (attempts, then the budget), as for every retry loop.
     if (outcome === 'failure' && !this.delivered && this.mayResend(a)) {
-      const run = this.run!;
+      this.run ??= this.newRun();
+      const run = this.run;
       const grant = run.grant();
       if (grant !== 'attempts') {
         const lease = a.lease;

@@ -77,7 +77,7 @@ interface OpenRead {
 }
 
 const MOVED = Symbol('poise.scaleReads.moved');
-type Tracked = RedisCommandLike & { [OPEN]?: OpenRead; [MOVED]?: true };
+type Tracked = RedisCommandLike & { [OPEN]?: OpenRead; [MOVED]?: true | undefined };
 
 /** A node's `host:port` key, as ioredis names it in `cluster.slots`; cached per node object. */
 const keys = new WeakMap<RedisNodeLike, string>();
@@ -180,6 +180,8 @@ export function poiseScaleReads(router: Router, options: ScaleReadsOptions = {})
   };
   /** A lease on `nodes[0]` itself (off the common path: a redirect), the others of its tier excluded. */
   const moved = (nodes: readonly RedisNodeLike[], command: Tracked): RedisNodeLike => {
+    // One redirect, one re-send: a later routing of the same command is the policy's again.
+    command[MOVED] = undefined;
     const master = nodes[0] as RedisNodeLike;
     const key = keyOf(master);
     const spec = router.member(key);

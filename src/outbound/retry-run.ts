@@ -86,12 +86,18 @@ export class RetryRun {
   /** Why the run ended, as a code (undefined while it has not). */
   reason: PoiseErrorCode | undefined;
 
-  /** Starts a run: counts one request in its retry budget. */
-  constructor(what: string, target: RunTarget) {
+  /**
+   * Starts a run: counts one request in its retry budget. With `started`,
+   * takes over an operation that already counted its request and started
+   * that many attempts (the HTTP dispatcher makes its run at the first
+   * failure, so a request that never retries makes none).
+   */
+  constructor(what: string, target: RunTarget, started?: number) {
     this.what = what;
     this.target = target;
     this.budget = target.budget ?? target.router.retryBudget;
-    this.budget.onRequest();
+    if (started === undefined) this.budget.onRequest();
+    else this.tries = started;
   }
 
   /** A lease on a backend not tried yet, or the error to end the run with. */
@@ -149,11 +155,21 @@ export class RetryRun {
     return this.end(noBackendAccepted(this.what, exclude.size, err, grant === 'budget' ? '; retry budget spent' : ''));
   }
 
-  /** Ends with `err` (NoEligibleCandidates after failed connects): its reason is the last connect error's code. */
+  /** Ends with `err` (NoEligibleCandidates after failed connects): its reason is `ConnectTimeout` when the last connect timed out ({@link isConnectTimeout}), else `err`'s code. */
   private end(err: PoiseError): PoiseError {
-    this.reason = this.lastError instanceof PoiseError && this.lastError.code === 'ConnectTimeout' ? 'ConnectTimeout' : err.code;
+    this.reason = isConnectTimeout(this.lastError) ? 'ConnectTimeout' : err.code;
     return err;
   }
+}
+
+/**
+ * Whether a connect error is a timeout: our own `ConnectTimeout` PoiseError
+ * (connectTimeoutMs), or the kernel's `ETIMEDOUT` (its SYN retries ran out
+ * first). @internal
+ */
+export function isConnectTimeout(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null | undefined)?.code;
+  return code === 'ConnectTimeout' || code === 'ETIMEDOUT';
 }
 
 /**

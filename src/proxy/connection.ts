@@ -271,9 +271,9 @@ export class Connection implements WheelEntry, DialHost {
       return;
     }
     // A band, and the AbortController that takes a client that leaves out of
-    // its admission queue, only with admission configured. Without one, a
-    // client that leaves while connecting lets the connect finish (or time
-    // out); dialled() then closes the upstream and returns its lease.
+    // its admission queue, only with admission configured. With or without
+    // one, a client that leaves while connecting cancels the dialer
+    // (clientClose): its lease is returned 'cancelled', no backend blamed.
     const selector = this.host.admission;
     const rank = selector?.bandOf(this.source?.address);
     if (selector === undefined) {
@@ -389,7 +389,8 @@ export class Connection implements WheelEntry, DialHost {
     this.settle(refusalReason(reason));
     const local = reason === 'LocalResource';
     this.host.warn.warn(
-      local ? 'LocalResource' : errText(err),
+      // A local refusal is rate-limited per system code (EMFILE, ENFILE, ENOBUFS, ...: the run's error's cause).
+      local ? `LocalResource\u0000${String((err as { cause?: { code?: unknown } } | null)?.cause?.code)}` : errText(err),
       { err: errText(err), client: this.clientText() },
       local ? 'proxy: local resource exhausted; refusing client (no backend blamed)' : 'proxy: no backend accepted; closing client',
     );
@@ -615,6 +616,12 @@ export class Connection implements WheelEntry, DialHost {
     if (this.phase === Phase.Connecting) {
       this.cause ??= 'client-abort';
       this.abort?.abort(new Error('client closed before the upstream connected'));
+      // A connect in progress is dropped with its lease ('cancelled'): no backend blamed, no retry spent.
+      const d = this.dialer;
+      if (d !== undefined) {
+        this.dialer = undefined;
+        d.cancel();
+      }
     }
     // A clean close (both directions finished) leaves the backend to finish
     // its own end; anything else tears it down.

@@ -118,10 +118,15 @@ export class Dialer {
     up.destroy();
     this.socket = undefined;
     this.lease = undefined;
+    if (!this.host.wantsBackend()) {
+      // The client left (or the connection crashed) while connecting: no backend blamed, no retry spent.
+      lease.release('cancelled');
+      return;
+    }
     this.dial(this.run.failed(lease, err));
   }
 
-  /** Drops a connect in progress with its lease (the connection crashed). */
+  /** Drops a connect in progress with its lease (the client left, or the connection crashed): no backend blamed, no retry. */
   cancel(): void {
     this.stop();
     this.socket?.destroy();

@@ -28,8 +28,8 @@ import { apertureSlice } from '../policy/aperture.js';
 export class CandidateView {
   /** Every candidate of the membership in force, whatever its state. */
   all: SlotCandidate[] = [];
-  /** The same candidates by backend id. */
-  byId = new Map<string, SlotCandidate>();
+  /** The same candidates by backend id (one map for the view's life: exclusions.ts keeps a reference to it). */
+  readonly byId = new Map<string, SlotCandidate>();
   /** Membership version of the blob the candidates were built from (0 before any). */
   version = 0;
   /** The members a lease may be taken on, as of the last build: a new array per build. */

@@ -124,4 +124,24 @@ describe('poiseScaleReads on fake nodes', () => {
       s.balancer.close();
     }
   });
+
+  it('MOVED sends one re-send to nodes[0]: a later routing of the same command goes to a replica by the policy again', () => {
+    const s = shard();
+    try {
+      const c = new FakeCommand();
+      s.fn(s.nodes, c);
+      c.reject(replyError('MOVED 1234 127.0.0.1:7000'));
+      expect(s.fn(s.nodes, c)).toBe(s.nodes[0]);
+      c.resolve('ok');
+      expect(s.router.openLeases).toBe(0);
+      // Routed again (a later retry of the same command object): a replica, leased, not the redirect's node.
+      for (let i = 0; i < 5; i++) {
+        const to = s.fn(s.nodes, c);
+        expect(s.nodes.slice(1)).toContain(to);
+        expect(s.router.openLeases).toBe(1);
+      }
+    } finally {
+      s.balancer.close();
+    }
+  });
 });

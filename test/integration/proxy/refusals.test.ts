@@ -10,6 +10,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { AdmissionGate } from '../../../src/admission/admission.js';
 import { fixedBand } from '../../../src/proxy/admission.js';
+import { encodeProxyV1 } from '../../../src/proxy/proxy-protocol.js';
 import { captureLog } from '../../helpers/log-capture.js';
 import { hangingPort } from '../../helpers/hanging-port.js';
 import { openLeases } from '../../helpers/leases.js';
@@ -90,5 +91,60 @@ describe.each([
     expect(proxy.counters.refusals('timeout')).toBe(0);
     expect([0, 1].map((slot) => bal.table.stats(slot).failures)).toEqual([1, 1]);
     expect(openLeases(bal)).toBe(0);
+  });
+});
+
+describe.each([
+  { name: 'without a band', band: false },
+  { name: 'with an admission band', band: true },
+])('a client that leaves while its backend connects, $name', ({ band }) => {
+  it('cancels the connect: its one lease returned, no backend blamed, no retry spent, no second lease', async () => {
+    const hang = await hangingPort(cleanups);
+    const bal = loopbackBalancer(cleanups, [
+      { id: 'h1', port: hang },
+      { id: 'h2', port: hang },
+    ]);
+    const router = bal.router({ policy: 'round-robin', ejection: NO_EJECTION });
+    if (band) new AdmissionGate(router, { bands: [10, 1], minCeiling: 0.5, kind: 'connection' });
+    // Every lease the proxy takes: router.acquire, also under acquireAsync (the gate's seam takes through it).
+    let taken = 0;
+    const acquire = router.acquire.bind(router);
+    router.acquire = (opts) => {
+      taken++;
+      return acquire(opts);
+    };
+    // Every retry the run asks the budget for (the Balancer has none configured: each is allowed and counted).
+    let retriesAsked = 0;
+    const tryRetry = router.retryBudget.tryRetry.bind(router.retryBudget);
+    router.retryBudget.tryRetry = () => {
+      retriesAsked++;
+      return tryRetry();
+    };
+    const timers = new ManualTimers();
+    const { proxy, port } = await proxyOn(cleanups, router, {
+      timers,
+      connectTimeoutMs: 1000,
+      attempts: 2,
+      // With a band the proxy reads a client only for a PROXY header before its backend connects
+      // (accepted paused): only a client it reads can be seen leaving, so this one sends a header.
+      ...(band ? { admission: fixedBand(10), acceptProxy: true } : {}),
+    });
+    const failures = (): number[] => [0, 1].map((slot) => bal.table.stats(slot).failures);
+    const client = await dial(cleanups, port);
+    client.on('error', () => {});
+    if (band) client.write(encodeProxyV1({ address: '10.1.2.3', port: 4000 }, { address: '127.0.0.1', port }));
+    await until(() => openLeases(bal) === 1, 'the first attempt holds its lease');
+    client.resetAndDestroy();
+    await until(() => proxy.counters.refusals('client_abort') === 1, 'the reset counted');
+    await until(() => openLeases(bal) === 0, 'the lease returned when the client left');
+    // The connect's timeout, had it been left running: before, it blamed h1 and spent a retry on h2.
+    await timers.advance(1000);
+    for (let i = 0; i < 100; i++) await new Promise((r) => setImmediate(r));
+    expect(openLeases(bal)).toBe(0);
+    expect(failures()).toEqual([0, 0]);
+    expect(retriesAsked).toBe(0);
+    expect(taken).toBe(1);
+    expect(proxy.counters.refusals('timeout')).toBe(0);
+    expect(proxy.counters.refusals('no_backend')).toBe(0);
   });
 });
