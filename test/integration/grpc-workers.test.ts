@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { poiseServiceConfig, registerPoiseCluster } from '../../src/grpc.js';
 import { createLogger } from '../../src/log.js';
 import { Balancer } from '../../src/runtime/balancer.js';
-import { TestClient, type TestServer, startServer } from '../helpers/grpc-servers.js';
+import { TestClient, type TestServer, echo, startServer } from '../helpers/grpc-servers.js';
 import { slotOf } from '../helpers/http-rig.js';
 import { until } from '../helpers/until.js';
 
@@ -61,6 +61,12 @@ describe('poise-lb/grpc in two threads over one table', () => {
       return reply;
     };
 
+    // The owner's channel picks only over subchannels that are READY: unary calls (each lease back at its end)
+    // until both servers answered, so both are, before any assertion rests on the choice between them.
+    const seen = new Set<string>();
+    for (let i = 0; i < 200 && seen.size < 2; i++) seen.add(await echo(client));
+    expect([...seen].sort()).toEqual(['s0', 's1']);
+    await until(() => load('s0') + load('s1') === 0, 'the warm-up calls back');
     // Worker: three streams (2 and 1). Owner: its stream must go to the worker's lighter server.
     for (let i = 0; i < 3; i++) await workerOpen();
     expect(load('s0') + load('s1')).toBe(3);
