@@ -247,11 +247,43 @@ export async function startPgReplica(primary: TestDbServer, opts: { applyDelayMs
 }
 
 /**
+ * A MariaDB replica of `primary` (started with `binlog: true`): a fresh
+ * server (server id 2, `read_only`) replicating from the primary's first
+ * binary log over TCP as root; resolves once both replication threads run.
+ */
+export async function startMariadbReplica(primary: TestDbServer): Promise<TestDbServer> {
+  const replica = await startMariadb({ serverId: 2 });
+  const conn = await mysql.createConnection({ host: '127.0.0.1', port: replica.port, user: 'root', password: '' });
+  try {
+    await conn.query(
+      `CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=${primary.port}, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=no`,
+    );
+    await conn.query('SET GLOBAL read_only = 1');
+    await conn.query('START SLAVE');
+    await until(
+      async () => {
+        const [rows] = (await conn.query('SHOW SLAVE STATUS')) as unknown as [Record<string, unknown>[]];
+        return rows[0]?.['Slave_IO_Running'] === 'Yes' && rows[0]['Slave_SQL_Running'] === 'Yes';
+      },
+      `the replica on port ${replica.port} replicating`,
+      30_000,
+      50,
+    );
+  } catch (err) {
+    await replica.stop();
+    throw err;
+  } finally {
+    await conn.end().catch(() => {});
+  }
+  return replica;
+}
+
+/**
  * A MariaDB server on a free port (user root, no password), with its own
  * datadir and socket. With `ssl`, a fresh self-signed certificate (PEM in
  * `ca`) and `require_secure_transport`: plain TCP connections are refused.
  */
-export async function startMariadb(opts: { ssl?: boolean } = {}): Promise<TestDbServer> {
+export async function startMariadb(opts: { ssl?: boolean; serverId?: number; binlog?: boolean } = {}): Promise<TestDbServer> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'poise-mariadb-'));
   const data = path.join(dir, 'data');
   const log = path.join(dir, 'error.log');
@@ -280,7 +312,8 @@ export async function startMariadb(opts: { ssl?: boolean } = {}): Promise<TestDb
       `--socket=${path.join(dir, 'mysqld.sock')}`,
       `--pid-file=${path.join(dir, 'mysqld.pid')}`,
       '--user=root',
-      '--skip-log-bin',
+      `--server-id=${opts.serverId ?? 1}`,
+      opts.binlog ? `--log-bin=${path.join(dir, 'binlog')}` : '--skip-log-bin',
       '--innodb-buffer-pool-size=16M',
       `--log-error=${log}`,
     ],

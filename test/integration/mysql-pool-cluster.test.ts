@@ -1,7 +1,8 @@
 /**
  * createPoolCluster (the mysql2 PoolCluster face) against two MariaDB
- * servers this file starts (primaries both: no replication is set up here;
- * `read_only = 1` makes one read as a replica to the `mysql` check). Each
+ * servers this file starts (primaries both: `read_only = 1` makes one read
+ * as a replica to the `mysql` check; a real replica is
+ * mysql-pool-cluster-replica.test.ts's). Each
  * routing law is checked by asking the server that answered (`@@port`).
  */
 import mysql from 'mysql2/promise';
