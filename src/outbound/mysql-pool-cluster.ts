@@ -119,6 +119,12 @@ interface Node {
 
 const LEASE = Symbol('poise.mysql.lease');
 const HOOKED = Symbol('poise.mysql.hooked');
+/** A connection's busy period: commands queued and not yet ended, how many it ran, since when (see {@link hook}). */
+interface Busy {
+  pending: number;
+  commands: number;
+  since: number;
+}
 type Hooked = MysqlCoreConnection & { [LEASE]?: Lease; [HOOKED]?: true; _clusterId?: string };
 
 /** mysql2's pattern: `*` any run of characters, the rest literal; a RegExp as it is. */
@@ -142,33 +148,49 @@ function hook(conn: Hooked): void {
   if (conn[HOOKED]) return;
   conn[HOOKED] = true;
   const { release, destroy, query, execute } = conn;
+  const busy: Busy = { pending: 0, commands: 0, since: 0 };
+  // mysql2 runs one command at a time per connection and queues the rest, so
+  // the lease counts one request per busy period — from the first command
+  // queued to the end of the last — and its latency sample is the period's
+  // mean per command: a command queued behind another neither goes uncounted
+  // nor ends the count while the other still runs.
   const turn =
     (run: (...args: unknown[]) => unknown) =>
     (...args: unknown[]): unknown => {
       const lease = conn[LEASE];
       if (lease === undefined) return run.apply(conn, args);
-      lease.beginRequest();
-      const start = performance.now();
+      if (busy.pending++ === 0) {
+        lease.beginRequest();
+        busy.commands = 0;
+        busy.since = performance.now();
+      }
+      busy.commands++;
+      const end = (): void => {
+        if (busy.pending > 0 && --busy.pending === 0) lease.endRequest(Math.max(0, performance.now() - busy.since) / busy.commands);
+      };
       const cmd = run.apply(conn, args) as { once?: (e: string, f: () => void) => unknown } | undefined;
       // mysql2's command emits 'end' once, on a result and on an error reply alike.
-      if (typeof cmd?.once === 'function') cmd.once('end', () => lease.endRequest(Math.max(0, performance.now() - start)));
-      else lease.endRequest();
+      if (typeof cmd?.once === 'function') cmd.once('end', end);
+      else end();
       return cmd;
     };
   conn.query = turn(query);
   conn.execute = turn(execute);
   conn.release = () => {
+    busy.pending = 0;
     conn[LEASE]?.release('success');
     conn[LEASE] = undefined;
     release.call(conn);
   };
   conn.destroy = () => {
+    busy.pending = 0;
     conn[LEASE]?.release('cancelled');
     conn[LEASE] = undefined;
     destroy.call(conn);
   };
   // A fatal connection error: the node failed this lease.
   conn.on('error', () => {
+    busy.pending = 0;
     conn[LEASE]?.release('failure');
     conn[LEASE] = undefined;
   });

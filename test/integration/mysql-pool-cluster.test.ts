@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPoolCluster, type PoisePoolCluster } from '../../src/outbound/mysql-pool-cluster.js';
 import { startMariadb, type TestDbServer } from '../helpers/db-servers.js';
 import { freePort } from '../helpers/ports.js';
+import { slotOf } from '../helpers/http-rig.js';
 import { until } from '../helpers/until.js';
 
 let a: TestDbServer;
@@ -88,6 +89,28 @@ describe('createPoolCluster: mysql2 PoolCluster, routed by poise', () => {
       for (let i = 0; i < 2; i++) more.push((await ns.getConnection()) as Conn);
       expect((await Promise.all(more.map(portOf))).sort()).toEqual([a.port, b.port].sort());
       for (const conn of [...held, ...next, ...more]) conn.release();
+      expect(c.balancer.router().openLeases).toBe(0);
+    } finally {
+      await c.end();
+    }
+  }, 60_000);
+
+  it('commands queued on one connection: one request in flight on its node until the last ends, then none', async () => {
+    const c = cluster();
+    try {
+      const conn = (await c.getConnection('MASTER')) as Conn & { query(sql: string): Promise<unknown> };
+      const slot = slotOf(c.balancer, 'MASTER');
+      const table = c.balancer.table;
+      // Three statements at once: mysql2 sends the second only when the first ended.
+      const first = conn.query('SELECT SLEEP(0.2)');
+      const rest = [conn.query('SELECT SLEEP(0.2)'), conn.query('SELECT SLEEP(0.2)')];
+      expect(table.requests(slot)).toBe(1);
+      await first;
+      // The first ended, two still queued or running: the node still counts this connection's request.
+      expect(table.requests(slot)).toBe(1);
+      await Promise.all(rest);
+      expect(table.requests(slot)).toBe(0);
+      conn.release();
       expect(c.balancer.router().openLeases).toBe(0);
     } finally {
       await c.end();
