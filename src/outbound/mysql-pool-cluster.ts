@@ -387,63 +387,8 @@ export class PoisePoolCluster<C = unknown> extends EventEmitter {
   }
 
   private namespace(re: RegExp, selector: PoolClusterSelector): PoisePoolNamespace<C> {
-    const obj = typeof selector === 'object' && selector !== null ? selector : undefined;
-    const policy = policyOf(obj === undefined ? selector : (obj.policy ?? this.defaultSelector), 'of(pattern, selector)');
-    const base: AcquireOptions = {};
-    if (obj?.intent !== undefined) {
-      if (obj.intent !== 'read' && obj.intent !== 'write')
-        invalidConfig('of(pattern, selector).intent', 'must be "read" or "write"', obj.intent);
-      base.intent = obj.intent;
-      if (policy === 'ORDER') invalidConfig('of(pattern, selector)', 'ORDER does not take an intent', selector);
-    }
-    if (obj?.maxLagMs !== undefined) base.maxLagMs = obj.maxLagMs;
-    const connect = async (): Promise<Hooked> => {
-      if (this.closed) throw Object.assign(new Error('Pool cluster is closed.'), { code: 'POOL_CLOSED' });
-      const tried = new Set<string>();
-      for (;;) {
-        const { matched, ids } = this.serviceable(re, performance.now());
-        if (ids.length === 0 || ids.every((id) => tried.has(id))) {
-          if (tried.size > 0 && this.lastError !== undefined) throw this.lastError;
-          const err = matched > 0 ? new Error('Pool does Not have online node.') : new Error('Pool does Not exist.');
-          throw Object.assign(err, { code: matched > 0 ? 'POOL_NONEONLINE' : 'POOL_NOEXIST' });
-        }
-        let lease: Lease;
-        try {
-          lease = await this.pick(ids, tried, policy, base);
-        } catch (err) {
-          if (!isPoiseError(err)) throw err;
-          throw Object.assign(new Error(`Pool does Not have online node: ${err.message}`), { code: 'POOL_NONEONLINE', cause: err });
-        }
-        const node = this.nodes.get(lease.id);
-        if (node === undefined) {
-          lease.release('cancelled');
-          continue;
-        }
-        const start = performance.now();
-        const got = await new Promise<{ err: Error | null; conn?: Hooked }>((res) =>
-          (node.pool.getConnection as NonNullable<MysqlPoolLike['getConnection']>)((err, conn) => res({ err, conn: conn as Hooked })),
-        );
-        if (got.err !== null || got.conn === undefined) {
-          lease.release('failure');
-          this.failed(node);
-          this.lastError = got.err ?? new Error('no connection');
-          if (this.canRetry && this.serviceable(re, performance.now()).ids.some((id) => id !== node.id && !tried.has(id))) {
-            tried.add(node.id);
-            this.emit('warn', got.err);
-            continue;
-          }
-          throw this.lastError;
-        }
-        lease.connected(Math.max(0, performance.now() - start));
-        lease.answered();
-        this.succeeded(node);
-        const conn = got.conn;
-        hook(conn);
-        conn[LEASE] = lease;
-        conn._clusterId = node.id;
-        return conn;
-      }
-    };
+    const { policy, base } = this.selectorOf(selector);
+    const connect = (): Promise<Hooked> => this.checkout(re, policy, base);
     const promised = (): boolean => this.promiseForm !== false;
     const getConnection = ((cb?: (err: Error | null, conn?: C) => void): Promise<C> | undefined => {
       const p = connect();
@@ -456,37 +401,112 @@ export class PoisePoolCluster<C = unknown> extends EventEmitter {
       }
       return p.then((c) => (promised() ? c.promise() : c) as C);
     }) as PoisePoolNamespace<C>['getConnection'];
-    const run =
-      (method: 'query' | 'execute') =>
-      (sql: unknown, values?: unknown, cb?: (err: Error | null, ...rest: unknown[]) => void): Promise<unknown> | undefined => {
-        if (typeof values === 'function') {
-          cb = values as typeof cb;
-          values = undefined;
+    return { getConnection, query: this.runner('query', connect), execute: this.runner('execute', connect) };
+  }
+
+  /** A namespace's selector read: the policy (or ORDER) and the acquire options of its intent and lag bound. */
+  private selectorOf(selector: PoolClusterSelector): { policy: PolicyName | 'ORDER'; base: AcquireOptions } {
+    const obj = typeof selector === 'object' && selector !== null ? selector : undefined;
+    const policy = policyOf(obj === undefined ? selector : (obj.policy ?? this.defaultSelector), 'of(pattern, selector)');
+    const base: AcquireOptions = {};
+    if (obj?.intent !== undefined) {
+      if (obj.intent !== 'read' && obj.intent !== 'write')
+        invalidConfig('of(pattern, selector).intent', 'must be "read" or "write"', obj.intent);
+      base.intent = obj.intent;
+      if (policy === 'ORDER') invalidConfig('of(pattern, selector)', 'ORDER does not take an intent', selector);
+    }
+    if (obj?.maxLagMs !== undefined) base.maxLagMs = obj.maxLagMs;
+    return { policy, base };
+  }
+
+  /**
+   * One checkout: a lease on a node of the pattern chosen by `policy`, then
+   * that node's pool's connection, hooked to the lease; a node that fails is
+   * counted (mysql2's offline/remove rule) and, with `canRetry`, the next is
+   * tried.
+   */
+  private async checkout(re: RegExp, policy: PolicyName | 'ORDER', base: AcquireOptions): Promise<Hooked> {
+    if (this.closed) throw Object.assign(new Error('Pool cluster is closed.'), { code: 'POOL_CLOSED' });
+    const tried = new Set<string>();
+    for (;;) {
+      const { matched, ids } = this.serviceable(re, performance.now());
+      if (ids.length === 0 || ids.every((id) => tried.has(id))) {
+        if (tried.size > 0 && this.lastError !== undefined) throw this.lastError;
+        const err = matched > 0 ? new Error('Pool does Not have online node.') : new Error('Pool does Not exist.');
+        throw Object.assign(err, { code: matched > 0 ? 'POOL_NONEONLINE' : 'POOL_NOEXIST' });
+      }
+      let lease: Lease;
+      try {
+        lease = await this.pick(ids, tried, policy, base);
+      } catch (err) {
+        if (!isPoiseError(err)) throw err;
+        throw Object.assign(new Error(`Pool does Not have online node: ${err.message}`), { code: 'POOL_NONEONLINE', cause: err });
+      }
+      const node = this.nodes.get(lease.id);
+      if (node === undefined) {
+        lease.release('cancelled');
+        continue;
+      }
+      const start = performance.now();
+      const got = await new Promise<{ err: Error | null; conn?: Hooked }>((res) =>
+        (node.pool.getConnection as NonNullable<MysqlPoolLike['getConnection']>)((err, conn) => res({ err, conn: conn as Hooked })),
+      );
+      if (got.err !== null || got.conn === undefined) {
+        lease.release('failure');
+        this.failed(node);
+        this.lastError = got.err ?? new Error('no connection');
+        if (this.canRetry && this.serviceable(re, performance.now()).ids.some((id) => id !== node.id && !tried.has(id))) {
+          tried.add(node.id);
+          this.emit('warn', got.err);
+          continue;
         }
-        const args = values === undefined ? [sql] : [sql, values];
-        if (cb !== undefined || !promised()) {
-          const done = cb ?? (() => {});
-          connect().then(
-            (c) => {
-              (c[method] as (...a: unknown[]) => unknown)(...args, (err: Error | null, ...rest: unknown[]) => {
-                c.release();
-                done(err, ...rest);
-              });
-            },
-            (e: Error) => done(e),
-          );
-          return undefined;
+        throw this.lastError;
+      }
+      lease.connected(Math.max(0, performance.now() - start));
+      lease.answered();
+      this.succeeded(node);
+      const conn = got.conn;
+      hook(conn);
+      conn[LEASE] = lease;
+      conn._clusterId = node.id;
+      return conn;
+    }
+  }
+
+  /** A namespace's `query` / `execute`: a checkout, the statement, the connection back (promise or callback form). */
+  private runner(
+    method: 'query' | 'execute',
+    connect: () => Promise<Hooked>,
+  ): (sql: unknown, values?: unknown, cb?: (err: Error | null, ...rest: unknown[]) => void) => Promise<unknown> | undefined {
+    const promised = (): boolean => this.promiseForm !== false;
+    return (sql, values, cb) => {
+      if (typeof values === 'function') {
+        cb = values as typeof cb;
+        values = undefined;
+      }
+      const args = values === undefined ? [sql] : [sql, values];
+      if (cb !== undefined || !promised()) {
+        const done = cb ?? (() => {});
+        connect().then(
+          (c) => {
+            (c[method] as (...a: unknown[]) => unknown)(...args, (err: Error | null, ...rest: unknown[]) => {
+              c.release();
+              done(err, ...rest);
+            });
+          },
+          (e: Error) => done(e),
+        );
+        return undefined;
+      }
+      return connect().then(async (c) => {
+        const pc = c.promise() as Record<'query' | 'execute', (...a: unknown[]) => Promise<unknown>>;
+        try {
+          return await pc[method](...args);
+        } finally {
+          c.release();
         }
-        return connect().then(async (c) => {
-          const pc = c.promise() as Record<'query' | 'execute', (...a: unknown[]) => Promise<unknown>>;
-          try {
-            return await pc[method](...args);
-          } finally {
-            c.release();
-          }
-        });
-      };
-    return { getConnection, query: run('query'), execute: run('execute') };
+      });
+    };
   }
 
   private lastError: Error | undefined;
