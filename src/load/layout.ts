@@ -13,7 +13,7 @@
  * | row totals    | 16 per row (one line each)           | word k: the leases of kind k row r holds over all slots |
  * | admission rows| 16 per row (one line each)           | row r's oldest admission waiter per band, and whether its gate counts in the waiters hint (admission-region.ts) |
  * | retry budget  | 32 (two lines)                       | the process's retry budget: its configuration, totals and windowed request / retry counters (retry-region.ts) |
- * | slots         | 32 per slot (two lines, line-aligned)| the slot table below |
+ * | slots         | 48 per slot (three lines, line-aligned)| the slot table below |
  * | row cells     | per row: `capacity × 2`, rounded up to 16 | row r's leases on slot s, kind k: the record a dead thread's leases are reclaimed from |
  * | spec blob     | `specBytes / 4`                      | the owner's UTF-8 spec text for every live slot, under a seqlock |
  *
