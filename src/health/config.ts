@@ -242,6 +242,9 @@ const DAY = 86_400_000;
 /**
  * Validates an active check. `json` refuses the two function-valued
  * fields (`client`, `check`), which a membership document cannot carry.
+ * Fields are read in a fixed order (timing, then the http fields, the
+ * database fields, the custom and agent fields, the flags): the first bad
+ * one is the one named.
  * @internal
  */
 export function resolveHealthCheck(value: unknown, path: string, json = false): ResolvedHealthCheck {
@@ -250,13 +253,33 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
   checkOptionKeys(value, json ? CHECK_KEYS.filter((k) => k !== 'client' && k !== 'check') : CHECK_KEYS, path);
   const o = value as HealthCheckOptions;
   if (!KINDS.includes(o.kind)) invalidConfig(`${path}.kind`, `must be one of ${KINDS.map((k) => `"${k}"`).join(', ')}`, o.kind);
+  const timing = checkTiming(o, path);
+  const http = httpFields(o, path, timing.timeoutMs);
+  const db = databaseFields(o, path);
+  const custom = customAndAgentFields(o, path);
+  const roles = o.roles ?? false;
+  if (typeof roles !== 'boolean') invalidConfig(`${path}.roles`, 'must be a boolean', roles);
+  const unejectOnPass = o.unejectOnPass ?? true;
+  if (typeof unejectOnPass !== 'boolean') invalidConfig(`${path}.unejectOnPass`, 'must be a boolean', unejectOnPass);
+  return { kind: o.kind, ...timing, ...http, ...db, roles, ...custom, unejectOnPass };
+}
+
+/** A check's schedule: intervals, jitter, timeout, rise and fall. */
+function checkTiming(o: HealthCheckOptions, path: string) {
   const intervalMs = int(`${path}.intervalMs`, o.intervalMs, 2000, 10, DAY);
-  const fastIntervalMs = int(`${path}.fastIntervalMs`, o.fastIntervalMs, intervalMs, 10, DAY);
-  const unhealthyIntervalMs = int(`${path}.unhealthyIntervalMs`, o.unhealthyIntervalMs, intervalMs, 10, DAY);
-  const jitterPercent = int(`${path}.jitterPercent`, o.jitterPercent, 10, 0, 100);
-  const timeoutMs = int(`${path}.timeoutMs`, o.timeoutMs, 1000, 1, DAY);
-  const rise = int(`${path}.rise`, o.rise, 2, 1, 1000);
-  const fall = int(`${path}.fall`, o.fall, 3, 1, 1000);
+  return {
+    intervalMs,
+    fastIntervalMs: int(`${path}.fastIntervalMs`, o.fastIntervalMs, intervalMs, 10, DAY),
+    unhealthyIntervalMs: int(`${path}.unhealthyIntervalMs`, o.unhealthyIntervalMs, intervalMs, 10, DAY),
+    jitterPercent: int(`${path}.jitterPercent`, o.jitterPercent, 10, 0, 100),
+    timeoutMs: int(`${path}.timeoutMs`, o.timeoutMs, 1000, 1, DAY),
+    rise: int(`${path}.rise`, o.rise, 2, 1, 1000),
+    fall: int(`${path}.fall`, o.fall, 3, 1, 1000),
+  };
+}
+
+/** The http kind's fields (refused on any other kind): path, expected status, body, degraded header and time. */
+function httpFields(o: HealthCheckOptions, path: string, timeoutMs: number) {
   if (o.kind !== 'http') {
     for (const k of ['path', 'expectedStatus', 'bodyIncludes', 'degradedHeader'] as const) {
       if (o[k] !== undefined) invalidConfig(`${path}.${k}`, `applies only to kind "http" (kind is "${o.kind}")`, o[k]);
@@ -280,6 +303,11 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
     'an HTTP header name',
   ).toLowerCase();
   const degradedAfterMs = o.degradedAfterMs === undefined ? undefined : int(`${path}.degradedAfterMs`, o.degradedAfterMs, 0, 1, timeoutMs);
+  return { path: reqPath, expectedStatus, bodyIncludes, degradedHeader, degradedAfterMs };
+}
+
+/** The database kinds' fields: user and roles (postgres, mysql), database and client (postgres only). */
+function databaseFields(o: HealthCheckOptions, path: string) {
   if (o.kind !== 'postgres' && o.kind !== 'mysql') {
     for (const k of ['user', 'roles'] as const) {
       if (o[k] !== undefined) invalidConfig(`${path}.${k}`, `applies only to kinds "postgres" and "mysql" (kind is "${o.kind}")`, o[k]);
@@ -296,6 +324,11 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
   if (o.client !== undefined && (typeof o.client !== 'object' || o.client === null || typeof o.client.query !== 'function')) {
     invalidConfig(`${path}.client`, 'must have a query(sql) method returning a promise', o.client);
   }
+  return { user, database, client: o.client };
+}
+
+/** The custom kind's check function and the agent kind's port and greeting (each refused on other kinds). */
+function customAndAgentFields(o: HealthCheckOptions, path: string) {
   if (o.kind === 'custom' ? typeof o.check !== 'function' : o.check !== undefined) {
     invalidConfig(
       `${path}.check`,
@@ -313,33 +346,7 @@ export function resolveHealthCheck(value: unknown, path: string, json = false): 
     o.agentSend === undefined
       ? undefined
       : str(`${path}.agentSend`, o.agentSend, '', /^[\x20-\x7e\t\r\n]*$/, 'a string of printable ASCII');
-  const roles = o.roles ?? false;
-  if (typeof roles !== 'boolean') invalidConfig(`${path}.roles`, 'must be a boolean', roles);
-  const unejectOnPass = o.unejectOnPass ?? true;
-  if (typeof unejectOnPass !== 'boolean') invalidConfig(`${path}.unejectOnPass`, 'must be a boolean', unejectOnPass);
-  return {
-    kind: o.kind,
-    intervalMs,
-    fastIntervalMs,
-    unhealthyIntervalMs,
-    jitterPercent,
-    timeoutMs,
-    rise,
-    fall,
-    path: reqPath,
-    expectedStatus,
-    bodyIncludes,
-    degradedHeader,
-    degradedAfterMs,
-    user,
-    database,
-    client: o.client,
-    roles,
-    check: o.check,
-    agentPort,
-    agentSend,
-    unejectOnPass,
-  };
+  return { check: o.check, agentPort, agentSend };
 }
 
 const OUTLIER_KEYS = [
