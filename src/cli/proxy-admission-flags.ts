@@ -83,7 +83,11 @@ function ceilingFlag(flag: string, raw: string | undefined, lowOpen: boolean, hi
   return v;
 }
 
-/** Parses the admission flags; undefined when no band is given. Throws one {@link UsageError} naming every bad flag. */
+/**
+ * Parses the admission flags; undefined when no band is given. Throws one
+ * {@link UsageError} naming every bad flag: one piece, because every check
+ * adds to the one list of problems before any is thrown.
+ */
 export function admissionFlags(values: FlagValues<typeof ADMISSION_FLAGS>): AdmissionFlags | undefined {
   const problems: UsageError[] = [];
   const attempt = <T>(fn: () => T): T | undefined => {

@@ -236,6 +236,11 @@ function backendFlags(raws: readonly string[], capacity: number): BackendSpec[] 
   return specs;
 }
 
+/**
+ * Reads every flag of `poise proxy` into one run description, in the usage
+ * text's order (each a line or two: one piece, so the flags read as the
+ * usage does; each group with more than a line has a parser of its own).
+ */
 function proxyFlags(values: Values): ProxyFlags {
   const log = cliLogger('poise-proxy', { flag: '--log-level', flagLevel: values['log-level'], dflt: 'info', pretty: process.stderr.isTTY });
   const at = values.listen === undefined ? undefined : parseAddress(values.listen);
@@ -384,6 +389,83 @@ async function firstMembership(f: ProxyRun, balancer: Balancer, stopped: Promise
 /** The flags of a run with its membership source built. */
 type ProxyRun = ProxyFlags & { source: MembershipSource };
 
+/**
+ * The run's listeners: the main one (`--listen`) and, with `--band`, the
+ * admission run — without bands, one TcpProxy over the balancer; with bands
+ * and worker threads, a gate per worker of every listener; with bands in
+ * one thread, one gate on one router shared by every band listener.
+ */
+function listeners(
+  f: ProxyRun,
+  balancer: Balancer,
+  counters: ProxyCounters,
+  bandWorkers: boolean,
+): { admission: ProxyAdmissionRun; main: ConstructorParameters<typeof TcpProxy>[0] } {
+  const common = { ...f.connection, counters, logger: f.log };
+  let admission: ProxyAdmissionRun;
+  let main: ConstructorParameters<typeof TcpProxy>[0];
+  const listen = { maxConnections: f.maxConnections, host: f.listen.host, port: f.listen.port, ...common };
+  if (f.admission === undefined) {
+    admission = noAdmission();
+    main = { balancer, policy: f.policy, workers: f.workers, ...listen };
+  } else if (bandWorkers) {
+    // Every worker thread of every listener gates with its own AdmissionGate over its own router.
+    const w = workerAdmission(
+      f.admission,
+      f.log,
+      (host, port, band, l, gate) =>
+        new TcpProxy({
+          balancer,
+          policy: f.policy,
+          workers: f.workers,
+          worker: (l + 1) * f.workers,
+          host,
+          port,
+          ...common,
+          admission: band,
+          admissionGate: gate,
+        }),
+    );
+    admission = w;
+    main = { balancer, policy: f.policy, workers: f.workers, ...listen, admission: w.main, admissionGate: w.gateOptions };
+  } else {
+    // --workers 0 with --band: one AdmissionGate on one router in this thread, shared by every band listener.
+    const r = balancer.router({ policy: f.policy, logger: f.log });
+    admission = proxyAdmission(
+      r,
+      f.admission,
+      f.log,
+      (host, port, band) => new TcpProxy({ router: r, host, port, ...common, admission: band }),
+    );
+    main = { router: r, ...listen, admission: admission.main };
+  }
+  return { admission, main };
+}
+
+/** Opens `--listen`, then every band listener; a failure closes what opened and names the flag (and the descriptor limit). */
+async function listenAll(f: ProxyRun, proxy: TcpProxy, admission: ProxyAdmissionRun, binding: { close(): Promise<void> }): Promise<void> {
+  try {
+    await proxy.listen();
+  } catch (err) {
+    await binding.close();
+    const message = (err as Error).message;
+    // Out of descriptors: say which limit, and what else spends it.
+    const hint = !message.includes('EMFILE')
+      ? ''
+      : ` (the process's descriptor limit, ulimit -n, is reached${f.workers > 0 ? '; each worker thread needs descriptors of its own: lower --workers or raise the limit' : ''})`;
+    throw new PoiseError('Unavailable', `--listen: cannot listen on ${f.listen.host}:${f.listen.port}: ${message}${hint}`, {
+      field: '--listen',
+      cause: err,
+    });
+  }
+  try {
+    await admission.listen();
+  } catch (err) {
+    await Promise.all([proxy.close(), admission.close(), binding.close()]);
+    throw err;
+  }
+}
+
 async function serve(flags: ProxyFlags): Promise<number> {
   const f: ProxyRun = { ...flags, source: await flags.openSource() };
   // With worker threads this thread only serves membership and metrics: the
@@ -423,67 +505,11 @@ async function serve(flags: ProxyFlags): Promise<number> {
     }
     const binding = await firstMembership(f, balancer, stopped);
     if (binding === undefined) return EXIT.ok;
-    const common = { ...f.connection, counters, logger: f.log };
-    let admission: ProxyAdmissionRun;
-    let main: ConstructorParameters<typeof TcpProxy>[0];
-    const listen = { maxConnections: f.maxConnections, host: f.listen.host, port: f.listen.port, ...common };
-    if (f.admission === undefined) {
-      admission = noAdmission();
-      main = { balancer, policy: f.policy, workers: f.workers, ...listen };
-    } else if (bandWorkers) {
-      // Every worker thread of every listener gates with its own AdmissionGate over its own router.
-      const w = workerAdmission(
-        f.admission,
-        f.log,
-        (host, port, band, l, gate) =>
-          new TcpProxy({
-            balancer,
-            policy: f.policy,
-            workers: f.workers,
-            worker: (l + 1) * f.workers,
-            host,
-            port,
-            ...common,
-            admission: band,
-            admissionGate: gate,
-          }),
-      );
-      admission = w;
-      main = { balancer, policy: f.policy, workers: f.workers, ...listen, admission: w.main, admissionGate: w.gateOptions };
-    } else {
-      // --workers 0 with --band: one AdmissionGate on one router in this thread, shared by every band listener.
-      const r = balancer.router({ policy: f.policy, logger: f.log });
-      admission = proxyAdmission(
-        r,
-        f.admission,
-        f.log,
-        (host, port, band) => new TcpProxy({ router: r, host, port, ...common, admission: band }),
-      );
-      main = { router: r, ...listen, admission: admission.main };
-    }
+    const { admission, main } = listeners(f, balancer, counters, bandWorkers);
     admissionRun = admission;
     proxy = new TcpProxy(main);
     if (bandWorkers) (admission as WorkerAdmissionRun).track(proxy);
-    try {
-      await proxy.listen();
-    } catch (err) {
-      await binding.close();
-      const message = (err as Error).message;
-      // Out of descriptors: say which limit, and what else spends it.
-      const hint = !message.includes('EMFILE')
-        ? ''
-        : ` (the process's descriptor limit, ulimit -n, is reached${f.workers > 0 ? '; each worker thread needs descriptors of its own: lower --workers or raise the limit' : ''})`;
-      throw new PoiseError('Unavailable', `--listen: cannot listen on ${f.listen.host}:${f.listen.port}: ${message}${hint}`, {
-        field: '--listen',
-        cause: err,
-      });
-    }
-    try {
-      await admission.listen();
-    } catch (err) {
-      await Promise.all([proxy.close(), admission.close(), binding.close()]);
-      throw err;
-    }
+    await listenAll(f, proxy, admission, binding);
     f.log.info({ policy: f.policy, version: balancer.version, threads: proxy.threads }, 'proxy ready');
     await stopped;
     await proxy.stopAccepting();
