@@ -244,37 +244,9 @@ export class Balancer extends EventEmitter {
    */
   apply(input: MembershipSnapshot | readonly BackendSpec[]): MembershipOutcome {
     if (this.closed) throw new PoiseError('Closed', 'balancer: is closed; membership refused');
-    let version: number;
-    let backends: unknown;
-    let lineage = this.line;
-    let cluster = this.clusterName;
-    if (Array.isArray(input)) {
-      version = this.ver + 1;
-      backends = input;
-    } else if (typeof input === 'object' && input !== null) {
-      const snapshot = input as MembershipSnapshot;
-      const v = snapshot.version;
-      integerIn(v, 'membership.version', 0);
-      const l = snapshot.lineage;
-      if (l !== undefined && (typeof l !== 'string' || l.length === 0 || l.length > 64))
-        invalidConfig('membership.lineage', 'must be a string of 1 to 64 characters', l);
-      const newLine = l !== undefined && l !== this.line;
-      // Not newer in the same line: ignored — except that the very first
-      // membership applies whatever its version, including 0 (a fallback file without one).
-      if (this.applied && !newLine && v <= this.ver) {
-        this.log.debug({ offered: v, version: this.ver }, 'poise: membership ignored (not newer)');
-        return { applied: false, version: this.ver, offered: v, reason: 'not-newer' };
-      }
-      const c = snapshot.cluster;
-      if (c !== undefined && (typeof c !== 'string' || c.length === 0 || c.length > 256))
-        invalidConfig('membership.cluster', 'must be a string of 1 to 256 characters', c);
-      version = v;
-      backends = snapshot.backends;
-      if (l !== undefined) lineage = l;
-      if (c !== undefined) cluster = c;
-    } else {
-      return invalidConfig('membership', 'must be a MembershipSnapshot or an array of BackendSpec', input);
-    }
+    const read = this.readInput(input);
+    if ('outcome' in read) return read.outcome;
+    const { version, backends, lineage, cluster } = read;
     const specs = resolveBackendSpecs(backends, 'backends');
     // The blocks the snapshot carries replace those in force (control-blocks.ts), validated before anything is written.
     const { blocks, carried } = blocksInForce(this.blocks, 'membership', input);
@@ -323,6 +295,37 @@ export class Balancer extends EventEmitter {
     // For owner-side followers of the membership (the fleet connection budget leases shares for new backends).
     this.emit('membership', { version, previous });
     return { applied: true, version, previous };
+  }
+
+  /**
+   * The version, backends, lineage and cluster an update offers (an array:
+   * the next version in the current line), or the outcome of one not newer
+   * in its line; throws InvalidConfig naming a bad field.
+   */
+  private readInput(
+    input: MembershipSnapshot | readonly BackendSpec[],
+  ): { outcome: MembershipOutcome } | { version: number; backends: unknown; lineage: string | undefined; cluster: string | undefined } {
+    if (Array.isArray(input)) return { version: this.ver + 1, backends: input, lineage: this.line, cluster: this.clusterName };
+    if (typeof input === 'object' && input !== null) {
+      const snapshot = input as MembershipSnapshot;
+      const v = snapshot.version;
+      integerIn(v, 'membership.version', 0);
+      const l = snapshot.lineage;
+      if (l !== undefined && (typeof l !== 'string' || l.length === 0 || l.length > 64))
+        invalidConfig('membership.lineage', 'must be a string of 1 to 64 characters', l);
+      const newLine = l !== undefined && l !== this.line;
+      // Not newer in the same line: ignored — except that the very first
+      // membership applies whatever its version, including 0 (a fallback file without one).
+      if (this.applied && !newLine && v <= this.ver) {
+        this.log.debug({ offered: v, version: this.ver }, 'poise: membership ignored (not newer)');
+        return { outcome: { applied: false, version: this.ver, offered: v, reason: 'not-newer' } };
+      }
+      const c = snapshot.cluster;
+      if (c !== undefined && (typeof c !== 'string' || c.length === 0 || c.length > 256))
+        invalidConfig('membership.cluster', 'must be a string of 1 to 256 characters', c);
+      return { version: v as number, backends: snapshot.backends, lineage: l ?? this.line, cluster: c ?? this.clusterName };
+    }
+    return invalidConfig('membership', 'must be a MembershipSnapshot or an array of BackendSpec', input);
   }
 
   /**
