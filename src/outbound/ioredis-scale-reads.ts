@@ -198,37 +198,44 @@ export function poiseScaleReads(router: Router, options: ScaleReadsOptions = {})
     return master;
   };
   const fn = pick as PoiseScaleReads;
-  fn.follow = (cluster, balancer) => {
-    const publish = (): void => {
-      const shards = new Map<string, Set<string>>();
-      for (const group of cluster.slots) {
-        const [m, ...replicas] = group ?? [];
-        if (m === undefined) continue;
-        let set = shards.get(m);
-        if (set === undefined) {
-          set = new Set();
-          shards.set(m, set);
-        }
-        for (const r of replicas) set.add(r);
-      }
-      const specs: { id: string; address: string; priority: number }[] = [];
-      [...shards.keys()].sort().forEach((m, s) => {
-        // 'replicas': a shard's replicas share tier 2s, its master sits alone in 2s + 1 (never drawn);
-        // 'all': the whole shard is tier s.
-        specs.push({ id: m, address: m, priority: all ? s : 2 * s + 1 });
-        for (const r of shards.get(m) ?? []) specs.push({ id: r, address: r, priority: all ? s : 2 * s });
-      });
-      if (specs.length > 0) balancer.update(specs);
-    };
-    cluster.on('ready', publish);
-    cluster.on('refresh', publish);
-    if (cluster.slots.length > 0) publish();
-    return () => {
-      cluster.off('ready', publish);
-      cluster.off('refresh', publish);
-    };
-  };
+  fn.follow = (cluster, balancer) => followCluster(cluster, balancer, all);
   return fn;
+}
+
+/**
+ * Keeps `balancer`'s members equal to `cluster`'s nodes, one priority tier
+ * per shard, republished on ioredis's `ready` and `refresh`; returns the
+ * function that stops following ({@link PoiseScaleReads.follow}).
+ */
+function followCluster(cluster: RedisClusterLike, balancer: Pick<Balancer, 'update'>, all: boolean): () => void {
+  const publish = (): void => {
+    const shards = new Map<string, Set<string>>();
+    for (const group of cluster.slots) {
+      const [m, ...replicas] = group ?? [];
+      if (m === undefined) continue;
+      let set = shards.get(m);
+      if (set === undefined) {
+        set = new Set();
+        shards.set(m, set);
+      }
+      for (const r of replicas) set.add(r);
+    }
+    const specs: { id: string; address: string; priority: number }[] = [];
+    [...shards.keys()].sort().forEach((m, s) => {
+      // 'replicas': a shard's replicas share tier 2s, its master sits alone in 2s + 1 (never drawn);
+      // 'all': the whole shard is tier s.
+      specs.push({ id: m, address: m, priority: all ? s : 2 * s + 1 });
+      for (const r of shards.get(m) ?? []) specs.push({ id: r, address: r, priority: all ? s : 2 * s });
+    });
+    if (specs.length > 0) balancer.update(specs);
+  };
+  cluster.on('ready', publish);
+  cluster.on('refresh', publish);
+  if (cluster.slots.length > 0) publish();
+  return () => {
+    cluster.off('ready', publish);
+    cluster.off('refresh', publish);
+  };
 }
 
 /** A replica as ioredis's Sentinel connector offers it (`SENTINEL replicas` fields). */
