@@ -17,7 +17,7 @@ import { EventEmitter } from 'node:events';
 import { invalidConfig, isPoiseError, PoiseError } from '../core/errors.js';
 import { Balancer, type BalancerOptions } from '../runtime/balancer.js';
 import type { Lease } from '../runtime/lease.js';
-import type { PolicyName } from '../runtime/policies.js';
+import { KEYED_POLICY_NAMES, POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
 import type { AcquireOptions, Router } from '../runtime/router.js';
 
 /** A health check's options, as the Balancer takes them. */
@@ -96,18 +96,8 @@ export type ConnectionOf<P> = P extends { getConnection(): Promise<infer C> }
 
 /** mysql2 selector names → poise policies (ORDER is handled apart: the first node of the pattern that answers). */
 const NAMES: Record<string, PolicyName> = { RR: 'round-robin', RANDOM: 'random' };
-const POLICIES: readonly string[] = [
-  'round-robin',
-  'smooth-weighted',
-  'random',
-  'weighted',
-  'least-loaded',
-  'p2c',
-  'p2c:connections',
-  'p2c:requests',
-  'p2c:connectionTime',
-  'p2c:latency',
-];
+/** The policies a namespace may name: every unkeyed one (a checkout carries no affinity key). */
+const POLICIES: readonly string[] = POLICY_NAMES.filter((p) => !KEYED_POLICY_NAMES.includes(p));
 
 interface Node {
   readonly id: string;
