@@ -63,10 +63,10 @@ export class AdmissionSeam implements VerdictWaitHost {
 
   /** See `Router.acquireAsync`. */
   acquireAsync(opts: AcquireAsyncOptions | undefined): Promise<Lease> {
-    const first = this.admit(opts);
     // With an intent, a refusal for want of a role waits for the first role verdicts (publication-wait.ts).
-    if (typeof opts !== 'object' || opts === null || opts.intent === undefined) return first;
-    return first.catch((err: unknown) => this.verdicts.after(err, opts, performance.now()));
+    if (typeof opts !== 'object' || opts === null || opts.intent === undefined) return this.admit(opts);
+    const attempted = this.verdicts.epoch();
+    return this.admit(opts).catch((err: unknown) => this.verdicts.after(err, opts, performance.now(), attempted));
   }
 
   get closed(): boolean {

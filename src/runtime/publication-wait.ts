@@ -101,16 +101,28 @@ export class FirstVerdictWait {
    * with the last refusal, saying what it waited for. Nothing waits once
    * every member has its first verdict: a refusal then is the answer. Off
    * the pick path: the scan of the members runs only on a refusal. One
-   * piece (about 45 lines): the loop's checks, its wait and its abort
-   * handling share the state of one request.
+   * piece (about 60 lines): the loop's checks, its wait and its abort
+   * handling share the state of one request. `attempted` is the change
+   * epoch read before the refused attempt began.
    */
-  async after(err: unknown, opts: AcquireAsyncOptions, start: number): Promise<Lease> {
+  async after(err: unknown, opts: AcquireAsyncOptions, start: number, attempted: number): Promise<Lease> {
     const limit = opts.timeoutMs ?? 60_000;
     const epochs = this.epochs;
     for (;;) {
       if (!(err instanceof PoiseError) || (err.code !== 'NoEligibleCandidates' && err.code !== 'ReplicaLag') || this.host.closed) throw err;
       // The epoch before the look: a verdict that lands after it moves the epoch, and the wait returns at once.
       const seen = epochs.change();
+      if (seen !== attempted) {
+        // The table changed since the refused attempt began (a role written, then its first verdict settled, while
+        // it drew from the view before): its refusal may be stale, and with nothing pending no wait would follow.
+        attempted = seen;
+        try {
+          return await this.host.admit(opts);
+        } catch (e) {
+          err = e;
+          continue;
+        }
+      }
       if (!this.awaitingRoles()) throw err;
       const left = limit - (performance.now() - start);
       if (left <= 0) {
@@ -141,12 +153,18 @@ export class FirstVerdictWait {
         if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
       }
       if (signal?.aborted) throw new PoiseError('Cancelled', 'acquireAsync: the signal was aborted', { cause: signal.reason });
+      attempted = epochs.change();
       try {
         return await this.host.admit(opts);
       } catch (e) {
         err = e;
       }
     }
+  }
+
+  /** The table's change epoch now: read before a first attempt, for {@link after}. */
+  epoch(): number {
+    return this.epochs.change();
   }
 
   /** Whether a member of the view in force still awaits its active check's first result (the role comes with it). */
