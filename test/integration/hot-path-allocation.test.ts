@@ -10,14 +10,15 @@
  */
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
+import { DbRole, type DbRoleCode } from '../../src/load/db-state.js';
 import { Balancer, createLogger } from '../../src/runtime.js';
 import { KEYED_POLICY_NAMES, POLICY_NAMES, type PolicyName } from '../../src/runtime/policies.js';
 
 const logger = createLogger({ level: 'silent' });
 
-function probe(b: Balancer, policy: string, latencyRatio?: number): Promise<number> {
+function probe(b: Balancer, policy: string, latencyRatio?: number, acquireOpts?: object): Promise<number> {
   const w = new Worker(new URL('../fixtures/heap-probe.mjs', import.meta.url), {
-    workerData: { attachment: b.attachment(), policy, latencyRatio, chunkOps: 10_000, chunks: 21 },
+    workerData: { attachment: b.attachment(), policy, latencyRatio, chunkOps: 10_000, chunks: 21, acquireOpts },
   });
   return new Promise<number>((resolve, reject) => {
     w.once('message', (m: { bytesPerOp: number }) => resolve(m.bytesPerOp));
@@ -48,6 +49,34 @@ describe('hot path allocation (acquireHandle + releaseHandle, fresh worker threa
       }
     });
   }
+
+  // A database read: the replica role set, the lag bound and a text minLsn parsed per acquire (moved here from the unit
+  // project, whose forks share JIT state across files: a pick made polymorphic by other files boxed numbers there).
+  it('p2c:latency reads with intent, maxLagMs and a text minLsn: under 1 byte per op in each of 2 fresh threads', {
+    timeout: 120_000,
+  }, async () => {
+    const b = new Balancer({ logger, capacity: 64 });
+    try {
+      b.update([
+        { id: 'p0', address: '127.0.0.1:7000', role: 'primary' },
+        ...[1, 2, 3].map((i) => ({ id: `r${i}`, address: `127.0.0.1:${7000 + i}`, role: 'replica' as const })),
+      ]);
+      const slot = (id: string): number => b.slotEntries().find((e) => e.id === id)!.slot;
+      const roles: [string, DbRoleCode, number, number, number][] = [
+        ['p0', DbRole.Primary, 0, 1, 0],
+        ['r1', DbRole.Replica, 50, 1, 0],
+        ['r2', DbRole.Replica, 5000, 1, 0],
+        ['r3', DbRole.Replica, 0, 0, 5],
+      ];
+      for (const [id, role, lag, hi, lo] of roles) if (b.ownerTable.db.write(slot(id), role, lag, hi, lo)) b.ownerTable.epochs.bumpHealth();
+      const bytes: number[] = [];
+      for (let t = 0; t < 2; t++) bytes.push(await probe(b, 'p2c:latency', undefined, { intent: 'read', maxLagMs: 1000, minLsn: '1/0' }));
+      expect(bytes.filter((x) => x >= 1)).toEqual([]);
+      expect(b.table.totalOutstanding()).toBe(0);
+    } finally {
+      b.close();
+    }
+  });
 
   // The aperture is applied at view builds: a slice with fractional boundary weights changes nothing on the pick path.
   for (const policy of ['weighted', 'p2c', 'smooth-weighted'] as const) {
