@@ -4,7 +4,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { AdmissionGate } from '../../src/admission/admission.js';
-import { PoiseError } from '../../src/core/errors.js';
+import type { PoiseError } from '../../src/core/errors.js';
 import { createLogger } from '../../src/log.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import type { Lease } from '../../src/runtime/lease.js';
@@ -13,6 +13,7 @@ import { specs } from '../helpers/runtime.js';
 import { thrown } from '../helpers/thrown.js';
 import { until } from '../helpers/until.js';
 import { ManualTimers } from '../helpers/manual-timers.js';
+import { rejection } from '../helpers/thrown.js';
 
 const silent = createLogger({ level: 'silent' });
 const open: Balancer[] = [];
@@ -41,16 +42,6 @@ function inFlight(b: Balancer, slots: number): number {
   let n = 0;
   for (let s = 0; s < slots; s++) n += b.table.stats(s).requests;
   return n;
-}
-
-async function rejection(p: Promise<unknown>): Promise<PoiseError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof PoiseError) return err;
-    throw err;
-  }
-  throw new Error('expected a rejection');
 }
 
 describe('AdmissionGate: ceilings on the pool saturation', () => {

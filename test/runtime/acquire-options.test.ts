@@ -2,24 +2,15 @@
 // way, and a call's options never leak into the next call of the router's reused request.
 import { describe, expect, it } from 'vitest';
 import { AdmissionGate } from '../../src/admission/admission.js';
-import { PoiseError } from '../../src/core/errors.js';
+import type { PoiseError } from '../../src/core/errors.js';
 import { LeaseKind } from '../../src/load/leases.js';
 import { createLogger } from '../../src/log.js';
 import { AcquireRequest, Intent } from '../../src/runtime/acquire-options.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { manualClock, specs } from '../helpers/runtime.js';
+import { rejection } from '../helpers/thrown.js';
 
 const logger = createLogger({ level: 'silent' });
-
-async function rejection(p: Promise<unknown>): Promise<PoiseError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof PoiseError) return err;
-    throw err;
-  }
-  throw new Error('resolved');
-}
 
 describe('acquire options: one reader', () => {
   it('acquireAsync with and without a gate refuses the same bad options with the same field and message', async () => {
