@@ -4,9 +4,14 @@
  * (V8 decides inlining per thread, and a number boxed by a call that happened
  * not to be inlined shows only in some threads: a Maglev key hash returned as
  * a uint32 cost 8 bytes per pick in 2 of 8 fresh threads before it was
- * returned as an int32). A median chunk of 10,000 ops has a resolution of
- * about 0.001 bytes per op; one boxed number per op is 16 bytes, one per two
- * ops 8, so the bound of 1 byte separates "nothing" from "something" widely.
+ * returned as an int32). One boxed number per op is 12–16 bytes (one per
+ * two ops 6–8). Below that there is a floor that is not the hot path's: every
+ * policy, round-robin included, reads 0.07–0.75 bytes per op on a quiet
+ * machine (Node 20 and 26) and more when the thread is slowed, because it is
+ * allocated per millisecond, not per op (3 CPU burners beside the probe:
+ * 0.14 → 0.35–0.56; a loaded fresh-clone CI run, Node 26: 1.02 for
+ * rendezvous in 1 of 8 threads). The bound of 4 bytes sits above that
+ * floor and below a boxed number in every other op.
  */
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
@@ -15,6 +20,8 @@ import { Balancer, createLogger } from '../../src/runtime.js';
 import { KEYED_POLICY_NAMES, POLICY_NAMES, type PolicyName } from '../../src/runtime/policies.js';
 
 const logger = createLogger({ level: 'silent' });
+/** Bytes per op at or above which an op allocates (the header says why not 1). */
+const BOUND = 4;
 
 function probe(b: Balancer, policy: string, latencyRatio?: number, acquireOpts?: object): Promise<number> {
   const w = new Worker(new URL('../fixtures/heap-probe.mjs', import.meta.url), {
@@ -35,13 +42,13 @@ describe('hot path allocation (acquireHandle + releaseHandle, fresh worker threa
   for (const [policy, latencyRatio] of cases) {
     const threads = KEYED_POLICY_NAMES.includes(policy) ? 8 : 2;
     const name = latencyRatio === undefined ? policy : `${policy} latencyRatio ${latencyRatio}`;
-    it(`${name}: under 1 byte per op in each of ${threads} fresh threads`, { timeout: 120_000 }, async () => {
+    it(`${name}: under ${BOUND} bytes per op in each of ${threads} fresh threads`, { timeout: 120_000 }, async () => {
       const b = new Balancer({ logger, capacity: 64 });
       try {
         b.update(Array.from({ length: 8 }, (_, i) => ({ id: `b${i}`, address: `127.0.0.1:${20_000 + i}`, weight: 1 + (i % 3) })));
         const bytes: number[] = [];
         for (let t = 0; t < threads; t++) bytes.push(await probe(b, policy, latencyRatio));
-        expect(bytes.filter((x) => x >= 1)).toEqual([]);
+        expect(bytes.filter((x) => x >= BOUND)).toEqual([]);
         // Every lease was released: the measurement itself left no load behind.
         expect(b.table.totalOutstanding()).toBe(0);
       } finally {
@@ -52,7 +59,7 @@ describe('hot path allocation (acquireHandle + releaseHandle, fresh worker threa
 
   // A database read: the replica role set, the lag bound and a text minLsn parsed per acquire (moved here from the unit
   // project, whose forks share JIT state across files: a pick made polymorphic by other files boxed numbers there).
-  it('p2c:latency reads with intent, maxLagMs and a text minLsn: under 1 byte per op in each of 2 fresh threads', {
+  it(`p2c:latency reads with intent, maxLagMs and a text minLsn: under ${BOUND} bytes per op in each of 2 fresh threads`, {
     timeout: 120_000,
   }, async () => {
     const b = new Balancer({ logger, capacity: 64 });
@@ -71,7 +78,7 @@ describe('hot path allocation (acquireHandle + releaseHandle, fresh worker threa
       for (const [id, role, lag, hi, lo] of roles) if (b.ownerTable.db.write(slot(id), role, lag, hi, lo)) b.ownerTable.epochs.bumpHealth();
       const bytes: number[] = [];
       for (let t = 0; t < 2; t++) bytes.push(await probe(b, 'p2c:latency', undefined, { intent: 'read', maxLagMs: 1000, minLsn: '1/0' }));
-      expect(bytes.filter((x) => x >= 1)).toEqual([]);
+      expect(bytes.filter((x) => x >= BOUND)).toEqual([]);
       expect(b.table.totalOutstanding()).toBe(0);
     } finally {
       b.close();
@@ -80,7 +87,7 @@ describe('hot path allocation (acquireHandle + releaseHandle, fresh worker threa
 
   // The aperture is applied at view builds: a slice with fractional boundary weights changes nothing on the pick path.
   for (const policy of ['weighted', 'p2c', 'smooth-weighted'] as const) {
-    it(`${policy} inside an aperture slice (rank 1 of 5, width 0.34): under 1 byte per op in each of 2 fresh threads`, {
+    it(`${policy} inside an aperture slice (rank 1 of 5, width 0.34): under ${BOUND} bytes per op in each of 2 fresh threads`, {
       timeout: 120_000,
     }, async () => {
       const b = new Balancer({ logger, capacity: 64 });
@@ -91,7 +98,7 @@ describe('hot path allocation (acquireHandle + releaseHandle, fresh worker threa
         b.ownerTable.epochs.bumpHealth();
         const bytes: number[] = [];
         for (let t = 0; t < 2; t++) bytes.push(await probe(b, policy));
-        expect(bytes.filter((x) => x >= 1)).toEqual([]);
+        expect(bytes.filter((x) => x >= BOUND)).toEqual([]);
         expect(b.table.totalOutstanding()).toBe(0);
       } finally {
         b.close();
