@@ -53,8 +53,14 @@ const COUNT_MASK = MAX_CONNECTIONS_LIMIT;
 const SEQ_ONE = 1 << 20;
 /** A row word's mark: its thread is changing `count`. */
 const PENDING = 1 << 30;
-/** Double collects a reclaim tries before it takes a dead row's pending change as not done. */
+/**
+ * Double collects a reclaim tries, and for at least how long, before it takes a dead row's pending change as
+ * not done. Both bounds, because under a loaded machine (a fresh-clone CI at load average 20) 10,000 collects
+ * beside a thread churning take/give can all fail — most of them descheduled past COLLECT_MAX_MS — and the
+ * fallback then leaked a slot; a reclaim is rare (a worker's death), so spinning up to 50 ms there is cheap.
+ */
 const COLLECT_ATTEMPTS = 10_000;
+const COLLECT_PATIENCE_MS = 50;
 /** A collect that took longer (the owner was descheduled) is not trusted: the sequence could have wrapped. */
 const COLLECT_MAX_MS = 1;
 
@@ -96,7 +102,7 @@ export class ConnectionLimit {
    * Exact because the dead thread was the row's only writer and writes no
    * more: a row it left PENDING is settled by a double collect over the
    * other rows (file comment). Should `count` never stand still for
-   * {@link COLLECT_ATTEMPTS} collects, the row's marked value is taken — the
+   * {@link COLLECT_ATTEMPTS} collects and {@link COLLECT_PATIENCE_MS} ms, the row's marked value is taken — the
    * lower of before and after — so a pending take is taken as not done and
    * a pending give as done: at worst one slot leaks (the limit stays a
    * limit), none is freed twice.
@@ -123,7 +129,8 @@ export class ConnectionLimit {
   private settle(dead: number): number {
     const w = this.words;
     const rows = w.length - ROW_BASE;
-    for (let attempt = 0; attempt < COLLECT_ATTEMPTS; attempt++) {
+    const start = performance.now();
+    for (let attempt = 0; attempt < COLLECT_ATTEMPTS || performance.now() - start < COLLECT_PATIENCE_MS; attempt++) {
       const t0 = performance.now();
       const before = Atomics.load(w, COUNT);
       let others = 0;
