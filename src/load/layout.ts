@@ -49,7 +49,8 @@
  * | 14   | connection share | connection-budget | this process's share of the backend's fleet connection limit; 0 = no budget |
  * | 15   | share refusals  | connection-budget | connection leases refused at the share since the owner last read it (demand for the rebalance) |
  * | 26, 27 | latency mean, at | ewma-region | plain EWMA of the request latency (no peak rule), integer µs, negated while it is the initial estimate (no sample yet); its last update (moves with word 7) — second line: only `latencyRatio`'s picks read it |
- * | 28–31 | reserved | —             | 0 |
+ * | 28   | latency since   | ewma-region   | when the request latency's first sample came (ms mod 2^30); −1 before it and once the series is τ old (the cold start) |
+ * | 29–31 | reserved | —             | 0 |
  *
  * Third line: ORCA reports (written by whichever thread saw one, read by the
  * owner's periodic A58 computation; never by a pick).
