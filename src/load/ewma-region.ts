@@ -22,7 +22,7 @@
  * wrapping difference (core/time.ts): correct for intervals below 2^29 ms.
  */
 import { elapsedMs, wrapMs } from '../core/time.js';
-import { H_INITIAL_US, S_EWMA, S_EWMA_LOCK, S_EWMA_MEAN, SLOT_WORDS, type Layout } from './layout.js';
+import { H_INITIAL_US, S_EWMA, S_EWMA_LOCK, S_EWMA_MEAN, S_EWMA_SINCE, SLOT_WORDS, type Layout } from './layout.js';
 import { DECAY_STEPS, DecayTable, peakEwmaNext } from './peak-ewma.js';
 
 /**
@@ -137,11 +137,13 @@ export class EwmaRegion {
     const now = wrapMs(nowMs);
     // Fast path, no write at all: within the same millisecond as the last
     // update (dt = 0, so w = 1) a sample at or below the estimate leaves both
-    // words exactly as they are. Under load almost every sample lands here,
-    // which keeps the slot's cache line shared instead of bouncing. Plain
-    // loads (tear-free): a pair torn by a concurrent writer can at worst drop
-    // this one sample, which is what a held lock does anyway (below).
-    if (now === i[e + 1] && sampleMs * 1000 <= i[e]!) return true;
+    // words exactly as they are — unless the request latency has had no
+    // sample yet (the mean word negative: the first replaces the prior). Under
+    // load almost every sample lands here, which keeps the slot's cache line
+    // shared instead of bouncing. Plain loads (tear-free): a pair torn by a
+    // concurrent writer can at worst drop this one sample, which is what a
+    // held lock does anyway (below).
+    if (now === i[e + 1] && sampleMs * 1000 <= i[e]! && (series !== EwmaSeries.Latency || i[o + S_EWMA_MEAN]! >= 0)) return true;
     // SC load of the seqlock word: a held lock means another writer is
     // updating this slot — drop the sample rather than wait.
     const v = Atomics.load(i, lock);
@@ -150,7 +152,35 @@ export class EwmaRegion {
     // release a lock left behind by a thread that died inside this section.
     if (Atomics.compareExchange(i, lock, v, v | (row + 1)) !== v) return false;
     const dt = elapsedMs(now, Atomics.load(i, e + 1));
-    const w = dt > 0 ? this.decay.factor(dt) : 1;
+    let w = dt > 0 ? this.decay.factor(dt) : 1;
+    // The request latency's first sample (its mean word still negative: the
+    // prior) and the cold start's younger weights; see the file comment.
+    if (series === EwmaSeries.Latency && dt > 0) {
+      if (Atomics.load(i, o + S_EWMA_MEAN) < 0) {
+        // The prior weighs 1 ms: the PeakEWMA blends with w = 1 / (1 + Δt)
+        // when that is below e^(−Δt/τ), so a sample any later than the
+        // slot's reset replaces it (the peak rule, once the prior is down
+        // to 1 / (1 + Δt) of itself).
+        const young = 1 / (1 + dt);
+        if (young < w) w = young;
+      } else {
+        // Until the series is τ old, a sample weighs what it would in a
+        // mean over the series' age (the first sample counting 1 ms), when
+        // that is more than e^(−Δt/τ) gives it: a shorter τ while the
+        // estimates hold little evidence, so the samples of a caller still
+        // warming up wash out in fractions of a second instead of
+        // τ · ln(their excess). Once τ old the word is cleared: one load.
+        const since = Atomics.load(i, o + S_EWMA_SINCE);
+        if (since >= 0) {
+          const age = elapsedMs(now, since);
+          if (age >= this.decay.tauMs) Atomics.store(i, o + S_EWMA_SINCE, -1);
+          else {
+            const young = (age - dt + 1) / (age + 1);
+            if (young < w) w = young;
+          }
+        }
+      }
+    }
     const next = peakEwmaNext(Atomics.load(i, e) / 1000, w, sampleMs);
     const us = Math.round(next * 1000);
     // Stores inside the lock; the unlocking store (new version, low byte 0)
@@ -160,10 +190,10 @@ export class EwmaRegion {
     if (dt > 0) Atomics.store(i, e + 1, now);
     if (series === EwmaSeries.Latency) {
       // The latency's plain EWMA moves at the same instants (dt = 0 is
-      // w = 1: no change), inside the same lock; its timestamp is the
-      // latency's, so the same factor applies. Until the slot's first
-      // sample it holds the initial estimate negated (a prior, see reset):
-      // the first sample replaces it whatever dt.
+      // w = 1: no change), inside the same lock, with the same weight; its
+      // timestamp is the latency's. Until the slot's first sample it holds
+      // the initial estimate negated (a prior, see reset): the first sample
+      // replaces it whatever dt, and starts the series' age.
       const m = o + S_EWMA_MEAN;
       const prior = Atomics.load(i, m);
       if (prior < 0 || dt > 0) {
@@ -172,6 +202,7 @@ export class EwmaRegion {
         // biome-ignore lint/complexity/useMathMinMax: as above, a compare keeps a small integer
         Atomics.store(i, m, mean > MAX_US ? MAX_US : mean);
         Atomics.store(i, m + 1, now);
+        if (prior < 0) Atomics.store(i, o + S_EWMA_SINCE, now);
       }
     }
     Atomics.store(i, lock, (v + 0x100) & ~0xff);
@@ -198,6 +229,7 @@ export class EwmaRegion {
     // seconds' requests.
     Atomics.store(i, o + S_EWMA_MEAN, -init);
     Atomics.store(i, o + S_EWMA_MEAN + 1, at);
+    Atomics.store(i, o + S_EWMA_SINCE, -1);
   }
 
   /** Owner, reclaiming a dead thread's row: releases every PeakEWMA lock it died holding. */

@@ -159,6 +159,12 @@ export const S_SHARE_REFUSED = 15;
  * read by `p2c:latency`'s tail rule (`latencyRatio`).
  */
 export const S_EWMA_MEAN = 26;
+/**
+ * When the request latency's first sample came (wrapped ms; −1 before it and
+ * once the series is τ old): until then its samples blend with the weight of
+ * a mean over the series' age instead of τ (ewma-region.ts, the cold start).
+ */
+export const S_EWMA_SINCE = 28;
 /** ORCA report seqlock (backend-load): even = stable, odd = being written. */
 export const S_ORCA_SEQ = 32;
 /** ORCA report utilization, millionths (backend-load). */

@@ -58,17 +58,18 @@ describe('the latency mean words', () => {
     t.ewma.observe(0, EwmaSeries.Latency, 900, 1000, 0);
     expect(t.estimateUs(0, EwmaSeries.Latency, 1000)).toBe(900_000);
     expect(t.ewma.meanHintUs(0, 1000)).toBe(200_000);
-    // 500 ms later, a 10 ms sample: a blend with w = e^(−1/2) (the PeakEWMA's peak is not the mean's).
-    t.ewma.observe(0, EwmaSeries.Latency, 10, 1500, 0);
-    const w2 = Math.exp(-0.5);
+    // 1.5 s later (the series is older than τ, so no cold-start weight: test/runtime/cold-start-share.test.ts),
+    // a 10 ms sample: a blend with w = e^(−3/2) (the PeakEWMA's peak is not the mean's).
+    t.ewma.observe(0, EwmaSeries.Latency, 10, 2500, 0);
+    const w2 = Math.exp(-1.5);
     const mean2 = Math.round((200 * w2 + 10 * (1 - w2)) * 1000);
-    expect(t.ewma.meanHintUs(0, 1500)).toBe(mean2);
-    expect(t.ewma.meanHintUs(0, 2500)).toBe(Math.round(mean2 * Math.exp(-1)));
+    expect(t.ewma.meanHintUs(0, 2500)).toBe(mean2);
+    expect(t.ewma.meanHintUs(0, 3500)).toBe(Math.round(mean2 * Math.exp(-1)));
     // Recorded: not decayed (what the tail rule reads while a request is in flight).
     expect(t.ewma.meanRecordedUs(0)).toBe(mean2);
     // Connect-time samples leave the request latency's mean alone.
     t.ewma.observe(0, EwmaSeries.ConnectTime, 400, 3000, 0);
-    expect(t.ewma.meanHintUs(0, 2500)).toBe(Math.round(mean2 * Math.exp(-1)));
+    expect(t.ewma.meanHintUs(0, 3500)).toBe(Math.round(mean2 * Math.exp(-1)));
     // A reset makes it a prior again: the next first sample replaces it.
     t.resetHealth(0, 4000);
     expect(t.ewma.meanHintUs(0, 4000)).toBe(50_000);
