@@ -18,6 +18,14 @@
  * few milliseconds for one comparison. That is the stale-information case
  * power of two choices tolerates; the next read is whole again.
  *
+ * The cold start (the request latency only; docs/policies.md, "The cold
+ * start"): the initial estimate is a prior, no evidence — a slot's first
+ * sample replaces it in the PeakEWMA and in the mean whatever Δt (the mean
+ * word, negated until then, says which slots have had none: slot-candidate.ts
+ * probes those instead of costing them the prior). Then, until τ after that
+ * first sample (word 28), a sample weighs at least its share of the series'
+ * age. A warm slot's update is the kernel's exactly.
+ *
  * Times are whole milliseconds of the shared clock modulo 2^30, compared by
  * wrapping difference (core/time.ts): correct for intervals below 2^29 ms.
  */
@@ -125,7 +133,8 @@ export class EwmaRegion {
 
   /**
    * Records a sample of `series` on `slot` (the kernel's peak rule, else
-   * EWMA with w = e^(−Δt/τ)). `row` is the writer's attribution row (owner
+   * EWMA with w = e^(−Δt/τ); for the request latency, the cold start's
+   * first and young samples: see the file comment). `row` is the writer's attribution row (owner
    * of the lock while writing). Returns false when another writer held the
    * lock: the sample is then dropped.
    */
@@ -153,31 +162,29 @@ export class EwmaRegion {
     if (Atomics.compareExchange(i, lock, v, v | (row + 1)) !== v) return false;
     const dt = elapsedMs(now, Atomics.load(i, e + 1));
     let w = dt > 0 ? this.decay.factor(dt) : 1;
-    // The request latency's first sample (its mean word still negative: the
-    // prior) and the cold start's younger weights; see the file comment.
-    if (series === EwmaSeries.Latency && dt > 0) {
-      if (Atomics.load(i, o + S_EWMA_MEAN) < 0) {
-        // The prior weighs 1 ms: the PeakEWMA blends with w = 1 / (1 + Δt)
-        // when that is below e^(−Δt/τ), so a sample any later than the
-        // slot's reset replaces it (the peak rule, once the prior is down
-        // to 1 / (1 + Δt) of itself).
-        const young = 1 / (1 + dt);
-        if (young < w) w = young;
-      } else {
-        // Until the series is τ old, a sample weighs what it would in a
-        // mean over the series' age (the first sample counting 1 ms), when
-        // that is more than e^(−Δt/τ) gives it: a shorter τ while the
-        // estimates hold little evidence, so the samples of a caller still
-        // warming up wash out in fractions of a second instead of
-        // τ · ln(their excess). Once τ old the word is cleared: one load.
-        const since = Atomics.load(i, o + S_EWMA_SINCE);
-        if (since >= 0) {
-          const age = elapsedMs(now, since);
-          if (age >= this.decay.tauMs) Atomics.store(i, o + S_EWMA_SINCE, -1);
-          else {
-            const young = (age - dt + 1) / (age + 1);
-            if (young < w) w = young;
-          }
+    // The request latency's plain mean, or its prior negated before the
+    // slot's first sample (see reset).
+    const m = o + S_EWMA_MEAN;
+    const prior = series === EwmaSeries.Latency ? Atomics.load(i, m) : 0;
+    // The cold start (see the file comment): the first sample replaces the
+    // prior in the PeakEWMA as in the mean, whatever Δt; then, while the
+    // series is young, a sample weighs at least its share of the series' age.
+    if (prior < 0) w = 0;
+    else if (series === EwmaSeries.Latency && dt > 0) {
+      // Until the series is τ old, a sample weighs what it would in a mean
+      // over the series' age (the first sample counting 1 ms), when that is
+      // more than e^(−Δt/τ) gives it: a shorter τ while the estimates hold
+      // little evidence, so the samples of a caller still warming up wash
+      // out in fractions of a second instead of τ · ln(their excess). Once
+      // τ old the word is cleared: one load. Inline, not a helper: a double
+      // returned from a call that is not inlined would be boxed.
+      const since = Atomics.load(i, o + S_EWMA_SINCE);
+      if (since >= 0) {
+        const age = elapsedMs(now, since);
+        if (age >= this.decay.tauMs) Atomics.store(i, o + S_EWMA_SINCE, -1);
+        else {
+          const young = (age - dt + 1) / (age + 1);
+          if (young < w) w = young;
         }
       }
     }
@@ -194,8 +201,6 @@ export class EwmaRegion {
       // timestamp is the latency's. Until the slot's first sample it holds
       // the initial estimate negated (a prior, see reset): the first sample
       // replaces it whatever dt, and starts the series' age.
-      const m = o + S_EWMA_MEAN;
-      const prior = Atomics.load(i, m);
       if (prior < 0 || dt > 0) {
         // ewmaNext in µs, written out: no second factor lookup and no double crossing a call.
         const mean = prior < 0 ? Math.round(sampleMs * 1000) | 0 : Math.round(prior * w + sampleMs * 1000 * (1 - w)) | 0;

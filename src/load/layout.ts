@@ -69,7 +69,7 @@ import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 
 /** The layout version in header word 0; an attachment with another version is refused. */
-export const LAYOUT_VERSION = 0x504f000e;
+export const LAYOUT_VERSION = 0x504f0010;
 
 // --- header -------------------------------------------------------------------
 export const H_VERSION = 0;

@@ -89,23 +89,31 @@ describe('a cold start routes like a warm process after its first second (closed
 });
 
 describe('the request latency estimates of a young slot (LoadTable, injected times)', () => {
-  it('the first sample replaces the prior in the mean whatever Δt, and in the PeakEWMA a millisecond or more after the reset (the prior weighs 1 ms)', () => {
-    const t = LoadTable.create({ capacity: 2, tauMs: 1000, initialMs: 50 });
-    t.resetHealth(0, 0);
-    t.resetHealth(1, 0);
-    // Below the 50 ms prior, 30 ms later: w = 1/31, and 4 ms is above 50/31 ms (a blend with e^(−0.03) read 48.6 ms).
+  it('the first sample replaces the prior in the PeakEWMA and in the mean whatever Δt, above or below it, in the reset\'s own millisecond too', () => {
+    const t = LoadTable.create({ capacity: 3, tauMs: 1000, initialMs: 50 });
+    for (let s = 0; s < 3; s++) t.resetHealth(s, 0);
+    // Below the 50 ms prior, 30 ms later (a blend with e^(−0.03) read 48.6 ms).
     t.ewma.observe(0, EwmaSeries.Latency, 4, 30, 0);
     expect(t.estimateUs(0, EwmaSeries.Latency, 30)).toBe(4000);
     expect(t.ewma.meanRecordedUs(0)).toBe(4000);
-    // Just 1 ms later, 20 ms: above 50/2 ms, so not a peak over the prior: the blend 50·½ + 20·½.
+    // 1 ms later, 20 ms: not a blend 50·½ + 20·½ (a prior weighing 1 ms read 35 ms).
     t.ewma.observe(1, EwmaSeries.Latency, 20, 1, 0);
-    expect(t.estimateUs(1, EwmaSeries.Latency, 1)).toBe(35_000);
+    expect(t.estimateUs(1, EwmaSeries.Latency, 1)).toBe(20_000);
     expect(t.ewma.meanRecordedUs(1)).toBe(20_000);
-    // In the reset's own millisecond (Δt = 0): the mean takes it, the PeakEWMA keeps its prior.
+    // In the reset's own millisecond (Δt = 0, w = 1 for a warm series): replaced as well — a backend answering
+    // within a millisecond of joining must not read the 50 ms prior against its peers' 1 ms.
+    t.ewma.observe(2, EwmaSeries.Latency, 0.5, 0, 0);
+    expect(t.estimateUs(2, EwmaSeries.Latency, 0)).toBe(500);
+    expect(t.ewma.meanRecordedUs(2)).toBe(500);
+    // Above the prior: replaced too (the peak rule), and a second sample in the same millisecond is the kernel's (w = 1).
     t.resetHealth(1, 10);
-    t.ewma.observe(1, EwmaSeries.Latency, 7.5, 10, 0);
-    expect(t.estimateUs(1, EwmaSeries.Latency, 10)).toBe(50_000);
-    expect(t.ewma.meanRecordedUs(1)).toBe(7500);
+    t.ewma.observe(1, EwmaSeries.Latency, 70, 10, 0);
+    t.ewma.observe(1, EwmaSeries.Latency, 7, 10, 0);
+    expect(t.estimateUs(1, EwmaSeries.Latency, 10)).toBe(70_000);
+    expect(t.ewma.meanRecordedUs(1)).toBe(70_000);
+    // The connect time's series is not the cold start's: its first sample blends (the kernel, w = e^(−Δt/τ)).
+    t.ewma.observe(0, EwmaSeries.ConnectTime, 4, 30, 0);
+    expect(t.estimateUs(0, EwmaSeries.ConnectTime, 30)).toBe(Math.round(peakEwmaNext(50, Math.exp(-0.03), 4) * 1000));
   });
 
   it('until τ old, a sample blends as a mean over the series age (first sample 1 ms), when that outweighs e^(−Δt/τ)', () => {
