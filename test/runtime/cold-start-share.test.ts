@@ -89,7 +89,7 @@ describe('a cold start routes like a warm process after its first second (closed
 });
 
 describe('the request latency estimates of a young slot (LoadTable, injected times)', () => {
-  it('the first sample replaces the prior in the PeakEWMA and in the mean whatever Δt, above or below it, in the reset\'s own millisecond too', () => {
+  it("the first sample replaces the prior in the PeakEWMA and in the mean whatever Δt, above or below it, in the reset's own millisecond too", () => {
     const t = LoadTable.create({ capacity: 3, tauMs: 1000, initialMs: 50 });
     for (let s = 0; s < 3; s++) t.resetHealth(s, 0);
     // Below the 50 ms prior, 30 ms later (a blend with e^(−0.03) read 48.6 ms).
