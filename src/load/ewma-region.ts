@@ -95,11 +95,15 @@ export class EwmaRegion {
    * The latency's plain EWMA (no peak rule) on `slot` decayed to `nowMs`,
    * integer µs: two plain loads, no lock — the same argument as
    * {@link estimateHintUs} (each word whole; a torn pair decays by a few
-   * wrong milliseconds for one comparison).
+   * wrong milliseconds for one comparison). Before the slot's first sample,
+   * the initial estimate undecayed: a prior is what is assumed while
+   * nothing is known, and time alone teaches nothing (decayed, a failure
+   * 10 s after the join was penalised at 2 × 2 µs and the failing backend
+   * looked fast; test/runtime/unmeasured-backend.test.ts).
    */
   meanHintUs(slot: number, nowMs: number): number {
     const mean = this.meanRecordedUs(slot);
-    return this.meanDecayedUs(slot, mean < 0 ? -mean : mean, nowMs);
+    return mean < 0 ? -mean : this.meanDecayedUs(slot, mean, nowMs);
   }
 
   /**

@@ -10,6 +10,7 @@
  * costs the prior per request (probed one request at a time, not flooded).
  */
 import { describe, expect, it, onTestFinished } from 'vitest';
+import { EwmaSeries } from '../../src/load/ewma-region.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import type { Lease } from '../../src/runtime/lease.js';
 import type { Router } from '../../src/runtime/router.js';
@@ -88,6 +89,30 @@ describe('an unmeasured backend is tried once another has answered (p2c:latency)
         if (k % 4 === 0) clock.advance(1);
       }
       expect(toNew, `seed ${seed}`).toBeGreaterThan(60);
+    }
+  });
+
+  it('a first outcome that is a failure reads twice the prior however long after the join: the prior does not decay while nothing is known', () => {
+    for (let seed = 1; seed <= 5; seed++) {
+      const { clock, balancer, router } = setup(['a', 'b'], seed);
+      // 10 s with no traffic: a prior decayed like an estimate would be 50 ms · e^(−10), 2 µs.
+      clock.advance(10_000);
+      const first = router.acquire();
+      clock.advance(1);
+      first.release('failure');
+      const slot = balancer.slotEntries().find((e) => e.id === first.id)!.slot;
+      // The failure's penalty (feedback.ts, FAILURE_PENALTY_FACTOR 2) on the prior: 100 ms, a slow backend, not a fast one.
+      expect(balancer.ownerTable.estimateUs(slot, EwmaSeries.Latency, clock.now()), `seed ${seed}`).toBe(100_000);
+      expect(balancer.ownerTable.ewma.meanRecordedUs(slot), `seed ${seed}`).toBe(100_000);
+      // The other is probed, answers in 1 ms, and from then on the failed one is the slow one: the tail rule keeps it out.
+      let toFailed = 0;
+      for (let k = 0; k < 100; k++) {
+        const l = router.acquire();
+        if (l.id === first.id) toFailed++;
+        l.release('success', { latencyMs: 1 });
+        if (k % 4 === 0) clock.advance(1);
+      }
+      expect(toFailed, `seed ${seed}`).toBe(0);
     }
   });
 });
