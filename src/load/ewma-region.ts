@@ -138,8 +138,8 @@ export class EwmaRegion {
   /**
    * Records a sample of `series` on `slot` (the kernel's peak rule, else
    * EWMA with w = e^(−Δt/τ); for the request latency, the cold start's
-   * first and young samples: see the file comment). `row` is the writer's attribution row (owner
-   * of the lock while writing). Returns false when another writer held the
+   * first and young samples: see the file comment). `row` is the writer's
+   * attribution row (owner of the lock while writing). Returns false when another writer held the
    * lock: the sample is then dropped.
    */
   observe(slot: number, series: EwmaSeriesCode, sampleMs: number, nowMs: number, row: number): boolean {
@@ -231,7 +231,8 @@ export class EwmaRegion {
       Atomics.store(i, o + S_EWMA + 2 * k + 1, at);
     }
     // The mean starts as a prior, stored negated: read as the initial
-    // estimate (decaying like it) until the first sample replaces it. A
+    // estimate (undecayed) until the first sample replaces it; negative, it
+    // also tells p2c:latency's cost the slot is unmeasured (probed). A
     // blend from 50 ms would keep every backend within a tail-rule ratio of
     // every other for seconds (τ · ln(50 / 3 ms) ≈ 2.8 s at τ = 1 s), the
     // slow one included: bench:http's slow backend took 7 % of those

@@ -48,7 +48,7 @@
  * | 12, 13 | replay LSN    | db-state      | PostgreSQL LSN high and low 32 bits (a primary's current WAL LSN, a replica's replay LSN) |
  * | 14   | connection share | connection-budget | this process's share of the backend's fleet connection limit; 0 = no budget |
  * | 15   | share refusals  | connection-budget | connection leases refused at the share since the owner last read it (demand for the rebalance) |
- * | 26, 27 | latency mean, at | ewma-region | plain EWMA of the request latency (no peak rule), integer µs, negated while it is the initial estimate (no sample yet); its last update (moves with word 7) — second line: only `latencyRatio`'s picks read it |
+ * | 26, 27 | latency mean, at | ewma-region | plain EWMA of the request latency (no peak rule), integer µs, negated while it is the initial estimate (no sample yet); its last update (moves with word 7) — second line: only `p2c:latency`'s picks read it (the tail rule; the cost: negated = unmeasured, probed) |
  * | 28   | latency since   | ewma-region   | when the request latency's first sample came (ms mod 2^30); −1 before it and once the series is τ old (the cold start) |
  * | 29–31 | reserved | —             | 0 |
  *
@@ -156,7 +156,8 @@ export const S_SHARE_REFUSED = 15;
 /**
  * The request latency's plain EWMA (no peak rule) in µs, its timestamp the
  * next word; updated with the PeakEWMA latency under its lock (ewma-region.ts),
- * read by `p2c:latency`'s tail rule (`latencyRatio`).
+ * read by `p2c:latency`'s tail rule (`latencyRatio`) and, negated (no sample
+ * yet), by its cost, which probes an unmeasured slot (slot-candidate.ts).
  */
 export const S_EWMA_MEAN = 26;
 /**
