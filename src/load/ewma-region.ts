@@ -18,11 +18,19 @@
  * few milliseconds for one comparison. That is the stale-information case
  * power of two choices tolerates; the next read is whole again.
  *
+ * The cold start (the request latency only; docs/policies.md, "The cold
+ * start"): the initial estimate is a prior, no evidence — a slot's first
+ * sample replaces it in the PeakEWMA and in the mean whatever Δt (the mean
+ * word, negated until then, says which slots have had none: slot-candidate.ts
+ * probes those instead of costing them the prior). Then, until τ after that
+ * first sample (word 28), a sample weighs at least its share of the series'
+ * age. A warm slot's update is the kernel's exactly.
+ *
  * Times are whole milliseconds of the shared clock modulo 2^30, compared by
  * wrapping difference (core/time.ts): correct for intervals below 2^29 ms.
  */
 import { elapsedMs, wrapMs } from '../core/time.js';
-import { H_INITIAL_US, S_EWMA, S_EWMA_LOCK, S_EWMA_MEAN, SLOT_WORDS, type Layout } from './layout.js';
+import { H_INITIAL_US, S_EWMA, S_EWMA_LOCK, S_EWMA_MEAN, S_EWMA_SINCE, SLOT_WORDS, type Layout } from './layout.js';
 import { DECAY_STEPS, DecayTable, peakEwmaNext } from './peak-ewma.js';
 
 /**
@@ -87,11 +95,15 @@ export class EwmaRegion {
    * The latency's plain EWMA (no peak rule) on `slot` decayed to `nowMs`,
    * integer µs: two plain loads, no lock — the same argument as
    * {@link estimateHintUs} (each word whole; a torn pair decays by a few
-   * wrong milliseconds for one comparison).
+   * wrong milliseconds for one comparison). Before the slot's first sample,
+   * the initial estimate undecayed: a prior is what is assumed while
+   * nothing is known, and time alone teaches nothing (decayed, a failure
+   * 10 s after the join was penalised at 2 × 2 µs and the failing backend
+   * looked fast; test/runtime/unmeasured-backend.test.ts).
    */
   meanHintUs(slot: number, nowMs: number): number {
     const mean = this.meanRecordedUs(slot);
-    return this.meanDecayedUs(slot, mean < 0 ? -mean : mean, nowMs);
+    return mean < 0 ? -mean : this.meanDecayedUs(slot, mean, nowMs);
   }
 
   /**
@@ -125,8 +137,9 @@ export class EwmaRegion {
 
   /**
    * Records a sample of `series` on `slot` (the kernel's peak rule, else
-   * EWMA with w = e^(−Δt/τ)). `row` is the writer's attribution row (owner
-   * of the lock while writing). Returns false when another writer held the
+   * EWMA with w = e^(−Δt/τ); for the request latency, the cold start's
+   * first and young samples: see the file comment). `row` is the writer's
+   * attribution row (owner of the lock while writing). Returns false when another writer held the
    * lock: the sample is then dropped.
    */
   observe(slot: number, series: EwmaSeriesCode, sampleMs: number, nowMs: number, row: number): boolean {
@@ -137,11 +150,13 @@ export class EwmaRegion {
     const now = wrapMs(nowMs);
     // Fast path, no write at all: within the same millisecond as the last
     // update (dt = 0, so w = 1) a sample at or below the estimate leaves both
-    // words exactly as they are. Under load almost every sample lands here,
-    // which keeps the slot's cache line shared instead of bouncing. Plain
-    // loads (tear-free): a pair torn by a concurrent writer can at worst drop
-    // this one sample, which is what a held lock does anyway (below).
-    if (now === i[e + 1] && sampleMs * 1000 <= i[e]!) return true;
+    // words exactly as they are — unless the request latency has had no
+    // sample yet (the mean word negative: the first replaces the prior). Under
+    // load almost every sample lands here, which keeps the slot's cache line
+    // shared instead of bouncing. Plain loads (tear-free): a pair torn by a
+    // concurrent writer can at worst drop this one sample, which is what a
+    // held lock does anyway (below).
+    if (now === i[e + 1] && sampleMs * 1000 <= i[e]! && (series !== EwmaSeries.Latency || i[o + S_EWMA_MEAN]! >= 0)) return true;
     // SC load of the seqlock word: a held lock means another writer is
     // updating this slot — drop the sample rather than wait.
     const v = Atomics.load(i, lock);
@@ -150,7 +165,33 @@ export class EwmaRegion {
     // release a lock left behind by a thread that died inside this section.
     if (Atomics.compareExchange(i, lock, v, v | (row + 1)) !== v) return false;
     const dt = elapsedMs(now, Atomics.load(i, e + 1));
-    const w = dt > 0 ? this.decay.factor(dt) : 1;
+    let w = dt > 0 ? this.decay.factor(dt) : 1;
+    // The request latency's plain mean, or its prior negated before the
+    // slot's first sample (see reset).
+    const m = o + S_EWMA_MEAN;
+    const prior = series === EwmaSeries.Latency ? Atomics.load(i, m) : 0;
+    // The cold start (see the file comment): the first sample replaces the
+    // prior in the PeakEWMA as in the mean, whatever Δt; then, while the
+    // series is young, a sample weighs at least its share of the series' age.
+    if (prior < 0) w = 0;
+    else if (series === EwmaSeries.Latency && dt > 0) {
+      // Until the series is τ old, a sample weighs what it would in a mean
+      // over the series' age (the first sample counting 1 ms), when that is
+      // more than e^(−Δt/τ) gives it: a shorter τ while the estimates hold
+      // little evidence, so the samples of a caller still warming up wash
+      // out in fractions of a second instead of τ · ln(their excess). Once
+      // τ old the word is cleared: one load. Inline, not a helper: a double
+      // returned from a call that is not inlined would be boxed.
+      const since = Atomics.load(i, o + S_EWMA_SINCE);
+      if (since >= 0) {
+        const age = elapsedMs(now, since);
+        if (age >= this.decay.tauMs) Atomics.store(i, o + S_EWMA_SINCE, -1);
+        else {
+          const young = (age - dt + 1) / (age + 1);
+          if (young < w) w = young;
+        }
+      }
+    }
     const next = peakEwmaNext(Atomics.load(i, e) / 1000, w, sampleMs);
     const us = Math.round(next * 1000);
     // Stores inside the lock; the unlocking store (new version, low byte 0)
@@ -160,18 +201,17 @@ export class EwmaRegion {
     if (dt > 0) Atomics.store(i, e + 1, now);
     if (series === EwmaSeries.Latency) {
       // The latency's plain EWMA moves at the same instants (dt = 0 is
-      // w = 1: no change), inside the same lock; its timestamp is the
-      // latency's, so the same factor applies. Until the slot's first
-      // sample it holds the initial estimate negated (a prior, see reset):
-      // the first sample replaces it whatever dt.
-      const m = o + S_EWMA_MEAN;
-      const prior = Atomics.load(i, m);
+      // w = 1: no change), inside the same lock, with the same weight; its
+      // timestamp is the latency's. Until the slot's first sample it holds
+      // the initial estimate negated (a prior, see reset): the first sample
+      // replaces it whatever dt, and starts the series' age.
       if (prior < 0 || dt > 0) {
         // ewmaNext in µs, written out: no second factor lookup and no double crossing a call.
         const mean = prior < 0 ? Math.round(sampleMs * 1000) | 0 : Math.round(prior * w + sampleMs * 1000 * (1 - w)) | 0;
         // biome-ignore lint/complexity/useMathMinMax: as above, a compare keeps a small integer
         Atomics.store(i, m, mean > MAX_US ? MAX_US : mean);
         Atomics.store(i, m + 1, now);
+        if (prior < 0) Atomics.store(i, o + S_EWMA_SINCE, now);
       }
     }
     Atomics.store(i, lock, (v + 0x100) & ~0xff);
@@ -191,13 +231,15 @@ export class EwmaRegion {
       Atomics.store(i, o + S_EWMA + 2 * k + 1, at);
     }
     // The mean starts as a prior, stored negated: read as the initial
-    // estimate (decaying like it) until the first sample replaces it. A
+    // estimate (undecayed) until the first sample replaces it; negative, it
+    // also tells p2c:latency's cost the slot is unmeasured (probed). A
     // blend from 50 ms would keep every backend within a tail-rule ratio of
     // every other for seconds (τ · ln(50 / 3 ms) ≈ 2.8 s at τ = 1 s), the
     // slow one included: bench:http's slow backend took 7 % of those
     // seconds' requests.
     Atomics.store(i, o + S_EWMA_MEAN, -init);
     Atomics.store(i, o + S_EWMA_MEAN + 1, at);
+    Atomics.store(i, o + S_EWMA_SINCE, -1);
   }
 
   /** Owner, reclaiming a dead thread's row: releases every PeakEWMA lock it died holding. */

@@ -48,8 +48,9 @@
  * | 12, 13 | replay LSN    | db-state      | PostgreSQL LSN high and low 32 bits (a primary's current WAL LSN, a replica's replay LSN) |
  * | 14   | connection share | connection-budget | this process's share of the backend's fleet connection limit; 0 = no budget |
  * | 15   | share refusals  | connection-budget | connection leases refused at the share since the owner last read it (demand for the rebalance) |
- * | 26, 27 | latency mean, at | ewma-region | plain EWMA of the request latency (no peak rule), integer µs, negated while it is the initial estimate (no sample yet); its last update (moves with word 7) — second line: only `latencyRatio`'s picks read it |
- * | 28–31 | reserved | —             | 0 |
+ * | 26, 27 | latency mean, at | ewma-region | plain EWMA of the request latency (no peak rule), integer µs, negated while it is the initial estimate (no sample yet); its last update (moves with word 7) — second line: only `p2c:latency`'s picks read it (the tail rule; the cost: negated = unmeasured, probed) |
+ * | 28   | latency since   | ewma-region   | when the request latency's first sample came (ms mod 2^30); −1 before it and once the series is τ old (the cold start) |
+ * | 29–31 | reserved | —             | 0 |
  *
  * Third line: ORCA reports (written by whichever thread saw one, read by the
  * owner's periodic A58 computation; never by a pick).
@@ -68,7 +69,7 @@ import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 
 /** The layout version in header word 0; an attachment with another version is refused. */
-export const LAYOUT_VERSION = 0x504f000e;
+export const LAYOUT_VERSION = 0x504f0010;
 
 // --- header -------------------------------------------------------------------
 export const H_VERSION = 0;
@@ -155,9 +156,16 @@ export const S_SHARE_REFUSED = 15;
 /**
  * The request latency's plain EWMA (no peak rule) in µs, its timestamp the
  * next word; updated with the PeakEWMA latency under its lock (ewma-region.ts),
- * read by `p2c:latency`'s tail rule (`latencyRatio`).
+ * read by `p2c:latency`'s tail rule (`latencyRatio`) and, negated (no sample
+ * yet), by its cost, which probes an unmeasured slot (slot-candidate.ts).
  */
 export const S_EWMA_MEAN = 26;
+/**
+ * When the request latency's first sample came (wrapped ms; −1 before it and
+ * once the series is τ old): until then its samples blend with the weight of
+ * a mean over the series' age instead of τ (ewma-region.ts, the cold start).
+ */
+export const S_EWMA_SINCE = 28;
 /** ORCA report seqlock (backend-load): even = stable, odd = being written. */
 export const S_ORCA_SEQ = 32;
 /** ORCA report utilization, millionths (backend-load). */

@@ -19,7 +19,12 @@ export interface BalancerOptions {
   specBytes?: number;
   /** PeakEWMA decay τ, ms, shared by all routers; default 1000 (Sōzu). */
   tauMs?: number;
-  /** PeakEWMA estimate of an unmeasured backend, ms; default 50 (Sōzu). */
+  /**
+   * PeakEWMA estimate of an unmeasured backend, ms; default 50 (Sōzu). For
+   * `p2c:latency` a prior only: the cost of an unmeasured backend whose first
+   * request is still out (× (requests + 1); 0 while idle), replaced by its
+   * first sample (docs/policies.md, "The cold start").
+   */
   initialMs?: number;
   /** Default `defaultLogger()`. */
   logger?: Logger;

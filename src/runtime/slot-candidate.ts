@@ -177,15 +177,30 @@ class ConnectTimeCandidate extends SlotCandidate {
   }
 }
 
-/** `p2c:latency`: PeakEWMA request latency (µs) × (requests + 1). */
+/**
+ * `p2c:latency`: PeakEWMA request latency (µs) × (requests + 1) — and for a
+ * backend not yet measured (its latency mean still the prior, negated), 0
+ * while it has no request in flight, else the prior undecayed × (requests +
+ * 1). See {@link LatencyCandidate.load}.
+ */
 class LatencyCandidate extends SlotCandidate {
+  /**
+   * The cost. A backend with no latency sample yet is probed, not priced:
+   * idle, it costs 0 and wins its pair (Finagle's PeakEWMA starts at 0 the
+   * same way); once its first request is in flight it costs the initial
+   * estimate (50 ms) per request, undecayed, so it is not flooded before it
+   * answers. Pricing it at the prior instead starved it: a measured backend
+   * answering in 1 ms costs 1 ms, the unmeasured one 50 ms decaying with τ,
+   * so it was not tried for seconds (test/runtime/unmeasured-backend.test.ts;
+   * docs/policies.md, "The cold start"). One more plain load, of the word
+   * the tail rule reads anyway.
+   */
   override load(): number {
     const env = this.env;
-    return (
-      env.ewma.estimateHintUs(this.slot, EwmaSeries.Latency, env.now) *
-      ((env.words[this.counts + LeaseKind.Request]! & COUNT_MASK) + 1) *
-      this.loadScale
-    );
+    const n = env.words[this.counts + LeaseKind.Request]! & COUNT_MASK;
+    const mean = env.ewma.meanRecordedUs(this.slot);
+    if (mean < 0) return n === 0 ? 0 : -mean * (n + 1) * this.loadScale;
+    return env.ewma.estimateHintUs(this.slot, EwmaSeries.Latency, env.now) * (n + 1) * this.loadScale;
   }
 
   /**

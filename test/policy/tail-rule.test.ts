@@ -43,13 +43,14 @@ describe('the latency mean words', () => {
     expect(ewmaNext(50, 1, 200)).toBe(50);
   });
 
-  it('start as the initial estimate until the first sample replaces it, then blend (no peak rule), decay on read, and reset with the slot', () => {
+  it('start as the initial estimate (not decayed) until the first sample replaces it, then blend (no peak rule), decay on read, and reset with the slot', () => {
     const t = LoadTable.create({ capacity: 1, tauMs: 1000, initialMs: 50 });
     t.resetHealth(0, 0);
     expect(t.ewma.meanHintUs(0, 0)).toBe(50_000);
     // Recorded: the prior is negated (no sample yet).
     expect(t.ewma.meanRecordedUs(0)).toBe(-50_000);
-    expect(t.ewma.meanHintUs(0, 1000)).toBe(Math.round(50_000 / Math.E));
+    // The prior is not decayed (nothing is known: test/runtime/unmeasured-backend.test.ts).
+    expect(t.ewma.meanHintUs(0, 1000)).toBe(50_000);
     // The first sample (200 ms at 1 s) replaces the prior: no blend with 50 ms.
     t.ewma.observe(0, EwmaSeries.Latency, 200, 1000, 0);
     expect(t.estimateUs(0, EwmaSeries.Latency, 1000)).toBe(200_000);
@@ -58,17 +59,18 @@ describe('the latency mean words', () => {
     t.ewma.observe(0, EwmaSeries.Latency, 900, 1000, 0);
     expect(t.estimateUs(0, EwmaSeries.Latency, 1000)).toBe(900_000);
     expect(t.ewma.meanHintUs(0, 1000)).toBe(200_000);
-    // 500 ms later, a 10 ms sample: a blend with w = e^(−1/2) (the PeakEWMA's peak is not the mean's).
-    t.ewma.observe(0, EwmaSeries.Latency, 10, 1500, 0);
-    const w2 = Math.exp(-0.5);
+    // 1.5 s later (the series is older than τ, so no cold-start weight: test/runtime/cold-start-share.test.ts),
+    // a 10 ms sample: a blend with w = e^(−3/2) (the PeakEWMA's peak is not the mean's).
+    t.ewma.observe(0, EwmaSeries.Latency, 10, 2500, 0);
+    const w2 = Math.exp(-1.5);
     const mean2 = Math.round((200 * w2 + 10 * (1 - w2)) * 1000);
-    expect(t.ewma.meanHintUs(0, 1500)).toBe(mean2);
-    expect(t.ewma.meanHintUs(0, 2500)).toBe(Math.round(mean2 * Math.exp(-1)));
+    expect(t.ewma.meanHintUs(0, 2500)).toBe(mean2);
+    expect(t.ewma.meanHintUs(0, 3500)).toBe(Math.round(mean2 * Math.exp(-1)));
     // Recorded: not decayed (what the tail rule reads while a request is in flight).
     expect(t.ewma.meanRecordedUs(0)).toBe(mean2);
     // Connect-time samples leave the request latency's mean alone.
     t.ewma.observe(0, EwmaSeries.ConnectTime, 400, 3000, 0);
-    expect(t.ewma.meanHintUs(0, 2500)).toBe(Math.round(mean2 * Math.exp(-1)));
+    expect(t.ewma.meanHintUs(0, 3500)).toBe(Math.round(mean2 * Math.exp(-1)));
     // A reset makes it a prior again: the next first sample replaces it.
     t.resetHealth(0, 4000);
     expect(t.ewma.meanHintUs(0, 4000)).toBe(50_000);
