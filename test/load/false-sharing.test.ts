@@ -79,7 +79,10 @@ describe('LoadTable false sharing (static audit of layout.ts)', () => {
         for (const unaligned of [false, true])
           for (const shift of [0, 4, 8, 12]) {
             const found = conflicts(hotWriters(Layout.plan(capacity, threads, 4096, unaligned)), shift);
-            if (found.length > 0) bad.push(`capacity ${capacity}, ${threads} threads, ${unaligned ? 'unaligned' : 'padded'}, +${shift * 4} bytes: ${found.join('; ')}`);
+            if (found.length > 0)
+              bad.push(
+                `capacity ${capacity}, ${threads} threads, ${unaligned ? 'unaligned' : 'padded'}, +${shift * 4} bytes: ${found.join('; ')}`,
+              );
           }
     expect(bad.slice(0, 5)).toEqual([]);
   });
@@ -95,7 +98,17 @@ describe('LoadTable false sharing (static audit of layout.ts)', () => {
 
   it('the audit finds two writers on a line (the check can fail), also when only a shifted start puts them there', () => {
     // Two rows packed into one line.
-    expect(conflicts(new Map([[0, 0], [1, 0], [2, 1], [3, 1]]), 0)).not.toEqual([]);
+    expect(
+      conflicts(
+        new Map([
+          [0, 0],
+          [1, 0],
+          [2, 1],
+          [3, 1],
+        ]),
+        0,
+      ),
+    ).not.toEqual([]);
     // Rows a line apart, but the first one's words fill 9 of its 16: fine at a 64-byte-aligned start, not at +32 bytes.
     const rows = new Map<number, number>();
     for (let w = 0; w < 9; w++) rows.set(w, 0);
