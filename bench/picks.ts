@@ -13,9 +13,22 @@
  * the picks in it. Heap bytes per pick: `heapBytesPerOp` (median
  * `process.memoryUsage().heapUsed` delta over chunks, minus an empty op).
  *
- * Run: `npm run bench:picks` (or `node dist/bench/picks.js [--quick]` after
- * `npm run build`). Writes bench/results/picks.json.
+ * Policy level (issue 40): the public `PowerOfTwo` and `Random` over
+ * `Backend` objects with equal weights, at n = 8, 512 and 4096, each cell in a
+ * fresh thread (bench/picks-thread.ts), beside the inline two-choice
+ * baseline; with `--baseline PATH/dist/src/index.js` the same cells of that
+ * build too, interleaved in one run (baseline, this build, baseline, ...).
+ * Targets: PowerOfTwo ≤ 2× the inline baseline; Random ≤ 1.15× the baseline
+ * build's Random (without a baseline build: ≤ the inline baseline).
+ *
+ * Run: `npm run bench:picks` (or `node dist/bench/picks.js [--quick]
+ * [--baseline PATH] [--policy-level] [--check]` after `npm run build`); `--check` exits
+ * non-zero when a target is missed. Writes bench/results/picks.json.
  */
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import { Bench } from 'tinybench';
 import type { Candidate } from '../src/core/candidate.js';
 import { DEFAULT_HASH_SEED, hash53, murmur3Key, seed32Of, toHashSeed } from '../src/core/hash.js';
@@ -31,6 +44,7 @@ import { SmoothWeightedRoundRobin } from '../src/policy/smooth-weighted.js';
 import type { PickContext } from '../src/policy/types.js';
 import { WeightedRandom } from '../src/policy/weighted-random.js';
 import { formatTable, heapBytesPerOp, progress, progressDone, writeResults } from './lib/harness.js';
+import { Targets } from './lib/targets.js';
 
 const QUICK = process.argv.includes('--quick');
 const SIZES = [8, 64, 512, 4096];
@@ -273,7 +287,114 @@ async function measure(n: number, record: boolean): Promise<Row[]> {
   return rows;
 }
 
+/** The policies whose pick is O(1): n = 4096 within 1.5× of n = 8, within 3× of the baseline, 0 bytes per pick. */
+const CONSTANT_TIME = ['PowerOfTwo', 'Random', 'WeightedRandom', 'RoundRobin', 'Maglev', 'RingHash'];
+const POLICY_SIZES = [8, 512, 4096];
+const PICKS_THREAD = new URL('./picks-thread.js', import.meta.url);
+
+/** One policy-level cell in a fresh thread: median ns per pick. */
+function policyCell(entry: string, subject: string, n: number, quick: boolean): Promise<number> {
+  const w = new Worker(PICKS_THREAD, {
+    workerData: { entry, subject, n, batch: 20_000, samples: quick ? 41 : 201, warmupMs: quick ? 400 : 1500 },
+  });
+  return new Promise<number>((resolve, reject) => {
+    w.once('message', (m: { ns: number }) => resolve(m.ns));
+    w.once('error', reject);
+  }).finally(() => w.terminate());
+}
+
+interface PolicyRow {
+  subject: string;
+  build: string;
+  n: number;
+  'ns/pick': number;
+  'x inline': number;
+  'x baseline build': number | string;
+}
+
+/**
+ * The policy-level comparison: `PowerOfTwo` and `Random` over `Backend`
+ * objects (equal weights) of each build, and the inline two-choice baseline,
+ * every cell in a fresh thread, builds interleaved; the median over rounds.
+ */
+async function policyLevel(builds: Record<string, string>, quick: boolean, targets: Targets): Promise<PolicyRow[]> {
+  const rounds = quick ? 1 : 5;
+  const raw = new Map<string, number[]>();
+  const cells: { key: string; entry: string; subject: string; n: number }[] = [];
+  const own = builds['this build']!;
+  for (const n of POLICY_SIZES) {
+    cells.push({ key: `inline|this build|${n}`, entry: own, subject: 'inline', n });
+    for (const subject of ['PowerOfTwo', 'Random'])
+      for (const [label, entry] of Object.entries(builds)) cells.push({ key: `${subject}|${label}|${n}`, entry, subject, n });
+  }
+  let done = 0;
+  for (let round = 0; round < rounds; round++) {
+    for (const c of cells) {
+      progress(`picks (policy level) ${++done}/${rounds * cells.length}: ${c.key} (load ${os.loadavg()[0]!.toFixed(2)})`);
+      const ns = await policyCell(c.entry, c.subject, c.n, quick);
+      raw.set(c.key, [...(raw.get(c.key) ?? []), ns]);
+    }
+  }
+  const med = (key: string): number => {
+    const xs = [...raw.get(key)!].sort((a, b) => a - b);
+    return xs[xs.length >> 1]!;
+  };
+  const rows: PolicyRow[] = [];
+  for (const n of POLICY_SIZES) {
+    const inline = med(`inline|this build|${n}`);
+    rows.push({ subject: 'inline two-choice', build: 'this build', n, 'ns/pick': inline, 'x inline': 1, 'x baseline build': '' });
+    for (const subject of ['PowerOfTwo', 'Random']) {
+      for (const label of Object.keys(builds)) {
+        const ns = med(`${subject}|${label}|${n}`);
+        const old = builds['baseline'] === undefined ? undefined : med(`${subject}|baseline|${n}`);
+        rows.push({
+          subject,
+          build: label,
+          n,
+          'ns/pick': ns,
+          'x inline': ns / inline,
+          'x baseline build': old === undefined ? '' : ns / old,
+        });
+      }
+      const ns = med(`${subject}|this build|${n}`);
+      if (subject === 'PowerOfTwo')
+        targets.expect(ns <= 2 * inline, `PowerOfTwo at n = ${n}: ${ns.toFixed(1)} ns, target ≤ 2× inline (${(2 * inline).toFixed(1)} ns)`);
+      else if (builds['baseline'] !== undefined) {
+        const old = med(`Random|baseline|${n}`);
+        targets.expect(
+          ns <= 1.15 * old,
+          `Random at n = ${n}: ${ns.toFixed(1)} ns, target ≤ 1.15× the baseline build (${(1.15 * old).toFixed(1)} ns)`,
+        );
+      } else targets.expect(ns <= inline, `Random at n = ${n}: ${ns.toFixed(1)} ns, target ≤ inline (${inline.toFixed(1)} ns)`);
+    }
+  }
+  return rows;
+}
+
+/** The single-tier table's targets (the `targets` text written with the results). */
+function checkRows(rows: Row[], targets: Targets): void {
+  for (const r of rows) {
+    if (!CONSTANT_TIME.includes(r.policy)) continue;
+    targets.expect(r['x baseline'] <= 3, `${r.policy} at n = ${r.n}: ${r['x baseline'].toFixed(2)}× baseline, target ≤ 3×`);
+    targets.expect(r['bytes/pick'] < 1, `${r.policy} at n = ${r.n}: ${r['bytes/pick'].toFixed(2)} bytes/pick, target 0`);
+    if (r.n === 4096) targets.expect(r['vs n=8'] <= 1.5, `${r.policy}: n = 4096 is ${r['vs n=8'].toFixed(2)}× n = 8, target ≤ 1.5×`);
+  }
+}
+
 async function main(): Promise<void> {
+  const targets = new Targets();
+  const at = process.argv.indexOf('--baseline');
+  const builds: Record<string, string> = {};
+  if (at > 0) builds['baseline'] = pathToFileURL(path.resolve(process.argv[at + 1]!)).href;
+  builds['this build'] = pathToFileURL(path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'index.js')).href;
+  const policyRows = await policyLevel(builds, QUICK, targets);
+  progressDone();
+  console.log(formatTable(policyRows as unknown as Record<string, unknown>[]));
+  if (process.argv.includes('--policy-level')) {
+    // Only the policy-level comparison (issue 40's figures).
+    targets.finish('bench:picks --policy-level');
+    return;
+  }
   // Calibration pass, discarded: V8 specialises the first closure of each function literal to its
   // captured values (constant-folding n and the arrays), which would flatter whichever size ran first.
   await measure(8, false);
@@ -300,9 +421,18 @@ async function main(): Promise<void> {
     targets:
       'PowerOfTwo, Random, WeightedRandom, RoundRobin, Maglev, RingHash: n = 4096 within 1.5x of n = 8; within 3x of baseline; 0 bytes/pick',
     rows: ordered,
+    policyLevel: {
+      method:
+        'public PowerOfTwo / Random over Backend objects (equal weights, load() reads an Int32Array, loads uniform in [0, 15]); each cell a fresh thread warmed for 0.4 s (quick) or 1.5 s, the fastest of 41 (quick) or 201 batches of 20,000 picks; median over rounds; builds interleaved',
+      builds: Object.fromEntries(Object.keys(builds).map((k) => [k, k === 'baseline' ? process.argv[at + 1] : 'dist/src/index.js'])),
+      loadavg: os.loadavg(),
+      rows: policyRows,
+    },
     sink,
   });
   console.log(`wrote ${file}`);
+  checkRows(rows, targets);
+  targets.finish('bench:picks');
 }
 
 await main();

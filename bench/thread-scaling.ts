@@ -2,7 +2,7 @@
  * bench/thread-scaling: the cost of one acquire + release against the number
  * of threads attached to the table (1, 2, 4, 8, 16, 32).
  *
- *   node dist/bench/thread-scaling.js [--quick] [--baseline PATH/dist/src/runtime.js]
+ *   node dist/bench/thread-scaling.js [--quick] [--baseline PATH/dist/src/runtime.js] [--check]
  *
  * For each thread count T, T − 1 idle worker threads attach a Router (each
  * claims a row of the table and takes one lease, so the row is in use) and
@@ -16,7 +16,9 @@
  * (baseline, this build, baseline, ...), so a before/after comparison shares
  * one machine state. The target (docs/benchmarks.md): p2c:connections ≤ 100 ns
  * and p2c:latency ≤ 150 ns at every thread count, least-loaded at 32 threads ≤
- * 1.25× its cost at 1, the Lease form within 20 ns of the handle form.
+ * 1.25× its cost at 1, the Lease form within 20 ns of the handle form (at 1
+ * thread). With `--check` the process exits non-zero when this build misses
+ * one, printing which (bench/lib/targets.ts).
  *
  * Results: bench/results/thread-scaling.json.
  */
@@ -25,6 +27,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
+import { Targets } from './lib/targets.js';
 
 export const THREAD_COUNTS = [1, 2, 4, 8, 16, 32];
 export const SCALING_POLICIES = ['round-robin', 'p2c:connections', 'p2c:latency', 'least-loaded', 'p2c'];
@@ -139,7 +142,31 @@ export function scalingRows(result: ScalingResult): Record<string, unknown>[] {
   return rows;
 }
 
+/** The targets (file comment) against one build's cells. */
+export function checkScaling(cells: ScalingResult[string], targets: Targets): void {
+  const at = (policy: string): Record<number, { handle: number; lease: number }> => cells[policy]!;
+  for (const [policy, limit] of [
+    ['p2c:connections', 100],
+    ['p2c:latency', 150],
+  ] as const) {
+    for (const t of THREAD_COUNTS) {
+      const ns = at(policy)[t]!.handle;
+      targets.expect(ns <= limit, `${policy} at ${t} threads: ${ns.toFixed(1)} ns per acquire + release, target ≤ ${limit}`);
+    }
+  }
+  const ll = at('least-loaded');
+  targets.expect(
+    ll[32]!.handle <= 1.25 * ll[1]!.handle,
+    `least-loaded 32 threads ÷ 1: ${(ll[32]!.handle / ll[1]!.handle).toFixed(2)}, target ≤ 1.25`,
+  );
+  for (const policy of SCALING_POLICIES) {
+    const c = at(policy)[1]!;
+    targets.expect(c.lease - c.handle <= 20, `${policy} Lease − handle at 1 thread: ${(c.lease - c.handle).toFixed(1)} ns, target ≤ 20`);
+  }
+}
+
 async function main(): Promise<void> {
+  const targets = new Targets();
   const quick = process.argv.includes('--quick');
   const at = process.argv.indexOf('--baseline');
   const builds: Record<string, string> = {};
@@ -159,6 +186,8 @@ async function main(): Promise<void> {
     result,
   });
   console.log(`\nwrote ${file}`);
+  checkScaling(result['this build']!, targets);
+  targets.finish('bench:thread-scaling');
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1]!).href) await main();

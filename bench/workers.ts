@@ -1,7 +1,7 @@
 /**
  * bench/workers: the shared LoadTable under real worker threads.
  *
- *   node dist/bench/workers.js [--quick]
+ *   node dist/bench/workers.js [--quick] [--check]
  *
  * 1. One thread (tinybench, 1,000 ops per timed iteration so the harness's
  *    ~100 ns per call is amortised): acquireHandle + releaseHandle per
@@ -21,6 +21,11 @@
  *    fresh worker thread (process.memoryUsage().heapUsed median chunk
  *    deltas; see bench/lib/harness.ts): the handle form and the Lease form.
  *
+ * Targets (`--check` exits non-zero when one is missed, printing which):
+ * p2c:connections 2 workers ÷ 1 ≥ 1.6 with 8 backends (printed beside the
+ * same ratio at 64 backends, where two threads rarely meet on a slot), and
+ * reclamation (terminate() → exact counters) ≤ 100 ms at the median.
+ *
  * Results: bench/results/workers.json.
  */
 import { Worker } from 'node:worker_threads';
@@ -30,6 +35,7 @@ import { createLogger } from '../src/log.js';
 import { Balancer, type ReclaimEvent } from '../src/runtime/balancer.js';
 import { KEYED_POLICY_NAMES, POLICY_NAMES, type PolicyName } from '../src/runtime/policies.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
+import { Targets } from './lib/targets.js';
 
 const quick = process.argv.includes('--quick');
 const logger = createLogger({ level: 'silent' });
@@ -44,9 +50,9 @@ function members(n: number): { id: string; address: string }[] {
   return Array.from({ length: n }, (_, i) => ({ id: `b${i}`, address: `127.0.0.1:${7000 + i}` }));
 }
 
-function balancer(layout: 'padded' | 'unaligned' = 'padded'): Balancer {
+function balancer(layout: 'padded' | 'unaligned' = 'padded', backends = BACKENDS): Balancer {
   const b = new Balancer({ logger, capacity: 64, layout });
-  b.update(members(BACKENDS));
+  b.update(members(backends));
   return b;
 }
 
@@ -184,6 +190,7 @@ function median(xs: number[]): number {
 }
 
 async function main(): Promise<void> {
+  const targets = new Targets();
   const rows: Record<string, unknown>[] = [];
   const json: Record<string, unknown> = { quick, backends: BACKENDS, workerOps: WORKER_OPS };
 
@@ -218,6 +225,19 @@ async function main(): Promise<void> {
     });
   }
   json['workers'] = scaling;
+  // p2c:connections at 64 backends: the same loop where two threads rarely lease one slot at once.
+  progress('workers: p2c:connections × 1, 2 at 64 backends');
+  const wide = {
+    1: await runWorkers(balancer('padded', 64), 1, () => ({ policy: 'p2c:connections' })),
+    2: await runWorkers(balancer('padded', 64), 2, () => ({ policy: 'p2c:connections' })),
+  };
+  json['p2cConnections64Backends'] = wide;
+  const ratio8 = scaling['p2c:connections']![2]!.mopsPerSec / scaling['p2c:connections']![1]!.mopsPerSec;
+  const ratio64 = wide[2].mopsPerSec / wide[1].mopsPerSec;
+  targets.expect(
+    ratio8 >= 1.6,
+    `p2c:connections 2 workers ÷ 1, 8 backends: ${ratio8.toFixed(2)}, target ≥ 1.6 (64 backends: ${ratio64.toFixed(2)})`,
+  );
 
   // 3. Padding.
   progress('padding: adjacent slots');
@@ -235,6 +255,10 @@ async function main(): Promise<void> {
   progress('reclamation');
   const rec = await reclamation(quick ? 3 : 9);
   json['reclamation'] = { ...rec, medianMsToExact: median(rec.msToExact), maxMsToExact: Math.max(...rec.msToExact), targetMs: 100 };
+  targets.expect(
+    median(rec.msToExact) <= 100,
+    `reclamation, terminate() → exact counters: median ${median(rec.msToExact).toFixed(1)} ms, target ≤ 100`,
+  );
 
   // 5. Allocation, one fresh worker per policy (isolated JIT feedback, as in an application with one policy).
   const heap: Record<string, { handle: number; lease: number }> = {};
@@ -293,12 +317,15 @@ async function main(): Promise<void> {
   console.log(
     formatTable([
       { measure: 'baseline ns/op (plain local Int32Array)', value: baseNs },
+      { measure: 'p2c:connections 2w/1w, 8 backends', value: ratio8 },
+      { measure: 'p2c:connections 2w/1w, 64 backends', value: ratio64 },
       { measure: 'reclamation ms, terminate() → exact counters (median)', value: median(rec.msToExact) },
       { measure: 'reclamation ms (max)', value: Math.max(...rec.msToExact) },
     ]),
   );
   const file = writeResults('workers', json);
   console.log(`\nwrote ${file}`);
+  targets.finish('bench:workers');
 }
 
 await main();

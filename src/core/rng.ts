@@ -32,6 +32,20 @@ export function rejectionLimit32(n: number): number {
   return TWO_32 - (TWO_32 % n);
 }
 
+/**
+ * `r % n` for a uint32 `r` and 1 ≤ n ≤ 2^32, given `inv = 1 / n` (cache it
+ * with the rejection limit): a multiply, a floor and one correction instead
+ * of an integer division, which V8 emits for `%` by a variable (measured
+ * ~5 ns of a ~12 ns draw on Node 20). Exact: r·inv is within 2^32·2^−51 < 1
+ * of r / n, so the floor is the quotient or off by one, and the correction
+ * puts the remainder back in [0, n); every product is an integer below 2^53.
+ * @internal
+ */
+export function modRecip(r: number, n: number, inv: number): number {
+  const m = r - Math.floor(r * inv) * n;
+  return m >= n ? m - n : m < 0 ? m + n : m;
+}
+
 /** 128 bits from the OS random source, never all zero. @internal */
 export function osSeedWords(): Uint32Array {
   const words = new Uint32Array(4);

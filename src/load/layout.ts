@@ -11,11 +11,22 @@
  * | header        | 32 (two 64-byte lines)               | layout version, capacity, thread rows, the three epochs, spec seqlock + length, PeakEWMA τ and initial value, rows in use, region bases (first line, read on every acquire); the spec blob's changed ranges, the admission waiters hint and generation, the aperture width and coordinate (words 22–23), the admission tickets (second line) |
  * | row owners    | `maxThreads`, rounded up to 16       | thread id + 1 of the thread that claimed attribution row r (0 = free) |
  * | row totals    | 16 per row (one line each)           | word k: the leases of kind k row r holds over all slots |
- * | admission rows| 16 per row (one line each)           | row r's oldest admission waiter per band, and whether its gate counts in the waiters hint (admission-region.ts) |
+ * | admission rows| 32 per row (two lines each)          | row r's oldest admission waiter per band, and whether its gate counts in the waiters hint (admission-region.ts) |
  * | retry budget  | 32 (two lines)                       | the process's retry budget: its configuration, totals and windowed request / retry counters (retry-region.ts) |
  * | slots         | 48 per slot (three lines, line-aligned)| the slot table below |
- * | row cells     | per row: `capacity × 2`, rounded up to 16 | row r's leases on slot s, kind k: the record a dead thread's leases are reclaimed from |
+ * | row cells     | one line of gap, then per row: `capacity × 2 + 12`, rounded up to 16 | row r's leases on slot s, kind k: the record a dead thread's leases are reclaimed from |
  * | spec blob     | `specBytes / 4`                      | the owner's UTF-8 spec text for every live slot, under a seqlock |
+ *
+ * Where the buffer starts. A SharedArrayBuffer's backing store comes from
+ * malloc, which promises 16-byte alignment, not 64: Node 20 on Linux put
+ * small tables at 0 or 48 bytes into a line and every table over glibc's
+ * mmap threshold at 16 (`%DebugPrint`). So "a line of its own" means: a
+ * region one thread writes is followed, inside its own whole lines, by
+ * `START_SLACK` (12) words nobody else writes — then at any 16-byte-aligned
+ * start its words never reach a line another thread writes. The row regions
+ * are laid out so (test/load/false-sharing.test.ts checks every region at
+ * the four possible starts); a slot's hot first line may straddle two lines,
+ * which costs one more line per slot, not sharing between threads' own words.
  *
  * Slot words. The first line is what a pick and a release touch (the lease
  * counters, the tag, the PeakEWMA pair, the failures word); the second holds
@@ -69,7 +80,7 @@ import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 
 /** The layout version in header word 0; an attachment with another version is refused. */
-export const LAYOUT_VERSION = 0x504f0010;
+export const LAYOUT_VERSION = 0x504f0012;
 
 // --- header -------------------------------------------------------------------
 export const H_VERSION = 0;
@@ -113,8 +124,12 @@ export const HEADER_WORDS = 32;
 export const A_ROW_OLDEST = 0;
 /** Whether row r's gate counts in the waiters hint. */
 export const A_ROW_COUNTED = ADMISSION_BANDS;
-/** Words of one row's admission line. */
-export const ADMISSION_ROW_WORDS = 16;
+/**
+ * Words of one row's admission lines: its 9 words and {@link START_SLACK}
+ * after them, in whole lines (two), so no other thread's line is reached
+ * whatever the buffer's start (the layout comment, "Where the buffer starts").
+ */
+export const ADMISSION_ROW_WORDS = 32;
 
 // --- retry budget (retry-region.ts) ----------------------------------------------
 /** Words of the retry budget region (two lines). */
@@ -185,8 +200,14 @@ export const S_ORCA_WEIGHT = 39;
 /** Words per slot: 48 × 4 bytes = three 64-byte cache lines. */
 export const SLOT_WORDS = 48;
 
-/** Words of one row's totals: a whole line, so rows never share one. */
+/** Words of one row's totals: a whole line, so rows never share one (its 2 words and {@link START_SLACK} fit in it). */
 export const TOTAL_WORDS = 16;
+/**
+ * Words (48 bytes) a 16-byte-aligned buffer may start into a 64-byte line:
+ * every region one thread writes is followed by this many words no other
+ * thread writes, within its own lines (the layout comment).
+ */
+export const START_SLACK = 12;
 /** Lease kinds per slot and row. */
 export const KINDS = 2;
 
@@ -203,7 +224,7 @@ export class Layout {
   readonly retryBase: number;
   readonly slotBase: number;
   readonly cellsBase: number;
-  /** Words of one row's cells (`capacity × KINDS`, rounded up to whole lines). */
+  /** Words of one row's cells (`capacity × KINDS` and {@link START_SLACK}, rounded up to whole lines). */
   readonly cellStride: number;
   readonly specBase: number;
   readonly specWords: number;
@@ -218,8 +239,9 @@ export class Layout {
     this.admissionBase = this.totalsBase + maxThreads * TOTAL_WORDS;
     this.retryBase = this.admissionBase + maxThreads * ADMISSION_ROW_WORDS;
     this.slotBase = slotBase;
-    this.cellsBase = roundUp(slotBase + capacity * SLOT_WORDS, 16);
-    this.cellStride = roundUp(capacity * KINDS, 16);
+    // A line between the last slot (whose ORCA words any thread writes) and the first row's cells.
+    this.cellsBase = roundUp(slotBase + capacity * SLOT_WORDS, 16) + 16;
+    this.cellStride = roundUp(capacity * KINDS + START_SLACK, 16);
     this.specBase = this.cellsBase + maxThreads * this.cellStride;
     this.specWords = specWords;
     this.words = this.specBase + specWords;

@@ -56,6 +56,7 @@
  */
 import { PoiseError } from '../core/errors.js';
 import { H_ROWS, KINDS, S_LEASES, S_PICKS, SLOT_WORDS, TOTAL_WORDS, type Layout } from './layout.js';
+import { spinPause } from '../core/pause.js';
 
 /** The count field of a slot word. */
 export const COUNT_MASK = (1 << 20) - 1;
@@ -208,6 +209,7 @@ export class Leases {
         for (;;) {
           const n = Atomics.load(i, H_ROWS);
           if (n > r || Atomics.compareExchange(i, H_ROWS, n, r + 1) === n) break;
+          spinPause();
         }
         return r;
       }
@@ -282,6 +284,7 @@ export class Leases {
         others += v & CELL_COUNT;
       }
       if (!busy && Atomics.load(i, word) === before) return (before & COUNT_MASK) - others;
+      spinPause();
     }
     return -1;
   }

@@ -42,6 +42,7 @@
  * change mixes old and new for one decision.
  */
 import { RETRY_WORDS } from './layout.js';
+import { spinPause } from '../core/pause.js';
 
 /** Ring entries (buckets) per window. */
 export const RETRY_BUCKETS = 10;
@@ -166,6 +167,7 @@ export class RetryRegion {
           return false;
         }
         if (Atomics.compareExchange(i32, at, cur, next(cur, tag)) === cur) break;
+        spinPause();
       }
     }
     Atomics.add(i32, b + W_ALLOWED, 1);
@@ -225,6 +227,7 @@ export class RetryRegion {
       const cur = Atomics.load(i32, at);
       // compareExchange: a reset and an add must not lose each other's count.
       if (Atomics.compareExchange(i32, at, cur, next(cur, tag)) === cur) return;
+      spinPause();
     }
   }
 

@@ -35,11 +35,13 @@
  * health or membership changes, so the whole pick is O(1).
  *
  * Allocation-free: the three draws (first, second, and the coin on a tie)
- * come from one `rng.step()` site, read from `rng.word` (never a returned
- * uint32, which would box: see `Rng.word`), with exactly `below`'s rejection
- * rule (limit = 2^32 − 2^32 mod n, cached per slice length, so no
- * floating-point `%` per pick) and `coin`'s top bit — the same values, in the
- * same order, as `below(n)`, `below(n − 1)`, `coin()`.
+ * read `rng.word` after `rng.step()` (never a returned uint32, which would
+ * box: see `Rng.word`), with exactly `below`'s rejection rule (limit =
+ * 2^32 − 2^32 mod n, cached per slice length) and remainder (taken by
+ * multiplying with a cached 1 / n, `modRecip`: no integer division per
+ * pick), and `coin`'s top bit — the same values, in the same order, as
+ * `below(n)`, `below(n − 1)`, `coin()`. With equal weights and no tail rule
+ * the pick reads one field to know it, and nothing of either.
  *
  * Weights: with equal weights (the usual case) the draw above, unchanged.
  * When the slice's weights differ, the two members are drawn by weight, each
@@ -65,7 +67,7 @@
  */
 import type { Candidate } from '../core/candidate.js';
 import { checkOptionKeys, invalidConfig } from '../core/errors.js';
-import { rejectionLimit32 } from '../core/rng.js';
+import { modRecip, rejectionLimit32 } from '../core/rng.js';
 import { numberIn } from '../core/validate.js';
 import { drawEligibleByWeight } from './alias.js';
 import { EligibleDraw, throwEmpty, throwNoEligible } from './slice.js';
@@ -111,9 +113,16 @@ function seedOf(options: PowerOfTwoOptions): SeedOptions {
 export class PowerOfTwo extends EligibleDraw {
   /** The tail rule's ratio; Infinity when off (then `latency()` is never read). */
   readonly latencyRatio: number;
-  /** `below(n)`'s and `below(n − 1)`'s rejection limits. */
+  /** `below(n)`'s and `below(n − 1)`'s rejection limits, and 1 / n, 1 / (n − 1) (core/rng.ts `modRecip`). */
   private limitFirst = 0;
   private limitSecond = 0;
+  private invFirst = 0;
+  private invSecond = 0;
+  /** The adopted slice needs neither weights nor the tail rule: `pick` takes the plain draw. */
+  private plain = true;
+  /** The pair the last {@link drawPair} drew (small integers: no allocation). */
+  private first = 0;
+  private second = 0;
   /** OS-seeded unless `seed` is given; `latencyRatio` turns the tail rule on. */
   constructor(options: PowerOfTwoOptions = {}) {
     super(seedOf(options));
@@ -122,19 +131,24 @@ export class PowerOfTwo extends EligibleDraw {
 
   /** Adopts a slice: scratch, weights, and the two draws' limits. */
   override prepare(candidates: readonly Candidate[]): void {
-    if (
-      this.latencyRatio !== Number.POSITIVE_INFINITY &&
-      candidates.length > 0 &&
-      typeof (candidates[0] as TimedCandidate).latency !== 'function'
-    )
+    const timed = this.latencyRatio !== Number.POSITIVE_INFINITY;
+    if (timed && candidates.length > 0 && typeof (candidates[0] as TimedCandidate).latency !== 'function')
       invalidConfig('options.latencyRatio', 'needs candidates with latency() (a latency-measuring policy)');
     super.prepare(candidates);
     const n = candidates.length;
     this.limitFirst = rejectionLimit32(Math.max(1, n));
     this.limitSecond = rejectionLimit32(Math.max(1, n - 1));
+    this.invFirst = 1 / Math.max(1, n);
+    this.invSecond = 1 / Math.max(1, n - 1);
+    this.plain = !this.weighted && !timed;
   }
 
-  /** The lighter of two random eligible members; `Empty` / `NoEligibleCandidates` when none. */
+  /**
+   * The lighter of two random eligible members; `Empty` / `NoEligibleCandidates` when none.
+   *
+   * Equal weights and no tail rule (the common case) is this body alone: one
+   * field says so, and neither the alias table nor `latency()` is touched.
+   */
   pick(candidates: readonly Candidate[]): number {
     const n = candidates.length;
     if (n < 2) {
@@ -143,40 +157,55 @@ export class PowerOfTwo extends EligibleDraw {
       throwNoEligible(1);
     }
     if (n !== this.n || candidates !== this.slice) this.prepare(candidates);
-    if (this.weighted) return this.pickWeighted(candidates);
+    if (!this.plain) return this.weighted ? this.pickWeighted(candidates) : this.pickTimed(candidates);
+    this.drawPair(n);
+    const a = this.first;
+    const b = this.second;
+    const ca = candidates[a]!;
+    const cb = candidates[b]!;
+    if (!ca.isEligible() || !cb.isEligible()) return this.pickEligible(candidates);
+    const la = ca.load();
+    const lb = cb.load();
+    if (la < lb) return a;
+    if (lb < la) return b;
+    // A tie: the next draw is the coin (its top bit; heads, set, takes the second).
+    this.rng.step();
+    return (this.rng.word[0]! & 0x80000000) !== 0 ? b : a;
+  }
+
+  /**
+   * Draws `below(n)` into `first` and `below(n − 1)`, bumped past it, into
+   * `second` (uniform over the other n − 1, never `first`): one draw site
+   * per loop, the uint32 read from the generator's word (see the class
+   * comment), with `below`'s exact rejection rule and remainder.
+   */
+  private drawPair(n: number): void {
     const rng = this.rng;
-    let a = -1;
-    let b = -1;
-    for (;;) {
-      // One draw site (see the class comment); r is a uint32 read from the generator's word.
+    const word = rng.word;
+    let r: number;
+    do {
       rng.step();
-      const r = rng.word[0]!;
-      if (a < 0) {
-        // below(n): redraw at or past the limit, else r mod n.
-        if (r < this.limitFirst) a = r % n;
-      } else if (b < 0) {
-        // below(n − 1), bumped past first: uniform over the other n − 1, never first.
-        if (r < this.limitSecond) {
-          b = r % (n - 1);
-          if (b >= a) b++;
-          const ca = candidates[a]!;
-          const cb = candidates[b]!;
-          if (!ca.isEligible() || !cb.isEligible()) return this.pickEligible(candidates);
-          const la = ca.load();
-          const lb = cb.load();
-          if (this.latencyRatio !== Number.POSITIVE_INFINITY) {
-            const t = this.faster(ca, cb);
-            if (t !== 0) return t < 0 ? a : b;
-          }
-          if (la < lb) return a;
-          if (lb < la) return b;
-          // A tie: the next draw is the coin.
-        }
-      } else {
-        // coin(): the top bit; heads (set) takes the second.
-        return (r & 0x80000000) !== 0 ? b : a;
-      }
-    }
+      r = word[0]!;
+    } while (r >= this.limitFirst);
+    const a = modRecip(r, n, this.invFirst);
+    do {
+      rng.step();
+      r = word[0]!;
+    } while (r >= this.limitSecond);
+    const b = modRecip(r, n - 1, this.invSecond);
+    this.first = a;
+    this.second = b >= a ? b + 1 : b;
+  }
+
+  /** The tail rule on (equal weights): the same pair, then {@link lighter}. */
+  private pickTimed(candidates: readonly Candidate[]): number {
+    this.drawPair(candidates.length);
+    const a = this.first;
+    const b = this.second;
+    const ca = candidates[a]!;
+    const cb = candidates[b]!;
+    if (!ca.isEligible() || !cb.isEligible()) return this.pickEligible(candidates);
+    return this.lighter(candidates, a, ca.load(), b, cb.load());
   }
 
   /**

@@ -15,7 +15,7 @@
  * policy; with equal weights the draw above is unchanged.
  */
 import type { Candidate } from '../core/candidate.js';
-import { rejectionLimit32 } from '../core/rng.js';
+import { modRecip, rejectionLimit32 } from '../core/rng.js';
 import { drawEligibleByWeight } from './alias.js';
 import { EligibleDraw, throwEmpty } from './slice.js';
 
@@ -27,13 +27,15 @@ import { EligibleDraw, throwEmpty } from './slice.js';
  * const i = policy.pick(backends);
  */
 export class Random extends EligibleDraw {
-  /** `below(n)`'s rejection limit. */
+  /** `below(n)`'s rejection limit, and 1 / n (core/rng.ts `modRecip`). */
   private limit = 0;
+  private inv = 0;
 
   /** Adopts a slice: scratch, weights, and `below(n)`'s limit. */
   override prepare(candidates: readonly Candidate[]): void {
     super.prepare(candidates);
     this.limit = rejectionLimit32(Math.max(1, candidates.length));
+    this.inv = 1 / Math.max(1, candidates.length);
   }
 
   /** A random eligible index (uniform, or by weight when weights differ); `Empty` / `NoEligibleCandidates` when none. */
@@ -46,16 +48,14 @@ export class Random extends EligibleDraw {
       return candidates[w]!.isEligible() ? w : drawEligibleByWeight(candidates, this.rng);
     }
     const rng = this.rng;
-    let i: number;
-    for (;;) {
-      // r is a uint32 read from the generator's word (see Rng.word). below(n): redraw at or past the limit.
+    const word = rng.word;
+    let r: number;
+    // r is a uint32 read from the generator's word (see Rng.word). below(n): redraw at or past the limit.
+    do {
       rng.step();
-      const r = rng.word[0]!;
-      if (r < this.limit) {
-        i = r % n;
-        break;
-      }
-    }
+      r = word[0]!;
+    } while (r >= this.limit);
+    const i = modRecip(r, n, this.inv);
     if (candidates[i]!.isEligible()) return i;
     const m = this.eligible.collect(candidates);
     return this.eligible.at(this.rng.below(m));

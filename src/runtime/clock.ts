@@ -37,6 +37,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { TIME_MASK, elapsedMs } from '../core/time.js';
+import { spinPause } from '../core/pause.js';
 
 /** A clock in milliseconds. */
 export type Clock = () => number;
@@ -254,11 +255,13 @@ export class ClockWords {
         // happens only if nobody changed the word meanwhile; else retry.
         Atomics.notify(w, 0, 1);
         if (Atomics.compareExchange(w, 0, v, t | CLOCK_FRESH) === v) return t;
+        spinPause();
         continue;
       }
       if ((v & CLOCK_FRESH) !== 0) return v & TIME_MASK;
       // First read since the ticker's store: mark it, so the ticker stays awake.
       if (Atomics.compareExchange(w, 0, v, v | CLOCK_FRESH) === v) return v & TIME_MASK;
+      spinPause();
     }
   }
 }

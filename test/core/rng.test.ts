@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { Rng, seedWords } from '../../src/core/rng.js';
+import { Rng, modRecip, rejectionLimit32, seedWords } from '../../src/core/rng.js';
 
 function take(rng: Rng, n: number): number[] {
   return Array.from({ length: n }, () => rng.nextU32());
@@ -96,5 +96,28 @@ describe('Rng (xoshiro128**)', () => {
       }),
     );
     expect(() => new Rng(0.5)).toThrow(/seed: must be a safe integer/);
+  });
+});
+
+describe('modRecip', () => {
+  const rem = (r: number, n: number): number => modRecip(r, n, 1 / n);
+
+  it('is r % n for every uint32 r and n in [1, 2^32] (the quotient near a multiple of n is where a floor goes wrong)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 2 ** 32 }), fc.nat({ max: 2 ** 32 - 1 }), fc.integer({ min: -2, max: 2 }), (n, x, d) => {
+        // x itself, and the values around the multiple of n nearest to it and around the rejection limit.
+        const near = Math.round(x / n) * n + d;
+        for (const r of [x, near, rejectionLimit32(n) - 1 + d, 2 ** 32 - 1 + Math.min(0, d)]) {
+          if (r >= 0 && r < 2 ** 32) expect(rem(r, n)).toBe(r % n);
+        }
+      }),
+      { numRuns: 20_000 },
+    );
+  });
+
+  it('is r % n at the edges: 0, n − 1, n, 2^32 − 1 for the sizes policies see', () => {
+    for (const n of [1, 2, 3, 7, 8, 9, 63, 64, 511, 512, 4095, 4096, 65535, 65536, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1, 2 ** 32]) {
+      for (const r of [0, n - 1, n, n + 1, 2 ** 32 - 1, rejectionLimit32(n) - 1]) if (r >= 0 && r < 2 ** 32) expect(rem(r, n)).toBe(r % n);
+    }
   });
 });
