@@ -88,6 +88,28 @@ describe.each(variants)('hedged requests with $name', ({ u, factory }) => {
     expect(figures(r, 'h1').outcomes).toEqual([0, 0, 0, 1]);
   });
 
+  it('a hedge that fails leaves the slow attempt racing: the caller gets its response, not the hedge’s error', async () => {
+    const timers = new ManualTimers();
+    const r = await rig(
+      cleanups,
+      2,
+      { policy: 'round-robin', ejection: NO_EJECTION },
+      { factory, timers, attempts: 2, hedge: { delayMs: 5 } },
+    );
+    const [h0, h1] = r.fleet.backends;
+    h0!.hold = true;
+    await h1!.kill();
+    const res = u.request('http://api/', { dispatcher: r.dispatcher, headers: { 'x-req': 'b' } }).then((x) => x.body.text());
+    await until(() => h0!.held.length === 1, 'held on h0');
+    await timers.advance(5);
+    await until(() => figures(r, 'h1').outcomes[1] === 1, 'the hedge refused by h1');
+    h0!.release();
+    expect(await res).toBe('h0');
+    await until(() => r.inFlight() === 0, 'every lease back');
+    expect(r.dispatcher.hedges).toEqual({ sent: 1, won: 0, cancelled: 0, refused: 0 });
+    expect(figures(r, 'h0').outcomes).toEqual([1, 0, 0, 0]);
+  });
+
   it('a POST, and a PUT with a streamed body, are never hedged; a POST the route marks hedge: true is', async () => {
     const timers = new ManualTimers();
     const r = await rig(
@@ -104,6 +126,7 @@ describe.each(variants)('hedged requests with $name', ({ u, factory }) => {
     const post = send('post', 'POST', '/', () => 'x');
     await until(() => h0!.held.length === 1, 'the POST held');
     await timers.advance(1000);
+    expect(r.dispatcher.hedges.sent).toBe(0);
     await send('spacer-1', 'GET', '/', () => '');
     const put = send('put', 'PUT', '/', () => Readable.from(['part 1 ', 'part 2']));
     await until(() => h0!.held.length === 2, 'the PUT held');
