@@ -36,16 +36,19 @@ describe('latency histogram', () => {
   it('every HALVE_AT-th sample halves every count (so old samples fade); the reset empties the slot', () => {
     const t = LoadTable.create({ capacity: 2, maxThreads: 2 });
     const h = t.latencies;
-    // HALVE_AT − 1 samples of 1 ms: no decay yet.
-    for (let i = 0; i < HALVE_AT - 1; i++) h.record(0, 1);
+    // Three samples of 10 s (the last bucket, beside the sample count) and HALVE_AT − 4 of 1 ms: no decay yet.
+    for (let i = 0; i < 3; i++) h.record(0, 10_000);
+    for (let i = 0; i < HALVE_AT - 4; i++) h.record(0, 1);
     const k = bucketOf(1000);
-    expect(h.count(0, k)).toBe(HALVE_AT - 1);
+    expect(h.count(0, k)).toBe(HALVE_AT - 4);
+    expect(h.count(0, LATENCY_BUCKETS - 1)).toBe(3);
     h.record(0, 50);
-    expect(h.count(0, k)).toBe((HALVE_AT - 1) >> 1);
+    expect(h.count(0, k)).toBe((HALVE_AT - 4) >> 1);
+    expect(h.count(0, LATENCY_BUCKETS - 1)).toBe(1);
     expect(h.count(0, bucketOf(50_000))).toBe(0);
     // Then 1024 samples of 50 ms: the old ones are a third of the weight, the p50 moved to 50 ms.
     for (let i = 0; i < HALVE_AT; i++) h.record(0, 50);
-    expect(h.count(0, k)).toBe((HALVE_AT - 1) >> 2);
+    expect(h.count(0, k)).toBe((HALVE_AT - 4) >> 2);
     expect(h.quantileMs(0, 0.5, 1)).toBeGreaterThan(32);
     // The words beyond the histogram's (the next slot's tag) are untouched.
     expect(t.words[t.layout.slot(0) + SLOT_WORDS]).toBe(t.tag(1));
