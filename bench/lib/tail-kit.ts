@@ -45,7 +45,12 @@ export async function forkBackends(processes: number, perProcess: number, b: Bac
     });
     ports.push(...got);
   }
-  return { ports, close: () => children.forEach((c) => c.kill()) };
+  return {
+    ports,
+    close: () => {
+      for (const c of children) c.kill();
+    },
+  };
 }
 
 /** What a closed-loop run measured. */

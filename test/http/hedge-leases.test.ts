@@ -107,23 +107,20 @@ describe('hedges, aborts and failures: every lease back once', () => {
     let ok = 0;
     for (let i = 0; i < 10_000; i++) {
       let ctrl: { abort(reason?: Error): void } | undefined;
-      dispatcher.dispatch(
-        { origin: 'http://api', path: '/', method: i % 50 === 0 ? 'POST' : 'GET' },
-        {
-          onRequestStart: (c: { abort(reason?: Error): void }) => {
-            ctrl = c;
-          },
-          onResponseStart: () => {},
-          onResponseData: () => {},
-          onResponseEnd: () => {
-            finals[i]!++;
-            ok++;
-          },
-          onResponseError: () => {
-            finals[i]!++;
-          },
-        } as never,
-      );
+      dispatcher.dispatch({ origin: 'http://api', path: '/', method: i % 50 === 0 ? 'POST' : 'GET' }, {
+        onRequestStart: (c: { abort(reason?: Error): void }) => {
+          ctrl = c;
+        },
+        onResponseStart: () => {},
+        onResponseData: () => {},
+        onResponseEnd: () => {
+          finals[i]!++;
+          ok++;
+        },
+        onResponseError: () => {
+          finals[i]!++;
+        },
+      } as never);
       if (uniform(rng) < 0.1) {
         const at = Math.floor(uniform(rng) * 30);
         timers.setTimeout(() => ctrl?.abort(new Error('caller abort')), at);

@@ -121,7 +121,9 @@ describe.each(variants)('hedged requests with $name', ({ u, factory }) => {
     const [h0] = r.fleet.backends;
     h0!.hold = true;
     const send = (id: string, method: string, path: string, body: () => string | Readable): Promise<string> =>
-      u.request(`http://api${path}`, { dispatcher: r.dispatcher, method, body: body(), headers: { 'x-req': id } }).then((x) => x.body.text());
+      u
+        .request(`http://api${path}`, { dispatcher: r.dispatcher, method, body: body(), headers: { 'x-req': id } })
+        .then((x) => x.body.text());
     // Round-robin: h0, h1, h0, h1...: each request here goes to h0 (h1 answers the spacers).
     const post = send('post', 'POST', '/', () => 'x');
     await until(() => h0!.held.length === 1, 'the POST held');

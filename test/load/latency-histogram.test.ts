@@ -10,7 +10,14 @@ import { SLOT_WORDS } from '../../src/load/layout.js';
 describe('latency histogram', () => {
   it('buckets: k holds latencies up to 128 µs · 2^k, the last everything above', () => {
     expect([0, 1, BASE_US, BASE_US + 1, 2 * BASE_US, 2 * BASE_US + 1, 1_000_000, 1e12].map(bucketOf)).toEqual([
-      0, 0, 0, 1, 1, 2, 13, LATENCY_BUCKETS - 1,
+      0,
+      0,
+      0,
+      1,
+      1,
+      2,
+      13,
+      LATENCY_BUCKETS - 1,
     ]);
   });
 
