@@ -182,9 +182,10 @@ export class RoutedRequest implements DispatchController {
       return c !== null;
     }
     let any = false;
-    // A copy: an abort may end a racer (and the request) synchronously.
+    // A copy: an abort may end a racer (and the request) synchronously; the
+    // racers after it are aborted all the same (each released as cancelled).
     for (const r of racers.slice()) {
-      if (r.control !== null && !this.done) {
+      if (r.control !== null) {
         any = true;
         fn(r.control);
       }
@@ -476,13 +477,14 @@ export class RoutedRequest implements DispatchController {
   }
 
   /**
-   * A racer failed while others still race: it ends (its backend is not
-   * tried again), and the request waits for the others. False when it was
-   * the last one in flight.
+   * A racer failed (the backend's or the network's doing) while others
+   * still race: it ends (its backend is not tried again), and the request
+   * waits for the others. False when it was the last one in flight, or for
+   * any other error (the caller's, this host's: the request ends with it).
    */
   private outlived(a: AttemptBase, outcome: AttemptOutcome): boolean {
     const race = this.race;
-    if (race === undefined || this.delivered || !race.has(a) || !race.drop(a)) return false;
+    if (outcome !== 'failure' || race === undefined || this.delivered || !race.has(a) || !race.drop(a)) return false;
     this.run?.skip(a.lease);
     a.end(outcome);
     if (a === this.attempt) this.attempt = race.racers[race.racers.length - 1];
