@@ -6,10 +6,11 @@
  *   fork('dist/bench/http-backend.js', [String(servers)])
  *
  * Each server answers `GET /` with its id (also in `x-backend`) after its
- * delay (0 = at once), or with a 503 for a share of requests. The parent
- * sets both per server over IPC:
+ * delay (0 = at once), or with a 503 for a share of requests; a share
+ * `stallRate` of requests (any server) waits `stallMs` more (bench:tail's
+ * fan-out: the request is slow, not the backend). The parent sets them over IPC:
  *   → { ports }                                           once listening
- *   ← { delaysMs: number[], errorRates: number[] } → { ok: true }
+ *   ← { delaysMs: number[], errorRates: number[], stallRate?, stallMs? } → { ok: true }
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -17,6 +18,8 @@ import type { AddressInfo } from 'node:net';
 const servers = Number(process.argv[2] ?? '4');
 let delaysMs = new Array<number>(servers).fill(0);
 let errorRates = new Array<number>(servers).fill(0);
+let stallRate = 0;
+let stallMs = 0;
 
 function serve(i: number): Promise<number> {
   const id = `b${i}`;
@@ -27,7 +30,7 @@ function serve(i: number): Promise<number> {
       res.writeHead(failed ? 503 : 200, { 'content-type': 'text/plain', 'content-length': body.length, 'x-backend': id });
       res.end(body);
     };
-    const delay = delaysMs[i]!;
+    const delay = delaysMs[i]! + (stallRate > 0 && Math.random() < stallRate ? stallMs : 0);
     if (delay > 0) setTimeout(reply, delay);
     else reply();
   });
@@ -39,9 +42,11 @@ function serve(i: number): Promise<number> {
 }
 
 const ports = await Promise.all(Array.from({ length: servers }, (_, i) => serve(i)));
-process.on('message', (m: { delaysMs: number[]; errorRates: number[] }) => {
+process.on('message', (m: { delaysMs: number[]; errorRates: number[]; stallRate?: number; stallMs?: number }) => {
   delaysMs = m.delaysMs;
   errorRates = m.errorRates;
+  stallRate = m.stallRate ?? 0;
+  stallMs = m.stallMs ?? 0;
   process.send!({ ok: true });
 });
 process.on('disconnect', () => process.exit(0));

@@ -1,7 +1,7 @@
 /**
  * bench:tail — the tail at scale (issue 39): one run, systems side by side.
  *
- *   npm run bench:tail [-- --scenarios cold] [--quick] [--runs N]
+ *   npm run bench:tail [-- --scenarios cold,fanout,fast-fail] [--quick] [--runs N]
  *                      [--duration 6.5s] [--concurrency 32] [--note TEXT] [--dry-run]
  *
  * `--quick`: one run of each scenario (`cold`: two fresh 6.5 s processes,
@@ -14,6 +14,11 @@
  * - cold (bench/tail-cold.ts): a fresh client process per run, 4 backends,
  *   one 10× slower; the slow share per 250 ms of the first 5 s and the p99
  *   over the first 6.5 s, poise p2c:latency against undici's BalancedPool.
+ * - fanout (bench/tail-fanout.ts): 100 backends, each request stalled 1 s
+ *   with probability 1 %: p50…p99.9 and extra requests without hedging, with
+ *   a fixed and with the adaptive delay (also `npm run bench:tail-fanout`).
+ * - fast-fail (bench/tail-fastfail.ts): 20 backends, 2 answering 503 at once:
+ *   the share of requests that failed per policy (also `npm run bench:tail-fastfail`).
  *
  * Plugging in a scenario module: it exports an async function that runs its
  * scenario and returns its table rows — an array of records (one table,
@@ -28,6 +33,8 @@ import os from 'node:os';
 import { durationFlag, integerFlag, parseFlags } from '../src/cli/args.js';
 import { formatTable, progress, progressDone, writeResults } from './lib/harness.js';
 import { runCold, type TailScenarioOutput } from './tail-cold.js';
+import { fanoutVerdicts, runFanout } from './tail-fanout.js';
+import { runFastFail } from './tail-fastfail.js';
 
 /** The flags every scenario entry may read. */
 export interface TailFlags {
@@ -49,6 +56,20 @@ type Scenario = (flags: TailFlags) => Promise<Record<string, unknown>[] | TailSc
 /** Every scenario, in the order they run. One import and one entry per scenario module (file comment). */
 const SCENARIOS: Record<string, Scenario> = {
   cold: (f) => runCold({ runs: f.runs ?? (f.quick ? 1 : 3), durationMs: f.durationMs, concurrency: f.concurrency, progress: f.progress }),
+  fanout: async (f) => {
+    f.progress('fan-out: 100 backends, 1 % of requests stalled 1 s; no hedge, a fixed 10 ms delay, the adaptive delay');
+    const rows = await runFanout({
+      durationMs: f.durationMs ?? (f.quick ? 3000 : 10_000),
+      warmupMs: f.quick ? 1000 : 3000,
+      concurrency: f.concurrency ?? 32,
+      fixedDelayMs: 10,
+    });
+    return { tables: [{ title: 'fan-out', rows }, { title: 'fan-out targets', rows: fanoutVerdicts(rows) }], results: { rows } };
+  },
+  'fast-fail': (f) => {
+    f.progress('fast-fail: 20 backends, 2 answering 503 at once');
+    return runFastFail({ durationMs: f.durationMs ?? (f.quick ? 2000 : 5000), warmupMs: 0, concurrency: f.concurrency ?? 32, delayMs: 1 });
+  },
 };
 
 const { values } = parseFlags(process.argv.slice(2), {

@@ -10,9 +10,12 @@ export { RatioRetryBudget, type RetryBudget, type RetryBudgetOptions } from './r
 export {
   HttpCounters,
   HTTP_OUTCOMES,
+  HEDGE_RESULTS,
   LATENCY_BUCKETS_SECONDS,
   type HttpBackendFigures,
   type HttpOutcome,
+  type HedgeResult,
 } from './http/counters.js';
+export type { HedgeCounts, HedgeOptions } from './http/hedge.js';
 export type { AttemptOutcome } from './http/outcome.js';
 export type { BackendDispatcher, PoolFactory } from './http/pools.js';

@@ -11,13 +11,13 @@
  * counts), of 64-bit counters (src/core/counter64.ts says why their
  * Atomics are enough).
  *
- * Row layout (words), padded to 48 (three 64-byte lines):
+ * Row layout (words), padded to 64 (four 64-byte lines):
  *
  * | words          | field |
  * |----------------|-------|
  * | 0              | generation of the counts (bit 30: being reset) |
  * | 1              | reserved |
- * | 2 + 2k, 3 + 2k | counter k: outcomes (success, failure, overload, cancelled), retries, refused retries, latency sum (µs), then one per latency bucket, the last `+Inf`, then load reports read from responses and load reports malformed |
+ * | 2 + 2k, 3 + 2k | counter k: outcomes (success, failure, overload, cancelled), retries, refused retries, latency sum (µs), then one per latency bucket, the last `+Inf`, then load reports read from responses and load reports malformed, then hedges sent (on the slow attempt's backend), won (on the hedge's), cancelled (on the loser's), refused by the budget (on the slow attempt's) |
  */
 import { TWO_32 } from '../core/counter64.js';
 import { HEADER_WORDS, openStamped, stampedBuffer } from '../core/shared-header.js';
@@ -49,10 +49,17 @@ export interface HttpBackendFigures {
   loadReports: number;
   /** `endpoint-load-metrics` response headers ignored: not a report in the documented form. */
   loadReportsMalformed: number;
+  /** Hedges, in {@link HEDGE_RESULTS} order: sent because an attempt on this backend was slow, won by an attempt on it, its attempts cancelled by another's response, refused by the budget after a slow attempt on it. */
+  hedges: [sent: number, won: number, cancelled: number, refused: number];
 }
 
-const MAGIC = 0x48430002;
-const ROW_WORDS = 48;
+/** What happened to a hedge (the `result` label values). */
+export const HEDGE_RESULTS = ['sent', 'won', 'cancelled', 'refused'] as const;
+/** A hedge's result, as counted. */
+export type HedgeResult = (typeof HEDGE_RESULTS)[number];
+
+const MAGIC = 0x48430003;
+const ROW_WORDS = 64;
 const C_RETRIES = 4;
 const C_REFUSED = 5;
 const C_SUM_US = 6;
@@ -60,8 +67,9 @@ const C_BUCKETS = 7;
 const BUCKET_US = LATENCY_BUCKETS_SECONDS.map((s) => Math.round(s * 1e6));
 const C_REPORTS = C_BUCKETS + BUCKET_US.length + 1;
 const C_BAD_REPORTS = C_REPORTS + 1;
-const COUNTERS = C_BAD_REPORTS + 1;
-// Every counter pair fits the row: 2 head words + 2 × COUNTERS <= ROW_WORDS (2 + 46 = 48); GenerationRows checks it.
+const C_HEDGES = C_BAD_REPORTS + 1;
+const COUNTERS = C_HEDGES + HEDGE_RESULTS.length;
+// Every counter pair fits the row: 2 head words + 2 × COUNTERS <= ROW_WORDS (2 + 54 = 56 of 64); GenerationRows checks it.
 
 /** Outcome name → counter index (0..3). @internal */
 export function outcomeCode(outcome: HttpOutcome): number {
@@ -139,6 +147,14 @@ export class HttpCounters {
     if (row >= 0) this.rows.add(row, malformed ? C_BAD_REPORTS : C_REPORTS, 1);
   }
 
+  /** Counts a hedge's `result` on backend (slot, generation), whose lease the caller holds. @internal */
+  hedge(slot: number, generation: number, result: HedgeResult): void {
+    const row = this.rows.writable(slot, generation);
+    if (row < 0) return;
+    const k = result === 'sent' ? 0 : result === 'won' ? 1 : result === 'cancelled' ? 2 : 3;
+    this.rows.add(row, C_HEDGES + k, 1);
+  }
+
   // --- readers (any thread) ---------------------------------------------------
 
   /**
@@ -155,6 +171,7 @@ export class HttpCounters {
       buckets: new Array<number>(BUCKET_US.length + 1).fill(0),
       loadReports: 0,
       loadReportsMalformed: 0,
+      hedges: [0, 0, 0, 0],
     };
     const row = this.rows.readable(slot, generation);
     if (row < 0) return out;
@@ -166,6 +183,7 @@ export class HttpCounters {
     for (let k = 0; k <= BUCKET_US.length; k++) out.buckets[k] = c(C_BUCKETS + k);
     out.loadReports = c(C_REPORTS);
     out.loadReportsMalformed = c(C_BAD_REPORTS);
+    out.hedges = [c(C_HEDGES), c(C_HEDGES + 1), c(C_HEDGES + 2), c(C_HEDGES + 3)];
     return out;
   }
 }

@@ -12,10 +12,12 @@
 import * as undici from 'undici';
 import { Dispatcher, Pool } from 'undici';
 import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
+import { timersOption, type TimerSource } from '../core/timers.js';
 import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
 import { checkAdmissionOptions } from '../outbound/connect.js';
 import type { Router } from '../runtime/router.js';
 import { HttpCounters } from './counters.js';
+import { type HedgeCounts, type HedgeOptions, resolveHedge } from './hedge.js';
 import { type AttemptOutcome, defaultStatusOutcome, isIdempotent, isReplayable } from './outcome.js';
 import { type LoadReportCounts, ResponseLoadReports } from './load-reports.js';
 import { BackendPools, type BackendDispatcher, type PoolFactory } from './pools.js';
@@ -33,6 +35,8 @@ export interface RouteOptions {
   band?: number;
   /** Longest wait for admission, ms (the gate's default otherwise); only with `band`. */
   admissionTimeoutMs?: number;
+  /** With the dispatcher's `hedge` option: `true` hedges this request though its method is not idempotent (its body must still be replayable), `false` never hedges it; default by its method. */
+  hedge?: boolean;
 }
 
 /** Options of {@link PoiseDispatcher}. */
@@ -68,8 +72,18 @@ export interface PoiseDispatcherOptions {
   admissionTimeoutMs?: number;
   /** Per-request routing from the dispatch options (headers, path): a key, a failover priority, an admission band. */
   route?: (options: Dispatcher.DispatchOptions) => RouteOptions | undefined;
-  /** Monotonic milliseconds for latencies; default `performance.now`. */
+  /** Monotonic milliseconds for latencies; default `performance.now` (the `timers`' clock when given). */
   clock?: () => number;
+  /**
+   * Hedged requests (docs/http.md, "Hedged requests"): an idempotent request
+   * with a replayable body whose response headers have not come after a delay
+   * is sent again to another backend; the first response wins, the other
+   * attempt is cancelled. `true` for the defaults (the backend's p95 of latency
+   * to headers, one hedge per request); each hedge is a retry of the retry budget.
+   */
+  hedge?: HedgeOptions | boolean;
+  /** The clock and timers hedge delays run on; default the process's. */
+  timers?: TimerSource;
 }
 
 const OPTION_KEYS = [
@@ -85,8 +99,10 @@ const OPTION_KEYS = [
   'admissionTimeoutMs',
   'route',
   'clock',
+  'hedge',
+  'timers',
 ];
-const ROUTE_KEYS = ['key', 'priority', 'band', 'admissionTimeoutMs'];
+const ROUTE_KEYS = ['key', 'priority', 'band', 'admissionTimeoutMs', 'hedge'];
 
 /**
  * The installed undici's pools run the older handler API natively: undici 7
@@ -175,6 +191,7 @@ export class PoiseDispatcher extends Dispatcher {
       invalidConfig('options.counters', 'must be an HttpCounters (HttpCounters.create / attach)', opts.counters);
     this.admission = checkAdmissionOptions(opts);
     this.route = opts.route;
+    const timers = timersOption(opts.timers);
     const given = (opts.pool as { connect?: { servername?: unknown } } | undefined)?.connect?.servername !== undefined;
     const pools = new BackendPools(
       url.protocol,
@@ -191,10 +208,13 @@ export class PoiseDispatcher extends Dispatcher {
       attempts: integerIn(opts.attempts ?? 3, 'options.attempts', 1, 10),
       statusOutcome: opts.statusOutcome ?? defaultStatusOutcome,
       legacyPools: opts.factory === undefined && NATIVE_LEGACY,
-      clock: opts.clock ?? (() => performance.now()),
+      clock: opts.clock ?? (opts.timers === undefined ? () => performance.now() : () => timers.now()),
       release: { latencyMs: 0 },
       seenVersion: router.version,
       loadReports: new ResponseLoadReports(opts.counters),
+      hedge: resolveHedge(opts.hedge),
+      hedges: { sent: 0, won: 0, cancelled: 0, refused: 0 },
+      timers,
     };
   }
 
@@ -215,6 +235,11 @@ export class PoiseDispatcher extends Dispatcher {
    */
   get loadReports(): Readonly<LoadReportCounts> {
     return this.core.loadReports.counts;
+  }
+
+  /** What this dispatcher's hedging did (this thread's requests; the shared per-backend counts are `HttpCounters`' `hedges`). */
+  get hedges(): Readonly<HedgeCounts> {
+    return this.core.hedges;
   }
 
   /** Backend pools open now (one per backend that served a request and is still a member). */
@@ -316,6 +341,7 @@ export class PoiseDispatcher extends Dispatcher {
       invalidConfig('route().key', 'must be a string or a number', r.key);
     if (typeof r.key === 'number') finiteNumber(r.key, 'route().key');
     if (r.priority !== undefined) integerIn(r.priority, 'route().priority', 0);
+    if (r.hedge !== undefined && typeof r.hedge !== 'boolean') invalidConfig('route().hedge', 'must be a boolean', r.hedge);
     let admission = this.admission;
     if (r.band !== undefined) {
       admission = {
@@ -328,6 +354,6 @@ export class PoiseDispatcher extends Dispatcher {
         invalidConfig('route().admissionTimeoutMs', 'needs an admission band (route().band or options.band)', r.admissionTimeoutMs);
       admission = { band: admission.band, timeoutMs: positiveNumber(r.admissionTimeoutMs, 'route().admissionTimeoutMs') };
     }
-    return { key: r.key, priority: r.priority, admission };
+    return { key: r.key, priority: r.priority, admission, hedge: r.hedge };
   }
 }

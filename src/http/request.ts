@@ -15,10 +15,13 @@
  */
 import type { Duplex } from 'node:stream';
 import { PoiseError, describe } from '../core/errors.js';
+import type { TimerSource } from '../core/timers.js';
 import { RetryRun, isExhausted } from '../outbound/retry-run.js';
 import type { AcquireOptions, Router } from '../runtime/router.js';
 import type { Lease, ReleaseOptions } from '../runtime/lease.js';
-import { type HttpCounters, outcomeCode } from './counters.js';
+import { type AttemptBase, Attempt, LegacyAttempt } from './attempt.js';
+import type { HttpCounters } from './counters.js';
+import { type HedgeConfig, type HedgeCounts, HedgeRace } from './hedge.js';
 import { type AttemptOutcome, errorOutcome } from './outcome.js';
 import type { ResponseLoadReports } from './load-reports.js';
 import type { BackendPools } from './pools.js';
@@ -54,6 +57,12 @@ export interface DispatchCore {
   seenVersion: number;
   /** Records the backends' `endpoint-load-metrics` response headers. */
   readonly loadReports: ResponseLoadReports;
+  /** Hedging (hedge.ts), when configured. */
+  readonly hedge: HedgeConfig | undefined;
+  /** What this dispatcher's hedging did. */
+  readonly hedges: HedgeCounts;
+  /** The timers hedge delays run on. */
+  readonly timers: TimerSource;
 }
 
 /** What a request asks of the router (from its `poise` options or the dispatcher's `route`). @internal */
@@ -61,6 +70,8 @@ export interface RouteHints {
   key: string | number | undefined;
   priority: number | undefined;
   admission: { band: number; timeoutMs: number | undefined } | undefined;
+  /** `route()`'s word on hedging this request (undefined: by its method). */
+  hedge?: boolean | undefined;
 }
 
 /** The undici dispatch options the dispatcher reads (it passes them on to the pool as they are). @internal */
@@ -87,11 +98,12 @@ export class RoutedRequest implements DispatchController {
   private readonly idempotent: boolean;
   /** Attempts speak the older handler API (the caller does, and the pools run it natively). */
   private readonly legacy: boolean;
+  /** The live attempt: the last one sent, or the one whose response the caller gets. */
   private attempt: AttemptBase | undefined;
-  /** The request's retry run (outbound/retry-run.ts: the attempts, the budget, the backends tried), made at its first failure. */
+  /** The request's retry run (outbound/retry-run.ts: the attempts, the budget, the backends tried), made at its first failure or hedge. */
   private run: RetryRun | undefined;
-  /** The live attempt's controller, once it started. */
-  private target: AttemptControl | null = null;
+  /** The race of a request that may be hedged (hedge.ts), made at its first send. */
+  private race: HedgeRace | undefined;
   /** Aborts a wait for admission. */
   private waiting: AbortController | undefined;
   private isAborted = false;
@@ -131,33 +143,54 @@ export class RoutedRequest implements DispatchController {
     return this.abortReason;
   }
   get rawHeaders(): unknown {
-    return this.target?.rawHeaders;
+    return this.attempt?.control?.rawHeaders;
   }
   get rawTrailers(): unknown {
-    return this.target?.rawTrailers;
+    return this.attempt?.control?.rawTrailers;
   }
   pause(): void {
     this.isPaused = true;
-    this.target?.pause();
+    this.controls((c) => c.pause());
   }
   resume(): void {
     if (!this.isPaused) return;
     this.isPaused = false;
-    this.target?.resume();
+    this.controls((c) => c.resume());
   }
   abort(reason?: Error): void {
     if (this.isAborted || this.done) return;
     this.isAborted = true;
     this.abortReason = reason ?? null;
-    // A started attempt: undici ends it with the reason (then onError below
-    // releases its lease as cancelled and tells the caller).
-    if (this.target !== null) this.target.abort(reason);
+    this.race?.stop();
     // Waiting for admission: the wait rejects, and the caller hears of it then.
-    else if (this.waiting !== undefined) this.waiting.abort(reason);
+    if (this.waiting !== undefined) this.waiting.abort(reason);
+    // Started attempts: undici ends each with the reason (then onError below
+    // releases its lease as cancelled and tells the caller, once).
+    else if (this.controls((c) => c.abort(reason))) return;
     // Queued in a pool (no controller before its start): tell the caller now;
     // the attempt is aborted when it starts, and its lease released then.
     else if (this.attempt !== undefined) this.finish(this.abortError());
     // Else the caller aborted inside its own start: start() sees it.
+  }
+
+  /** Applies `fn` to the controller of every live attempt that started; false when none has. */
+  private controls(fn: (c: AttemptControl) => void): boolean {
+    const racers = this.race?.racers;
+    if (racers === undefined || racers.length <= 1) {
+      const c = this.done ? null : (this.attempt?.control ?? null);
+      if (c !== null) fn(c);
+      return c !== null;
+    }
+    let any = false;
+    // A copy: an abort may end a racer (and the request) synchronously; the
+    // racers after it are aborted all the same (each released as cancelled).
+    for (const r of racers.slice()) {
+      if (r.control !== null) {
+        any = true;
+        fn(r.control);
+      }
+    }
+    return any;
   }
 
   // --- the request ----------------------------------------------------------
@@ -189,7 +222,7 @@ export class RoutedRequest implements DispatchController {
     }
     // One request to the retry budget; its run is made only if an attempt fails (newRun).
     this.core.budget.onRequest();
-    return this.send(lease);
+    return this.send(lease, false);
   }
 
   /** The first lease through the router's admission gate (`acquireAsync`): it may wait, and the caller may abort meanwhile. */
@@ -214,7 +247,7 @@ export class RoutedRequest implements DispatchController {
             return;
           }
           this.core.budget.onRequest();
-          this.send(lease);
+          this.send(lease, false);
         },
         (err: unknown) => {
           this.waiting = undefined;
@@ -223,7 +256,7 @@ export class RoutedRequest implements DispatchController {
       );
   }
 
-  /** The request's retry run, at its first failure: the request was counted in the budget with its first lease, and one attempt started. */
+  /** The request's retry run, at its first failure or hedge: the request was counted in the budget with its first lease, and one attempt started. */
   private newRun(): RetryRun {
     const core = this.core;
     const hints = this.hints;
@@ -241,13 +274,20 @@ export class RoutedRequest implements DispatchController {
     );
   }
 
-  /** Sends one attempt on `lease`'s backend. */
-  private send(lease: Lease): boolean {
+  /** Sends one attempt on `lease`'s backend (`hedge`: beside the attempts in flight). */
+  private send(lease: Lease, hedge: boolean): boolean {
     const core = this.core;
     const a = this.legacy ? new LegacyAttempt(this, core, lease, core.clock()) : new Attempt(this, core, lease, core.clock());
+    a.hedge = hedge;
     this.attempt = a;
     // The first attempt is counted when the run is made (newRun); later ones by the run.
     this.run?.started();
+    if (this.race === undefined && this.hedgeable()) this.race = new HedgeRace(core.hedge!, core.timers, () => this.hedgeNow());
+    const race = this.race;
+    if (race !== undefined) {
+      race.racers.push(a);
+      race.arm(a);
+    }
     // The view moved since the pools were last checked: retire those of backends that left.
     if (core.router.version !== core.seenVersion) {
       core.seenVersion = core.router.version;
@@ -262,11 +302,48 @@ export class RoutedRequest implements DispatchController {
     }
   }
 
+  /** May this request be hedged? Configured, a replayable body, no upgrade, and idempotent unless `route()` said. */
+  private hedgeable(): boolean {
+    if (this.core.hedge === undefined || !this.replayable) return false;
+    const upgrade = this.opts.upgrade;
+    if (upgrade !== undefined && upgrade !== null && upgrade !== false) return false;
+    return this.hints?.hedge ?? this.idempotent;
+  }
+
+  /**
+   * The hedge delay passed with no response: one more attempt, on a backend
+   * no racer is on, if the run's rule grants a retry (the attempts, then the
+   * budget — a refusal is counted on the slow attempt's backend).
+   */
+  private hedgeNow(): void {
+    const slow = this.attempt;
+    const race = this.race;
+    if (slow === undefined || race === undefined || this.done || this.delivered || this.isAborted) return;
+    this.run ??= this.newRun();
+    const run = this.run;
+    const grant = run.grant();
+    if (grant === 'attempts') return;
+    const counts = this.core.hedges;
+    if (grant === 'budget') {
+      counts.refused++;
+      this.core.counters?.hedge(slow.lease.slot, slow.lease.generation, 'refused');
+      return;
+    }
+    for (const r of race.racers) run.skip(r.lease);
+    const next = run.acquire();
+    // No backend left to hedge on: the budget's retry is spent all the same, and the request waits on.
+    if (next instanceof Error) return;
+    race.sent++;
+    counts.sent++;
+    this.core.counters?.hedge(slow.lease.slot, slow.lease.generation, 'sent');
+    this.send(next, true);
+  }
+
   /** Tells the caller the request failed (once). */
   private finish(err: unknown): void {
     if (this.done) return;
     this.done = true;
-    this.target = null;
+    this.race?.stop();
     this.sink.error(this, err instanceof Error ? err : new Error(String(err)));
   }
 
@@ -275,7 +352,8 @@ export class RoutedRequest implements DispatchController {
   }
 
   private live(a: AttemptBase): boolean {
-    return a === this.attempt && !this.done;
+    if (this.done) return false;
+    return a === this.attempt || this.race?.has(a) === true;
   }
 
   // --- events of an attempt ---------------------------------------------------
@@ -287,32 +365,39 @@ export class RoutedRequest implements DispatchController {
       controller.abort(this.abortError());
       return;
     }
-    this.target = controller;
+    a.control = controller;
     if (this.isPaused) controller.pause();
   }
 
   /** @internal */
   onHeaders(a: AttemptBase, statusCode: number, headers: Headers, statusMessage: string | undefined): void {
     if (!this.live(a)) return;
-    if (statusCode >= 200) {
-      a.latencyMs = Math.max(0, this.core.clock() - a.startedAt);
-      let outcome: unknown;
-      try {
-        outcome = this.core.statusOutcome(statusCode);
-      } catch (err) {
-        outcome = err;
-      }
-      if (!OUTCOMES.has(outcome)) {
-        // The caller's rule failed: the request ends with that, counted as cancelled (not the backend's doing).
-        this.target?.abort(badStatusOutcome(statusCode, outcome));
-        return;
-      }
-      a.outcome = outcome as AttemptOutcome;
-      this.delivered = true;
-      // The backend's own load report, if it sent one (recorded while the lease pins the slot).
-      if (a instanceof LegacyAttempt) this.core.loadReports.fromRaw(a.lease, a.rawHeaders);
-      else this.core.loadReports.fromHeaders(a.lease, headers);
+    const race = this.race;
+    if (statusCode < 200) {
+      // An informational response of one racer among several: not the caller's (it may not win).
+      if (race === undefined || race.racers.length <= 1) this.sink.headers(this, statusCode, headers, statusMessage);
+      return;
     }
+    a.latencyMs = Math.max(0, this.core.clock() - a.startedAt);
+    let outcome: unknown;
+    try {
+      outcome = this.core.statusOutcome(statusCode);
+    } catch (err) {
+      outcome = err;
+    }
+    if (!OUTCOMES.has(outcome)) {
+      // The caller's rule failed: the request ends with that, counted as cancelled (not the backend's doing).
+      a.control?.abort(badStatusOutcome(statusCode, outcome));
+      return;
+    }
+    a.outcome = outcome as AttemptOutcome;
+    this.delivered = true;
+    this.attempt = a;
+    // The first response wins: every other attempt is aborted, released as cancelled.
+    race?.settle(a, this.core.hedges, this.core.counters);
+    // The backend's own load report, if it sent one (recorded while the lease pins the slot).
+    if (a instanceof LegacyAttempt) this.core.loadReports.fromRaw(a.lease, a.rawHeaders);
+    else this.core.loadReports.fromHeaders(a.lease, headers);
     this.sink.headers(this, statusCode, headers, statusMessage);
   }
 
@@ -327,9 +412,8 @@ export class RoutedRequest implements DispatchController {
     a.end(a.outcome);
     if (!this.live(a)) return;
     this.done = true;
-    // The target stays until the caller has read its raw trailers through this controller.
+    this.race?.stop();
     this.sink.end(this, trailers);
-    this.target = null;
   }
 
   /** @internal */
@@ -342,8 +426,8 @@ export class RoutedRequest implements DispatchController {
       return;
     }
     this.done = true;
+    this.race?.stop();
     this.sink.upgrade(this, statusCode, headers, socket);
-    this.target = null;
   }
 
   /** @internal */
@@ -352,7 +436,7 @@ export class RoutedRequest implements DispatchController {
       a.end('cancelled');
       return;
     }
-    this.target = null;
+    a.control = null;
     if (this.isAborted) {
       a.end('cancelled');
       this.finish(err);
@@ -366,6 +450,7 @@ export class RoutedRequest implements DispatchController {
       return;
     }
     const outcome = errorOutcome(err);
+    if (this.outlived(a, outcome)) return;
     // The HTTP preconditions of a retry (a failure before any response byte
     // reached the caller, and a request that may be sent again); the rest is
     // the run's rule (attempts, then the budget), as for every retry loop.
@@ -382,13 +467,28 @@ export class RoutedRequest implements DispatchController {
           const next = run.next(lease);
           // Nothing left to try (the budget's retry is spent all the same): the caller gets the attempt's error.
           if (next instanceof Error) this.finish(isExhausted(next) ? err : next);
-          else this.send(next);
+          else this.send(next, false);
           return;
         }
       }
     }
     a.end(outcome);
     this.finish(err);
+  }
+
+  /**
+   * A racer failed (the backend's or the network's doing) while others
+   * still race: it ends (its backend is not tried again), and the request
+   * waits for the others. False when it was the last one in flight, or for
+   * any other error (the caller's, this host's: the request ends with it).
+   */
+  private outlived(a: AttemptBase, outcome: AttemptOutcome): boolean {
+    const race = this.race;
+    if (outcome !== 'failure' || race === undefined || this.delivered || !race.has(a) || !race.drop(a)) return false;
+    this.run?.skip(a.lease);
+    a.end(outcome);
+    if (a === this.attempt) this.attempt = race.racers[race.racers.length - 1];
+    return true;
   }
 
   /** @internal */
@@ -430,149 +530,4 @@ function badStatusOutcome(statusCode: number, got: unknown): PoiseError {
 function isRefusal(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return code === 'UND_ERR_INVALID_ARG' || code === 'UND_ERR_NOT_SUPPORTED';
-}
-
-/**
- * One attempt: the handler the backend's pool drives, holding the attempt's
- * lease until {@link AttemptBase.end}. Two shapes, by the API the pool and
- * the caller speak: {@link Attempt} (undici's new API, any pool) and
- * {@link LegacyAttempt} (the older API, which undici 7's pools run
- * natively: no header object is built for a caller that wants raw headers).
- * @internal
- */
-export abstract class AttemptBase {
-  readonly lease: Lease;
-  /** Clock reading when the attempt was sent. */
-  readonly startedAt: number;
-  /** Latency to response headers, ms; -1 until they came. */
-  latencyMs = -1;
-  /** The outcome of the response (by its status); a `success` until one came. */
-  outcome: AttemptOutcome = 'success';
-  /** The pool started sending it (`onRequestStart` / `onConnect`): bytes may have left. */
-  started = false;
-  protected readonly req: RoutedRequest;
-  private readonly core: DispatchCore;
-  private ended = false;
-
-  constructor(req: RoutedRequest, core: DispatchCore, lease: Lease, startedAt: number) {
-    this.req = req;
-    this.core = core;
-    this.lease = lease;
-    this.startedAt = startedAt;
-  }
-
-  /** Releases the lease once, counting the outcome (and the latency, when headers came) unless `count` is false. */
-  end(outcome: AttemptOutcome, count = true): void {
-    if (this.ended) return;
-    this.ended = true;
-    const core = this.core;
-    const lease = this.lease;
-    if (count) core.counters?.record(lease.slot, lease.generation, outcomeCode(outcome), this.latencyMs);
-    if (outcome === 'success' && this.latencyMs >= 0) {
-      core.release.latencyMs = this.latencyMs;
-      lease.release('success', core.release);
-    } else {
-      lease.release(outcome);
-    }
-  }
-}
-
-/** An attempt in undici's new handler API (any pool of undici 7 or 8). @internal */
-export class Attempt extends AttemptBase {
-  onRequestStart(controller: DispatchController, _context: unknown): void {
-    this.started = true;
-    this.req.onStart(this, controller);
-  }
-  onResponseStarted(): void {
-    this.req.onResponseStarted(this);
-  }
-  onResponseStart(_controller: DispatchController, statusCode: number, headers: Headers, statusMessage?: string): void {
-    this.req.onHeaders(this, statusCode, headers, statusMessage);
-  }
-  onResponseData(_controller: DispatchController, chunk: Buffer): void {
-    this.req.onData(this, chunk);
-  }
-  onResponseEnd(_controller: DispatchController, trailers: Headers): void {
-    this.req.onEnd(this, trailers);
-  }
-  onResponseError(_controller: DispatchController | null, err: Error): void {
-    this.req.onError(this, err);
-  }
-  onRequestUpgrade(_controller: DispatchController, statusCode: number, headers: Headers, socket: Duplex): void {
-    this.req.onUpgrade(this, statusCode, headers, socket);
-  }
-  onBodySent(chunk: unknown): void {
-    this.req.onBodySent(this, chunk);
-  }
-  onRequestSent(): void {
-    this.req.onRequestSent(this);
-  }
-}
-
-/** No parsed headers: a legacy attempt hands its caller the raw ones (through `rawHeaders`). */
-const RAW_ONLY: Headers = Object.freeze({}) as Headers;
-
-/**
- * An attempt in undici's older handler API, for a caller that speaks it on a
- * pool that runs it natively (undici 7): the raw headers and trailers pass
- * through untouched. It is also the attempt's controller (the older API has
- * none): pause and resume work through onHeaders / onData return values and
- * the resume callback, abort through the function `onConnect` gave.
- * @internal
- */
-export class LegacyAttempt extends AttemptBase implements AttemptControl {
-  private abortFn: ((reason?: Error) => void) | undefined;
-  private resumeFn: (() => void) | undefined;
-  private isPaused = false;
-  rawHeaders: unknown = null;
-  rawTrailers: unknown = null;
-
-  abort(reason?: Error): void {
-    // undici's abort function ignores a request already aborted or complete.
-    this.abortFn?.(reason);
-  }
-  pause(): void {
-    this.isPaused = true;
-  }
-  resume(): void {
-    if (!this.isPaused) return;
-    this.isPaused = false;
-    this.resumeFn?.();
-  }
-
-  onConnect(abort: (reason?: Error) => void, _context?: unknown): void {
-    this.started = true;
-    this.abortFn = abort;
-    this.req.onStart(this, this);
-  }
-  onResponseStarted(): void {
-    this.req.onResponseStarted(this);
-  }
-  onHeaders(statusCode: number, rawHeaders: unknown, resume: () => void, statusText?: string): boolean {
-    this.resumeFn = resume;
-    this.rawHeaders = rawHeaders;
-    this.req.onHeaders(this, statusCode, RAW_ONLY, statusText);
-    return !this.isPaused;
-  }
-  onData(chunk: Buffer): boolean {
-    this.req.onData(this, chunk);
-    return !this.isPaused;
-  }
-  onComplete(rawTrailers: unknown): void {
-    this.rawTrailers = rawTrailers;
-    this.req.onEnd(this, RAW_ONLY);
-  }
-  onError(err: Error): void {
-    this.req.onError(this, err);
-  }
-  onUpgrade(statusCode: number, rawHeaders: unknown, socket: Duplex): void {
-    this.rawHeaders = rawHeaders;
-    this.req.onUpgrade(this, statusCode, RAW_ONLY, socket);
-  }
-  onBodySent(chunk: unknown): void {
-    this.req.onBodySent(this, chunk);
-  }
-  onRequestSent(): void {
-    this.req.onRequestSent(this);
-  }
 }

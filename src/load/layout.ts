@@ -74,13 +74,13 @@
  * | 37   | reporting since | backend-load  | when the unbroken run of reports it belongs to began (A58's blackout counts from here) |
  * | 38   | first verdicts  | verdicts      | owner-written: the health sources whose first result this occupant still awaits (1 check, 2 agent, 4 ORCA); read by `ready()` and a refused `acquireAsync({ intent })`, never by a pick |
  * | 39   | ORCA weight     | backend-load  | the owner's A58 weight (health/orca.ts, its only writer): a multiplier of the spec weight, ppm + 1; 0 = none. Combined with word 24 by runtime/effective-weight.ts's one rule |
- * | 40–47 | reserved | —             | 0 |
+ * | 40–47 | latency histogram | latency-histogram | 15 buckets of 16-bit decaying counts of the request latency to headers (bucket k ≤ 128 µs·2^k, the last open), two to a word; word 47's high half: samples since the last decay. Written by every `success` release with a latency, read at hedge time (the HTTP dispatcher's adaptive delay), never by a pick |
  */
 import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
 
 /** The layout version in header word 0; an attachment with another version is refused. */
-export const LAYOUT_VERSION = 0x504f0012;
+export const LAYOUT_VERSION = 0x504f0013;
 
 // --- header -------------------------------------------------------------------
 export const H_VERSION = 0;
@@ -197,6 +197,8 @@ export const S_ORCA_SINCE = 37;
 export const S_VERDICTS = 38;
 /** ORCA's weight (backend-load.ts): ppm + 1, 0 = none; written by the owner's A58 computation only. */
 export const S_ORCA_WEIGHT = 39;
+/** The latency histogram's first word (latency-histogram.ts): words 40–47. */
+export const S_LATENCY_HIST = 40;
 /** Words per slot: 48 × 4 bytes = three 64-byte cache lines. */
 export const SLOT_WORDS = 48;
 

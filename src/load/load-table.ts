@@ -19,6 +19,7 @@
  * | database role, lag, LSN     | db-state.ts       | the owner (database health checks, a spec's role) |
  * | connection budget           | connection-budget.ts | the owner (shares), every router (refusals at the share) |
  * | first verdicts              | verdicts.ts       | the owner (the Balancer for a new occupant, each health source for its own bit) |
+ * | latency histograms          | latency-histogram.ts | every router (a `success` release with a latency), the owner (reset for a new occupant) |
  *
  * This class creates or attaches the buffer and holds one instance of each
  * region; the Balancer, the Router and the feedback module use the regions
@@ -43,6 +44,7 @@ import { SlowStart } from './slow-start.js';
 import { BackendLoad } from './backend-load.js';
 import { DbState, type DbRoleCode } from './db-state.js';
 import { FirstVerdicts } from './verdicts.js';
+import { LatencyHistogram } from './latency-histogram.js';
 import { ConnectionBudget } from './connection-budget.js';
 import { SlotTags, tagGeneration, tagState, type SlotStateCode } from './slot-tags.js';
 import { SpecRegion } from './spec-region.js';
@@ -162,6 +164,8 @@ export class LoadTable {
   readonly budget: ConnectionBudget;
   /** The aperture's width and this process's coordinate (aperture-region.ts). */
   readonly aperture: ApertureRegion;
+  /** @internal Per-slot decaying histograms of the request latency to headers (latency-histogram.ts): the hedge delay's quantile. */
+  readonly latencies: LatencyHistogram;
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
@@ -187,6 +191,7 @@ export class LoadTable {
     this.verdicts = new FirstVerdicts(i32, this.layout);
     this.budget = new ConnectionBudget(i32, this.layout);
     this.aperture = new ApertureRegion(i32);
+    this.latencies = new LatencyHistogram(i32, this.layout);
   }
 
   /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. @internal */
@@ -330,6 +335,7 @@ export class LoadTable {
     this.ewma.reset(slot, nowMs);
     this.health.reset(slot);
     this.budget.reset(slot);
+    this.latencies.reset(slot);
   }
 
   /**

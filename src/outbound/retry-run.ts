@@ -131,9 +131,14 @@ export class RetryRun {
 
   /** The next lease after a failed attempt on `lease` (already released by the caller): its backend is excluded. */
   next(lease: Lease): Lease | Error {
+    this.skip(lease);
+    return this.acquire();
+  }
+
+  /** Tries no more of `lease`'s backend in this run (a hedge goes beside it: the HTTP dispatcher's, http/hedge.ts). */
+  skip(lease: Lease): void {
     if (this.exclude === undefined) this.exclude = new Set();
     this.exclude.add(lease.id);
-    return this.acquire();
   }
 
   /** A connection's connect on `lease` failed with `err` (not the caller's own abort): the next lease, or the error to end with. */

@@ -117,6 +117,8 @@ export class Feedback {
           const now = this.now();
           if (latencyMs !== undefined) {
             t.ewma.observe(slot, kind === LeaseKind.Connection ? EwmaSeries.ConnectTime : EwmaSeries.Latency, latencyMs, now, this.row);
+            // The request latency's histogram: the hedge delay's quantile (load/latency-histogram.ts).
+            if (kind === LeaseKind.Request) t.latencies.record(slot, latencyMs);
           }
           if (connectMs !== undefined) t.ewma.observe(slot, EwmaSeries.ConnectTime, connectMs, now, this.row);
         }
@@ -212,6 +214,18 @@ export class Feedback {
     this.table.leases.down(c.slot, LeaseKind.Request, this.row);
     this.table.admission.released();
     this.gauge.released();
+  }
+
+  /**
+   * The `q` quantile of an open lease's backend's request latency to
+   * headers, ms, from the shared histogram (load/latency-histogram.ts);
+   * -1 when the handle is not open or the backend has fewer than
+   * `minSamples` samples.
+   */
+  latencyQuantileMs(handle: number, q: number, minSamples: number): number {
+    const i = this.book.find(handle);
+    if (i < 0) return -1;
+    return this.table.latencies.quantileMs(this.book.candidateOf(i).slot, q, minSamples);
   }
 
   /**

@@ -27,6 +27,7 @@ export interface LeaseOwner {
   requestUp(handle: number): boolean;
   requestDown(handle: number, latencyMs: number | undefined): void;
   reportLoad(handle: number, utilization: number, qps: number, eps: number): boolean;
+  latencyQuantileMs(handle: number, q: number, minSamples: number): number;
 }
 
 /**
@@ -166,5 +167,17 @@ export class Lease {
    */
   reportLoad(utilization: number, qps: number, eps: number): boolean {
     return this.open && this.owner.reportLoad(this.handle, utilization, qps, eps);
+  }
+
+  /**
+   * The `q` quantile of this backend's request latency to response headers,
+   * ms, as every thread sees it (the LoadTable's per-backend histogram,
+   * fed by every `success` release with a latency); -1 once released or
+   * while the backend has fewer than `minSamples` samples. The HTTP
+   * dispatcher's adaptive hedge delay.
+   * @internal
+   */
+  latencyQuantileMs(q: number, minSamples: number): number {
+    return this.open ? this.owner.latencyQuantileMs(this.handle, q, minSamples) : -1;
   }
 }

@@ -415,7 +415,7 @@ describe('PoiseDispatcher options', () => {
     [
       'a misspelled option',
       { router, origin: 'http://api', atempts: 2 },
-      'options.atempts: unknown option (accepted: router, origin, attempts, retryBudget, statusOutcome, pool, factory, counters, band, admissionTimeoutMs, route, clock)',
+      'options.atempts: unknown option (accepted: router, origin, attempts, retryBudget, statusOutcome, pool, factory, counters, band, admissionTimeoutMs, route, clock, hedge, timers)',
     ],
     ['no router', { origin: 'http://api' }, 'options.router: must be a Router (balancer.router() or Router.attach()), got undefined'],
     ['another scheme', { router, origin: 'ftp://api' }, 'options.origin: must use http: or https:, got "ftp://api"'],

@@ -1,12 +1,12 @@
 /**
  * The HTTP dispatcher's per-backend families (registered when
  * collectMetrics is given the shared HttpCounters): attempts by outcome,
- * retries granted and refused, load reports, and the latency histogram.
+ * retries granted and refused, hedges, load reports, and the latency histogram.
  * Each backend's row is read once per scrape ({@link HttpView}) and shared
  * by the five families of that pass.
  * @internal
  */
-import { HTTP_OUTCOMES, LATENCY_BUCKETS_SECONDS, type HttpBackendFigures } from '../../http/counters.js';
+import { HEDGE_RESULTS, HTTP_OUTCOMES, LATENCY_BUCKETS_SECONDS, type HttpBackendFigures } from '../../http/counters.js';
 import type { Family } from '../family.js';
 import { BACKEND_LABELS as BL, type BackendRow } from '../snapshot.js';
 
@@ -48,6 +48,16 @@ export const HTTP_FAMILIES: readonly Family<HttpView>[] = [
     'Requests that failed on the backend and were not retried: the retry budget was spent.',
     (f) => f.retriesRefused,
   ),
+  {
+    name: 'http_hedges_total',
+    help: 'Hedged requests by result: sent (an attempt on the backend was slow), won (the hedge on the backend answered first), cancelled (an attempt on the backend lost to another), refused (the retry budget was spent).',
+    kind: 'counter',
+    labels: [...BL, 'result'],
+    read: (push, figures) => {
+      for (const [r, f] of figures)
+        for (let k = 0; k < HEDGE_RESULTS.length; k++) push({ ...r.labels, result: HEDGE_RESULTS[k]! }, f.hedges[k]!);
+    },
+  },
   {
     name: 'http_load_reports_total',
     help: 'endpoint-load-metrics response headers (ORCA load reports) per backend: read, or malformed (ignored).',
