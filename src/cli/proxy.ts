@@ -409,7 +409,7 @@ function listeners(
   const listen = { maxConnections: f.maxConnections, host: f.listen.host, port: f.listen.port, ...common };
   if (f.admission === undefined) {
     admission = noAdmission();
-    main = { balancer, policy: f.policy, workers: f.workers, thisThreadAccepts: true, ...listen };
+    main = { balancer, policy: f.policy, workers: f.workers, thisThreadAccepts: f.workers > 0, ...listen };
   } else if (bandWorkers) {
     // Every worker thread of every listener gates with its own AdmissionGate over its own router.
     const w = workerAdmission(
