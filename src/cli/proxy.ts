@@ -49,6 +49,7 @@ import { REDIS_FLAGS, redisFlags } from './redis-flags.js';
 import { DISCOVER_FLAGS, DISCOVER_FLAGS_HELP, FLEET_FLAGS_HELP, discoverFlag, fleetSource } from './discover-flags.js';
 import { UsageError } from './usage.js';
 import type { HealthCheckOptions } from '../health/config.js';
+import { checkFlags } from './proxy-check-flags.js';
 
 /** A day in ms: the longest --grace and check interval or timeout. */
 const DAY_MS = 86_400_000;
@@ -175,40 +176,6 @@ export interface ProxyFlags {
   watcherLeaseMs: number | undefined;
   /** The `cluster` label of the metrics: `--cluster`; undefined: the membership's own (a --file document's "cluster"), else "default". */
   cluster: string | undefined;
-}
-
-/** `--check` and its companions → an active check (usage errors name the flag). */
-function checkFlags(values: Values): HealthCheckOptions | undefined {
-  const tuning = (['check-interval', 'check-timeout', 'rise', 'fall'] as const).find((k) => values[k] !== undefined);
-  if (values.check === undefined) {
-    if (tuning !== undefined) throw new UsageError(`--${tuning}: needs --check`, `--${tuning}`);
-    return undefined;
-  }
-  const raw = values.check;
-  let check: HealthCheckOptions;
-  if (raw === 'tcp' || raw === 'redis' || raw === 'postgres') check = { kind: raw };
-  else if (raw === 'http' || raw.startsWith('http:')) {
-    const path = raw === 'http' ? '/' : raw.slice(5);
-    if (!/^\/[\x21-\x7e]*$/.test(path))
-      throw new UsageError(
-        `--check: the http path must start with "/" (printable ASCII, no spaces), got ${JSON.stringify(path)}`,
-        '--check',
-      );
-    check = { kind: 'http', path };
-  } else {
-    throw new UsageError(`--check: must be one of tcp, http:/PATH, redis, postgres, got ${JSON.stringify(raw)}`, '--check');
-  }
-  const intervalMs = durationFlag('--check-interval', values['check-interval'], 10, DAY_MS);
-  const timeoutMs = durationFlag('--check-timeout', values['check-timeout'], 1, DAY_MS);
-  const rise = integerFlag('--rise', values.rise, 1, 1000);
-  const fall = integerFlag('--fall', values.fall, 1, 1000);
-  return {
-    ...check,
-    ...(intervalMs === undefined ? {} : { intervalMs }),
-    ...(timeoutMs === undefined ? {} : { timeoutMs }),
-    ...(rise === undefined ? {} : { rise }),
-    ...(fall === undefined ? {} : { fall }),
-  };
 }
 
 /**
