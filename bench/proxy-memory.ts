@@ -4,9 +4,9 @@
  * and 4 worker threads: RSS idle before any traffic, KB per idle spliced
  * connection, and RSS after 16 MiB transfers.
  *
- *   node dist/bench/proxy-memory.js [--quick] [--node PATH[,PATH]] [--threads 1,2,4]
- *                                   [--idle-connections N] [--bulk D] [--node-args "A B"]
- *                                   [--poise-bin PATH]
+ *   node dist/bench/proxy-memory.js [--quick] [--check] [--node PATH[,PATH]] [--threads 1,2,4]
+ *                                   [--idle-connections N] [--short-connections N] [--bulk D]
+ *                                   [--node-args "A B"] [--poise-bin PATH]
  *
  * Per Node binary, thread count and system, one fresh proxy over 4 Node HTTP
  * backends (bench/proxy-backend, in a child process):
@@ -16,6 +16,8 @@
  *   the 64 MiB-aligned reservations of the others: one per thread that
  *   malloc'd, up to 8 per core) and the rest of the anonymous memory (V8's
  *   heap pages of every isolate, thread stacks, mmap'd large allocations);
+ * - after short connections: 2,000 (`--short-connections`) one-request
+ *   connections (`GET /`, `Connection: close`), 50 at a time, then VmRSS;
  * - per connection: N client connections opened 100 at a time, each spliced
  *   to a backend (the backends count them), RSS growth / N;
  * - after bulk: those closed, 4 connections fetching `/16m` for `--bulk`
@@ -26,6 +28,12 @@
  * build's `dist/src/cli/main.js` (a before / after comparison).
  * The machine is shared or not: RSS moves little with load, time does not
  * enter these figures. Nothing is written; the table goes to stdout.
+ *
+ * `--check` (issue 40's targets, on every row of 2 threads: `poise proxy
+ * --workers 2`, the main thread and one worker, beside bare Node's 2 worker
+ * threads): idle RSS ≤ bare Node's + 10 MiB, RSS after the short
+ * connections ≤ 96 MiB, ≤ 3.3 KB per idle connection; each miss is one
+ * line on stderr and the exit code is 1. The targets are Node 24's.
  */
 import { type ChildProcess, fork, spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -45,6 +53,8 @@ const YOUNG_MB = 4;
 
 const { values } = parseFlags(process.argv.slice(2), {
   quick: { type: 'boolean' },
+  check: { type: 'boolean' },
+  'short-connections': { type: 'string' },
   node: { type: 'string' },
   threads: { type: 'string' },
   'idle-connections': { type: 'string' },
@@ -57,6 +67,7 @@ const quick = values.quick;
 const NODES = (values.node ?? process.execPath).split(',').filter((n) => n !== '');
 const THREADS = (values.threads ?? (quick ? '2' : '1,2,4')).split(',').map((t) => integerFlag('--threads', t, 1, 64)!);
 const IDLE = integerFlag('--idle-connections', values['idle-connections'], 10, 8000) ?? (quick ? 300 : 2000);
+const SHORT = integerFlag('--short-connections', values['short-connections'], 1, 100_000) ?? 2000;
 const BULK_S = (durationFlag('--bulk', values.bulk, 1000, 600_000) ?? (quick ? 1000 : 5000)) / 1000;
 const NODE_ARGS = (values['node-args'] ?? '').split(' ').filter((a) => a !== '');
 
@@ -173,6 +184,18 @@ async function idleConnections(pid: number, port: number): Promise<number> {
   return perConnKB;
 }
 
+/** `n` one-request connections (`GET /`, `Connection: close`), `at` at a time: each reads its whole reply, then the server's FIN. */
+async function shortConnections(port: number, n: number, at = 50): Promise<void> {
+  const one = (): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const s = net.connect({ host: '127.0.0.1', port }, () => s.write('GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n'));
+      s.resume();
+      s.once('end', () => (s.destroy(), resolve()));
+      s.once('error', reject);
+    });
+  for (let i = 0; i < n; i += at) await Promise.all(Array.from({ length: Math.min(at, n - i) }, one));
+}
+
 function bulk(port: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const job = { port, path: '/16m', connections: 4, seconds: BULK_S, close: false };
@@ -190,6 +213,9 @@ for (const node of NODES) {
       const { child, port } = await start(node, kind, threads);
       await sleep(1500);
       const idle = rssSplit(child.pid!);
+      await shortConnections(port, SHORT);
+      await sleep(1500);
+      const short = rssBytes(child.pid!) / 2 ** 20;
       const perConnKB = await idleConnections(child.pid!, port);
       await bulk(port);
       const after = rssSplit(child.pid!);
@@ -204,6 +230,7 @@ for (const node of NODES) {
         'file MiB': idle.file,
         'arenas MiB': idle.arenas,
         'V8 + other MiB': idle.other,
+        [`RSS after ${SHORT} short conns, MiB`]: short,
         'KB/idle conn': perConnKB,
         'RSS after 16 MiB bodies, MiB': after.rss,
         'after: arenas MiB': after.arenas,
@@ -213,7 +240,28 @@ for (const node of NODES) {
     }
 }
 process.stdout.write(
-  `${formatTable(rows)}\n(${IDLE} idle connections; ${BULK_S} s of 16 MiB bodies over 4 connections; node args ${NODE_ARGS.join(' ') || 'none'}; MALLOC_ARENA_MAX ${process.env['MALLOC_ARENA_MAX'] ?? 'unset'})\n`,
+  `${formatTable(rows)}\n(${SHORT} short connections; ${IDLE} idle connections; ${BULK_S} s of 16 MiB bodies over 4 connections; node args ${NODE_ARGS.join(' ') || 'none'}; MALLOC_ARENA_MAX ${process.env['MALLOC_ARENA_MAX'] ?? 'unset'})\n`,
 );
 backend.disconnect();
-process.exit(0);
+process.exit(values.check ? check(rows) : 0);
+
+/** `--check`: issue 40's targets on the 2-thread rows; one stderr line per miss; the exit code. */
+function check(all: Record<string, unknown>[]): number {
+  const num = (row: Record<string, unknown> | undefined, k: string): number => Number(row?.[k]);
+  const misses: string[] = [];
+  const pairs = all.filter((r) => r['system'] === 'poise' && r['threads'] === 2);
+  if (pairs.length === 0) misses.push('--check: no row of 2 threads (give --threads with 2)');
+  for (const p of pairs) {
+    const bare = all.find((r) => r['system'] === 'bare' && r['threads'] === 2 && r['node'] === p['node']);
+    const at = `${String(p['node'])} poise ×2`;
+    const idle = num(p, 'idle RSS MiB');
+    if (!(idle <= num(bare, 'idle RSS MiB') + 10))
+      misses.push(`${at}: idle RSS ${idle.toFixed(1)} MiB > bare Node's ${num(bare, 'idle RSS MiB').toFixed(1)} + 10`);
+    const short = num(p, `RSS after ${SHORT} short conns, MiB`);
+    if (!(short <= 96)) misses.push(`${at}: RSS after ${SHORT} short connections ${short.toFixed(1)} MiB > 96`);
+    const kb = num(p, 'KB/idle conn');
+    if (!(kb <= 3.3)) misses.push(`${at}: ${kb.toFixed(2)} KB per idle connection > 3.3`);
+  }
+  for (const m of misses) process.stderr.write(`proxy-memory: target missed: ${m}\n`);
+  return misses.length === 0 ? 0 : 1;
+}

@@ -49,6 +49,7 @@ import { REDIS_FLAGS, redisFlags } from './redis-flags.js';
 import { DISCOVER_FLAGS, DISCOVER_FLAGS_HELP, FLEET_FLAGS_HELP, discoverFlag, fleetSource } from './discover-flags.js';
 import { UsageError } from './usage.js';
 import type { HealthCheckOptions } from '../health/config.js';
+import { checkFlags } from './proxy-check-flags.js';
 
 /** A day in ms: the longest --grace and check interval or timeout. */
 const DAY_MS = 86_400_000;
@@ -86,11 +87,13 @@ flags (durations D: ${DURATION_GRAMMAR}: 500ms, 2s, 1m):
                            (default p2c:latency: PeakEWMA of each request-reply
                            turn x in-flight turns; it avoids a slow backend)
   --capacity N             backend slots in the load table, 1..65536 (default 1024)
-  --workers N              accepting worker threads, 0..64 (default: the number of cores
-                           on Node >= 22.12 on Linux, else 1; 0 = the main thread). There
-                           each listens on the same port (reusePort) with its own router
-                           over the shared load table; elsewhere one thread accepts, and
-                           one log line says so when --workers asked for more
+  --workers N              accepting threads, the main thread included, 0..64 (default: the
+                           number of cores on Node >= 22.12 on Linux, else 1): the main
+                           thread and N-1 worker threads. There each listens on the same
+                           port (reusePort) with its own router over the shared load
+                           table; elsewhere the main thread alone accepts, and one log
+                           line says so when --workers asked for more. 0: the main thread
+                           alone, with V8's default young generation (1 keeps it small)
   --max-connections N      connections served at once, all workers together, 0 = no
                            limit (default 0); clients over it wait unread, never reset
   --grace D                on SIGTERM/SIGINT stop accepting and let open connections
@@ -173,40 +176,6 @@ export interface ProxyFlags {
   watcherLeaseMs: number | undefined;
   /** The `cluster` label of the metrics: `--cluster`; undefined: the membership's own (a --file document's "cluster"), else "default". */
   cluster: string | undefined;
-}
-
-/** `--check` and its companions → an active check (usage errors name the flag). */
-function checkFlags(values: Values): HealthCheckOptions | undefined {
-  const tuning = (['check-interval', 'check-timeout', 'rise', 'fall'] as const).find((k) => values[k] !== undefined);
-  if (values.check === undefined) {
-    if (tuning !== undefined) throw new UsageError(`--${tuning}: needs --check`, `--${tuning}`);
-    return undefined;
-  }
-  const raw = values.check;
-  let check: HealthCheckOptions;
-  if (raw === 'tcp' || raw === 'redis' || raw === 'postgres') check = { kind: raw };
-  else if (raw === 'http' || raw.startsWith('http:')) {
-    const path = raw === 'http' ? '/' : raw.slice(5);
-    if (!/^\/[\x21-\x7e]*$/.test(path))
-      throw new UsageError(
-        `--check: the http path must start with "/" (printable ASCII, no spaces), got ${JSON.stringify(path)}`,
-        '--check',
-      );
-    check = { kind: 'http', path };
-  } else {
-    throw new UsageError(`--check: must be one of tcp, http:/PATH, redis, postgres, got ${JSON.stringify(raw)}`, '--check');
-  }
-  const intervalMs = durationFlag('--check-interval', values['check-interval'], 10, DAY_MS);
-  const timeoutMs = durationFlag('--check-timeout', values['check-timeout'], 1, DAY_MS);
-  const rise = integerFlag('--rise', values.rise, 1, 1000);
-  const fall = integerFlag('--fall', values.fall, 1, 1000);
-  return {
-    ...check,
-    ...(intervalMs === undefined ? {} : { intervalMs }),
-    ...(timeoutMs === undefined ? {} : { timeoutMs }),
-    ...(rise === undefined ? {} : { rise }),
-    ...(fall === undefined ? {} : { fall }),
-  };
 }
 
 /**
@@ -407,7 +376,7 @@ function listeners(
   const listen = { maxConnections: f.maxConnections, host: f.listen.host, port: f.listen.port, ...common };
   if (f.admission === undefined) {
     admission = noAdmission();
-    main = { balancer, policy: f.policy, workers: f.workers, ...listen };
+    main = { balancer, policy: f.policy, workers: f.workers, thisThreadAccepts: f.workers > 0, ...listen };
   } else if (bandWorkers) {
     // Every worker thread of every listener gates with its own AdmissionGate over its own router.
     const w = workerAdmission(
@@ -418,6 +387,7 @@ function listeners(
           balancer,
           policy: f.policy,
           workers: f.workers,
+          thisThreadAccepts: true,
           worker: (l + 1) * f.workers,
           host,
           port,
@@ -427,7 +397,15 @@ function listeners(
         }),
     );
     admission = w;
-    main = { balancer, policy: f.policy, workers: f.workers, ...listen, admission: w.main, admissionGate: w.gateOptions };
+    main = {
+      balancer,
+      policy: f.policy,
+      workers: f.workers,
+      thisThreadAccepts: true,
+      ...listen,
+      admission: w.main,
+      admissionGate: w.gateOptions,
+    };
   } else {
     // --workers 0 with --band: one AdmissionGate on one router in this thread, shared by every band listener.
     const r = balancer.router({ policy: f.policy, logger: f.log });
@@ -468,12 +446,14 @@ async function listenAll(f: ProxyRun, proxy: TcpProxy, admission: ProxyAdmission
 
 async function serve(flags: ProxyFlags): Promise<number> {
   const f: ProxyRun = { ...flags, source: await flags.openSource() };
-  // With worker threads this thread only serves membership and metrics: the
-  // shared clock can tick on its event loop rather than in a thread of its
-  // own (an isolate: 9–13 MB of RSS), and no isolate's young generation
-  // grows past its initial size (young-generation.ts, set by main.ts). With
-  // --workers 0 it accepts, so its loop may be busy: the clock keeps its
-  // thread and V8 grows its young generation as usual.
+  // With --workers N >= 1 this thread is one of the N accepting threads
+  // (TcpProxy's thisThreadAccepts: one isolate less) and serves membership
+  // and metrics: the shared clock ticks on its event loop rather than in a
+  // thread of its own (an isolate: 9–13 MB of RSS) — every proxy router
+  // reads the time directly (directClock), so a tick late behind a busy loop
+  // delays no connection — and no isolate's young generation grows past its
+  // initial size (young-generation.ts, set by main.ts). With --workers 0 the
+  // clock keeps its thread and V8 grows the young generation as usual.
   if (f.workers > 0) useProcessClockTicker('loop');
   else letYoungGenerationsGrow();
   const balancer = new Balancer({ capacity: f.capacity, logger: f.log, ...(f.check === undefined ? {} : { health: { check: f.check } }) });

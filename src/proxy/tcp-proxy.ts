@@ -10,7 +10,9 @@
  * route with its own Router over the Balancer's LoadTable (Sōzu's shape:
  * the kernel spreads connections, no thread computes a global minimum). On
  * older Node one worker thread accepts, and the proxy says so in one log
- * line. `workers: 0` (the default) accepts in this thread.
+ * line. `workers: 0` (the default) accepts in this thread. With
+ * `thisThreadAccepts`, this thread is one of the N (thread 0) beside N - 1
+ * worker threads: one isolate less (`poise proxy --workers N`).
  * `maxConnections` is one counter shared by every thread.
  */
 import { EventEmitter } from 'node:events';
@@ -27,7 +29,7 @@ import { ConnectionLimit, MAX_CONNECTIONS_LIMIT } from './connection-limit.js';
 import { CONNECTION_OPTION_KEYS, resolveConnectionOptions, type ConnectionOptions } from './options.js';
 import { ProxyListener } from './listener.js';
 import type { AdmissionGateData } from './messages.js';
-import { ProxyWorkers, RESTART_BACKOFF, reusePortSupported, type RestartBackoff } from './workers.js';
+import { ProxyWorkers, RESTART_BACKOFF, reusePortSupported, type ProxyWorkersOptions, type RestartBackoff } from './workers.js';
 import { ProxyCounters, type TcpProxyStats } from './counters.js';
 import type { ProxyBandSelector } from './admission.js';
 
@@ -53,6 +55,16 @@ export interface TcpProxyOptions extends ConnectionOptions {
    * (functions, loggers and timer sources cannot cross threads).
    */
   workers?: number;
+  /**
+   * With `workers: N`: this thread is one of the N accepting threads —
+   * thread 0, counting into row `worker`, with its own Router (and, with
+   * bands, its own AdmissionGate from `admissionGate`) over the balancer's
+   * table — and N - 1 worker threads are started: one V8 isolate (some
+   * 10 MB of RSS) less than N workers. Where reusePort is missing this
+   * thread alone accepts. This thread's event loop then carries traffic.
+   * Default false.
+   */
+  thisThreadAccepts?: boolean;
   /**
    * Connections served at once, all threads together (HAProxy `maxconn`);
    * 0 = no limit (default). A client over the limit is accepted and held
@@ -125,7 +137,7 @@ export class TcpProxy extends EventEmitter {
   /** This thread's row in {@link TcpProxy.counters} (worker i uses row `worker + i`). */
   readonly worker: number;
   private bound = false;
-  /** Accepting threads in use (after `listen`): worker threads, or 1 when this thread accepts. */
+  /** Accepting threads in use (after `listen`): worker threads (and this thread with `thisThreadAccepts`), or 1 when this thread accepts alone. */
   threads = 1;
   private readonly opts: TcpProxyOptions;
   private readonly log: Logger;
@@ -136,6 +148,8 @@ export class TcpProxy extends EventEmitter {
   private listener: ProxyListener | undefined;
   private pool: ProxyWorkers | undefined;
   private readonly ownRouter: Router | undefined;
+  /** With `thisThreadAccepts` and bands: this thread's own gate over its own router. */
+  private readonly ownGate: AdmissionGate | undefined;
 
   /** Throws `InvalidConfig` naming a bad option. */
   constructor(opts: TcpProxyOptions) {
@@ -156,6 +170,7 @@ export class TcpProxy extends EventEmitter {
       'worker',
       'workerRestart',
       'admissionGate',
+      'thisThreadAccepts',
       ...CONNECTION_OPTION_KEYS,
     ]);
     checkRouting(opts);
@@ -165,6 +180,10 @@ export class TcpProxy extends EventEmitter {
     this.youngMb = integerIn(opts.youngGenerationMb ?? 4, 'options.youngGenerationMb', 1, 1024);
     this.counters = counterRows(opts, this.requested);
     this.worker = this.counters.checkWorker(opts.worker ?? 0, 'options.worker');
+    if (opts.thisThreadAccepts !== undefined && typeof opts.thisThreadAccepts !== 'boolean')
+      invalidConfig('options.thisThreadAccepts', 'must be a boolean', opts.thisThreadAccepts);
+    if (opts.thisThreadAccepts === true && this.requested === 0)
+      invalidConfig('options.thisThreadAccepts', 'only with options.workers >= 1 (with workers 0 this thread accepts alone)', true);
     if (this.requested > 0) checkWorkerMode(opts);
     else checkLocalMode(opts);
     if (opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) {
@@ -184,7 +203,8 @@ export class TcpProxy extends EventEmitter {
       if (isProxyEvent(event)) this.pool?.forwardEvents(this.listensForEvents());
     });
     this.limit = new ConnectionLimit(max, undefined, 0, Math.max(1, this.requested));
-    if (this.requested > 0) return; // worker mode: the workers are started by listen()
+    // Worker mode: the workers are started by listen(); with thisThreadAccepts this thread is thread 0 of them.
+    if (this.requested > 0 && opts.thisThreadAccepts !== true) return;
     this.ownRouter =
       opts.router === undefined
         ? balancer!.router({
@@ -194,6 +214,8 @@ export class TcpProxy extends EventEmitter {
             ...(opts.policy === undefined ? {} : { policy: opts.policy }),
           })
         : undefined;
+    // The gate attaches itself to the router: the listener's band selector admits through it.
+    this.ownGate = opts.admissionGate === undefined ? undefined : new AdmissionGate(this.ownRouter!, opts.admissionGate);
     this.listener = new ProxyListener(
       settings,
       opts.router ?? this.ownRouter!,
@@ -218,50 +240,67 @@ export class TcpProxy extends EventEmitter {
   async listen(): Promise<net.AddressInfo> {
     const host = this.opts.host ?? '127.0.0.1';
     const port = this.opts.port ?? 0;
-    let address: net.AddressInfo;
-    if (this.listener === undefined) {
-      const reusePort = reusePortSupported();
-      if (this.requested > 1 && !reusePort) {
-        this.log.warn(
-          {
-            workers: this.requested,
-            node: process.version,
-            platform: process.platform,
-            requires: 'Node >= 22.12 on Linux (server.listen reusePort)',
-          },
-          `proxy: one thread accepts: workers ${this.requested} needs Node >= 22.12 on Linux (reusePort); this is Node ${process.version} on ${process.platform}`,
-        );
-      }
-      this.pool = await ProxyWorkers.start({
-        balancer: this.opts.balancer!,
-        policy: this.opts.policy,
-        connection: connectionData(this.opts),
-        host,
-        port,
-        threads: reusePort ? this.requested : 1,
-        reusePort,
-        youngGenerationMb: this.youngMb,
-        limit: this.limit,
-        counters: this.counters,
-        counterRow: this.worker,
-        admission:
-          this.opts.admission === undefined ? undefined : { selector: this.opts.admission.portable!(), gate: this.opts.admissionGate! },
-        log: this.log,
-        emit: (event, arg) => this.emit(event, arg),
-        events: this.listensForEvents(),
-        restart: this.restart,
-      });
-      this.threads = this.pool.threads;
-      address = this.pool.address();
-    } else {
-      address = await this.listener.listen({ host, port, reusePort: false });
+    const reusePort = this.requested > 0 && reusePortSupported();
+    if (this.requested > 1 && !reusePort) {
+      this.log.warn(
+        {
+          workers: this.requested,
+          node: process.version,
+          platform: process.platform,
+          requires: 'Node >= 22.12 on Linux (server.listen reusePort)',
+        },
+        `proxy: one thread accepts: workers ${this.requested} needs Node >= 22.12 on Linux (reusePort); this is Node ${process.version} on ${process.platform}`,
+      );
     }
+    const threads = reusePort ? this.requested : 1;
+    // This thread first (thread 0, port 0 picks the port), then the workers join its port.
+    const here = await this.listener?.listen({ host, port, reusePort: threads > 1 });
+    if (this.requested > 0 && (here === undefined || threads > 1)) {
+      try {
+        this.pool = await ProxyWorkers.start(this.workersOptions(host, port, threads, reusePort, here));
+      } catch (err) {
+        await this.listener?.close();
+        throw err;
+      }
+    }
+    const address = this.pool?.address() ?? here!;
+    this.threads = threads;
     this.bound = true;
     this.log.info(
       { address: `${address.address}:${address.port}`, threads: this.threads, maxConnections: this.limit.max },
       'proxy listening',
     );
     return address;
+  }
+
+  /** What ProxyWorkers starts: `threads` accepting threads, from thread 1 when this thread has bound `bound` as thread 0. */
+  private workersOptions(
+    host: string,
+    port: number,
+    threads: number,
+    reusePort: boolean,
+    bound: net.AddressInfo | undefined,
+  ): ProxyWorkersOptions {
+    return {
+      balancer: this.opts.balancer!,
+      policy: this.opts.policy,
+      connection: connectionData(this.opts),
+      host,
+      port,
+      threads,
+      ...(bound === undefined ? {} : { from: 1, bound }),
+      reusePort,
+      youngGenerationMb: this.youngMb,
+      limit: this.limit,
+      counters: this.counters,
+      counterRow: this.worker,
+      admission:
+        this.opts.admission === undefined ? undefined : { selector: this.opts.admission.portable!(), gate: this.opts.admissionGate! },
+      log: this.log,
+      emit: (event, arg) => this.emit(event, arg),
+      events: this.listensForEvents(),
+      restart: this.restart,
+    };
   }
 
   private listensForEvents(): boolean {
@@ -285,7 +324,7 @@ export class TcpProxy extends EventEmitter {
 
   /** The bound address (after `listen`). */
   address(): net.AddressInfo {
-    return this.pool?.address() ?? this.listener!.address();
+    return this.listener?.address() ?? this.pool!.address();
   }
 
   /**
@@ -316,8 +355,9 @@ export class TcpProxy extends EventEmitter {
   }> {
     const threads = Array.from({ length: this.threads }, (_, i) => this.counters.stats(this.worker + i, 1));
     const total = this.counters.stats(this.worker, this.threads);
-    if (this.opts.admissionGate === undefined || this.pool === undefined) return { total, threads };
-    const admissionThreads = await this.pool.admissionStats();
+    if (this.opts.admissionGate === undefined) return { total, threads };
+    const workers = this.pool === undefined ? [] : await this.pool.admissionStats();
+    const admissionThreads = this.listener === undefined ? workers : [this.ownGate?.admissionStats(), ...workers];
     return { total, threads, admission: sumAdmissionStats(admissionThreads), admissionThreads };
   }
 
@@ -328,8 +368,8 @@ export class TcpProxy extends EventEmitter {
    */
   async stopAccepting(): Promise<void> {
     this.bound = false;
+    void this.listener?.stopAccepting();
     if (this.pool !== undefined) await this.pool.stopAccepting();
-    else void this.listener?.stopAccepting();
   }
 
   /**
@@ -340,10 +380,10 @@ export class TcpProxy extends EventEmitter {
    */
   async close(opts: TcpProxyCloseOptions = {}): Promise<{ cut: number }> {
     this.bound = false;
-    const done =
-      this.pool !== undefined ? await this.pool.close(opts) : this.listener !== undefined ? await this.listener.close(opts) : { cut: 0 };
+    const [workers, here] = await Promise.all([this.pool?.close(opts), this.listener?.close(opts)]);
+    this.ownGate?.close();
     this.ownRouter?.close();
-    return done;
+    return { cut: (workers?.cut ?? 0) + (here?.cut ?? 0) };
   }
 }
 

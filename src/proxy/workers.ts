@@ -3,7 +3,9 @@
  * (proxy-worker.ts), each listening on the same address with `reusePort`
  * and each routing with its own Router over the one Balancer's LoadTable.
  * The first worker binds (port 0 picks a free port); the others bind the
- * port it got. Each worker is watched by the Balancer, so a worker that dies
+ * port it got. When the owner's thread accepts too (`TcpProxy`'s
+ * `thisThreadAccepts`), it is thread 0 and has bound first: the workers are
+ * threads 1..N-1 and join its port. Each worker is watched by the Balancer, so a worker that dies
  * has its leases reclaimed; then the owner takes back its connection-limit
  * slots and its open connections' counters, and starts a new worker on the
  * same index (same rows) after a backoff, while the other workers keep the
@@ -54,7 +56,12 @@ export interface ProxyWorkersOptions {
   connection: ConnectionOptions;
   host: string;
   port: number;
+  /** Accepting threads in all, the owner's included when it accepts (`from` 1). */
   threads: number;
+  /** The first worker's thread index: 0, or 1 when the owner's thread is thread 0 (it accepts, and has bound `bound`). */
+  from?: number;
+  /** With `from` 1: the address the owner's thread bound; every worker joins its port. */
+  bound?: net.AddressInfo;
   reusePort: boolean;
   youngGenerationMb: number;
   limit: ConnectionLimit;
@@ -82,6 +89,8 @@ export class ProxyWorkers {
   /** Whether the worker of each index has reported its listening socket and not died since. */
   private readonly listeningAt: boolean[];
   private bound: net.AddressInfo | undefined;
+  /** The first worker's thread index (the slots below it are the owner's thread: never a Worker). */
+  private readonly from: number;
   private nextId = 0;
   private stopping = false;
   private events: boolean;
@@ -92,6 +101,8 @@ export class ProxyWorkers {
     this.o = o;
     this.backoff = o.restart ?? RESTART_BACKOFF;
     this.events = o.events;
+    this.from = o.from ?? 0;
+    this.bound = o.bound;
     this.slots = new Array<Worker | undefined>(o.threads).fill(undefined);
     this.startedAt = new Array<number>(o.threads).fill(0);
     this.quickDeaths = new Array<number>(o.threads).fill(0);
@@ -103,9 +114,10 @@ export class ProxyWorkers {
   static async start(o: ProxyWorkersOptions): Promise<ProxyWorkers> {
     const pw = new ProxyWorkers(o);
     try {
-      const first = await pw.spawn(0, o.port);
-      pw.bound = first;
-      await Promise.all(Array.from({ length: o.threads - 1 }, (_, i) => pw.spawn(i + 1, first.port)));
+      let next = pw.from;
+      if (pw.bound === undefined) pw.bound = await pw.spawn(next++, o.port);
+      const port = pw.bound.port;
+      await Promise.all(Array.from({ length: o.threads - next }, (_, i) => pw.spawn(next + i, port)));
     } catch (err) {
       await pw.close({ drain: false });
       throw err;
@@ -113,7 +125,7 @@ export class ProxyWorkers {
     return pw;
   }
 
-  /** Accepting worker threads (a dead one waiting for its restart included). */
+  /** Accepting threads, the owner's included when it accepts (a dead worker waiting for its restart included). */
   get threads(): number {
     return this.slots.length;
   }
@@ -124,7 +136,7 @@ export class ProxyWorkers {
    * stop accepting.
    */
   get allAccepting(): boolean {
-    return !this.stopping && this.listeningAt.every((on) => on);
+    return !this.stopping && this.listeningAt.every((on, i) => on || i < this.from);
   }
 
   /** The shared bound address. */
@@ -145,13 +157,13 @@ export class ProxyWorkers {
   }
 
   /**
-   * Every worker's admission-gate figures, in worker order (undefined for
-   * a worker without bands or waiting for its restart). One message round
+   * Every worker's admission-gate figures, in worker order from thread
+   * `from` (undefined for a worker without bands or waiting for its restart). One message round
    * trip per worker: a message posted before it has been handled when it
    * resolves.
    */
   admissionStats(): Promise<(AdmissionStats | undefined)[]> {
-    return Promise.all(this.slots.map((w) => (w === undefined ? Promise.resolve(undefined) : this.admissionOf(w))));
+    return Promise.all(this.slots.slice(this.from).map((w) => (w === undefined ? Promise.resolve(undefined) : this.admissionOf(w))));
   }
 
   private admissionOf(w: Worker): Promise<AdmissionStats | undefined> {

@@ -2,6 +2,8 @@
 // first) builds only what changed: it is `tsc -b` over the library and the
 // bench package, incremental, with no clean. Run in a copy of the sources,
 // so the repository's own dist/ is never written while other tests read it.
+// Two projects write dist/: tsconfig.build.json the JavaScript, without
+// comments, and tsconfig.types.json the declarations, with their docs.
 import { spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -42,6 +44,7 @@ describe('npm run build', () => {
       'packages/bench/src',
       'tsconfig.json',
       'tsconfig.build.json',
+      'tsconfig.types.json',
       'packages/bench/tsconfig.build.json',
     ]) {
       cpSync(path.join(ROOT, p), path.join(work, p), { recursive: true });
@@ -66,12 +69,24 @@ describe('npm run build', () => {
     expect(again.status, again.out).toBe(0);
     expect(again.out).not.toContain("Building project '");
     expect(again.out).toMatch(/Project 'tsconfig\.build\.json' is up to date/);
+    expect(again.out).toMatch(/Project 'tsconfig\.types\.json' is up to date/);
     expect(outputs('dist')).toEqual(built); // not one output rewritten
 
-    writeFileSync(path.join(work, 'src/core/time.ts'), `${readFileSync(path.join(work, 'src/core/time.ts'), 'utf8')}\n// changed\n`);
+    // A documented export added: the JavaScript has it without its comment
+    // (tsconfig.build.json removes comments), the declarations with it (tsconfig.types.json).
+    const doc = '/** Added by the build test: its doc reaches the declarations. */';
+    writeFileSync(
+      path.join(work, 'src/core/time.ts'),
+      `${readFileSync(path.join(work, 'src/core/time.ts'), 'utf8')}\n${doc}\nexport const buildTestMark = 1;\n`,
+    );
     const changed = build();
     expect(changed.status, changed.out).toBe(0);
     expect(changed.out).toContain(`Building project '${path.join(work, 'tsconfig.build.json')}'`);
-    expect(readFileSync(path.join(work, 'dist/src/core/time.js'), 'utf8')).toContain('// changed');
+    expect(changed.out).toContain(`Building project '${path.join(work, 'tsconfig.types.json')}'`);
+    const js = readFileSync(path.join(work, 'dist/src/core/time.js'), 'utf8');
+    expect(js).toContain('buildTestMark = 1');
+    expect(js).not.toContain(doc);
+    expect(js).not.toMatch(/^\s*(\/\/|\/\*)/m); // no comment line at all
+    expect(readFileSync(path.join(work, 'dist/src/core/time.d.ts'), 'utf8')).toContain(`${doc}\nexport declare const buildTestMark = 1;`);
   }, 600_000);
 });

@@ -12,7 +12,8 @@
 // What ships, and why: the compiled JavaScript (dist/src/**/*.js), its
 // declarations (*.d.ts), README, LICENSE and package.json — nothing else.
 // No TypeScript sources and no source maps: tsc emits unbundled,
-// unminified ES2022 that keeps the source's names, structure and comments,
+// unminified ES2022 that keeps the source's names and structure (without
+// its comments: tsconfig.build.json; the declarations keep their docs),
 // so a stack frame already points at a readable line of a shipped file;
 // maps (with their sources inlined) would triple the package for a
 // translation a reader does not need, and maps that point at files not

@@ -31,7 +31,7 @@ describe('TcpProxy options', () => {
       [{ router, accessLog: 'stderr' }, 'options.accessLog: must be a pino logger or "stdout", got "stderr"'],
       [
         { router, idleTimeoutMs: 5 },
-        'options.idleTimeoutMs: unknown option (accepted: router, balancer, policy, workers, maxConnections, youngGenerationMb, admission, host, port, logger, counters, worker, workerRestart, admissionGate, attempts, connectTimeoutMs, clientTimeoutMs, serverTimeoutMs, key, sendProxy, acceptProxy, acceptProxyTimeoutMs, acceptProxyMaxBytes, accessLog, timers)',
+        'options.idleTimeoutMs: unknown option (accepted: router, balancer, policy, workers, maxConnections, youngGenerationMb, admission, host, port, logger, counters, worker, workerRestart, admissionGate, thisThreadAccepts, attempts, connectTimeoutMs, clientTimeoutMs, serverTimeoutMs, key, sendProxy, acceptProxy, acceptProxyTimeoutMs, acceptProxyMaxBytes, accessLog, timers)',
       ],
     ];
     for (const [opts, message] of cases) expect(thrown(() => new TcpProxy(opts as never)).message).toBe(message);

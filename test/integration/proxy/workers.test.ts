@@ -96,10 +96,18 @@ function expectThreads(proxy: TcpProxy, log: ReturnType<typeof captureLog>, work
   }
 }
 
-describe.each([0, 1, 2])('TcpProxy with workers: %i', (workers) => {
+// thisThreadAccepts: this thread is accepting thread 0 (counter row 0) beside workers - 1 worker threads.
+describe.each([
+  [0, false],
+  [1, false],
+  [2, false],
+  [1, true],
+  [2, true],
+])('TcpProxy with workers: %i, thisThreadAccepts: %s', (workers, here) => {
+  const mode = here ? { thisThreadAccepts: true } : {};
   it('200 concurrent clients echo 1 MiB each through 4 backends: every byte back in order, every backend received its share', async () => {
     const backs = await Promise.all([0, 1, 2, 3].map(() => backend()));
-    const { proxy, port, log } = await startProxy(balancerOver(backs), workers);
+    const { proxy, port, log } = await startProxy(balancerOver(backs), workers, mode);
     expectThreads(proxy, log, workers);
     // Client i sends a random 1 MiB block rotated by i * 4099 bytes: a lost,
     // repeated or reordered chunk, or a chunk of another client, cannot match.
@@ -132,7 +140,7 @@ describe.each([0, 1, 2])('TcpProxy with workers: %i', (workers) => {
     // proxy's FIN, which comes before the proxy can free the slot.
     const all = tally();
     const bal = balancerOver(await Promise.all([0, 1].map(() => backend(10, all))));
-    const { proxy, port } = await startProxy(bal, workers, { maxConnections: 3 });
+    const { proxy, port } = await startProxy(bal, workers, { maxConnections: 3, ...mode });
     // Meanwhile, sample how many clients the threads hold (accepted, unread).
     let maxHeld = 0;
     let sampling = true;
@@ -237,6 +245,39 @@ describe('membership reaches every worker', () => {
   });
 });
 
+describe('thisThreadAccepts', () => {
+  it('workers 2: this thread is thread 0 and one worker thread is thread 1; killed, it is restarted on 1 while this thread serves', async () => {
+    const backs = await Promise.all([0, 1].map(() => backend()));
+    const { proxy, port } = await startProxy(balancerOver(backs), 2, {
+      thisThreadAccepts: true,
+      // Long enough that the 40 clients below all meet this thread alone.
+      workerRestart: { initialMs: 5000 },
+    });
+    const pool = poolOf(proxy);
+    if (!MULTI) {
+      // Without reusePort this thread accepts alone: no worker thread at all.
+      expect(pool).toBeUndefined();
+      expect(proxy.threads).toBe(1);
+      return;
+    }
+    expect(pool.threads).toBe(2);
+    expect(pool.worker(0)).toBeUndefined();
+    const first = pool.worker(1)!;
+    expect(first).toBeInstanceOf(Worker);
+    await first.terminate();
+    await until(() => !proxy.listening, 'worker 1 seen dead');
+    // Meanwhile this thread alone serves the port.
+    const before = proxy.counters.value(0, ProxyCounter.Accepted);
+    const out = await Promise.all(Array.from({ length: 40 }, (_, i) => roundTrip(port, Buffer.from(`k${i}`))));
+    expect(out.map(String)).toEqual(Array.from({ length: 40 }, (_, i) => `k${i}`));
+    await until(() => proxy.listening, 'worker 1 restarted and listening');
+    expect(pool.worker(0)).toBeUndefined();
+    expect(pool.worker(1)).not.toBe(first);
+    expect(proxy.restarts).toBe(1);
+    expect(proxy.counters.value(0, ProxyCounter.Accepted) - before).toBe(40);
+  });
+});
+
 describe('TcpProxy options', () => {
   it.each([
     [{ workers: 1 }, 'options.workers'],
@@ -262,6 +303,8 @@ describe('TcpProxy options', () => {
     ['youngGenerationMb 0', { workers: 1, youngGenerationMb: 0 }, 'options.youngGenerationMb'],
     ['workers 1000', { workers: 1000 }, 'options.workers'],
     ['an unknown policy', { policy: 'fastest' }, 'options.policy: must be one of'],
+    ['thisThreadAccepts with workers 0', { thisThreadAccepts: true }, 'options.thisThreadAccepts: only with options.workers >= 1'],
+    ['thisThreadAccepts "yes"', { workers: 2, thisThreadAccepts: 'yes' }, 'options.thisThreadAccepts: must be a boolean'],
   ])('with a balancer, %s is refused naming the option', (_label, extra, message) => {
     const bal = new Balancer();
     cleanup.push(() => bal.close());
