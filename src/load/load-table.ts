@@ -38,6 +38,7 @@ import { ApertureRegion } from './aperture-region.js';
 import { H_INITIAL_US, H_TAU_MS, Layout, S_EWMA } from './layout.js';
 import { LeaseKind, Leases, type LeaseKindCode } from './leases.js';
 import { PassiveHealth } from './passive-health.js';
+import { ProbeRegion } from './probe-region.js';
 import { RetryRegion } from './retry-region.js';
 import { SlowStart } from './slow-start.js';
 import { BackendLoad } from './backend-load.js';
@@ -162,6 +163,8 @@ export class LoadTable {
   readonly budget: ConnectionBudget;
   /** The aperture's width and this process's coordinate (aperture-region.ts). */
   readonly aperture: ApertureRegion;
+  /** The probe pool's answers and limits (the `probe` policy). */
+  readonly probes: ProbeRegion;
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
@@ -187,6 +190,7 @@ export class LoadTable {
     this.verdicts = new FirstVerdicts(i32, this.layout);
     this.budget = new ConnectionBudget(i32, this.layout);
     this.aperture = new ApertureRegion(i32);
+    this.probes = new ProbeRegion(i32, this.layout);
   }
 
   /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. @internal */
@@ -330,6 +334,7 @@ export class LoadTable {
     this.ewma.reset(slot, nowMs);
     this.health.reset(slot);
     this.budget.reset(slot);
+    this.probes.clear(slot);
   }
 
   /**
