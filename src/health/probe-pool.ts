@@ -174,7 +174,10 @@ export class ProbePool {
     for (const t of this.targets) {
       if (this.table.probes.read(t.slot, now, this.reading) && this.reading.ageMs <= this.o.maxAgeMs) rifs.push(this.reading.inflight);
     }
-    if (rifs.length === 0) return this.table.probes.setColdInflight(-1);
+    if (rifs.length === 0) {
+      this.table.probes.setColdInflight(-1);
+      return;
+    }
     rifs.sort((a, b) => a - b);
     this.table.probes.setColdInflight(rifs[Math.max(0, Math.ceil(this.o.quantile * rifs.length) - 1)]!);
   }

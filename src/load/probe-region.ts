@@ -180,7 +180,7 @@ export class ProbeRegion {
       if (Atomics.load(i32, o + S_PROBE_SEQ) !== seq) continue;
       if (at === 0) return false;
       const age = elapsedMs(nowMs, at);
-      out.ageMs = age < 0 ? 0 : age;
+      out.ageMs = Math.max(0, age);
       return true;
     }
     return false;
@@ -199,5 +199,6 @@ export class ProbeRegion {
 }
 
 function clamp(v: number): number {
-  return v > MAX_FIGURE ? MAX_FIGURE : v < 0 || !(v === v) ? 0 : Math.round(v);
+  if (Number.isNaN(v) || v < 0) return 0;
+  return v > MAX_FIGURE ? MAX_FIGURE : Math.round(v);
 }

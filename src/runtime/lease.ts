@@ -27,6 +27,7 @@ export interface LeaseOwner {
   requestUp(handle: number): boolean;
   requestDown(handle: number, latencyMs: number | undefined): void;
   reportLoad(handle: number, utilization: number, qps: number, eps: number): boolean;
+  reportProbe(handle: number, inflight: number, latencyUs: number): boolean;
 }
 
 /**
@@ -166,5 +167,18 @@ export class Lease {
    */
   reportLoad(utilization: number, qps: number, eps: number): boolean {
     return this.open && this.owner.reportLoad(this.handle, utilization, qps, eps);
+  }
+
+  /**
+   * Records the backend's report of itself for the `probe` policy (its
+   * requests in flight and latency estimate, µs; the HTTP dispatcher reads
+   * it from a response's `poise-load` header) in the probe region, where
+   * every thread's picks read it, while this lease pins the slot. False when
+   * the lease is released or another thread was recording the same
+   * backend's report at that instant.
+   * @internal
+   */
+  reportProbe(inflight: number, latencyUs: number): boolean {
+    return this.open && this.owner.reportProbe(this.handle, inflight, latencyUs);
   }
 }
