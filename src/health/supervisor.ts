@@ -125,7 +125,11 @@ export class HealthSupervisor {
   /** Whether any worker runs (without one, the Balancer need not build targets). */
   get running(): boolean {
     return (
-      this.checker !== undefined || this.agent !== undefined || this.outlier !== undefined || this.orca !== undefined || this.probe !== undefined
+      this.checker !== undefined ||
+      this.agent !== undefined ||
+      this.outlier !== undefined ||
+      this.orca !== undefined ||
+      this.probe !== undefined
     );
   }
 

@@ -266,7 +266,12 @@ export class Layout {
    */
   static plan(capacity: number, maxThreads: number, specBytes: number, unaligned: boolean): Layout {
     const slotBase =
-      HEADER_WORDS + roundUp(maxThreads, 16) + maxThreads * (TOTAL_WORDS + ADMISSION_ROW_WORDS) + RETRY_WORDS + PROBE_WORDS + (unaligned ? 8 : 0);
+      HEADER_WORDS +
+      roundUp(maxThreads, 16) +
+      maxThreads * (TOTAL_WORDS + ADMISSION_ROW_WORDS) +
+      RETRY_WORDS +
+      PROBE_WORDS +
+      (unaligned ? 8 : 0);
     return new Layout(capacity, maxThreads, slotBase, Math.ceil(specBytes / 4));
   }
 

@@ -142,7 +142,11 @@ describe.each(variants)('load reports through PoiseDispatcher with $name', ({ u,
     const balancer = new Balancer({ logger: createLogger({ level: 'silent' }), clock: clock.now });
     cleanups.push(async () => balancer.close());
     balancer.update(f.specs());
-    const dispatcher = new PoiseDispatcher({ router: balancer.router({ policy: 'probe' }), origin: 'http://api', ...(factory === undefined ? {} : { factory }) });
+    const dispatcher = new PoiseDispatcher({
+      router: balancer.router({ policy: 'probe' }),
+      origin: 'http://api',
+      ...(factory === undefined ? {} : { factory }),
+    });
     cleanups.push(() => dispatcher.destroy());
     for (let k = 0; k < 2; k++) {
       clock.advance(4);
