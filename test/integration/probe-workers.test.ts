@@ -8,6 +8,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
+import { LoadTable } from '../../dist/src/load/load-table.js';
 import { Balancer } from '../../dist/src/runtime/balancer.js';
 import { createLogger } from '../../dist/src/log.js';
 
@@ -61,7 +62,7 @@ describe('the probe pool across 4 worker threads', () => {
     balancer.close();
     const requests = 4 * n;
     const probed = servers.reduce((a, s) => a + s.probes, 0);
-    const sent = balancer.ownerTable.probes.counts().sent;
+    const sent = LoadTable.attach(balancer.attachment().buffer).probes.counts().sent;
     expect(probed).toBeLessThanOrEqual(sent);
     expect(sent).toBeLessThanOrEqual(share * requests + burst);
     expect(probed).toBeGreaterThan(0);
