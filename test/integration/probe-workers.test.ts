@@ -66,11 +66,11 @@ describe('the probe pool across 4 worker threads', () => {
     expect(probed).toBeLessThanOrEqual(sent);
     expect(sent).toBeLessThanOrEqual(share * requests + burst);
     expect(probed).toBeGreaterThan(0);
-    // Every thread follows the answers: b2 (idle, fast) takes more than the 1/4 a blind rule would give it.
+    // Every thread follows the answers: b2 (idle, fast) takes more than the 1/4 a blind rule would give it (σ of a 1/4 share of 20,000 picks: 0.003).
     for (const r of results) {
       const total = Object.values(r.counts).reduce((a, b) => a + b, 0);
       expect(total).toBe(n);
-      expect(r.counts['b2']! / n).toBeGreaterThan(0.28);
+      expect(r.counts['b2']! / n).toBeGreaterThan(0.27);
     }
   }, 60_000);
 });
