@@ -35,6 +35,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   proxy: ['core', 'runtime', 'admission', 'log', 'outbound'],
   http: ['core', 'runtime', 'outbound'],
   grpc: ['core', 'load', 'runtime'],
+  'probe-server': ['core'],
   metrics: ['core', 'policy', 'load', 'health', 'runtime', 'admission', 'membership', 'discovery', 'proxy', 'http'],
   cli: ['core', 'runtime', 'admission', 'health', 'membership', 'discovery', 'outbound', 'proxy', 'metrics', 'log'],
 };
@@ -75,6 +76,7 @@ const ENTRIES = [
   'metrics.ts',
   'discovery.ts',
   'grpc.ts',
+  'probe-server.ts',
   'bench-kit.ts',
 ];
 

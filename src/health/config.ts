@@ -7,6 +7,7 @@
  */
 import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { resolveOrca, type OrcaOptions, type ResolvedOrca } from './orca.js';
+import { resolveProbe, type ProbeOptions, type ResolvedProbe } from './probe-pool.js';
 
 /** What an active check concludes about one backend. */
 export type CheckVerdict = 'healthy' | 'degraded' | 'unhealthy';
@@ -172,6 +173,8 @@ export interface HealthConfig {
    * `up`). An agent that cannot be reached changes nothing.
    */
   agent?: AgentCheckOptions;
+  /** The probe pool of the `probe` policy: the owner probes backends within a budget (docs/policies.md, "Probe"). */
+  probe?: ProbeOptions;
 }
 
 /** The agent check run beside the active check (`health.agent`). */
@@ -401,10 +404,10 @@ export function resolveHealthConfig(
   value: unknown,
   path: string,
   json: boolean,
-): { check?: ResolvedHealthCheck; outlier?: ResolvedOutlier; orca?: ResolvedOrca; agent?: ResolvedHealthCheck } {
+): { check?: ResolvedHealthCheck; outlier?: ResolvedOutlier; orca?: ResolvedOrca; agent?: ResolvedHealthCheck; probe?: ResolvedProbe } {
   if (typeof value !== 'object' || value === null || Array.isArray(value))
-    invalidConfig(path, 'must be an object { check?, outlier?, orca?, agent? }', value);
-  checkOptionKeys(value, ['check', 'outlier', 'orca', 'agent'], path);
+    invalidConfig(path, 'must be an object { check?, outlier?, orca?, agent?, probe? }', value);
+  checkOptionKeys(value, ['check', 'outlier', 'orca', 'agent', 'probe'], path);
   const v = value as HealthConfig;
   if (v.agent !== undefined && (v.check as { kind?: unknown } | undefined)?.kind === 'agent')
     invalidConfig(`${path}.agent`, 'cannot run beside a check of kind "agent" (one agent per backend)', v.agent);
@@ -413,5 +416,6 @@ export function resolveHealthConfig(
     ...(v.check === undefined ? {} : { check: resolveHealthCheck(v.check, `${path}.check`, json) }),
     ...(v.outlier === undefined ? {} : { outlier: resolveOutlier(v.outlier, `${path}.outlier`) }),
     ...(v.orca === undefined ? {} : { orca: resolveOrca(v.orca, `${path}.orca`) }),
+    ...(v.probe === undefined ? {} : { probe: resolveProbe(v.probe, `${path}.probe`) }),
   };
 }

@@ -22,6 +22,7 @@ import { ActiveChecker } from './active.js';
 import type { ResolvedHealthCheck, ResolvedOutlier } from './config.js';
 import { OrcaWeights, type ResolvedOrca } from './orca.js';
 import { OutlierDetector } from './outlier.js';
+import { ProbePool, type ResolvedProbe } from './probe-pool.js';
 import { newCounters, type HealthCounters } from './stats.js';
 import type { HealthTarget } from './targets.js';
 
@@ -31,6 +32,8 @@ export interface ResolvedHealth {
   outlier?: ResolvedOutlier;
   orca?: ResolvedOrca;
   agent?: ResolvedHealthCheck;
+  /** The probe pool of the `probe` policy (health/probe-pool.ts). */
+  probe?: ResolvedProbe;
 }
 
 /** Options of {@link HealthSupervisor}. */
@@ -65,7 +68,13 @@ function sameBlock(a: object | undefined, b: object | undefined): boolean {
 
 /** Whether two resolved health configurations run the same workers: each of the four blocks alike. */
 export function sameHealthConfig(a: ResolvedHealth, b: ResolvedHealth): boolean {
-  return sameBlock(a.check, b.check) && sameBlock(a.agent, b.agent) && sameBlock(a.outlier, b.outlier) && sameBlock(a.orca, b.orca);
+  return (
+    sameBlock(a.check, b.check) &&
+    sameBlock(a.agent, b.agent) &&
+    sameBlock(a.outlier, b.outlier) &&
+    sameBlock(a.orca, b.orca) &&
+    sameBlock(a.probe, b.probe)
+  );
 }
 
 /** Whether two target lists are alike, in order, field by field. */
@@ -99,6 +108,7 @@ export class HealthSupervisor {
   private agent: ActiveChecker | undefined;
   private outlier: OutlierDetector | undefined;
   private orca: OrcaWeights | undefined;
+  private probe: ProbePool | undefined;
   private closed = false;
 
   constructor(
@@ -114,7 +124,13 @@ export class HealthSupervisor {
 
   /** Whether any worker runs (without one, the Balancer need not build targets). */
   get running(): boolean {
-    return this.checker !== undefined || this.agent !== undefined || this.outlier !== undefined || this.orca !== undefined;
+    return (
+      this.checker !== undefined ||
+      this.agent !== undefined ||
+      this.outlier !== undefined ||
+      this.orca !== undefined ||
+      this.probe !== undefined
+    );
   }
 
   /**
@@ -141,6 +157,9 @@ export class HealthSupervisor {
     this.orca = conf.orca === undefined ? undefined : new OrcaWeights(this.table, conf.orca, this.log, clock);
     // With an injected clock time is the caller's: polls run through poll().
     if (!manualTime) this.orca?.start();
+    // The probe pool: with an injected clock its rounds run through poll() too.
+    this.probe = conf.probe === undefined ? undefined : new ProbePool(this.table, conf.probe, this.log, clock);
+    if (!manualTime) this.probe?.start();
     this.checker = conf.check === undefined ? undefined : new ActiveChecker(this.table, conf.check, this.log, this.counters, clock);
     this.outlier =
       conf.outlier === undefined
@@ -172,9 +191,9 @@ export class HealthSupervisor {
     return this.outlier?.sweep() ?? [];
   }
 
-  /** One ORCA round now (every load endpoint polled, the weights written); nothing without ORCA. */
+  /** One ORCA round and one probe round now (every load endpoint polled, the weights written; probes within the budget); nothing without either. */
   async poll(): Promise<void> {
-    await this.orca?.poll();
+    await Promise.all([this.orca?.poll(), this.probe?.round()]);
   }
 
   /** Stops every worker; a later apply does nothing. */
@@ -188,6 +207,8 @@ export class HealthSupervisor {
     this.agent?.close();
     this.outlier?.close();
     this.orca?.close();
+    this.probe?.close();
+    this.probe = undefined;
     this.checker = undefined;
     this.agent = undefined;
     this.outlier = undefined;
@@ -199,5 +220,6 @@ export class HealthSupervisor {
     this.agent?.sync(this.targets);
     this.outlier?.sync(this.targets);
     this.orca?.sync(this.targets);
+    this.probe?.sync(this.targets);
   }
 }

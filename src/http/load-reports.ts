@@ -14,6 +14,7 @@
  * @internal
  */
 import { ReportScan, newLoadReportScan, scanLoadReport } from '../core/load-report.js';
+import { PROBE_REPORT_HEADER, newProbeReportScan, scanProbeReport } from '../core/probe-report.js';
 import type { Lease } from '../runtime/lease.js';
 import type { HttpCounters } from './counters.js';
 import type { Headers } from './sink.js';
@@ -29,13 +30,16 @@ export interface LoadReportCounts {
   malformed: number;
   /** Reports read but not recorded: another thread was recording the same backend's at that instant. */
   busy: number;
+  /** `poise-load` reports (the `probe` policy's) recorded in the probe region. */
+  probes: number;
 }
 
 /** Feeds one dispatcher's response headers into the table. @internal */
 export class ResponseLoadReports {
   /** This dispatcher's counts. */
-  readonly counts: LoadReportCounts = { read: 0, malformed: 0, busy: 0 };
+  readonly counts: LoadReportCounts = { read: 0, malformed: 0, busy: 0, probes: 0 };
   private readonly scan = newLoadReportScan();
+  private readonly probeScan = newProbeReportScan();
   private readonly counters: HttpCounters | undefined;
 
   constructor(counters: HttpCounters | undefined) {
@@ -44,6 +48,8 @@ export class ResponseLoadReports {
 
   /** Parsed headers (undici's new API): the header's last value when repeated. */
   fromHeaders(lease: Lease, headers: Headers): void {
+    const p = headers[PROBE_REPORT_HEADER];
+    if (typeof p === 'string') this.takeProbe(lease, p);
     const v = headers[LOAD_REPORT_HEADER];
     if (v === undefined) return;
     if (typeof v === 'string') this.take(lease, v);
@@ -60,9 +66,20 @@ export class ResponseLoadReports {
   fromRaw(lease: Lease, raw: unknown): void {
     if (!Array.isArray(raw)) return;
     let value: unknown;
-    for (let k = 0; k + 1 < raw.length; k += 2) if (isReportHeader(raw[k])) value = raw[k + 1];
+    let probe: unknown;
+    for (let k = 0; k + 1 < raw.length; k += 2) {
+      if (isHeader(raw[k], LOAD_REPORT_HEADER)) value = raw[k + 1];
+      else if (isHeader(raw[k], PROBE_REPORT_HEADER)) probe = raw[k + 1];
+    }
+    if (probe !== undefined) this.takeProbe(lease, Buffer.isBuffer(probe) ? probe.toString('latin1') : String(probe));
     if (value === undefined) return;
     this.take(lease, Buffer.isBuffer(value) ? value.toString('latin1') : String(value));
+  }
+
+  /** A `poise-load` report: into the probe region (one that is not a report is ignored). */
+  private takeProbe(lease: Lease, text: string): void {
+    const s = this.probeScan;
+    if (scanProbeReport(text, s) && lease.reportProbe(s.rif, s.latencyUs)) this.counts.probes++;
   }
 
   private take(lease: Lease, text: string): void {
@@ -78,9 +95,8 @@ export class ResponseLoadReports {
   }
 }
 
-/** Whether a raw header name (Buffer or string) is `endpoint-load-metrics`, in any case. */
-function isReportHeader(name: unknown): boolean {
-  const h = LOAD_REPORT_HEADER;
+/** Whether a raw header name (Buffer or string) is `h` (lower case), in any case. */
+function isHeader(name: unknown, h: string): boolean {
   if (typeof name === 'string') return name.length === h.length && name.toLowerCase() === h;
   if (!Buffer.isBuffer(name) || name.length !== h.length) return false;
   for (let k = 0; k < h.length; k++) {

@@ -13,7 +13,8 @@
  * | row totals    | 16 per row (one line each)           | word k: the leases of kind k row r holds over all slots |
  * | admission rows| 32 per row (two lines each)          | row r's oldest admission waiter per band, and whether its gate counts in the waiters hint (admission-region.ts) |
  * | retry budget  | 32 (two lines)                       | the process's retry budget: its configuration, totals and windowed request / retry counters (retry-region.ts) |
- * | slots         | 48 per slot (three lines, line-aligned)| the slot table below |
+ * | probe pool    | 16 (one line)                        | the process's probe pool: its limits (age, reuses, quantile, sample), the cold in-flight threshold, probe counters (probe-region.ts) |
+ * | slots         | 64 per slot (four lines, line-aligned)| the slot table below |
  * | row cells     | one line of gap, then per row: `capacity × 2 + 12`, rounded up to 16 | row r's leases on slot s, kind k: the record a dead thread's leases are reclaimed from |
  * | spec blob     | `specBytes / 4`                      | the owner's UTF-8 spec text for every live slot, under a seqlock |
  *
@@ -75,6 +76,12 @@
  * | 38   | first verdicts  | verdicts      | owner-written: the health sources whose first result this occupant still awaits (1 check, 2 agent, 4 ORCA); read by `ready()` and a refused `acquireAsync({ intent })`, never by a pick |
  * | 39   | ORCA weight     | backend-load  | the owner's A58 weight (health/orca.ts, its only writer): a multiplier of the spec weight, ppm + 1; 0 = none. Combined with word 24 by runtime/effective-weight.ts's one rule |
  * | 40–47 | latency histogram | latency-histogram | 15 buckets of 16-bit decaying counts of the request latency to headers (bucket k ≤ 128 µs·2^k, the last open), two to a word; word 47's high half: samples since the last decay. Written by every `success` release with a latency, read at hedge time (the HTTP dispatcher's adaptive delay), never by a pick |
+ * | 48   | probe seqlock   | probe-region  | words 49–51: even = stable, odd = a thread is writing them (writers take it by compare-and-swap) |
+ * | 49   | probe in-flight | probe-region  | the requests in flight the backend last reported (a probe's answer or a response's `poise-load` header) |
+ * | 50   | probe latency   | probe-region  | the latency estimate it reported, integer µs (saturated at 2^30 − 1) |
+ * | 51   | probe at        | probe-region  | when: shared-clock ms mod 2^30, 0 = none (a 0 reading is stored as 1) |
+ * | 52   | probe uses      | probe-region  | picks that chose the backend on that answer (reset by the next answer) |
+ * | 53–63 | reserved | —             | 0 |
  */
 import { invalidConfig } from '../core/errors.js';
 import { integerIn } from '../core/validate.js';
@@ -134,6 +141,28 @@ export const ADMISSION_ROW_WORDS = 32;
 // --- retry budget (retry-region.ts) ----------------------------------------------
 /** Words of the retry budget region (two lines). */
 export const RETRY_WORDS = 32;
+
+// --- probe pool (probe-region.ts) --------------------------------------------------
+/** Words of the probe pool's process region (one line). */
+export const PROBE_WORDS = 16;
+/** 1 while a probe pool is configured (the owner's `health.probe`). */
+export const P_ON = 0;
+/** A probe answer older than this, ms, is not used. */
+export const P_MAX_AGE_MS = 1;
+/** An answer chosen on this many times is not used again. */
+export const P_MAX_USES = 2;
+/** The hot-cold quantile, millionths. */
+export const P_QUANTILE_PPM = 3;
+/** Probed members a pick samples. */
+export const P_SAMPLE = 4;
+/** The owner's cold threshold: the quantile of the fresh answers' in-flight counts, + 1 (0 = not known). */
+export const P_COLD_RIF = 5;
+/** Probes sent (the owner's prober). */
+export const P_SENT = 6;
+/** Answers recorded from probes. */
+export const P_ANSWERS = 7;
+/** Reports recorded from ordinary responses' headers. */
+export const P_HEADER_REPORTS = 8;
 
 // --- slots --------------------------------------------------------------------
 export const S_TAG = 0;
@@ -199,8 +228,19 @@ export const S_VERDICTS = 38;
 export const S_ORCA_WEIGHT = 39;
 /** The latency histogram's first word (latency-histogram.ts): words 40–47. */
 export const S_LATENCY_HIST = 40;
-/** Words per slot: 48 × 4 bytes = three 64-byte cache lines. */
-export const SLOT_WORDS = 48;
+/** Words per slot: 64 × 4 bytes = four 64-byte cache lines. */
+export const SLOT_WORDS = 64;
+
+/** Probe seqlock (probe-region): even = words 49–51 stable. */
+export const S_PROBE_SEQ = 48;
+/** The reported requests in flight (probe-region). */
+export const S_PROBE_RIF = 49;
+/** The reported latency estimate, µs (probe-region). */
+export const S_PROBE_LATENCY = 50;
+/** When the report came, wrapped ms; 0 = none (probe-region). */
+export const S_PROBE_AT = 51;
+/** Picks made on that report (probe-region). */
+export const S_PROBE_USES = 52;
 
 /** Words of one row's totals: a whole line, so rows never share one (its 2 words and {@link START_SLACK} fit in it). */
 export const TOTAL_WORDS = 16;
@@ -224,6 +264,8 @@ export class Layout {
   readonly admissionBase: number;
   /** First word of the retry budget region. */
   readonly retryBase: number;
+  /** First word of the probe pool region. */
+  readonly probeBase: number;
   readonly slotBase: number;
   readonly cellsBase: number;
   /** Words of one row's cells (`capacity × KINDS` and {@link START_SLACK}, rounded up to whole lines). */
@@ -240,6 +282,7 @@ export class Layout {
     this.totalsBase = HEADER_WORDS + roundUp(maxThreads, 16);
     this.admissionBase = this.totalsBase + maxThreads * TOTAL_WORDS;
     this.retryBase = this.admissionBase + maxThreads * ADMISSION_ROW_WORDS;
+    this.probeBase = this.retryBase + RETRY_WORDS;
     this.slotBase = slotBase;
     // A line between the last slot (whose ORCA words any thread writes) and the first row's cells.
     this.cellsBase = roundUp(slotBase + capacity * SLOT_WORDS, 16) + 16;
@@ -256,7 +299,12 @@ export class Layout {
    */
   static plan(capacity: number, maxThreads: number, specBytes: number, unaligned: boolean): Layout {
     const slotBase =
-      HEADER_WORDS + roundUp(maxThreads, 16) + maxThreads * (TOTAL_WORDS + ADMISSION_ROW_WORDS) + RETRY_WORDS + (unaligned ? 8 : 0);
+      HEADER_WORDS +
+      roundUp(maxThreads, 16) +
+      maxThreads * (TOTAL_WORDS + ADMISSION_ROW_WORDS) +
+      RETRY_WORDS +
+      PROBE_WORDS +
+      (unaligned ? 8 : 0);
     return new Layout(capacity, maxThreads, slotBase, Math.ceil(specBytes / 4));
   }
 

@@ -39,6 +39,7 @@ import { ApertureRegion } from './aperture-region.js';
 import { H_INITIAL_US, H_TAU_MS, Layout, S_EWMA } from './layout.js';
 import { LeaseKind, Leases, type LeaseKindCode } from './leases.js';
 import { PassiveHealth } from './passive-health.js';
+import { ProbeRegion } from './probe-region.js';
 import { RetryRegion } from './retry-region.js';
 import { SlowStart } from './slow-start.js';
 import { BackendLoad } from './backend-load.js';
@@ -166,6 +167,8 @@ export class LoadTable {
   readonly aperture: ApertureRegion;
   /** @internal Per-slot decaying histograms of the request latency to headers (latency-histogram.ts): the hedge delay's quantile. */
   readonly latencies: LatencyHistogram;
+  /** The probe pool's answers and limits (the `probe` policy). */
+  readonly probes: ProbeRegion;
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
@@ -192,6 +195,7 @@ export class LoadTable {
     this.budget = new ConnectionBudget(i32, this.layout);
     this.aperture = new ApertureRegion(i32);
     this.latencies = new LatencyHistogram(i32, this.layout);
+    this.probes = new ProbeRegion(i32, this.layout);
   }
 
   /** Allocates and initialises a table (owner thread). Throws `PoiseError` `InvalidConfig` naming a bad option. @internal */
@@ -336,6 +340,7 @@ export class LoadTable {
     this.health.reset(slot);
     this.budget.reset(slot);
     this.latencies.reset(slot);
+    this.probes.clear(slot);
   }
 
   /**

@@ -239,6 +239,13 @@ export class Feedback {
     return this.table.reported.report(this.book.candidateOf(i).slot, utilization, qps, eps, this.now());
   }
 
+  /** Records the backend's probe report (in flight, latency µs) read from a response, while `handle` pins its slot. */
+  reportProbe(handle: number, inflight: number, latencyUs: number): boolean {
+    const i = this.book.find(handle);
+    if (i < 0) return false;
+    return this.table.probes.record(this.book.candidateOf(i).slot, inflight, latencyUs, this.now(), false);
+  }
+
   /** Ejects `c`'s backend for a backoff with jitter and publishes it (the health epoch); one warning naming it. */
   private eject(c: SlotCandidate): void {
     const t = this.table;

@@ -28,6 +28,7 @@ export interface LeaseOwner {
   requestDown(handle: number, latencyMs: number | undefined): void;
   reportLoad(handle: number, utilization: number, qps: number, eps: number): boolean;
   latencyQuantileMs(handle: number, q: number, minSamples: number): number;
+  reportProbe(handle: number, inflight: number, latencyUs: number): boolean;
 }
 
 /**
@@ -179,5 +180,18 @@ export class Lease {
    */
   latencyQuantileMs(q: number, minSamples: number): number {
     return this.open ? this.owner.latencyQuantileMs(this.handle, q, minSamples) : -1;
+  }
+
+  /**
+   * Records the backend's report of itself for the `probe` policy (its
+   * requests in flight and latency estimate, µs; the HTTP dispatcher reads
+   * it from a response's `poise-load` header) in the probe region, where
+   * every thread's picks read it, while this lease pins the slot. False when
+   * the lease is released or another thread was recording the same
+   * backend's report at that instant.
+   * @internal
+   */
+  reportProbe(inflight: number, latencyUs: number): boolean {
+    return this.open && this.owner.reportProbe(this.handle, inflight, latencyUs);
   }
 }

@@ -19,6 +19,7 @@
  * | `p2c:requests`      | PowerOfTwo                      | in-flight requests |
  * | `p2c:connectionTime`| PowerOfTwo                      | PeakEWMA connect time × (connections + 1) |
  * | `p2c:latency`       | PowerOfTwo (the default)        | PeakEWMA latency × (requests + 1) |
+ * | `probe`             | Probe (the probe pool's answers; `health.probe`) | the answers' in-flight and latency; PeakEWMA latency × (requests + 1) in its `p2c:latency` fallback |
  * | `rendezvous`        | Rendezvous (needs `key`)        | — |
  * | `maglev`            | Maglev (needs `key`)            | — |
  * | `maglev:bounded`    | Maglev, bounded loads c = 1.25  | connections + requests, total from the rows' totals (PoolTotal) |
@@ -41,6 +42,7 @@ import type { Seed } from '../core/rng.js';
 import { LeastLoaded } from '../policy/least-loaded.js';
 import { Maglev } from '../policy/maglev.js';
 import { PowerOfTwo } from '../policy/power-of-two.js';
+import { Probe } from '../policy/probe.js';
 import { LocalityWeightedRandom, PriorityWeightedRandom } from '../policy/priority/policy.js';
 import { Random } from '../policy/random.js';
 import { Rendezvous } from '../policy/rendezvous.js';
@@ -70,6 +72,7 @@ export type PolicyName =
   | 'p2c:requests'
   | 'p2c:connectionTime'
   | 'p2c:latency'
+  | 'probe'
   | 'rendezvous'
   | 'maglev'
   | 'maglev:bounded'
@@ -90,6 +93,7 @@ export const POLICY_NAMES: readonly PolicyName[] = [
   'p2c:requests',
   'p2c:connectionTime',
   'p2c:latency',
+  'probe',
   'rendezvous',
   'maglev',
   'maglev:bounded',
@@ -155,8 +159,8 @@ export interface PolicyTuning {
 export function policySetup(name: unknown, tuning: PolicyTuning = {}): PolicySetup {
   const { latencyRatio } = tuning;
   if (latencyRatio !== undefined) {
-    if (name !== 'p2c:latency' && POLICY_NAMES.includes(name as PolicyName))
-      invalidConfig('options.latencyRatio', 'applies to p2c:latency only', latencyRatio);
+    if (name !== 'p2c:latency' && name !== 'probe' && POLICY_NAMES.includes(name as PolicyName))
+      invalidConfig('options.latencyRatio', 'applies to p2c:latency and probe only', latencyRatio);
     numberIn(latencyRatio, 'options.latencyRatio', 1, Number.POSITIVE_INFINITY);
   }
   switch (name) {
@@ -180,6 +184,12 @@ export function policySetup(name: unknown, tuning: PolicyTuning = {}): PolicySet
       return layered(Metric.ConnectTime, (seed) => new PowerOfTwo({ seed }));
     case 'p2c:latency':
       return layered(Metric.Latency, (seed) => new PowerOfTwo({ seed, latencyRatio: latencyRatio ?? DEFAULT_LATENCY_RATIO }));
+    case 'probe':
+      // The limits are the owner's (health.probe), read from the table at every pick.
+      return layered(
+        Metric.Probe,
+        (seed, env) => new Probe({ seed, latencyRatio: latencyRatio ?? DEFAULT_LATENCY_RATIO, limits: env.table.probes }),
+      );
     case 'rendezvous':
       return layered(Metric.Outstanding, () => new Rendezvous(), true);
     case 'maglev':

@@ -149,7 +149,7 @@ export function readRouterOptions(opts: RouterOptions): ResolvedRouterOptions {
     publishWaitMs,
     maxLagMs,
     readFallback,
-    timed: metric === Metric.ConnectTime || metric === Metric.Latency,
+    timed: metric === Metric.ConnectTime || metric === Metric.Latency || metric === Metric.Probe,
     defaultKind,
   };
 }

@@ -21,6 +21,7 @@ import { EwmaSeries, type EwmaRegion } from '../load/ewma-region.js';
 import { S_LEASES } from '../load/layout.js';
 import { COUNT_MASK, LeaseKind, type PoolTotal } from '../load/leases.js';
 import type { LoadTable } from '../load/load-table.js';
+import type { ProbeAnswer, ProbedCandidate } from '../policy/probe.js';
 
 /** Load metrics a router can compare. */
 export const Metric = {
@@ -32,8 +33,10 @@ export const Metric = {
   Requests: 2,
   /** PeakEWMA connect time (µs) × (connections + 1) (p2c:connectionTime) */
   ConnectTime: 3,
-  /** PeakEWMA request latency (µs) × (requests + 1) (p2c:latency) */
+  /** PeakEWMA request latency (µs) × (requests + 1) (p2c:latency), and the probe answers (probe) */
   Latency: 4,
+  /** `probe`: the probe pool's answers (load/probe-region.ts), `Latency` when it falls back */
+  Probe: 5,
 } as const;
 /** A metric code. */
 export type MetricCode = (typeof Metric)[keyof typeof Metric];
@@ -227,6 +230,26 @@ class LatencyCandidate extends SlotCandidate {
   }
 }
 
+/**
+ * `probe`: the latency candidate, plus the slot's probe answer
+ * (load/probe-region.ts) and its passive failures word (policy/probe.ts
+ * reads them on the sampled members only).
+ */
+class ProbeCandidate extends LatencyCandidate implements ProbedCandidate {
+  readProbe(out: ProbeAnswer): boolean {
+    return this.env.table.probes.read(this.slot, this.env.now, out);
+  }
+
+  useProbe(): void {
+    this.env.table.probes.use(this.slot);
+  }
+
+  /** Consecutive failures now: a backend failing requests does not attract traffic by answering probes fast. */
+  failing(): boolean {
+    return this.env.table.health.failures(this.slot) !== 0;
+  }
+}
+
 /** A candidate whose `load()` reports `env.metric`. */
 export function slotCandidate(
   env: LoadEnv,
@@ -245,6 +268,8 @@ export function slotCandidate(
       return new ConnectTimeCandidate(env, slot, generation, spec, host, port);
     case Metric.Latency:
       return new LatencyCandidate(env, slot, generation, spec, host, port);
+    case Metric.Probe:
+      return new ProbeCandidate(env, slot, generation, spec, host, port);
     default:
       return new SlotCandidate(env, slot, generation, spec, host, port);
   }

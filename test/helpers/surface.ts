@@ -64,6 +64,7 @@ export const SURFACE: Record<string, string[]> = {
   ],
   'poise-lb/metrics': ['BACKEND_STATES', 'MetricsServer', 'collectMetrics'],
   'poise-lb/grpc': ['poiseServiceConfig', 'registerPoiseCluster'],
+  'poise-lb/probe-server': ['createProbeServer'],
   'poise-lb/http': ['HEDGE_RESULTS', 'HTTP_OUTCOMES', 'HttpCounters', 'LATENCY_BUCKETS_SECONDS', 'PoiseDispatcher', 'RatioRetryBudget'],
   'poise-lb/discovery': [
     'DISCOVERY_ERROR_KINDS',

@@ -8,6 +8,7 @@ import { ReportScan, newLoadReportScan, scanDecimal, scanLoadReport } from '../.
 import { HttpCounters } from '../../src/http/counters.js';
 import { PoiseDispatcher } from '../../src/http/dispatcher.js';
 import { createLogger } from '../../src/log.js';
+import { createProbeServer } from '../../src/probe-server/middleware.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { type HttpBackend, fleet } from '../helpers/http-backends.js';
 import { slotOf } from '../helpers/http-rig.js';
@@ -132,6 +133,34 @@ describe.each(variants)('load reports through PoiseDispatcher with $name', ({ u,
     expect(counters.figures(h3, balancer.table.stats(h3).generation).loadReports).toBe(f.backends[3]!.seen.length);
   }, 60_000);
 
+  it("the probe-server's poise-load header refreshes the backend's probe answer (busy backends report for free)", async () => {
+    const clock = manualClock(3000);
+    const f = await fleet(1);
+    cleanups.push(() => f.close());
+    const probes = createProbeServer({ now: () => clock.now() });
+    f.backends[0]!.respond = (req, res) => probes.handle(req, res, () => res.end('ok'));
+    const balancer = new Balancer({ logger: createLogger({ level: 'silent' }), clock: clock.now });
+    cleanups.push(async () => balancer.close());
+    balancer.update(f.specs());
+    const dispatcher = new PoiseDispatcher({
+      router: balancer.router({ policy: 'probe' }),
+      origin: 'http://api',
+      ...(factory === undefined ? {} : { factory }),
+    });
+    cleanups.push(() => dispatcher.destroy());
+    for (let k = 0; k < 2; k++) {
+      clock.advance(4);
+      const res = await u.request('http://api/x', { dispatcher });
+      await res.body.dump();
+    }
+    expect(dispatcher.loadReports.probes).toBe(2);
+    // The second response said: 1 in flight (itself), latency 0 ms (the clock does not move within a request).
+    const got = { inflight: 0, latencyUs: 0, ageMs: 0, uses: 0 };
+    expect(balancer.ownerTable.probes.read(slotOf(balancer, 'h0'), 3010, got)).toBe(true);
+    expect(got).toMatchObject({ inflight: 1, latencyUs: 0, ageMs: 2 });
+    expect(balancer.ownerTable.probes.counts().headerReports).toBe(2);
+  });
+
   it('a malformed header is ignored and counted; the request succeeds and the last good report stays', async () => {
     const clock = manualClock(1000);
     const f = await fleet(1);
@@ -167,7 +196,7 @@ describe.each(variants)('load reports through PoiseDispatcher with $name', ({ u,
       clock.advance(5);
       expect(await get()).toBe(200);
     }
-    expect(dispatcher.loadReports).toEqual({ read: 1, malformed: 4, busy: 0 });
+    expect(dispatcher.loadReports).toEqual({ read: 1, malformed: 4, busy: 0, probes: 0 });
     const fig = counters.figures(slot, balancer.table.stats(slot).generation);
     expect([fig.loadReports, fig.loadReportsMalformed]).toEqual([1, 4]);
     // The last good report is unchanged.
@@ -210,7 +239,7 @@ describe.each(variants)('load reports through PoiseDispatcher with $name', ({ u,
       } as never);
     });
     expect(status).toBe(200);
-    expect(dispatcher.loadReports).toEqual({ read: 1, malformed: 0, busy: 0 });
+    expect(dispatcher.loadReports).toEqual({ read: 1, malformed: 0, busy: 0, probes: 0 });
     const got = { utilization: 0, qps: 0, eps: 0, at: 0, since: 0 };
     expect(balancer.ownerTable.reported.readReport(slotOf(balancer, 'h0'), 7000, 180_000, got)).toBe(true);
     expect(got).toEqual({ utilization: 0.25, qps: 40, eps: 4, at: 7000, since: 7000 });

@@ -85,6 +85,32 @@ describe('hot path allocation (acquireHandle + releaseHandle, fresh worker threa
     }
   });
 
+  // `probe` above runs without a probe pool (its p2c:latency fallback); here every pick reads answers and runs the hot-cold rule.
+  it(`probe with fresh answers (the sample's quantile, no pool threshold): under ${BOUND} bytes per op in each of 2 fresh threads`, {
+    timeout: 120_000,
+  }, async () => {
+    const b = new Balancer({ logger, capacity: 64 });
+    try {
+      b.update(Array.from({ length: 8 }, (_, i) => ({ id: `b${i}`, address: `127.0.0.1:${20_000 + i}` })));
+      const probes = b.ownerTable.probes;
+      probes.configure({ maxAgeMs: 86_400_000, maxUses: 1_000_000_000, quantile: 0.75, sample: 5 });
+      probes.setColdInflight(-1);
+      const now = (b as unknown as { clock: () => number }).clock() & 0x3fffffff;
+      for (let s = 0; s < 8; s++) probes.record(s, s % 4, 1000 + 100 * s, now, true);
+      const bytes: number[] = [];
+      for (let t = 0; t < 2; t++) bytes.push(await probe(b, 'probe'));
+      expect(bytes.filter((x) => x >= BOUND)).toEqual([]);
+      // The answers were used (the rule ran, not the fallback).
+      const reading = { inflight: 0, latencyUs: 0, ageMs: 0, uses: 0 };
+      let uses = 0;
+      for (let s = 0; s < 8; s++) if (probes.read(s, now, reading)) uses += reading.uses;
+      expect(uses).toBeGreaterThan(100_000);
+      expect(b.table.totalOutstanding()).toBe(0);
+    } finally {
+      b.close();
+    }
+  });
+
   // The aperture is applied at view builds: a slice with fractional boundary weights changes nothing on the pick path.
   for (const policy of ['weighted', 'p2c', 'smooth-weighted'] as const) {
     it(`${policy} inside an aperture slice (rank 1 of 5, width 0.34): under ${BOUND} bytes per op in each of 2 fresh threads`, {
