@@ -34,7 +34,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   outbound: ['core', 'runtime', 'admission', 'log'],
   proxy: ['core', 'runtime', 'admission', 'log', 'outbound'],
   http: ['core', 'runtime', 'outbound'],
-  grpc: ['core', 'load', 'runtime'],
+  grpc: ['core', 'load', 'runtime', 'admission'],
   metrics: ['core', 'policy', 'load', 'health', 'runtime', 'admission', 'membership', 'discovery', 'proxy', 'http'],
   cli: ['core', 'runtime', 'admission', 'health', 'membership', 'discovery', 'outbound', 'proxy', 'metrics', 'log'],
 };

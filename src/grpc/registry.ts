@@ -6,12 +6,23 @@
  * over the one table.
  * @internal
  */
-import { invalidConfig } from '../core/errors.js';
+import { AdmissionGate, type AdmissionGateOptions } from '../admission/admission.js';
+import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { LoadTable } from '../load/load-table.js';
-import type { RouterAttachment } from '../runtime/router.js';
+import { Router, type RouterAttachment } from '../runtime/router.js';
 
 /** What a cluster is registered from: a Balancer (owner thread), or its `attachment()` (any thread). */
 export type ClusterTarget = { attachment(): RouterAttachment } | RouterAttachment;
+
+/** Options of `registerPoiseCluster`. */
+export interface ClusterOptions {
+  /**
+   * Admission bands for the cluster's calls: the options of the
+   * `AdmissionGate` each channel builds over its router (docs/admission.md);
+   * a call's band is the value of the `poise` block's `bandMetadata` key.
+   */
+  admission?: AdmissionGateOptions;
+}
 
 /** A registered cluster. @internal */
 export interface Cluster {
@@ -19,12 +30,14 @@ export interface Cluster {
   readonly attachment: RouterAttachment;
   /** The table read side: the spec blob (addresses) and the epochs (changes). */
   readonly table: LoadTable;
+  /** The admission gate options of each channel's router, if any. */
+  readonly admission: AdmissionGateOptions | undefined;
 }
 
 const clusters = new Map<string, Cluster>();
 
 /** Registers `name` in this thread (replacing an earlier registration of it). @internal */
-export function putCluster(name: unknown, target: ClusterTarget): Cluster {
+export function putCluster(name: unknown, target: ClusterTarget, options?: ClusterOptions): Cluster {
   if (typeof name !== 'string' || !/^[A-Za-z0-9._~-]+$/.test(name))
     invalidConfig('registerPoiseCluster(name)', 'must be a non-empty name of letters, digits, ".", "_", "~" or "-"', name);
   if (typeof target !== 'object' || target === null)
@@ -35,7 +48,8 @@ export function putCluster(name: unknown, target: ClusterTarget): Cluster {
       : (target as RouterAttachment);
   if (!(attachment.buffer instanceof SharedArrayBuffer))
     invalidConfig('registerPoiseCluster(target)', 'must be a Balancer or its attachment() (a SharedArrayBuffer table)', attachment.buffer);
-  const cluster: Cluster = { name, attachment, table: LoadTable.attach(attachment.buffer) };
+  const admission = checkAdmission(attachment, options);
+  const cluster: Cluster = { name, attachment, table: LoadTable.attach(attachment.buffer), admission };
   clusters.set(name, cluster);
   return cluster;
 }
@@ -48,4 +62,19 @@ export function dropCluster(name: string): boolean {
 /** The cluster registered under `name` in this thread. @internal */
 export function findCluster(name: string): Cluster | undefined {
   return clusters.get(name);
+}
+
+/** Validates the admission options now (a gate built on a router of its own, closed at once): `InvalidConfig` naming the field. */
+function checkAdmission(attachment: RouterAttachment, options: ClusterOptions | undefined): AdmissionGateOptions | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== 'object' || options === null) invalidConfig('registerPoiseCluster(options)', 'must be an object', options);
+  checkOptionKeys(options, ['admission'], 'registerPoiseCluster(options)');
+  if (options.admission === undefined) return undefined;
+  const router = Router.attach(attachment);
+  try {
+    new AdmissionGate(router, options.admission).close();
+  } finally {
+    router.close();
+  }
+  return options.admission;
 }
