@@ -24,7 +24,7 @@
  * @internal
  */
 import type { Metadata } from '@grpc/grpc-js';
-import type { AdmissionGate } from '../admission/admission.js';
+import type { AdmissionGate, AdmissionStats } from '../admission/admission.js';
 import type { AcquireOptions } from '../runtime/acquire-options.js';
 import type { Lease } from '../runtime/lease.js';
 
@@ -92,6 +92,11 @@ export class CallAdmission {
     if (now !== undefined) return now;
     this.wait(key, band, opts, timeoutMs);
     return undefined;
+  }
+
+  /** The gate's figures (waiters, admitted, rejected by reason). */
+  stats(): AdmissionStats {
+    return this.gate.admissionStats();
   }
 
   /** Gives back every granted lease nobody claimed (the balancer is destroyed). */

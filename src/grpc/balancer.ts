@@ -31,13 +31,13 @@ import type { Lease, ReleaseOptions } from '../runtime/lease.js';
 import { RatioRetryBudget, type RetryBudget } from '../runtime/retry-budget.js';
 import { type AcquireOptions, Router } from '../runtime/router.js';
 import { decodeBlob } from '../runtime/spec-blob.js';
-import { AdmissionGate } from '../admission/admission.js';
+import { AdmissionGate, type AdmissionStats } from '../admission/admission.js';
 import { CallAdmission } from './admission.js';
 import { type CallOwner, PoiseCall } from './call.js';
 import type { ResolvedLbConfig } from './config.js';
 import { PoiseLoadBalancingConfig } from './lb-config.js';
 import { decodeOrcaReport, newOrcaFigures, OrcaDecode } from './orca.js';
-import { type Cluster, findCluster } from './registry.js';
+import { type ChannelCounts, type ChannelView, type Cluster, findCluster } from './registry.js';
 import { CLUSTER_ATTRIBUTE, POISE } from './resolver.js';
 
 const { ConnectivityState } = { ConnectivityState: grpc.connectivityState };
@@ -60,21 +60,6 @@ interface Leaf {
   picker: experimental.Picker;
   /** The backend ids (of the view in force) at this address. */
   ids: string[];
-}
-
-/** Counts of one channel's balancer (its thread). @internal */
-export interface ChannelCounts {
-  /** Calls picked. */
-  picks: number;
-  /** Picks grpc-js abandoned before the call started (lease given back). */
-  abandoned: number;
-  /** ORCA trailers recorded, ignored as malformed, or not recorded because another thread was recording. */
-  reports: number;
-  malformedReports: number;
-  /** Retries of grpc-js's retry policy the retry budget let through. */
-  retries: number;
-  /** Retries refused by the retry budget (dropped with UNAVAILABLE). */
-  retriesRefused: number;
 }
 
 /** The picker of a channel in READY or CONNECTING: it reads the balancer's live state. */
@@ -112,7 +97,7 @@ function addressKey(host: string, port: number): string {
 }
 
 /** The `poise` balancer of one channel (see the file comment). @internal */
-export class PoiseLoadBalancer implements experimental.LoadBalancer, CallOwner {
+export class PoiseLoadBalancer implements experimental.LoadBalancer, CallOwner, ChannelView {
   readonly counts: ChannelCounts = { picks: 0, abandoned: 0, reports: 0, malformedReports: 0, retries: 0, retriesRefused: 0 };
   /** The clock of latency samples and grace periods, ms. */
   readonly now = (): number => performance.now();
@@ -191,6 +176,8 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer, CallOwner {
     ) {
       this.admission?.close();
       this.router?.close();
+      this.cluster?.channels.delete(this);
+      cluster.channels.add(this);
       this.router = Router.attach(cluster.attachment, {
         policy: config.policy,
         ...(config.latencyRatio === undefined ? {} : { latencyRatio: config.latencyRatio }),
@@ -263,6 +250,11 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer, CallOwner {
     this.pending = [];
     this.admission?.close();
     this.router?.close();
+    this.cluster?.channels.delete(this);
+  }
+
+  admissionStats(): AdmissionStats | undefined {
+    return this.admission?.stats();
   }
 
   /** A leaf's subchannel moved: its ids enter or leave the exclusion set, and the channel's state follows. */
@@ -440,13 +432,14 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer, CallOwner {
   /**
    * The admission gate refused the call: RESOURCE_EXHAUSTED for a full
    * queue, a wait past its timeout or a closed gate (as `acquireAsync`
-   * rejects an HTTP request), INVALID_ARGUMENT for a band the gate has not;
+   * rejects an HTTP request), INTERNAL for a band the gate has not (grpc-js
+   * turns INVALID_ARGUMENT from a balancer into INTERNAL anyway: gRFC A54);
    * dropped, so grpc-js's retry policy does not retry it. A refusal of the
    * acquire itself is the router's (above).
    */
   private admissionRefused(err: unknown): experimental.PickResult {
     if (!(err instanceof PoiseError) || err.code === 'NoEligibleCandidates' || err.code === 'Empty') return this.refused(err);
-    const code = err.code === 'InvalidConfig' ? grpc.status.INVALID_ARGUMENT : grpc.status.RESOURCE_EXHAUSTED;
+    const code = err.code === 'InvalidConfig' ? grpc.status.INTERNAL : grpc.status.RESOURCE_EXHAUSTED;
     const where = err.code === 'InvalidConfig' ? ` (metadata ${this.config?.bandMetadata ?? ''})` : '';
     return statusResult(PickResultType.DROP, code, `poise: ${err.message}${where}`);
   }

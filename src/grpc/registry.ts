@@ -6,7 +6,7 @@
  * over the one table.
  * @internal
  */
-import { AdmissionGate, type AdmissionGateOptions } from '../admission/admission.js';
+import { AdmissionGate, type AdmissionGateOptions, type AdmissionStats } from '../admission/admission.js';
 import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { LoadTable } from '../load/load-table.js';
 import { Router, type RouterAttachment } from '../runtime/router.js';
@@ -32,6 +32,30 @@ export interface Cluster {
   readonly table: LoadTable;
   /** The admission gate options of each channel's router, if any. */
   readonly admission: AdmissionGateOptions | undefined;
+  /** The channels of this thread balancing over the cluster now (their balancers; tests and metrics read them). */
+  readonly channels: Set<ChannelView>;
+}
+
+/** Counts of one channel's balancer (its thread). @internal */
+export interface ChannelCounts {
+  /** Calls picked. */
+  picks: number;
+  /** Picks grpc-js abandoned before the call started (lease given back). */
+  abandoned: number;
+  /** ORCA trailers recorded, ignored as malformed, or not recorded because another thread was recording. */
+  reports: number;
+  malformedReports: number;
+  /** Retries of grpc-js's retry policy the retry budget let through. */
+  retries: number;
+  /** Retries refused by the retry budget (dropped with UNAVAILABLE). */
+  retriesRefused: number;
+}
+
+/** What a channel's balancer shows of itself. @internal */
+export interface ChannelView {
+  readonly counts: ChannelCounts;
+  /** Its admission gate's figures, when the cluster has admission bands. */
+  admissionStats(): AdmissionStats | undefined;
 }
 
 const clusters = new Map<string, Cluster>();
@@ -49,7 +73,7 @@ export function putCluster(name: unknown, target: ClusterTarget, options?: Clust
   if (!(attachment.buffer instanceof SharedArrayBuffer))
     invalidConfig('registerPoiseCluster(target)', 'must be a Balancer or its attachment() (a SharedArrayBuffer table)', attachment.buffer);
   const admission = checkAdmission(attachment, options);
-  const cluster: Cluster = { name, attachment, table: LoadTable.attach(attachment.buffer), admission };
+  const cluster: Cluster = { name, attachment, table: LoadTable.attach(attachment.buffer), admission, channels: new Set() };
   clusters.set(name, cluster);
   return cluster;
 }
