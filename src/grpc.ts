@@ -8,3 +8,4 @@
 export { registerPoiseCluster, poiseServiceConfig } from './grpc/register.js';
 export type { PoiseLbConfig, CallOutcome } from './grpc/config.js';
 export type { ClusterOptions, ClusterTarget } from './grpc/registry.js';
+export { GrpcCounters, GRPC_STATUS_CLASSES, type GrpcBackendFigures } from './grpc/counters.js';

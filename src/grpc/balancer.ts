@@ -33,10 +33,10 @@ import { type AcquireOptions, Router } from '../runtime/router.js';
 import { decodeBlob } from '../runtime/spec-blob.js';
 import { AdmissionGate, type AdmissionStats } from '../admission/admission.js';
 import { CallAdmission } from './admission.js';
-import { type CallOwner, PoiseCall } from './call.js';
+import { type CallOwner, PoiseCall, readOrcaTrailer } from './call.js';
 import type { ResolvedLbConfig } from './config.js';
 import { PoiseLoadBalancingConfig } from './lb-config.js';
-import { decodeOrcaReport, newOrcaFigures, OrcaDecode } from './orca.js';
+import { newOrcaFigures } from './orca.js';
 import { type ChannelCounts, type ChannelView, type Cluster, findCluster } from './registry.js';
 import { CLUSTER_ATTRIBUTE, POISE } from './resolver.js';
 
@@ -45,8 +45,6 @@ type State = grpc.connectivityState;
 const READY = ConnectivityState.READY;
 const PickResultType = grpc.experimental.PickResultType;
 
-/** The trailer a backend reports its load in (ORCA, binary). */
-export const ORCA_TRAILER = 'endpoint-load-metrics-bin';
 /** The metadata grpc-js's retry policy adds to a retry. */
 const PREVIOUS_ATTEMPTS = 'grpc-previous-rpc-attempts';
 /** Draws of one pick whose backend turned out not to be usable in this channel (then it queues). */
@@ -323,6 +321,11 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer, CallOwner, 
 
   private readonly graceMs = (): number => this.config?.startGraceMs ?? 1000;
 
+  /** grpc-js started a call (PoiseCall's onCallStarted). @internal */
+  started(call: PoiseCall): void {
+    this.cluster?.counters?.started(call.lease.slot, call.lease.generation);
+  }
+
   /** A picked call never started (PoiseCall.abandon). @internal */
   abandoned(): void {
     this.counts.abandoned++;
@@ -404,11 +407,13 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer, CallOwner, 
     const budget = this.budget!;
     if (args.metadata.get(PREVIOUS_ATTEMPTS).length > 0) {
       if (!budget.tryRetry()) {
+        this.cluster?.counters?.retry(lease.slot, lease.generation, true);
         lease.release('cancelled');
         this.counts.retriesRefused++;
         return statusResult(PickResultType.DROP, grpc.status.UNAVAILABLE, 'poise: the retry budget is spent');
       }
       this.counts.retries++;
+      this.cluster?.counters?.retry(lease.slot, lease.generation, false);
     } else budget.onRequest();
     const call = new PoiseCall(this, lease, r.subchannel);
     this.counts.picks++;
@@ -473,17 +478,11 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer, CallOwner, 
     const config = this.config!;
     const lease = call.lease;
     const outcome = config.outcomes[code] ?? 'success';
-    if (outcome !== 'cancelled') {
-      const values = trailers.get(ORCA_TRAILER);
-      const v = values.length > 0 ? values[values.length - 1] : undefined;
-      if (v instanceof Uint8Array && v.length > 0) {
-        const f = this.orca;
-        if (decodeOrcaReport(v, f) === OrcaDecode.Ok) {
-          lease.reportLoad(f.utilization, f.qps, f.eps);
-          this.counts.reports++;
-        } else this.counts.malformedReports++;
-      }
-    }
+    // A cancelled call's trailers are the client's own: no report.
+    const report = outcome === 'cancelled' ? 0 : readOrcaTrailer(trailers, lease, this.orca);
+    if (report === 1) this.counts.reports++;
+    else if (report === 2) this.counts.malformedReports++;
+    this.cluster?.counters?.ended(lease.slot, lease.generation, code, report);
     const latencyMs = call.latencyMs();
     if (outcome === 'success' && latencyMs >= 0 && latencyMs <= config.maxLatencySampleMs) {
       this.releaseOpts.latencyMs = latencyMs;

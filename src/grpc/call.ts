@@ -18,9 +18,27 @@
 import type { experimental, Metadata } from '@grpc/grpc-js';
 import * as grpc from '@grpc/grpc-js';
 import type { Lease } from '../runtime/lease.js';
+import { decodeOrcaReport, OrcaDecode, type OrcaFigures } from './orca.js';
 
 const PickResultType = grpc.experimental.PickResultType;
 type Sub = experimental.SubchannelInterface;
+
+/** The trailer a backend reports its load in (ORCA, binary). */
+export const ORCA_TRAILER = 'endpoint-load-metrics-bin';
+
+/**
+ * Reads a call's ORCA trailer (its last value) into the lease's backend-load
+ * words: 0 when there is none, 1 when recorded, 2 when malformed (ignored).
+ * `f` is the reader's reused figures object.
+ */
+export function readOrcaTrailer(trailers: Metadata, lease: Lease, f: OrcaFigures): 0 | 1 | 2 {
+  const values = trailers.get(ORCA_TRAILER);
+  const v = values.length > 0 ? values[values.length - 1] : undefined;
+  if (!(v instanceof Uint8Array) || v.length === 0) return 0;
+  if (decodeOrcaReport(v, f) !== OrcaDecode.Ok) return 2;
+  lease.reportLoad(f.utilization, f.qps, f.eps);
+  return 1;
+}
 
 /** What grpc-js's subchannel stream calls back (its `SubchannelCallInterceptingListener`). */
 interface StreamListener {
@@ -36,6 +54,8 @@ interface RealSubchannel {
 
 /** What a call reports to its balancer. @internal */
 export interface CallOwner {
+  /** grpc-js started the call (its `onCallStarted`). */
+  started(call: PoiseCall): void;
   /** The call's status arrived (grpc-js's `onCallEnded`). */
   ended(call: PoiseCall, code: number, trailers: Metadata): void;
   /** The call was picked but never started: its lease was given back. */
@@ -69,7 +89,9 @@ export class PoiseCall implements StreamListener, Sub {
       subchannel: this,
       status: null,
       onCallStarted: () => {
-        if (!this.done) this.startedAt = this.owner.now();
+        if (this.done) return;
+        this.startedAt = this.owner.now();
+        owner.started(this);
       },
       onCallEnded: (code, _details, trailers) => owner.ended(this, code, trailers),
     };

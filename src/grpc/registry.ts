@@ -10,6 +10,7 @@ import { AdmissionGate, type AdmissionGateOptions, type AdmissionStats } from '.
 import { checkOptionKeys, invalidConfig } from '../core/errors.js';
 import { LoadTable } from '../load/load-table.js';
 import { Router, type RouterAttachment } from '../runtime/router.js';
+import { GrpcCounters } from './counters.js';
 
 /** What a cluster is registered from: a Balancer (owner thread), or its `attachment()` (any thread). */
 export type ClusterTarget = { attachment(): RouterAttachment } | RouterAttachment;
@@ -22,6 +23,8 @@ export interface ClusterOptions {
    * a call's band is the value of the `poise` block's `bandMetadata` key.
    */
   admission?: AdmissionGateOptions;
+  /** Shared per-backend call counters (`GrpcCounters.create`) for `/metrics` (`collectMetrics({ grpc })`). */
+  counters?: GrpcCounters;
 }
 
 /** A registered cluster. @internal */
@@ -32,6 +35,8 @@ export interface Cluster {
   readonly table: LoadTable;
   /** The admission gate options of each channel's router, if any. */
   readonly admission: AdmissionGateOptions | undefined;
+  /** The shared call counters, if any. */
+  readonly counters: GrpcCounters | undefined;
   /** The channels of this thread balancing over the cluster now (their balancers; tests and metrics read them). */
   readonly channels: Set<ChannelView>;
 }
@@ -72,8 +77,17 @@ export function putCluster(name: unknown, target: ClusterTarget, options?: Clust
       : (target as RouterAttachment);
   if (!(attachment.buffer instanceof SharedArrayBuffer))
     invalidConfig('registerPoiseCluster(target)', 'must be a Balancer or its attachment() (a SharedArrayBuffer table)', attachment.buffer);
-  const admission = checkAdmission(attachment, options);
-  const cluster: Cluster = { name, attachment, table: LoadTable.attach(attachment.buffer), admission, channels: new Set() };
+  if (options !== undefined && (typeof options !== 'object' || options === null))
+    invalidConfig('registerPoiseCluster(options)', 'must be an object', options);
+  if (options !== undefined) checkOptionKeys(options, ['admission', 'counters'], 'registerPoiseCluster(options)');
+  const admission = checkAdmission(attachment, options?.admission);
+  const counters = options?.counters;
+  if (counters !== undefined && !(counters instanceof GrpcCounters))
+    invalidConfig('registerPoiseCluster(options).counters', 'must be a GrpcCounters (GrpcCounters.create or .attach)', counters);
+  const table = LoadTable.attach(attachment.buffer);
+  if (counters !== undefined && counters.capacity < table.capacity)
+    invalidConfig('registerPoiseCluster(options).counters', `has ${counters.capacity} rows, fewer than the table's ${table.capacity} slots`);
+  const cluster: Cluster = { name, attachment, table, admission, counters, channels: new Set() };
   clusters.set(name, cluster);
   return cluster;
 }
@@ -89,16 +103,13 @@ export function findCluster(name: string): Cluster | undefined {
 }
 
 /** Validates the admission options now (a gate built on a router of its own, closed at once): `InvalidConfig` naming the field. */
-function checkAdmission(attachment: RouterAttachment, options: ClusterOptions | undefined): AdmissionGateOptions | undefined {
-  if (options === undefined) return undefined;
-  if (typeof options !== 'object' || options === null) invalidConfig('registerPoiseCluster(options)', 'must be an object', options);
-  checkOptionKeys(options, ['admission'], 'registerPoiseCluster(options)');
-  if (options.admission === undefined) return undefined;
+function checkAdmission(attachment: RouterAttachment, admission: AdmissionGateOptions | undefined): AdmissionGateOptions | undefined {
+  if (admission === undefined) return undefined;
   const router = Router.attach(attachment);
   try {
-    new AdmissionGate(router, options.admission).close();
+    new AdmissionGate(router, admission).close();
   } finally {
     router.close();
   }
-  return options.admission;
+  return admission;
 }

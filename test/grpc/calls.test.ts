@@ -7,6 +7,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
+import { GrpcCounters } from '../../src/grpc.js';
 import { findCluster } from '../../src/grpc/registry.js';
 import { closedLoop, grpcRig, leases } from '../helpers/grpc-rig.js';
 import { echo } from '../helpers/grpc-servers.js';
@@ -177,4 +178,27 @@ describe("poise-lb/grpc: grpc-js's own retry policy", () => {
     expect(channelOf(name).counts.retries).toBe(0);
     await until(() => leases(balancer) === 0, 'every lease back');
   }, 30_000);
+});
+
+describe('poise-lb/grpc: per-backend counters (GrpcCounters, /metrics)', () => {
+  it('counts calls started and ended by status class per backend, and ORCA trailers', async () => {
+    const counters = GrpcCounters.create({ capacity: 1024 }) // the Balancer's default table capacity;
+    const { servers, client, balancer } = await grpcRig([0, 0], cleanup, { config: { policy: 'round-robin' }, cluster: { counters } });
+    await closedLoop(client, 10, 1);
+    servers[0]!.failWith = grpc.status.UNAVAILABLE;
+    servers[1]!.failWith = grpc.status.NOT_FOUND;
+    servers[1]!.orca = Buffer.from([0xff]); // malformed
+    for (let i = 0; i < 4; i++) await echo(client).catch(() => undefined);
+    await until(() => leases(balancer) === 0, 'every lease back');
+    const f = (id: string) => counters.figures(slotOf(balancer, id), balancer.table.stats(slotOf(balancer, id)).generation);
+    const [a, b] = [f('s0'), f('s1')];
+    expect(a.started + b.started).toBe(14);
+    // ok, cancelled, deadline_exceeded, resource_exhausted, unavailable, error
+    expect(a.ended[0]! + b.ended[0]!).toBe(10);
+    expect(a.ended[4]).toBe(a.started - a.ended[0]!);
+    expect(b.ended[5]).toBe(b.started - b.ended[0]!);
+    expect(a.ended[4]! + b.ended[5]!).toBe(4);
+    expect(b.loadReportsMalformed).toBe(b.ended[5]);
+    expect(a.loadReports + a.loadReportsMalformed).toBe(0);
+  });
 });
