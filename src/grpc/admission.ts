@@ -110,19 +110,17 @@ export class CallAdmission {
     this.tickets.set(key, t);
     this.counts.waited++;
     const acquire = { kind: opts.kind, key: opts.key, priority: opts.priority, exclude: opts.exclude };
-    this.gate
-      .acquireAsync({ ...acquire, ...(band === undefined ? {} : { band }), ...(timeoutMs === undefined ? {} : { timeoutMs }) })
-      .then(
-        (lease) => {
-          t.lease = lease;
-          this.settle(t);
-        },
-        (err: unknown) => {
-          t.error = err;
-          this.counts.refused++;
-          this.settle(t);
-        },
-      );
+    this.gate.acquireAsync({ ...acquire, ...(band === undefined ? {} : { band }), ...(timeoutMs === undefined ? {} : { timeoutMs }) }).then(
+      (lease) => {
+        t.lease = lease;
+        this.settle(t);
+      },
+      (err: unknown) => {
+        t.error = err;
+        this.counts.refused++;
+        this.settle(t);
+      },
+    );
   }
 
   private settle(t: Ticket): void {

@@ -86,7 +86,10 @@ export function putCluster(name: unknown, target: ClusterTarget, options?: Clust
     invalidConfig('registerPoiseCluster(options).counters', 'must be a GrpcCounters (GrpcCounters.create or .attach)', counters);
   const table = LoadTable.attach(attachment.buffer);
   if (counters !== undefined && counters.capacity < table.capacity)
-    invalidConfig('registerPoiseCluster(options).counters', `has ${counters.capacity} rows, fewer than the table's ${table.capacity} slots`);
+    invalidConfig(
+      'registerPoiseCluster(options).counters',
+      `has ${counters.capacity} rows, fewer than the table's ${table.capacity} slots`,
+    );
   const cluster: Cluster = { name, attachment, table, admission, counters, channels: new Set() };
   clusters.set(name, cluster);
   return cluster;

@@ -122,7 +122,11 @@ describe('poise-lb/grpc: admission bands from metadata', () => {
     stream.on('error', () => {});
     stream.cancel();
     await until(() => leases(balancer) === 0, 'every lease back');
-    expect(channelOf(name).admissionStats()!.bands.find((b) => b.band === 1)!.rejected.QueueTimeout).toBe(1);
+    expect(
+      channelOf(name)
+        .admissionStats()!
+        .bands.find((b) => b.band === 1)!.rejected.QueueTimeout,
+    ).toBe(1);
   });
 });
 
@@ -182,7 +186,7 @@ describe("poise-lb/grpc: grpc-js's own retry policy", () => {
 
 describe('poise-lb/grpc: per-backend counters (GrpcCounters, /metrics)', () => {
   it('counts calls started and ended by status class per backend, and ORCA trailers', async () => {
-    const counters = GrpcCounters.create({ capacity: 1024 }) // the Balancer's default table capacity;
+    const counters = GrpcCounters.create({ capacity: 1024 }); // the Balancer's default table capacity
     const { servers, client, balancer } = await grpcRig([0, 0], cleanup, { config: { policy: 'round-robin' }, cluster: { counters } });
     await closedLoop(client, 10, 1);
     servers[0]!.failWith = grpc.status.UNAVAILABLE;

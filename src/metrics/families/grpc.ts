@@ -14,7 +14,13 @@ import { BACKEND_LABELS as BL, type BackendRow } from '../snapshot.js';
 export type GrpcView = ReadonlyMap<BackendRow, GrpcBackendFigures>;
 
 /** A counter with one series per backend and one per value of `label`, its values `values(figures)`. */
-function byLabel(name: string, help: string, label: string, names: readonly string[], values: (f: GrpcBackendFigures) => readonly number[]): Family<GrpcView> {
+function byLabel(
+  name: string,
+  help: string,
+  label: string,
+  names: readonly string[],
+  values: (f: GrpcBackendFigures) => readonly number[],
+): Family<GrpcView> {
   return {
     name,
     help,
