@@ -37,6 +37,7 @@ import { type CallOwner, PoiseCall, readOrcaTrailer } from './call.js';
 import type { ResolvedLbConfig } from './config.js';
 import { PoiseLoadBalancingConfig } from './lb-config.js';
 import { newOrcaFigures } from './orca.js';
+import { firstString, QUEUE, QUEUE_PICKER, statusResult } from './picks.js';
 import { type ChannelCounts, type ChannelView, type Cluster, findCluster } from './registry.js';
 import { CLUSTER_ATTRIBUTE, POISE } from './resolver.js';
 
@@ -69,24 +70,6 @@ class PoisePicker implements experimental.Picker {
   pick(args: experimental.PickArgs): experimental.PickResult {
     return this.lb.pick(args);
   }
-}
-
-const QUEUE: experimental.PickResult = Object.freeze({
-  pickResultType: PickResultType.QUEUE,
-  subchannel: null,
-  status: null,
-  onCallStarted: null,
-  onCallEnded: null,
-});
-
-function statusResult(type: number, code: grpc.status, details: string): experimental.PickResult {
-  return {
-    pickResultType: type,
-    subchannel: null,
-    status: { code, details, metadata: new grpc.Metadata() },
-    onCallStarted: null,
-    onCallEnded: null,
-  };
 }
 
 /** An address's key: host and port, as the resolver and the specs spell them. */
@@ -489,12 +472,4 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer, CallOwner, 
       lease.release('success', this.releaseOpts);
     } else lease.release(outcome);
   }
-}
-
-const QUEUE_PICKER: experimental.Picker = { pick: () => QUEUE };
-
-/** The first value of metadata key `key` as a string (a Buffer value is not a key). */
-function firstString(md: Metadata, key: string): string | undefined {
-  const v = md.get(key);
-  return v.length > 0 && typeof v[0] === 'string' ? v[0] : undefined;
 }
