@@ -339,7 +339,8 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer, CallOwner, 
     } else opts.priority = undefined;
     opts.exclude = this.exclude.size === 0 ? undefined : this.exclude;
     let admitted: Lease | undefined;
-    if (this.admission !== undefined) {
+    // The first attempt goes through the gate; a retry of grpc-js's retry policy does not (as HTTP's retries).
+    if (this.admission !== undefined && md.get(PREVIOUS_ATTEMPTS).length === 0) {
       const key = config.bandMetadata;
       const band = key === undefined ? undefined : firstString(md, key);
       try {

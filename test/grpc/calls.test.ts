@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GrpcCounters } from '../../src/grpc.js';
 import { findCluster } from '../../src/grpc/registry.js';
-import { closedLoop, grpcRig, leases } from '../helpers/grpc-rig.js';
+import { closedLoop, grpcRig, type GrpcRigOptions, leases } from '../helpers/grpc-rig.js';
 import { echo } from '../helpers/grpc-servers.js';
 import { slotOf } from '../helpers/http-rig.js';
 import { until } from '../helpers/until.js';
@@ -145,9 +145,13 @@ const RETRY = [
 ];
 
 describe("poise-lb/grpc: grpc-js's own retry policy", () => {
-  /** Two servers, then s0 holds its answers; round robin sends two of four calls to it; then it dies. */
-  async function killedUnderCalls(retryBudget: { ratio: number; minRetriesPerSecond: number }) {
-    const rig = await grpcRig([0, 0], cleanup, { config: { policy: 'round-robin', retryBudget }, methodConfig: RETRY });
+  /** Two servers, then s0 holds its answers; round robin sends two of four calls to it; then it dies (`onKill` just before). */
+  async function killedUnderCalls(
+    retryBudget: { ratio: number; minRetriesPerSecond: number },
+    extra: Pick<GrpcRigOptions, 'cluster'> = {},
+    onKill = (): void => {},
+  ) {
+    const rig = await grpcRig([0, 0], cleanup, { config: { policy: 'round-robin', retryBudget }, methodConfig: RETRY, ...extra });
     await until(async () => {
       await closedLoop(rig.client, 4, 1);
       return rig.servers.every((s) => s.calls > 0);
@@ -157,6 +161,7 @@ describe("poise-lb/grpc: grpc-js's own retry policy", () => {
     victim.received = 0;
     const calls = Array.from({ length: 4 }, () => echo(rig.client).catch((e: grpc.ServiceError) => e));
     await until(() => victim.received === 2, 'two calls wait on s0');
+    onKill();
     victim.kill();
     return { ...rig, results: await Promise.all(calls) };
   }
@@ -167,6 +172,21 @@ describe("poise-lb/grpc: grpc-js's own retry policy", () => {
     const counts = channelOf(name).counts;
     expect(counts.retries).toBeGreaterThanOrEqual(2);
     expect(counts.retriesRefused).toBe(0);
+    await until(() => leases(balancer) === 0, 'every lease back');
+  }, 30_000);
+
+  it('a retry is not admitted again: with the admission gate full (and no queue), the retries still go out', async () => {
+    let saturation = 0;
+    const { results, balancer, client } = await killedUnderCalls(
+      { ratio: 1, minRetriesPerSecond: 10 },
+      { cluster: { admission: { bands: [10], ceilings: [1], saturation: () => saturation, maxQueue: 0 } } },
+      () => {
+        saturation = 1; // full: a first attempt now would be refused (QueueFull)
+      },
+    );
+    expect(results).toEqual(['s1', 's1', 's1', 's1']);
+    // A new call (a first attempt) is refused by the full gate.
+    expect(await echo(client).catch((e: grpc.ServiceError) => e.code)).toBe(grpc.status.RESOURCE_EXHAUSTED);
     await until(() => leases(balancer) === 0, 'every lease back');
   }, 30_000);
 
