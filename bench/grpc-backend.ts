@@ -2,9 +2,15 @@
  * bench/grpc's backends, in a process of their own (so the client's CPU per
  * call is the client's): 4 grpc-js servers on loopback with a unary Echo of
  * raw bytes, answering after their delay, each with an ORCA
- * `endpoint-load-metrics-bin` trailer (rps_fractional over the last second,
- * application_utilization = calls in flight × delay / 1 s) that
- * weighted_round_robin and poise read. Sends `{ ports }` to its parent.
+ * `endpoint-load-metrics-bin` trailer that weighted_round_robin and poise
+ * read: rps_fractional = calls answered in the last whole second, and
+ * application_utilization = that rate × the delay (Little's law: the mean
+ * number of calls in service, as a server with one worker per unit of
+ * utilization would report it). So weighted_round_robin's weight, qps /
+ * utilization, is 1 / delay: 1000 for a 1 ms server, 100 for the 10 ms one —
+ * a sane 10:1, whatever the rate. Before its first whole second a server
+ * reports nothing (grpc-js then uses the mean weight). Sends `{ ports }` to
+ * its parent.
  *
  *   node dist/bench/grpc-backend.js 1,1,1,10     (delays in ms)
  */
@@ -35,7 +41,6 @@ function orca(util: number, qps: number): Buffer {
 async function start(index: number, delayMs: number): Promise<number> {
   const server = new grpc.Server();
   const reply = Buffer.from(String(index));
-  let inflight = 0;
   let window = 0;
   let lastRate = 0;
   setInterval(() => {
@@ -44,11 +49,9 @@ async function start(index: number, delayMs: number): Promise<number> {
   }, 1000).unref();
   server.addService(BENCH_SERVICE, {
     echo: (_call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
-      inflight++;
       setTimeout(() => {
         const trailer = new grpc.Metadata();
-        trailer.set('endpoint-load-metrics-bin', orca((inflight * delayMs) / 1000, Math.max(lastRate, 1)));
-        inflight--;
+        if (lastRate > 0) trailer.set('endpoint-load-metrics-bin', orca((lastRate * delayMs) / 1000, lastRate));
         window++;
         cb(null, reply, trailer);
       }, delayMs);

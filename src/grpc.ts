@@ -7,4 +7,5 @@
  */
 export { registerPoiseCluster, poiseServiceConfig } from './grpc/register.js';
 export type { PoiseLbConfig, CallOutcome } from './grpc/config.js';
-export type { ClusterTarget } from './grpc/registry.js';
+export type { ClusterOptions, ClusterTarget } from './grpc/registry.js';
+export { GrpcCounters, GRPC_STATUS_CLASSES, type GrpcBackendFigures } from './grpc/counters.js';

@@ -382,16 +382,11 @@ export class AdmissionGate implements AdmissionHook {
     if (this.closed)
       return Promise.reject(this.reject(band, 'Closed', new PoiseError('Closed', 'acquireAsync: the admission gate is closed')));
     if (signal?.aborted) return Promise.reject(this.reject(band, 'Cancelled', cancelled(signal)));
-    if (!this.waitingFrom(band) && this.queue.nobodyWaitsFor(band.index) && this.admissible(band)) {
-      try {
-        const lease = this.router.acquire(acquireOpts);
-        band.admitted++;
-        return Promise.resolve(lease);
-      } catch (err) {
-        // Admitted on a figure another thread made stale (it took the last
-        // unit first): wait for capacity like everyone else.
-        if (!this.lostRace(err, acquireOpts)) return Promise.reject(this.reject(band, reasonOf(err), err));
-      }
+    try {
+      const lease = this.atOnce(band, acquireOpts);
+      if (lease !== undefined) return Promise.resolve(lease);
+    } catch (err) {
+      return Promise.reject(err);
     }
     if (band.live >= this.maxQueue) {
       return Promise.reject(
@@ -438,6 +433,37 @@ export class AdmissionGate implements AdmissionHook {
       if (this.waiting++ === 0) this.queue.setCounted(true);
       this.arm();
     });
+  }
+
+  /**
+   * The at-once half of {@link acquireAsync}, for a caller that cannot wait
+   * (a grpc-js pick is synchronous): the lease when a request of `band`
+   * (a rank; undefined = the default band) is admitted now, undefined when
+   * it would have to wait — then it calls `acquireAsync`, which queues it.
+   * Throws what `acquireAsync` would reject with at once (`Closed`, the
+   * acquire's own error; `InvalidConfig` for a band the gate has not).
+   * Allocates nothing. @internal
+   */
+  admitNow(band: number | undefined, opts: AcquireOptions | undefined): Lease | undefined {
+    const b = band === undefined ? this.defaultBand : this.bandOf(band);
+    if (this.closed) throw this.reject(b, 'Closed', new PoiseError('Closed', 'acquireAsync: the admission gate is closed'));
+    return this.atOnce(b, opts);
+  }
+
+  /** Admits now when nobody of `band` or above waits anywhere and the band's ceiling allows: the lease, else undefined. */
+  private atOnce(band: Band, acquireOpts: AcquireOptions | undefined): Lease | undefined {
+    if (!this.waitingFrom(band) && this.queue.nobodyWaitsFor(band.index) && this.admissible(band)) {
+      try {
+        const lease = this.router.acquire(acquireOpts);
+        band.admitted++;
+        return lease;
+      } catch (err) {
+        // Admitted on a figure another thread made stale (it took the last
+        // unit first): wait for capacity like everyone else.
+        if (!this.lostRace(err, acquireOpts)) throw this.reject(band, reasonOf(err), err);
+      }
+    }
+    return undefined;
   }
 
   /** The band of rank `rank`, or `InvalidConfig` naming the gate's bands. */

@@ -4,13 +4,13 @@
  * It keeps one grpc-js leaf balancer (pick-first over one address) per
  * endpoint the resolver gave, and one Router over the cluster's shared
  * table. Each call's pick takes a request lease from the router — any
- * poise policy, over every thread's in-flight calls and latencies — and
- * hands grpc-js the chosen backend's subchannel, with `onCallStarted` /
+ * poise policy, over every thread's in-flight calls and latencies; through
+ * the cluster's admission gate when it has one (admission.ts) — and hands
+ * grpc-js the chosen backend's subchannel, with `onCallStarted` /
  * `onCallEnded` hooks that release the lease once with the call's outcome
- * (its status, config.ts), the latency from its start to its status (for
- * calls shorter than `maxLatencySampleMs`: a unary call's response time; a
- * long stream releases without a sample) and the backend's ORCA trailer
- * (orca.ts). A stream holds its one lease for its whole life.
+ * (its status, config.ts), the latency to its first response message
+ * (call.ts) and the backend's ORCA trailer (orca.ts). A stream holds its
+ * one lease for its whole life.
  *
  * A backend whose subchannel is not READY in this channel is excluded from
  * its picks (the router's `exclude`); when no member is READY the pick
@@ -31,9 +31,14 @@ import type { Lease, ReleaseOptions } from '../runtime/lease.js';
 import { RatioRetryBudget, type RetryBudget } from '../runtime/retry-budget.js';
 import { type AcquireOptions, Router } from '../runtime/router.js';
 import { decodeBlob } from '../runtime/spec-blob.js';
-import { type ResolvedLbConfig, resolveLbConfig } from './config.js';
-import { decodeOrcaReport, newOrcaFigures, OrcaDecode } from './orca.js';
-import { type Cluster, findCluster } from './registry.js';
+import { AdmissionGate, type AdmissionStats } from '../admission/admission.js';
+import { CallAdmission } from './admission.js';
+import { type CallOwner, PoiseCall, readOrcaTrailer } from './call.js';
+import type { ResolvedLbConfig } from './config.js';
+import { PoiseLoadBalancingConfig } from './lb-config.js';
+import { newOrcaFigures } from './orca.js';
+import { firstString, QUEUE, QUEUE_PICKER, statusResult } from './picks.js';
+import { type ChannelCounts, type ChannelView, type Cluster, findCluster } from './registry.js';
 import { CLUSTER_ATTRIBUTE, POISE } from './resolver.js';
 
 const { ConnectivityState } = { ConnectivityState: grpc.connectivityState };
@@ -41,46 +46,10 @@ type State = grpc.connectivityState;
 const READY = ConnectivityState.READY;
 const PickResultType = grpc.experimental.PickResultType;
 
-/** The trailer a backend reports its load in (ORCA, binary). */
-export const ORCA_TRAILER = 'endpoint-load-metrics-bin';
 /** The metadata grpc-js's retry policy adds to a retry. */
 const PREVIOUS_ATTEMPTS = 'grpc-previous-rpc-attempts';
 /** Draws of one pick whose backend turned out not to be usable in this channel (then it queues). */
 const MAX_DRAWS = 4;
-
-/** A parsed `poise` block, or the error that stops the channel. @internal */
-export class PoiseLoadBalancingConfig implements experimental.TypedLoadBalancingConfig {
-  readonly config: ResolvedLbConfig | undefined;
-  readonly problem: PoiseError | undefined;
-  private readonly raw: unknown;
-
-  constructor(raw: unknown) {
-    this.raw = raw;
-    let config: ResolvedLbConfig | undefined;
-    let problem: PoiseError | undefined;
-    try {
-      config = resolveLbConfig(raw);
-    } catch (err) {
-      if (!(err instanceof PoiseError)) throw err;
-      problem = err;
-    }
-    this.config = config;
-    this.problem = problem;
-  }
-
-  getLoadBalancerName(): string {
-    return POISE;
-  }
-
-  toJsonObject(): object {
-    return { [POISE]: this.raw ?? {} };
-  }
-
-  /** Never throws: grpc-js would skip a block that throws and fall back to pick_first silently. */
-  static createFromJson(obj: unknown): PoiseLoadBalancingConfig {
-    return new PoiseLoadBalancingConfig(obj);
-  }
-}
 
 /** One endpoint of the channel: its leaf balancer and the state it last reported. */
 interface Leaf {
@@ -90,54 +59,6 @@ interface Leaf {
   picker: experimental.Picker;
   /** The backend ids (of the view in force) at this address. */
   ids: string[];
-}
-
-/** One call's lease, from its pick to its end. */
-class PoiseCall {
-  readonly result: experimental.PickResult;
-  readonly pickedAt: number;
-  startedAt = -1;
-  done = false;
-  private readonly lb: PoiseLoadBalancer;
-  readonly lease: Lease;
-  readonly subchannel: experimental.SubchannelInterface;
-
-  constructor(lb: PoiseLoadBalancer, lease: Lease, subchannel: experimental.SubchannelInterface, now: number) {
-    this.lb = lb;
-    this.lease = lease;
-    this.subchannel = subchannel;
-    this.pickedAt = now;
-    this.result = {
-      pickResultType: PickResultType.COMPLETE,
-      subchannel,
-      status: null,
-      onCallStarted: () => {
-        if (!this.done) this.startedAt = performance.now();
-      },
-      onCallEnded: (code, _details, trailers) => lb.ended(this, code, trailers),
-    };
-  }
-
-  /** Gives the lease back without a sample: grpc-js never started the call. */
-  abandon(): void {
-    if (this.done) return;
-    this.done = true;
-    this.lease.release('cancelled');
-    this.lb.counts.abandoned++;
-  }
-}
-
-/** Counts of one channel's balancer (its thread). @internal */
-export interface ChannelCounts {
-  /** Calls picked. */
-  picks: number;
-  /** Picks grpc-js abandoned before the call started (lease given back). */
-  abandoned: number;
-  /** ORCA trailers recorded, ignored as malformed, or not recorded because another thread was recording. */
-  reports: number;
-  malformedReports: number;
-  /** Retries refused by the retry budget (dropped with UNAVAILABLE). */
-  retriesRefused: number;
 }
 
 /** The picker of a channel in READY or CONNECTING: it reads the balancer's live state. */
@@ -151,32 +72,16 @@ class PoisePicker implements experimental.Picker {
   }
 }
 
-const QUEUE: experimental.PickResult = Object.freeze({
-  pickResultType: PickResultType.QUEUE,
-  subchannel: null,
-  status: null,
-  onCallStarted: null,
-  onCallEnded: null,
-});
-
-function statusResult(type: number, code: grpc.status, details: string): experimental.PickResult {
-  return {
-    pickResultType: type,
-    subchannel: null,
-    status: { code, details, metadata: new grpc.Metadata() },
-    onCallStarted: null,
-    onCallEnded: null,
-  };
-}
-
 /** An address's key: host and port, as the resolver and the specs spell them. */
 function addressKey(host: string, port: number): string {
   return `${host}:${port}`;
 }
 
 /** The `poise` balancer of one channel (see the file comment). @internal */
-export class PoiseLoadBalancer implements experimental.LoadBalancer {
-  readonly counts: ChannelCounts = { picks: 0, abandoned: 0, reports: 0, malformedReports: 0, retriesRefused: 0 };
+export class PoiseLoadBalancer implements experimental.LoadBalancer, CallOwner, ChannelView {
+  readonly counts: ChannelCounts = { picks: 0, abandoned: 0, reports: 0, malformedReports: 0, retries: 0, retriesRefused: 0 };
+  /** The clock of latency samples and grace periods, ms. */
+  readonly now = (): number => performance.now();
   private readonly helper: experimental.ChannelControlHelper;
   private readonly picker = new PoisePicker(this);
   private readonly leaves = new Map<string, Leaf>();
@@ -196,6 +101,8 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer {
   private cluster: Cluster | undefined;
   private table: LoadTable | undefined;
   private router: Router | undefined;
+  /** The admission of this channel's calls, when the cluster has admission bands. */
+  private admission: CallAdmission | undefined;
   private budget: RetryBudget | undefined;
   /** The blob version the id maps were built from. */
   private seenVersion = -1;
@@ -248,11 +155,18 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer {
       this.config?.policy !== config.policy ||
       this.config.latencyRatio !== config.latencyRatio
     ) {
+      this.admission?.close();
       this.router?.close();
+      this.cluster?.channels.delete(this);
+      cluster.channels.add(this);
       this.router = Router.attach(cluster.attachment, {
         policy: config.policy,
         ...(config.latencyRatio === undefined ? {} : { latencyRatio: config.latencyRatio }),
       });
+      this.admission =
+        cluster.admission === undefined
+          ? undefined
+          : new CallAdmission(new AdmissionGate(this.router, cluster.admission), this.repick, this.now, this.graceMs);
       this.cluster = cluster;
       this.table = cluster.table;
       this.seenVersion = -1;
@@ -315,7 +229,13 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer {
     this.byId.clear();
     for (const c of this.pending) if (c.startedAt < 0) c.abandon();
     this.pending = [];
+    this.admission?.close();
     this.router?.close();
+    this.cluster?.channels.delete(this);
+  }
+
+  admissionStats(): AdmissionStats | undefined {
+    return this.admission?.stats();
   }
 
   /** A leaf's subchannel moved: its ids enter or leave the exclusion set, and the channel's state follows. */
@@ -377,6 +297,23 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer {
     } else this.setState(ConnectivityState.IDLE, new grpc.experimental.QueuePicker(this), null);
   }
 
+  /** A call's admission ticket settled: the picker again, so that grpc-js re-picks its queued calls. */
+  private readonly repick = (): void => {
+    if (this.state === READY && !this.destroyed) this.setState(READY, this.picker, null);
+  };
+
+  private readonly graceMs = (): number => this.config?.startGraceMs ?? 1000;
+
+  /** grpc-js started a call (PoiseCall's onCallStarted). @internal */
+  started(call: PoiseCall): void {
+    this.cluster?.counters?.started(call.lease.slot, call.lease.generation);
+  }
+
+  /** A picked call never started (PoiseCall.abandon). @internal */
+  abandoned(): void {
+    this.counts.abandoned++;
+  }
+
   private setState(state: State, picker: experimental.Picker, error: string | null): void {
     this.state = state;
     this.helper.updateState(state, picker, error);
@@ -391,16 +328,8 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer {
   pick(args: experimental.PickArgs): experimental.PickResult {
     const router = this.router;
     const config = this.config;
-    const budget = this.budget;
-    if (router === undefined || config === undefined || budget === undefined || this.state !== READY) return QUEUE;
+    if (router === undefined || config === undefined || this.state !== READY) return QUEUE;
     const md = args.metadata;
-    // A retry of grpc-js's retry policy: the budget decides (refused → dropped, not retried again).
-    if (md.get(PREVIOUS_ATTEMPTS).length > 0) {
-      if (!budget.tryRetry()) {
-        this.counts.retriesRefused++;
-        return statusResult(PickResultType.DROP, grpc.status.UNAVAILABLE, 'poise: the retry budget is spent');
-      }
-    } else budget.onRequest();
     const opts = this.acquireOpts;
     opts.key = config.keyMetadata === undefined ? undefined : firstString(md, config.keyMetadata);
     if (config.priorityMetadata !== undefined) {
@@ -408,13 +337,31 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer {
       const n = p === undefined ? Number.NaN : Number(p);
       opts.priority = Number.isInteger(n) && n >= 0 ? n : undefined;
     } else opts.priority = undefined;
+    opts.exclude = this.exclude.size === 0 ? undefined : this.exclude;
+    let admitted: Lease | undefined;
+    // The first attempt goes through the gate; a retry of grpc-js's retry policy does not (as HTTP's retries).
+    if (this.admission !== undefined && md.get(PREVIOUS_ATTEMPTS).length === 0) {
+      const key = config.bandMetadata;
+      const band = key === undefined ? undefined : firstString(md, key);
+      try {
+        admitted = this.admission.admit(md, band === undefined ? undefined : Number(band), opts, config.admissionTimeoutMs);
+      } catch (err) {
+        return this.admissionRefused(err);
+      }
+      if (admitted === undefined) return QUEUE;
+    }
     for (let draw = 0; draw < MAX_DRAWS; draw++) {
       opts.exclude = this.exclude.size === 0 ? undefined : this.exclude;
       let lease: Lease;
-      try {
-        lease = router.acquire(opts as AcquireOptions);
-      } catch (err) {
-        return this.refused(err);
+      if (admitted !== undefined) {
+        lease = admitted;
+        admitted = undefined;
+      } else {
+        try {
+          lease = router.acquire(opts as AcquireOptions);
+        } catch (err) {
+          return this.refused(err);
+        }
       }
       if (router.version !== this.seenVersion) this.remap();
       const leaf = this.byId.get(lease.id);
@@ -424,21 +371,42 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer {
         this.exclude.add(lease.id);
         continue;
       }
-      const r = leaf.picker.pick(args);
-      if (r.pickResultType !== PickResultType.COMPLETE || r.subchannel === null) {
-        lease.release('cancelled');
-        return r;
-      }
-      const call = new PoiseCall(this, lease, r.subchannel, performance.now());
-      this.counts.picks++;
-      this.pending.push(call);
-      if (!this.sweepArmed) {
-        this.sweepArmed = true;
-        setImmediate(this.sweep);
-      }
-      return call.result;
+      return this.complete(args, leaf, lease);
     }
     return QUEUE;
+  }
+
+  /**
+   * The pick's last step: the leaf's subchannel, then the retry budget
+   * (asked once per attempt that goes out: a retry of grpc-js's retry
+   * policy is dropped with UNAVAILABLE when the budget is spent), then the
+   * call's hooks.
+   */
+  private complete(args: experimental.PickArgs, leaf: Leaf, lease: Lease): experimental.PickResult {
+    const r = leaf.picker.pick(args);
+    if (r.pickResultType !== PickResultType.COMPLETE || r.subchannel === null) {
+      lease.release('cancelled');
+      return r;
+    }
+    const budget = this.budget!;
+    if (args.metadata.get(PREVIOUS_ATTEMPTS).length > 0) {
+      if (!budget.tryRetry()) {
+        this.cluster?.counters?.retry(lease.slot, lease.generation, true);
+        lease.release('cancelled');
+        this.counts.retriesRefused++;
+        return statusResult(PickResultType.DROP, grpc.status.UNAVAILABLE, 'poise: the retry budget is spent');
+      }
+      this.counts.retries++;
+      this.cluster?.counters?.retry(lease.slot, lease.generation, false);
+    } else budget.onRequest();
+    const call = new PoiseCall(this, lease, r.subchannel);
+    this.counts.picks++;
+    this.pending.push(call);
+    if (!this.sweepArmed) {
+      this.sweepArmed = true;
+      setImmediate(this.sweep);
+    }
+    return call.result;
   }
 
   /** The router refused: queue while a subchannel connects, else UNAVAILABLE naming why. */
@@ -451,14 +419,29 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer {
   }
 
   /**
+   * The admission gate refused the call: RESOURCE_EXHAUSTED for a full
+   * queue, a wait past its timeout or a closed gate (as `acquireAsync`
+   * rejects an HTTP request), INTERNAL for a band the gate has not (grpc-js
+   * turns INVALID_ARGUMENT from a balancer into INTERNAL anyway: gRFC A54);
+   * dropped, so grpc-js's retry policy does not retry it. A refusal of the
+   * acquire itself is the router's (above).
+   */
+  private admissionRefused(err: unknown): experimental.PickResult {
+    if (!(err instanceof PoiseError) || err.code === 'NoEligibleCandidates' || err.code === 'Empty') return this.refused(err);
+    const code = err.code === 'InvalidConfig' ? grpc.status.INTERNAL : grpc.status.RESOURCE_EXHAUSTED;
+    const where = err.code === 'InvalidConfig' ? ` (metadata ${this.config?.bandMetadata ?? ''})` : '';
+    return statusResult(PickResultType.DROP, code, `poise: ${err.message}${where}`);
+  }
+
+  /**
    * Gives back the leases of picks grpc-js abandoned before starting the
    * call: at the turn after the pick (a call starts within the pick's own
    * turn unless its call credentials are asynchronous) when its subchannel
    * is no longer READY, else after `startGraceMs`.
    */
   private readonly sweep = (): void => {
-    const now = performance.now();
-    const grace = this.config?.startGraceMs ?? 1000;
+    const now = this.now();
+    const grace = this.graceMs();
     const keep = this.spare;
     for (const c of this.pending) {
       if (c.done || c.startedAt >= 0) continue;
@@ -479,29 +462,15 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer {
     const config = this.config!;
     const lease = call.lease;
     const outcome = config.outcomes[code] ?? 'success';
-    if (outcome !== 'cancelled') {
-      const values = trailers.get(ORCA_TRAILER);
-      const v = values.length > 0 ? values[values.length - 1] : undefined;
-      if (v instanceof Uint8Array && v.length > 0) {
-        const f = this.orca;
-        if (decodeOrcaReport(v, f) === OrcaDecode.Ok) {
-          lease.reportLoad(f.utilization, f.qps, f.eps);
-          this.counts.reports++;
-        } else this.counts.malformedReports++;
-      }
-    }
-    const latencyMs = call.startedAt >= 0 ? performance.now() - call.startedAt : -1;
+    // A cancelled call's trailers are the client's own: no report.
+    const report = outcome === 'cancelled' ? 0 : readOrcaTrailer(trailers, lease, this.orca);
+    if (report === 1) this.counts.reports++;
+    else if (report === 2) this.counts.malformedReports++;
+    this.cluster?.counters?.ended(lease.slot, lease.generation, code, report);
+    const latencyMs = call.latencyMs();
     if (outcome === 'success' && latencyMs >= 0 && latencyMs <= config.maxLatencySampleMs) {
       this.releaseOpts.latencyMs = latencyMs;
       lease.release('success', this.releaseOpts);
     } else lease.release(outcome);
   }
-}
-
-const QUEUE_PICKER: experimental.Picker = { pick: () => QUEUE };
-
-/** The first value of metadata key `key` as a string (a Buffer value is not a key). */
-function firstString(md: Metadata, key: string): string | undefined {
-  const v = md.get(key);
-  return v.length > 0 && typeof v[0] === 'string' ? v[0] : undefined;
 }

@@ -31,6 +31,10 @@ export interface PoiseLbConfig {
   keyMetadata?: string;
   /** Metadata key whose value is the call's failover priority (an integer >= 0). */
   priorityMetadata?: string;
+  /** Metadata key whose value is the call's admission band (a number, one of the cluster's `admission.bands`); without it, the gate's default band. */
+  bandMetadata?: string;
+  /** Longest wait for admission, ms; default the gate's `timeoutMs`. */
+  admissionTimeoutMs?: number;
   /** Outcome by status name (`"UNAVAILABLE": "failure"`), over the defaults. */
   statusOutcomes?: Record<string, CallOutcome>;
   /** A call that ran longer than this (a stream) releases its lease without a latency sample, ms; default 10 000. */
@@ -85,6 +89,8 @@ export interface ResolvedLbConfig {
   readonly latencyRatio: number | undefined;
   readonly keyMetadata: string | undefined;
   readonly priorityMetadata: string | undefined;
+  readonly bandMetadata: string | undefined;
+  readonly admissionTimeoutMs: number | undefined;
   /** By status code (0..16): the outcome. */
   readonly outcomes: readonly CallOutcome[];
   readonly maxLatencySampleMs: number;
@@ -101,6 +107,8 @@ const KEYS = [
   'latencyRatio',
   'keyMetadata',
   'priorityMetadata',
+  'bandMetadata',
+  'admissionTimeoutMs',
   'statusOutcomes',
   'maxLatencySampleMs',
   'retryBudget',
@@ -150,6 +158,9 @@ export function resolveLbConfig(raw: unknown): ResolvedLbConfig {
     latencyRatio,
     keyMetadata: metadataKey(o.keyMetadata, `${FIELD}.keyMetadata`),
     priorityMetadata: metadataKey(o.priorityMetadata, `${FIELD}.priorityMetadata`),
+    bandMetadata: metadataKey(o.bandMetadata, `${FIELD}.bandMetadata`),
+    admissionTimeoutMs:
+      o.admissionTimeoutMs === undefined ? undefined : positiveNumber(o.admissionTimeoutMs, `${FIELD}.admissionTimeoutMs`),
     outcomes,
     maxLatencySampleMs: positiveNumber(o.maxLatencySampleMs ?? 10_000, `${FIELD}.maxLatencySampleMs`),
     retryBudget: o.retryBudget,

@@ -4,9 +4,10 @@
  * first {@link registerPoiseCluster}.
  */
 import * as grpc from '@grpc/grpc-js';
-import { PoiseLoadBalancer, PoiseLoadBalancingConfig } from './balancer.js';
+import { PoiseLoadBalancer } from './balancer.js';
 import { type ResolvedLbConfig, resolveLbConfig, type PoiseLbConfig } from './config.js';
-import { type ClusterTarget, dropCluster, putCluster } from './registry.js';
+import { PoiseLoadBalancingConfig } from './lb-config.js';
+import { type ClusterOptions, type ClusterTarget, dropCluster, putCluster } from './registry.js';
 import { POISE, PoiseResolver } from './resolver.js';
 
 let registered = false;
@@ -25,15 +26,20 @@ function ensureRegistered(): void {
  * `poise:///name` then takes its addresses from the cluster's membership
  * and balances its calls with poise. Returns a function that forgets the
  * name (channels already open keep routing). Throws `InvalidConfig` for a
- * bad name or target.
+ * bad name, target or option.
+ *
+ * `options.admission` gives the cluster admission bands: each channel then
+ * admits its calls through an `AdmissionGate` with these options over its
+ * router, a call's band read from the metadata key the `poise` block names
+ * (`bandMetadata`; docs/grpc.md).
  *
  * @example
  * registerPoiseCluster('orders', balancer);
  * const client = new OrdersClient('poise:///orders', credentials.createInsecure());
  */
-export function registerPoiseCluster(name: string, target: ClusterTarget): () => void {
+export function registerPoiseCluster(name: string, target: ClusterTarget, options?: ClusterOptions): () => void {
   ensureRegistered();
-  const cluster = putCluster(name, target);
+  const cluster = putCluster(name, target, options);
   return () => {
     dropCluster(cluster.name);
   };

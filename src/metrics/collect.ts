@@ -24,12 +24,14 @@ import type { ProxyCounters } from '../proxy/counters.js';
 import { PriorityWeightedRandom } from '../policy/priority/policy.js';
 import type { Balancer } from '../runtime/balancer.js';
 import type { AdmissionStatsSource } from '../admission/admission-stats.js';
+import type { GrpcBackendFigures, GrpcCounters } from '../grpc/counters.js';
 import type { HttpBackendFigures, HttpCounters } from '../http/counters.js';
 import { registerTable, type Family } from './family.js';
 import { ADMISSION_FAMILIES } from './families/admission.js';
 import { BACKEND_FAMILIES } from './families/backend.js';
 import { BALANCER_FAMILIES, MEMBERSHIP_FAMILIES, SOURCE_FAMILIES, type BalancerView } from './families/balancer.js';
 import { DISCOVERY_FAMILIES, type DiscoveryView } from './families/discovery.js';
+import { GRPC_FAMILIES } from './families/grpc.js';
 import { HTTP_FAMILIES } from './families/http.js';
 import { PROXY_FAMILIES } from './families/proxy.js';
 import { takeSnapshot, type BackendRow } from './snapshot.js';
@@ -66,6 +68,8 @@ export interface CollectMetricsOptions {
   admission?: AdmissionStatsSource;
   /** The HTTP dispatchers' shared counters (`HttpCounters`, `poise-lb/http`): adds the per-backend `http_*` metrics. */
   http?: HttpCounters;
+  /** The `poise` gRPC channels' shared counters (`GrpcCounters`, `poise-lb/grpc`): adds the per-backend `grpc_*` metrics. */
+  grpc?: GrpcCounters;
   /** Options of the priority plan shown by `priority_*` (default Envoy's: overprovisioning 140 %, panic threshold 50 %). */
   plan?: { overprovisioningFactorPercent?: number; panicThresholdPercent?: number };
 }
@@ -93,7 +97,7 @@ interface Checked {
 /** Checks the balancer and the options; throws `InvalidConfig` naming the first bad one. */
 function checkOptions(balancer: Balancer, opts: CollectMetricsOptions): Checked {
   if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
-  checkOptionKeys(opts, ['registry', 'prefix', 'cluster', 'processMetrics', 'source', 'proxy', 'admission', 'http', 'plan']);
+  checkOptionKeys(opts, ['registry', 'prefix', 'cluster', 'processMetrics', 'source', 'proxy', 'admission', 'http', 'grpc', 'plan']);
   if (typeof balancer !== 'object' || balancer === null || typeof balancer.slotEntries !== 'function')
     invalidConfig('balancer', 'must be a Balancer', balancer);
   const registry = opts.registry ?? defaultRegistry;
@@ -109,6 +113,9 @@ function checkOptions(balancer: Balancer, opts: CollectMetricsOptions): Checked 
   const { http, admission } = opts;
   if (http !== undefined && (typeof http !== 'object' || http === null || typeof http.figures !== 'function'))
     invalidConfig('options.http', 'must be an HttpCounters (poise-lb/http)', http);
+  const grpc = opts.grpc;
+  if (grpc !== undefined && (typeof grpc !== 'object' || grpc === null || typeof grpc.figures !== 'function'))
+    invalidConfig('options.grpc', 'must be a GrpcCounters (poise-lb/grpc)', grpc);
   if (admission !== undefined && typeof admission?.admissionStats !== 'function')
     invalidConfig('options.admission', 'must have admissionStats()', admission);
   return { registry, prefix, fixedCluster, processMetrics };
@@ -147,7 +154,7 @@ function perScrape<T>(make: () => T): () => T {
 export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions = {}): MetricsCollection {
   const { registry, prefix, fixedCluster, processMetrics } = checkOptions(balancer, opts);
   const planner = new PriorityWeightedRandom({ seed: 1, ...opts.plan });
-  const { source, proxy, admission, http } = opts;
+  const { source, proxy, admission, http, grpc } = opts;
   const read = perScrape(() => takeSnapshot(balancer, fixedCluster ?? balancer.cluster ?? 'default', planner, admission));
   const names: string[] = [];
   const table = <T>(families: readonly Family<T>[], from: () => T): void => registerTable(registry, prefix, names, families, from);
@@ -188,6 +195,14 @@ export function collectMetrics(balancer: Balancer, opts: CollectMetricsOptions =
       return m;
     });
     table(HTTP_FAMILIES, figures);
+  }
+  if (grpc !== undefined) {
+    const figures = perScrape(() => {
+      const m = new Map<BackendRow, GrpcBackendFigures>();
+      for (const r of read().rows) m.set(r, grpc.figures(r.slot, r.stats.generation));
+      return m;
+    });
+    table(GRPC_FAMILIES, figures);
   }
   if (admission !== undefined) table(ADMISSION_FAMILIES, read);
 

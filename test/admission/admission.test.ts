@@ -572,3 +572,36 @@ describe('AdmissionGate: options', () => {
     for (const l of leases) l.release('success');
   });
 });
+
+describe('AdmissionGate.admitNow: the at-once half, for a caller that cannot wait (a grpc-js pick)', () => {
+  it('a lease when admissible now, undefined when the band would wait (nothing queued, no older waiter passed), the same refusals as acquireAsync', async () => {
+    // 2 × 2 = 4; band 1's ceiling 0.5 → admitted while load < 3.
+    const { holder, router } = pool(2, 2);
+    const gate = new AdmissionGate(router, { bands: [10, 1], ceilings: [1, 0.5] });
+    const held = hold(holder, 2);
+    const lease = gate.admitNow(1, undefined);
+    expect(lease).toBeDefined();
+    // load 3: band 1 would wait; admitNow queues nothing and counts nothing.
+    expect(gate.admitNow(1, undefined)).toBeUndefined();
+    expect(gate.admissionStats().waiting).toBe(0);
+    // Band 10 (ceiling 1) still enters; the default band is the most important one.
+    const top = gate.admitNow(undefined, undefined)!;
+    expect(top).toBeDefined();
+    const stats = gate.admissionStats().bands;
+    expect(stats.map((b) => [b.band, b.admitted])).toEqual([
+      [10, 1],
+      [1, 1],
+    ]);
+    // A waiter of band 1: a later band-1 request does not pass it, even once there is room for one.
+    for (const l of [lease!, top, ...held]) l.release('success');
+    const h = hold(holder, 3);
+    const waiting = router.acquireAsync({ band: 1 });
+    expect(gate.admissionStats().waiting).toBe(1);
+    h[0]!.release('success'); // load 2: room for band 1, but its waiter comes first
+    expect(gate.admitNow(1, undefined)).toBeUndefined();
+    (await waiting).release('success');
+    expect(thrown(() => gate.admitNow(7, undefined))).toMatchObject({ code: 'InvalidConfig', field: 'acquireAsync(options).band' });
+    gate.close();
+    expect(thrown(() => gate.admitNow(10, undefined))).toMatchObject({ code: 'Closed' });
+  });
+});

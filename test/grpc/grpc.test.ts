@@ -8,7 +8,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { registerPoiseCluster, poiseServiceConfig } from '../../src/grpc.js';
 import { createLogger } from '../../src/log.js';
 import { Balancer } from '../../src/runtime/balancer.js';
-import { TestClient, type TestClientInstance, type TestServer, echo, encodeOrca, startServer } from '../helpers/grpc-servers.js';
+import { closedLoop, grpcRig, type GrpcRigOptions, leases } from '../helpers/grpc-rig.js';
+import { TestClient, echo, encodeOrca, startServer } from '../helpers/grpc-servers.js';
 import { slotOf } from '../helpers/http-rig.js';
 import { until } from '../helpers/until.js';
 
@@ -21,40 +22,7 @@ afterEach(async () => {
 
 let clusterSeq = 0;
 
-async function rig(delays: number[], config?: Parameters<typeof poiseServiceConfig>[0]) {
-  const servers: TestServer[] = [];
-  for (const [i, d] of delays.entries()) servers.push(await startServer(`s${i}`, d));
-  cleanup.push(() => Promise.all(servers.map((s) => s.stop())));
-  const balancer = new Balancer({ logger });
-  cleanup.push(() => balancer.close());
-  balancer.update(servers.map((s) => ({ id: s.name, address: s.address })));
-  const name = `c${++clusterSeq}`;
-  cleanup.push(registerPoiseCluster(name, balancer));
-  const options: grpc.ChannelOptions = config === undefined ? {} : { 'grpc.service_config': poiseServiceConfig(config) };
-  const client = new TestClient(`poise:///${name}`, grpc.credentials.createInsecure(), options);
-  cleanup.push(() => client.close());
-  return { servers, balancer, client, name };
-}
-
-/** Request leases open on every slot of the balancer's table. */
-function leases(balancer: Balancer): number {
-  return balancer.slotEntries().reduce((n, e) => n + balancer.table.requests(e.slot), 0);
-}
-
-/** Runs `total` unary calls, `concurrency` at a time (closed loop); returns the answers by server. */
-async function closedLoop(client: TestClientInstance, total: number, concurrency: number): Promise<Map<string, number>> {
-  const by = new Map<string, number>();
-  let sent = 0;
-  const worker = async (): Promise<void> => {
-    while (sent < total) {
-      sent++;
-      const who = await echo(client);
-      by.set(who, (by.get(who) ?? 0) + 1);
-    }
-  };
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  return by;
-}
+const rig = (delays: number[], config?: GrpcRigOptions['config']) => grpcRig(delays, cleanup, { config });
 
 describe('poise-lb/grpc: the poise policy', () => {
   it('four servers, one 10x slower: p2c:latency brings its share of unary calls below 1 % within 2,000 calls', async () => {

@@ -49,6 +49,8 @@ export interface TestServer {
   readonly address: string;
   /** Unary calls answered. */
   calls: number;
+  /** Unary calls received (answered or not yet). */
+  received: number;
   /** Streams open now. */
   streams: number;
   /** Reply delay, ms. */
@@ -57,6 +59,8 @@ export interface TestServer {
   orca: Buffer | undefined;
   /** A status code every unary call fails with, or undefined. */
   failWith: grpc.status | undefined;
+  /** When set, `Watch` streams a message every 100 ms after its first and ends (OK) this many ms after its start. */
+  streamForMs: number | undefined;
   readonly server: grpc.Server;
   stop(): Promise<void>;
   kill(): void;
@@ -70,10 +74,12 @@ export async function startServer(name: string, delayMs = 0): Promise<TestServer
     name,
     address: '',
     calls: 0,
+    received: 0,
     streams: 0,
     delayMs,
     orca: undefined,
     failWith: undefined,
+    streamForMs: undefined,
     server,
     stop: () => (killed ? Promise.resolve() : new Promise<void>((resolve) => server.tryShutdown(() => resolve()))),
     kill: () => {
@@ -87,6 +93,7 @@ export async function startServer(name: string, delayMs = 0): Promise<TestServer
   const reply = Buffer.from(name);
   server.addService(TEST_SERVICE, {
     echo: (_call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+      s.received++;
       const answer = (): void => {
         s.calls++;
         const trailer = new grpc.Metadata();
@@ -100,9 +107,22 @@ export async function startServer(name: string, delayMs = 0): Promise<TestServer
     watch: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
       s.streams++;
       call.write(reply);
+      let open = true;
       call.on('cancelled', () => {
-        s.streams--;
+        if (open) s.streams--;
+        open = false;
       });
+      if (s.streamForMs === undefined) return;
+      const tick = setInterval(() => {
+        if (open) call.write(reply);
+      }, 100);
+      setTimeout(() => {
+        clearInterval(tick);
+        if (!open) return;
+        open = false;
+        s.streams--;
+        call.end();
+      }, s.streamForMs);
     },
   });
   const port = await new Promise<number>((resolve, reject) =>

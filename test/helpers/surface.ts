@@ -63,7 +63,7 @@ export const SURFACE: Record<string, string[]> = {
     'routedStream',
   ],
   'poise-lb/metrics': ['BACKEND_STATES', 'MetricsServer', 'collectMetrics'],
-  'poise-lb/grpc': ['poiseServiceConfig', 'registerPoiseCluster'],
+  'poise-lb/grpc': ['GRPC_STATUS_CLASSES', 'GrpcCounters', 'poiseServiceConfig', 'registerPoiseCluster'],
   'poise-lb/probe-server': ['createProbeServer'],
   'poise-lb/http': ['HEDGE_RESULTS', 'HTTP_OUTCOMES', 'HttpCounters', 'LATENCY_BUCKETS_SECONDS', 'PoiseDispatcher', 'RatioRetryBudget'],
   'poise-lb/discovery': [

@@ -1,7 +1,7 @@
 /**
  * The whole exposition of collectMetrics for one fixed state (three
  * backends with roles, priorities and localities, a replica's lag, a
- * proxy's rows, HTTP counters, admission figures, a discovery source),
+ * proxy's rows, HTTP and gRPC counters, admission figures, a discovery source),
  * compared byte for byte with test/metrics/fixtures/exposition.golden.txt.
  * The fixture was written by the collector before it became tables
  * (src/metrics/families/), so any change of a name, a help text, a label,
@@ -15,6 +15,7 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import type { AdmissionStatsSource } from '../../src/admission/admission-stats.js';
 import { newDiscoveryStatus } from '../../src/discovery/status.js';
+import { GrpcCounters } from '../../src/grpc/counters.js';
 import { HttpCounters, outcomeCode } from '../../src/http/counters.js';
 import { collectMetrics } from '../../src/metrics/collect.js';
 import type { Family } from '../../src/metrics/family.js';
@@ -22,6 +23,7 @@ import { ADMISSION_FAMILIES } from '../../src/metrics/families/admission.js';
 import { BACKEND_FAMILIES } from '../../src/metrics/families/backend.js';
 import { BALANCER_FAMILIES, MEMBERSHIP_FAMILIES, SOURCE_FAMILIES } from '../../src/metrics/families/balancer.js';
 import { DISCOVERY_FAMILIES } from '../../src/metrics/families/discovery.js';
+import { GRPC_FAMILIES } from '../../src/metrics/families/grpc.js';
 import { HTTP_FAMILIES } from '../../src/metrics/families/http.js';
 import { PROXY_FAMILIES } from '../../src/metrics/families/proxy.js';
 import { parseMetricsText } from '../../src/metrics/text-format.js';
@@ -73,6 +75,16 @@ async function goldenExposition(): Promise<string> {
   http.loadReport(p.slot, pg, false);
   http.loadReport(p.slot, pg, true);
 
+  const grpc = GrpcCounters.create({ capacity: b.table.capacity });
+  const x = entry('x');
+  const xg = b.table.stats(x.slot).generation;
+  for (let i = 0; i < 4; i++) grpc.started(x.slot, xg);
+  grpc.ended(x.slot, xg, 0, 1); // OK, with an ORCA trailer
+  grpc.ended(x.slot, xg, 14, 0); // UNAVAILABLE
+  grpc.ended(x.slot, xg, 5, 2); // NOT_FOUND: an error, with a malformed trailer
+  grpc.retry(x.slot, xg, false);
+  grpc.retry(x.slot, xg, true);
+
   const admission: AdmissionStatsSource = {
     admissionStats: () => ({
       saturation: 0.75,
@@ -92,7 +104,7 @@ async function goldenExposition(): Promise<string> {
   const source = { start: async () => {}, close: async () => {}, version: 0, description: 'dns:api.internal:80', status };
 
   const registry = new Registry();
-  collectMetrics(b, { registry, cluster: 'api', source, proxy, admission, http });
+  collectMetrics(b, { registry, cluster: 'api', source, proxy, admission, http, grpc });
   const text = await registry.metrics();
   b.close();
   const change = Number(CHANGE.exec(text)?.[2]);
@@ -109,6 +121,7 @@ const TABLES: readonly (readonly Family<never>[])[] = [
   BALANCER_FAMILIES,
   PROXY_FAMILIES,
   HTTP_FAMILIES,
+  GRPC_FAMILIES,
   ADMISSION_FAMILIES,
 ];
 
