@@ -15,6 +15,7 @@ import { newDiscoveryStatus } from '../../src/discovery/status.js';
 import { parseMetricsText, type MetricFamily } from '../../src/metrics/text-format.js';
 import { ProxyCounters } from '../../src/proxy/counters.js';
 import { HttpCounters } from '../../src/http/counters.js';
+import { GrpcCounters } from '../../src/grpc/counters.js';
 import { Balancer } from '../../src/runtime/balancer.js';
 import { createLogger } from '../../src/log.js';
 import { specs } from '../helpers/runtime.js';
@@ -246,7 +247,7 @@ describe('collectMetrics', () => {
     expect(h.checksFailed).toBeGreaterThanOrEqual(2);
   });
 
-  it('the docs/monitoring.md metric table lists exactly the metrics registered (with a source, a proxy, admission and HTTP counters)', () => {
+  it('the docs/monitoring.md metric table lists exactly the metrics registered (with a source, a proxy, admission, HTTP and gRPC counters)', () => {
     const section = readFileSync(new URL('../../docs/monitoring.md', import.meta.url), 'utf8');
     const documented = [...section.matchAll(/^\| `(poise_[a-z_]+)` \|/gm)].map((m) => m[1]);
     const b = new Balancer({ logger });
@@ -260,7 +261,8 @@ describe('collectMetrics', () => {
     };
     const admission: AdmissionStatsSource = { admissionStats: () => ({ bands: [] }) };
     const http = HttpCounters.create({ capacity: b.table.capacity });
-    const c = collectMetrics(b, { registry: new Registry(), source, proxy: ProxyCounters.create(), admission, http });
+    const grpc = GrpcCounters.create({ capacity: b.table.capacity });
+    const c = collectMetrics(b, { registry: new Registry(), source, proxy: ProxyCounters.create(), admission, http, grpc });
     expect(documented.sort()).toEqual([...c.names].sort());
   });
 
