@@ -84,7 +84,7 @@ function collect(checks: (() => void)[]): void {
   }
 }
 
-/** The bands of valid options: their ranks, most important first, and each one's ceiling. */
+/** The bands of valid options: their ranks, most important first, and each one's ceiling. @internal */
 export interface GateBands {
   readonly sorted: readonly number[];
   readonly ceilings: readonly number[];
@@ -95,6 +95,7 @@ export interface GateBands {
  * one) and returns its bands. One piece (about 85 lines, most of them the
  * list of checks): `collect` runs every check before it throws, so they
  * share one list.
+ * @internal
  */
 export function readGateOptions(opts: AdmissionGateOptions): GateBands {
   if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);

@@ -40,12 +40,12 @@ export interface AdmissionStats {
   bands: AdmissionBandStats[];
 }
 
-/** A band's rejection counts, all zero. */
+/** A band's rejection counts, all zero. @internal */
 export function freshRejected(): Record<AdmissionRejection, number> {
   return { QueueFull: 0, QueueTimeout: 0, Cancelled: 0, NoEligibleCandidates: 0, Closed: 0, Other: 0 };
 }
 
-/** The rejection an error of the router's acquire counts as. */
+/** The rejection an error of the router's acquire counts as. @internal */
 export function reasonOf(err: unknown): AdmissionRejection {
   if (err instanceof PoiseError && (err.code === 'NoEligibleCandidates' || err.code === 'Empty')) return 'NoEligibleCandidates';
   return 'Other';

@@ -41,7 +41,7 @@ export interface KubernetesSourceOptions extends CredentialOptions {
   logger?: Logger;
 }
 
-/** Every option {@link KubernetesSourceOptions} names (and the credentials'). */
+/** Every option {@link KubernetesSourceOptions} names (and the credentials'). @internal */
 export const OPTION_KEYS = [
   'cluster',
   'stallTimeoutMs',

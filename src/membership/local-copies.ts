@@ -11,7 +11,7 @@ import { documentJson, formatOf, parseDocument, type ResolvedDocument } from './
 import { readFileLimited } from './read-limited.js';
 import { decodeEnvelope, envelopeJson, type Envelope } from './redis-keys.js';
 
-/** The last known snapshot of `cluster`: decoded from memory, or read from its file (undefined when the file does not exist yet). */
+/** The last known snapshot of `cluster`: decoded from memory, or read from its file (undefined when the file does not exist yet). @internal */
 export async function readLastKnown(
   lk: string | { version: number; lineage?: string; document: unknown },
   cluster: string,
@@ -28,7 +28,7 @@ export async function readLastKnown(
   return decodeEnvelope(text, { cluster, maxBytes, what: 'snapshot' });
 }
 
-/** The fallback document file of `cluster`, as an envelope of version `document.version` (0 when it names none) and no lineage. */
+/** The fallback document file of `cluster`, as an envelope of version `document.version` (0 when it names none) and no lineage. @internal */
 export async function readFallback(file: string, cluster: string, maxBytes: number): Promise<Envelope> {
   const text = await readFileLimited(file, maxBytes, 'fallbackFile');
   const document: ResolvedDocument = parseDocument(text, { format: formatOf(file), maxBytes });
@@ -39,12 +39,12 @@ export async function readFallback(file: string, cluster: string, maxBytes: numb
   return { version: document.version ?? 0, lineage: undefined, document };
 }
 
-/** The last known snapshot file's text for an applied version. */
+/** The last known snapshot file's text for an applied version. @internal */
 export function lastKnownText(version: number, lineage: string | undefined, document: ResolvedDocument): string {
   return `${envelopeJson(version, lineage, documentJson(document))}\n`;
 }
 
-/** Replaces `file` with `text` atomically (a crash leaves the old or the new file, never half of one), making its folder. */
+/** Replaces `file` with `text` atomically (a crash leaves the old or the new file, never half of one), making its folder. @internal */
 export async function replaceFile(file: string, text: string): Promise<void> {
   await mkdir(path.dirname(file), { recursive: true });
   const tmp = `${file}.${process.pid}.tmp`;

@@ -7,16 +7,16 @@ import { PoiseError } from '../core/errors.js';
 import { MAX_VERSION } from './document.js';
 import type { RedisClient } from './redis-target.js';
 
-/** What the script answered: written (new version, lineage), or the expected version did not match. */
+/** What the script answered: written (new version, lineage), or the expected version did not match. @internal */
 export type WriteReply =
   | { written: true; version: number; lineage: string; notice: 'delta' | 'full' }
   | { written: false; current: string };
-/** Delta ops computed against a stored document (its lineage), for the script's ARGV[9..11]. */
+/** Delta ops computed against a stored document (its lineage), for the script's ARGV[9..11]. @internal */
 export interface DeltaArgs {
   ops: string;
   lineage: string;
 }
-/** The script's keys and ARGV[1..11], in order (redis-script.ts). */
+/** The script's keys and ARGV[1..11], in order (redis-script.ts). @internal */
 export type WriteArgs = [
   key: string,
   channel: string,
@@ -39,15 +39,15 @@ export interface WriteFence {
   /** The token the lease must be held under. */
   readonly token: number;
 }
-/** {@link WriteArgs} with the lease key as KEYS[3] and the token as ARGV[12]. */
+/** {@link WriteArgs} with the lease key as KEYS[3] and the token as ARGV[12]. @internal */
 export type FencedArgs = [key: string, channel: string, lease: string, ...rest: string[]];
-/** The publisher's client with the write script defined on it, plain and fenced. */
+/** The publisher's client with the write script defined on it, plain and fenced. @internal */
 export type ScriptClient = RedisClient & {
   poiseWrite(...args: WriteArgs): Promise<unknown>;
   poiseWriteFenced(...args: FencedArgs): Promise<unknown>;
 };
 
-/** A version written by the script, as its digits: exact, and inside [0, 2^53 − 1] or refused. */
+/** A version written by the script, as its digits: exact, and inside [0, 2^53 − 1] or refused. @internal */
 export function versionFromReply(text: unknown): number {
   const n = typeof text === 'string' && /^\d{1,16}$/.test(text) ? Number(text) : Number.NaN;
   if (!Number.isSafeInteger(n))
@@ -57,13 +57,13 @@ export function versionFromReply(text: unknown): number {
   return n;
 }
 
-/** The write script's arguments with the lease key as KEYS[3] and the token as ARGV[12]. */
+/** The write script's arguments with the lease key as KEYS[3] and the token as ARGV[12]. @internal */
 export function fencedArgs(args: WriteArgs, fence: WriteFence): FencedArgs {
   const [key, channel, ...argv] = args;
   return [key, channel, fence.key, ...argv, String(fence.token)];
 }
 
-/** The script's reply: written (version, lineage, the notice sent) or a conflict (the stored version). */
+/** The script's reply: written (version, lineage, the notice sent) or a conflict (the stored version). @internal */
 export function parseReply(reply: unknown): WriteReply {
   if (Array.isArray(reply) && reply[0] === '1' && typeof reply[2] === 'string')
     return { written: true, version: versionFromReply(reply[1]), lineage: reply[2], notice: reply[3] === 'delta' ? 'delta' : 'full' };
@@ -71,7 +71,7 @@ export function parseReply(reply: unknown): WriteReply {
   throw new PoiseError('Corrupt', `redis: unexpected reply from the write script: ${JSON.stringify(reply)}`, { field: 'redis' });
 }
 
-/** The PoiseError a script error reply stands for, or undefined when `message` is none of the script's (Redis itself failed). */
+/** The PoiseError a script error reply stands for, or undefined when `message` is none of the script's (Redis itself failed). @internal */
 export function scriptErrorReply(message: string): PoiseError | undefined {
   const stale = /POISE_STALE (\d+) (\d+)/.exec(message);
   if (stale !== null) {

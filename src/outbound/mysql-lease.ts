@@ -25,7 +25,7 @@ interface Busy {
   commands: number;
   since: number;
 }
-/** A core connection as this module marks it: its lease while checked out, and whether it is wrapped. */
+/** A core connection as this module marks it: its lease while checked out, and whether it is wrapped. @internal */
 export type Hooked = MysqlCoreConnection & { [LEASE]?: Lease; [HOOKED]?: true; _clusterId?: string };
 
 /** Wraps a core connection's query / execute / release / destroy once; each checkout sets its lease. */
@@ -81,7 +81,7 @@ function hook(conn: Hooked): void {
   });
 }
 
-/** Hands `lease` to `conn` for this checkout (wrapping the connection the first time). */
+/** Hands `lease` to `conn` for this checkout (wrapping the connection the first time). @internal */
 export function lend(conn: Hooked, lease: Lease): void {
   hook(conn);
   conn[LEASE] = lease;

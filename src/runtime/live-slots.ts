@@ -9,7 +9,7 @@ import type { LoadTable } from '../load/load-table.js';
 import { verdictNames } from '../load/verdicts.js';
 import type { SlotMap } from './slot-allocation.js';
 
-/** The live slots, as the health workers watch them. */
+/** The live slots, as the health workers watch them. @internal */
 export function healthTargetsOf(map: SlotMap): HealthTarget[] {
   const targets: HealthTarget[] = [];
   for (const [id, slot] of map.byId) {
@@ -30,7 +30,7 @@ export function healthTargetsOf(map: SlotMap): HealthTarget[] {
   return targets;
 }
 
-/** Each live backend still awaiting a first verdict, with what it awaits: `pg-a (active check)`. */
+/** Each live backend still awaiting a first verdict, with what it awaits: `pg-a (active check)`. @internal */
 export function awaitingVerdicts(map: SlotMap, t: LoadTable): string[] {
   const out: string[] = [];
   for (const [id, slot] of map.byId) {

@@ -8,7 +8,7 @@ import { invalidConfig } from '../core/errors.js';
 import type { BackendSpec, MembershipOutcome, MembershipSnapshot } from '../core/spec.js';
 import { integerIn } from '../core/validate.js';
 
-/** The membership in force, as an update is read against it. */
+/** The membership in force, as an update is read against it. @internal */
 export interface HeldMembership {
   readonly version: number;
   readonly lineage: string | undefined;
@@ -17,7 +17,7 @@ export interface HeldMembership {
   readonly applied: boolean;
 }
 
-/** An update to apply: its version, its backends (not validated yet), its lineage and cluster. */
+/** An update to apply: its version, its backends (not validated yet), its lineage and cluster. @internal */
 export interface OfferedMembership {
   readonly version: number;
   readonly backends: unknown;
@@ -29,6 +29,7 @@ export interface OfferedMembership {
  * The version, backends, lineage and cluster an update offers (an array:
  * the next version in the current line), or the outcome of one not newer
  * in its line; throws InvalidConfig naming a bad field.
+ * @internal
  */
 export function readMembershipInput(
   input: MembershipSnapshot | readonly BackendSpec[],

@@ -17,13 +17,13 @@ const STATE_OF: Record<ResolvedBackendSpec['status'], SlotStateCode> = {
   draining: SlotState.Draining,
 };
 
-/** The owner's slot records, which {@link writeSlots} keeps in step with the table. */
+/** The owner's slot records, which {@link writeSlots} keeps in step with the table. @internal */
 export interface OwnedSlots {
   readonly slots: (SlotInfo | undefined)[];
   readonly byId: Map<string, number>;
 }
 
-/** What one membership writes: its specs, the ids it keeps, and the slots planned for it. */
+/** What one membership writes: its specs, the ids it keeps, and the slots planned for it. @internal */
 export interface SlotPlan {
   readonly specs: readonly ResolvedBackendSpec[];
   readonly keep: ReadonlySet<string>;
@@ -33,7 +33,7 @@ export interface SlotPlan {
   readonly sources: number;
 }
 
-/** Writes each changed slot's words and tag, and marks the backends that left as tombstones. */
+/** Writes each changed slot's words and tag, and marks the backends that left as tombstones. @internal */
 export function writeSlots(t: LoadTable, owned: OwnedSlots, plan: SlotPlan, now: number): void {
   const { specs, keep, reservation, assignment, sources } = plan;
   const { slots, byId } = owned;

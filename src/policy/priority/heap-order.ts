@@ -31,7 +31,7 @@ function siftDown(order: Int32Array, prio: Uint32Array, loc: readonly string[], 
   }
 }
 
-/** Sorts `order[0..n)` in place by (`prio`, `loc` when `withLocality`, index). */
+/** Sorts `order[0..n)` in place by (`prio`, `loc` when `withLocality`, index). @internal */
 export function heapSortOrder(order: Int32Array, n: number, prio: Uint32Array, loc: readonly string[], withLocality: boolean): void {
   for (let start = (n >> 1) - 1; start >= 0; start--) siftDown(order, prio, loc, start, n, withLocality);
   for (let end = n - 1; end > 0; end--) {
