@@ -23,93 +23,19 @@
  * thread happened to free the capacity; a poll of `pollMs` remains only as
  * the fallback (docs/admission.md).
  */
-import { PoiseError, checkOptionKeys, invalidConfig } from '../core/errors.js';
-import { realTimers, timerSourceProblem, type TimerSource } from '../core/timers.js';
-import { finiteNumber, integerIn, positiveNumber } from '../core/validate.js';
-import {
-  readAsyncOptions,
-  type AcquireAsyncOptions,
-  type AcquireOptions,
-  type AsyncRequest,
-  type LeaseKindName,
-} from '../runtime/acquire-options.js';
+import { PoiseError, invalidConfig } from '../core/errors.js';
+import { realTimers, type TimerSource } from '../core/timers.js';
+import { readAsyncOptions, type AcquireAsyncOptions, type AcquireOptions, type AsyncRequest } from '../runtime/acquire-options.js';
 import type { AdmissionHook } from '../runtime/admission-hook.js';
 import type { Lease } from '../runtime/lease.js';
 import type { PoolGauge, RowAdmission } from '../runtime/pool-gauge.js';
 import type { Router } from '../runtime/router.js';
-import { holdbackCeilings, holdbackLimit, type HoldbackOptions } from './holdback.js';
+import { readGateOptions, type AdmissionGateOptions, type AdmissionLoadKind } from './gate-options.js';
+import { freshRejected, reasonOf, type AdmissionRejection, type AdmissionStats } from './gate-stats.js';
+import { holdbackLimit } from './holdback.js';
 
-/** What the gate counts as load. */
-export type AdmissionLoadKind = LeaseKindName | 'outstanding';
-
-/** Options of {@link AdmissionGate}. */
-export interface AdmissionGateOptions extends Partial<HoldbackOptions> {
-  /** The admission bands, each a rank, any order; a larger rank is more important. */
-  bands: readonly number[];
-  /**
-   * Explicit ceilings in [0, 1], `ceilings[i]` for `bands[i]`, instead
-   * of the holdback options (`minCeiling`, `maxCeiling`, `shape`, `domain`).
-   * A more important band may not have a lower ceiling. All equal = a single
-   * static ceiling.
-   */
-  ceilings?: readonly number[];
-  /** Capacity at saturation 1, an integer ≥ 1; default Σ `maxInflight` of the eligible backends. */
-  capacity?: number;
-  /** Custom saturation (0 idle, ≥ 1 full) replacing load / capacity; a non-number or NaN reads as 1. */
-  saturation?: () => number;
-  /** The lease counter that is the load; default the router's lease kind. */
-  kind?: AdmissionLoadKind;
-  /** Waiters per band (in this gate) before `QueueFull`; default 1024. */
-  maxQueue?: number;
-  /** Longest wait in a queue, ms, before `QueueTimeout`; default 60 000 (per-request `timeoutMs` overrides it). */
-  timeoutMs?: number;
-  /** Longest wait for a wake-up while something waits (the fallback re-check; releases wake the gates at once), ms; default 20. */
-  pollMs?: number;
-  /** The band of a request that names none (one of `bands`); default the most important one. */
-  defaultBand?: number;
-  /** Milliseconds for the wait statistics; default the timer source's clock. */
-  clock?: () => number;
-  /**
-   * The clock and timers queue timeouts run on; default the process's
-   * (`realTimers`). Inject a paused clock to drive timeouts by hand in tests.
-   */
-  timers?: TimerSource;
-}
-
-/** Why a request was rejected. */
-export type AdmissionRejection = 'QueueFull' | 'QueueTimeout' | 'Cancelled' | 'NoEligibleCandidates' | 'Closed' | 'Other';
-
-/** Counters of one band, plain numbers. */
-export interface AdmissionBandStats {
-  /** The band's rank (larger = more important). */
-  band: number;
-  /** Its ceiling in [0, 1]. */
-  ceiling: number;
-  /** Waiting now in this gate's queue. */
-  queued: number;
-  /** How long the oldest waiter has waited, ms (0 when none). */
-  oldestWaitMs: number;
-  /** Admitted in all (at once or after waiting). */
-  admitted: number;
-  /** Admitted after waiting in the queue. */
-  admittedAfterWait: number;
-  /** Rejected, by reason; `Other` is any other error the acquire threw (such as `PanicRejected`). */
-  rejected: Record<AdmissionRejection, number>;
-}
-
-/** What {@link AdmissionGate.admissionStats} returns. */
-export interface AdmissionStats {
-  /** Pool saturation now (load / capacity, or the custom figure). */
-  saturation: number;
-  /** Capacity in force (`Infinity` when an eligible backend is unlimited, 0 when none is eligible; NaN with a custom saturation). */
-  capacity: number;
-  /** The pool's load now (leases of the gate's kind over every thread). */
-  load: number;
-  /** Waiters in this gate, all bands. */
-  waiting: number;
-  /** Most important band first. */
-  bands: AdmissionBandStats[];
-}
+export type { AdmissionGateOptions, AdmissionLoadKind } from './gate-options.js';
+export { sumAdmissionStats, type AdmissionBandStats, type AdmissionRejection, type AdmissionStats } from './gate-stats.js';
 
 interface Waiter {
   band: Band;
@@ -140,48 +66,6 @@ interface Band {
   admittedAfterWait: number;
   rejected: Record<AdmissionRejection, number>;
 }
-
-const OPTION_KEYS = [
-  'bands',
-  'ceilings',
-  'shape',
-  'domain',
-  'minCeiling',
-  'maxCeiling',
-  'capacity',
-  'saturation',
-  'kind',
-  'maxQueue',
-  'timeoutMs',
-  'pollMs',
-  'defaultBand',
-  'clock',
-  'timers',
-];
-
-/** Runs every check, then throws one `InvalidConfig` naming every bad option. */
-function collect(checks: (() => void)[]): void {
-  const bad: PoiseError[] = [];
-  for (const check of checks) {
-    try {
-      check();
-    } catch (err) {
-      if (err instanceof PoiseError && err.code === 'InvalidConfig') bad.push(err);
-      else throw err;
-    }
-  }
-  if (bad.length === 1) throw bad[0];
-  if (bad.length > 1) {
-    throw new PoiseError('InvalidConfig', `${bad.length} bad options: ${bad.map((e) => e.message).join('; ')}`, {
-      field: bad.map((e) => e.field).join(', '),
-    });
-  }
-}
-
-function freshRejected(): Record<AdmissionRejection, number> {
-  return { QueueFull: 0, QueueTimeout: 0, Cancelled: 0, NoEligibleCandidates: 0, Closed: 0, Other: 0 };
-}
-
 /**
  * Per-worker admission in front of a Router, against the pool's global
  * saturation. Constructing it attaches it to the router, so
@@ -227,102 +111,16 @@ export class AdmissionGate implements AdmissionHook {
   };
 
   /**
-   * Throws one `InvalidConfig` naming every bad option. One piece (about
-   * 120 lines, most of them the list of checks): `collect` runs every check
-   * before it throws, so they share one list, and the fields are assigned
-   * once they all passed; then the gate attaches from outside — the router's
-   * one-method seam (`attachAdmission`) and the gauge's release and close
-   * signals.
+   * Throws one `InvalidConfig` naming every bad option (gate-options.ts);
+   * then the gate attaches from outside — the router's one-method seam
+   * (`attachAdmission`) and the gauge's release and close signals.
    */
   constructor(router: Router, opts: AdmissionGateOptions) {
     if (typeof router !== 'object' || router === null || typeof router.attachAdmission !== 'function' || router.gauge === undefined) {
       invalidConfig('router', 'must be a Router', router);
     }
-    if (typeof opts !== 'object' || opts === null) invalidConfig('options', 'must be an object', opts);
+    const { sorted, ceilings } = readGateOptions(opts);
     const o = opts;
-    let sorted: number[] = [];
-    let ceilings: number[] = [];
-    collect([
-      () => checkOptionKeys(o, OPTION_KEYS),
-      () => {
-        if (!Array.isArray(o.bands) || o.bands.length === 0) {
-          invalidConfig('options.bands', 'must be a non-empty array of band ranks (numbers)', o.bands);
-        }
-        for (let i = 0; i < o.bands.length; i++) finiteNumber(o.bands[i], `options.bands[${i}]`);
-        sorted = [...o.bands].sort((a, b) => b - a);
-        for (let i = 1; i < sorted.length; i++)
-          if (sorted[i] === sorted[i - 1]) invalidConfig('options.bands', `must not repeat ${sorted[i]}`);
-      },
-      () => {
-        if (o.ceilings === undefined) {
-          if (sorted.length > 0)
-            ceilings = holdbackCeilings(sorted, {
-              shape: o.shape,
-              domain: o.domain,
-              minCeiling: o.minCeiling as number,
-              maxCeiling: o.maxCeiling,
-            });
-          return;
-        }
-        if (o.minCeiling !== undefined || o.maxCeiling !== undefined || o.shape !== undefined || o.domain !== undefined) {
-          invalidConfig('options.ceilings', 'excludes minCeiling, maxCeiling, shape and domain (give one or the other)');
-        }
-        if (!Array.isArray(o.ceilings) || o.ceilings.length !== o.bands?.length) {
-          invalidConfig('options.ceilings', `must be an array of ${o.bands?.length ?? 0} numbers in [0, 1], one per band`, o.ceilings);
-        }
-        const by = new Map<number, number>();
-        for (let i = 0; i < o.ceilings.length; i++) {
-          const c = o.ceilings[i];
-          if (typeof c !== 'number' || !(c >= 0 && c <= 1)) invalidConfig(`options.ceilings[${i}]`, 'must be a number in [0, 1]', c);
-          by.set(o.bands[i]!, c);
-        }
-        ceilings = sorted.map((p) => by.get(p)!);
-        for (let i = 1; i < ceilings.length; i++) {
-          if (ceilings[i]! > ceilings[i - 1]!) {
-            invalidConfig(
-              'options.ceilings',
-              `band ${sorted[i]} has a higher ceiling (${ceilings[i]}) than the more important ${sorted[i - 1]} (${ceilings[i - 1]})`,
-            );
-          }
-        }
-      },
-      () => {
-        if (o.capacity !== undefined) integerIn(o.capacity, 'options.capacity', 1);
-      },
-      () => {
-        if (o.saturation !== undefined && typeof o.saturation !== 'function')
-          invalidConfig('options.saturation', 'must be a function returning a number', o.saturation);
-        if (o.saturation !== undefined && o.capacity !== undefined)
-          invalidConfig('options.saturation', 'excludes options.capacity (give one or the other)');
-      },
-      () => {
-        if (o.kind !== undefined && o.kind !== 'request' && o.kind !== 'connection' && o.kind !== 'outstanding') {
-          invalidConfig('options.kind', 'must be "request", "connection" or "outstanding"', o.kind);
-        }
-      },
-      () => {
-        if (o.maxQueue !== undefined) integerIn(o.maxQueue, 'options.maxQueue', 0);
-      },
-      () => {
-        if (o.timeoutMs !== undefined) positiveNumber(o.timeoutMs, 'options.timeoutMs');
-      },
-      () => {
-        if (o.pollMs !== undefined) positiveNumber(o.pollMs, 'options.pollMs');
-      },
-      () => {
-        if (o.defaultBand !== undefined && !o.bands?.includes?.(o.defaultBand)) {
-          invalidConfig('options.defaultBand', 'must be one of options.bands', o.defaultBand);
-        }
-      },
-      () => {
-        if (o.clock !== undefined && typeof o.clock !== 'function')
-          invalidConfig('options.clock', 'must be a function returning milliseconds', o.clock);
-      },
-      () => {
-        const problem = o.timers === undefined ? undefined : timerSourceProblem(o.timers);
-        if (problem !== undefined) invalidConfig('options.timers', problem, o.timers);
-      },
-    ]);
     this.router = router;
     this.gauge = router.gauge;
     this.queue = router.gauge.queue;
@@ -697,45 +495,4 @@ export class AdmissionGate implements AdmissionHook {
 
 function cancelled(signal: AbortSignal): PoiseError {
   return new PoiseError('Cancelled', 'acquireAsync: the signal was aborted', { cause: signal.reason });
-}
-
-function reasonOf(err: unknown): AdmissionRejection {
-  if (err instanceof PoiseError && (err.code === 'NoEligibleCandidates' || err.code === 'Empty')) return 'NoEligibleCandidates';
-  return 'Other';
-}
-
-/**
- * Several gates' figures as one — every proxy worker's gate, for metrics:
- * counts and queue lengths add up, the oldest wait is the longest; the
- * saturation, capacity and load are the pool's (the same table), taken from
- * the first gate that reported. Bands are matched by rank. Undefined
- * entries (a worker restarting) are skipped.
- */
-export function sumAdmissionStats(parts: readonly (AdmissionStats | undefined)[]): AdmissionStats {
-  const present = parts.filter((p): p is AdmissionStats => p !== undefined);
-  const first = present[0];
-  const bands = new Map<number, AdmissionBandStats>();
-  let waiting = 0;
-  for (const p of present) {
-    waiting += p.waiting;
-    for (const b of p.bands) {
-      const sum = bands.get(b.band);
-      if (sum === undefined) {
-        bands.set(b.band, { ...b, rejected: { ...b.rejected } });
-        continue;
-      }
-      sum.queued += b.queued;
-      sum.oldestWaitMs = Math.max(sum.oldestWaitMs, b.oldestWaitMs);
-      sum.admitted += b.admitted;
-      sum.admittedAfterWait += b.admittedAfterWait;
-      for (const r of Object.keys(sum.rejected) as AdmissionRejection[]) sum.rejected[r] += b.rejected[r];
-    }
-  }
-  return {
-    saturation: first?.saturation ?? 0,
-    capacity: first?.capacity ?? 0,
-    load: first?.load ?? 0,
-    waiting,
-    bands: [...bands.values()].sort((a, b) => b.band - a.band),
-  };
 }

@@ -13,7 +13,7 @@ import { PoiseError } from '../core/errors.js';
 import { MembershipPublisher } from '../membership/redis-publisher.js';
 import { RedisLease, type LeaseView } from '../membership/redis-lease.js';
 import type { MetricFamily } from '../metrics/text-format.js';
-import { DURATION_GRAMMAR, durationFlag, integerFlag, nameFlag, type FlagSpecs } from './args.js';
+import { DURATION_GRAMMAR, durationFlag, integerFlag, nameFlag, type FlagSpecs, type FlagValues } from './args.js';
 import { EXIT, EXIT_HELP } from './exit.js';
 import { cliLogger } from './logger.js';
 import { flagCommand, type Command } from './command.js';
@@ -363,81 +363,86 @@ export function topTimeoutMs(raw: string | undefined): number {
 /** The `--help` text. @internal */
 export const TOP_HELP = HELP;
 
-const run = flagCommand('top', OPTIONS, HELP, async (values) => {
-  const redisGiven = (['redis', 'sentinel', 'sentinel-name', 'redis-cluster'] as const).some((k) => values[k] !== undefined);
-  if (values.metrics !== undefined && redisGiven) throw new UsageError('give exactly one of --metrics and --redis');
-  const intervalMs = topIntervalMs(values.interval);
-  const once = values.once;
-  const tty = process.stdout.isTTY === true && !once;
-  let next: () => Promise<{ head: string; body: string }>;
-  let closer: () => Promise<void> = async () => {};
-  if (values.metrics !== undefined) {
-    if (values.cluster !== undefined || values.prefix !== undefined)
-      throw new UsageError(
-        '--cluster and --prefix go with --redis, not --metrics',
-        values.cluster !== undefined ? '--cluster' : '--prefix',
-      );
-    const url = metricsUrl(values.metrics);
-    const limits = {
-      timeoutMs: topTimeoutMs(values.timeout),
-      maxBytes: integerFlag('--max-bytes', values['max-bytes'], 1024, 1024 * 1024 * 1024) ?? DEFAULT_MAX_BYTES,
-    };
-    let prev: ScrapedBackend[] | undefined;
-    next = async () => {
-      const families = await scrapeMetrics(url, limits);
-      const now = backendsFromMetrics(families);
-      const budget = [...retryBudgetLines(families), ...discoveryLines(families, Date.now())];
-      const body = topTable(now, prev) + budget.map((l) => `${l}\n`).join('');
-      prev = now;
-      return { head: `poise top  ${url}  every ${intervalMs} ms  ${new Date().toISOString()}`, body };
-    };
-    if (once) {
-      // Two scrapes an interval apart: the share column is that interval's.
-      const ac = new AbortController();
-      await next();
-      await sleep(intervalMs, ac.signal);
-    }
-  } else {
-    if (values.timeout !== undefined || values['max-bytes'] !== undefined)
-      throw new UsageError(
-        '--timeout and --max-bytes go with --metrics, not --redis',
-        values.timeout !== undefined ? '--timeout' : '--max-bytes',
-      );
-    // As `poise members`: the flags, else $POISE_REDIS_URL and $POISE_CLUSTER.
-    const redis = redisFlags(values, process.env['POISE_REDIS_URL']);
-    if (redis === undefined) throw new UsageError('give exactly one of --metrics and --redis (or set POISE_REDIS_URL)');
-    const clusterName = values.cluster ?? (process.env['POISE_CLUSTER'] || undefined);
-    if (clusterName === undefined) throw new UsageError('--cluster: required with --redis (or set POISE_CLUSTER)', '--cluster');
-    const cluster = nameFlag('--cluster', clusterName)!;
-    const prefix = nameFlag('--prefix', values.prefix) ?? 'poise';
-    const pub = new MembershipPublisher({
-      ...redis,
-      cluster,
-      prefix,
-      logger: cliLogger('poise-top', { dflt: 'warn' }),
-      redisOptions: { maxRetriesPerRequest: 1, connectTimeout: 3000, retryStrategy: (times: number) => (times > 3 ? null : 100 * times) },
-    });
-    // Read only: top never takes the lease (it only reads who holds it).
-    const lease = new RedisLease({
-      ...redis,
-      cluster,
-      prefix,
-      leaseMs: 3000,
-      commandTimeoutMs: 3000,
-      redisOptions: { maxRetriesPerRequest: 1 },
-    });
-    closer = async () => void (await Promise.all([pub.close(), lease.close()]));
-    next = async () => {
-      const [stored, view] = await Promise.all([pub.show(), lease.inspect()]);
-      if (stored === undefined)
-        throw new PoiseError('NotFound', `no membership stored for cluster ${JSON.stringify(cluster)}`, { field: '--cluster' });
-      const fleet = fleetWatcherLines(view);
-      return {
-        head: `poise top  cluster ${cluster}  version ${stored.version}  lineage ${stored.lineage ?? '-'}  (membership only: load columns need --metrics)`,
-        body: redisTable(redisRows(stored.document.backends)) + fleet.map((l) => `${l}\n`).join(''),
-      };
-    };
+/** One frame of the table: its head line and its body. */
+interface Frame {
+  head: string;
+  body: string;
+}
+
+/** Where the frames come from: the next one, and what closes the source. */
+interface Frames {
+  next: () => Promise<Frame>;
+  close: () => Promise<void>;
+}
+
+type TopValues = FlagValues<typeof OPTIONS>;
+
+/** Frames from a proxy's /metrics: the load columns, the share over the interval between two scrapes (`--once` takes both). */
+async function metricsFrames(values: TopValues, metrics: string, intervalMs: number, once: boolean): Promise<Frames> {
+  const url = metricsUrl(metrics);
+  const limits = {
+    timeoutMs: topTimeoutMs(values.timeout),
+    maxBytes: integerFlag('--max-bytes', values['max-bytes'], 1024, 1024 * 1024 * 1024) ?? DEFAULT_MAX_BYTES,
+  };
+  let prev: ScrapedBackend[] | undefined;
+  const next = async (): Promise<Frame> => {
+    const families = await scrapeMetrics(url, limits);
+    const now = backendsFromMetrics(families);
+    const budget = [...retryBudgetLines(families), ...discoveryLines(families, Date.now())];
+    const body = topTable(now, prev) + budget.map((l) => `${l}\n`).join('');
+    prev = now;
+    return { head: `poise top  ${url}  every ${intervalMs} ms  ${new Date().toISOString()}`, body };
+  };
+  if (once) {
+    // Two scrapes an interval apart: the share column is that interval's.
+    const ac = new AbortController();
+    await next();
+    await sleep(intervalMs, ac.signal);
   }
+  return { next, close: async () => {} };
+}
+
+/** Frames from Redis: the stored membership and the fleet watcher's lease, no load columns. */
+function redisFrames(values: TopValues): Frames {
+  // As `poise members`: the flags, else $POISE_REDIS_URL and $POISE_CLUSTER.
+  const redis = redisFlags(values, process.env['POISE_REDIS_URL']);
+  if (redis === undefined) throw new UsageError('give exactly one of --metrics and --redis (or set POISE_REDIS_URL)');
+  const clusterName = values.cluster ?? (process.env['POISE_CLUSTER'] || undefined);
+  if (clusterName === undefined) throw new UsageError('--cluster: required with --redis (or set POISE_CLUSTER)', '--cluster');
+  const cluster = nameFlag('--cluster', clusterName)!;
+  const prefix = nameFlag('--prefix', values.prefix) ?? 'poise';
+  const pub = new MembershipPublisher({
+    ...redis,
+    cluster,
+    prefix,
+    logger: cliLogger('poise-top', { dflt: 'warn' }),
+    redisOptions: { maxRetriesPerRequest: 1, connectTimeout: 3000, retryStrategy: (times: number) => (times > 3 ? null : 100 * times) },
+  });
+  // Read only: top never takes the lease (it only reads who holds it).
+  const lease = new RedisLease({
+    ...redis,
+    cluster,
+    prefix,
+    leaseMs: 3000,
+    commandTimeoutMs: 3000,
+    redisOptions: { maxRetriesPerRequest: 1 },
+  });
+  const next = async (): Promise<Frame> => {
+    const [stored, view] = await Promise.all([pub.show(), lease.inspect()]);
+    if (stored === undefined)
+      throw new PoiseError('NotFound', `no membership stored for cluster ${JSON.stringify(cluster)}`, { field: '--cluster' });
+    const fleet = fleetWatcherLines(view);
+    return {
+      head: `poise top  cluster ${cluster}  version ${stored.version}  lineage ${stored.lineage ?? '-'}  (membership only: load columns need --metrics)`,
+      body: redisTable(redisRows(stored.document.backends)) + fleet.map((l) => `${l}\n`).join(''),
+    };
+  };
+  return { next, close: async () => void (await Promise.all([pub.close(), lease.close()])) };
+}
+
+/** Shows the frames: one with `--once`, else one per interval until SIGINT / SIGTERM (a TTY redraws in place). */
+async function show(frames: Frames, intervalMs: number, once: boolean, tty: boolean): Promise<number> {
+  const next = frames.next;
   try {
     if (once) {
       const { head, body } = await next();
@@ -469,8 +474,30 @@ const run = flagCommand('top', OPTIONS, HELP, async (values) => {
       process.off('SIGTERM', stop);
     }
   } finally {
-    await closer();
+    await frames.close();
   }
+}
+
+const run = flagCommand('top', OPTIONS, HELP, async (values) => {
+  const redisGiven = (['redis', 'sentinel', 'sentinel-name', 'redis-cluster'] as const).some((k) => values[k] !== undefined);
+  if (values.metrics !== undefined && redisGiven) throw new UsageError('give exactly one of --metrics and --redis');
+  const intervalMs = topIntervalMs(values.interval);
+  const once = values.once;
+  const tty = process.stdout.isTTY === true && !once;
+  if (values.metrics !== undefined) {
+    if (values.cluster !== undefined || values.prefix !== undefined)
+      throw new UsageError(
+        '--cluster and --prefix go with --redis, not --metrics',
+        values.cluster !== undefined ? '--cluster' : '--prefix',
+      );
+    return show(await metricsFrames(values, values.metrics, intervalMs, once), intervalMs, once, tty);
+  }
+  if (values.timeout !== undefined || values['max-bytes'] !== undefined)
+    throw new UsageError(
+      '--timeout and --max-bytes go with --metrics, not --redis',
+      values.timeout !== undefined ? '--timeout' : '--max-bytes',
+    );
+  return show(redisFrames(values), intervalMs, once, tty);
 });
 
 /** The `top` subcommand. */

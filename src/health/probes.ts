@@ -78,31 +78,8 @@ export function probe(
 ): Promise<CheckVerdict> {
   const started = performance.now();
   switch (c.kind) {
-    case 'agent': {
-      let text = '';
-      const hello = c.agentSend === undefined ? undefined : Buffer.from(c.agentSend, 'latin1');
-      const at = c.agentPort === undefined ? t : { ...t, port: c.agentPort };
-      return socketProbe(
-        at,
-        signal,
-        hello,
-        (buf) => {
-          const nl = buf.indexOf(10);
-          if (nl < 0) return false;
-          text = buf.subarray(0, nl).toString('latin1');
-          return true;
-        },
-        undefined,
-        (buf) => {
-          text = buf.toString('latin1');
-        },
-      ).then(() => {
-        const reply = parseAgentReply(text);
-        onAgent?.(reply);
-        if (reply.state === 'down') throw new Error(`agent reported down${reply.description ? `: ${reply.description}` : ''}`);
-        return passed(c, started);
-      });
-    }
+    case 'agent':
+      return agentProbe(c, t, signal, started, onAgent);
     case 'tcp':
       return socketProbe(t, signal, undefined, () => true).then(() => passed(c, started));
     case 'redis':
@@ -114,32 +91,7 @@ export function probe(
         throw new Error(`redis replied ${JSON.stringify(line.slice(0, 80))}, not +PONG`);
       }).then(() => passed(c, started));
     case 'postgres':
-      if (c.roles) {
-        if (c.client !== undefined) {
-          return c.client.query(PG_ROLE_SQL).then((result) => {
-            onDb?.(clientRoleReply(result));
-            return passed(c, started);
-          });
-        }
-        // The query goes with the startup message (read after trust authentication); a full login and a Terminate.
-        let report: DbReport | undefined;
-        const hello = Buffer.concat([startupMessage(c.user, c.database), queryMessage(PG_ROLE_SQL)]);
-        return socketProbe(
-          t,
-          signal,
-          hello,
-          (buf) => {
-            report = pgRoleReply(buf);
-            return report !== undefined;
-          },
-          TERMINATE,
-        ).then(() => {
-          onDb?.(report!);
-          return passed(c, started);
-        });
-      }
-      if (c.client !== undefined) return c.client.query('SELECT 1').then(() => passed(c, started));
-      return socketProbe(t, signal, startupMessage(c.user, c.database), readyForQuery, TERMINATE).then(() => passed(c, started));
+      return postgresProbe(c, t, signal, started, onDb);
     case 'mysql':
       return mysqlProbe(t, signal, c.user, c.roles).then((report) => {
         if (report !== undefined) onDb?.(report);
@@ -154,6 +106,75 @@ export function probe(
         throw new Error(`custom check returned ${JSON.stringify(v)}`);
       });
   }
+}
+
+/** An agent check's probe: reads the agent's one-line reply and hands it to `onAgent`; `down` fails it. */
+function agentProbe(
+  c: ResolvedHealthCheck,
+  t: CheckTarget,
+  signal: AbortSignal,
+  started: number,
+  onAgent: ((reply: AgentReply) => void) | undefined,
+): Promise<CheckVerdict> {
+  let text = '';
+  const hello = c.agentSend === undefined ? undefined : Buffer.from(c.agentSend, 'latin1');
+  const at = c.agentPort === undefined ? t : { ...t, port: c.agentPort };
+  return socketProbe(
+    at,
+    signal,
+    hello,
+    (buf) => {
+      const nl = buf.indexOf(10);
+      if (nl < 0) return false;
+      text = buf.subarray(0, nl).toString('latin1');
+      return true;
+    },
+    undefined,
+    (buf) => {
+      text = buf.toString('latin1');
+    },
+  ).then(() => {
+    const reply = parseAgentReply(text);
+    onAgent?.(reply);
+    if (reply.state === 'down') throw new Error(`agent reported down${reply.description ? `: ${reply.description}` : ''}`);
+    return passed(c, started);
+  });
+}
+
+/** A postgres check's probe: a login (and, with `roles`, the role query, its reply handed to `onDb`), through its client or a socket. */
+function postgresProbe(
+  c: ResolvedHealthCheck,
+  t: CheckTarget,
+  signal: AbortSignal,
+  started: number,
+  onDb: ((report: DbReport) => void) | undefined,
+): Promise<CheckVerdict> {
+  if (c.roles) {
+    if (c.client !== undefined) {
+      return c.client.query(PG_ROLE_SQL).then((result) => {
+        onDb?.(clientRoleReply(result));
+        return passed(c, started);
+      });
+    }
+    // The query goes with the startup message (read after trust authentication); a full login and a Terminate.
+    let report: DbReport | undefined;
+    const hello = Buffer.concat([startupMessage(c.user, c.database), queryMessage(PG_ROLE_SQL)]);
+    return socketProbe(
+      t,
+      signal,
+      hello,
+      (buf) => {
+        report = pgRoleReply(buf);
+        return report !== undefined;
+      },
+      TERMINATE,
+    ).then(() => {
+      onDb?.(report!);
+      return passed(c, started);
+    });
+  }
+  if (c.client !== undefined) return c.client.query('SELECT 1').then(() => passed(c, started));
+  return socketProbe(t, signal, startupMessage(c.user, c.database), readyForQuery, TERMINATE).then(() => passed(c, started));
 }
 
 /**

@@ -45,55 +45,26 @@ import {
 } from './document.js';
 import { validateName } from './name.js';
 import { redisUnavailable } from './redis-errors.js';
-import { createRedisClient, describeTarget, resolveRedisTarget, type RedisClient, type RedisConnectionOptions } from './redis-target.js';
+import { createRedisClient, describeTarget, resolveRedisTarget, type RedisClient } from './redis-target.js';
 import { COMMAND_TIMEOUT_MS, isCommandTimeout } from './redis-target.js';
-import type { RedisClientOptions } from './redis-target.js';
 import { DEFAULT_PREFIX, decodeEnvelope, envelopeJson, membershipKeys, type Envelope, type MembershipKeys } from './redis-keys.js';
+import type { MembershipPublisherOptions } from './redis-publisher-options.js';
 import { WRITE_SCRIPT } from './redis-script.js';
+import {
+  fencedArgs,
+  parseReply,
+  scriptErrorReply,
+  type DeltaArgs,
+  type FencedArgs,
+  type ScriptClient,
+  type WriteArgs,
+  type WriteFence,
+  type WriteReply,
+} from './write-calls.js';
 import { diffBackends, documentDigest } from './delta.js';
 import { integerIn } from '../core/validate.js';
 
-/**
- * Options of {@link MembershipPublisher}. Where Redis is: exactly one of
- * `url` (one server, or a `redis+sentinel://` URL), `sentinels` +
- * `sentinelName`, `redisCluster` ({@link RedisConnectionOptions}).
- */
-export interface MembershipPublisherOptions extends RedisConnectionOptions {
-  /** Cluster name. */
-  cluster: string;
-  /** Key prefix; default `poise`. */
-  prefix?: string;
-  /** Largest stored snapshot / notice; default 1 MiB. Readers must allow at least as much. */
-  maxMessageBytes?: number;
-  /** Attempts of a read-modify-write under contention; default 16. */
-  maxAttempts?: number;
-  /**
-   * Replicas that must acknowledge every write (Redis `WAIT`), in [0, 100];
-   * default 0 (the master's acknowledgement is enough, as in plain Redis).
-   * A write that fewer replicas acknowledge within `waitTimeoutMs` throws
-   * `NotReplicated`: it is stored on the master and published, but a
-   * failover before it replicates can lose it.
-   */
-  waitReplicas?: number;
-  /** How long a write waits for `waitReplicas` acknowledgements, in [1, 60000] ms; default 1000. */
-  waitTimeoutMs?: number;
-  /**
-   * `'delta'` (default): small changes publish delta notices, which readers
-   * of this release and later apply; `'full'`: every notice is the whole
-   * snapshot, which readers of every release apply. Use `'full'` until every
-   * reader of the fleet runs a release that understands delta notices.
-   */
-  notices?: 'delta' | 'full';
-  /**
-   * Extra ioredis options (tls, password, timeouts); they override the
-   * defaults. `commandTimeout` (default 5000 ms + `waitTimeoutMs`) is the
-   * deadline of every command: a write that gets no reply in time throws
-   * `Unavailable` saying it may still be applied.
-   */
-  redisOptions?: RedisClientOptions;
-  /** pino logger; default {@link defaultLogger}. */
-  logger?: Logger;
-}
+export type { MembershipPublisherOptions } from './redis-publisher-options.js';
 
 /** The stored state of a cluster. */
 export interface StoredMembership {
@@ -107,64 +78,6 @@ export interface StoredMembership {
 
 /** Upper bound of the envelope around a stored document. */
 const ENVELOPE_BYTES = 80;
-
-/** What the script answered: written (new version, lineage), or the expected version did not match. */
-type WriteReply = { written: true; version: number; lineage: string; notice: 'delta' | 'full' } | { written: false; current: string };
-/** Delta ops computed against a stored document (its lineage), for the script's ARGV[9..11]. */
-interface DeltaArgs {
-  ops: string;
-  lineage: string;
-}
-type WriteArgs = [
-  key: string,
-  channel: string,
-  publish: string,
-  doc: string,
-  expected: string,
-  requested: string,
-  lineage: string,
-  max: string,
-  floor: string,
-  floorLineage: string,
-  ops: string,
-  digest: string,
-  opsLineage: string,
-];
-/** A fencing token and the lease key it must be held under (the fleet watcher's: redis-lease.ts). */
-export interface WriteFence {
-  /** The lease key (redis-keys.ts, `watcherKeys`). */
-  readonly key: string;
-  /** The token the lease must be held under. */
-  readonly token: number;
-}
-type FencedArgs = [key: string, channel: string, lease: string, ...rest: string[]];
-type ScriptClient = RedisClient & {
-  poiseWrite(...args: WriteArgs): Promise<unknown>;
-  poiseWriteFenced(...args: FencedArgs): Promise<unknown>;
-};
-
-/** A version written by the script, as its digits: exact, and inside [0, 2^53 − 1] or refused. */
-function versionFromReply(text: unknown): number {
-  const n = typeof text === 'string' && /^\d{1,16}$/.test(text) ? Number(text) : Number.NaN;
-  if (!Number.isSafeInteger(n))
-    throw new PoiseError('Corrupt', `version: the script answered ${JSON.stringify(text)}, not a version in [0, ${MAX_VERSION}]`, {
-      field: 'version',
-    });
-  return n;
-}
-
-/** The write script's arguments with the lease key as KEYS[3] and the token as ARGV[12]. */
-function fencedArgs(args: WriteArgs, fence: WriteFence): FencedArgs {
-  const [key, channel, ...argv] = args;
-  return [key, channel, fence.key, ...argv, String(fence.token)];
-}
-
-function parseReply(reply: unknown): WriteReply {
-  if (Array.isArray(reply) && reply[0] === '1' && typeof reply[2] === 'string')
-    return { written: true, version: versionFromReply(reply[1]), lineage: reply[2], notice: reply[3] === 'delta' ? 'delta' : 'full' };
-  if (Array.isArray(reply) && reply[0] === '0' && typeof reply[1] === 'string') return { written: false, current: reply[1] };
-  throw new PoiseError('Corrupt', `redis: unexpected reply from the write script: ${JSON.stringify(reply)}`, { field: 'redis' });
-}
 
 /**
  * Writes membership to Redis. Each write returns the new version.
@@ -553,34 +466,8 @@ export class MembershipPublisher {
   /** Turns the script's error replies into codes; anything else is Redis being unavailable. */
   #scriptError(err: unknown): PoiseError {
     const message = (err as Error)?.message ?? '';
-    const stale = /POISE_STALE (\d+) (\d+)/.exec(message);
-    if (stale !== null) {
-      return new PoiseError('Conflict', `version: ${stale[1]} is not newer than the stored version ${stale[2]}; nothing written`, {
-        field: 'version',
-      });
-    }
-    const ceiling = /POISE_CEILING (\d+)/.exec(message);
-    if (ceiling !== null) {
-      return new PoiseError(
-        'CapacityExhausted',
-        `version: the stored version ${ceiling[1]} has reached the ceiling ${MAX_VERSION}; nothing written (delete the snapshot key to start a new lineage from version 1)`,
-        { field: 'version' },
-      );
-    }
-    const range = /POISE_RANGE (\d+)/.exec(message);
-    if (range !== null)
-      return new PoiseError('InvalidConfig', `version: must be an integer in [0, ${MAX_VERSION}], got ${range[1]}; nothing written`, {
-        field: 'version',
-      });
-    const fenced = /POISE_FENCED (\d+) (\w+)/.exec(message);
-    if (fenced !== null)
-      return new PoiseError(
-        'Conflict',
-        `fence: token ${fenced[1]} is stale (the watcher lease is held under ${fenced[2]}); nothing written`,
-        { field: 'fence' },
-      );
-    const malformed = /POISE_MALFORMED (.*)/.exec(message);
-    if (malformed !== null) return new PoiseError('Corrupt', `snapshot: ${malformed[1]}; nothing written`, { field: 'snapshot' });
+    const coded = scriptErrorReply(message);
+    if (coded !== undefined) return coded;
     if (isCommandTimeout(err))
       return redisUnavailable(
         this.#url,

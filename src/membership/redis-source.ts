@@ -43,22 +43,19 @@
  * SSUBSCRIBE again ourselves (a no-op for Redis when already subscribed) and
  * read the snapshot only after that reply.
  */
-import { mkdir, rename, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import type { Logger } from 'pino';
 import { PoiseError, invalidConfig, isPoiseError } from '../core/errors.js';
 import { Backoff } from '../core/backoff.js';
 import type { MembershipSnapshot } from '../core/spec.js';
 import { defaultLogger, rateLimited, type RateLimitedLogger } from '../log.js';
-import { DEFAULT_MAX_DOCUMENT_BYTES, copySettings, documentJson, formatOf, parseDocument, type ResolvedDocument } from './document.js';
+import { DEFAULT_MAX_DOCUMENT_BYTES, copySettings, type ResolvedDocument } from './document.js';
 import { validateName } from './name.js';
-import { readFileLimited } from './read-limited.js';
+import { lastKnownText, readFallback, readLastKnown, replaceFile } from './local-copies.js';
 import { redactUrl } from './redis-errors.js';
 import {
   DEFAULT_PREFIX,
   decodeEnvelope,
   decodeNotice,
-  envelopeJson,
   membershipKeys,
   type DeltaNotice,
   type Envelope,
@@ -74,60 +71,14 @@ import {
   resolveRedisTarget,
   type RedisClient,
   type RedisClientOptions,
-  type RedisConnectionOptions,
   type RedisTarget,
 } from './redis-target.js';
+import type { RedisMembershipOptions, SnapshotOrigin } from './redis-source-options.js';
 import { reportDelivery, type MembershipSource, type SnapshotListener } from './source.js';
 import { integerIn } from '../core/validate.js';
 
 export { redactUrl } from './redis-errors.js';
-
-/**
- * Options of {@link RedisMembership}. Where Redis is: exactly one of `url`
- * (one server, or a `redis+sentinel://` URL), `sentinels` + `sentinelName`,
- * `redisCluster` ({@link RedisConnectionOptions}).
- */
-export interface RedisMembershipOptions extends RedisConnectionOptions {
-  /** Cluster to follow. */
-  cluster: string;
-  /** Key prefix; default `poise`. */
-  prefix?: string;
-  /** A document file (JSON/YAML) to run from when Redis is unavailable at start. */
-  fallbackFile?: string;
-  /**
-   * The last known snapshot: a file path (read at start when Redis is
-   * unavailable, and rewritten atomically after every applied version), or
-   * a snapshot held in memory. Preferred over `fallbackFile` when present.
-   */
-  lastKnown?: string | { version: number; lineage?: string; document: unknown };
-  /** Largest accepted notice or snapshot; default 1 MiB. Larger ones are refused. */
-  maxMessageBytes?: number;
-  /** Reconnect backoff: uniform in [baseMs, min(maxMs, baseMs · 2^(attempt + 1))) (core/backoff.ts); default 100 / 5000 ms. */
-  backoff?: { baseMs?: number; maxMs?: number };
-  /** How long start() waits for Redis before falling back; default 3000 ms. */
-  startTimeoutMs?: number;
-  /**
-   * When Redis does not answer within `startTimeoutMs` and neither
-   * `lastKnown` nor `fallbackFile` gives a membership: `false` (default)
-   * makes start() wait for Redis; `true` makes it reject with `Unavailable`
-   * naming the server and the reason (and close the source).
-   */
-  failFast?: boolean;
-  /** Window in which identical rejection warnings (the same malformed notice again and again) are logged once, then counted; default 30000 ms. */
-  warnWindowMs?: number;
-  /**
-   * Extra ioredis options (tls, password, timeouts); they override the
-   * defaults. `commandTimeout` (default 5000 ms) is the deadline of every
-   * command: a frozen Redis fails the snapshot read (retried with backoff)
-   * and the subscription (reconnected) instead of holding them for ever.
-   */
-  redisOptions?: RedisClientOptions;
-  /** pino logger; default {@link defaultLogger}. */
-  logger?: Logger;
-}
-
-/** Where an applied snapshot came from (logged, and reported to `onApplied` observers). */
-export type SnapshotOrigin = 'notice' | 'snapshot' | 'fallback' | 'last-known';
+export type { RedisMembershipOptions, SnapshotOrigin } from './redis-source-options.js';
 
 /**
  * Follows one cluster's membership in Redis.
@@ -565,39 +516,18 @@ export class RedisMembership implements MembershipSource {
   }
 
   async #readLastKnown(): Promise<Envelope | undefined> {
-    const lk = this.#lastKnown;
-    if (lk === undefined) return undefined;
-    if (typeof lk !== 'string')
-      return decodeEnvelope(JSON.stringify(lk), { cluster: this.#cluster, maxBytes: this.#maxBytes, what: 'snapshot' });
-    let text: string;
-    try {
-      text = await readFileLimited(lk, this.#maxBytes, 'lastKnown');
-    } catch (err) {
-      if (isPoiseError(err, 'NotFound')) return undefined;
-      throw err;
-    }
-    return decodeEnvelope(text, { cluster: this.#cluster, maxBytes: this.#maxBytes, what: 'snapshot' });
+    return this.#lastKnown === undefined ? undefined : readLastKnown(this.#lastKnown, this.#cluster, this.#maxBytes);
   }
 
   async #readFallback(): Promise<Envelope | undefined> {
-    if (this.#fallbackFile === undefined) return undefined;
-    const text = await readFileLimited(this.#fallbackFile, this.#maxBytes, 'fallbackFile');
-    const document: ResolvedDocument = parseDocument(text, { format: formatOf(this.#fallbackFile), maxBytes: this.#maxBytes });
-    if (document.cluster !== this.#cluster) {
-      invalidConfig('fallbackFile.cluster', `must be ${JSON.stringify(this.#cluster)}`, document.cluster);
-    }
-    // A versionless fallback is version 0; it has no lineage, so the first Redis snapshot replaces it whatever its version.
-    return { version: document.version ?? 0, lineage: undefined, document };
+    return this.#fallbackFile === undefined ? undefined : readFallback(this.#fallbackFile, this.#cluster, this.#maxBytes);
   }
 
   #persist(file: string, version: number, lineage: string | undefined, document: ResolvedDocument): void {
-    const text = `${envelopeJson(version, lineage, documentJson(document))}\n`;
+    const text = lastKnownText(version, lineage, document);
     this.#persisting = this.#persisting.then(async () => {
       try {
-        await mkdir(path.dirname(file), { recursive: true });
-        const tmp = `${file}.${process.pid}.tmp`;
-        await writeFile(tmp, text);
-        await rename(tmp, file); // atomic replace: a crash leaves the old or the new file, never half of one
+        await replaceFile(file, text);
       } catch (err) {
         this.#log.warn({ err: (err as Error).message, file }, 'could not write the last known snapshot');
       }

@@ -19,19 +19,12 @@ import { Balancer, type BalancerOptions } from '../runtime/balancer.js';
 import type { Lease } from '../runtime/lease.js';
 import { KEYED_POLICY_NAMES, POLICY_NAMES, type PolicyName } from '../runtime/policies.js';
 import type { AcquireOptions, Router } from '../runtime/router.js';
+import { lend, type Hooked, type MysqlCoreConnection } from './mysql-lease.js';
+
+export type { MysqlCoreConnection } from './mysql-lease.js';
 
 /** A health check's options, as the Balancer takes them. */
 type CheckOptions = NonNullable<NonNullable<BalancerOptions['health']>['check']>;
-
-/** What this file uses of a mysql2 core connection (`PoolConnection`). */
-export interface MysqlCoreConnection {
-  release(): void;
-  destroy(): void;
-  query(...args: unknown[]): unknown;
-  execute(...args: unknown[]): unknown;
-  on(event: 'error', listener: (err: Error) => void): unknown;
-  promise(): unknown;
-}
 
 /** What this file uses of a mysql2 pool: the core `Pool` (callback form) or a `PromisePool` (its `.pool` is the core one). */
 export interface MysqlPoolLike {
@@ -107,16 +100,6 @@ interface Node {
   offlineUntil: number;
 }
 
-const LEASE = Symbol('poise.mysql.lease');
-const HOOKED = Symbol('poise.mysql.hooked');
-/** A connection's busy period: commands queued and not yet ended, how many it ran, since when (see {@link hook}). */
-interface Busy {
-  pending: number;
-  commands: number;
-  since: number;
-}
-type Hooked = MysqlCoreConnection & { [LEASE]?: Lease; [HOOKED]?: true; _clusterId?: string };
-
 /** mysql2's pattern: `*` any run of characters, the rest literal; a RegExp as it is. */
 function patternRegExp(pattern: string | RegExp): RegExp {
   if (pattern instanceof RegExp) return pattern;
@@ -131,59 +114,6 @@ function policyOf(name: unknown, field: string): PolicyName | 'ORDER' {
   if (mapped !== undefined) return mapped;
   if (POLICIES.includes(name)) return name as PolicyName;
   return invalidConfig(field, `must be RR, RANDOM, ORDER or one of ${POLICIES.join(', ')}`, name);
-}
-
-/** Wraps a core connection's query / execute / release / destroy once; each checkout sets its lease. */
-function hook(conn: Hooked): void {
-  if (conn[HOOKED]) return;
-  conn[HOOKED] = true;
-  const { release, destroy, query, execute } = conn;
-  const busy: Busy = { pending: 0, commands: 0, since: 0 };
-  // mysql2 runs one command at a time per connection and queues the rest, so
-  // the lease counts one request per busy period — from the first command
-  // queued to the end of the last — and its latency sample is the period's
-  // mean per command: a command queued behind another neither goes uncounted
-  // nor ends the count while the other still runs.
-  const turn =
-    (run: (...args: unknown[]) => unknown) =>
-    (...args: unknown[]): unknown => {
-      const lease = conn[LEASE];
-      if (lease === undefined) return run.apply(conn, args);
-      if (busy.pending++ === 0) {
-        lease.beginRequest();
-        busy.commands = 0;
-        busy.since = performance.now();
-      }
-      busy.commands++;
-      const end = (): void => {
-        if (busy.pending > 0 && --busy.pending === 0) lease.endRequest(Math.max(0, performance.now() - busy.since) / busy.commands);
-      };
-      const cmd = run.apply(conn, args) as { once?: (e: string, f: () => void) => unknown } | undefined;
-      // mysql2's command emits 'end' once, on a result and on an error reply alike.
-      if (typeof cmd?.once === 'function') cmd.once('end', end);
-      else end();
-      return cmd;
-    };
-  conn.query = turn(query);
-  conn.execute = turn(execute);
-  conn.release = () => {
-    busy.pending = 0;
-    conn[LEASE]?.release('success');
-    conn[LEASE] = undefined;
-    release.call(conn);
-  };
-  conn.destroy = () => {
-    busy.pending = 0;
-    conn[LEASE]?.release('cancelled');
-    conn[LEASE] = undefined;
-    destroy.call(conn);
-  };
-  // A fatal connection error: the node failed this lease.
-  conn.on('error', () => {
-    busy.pending = 0;
-    conn[LEASE]?.release('failure');
-    conn[LEASE] = undefined;
-  });
 }
 
 /**
@@ -456,8 +386,7 @@ export class PoisePoolCluster<C = unknown> extends EventEmitter {
       lease.answered();
       this.succeeded(node);
       const conn = got.conn;
-      hook(conn);
-      conn[LEASE] = lease;
+      lend(conn, lease);
       conn._clusterId = node.id;
       return conn;
     }

@@ -20,22 +20,20 @@ import {
   type MembershipSnapshot,
   type ResolvedBackendSpec,
 } from '../core/spec.js';
-import { parseAddress } from '../core/spec.js';
 import type { HealthStats } from '../health/stats.js';
 import { HealthSupervisor, verdictSourcesOf } from '../health/supervisor.js';
-import type { HealthTarget } from '../health/targets.js';
-import { dbRoleCode } from '../load/db-state.js';
-import { verdictNames } from '../load/verdicts.js';
-import { HealthFlag, LAYOUT_VERSION, LoadTable, SlotState, type SlotStateCode } from '../load/load-table.js';
+import { HealthFlag, LAYOUT_VERSION, LoadTable } from '../load/load-table.js';
 import { readOnlyView, type LoadTableView } from '../load/table-view.js';
 import { reportedWeight } from './effective-weight.js';
 import { defaultLogger, type Logger } from '../log.js';
 import { clockReader, processClockBuffer, type Clock } from './clock.js';
 import { Router, type RouterAttachment, type RouterOptions } from './router.js';
-import { integerIn } from '../core/validate.js';
 import { wrapMs } from '../core/time.js';
-import { assignSlots, reserveSlots, type Assignment, type Reservation, type SlotInfo, type SlotMap } from './slot-allocation.js';
+import { assignSlots, reserveSlots, type SlotInfo, type SlotMap } from './slot-allocation.js';
 import { encodeBlobLines } from './spec-blob.js';
+import { awaitingVerdicts, healthTargetsOf } from './live-slots.js';
+import { readMembershipInput } from './membership-input.js';
+import { writeSlots } from './slot-writes.js';
 import type { ResolvedConnectionBudget } from './connection-budget-options.js';
 import { blocksInForce, type ControlBlocks } from './control-blocks.js';
 import type { BalancerOptions, ReclaimEvent } from './balancer-options.js';
@@ -43,13 +41,6 @@ import { waitForVerdicts, type ReadyOptions } from './ready.js';
 
 export type { BalancerOptions, ReclaimEvent } from './balancer-options.js';
 export type { ReadyOptions } from './ready.js';
-
-const STATE_OF: Record<ResolvedBackendSpec['status'], SlotStateCode> = {
-  ready: SlotState.Ready,
-  degraded: SlotState.Ready,
-  unavailable: SlotState.Unavailable,
-  draining: SlotState.Draining,
-};
 
 /**
  * The owner of the shared load table.
@@ -244,8 +235,11 @@ export class Balancer extends EventEmitter {
    */
   apply(input: MembershipSnapshot | readonly BackendSpec[]): MembershipOutcome {
     if (this.closed) throw new PoiseError('Closed', 'balancer: is closed; membership refused');
-    const read = this.readInput(input);
-    if ('outcome' in read) return read.outcome;
+    const read = readMembershipInput(input, { version: this.ver, lineage: this.line, cluster: this.clusterName, applied: this.applied });
+    if ('outcome' in read) {
+      this.log.debug({ offered: read.outcome.offered, version: this.ver }, 'poise: membership ignored (not newer)');
+      return read.outcome;
+    }
     const { version, backends, lineage, cluster } = read;
     const specs = resolveBackendSpecs(backends, 'backends');
     // The blocks the snapshot carries replace those in force (control-blocks.ts), validated before anything is written.
@@ -267,13 +261,8 @@ export class Balancer extends EventEmitter {
 
     // Apply: slot words and tags first (writeSlots), then the blob, then the epoch that announces both.
     // A new occupant awaits the first verdicts of the sources in force after this update (its health block, if any).
-    this.writeSlots(
-      specs,
-      keep,
-      reservation,
-      assignment,
-      carried.has('health') ? verdictSourcesOf(blocks.health) : this.supervisor.verdictSources(),
-    );
+    const sources = carried.has('health') ? verdictSourcesOf(blocks.health) : this.supervisor.verdictSources();
+    writeSlots(t, { slots: this.slots, byId: this.byId }, { specs, keep, reservation, assignment, sources }, this.clock());
     t.specs.publish(blob);
     const previous = this.ver;
     this.ver = version;
@@ -289,43 +278,12 @@ export class Balancer extends EventEmitter {
     this.blocks = blocks;
     // Health goes to the supervisor (which replaces its workers only when the block differs); the other blocks to the table.
     if (carried.has('health') || this.supervisor.running)
-      this.supervisor.apply(carried.has('health') ? blocks.health : undefined, this.healthTargets());
+      this.supervisor.apply(carried.has('health') ? blocks.health : undefined, healthTargetsOf(this.slotMap));
     if (carried.has('retryBudget')) t.retries.configure(blocks.retryBudget);
     if (carried.has('slowStart')) t.slowStart.configure(blocks.slowStart);
     // For owner-side followers of the membership (the fleet connection budget leases shares for new backends).
     this.emit('membership', { version, previous });
     return { applied: true, version, previous };
-  }
-
-  /**
-   * The version, backends, lineage and cluster an update offers (an array:
-   * the next version in the current line), or the outcome of one not newer
-   * in its line; throws InvalidConfig naming a bad field.
-   */
-  private readInput(
-    input: MembershipSnapshot | readonly BackendSpec[],
-  ): { outcome: MembershipOutcome } | { version: number; backends: unknown; lineage: string | undefined; cluster: string | undefined } {
-    if (Array.isArray(input)) return { version: this.ver + 1, backends: input, lineage: this.line, cluster: this.clusterName };
-    if (typeof input === 'object' && input !== null) {
-      const snapshot = input as MembershipSnapshot;
-      const v = snapshot.version;
-      integerIn(v, 'membership.version', 0);
-      const l = snapshot.lineage;
-      if (l !== undefined && (typeof l !== 'string' || l.length === 0 || l.length > 64))
-        invalidConfig('membership.lineage', 'must be a string of 1 to 64 characters', l);
-      const newLine = l !== undefined && l !== this.line;
-      // Not newer in the same line: ignored — except that the very first
-      // membership applies whatever its version, including 0 (a fallback file without one).
-      if (this.applied && !newLine && v <= this.ver) {
-        this.log.debug({ offered: v, version: this.ver }, 'poise: membership ignored (not newer)');
-        return { outcome: { applied: false, version: this.ver, offered: v, reason: 'not-newer' } };
-      }
-      const c = snapshot.cluster;
-      if (c !== undefined && (typeof c !== 'string' || c.length === 0 || c.length > 256))
-        invalidConfig('membership.cluster', 'must be a string of 1 to 256 characters', c);
-      return { version: v as number, backends: snapshot.backends, lineage: l ?? this.line, cluster: c ?? this.clusterName };
-    }
-    return invalidConfig('membership', 'must be a MembershipSnapshot or an array of BackendSpec', input);
   }
 
   /**
@@ -432,17 +390,6 @@ export class Balancer extends EventEmitter {
     return this.supervisor.sweepOutliers();
   }
 
-  /** Each live backend still awaiting a first verdict, with what it awaits: `pg-a (active check)`. */
-  private missingVerdicts(): string[] {
-    const out: string[] = [];
-    for (const [id, slot] of this.byId) {
-      if (this.slots[slot]!.removed) continue;
-      const bits = this.ownerTable.verdicts.pending(slot);
-      if (bits !== 0) out.push(`${id} (${verdictNames(bits)})`);
-    }
-    return out;
-  }
-
   /**
    * Resolves once a membership is in force and every backend in it has its
    * first verdict from each health source configured: the active check (with
@@ -471,29 +418,8 @@ export class Balancer extends EventEmitter {
     return waitForVerdicts(opts, {
       epochs: this.ownerTable.epochs,
       closed: () => this.closed,
-      missing: () => (this.applied ? this.missingVerdicts() : ['a membership (none applied yet)']),
+      missing: () => (this.applied ? awaitingVerdicts(this.slotMap, this.ownerTable) : ['a membership (none applied yet)']),
     });
-  }
-
-  /** The live slots, as the health workers watch them. */
-  private healthTargets(): HealthTarget[] {
-    const targets: HealthTarget[] = [];
-    for (const [id, slot] of this.byId) {
-      const info = this.slots[slot]!;
-      if (info.removed) continue;
-      const a = parseAddress(info.spec.address);
-      targets.push({
-        slot,
-        generation: info.generation,
-        id,
-        address: info.spec.address,
-        host: a?.host ?? '',
-        port: a?.port ?? 0,
-        priority: info.spec.priority,
-        role: info.spec.role,
-      });
-    }
-    return targets;
   }
 
   /**
@@ -504,64 +430,5 @@ export class Balancer extends EventEmitter {
    */
   async pollLoadReports(): Promise<void> {
     await this.supervisor.poll();
-  }
-
-  /** Writes each changed slot's words and tag, and marks the backends that left as tombstones. */
-  private writeSlots(
-    specs: readonly ResolvedBackendSpec[],
-    keep: ReadonlySet<string>,
-    reservation: Reservation,
-    assignment: Assignment,
-    sources: number,
-  ): void {
-    const t = this.ownerTable;
-    const { slotOf, generationOf, same, fresh, jsons, lines } = assignment;
-    const now = this.clock();
-    // A new backend ramps (slow start) only beside one already serving: when every member is new, nobody is ramped.
-    let warm = false;
-    for (const spec of specs) if (this.byId.has(spec.id) && !this.slots[this.byId.get(spec.id)!]!.removed) warm = true;
-    // A reused tombstone leaves the map, unless its id already took another slot (a rejoin that left it holding leases).
-    for (const s of reservation.closing) {
-      const id = this.slots[s]!.id;
-      if (this.byId.get(id) === s) this.byId.delete(id);
-    }
-    for (let k = 0; k < specs.length; k++) {
-      // Unchanged, live, same generation: its words and tag already say so.
-      // Keep the new (equal) spec object, so that the next membership that
-      // brings this object back is recognised by identity.
-      if (same[k] === 1) {
-        this.slots[slotOf[k]!]!.spec = specs[k]!;
-        continue;
-      }
-      const spec = specs[k]!;
-      const slot = slotOf[k]!;
-      const generation = generationOf[k]!;
-      // A live backend whose spec changed keeps its state; a new occupant —
-      // an id never seen or one that rejoins after its removal (a restarted
-      // pod) — starts cold: PeakEWMA prior, passive health, reports, database
-      // state, and a slow-start ramp beside warm members.
-      const before = fresh[k] === 1 ? undefined : this.slots[slot]!.spec;
-      if (fresh[k] === 1) {
-        t.resetHealth(slot, now);
-        t.reported.clear(slot);
-        t.db.clear(slot);
-        // Before the epoch that announces it: whoever sees the new backend sees what it awaits (its sources mark it again when they start).
-        t.verdicts.reset(slot, sources);
-        if (warm) t.slowStart.markEligible(slot, now);
-        else t.slowStart.clear(slot);
-      }
-      t.health.setHealth(slot, HealthFlag.MemberDegraded, spec.status === 'degraded' ? HealthFlag.MemberDegraded : 0);
-      // The configured role, for a new occupant or a changed one (a roles check overrides it at its next result).
-      if (before?.role !== spec.role) t.db.setRole(slot, dbRoleCode(spec.role));
-      t.tags.setTag(slot, generation, STATE_OF[spec.status]);
-      this.slots[slot] = { id: spec.id, generation, removed: false, spec, json: jsons[k]!, line: lines[k]! };
-      this.byId.set(spec.id, slot);
-    }
-    for (const [id, slot] of this.byId) {
-      const info = this.slots[slot]!;
-      if (keep.has(id) || info.removed) continue;
-      t.tags.setTag(slot, info.generation, SlotState.Removed);
-      info.removed = true;
-    }
   }
 }

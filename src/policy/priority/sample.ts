@@ -10,7 +10,7 @@
  * keys into priority groups (and locality groups inside each priority) with
  * exact weight sums and host counts: the one layout `plan()`, the
  * per-decision draw and the prepared tables all use. Past 64 keys, or when
- * a sum or a locality weight is wrong, a heapsort and a checked walk over
+ * a sum or a locality weight is wrong, a heapsort (heap-order.ts) and a checked walk over
  * the candidates compute the same layout and throw the error that names the
  * first offending candidate. Nothing later re-reads a candidate, so a health
  * signal that changes mid-decision cannot make the plan and the endpoint
@@ -23,6 +23,7 @@ import { type LocalityCandidate, MAX_PRIORITY, type PriorityCandidate } from '..
 import { invalidConfig, PoiseError } from '../../core/errors.js';
 import { checkedAdd, MAX_WEIGHT_SUM, validateWeight } from '../../core/weight.js';
 import { F_ELIGIBLE, F_MEMBER, F_PANIC, flagsOf } from './flags.js';
+import { heapSortOrder } from './heap-order.js';
 import { KeyTable, MAX_KEYS } from './keys.js';
 /** Panic-mode selectable: a member that is eligible or panic-eligible (panic widens, never narrows). */
 export function panicSelectable(flags: number): boolean {
@@ -197,7 +198,7 @@ export class PriorityEngine {
     if (k < 0) {
       const order = this.order;
       for (let i = 0; i < this.n; i++) order[i] = i;
-      this.heapSort(withLocality);
+      heapSortOrder(order, this.n, this.prio, this.loc, withLocality);
     }
     this.group(withLocality);
   }
@@ -240,19 +241,6 @@ export class PriorityEngine {
     this.lPanicN = new Float64Array(cap);
     this.lEff = new Float64Array(cap);
     this.lShare = new Float64Array(cap);
-  }
-
-  /** Strict order of candidate indices `a`, `b`: (priority, locality, index). */
-  private less(a: number, b: number, withLocality: boolean): boolean {
-    const pa = this.prio[a]!;
-    const pb = this.prio[b]!;
-    if (pa !== pb) return pa < pb;
-    if (withLocality) {
-      const la = this.loc[a]!;
-      const lb = this.loc[b]!;
-      if (la !== lb) return la < lb;
-    }
-    return a < b;
   }
 
   /**
@@ -415,33 +403,6 @@ export class PriorityEngine {
     this.lCount = k;
     for (let q = 0; q < pCount; q++) pLocEnd[q] = q + 1 < pCount ? pLocStart[q + 1]! : k;
     return true;
-  }
-
-  /** In-place heapsort of `order` (no comparator closure, no allocation). */
-  private heapSort(withLocality: boolean): void {
-    const order = this.order;
-    const n = this.n;
-    for (let start = (n >> 1) - 1; start >= 0; start--) this.siftDown(start, n, withLocality);
-    for (let end = n - 1; end > 0; end--) {
-      const t = order[0]!;
-      order[0] = order[end]!;
-      order[end] = t;
-      this.siftDown(0, end, withLocality);
-    }
-  }
-
-  private siftDown(root: number, end: number, withLocality: boolean): void {
-    const order = this.order;
-    for (;;) {
-      let child = 2 * root + 1;
-      if (child >= end) return;
-      if (child + 1 < end && this.less(order[child]!, order[child + 1]!, withLocality)) child++;
-      if (!this.less(order[root]!, order[child]!, withLocality)) return;
-      const t = order[root]!;
-      order[root] = order[child]!;
-      order[child] = t;
-      root = child;
-    }
   }
 
   private group(withLocality: boolean): void {
