@@ -67,7 +67,7 @@ describe('poise bench flags', () => {
     [['--duration', '5'], `--duration: must be a duration in [200ms, 1h] (a number with a unit ms, s, m or h; no unit = ms), got "5"`],
     [
       ['--policy', 'fastest'],
-      '--policy: must be one of round-robin, smooth-weighted, random, weighted, least-loaded, p2c, p2c:connections, p2c:requests, p2c:connectionTime, p2c:latency, rendezvous, maglev, maglev:bounded, ring-hash, ring-hash:bounded, priority, locality, got "fastest"',
+      '--policy: must be one of round-robin, smooth-weighted, random, weighted, least-loaded, p2c, p2c:connections, p2c:requests, p2c:connectionTime, p2c:latency, probe, rendezvous, maglev, maglev:bounded, ring-hash, ring-hash:bounded, priority, locality, got "fastest"',
     ],
     [['--scenario', 'chaos'], '--scenario: must be one of slow-backend, uniform, failover, membership-churn, balls, got "chaos"'],
     [['--connection', 'udp'], '--connection: must be one of persistent, per-request, got "udp"'],
