@@ -64,7 +64,13 @@ const SCENARIOS: Record<string, Scenario> = {
       concurrency: f.concurrency ?? 32,
       fixedDelayMs: 10,
     });
-    return { tables: [{ title: 'fan-out', rows }, { title: 'fan-out targets', rows: fanoutVerdicts(rows) }], results: { rows } };
+    return {
+      tables: [
+        { title: 'fan-out', rows },
+        { title: 'fan-out targets', rows: fanoutVerdicts(rows) },
+      ],
+      results: { rows },
+    };
   },
   'fast-fail': (f) => {
     f.progress('fast-fail: 20 backends, 2 answering 503 at once');

@@ -82,7 +82,7 @@ export function resolveHedge(value: unknown): HedgeConfig | undefined {
   return {
     delayMs,
     quantile,
-    minDelayMs: nonNegativeNumber(o.minDelayMs ?? 1, 'options.hedge.minDelayMs'),
+    minDelayMs: numberIn(o.minDelayMs ?? 1, 'options.hedge.minDelayMs', 0, 3_600_000),
     minSamples: integerIn(o.minSamples ?? 20, 'options.hedge.minSamples', 1, 1000),
     maxHedges: integerIn(o.maxHedges ?? 1, 'options.hedge.maxHedges', 1, 8),
   };
@@ -147,6 +147,21 @@ export class HedgeRace {
     const k = this.racers.indexOf(a);
     if (k >= 0) this.racers.splice(k, 1);
     return this.racers.length > 0;
+  }
+
+  /**
+   * The request ended without a response (an error of the caller's, this
+   * host's, or a racer's that ends it): every racer still in flight is
+   * released as `cancelled` now and aborted, so no lease outlives the
+   * request (a slow backend would otherwise hold one until it answered).
+   * Not counted as hedges cancelled: nothing won. The race is over.
+   */
+  abandon(): void {
+    this.stop();
+    for (const r of this.racers.splice(0)) {
+      r.end('cancelled');
+      r.control?.abort(LOST);
+    }
   }
 
   /**

@@ -343,7 +343,7 @@ export class RoutedRequest implements DispatchController {
   private finish(err: unknown): void {
     if (this.done) return;
     this.done = true;
-    this.race?.stop();
+    this.race?.abandon();
     this.sink.error(this, err instanceof Error ? err : new Error(String(err)));
   }
 

@@ -65,7 +65,8 @@ export class LatencyHistogram {
     const k = bucketOf(latencyMs * 1000);
     Atomics.add(i, o + (k >> 1), (k & 1) === 0 ? 1 : HIGH_ONE);
     const before = Atomics.add(i, o + WORDS - 1, HIGH_ONE) >>> 16;
-    if (before + 1 === HALVE_AT) this.decay(o);
+    // Every HALVE_AT-th sample, not only the first: a decaying writer terminated mid-decay leaves the count past it.
+    if (((before + 1) & (HALVE_AT - 1)) === 0) this.decay(o);
   }
 
   private decay(o: number): void {

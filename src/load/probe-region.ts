@@ -94,6 +94,8 @@ export class ProbeRegion {
   disable(): void {
     Atomics.store(this.i32, this.base + P_ON, 0);
     Atomics.store(this.i32, this.base + P_COLD_RIF, 0);
+    // No answer is usable any more (an answer's uses are checked against this): picks fall back at once.
+    Atomics.store(this.i32, this.base + P_MAX_USES, 0);
   }
 
   /** Whether a pool is configured. */
@@ -150,6 +152,9 @@ export class ProbeRegion {
   record(slot: number, inflight: number, latencyUs: number, nowMs: number, fromProbe: boolean): boolean {
     const i32 = this.i32;
     const o = this.layout.slot(slot);
+    // A response header's report counts only while a pool runs (no pool: no `probe` pick reads it, and the
+    // shared words would take every response's writes for nothing).
+    if (!fromProbe && i32[this.base + P_ON] !== 1) return false;
     const seq = Atomics.load(i32, o + S_PROBE_SEQ);
     if ((seq & 1) !== 0 || Atomics.compareExchange(i32, o + S_PROBE_SEQ, seq, seq + 1) !== seq) return false;
     Atomics.store(i32, o + S_PROBE_RIF, clamp(inflight));
@@ -171,7 +176,7 @@ export class ProbeRegion {
     const i32 = this.i32;
     const o = this.layout.slot(slot);
     for (let k = 0; k < READ_TRIES; k++) {
-      const seq = i32[o + S_PROBE_SEQ]!;
+      const seq = Atomics.load(i32, o + S_PROBE_SEQ);
       if ((seq & 1) !== 0) continue;
       const at = Atomics.load(i32, o + S_PROBE_AT);
       out.inflight = Atomics.load(i32, o + S_PROBE_RIF);
@@ -195,6 +200,9 @@ export class ProbeRegion {
   clear(slot: number): void {
     const o = this.layout.slot(slot);
     for (let w = S_PROBE_RIF; w <= S_PROBE_USES; w++) Atomics.store(this.i32, o + w, 0);
+    // A writer terminated inside record() left the seqlock odd: the new occupant starts with it even.
+    const seq = Atomics.load(this.i32, o + S_PROBE_SEQ);
+    if ((seq & 1) !== 0) Atomics.store(this.i32, o + S_PROBE_SEQ, (seq + 1) & MAX_FIGURE);
   }
 }
 

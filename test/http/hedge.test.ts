@@ -110,6 +110,39 @@ describe.each(variants)('hedged requests with $name', ({ u, factory }) => {
     expect(figures(r, 'h0').outcomes).toEqual([1, 0, 0, 0]);
   });
 
+  it('a request a racer’s error ends takes every other racer with it: the slow attempt’s lease is back before its backend answers', async () => {
+    const timers = new ManualTimers();
+    // The caller's status rule throws on h1's answer: the request ends with that error while h0 still holds the first attempt.
+    const statusOutcome = (code: number): 'success' => {
+      if (code === 200) return 'success';
+      throw new Error('no rule for it');
+    };
+    const r = await rig(
+      cleanups,
+      2,
+      { policy: 'round-robin', ejection: NO_EJECTION },
+      { factory, timers, hedge: { delayMs: 5 }, statusOutcome },
+    );
+    const [h0, h1] = r.fleet.backends;
+    h0!.hold = true;
+    h1!.respond = (_req, res) => {
+      res.writeHead(418);
+      res.end();
+    };
+    const res = u.request('http://api/', { dispatcher: r.dispatcher, headers: { 'x-req': 'e' } }).then(
+      (x) => x.body.text(),
+      (err: unknown) => err,
+    );
+    await until(() => h0!.held.length === 1, 'held on h0');
+    await timers.advance(5);
+    expect(await res).toBeInstanceOf(Error);
+    // h0 has not answered: its attempt was aborted and released with the request, not when h0 answers.
+    await until(() => r.inFlight() === 0, 'every lease back while h0 still holds the request');
+    expect(h0!.held.length).toBe(1);
+    expect(figures(r, 'h0').outcomes).toEqual([0, 0, 0, 1]);
+    h0!.release();
+  });
+
   it('a POST, and a PUT with a streamed body, are never hedged; a POST the route marks hedge: true is', async () => {
     const timers = new ManualTimers();
     const r = await rig(

@@ -148,6 +148,12 @@ describe.each(variants)('load reports through PoiseDispatcher with $name', ({ u,
       ...(factory === undefined ? {} : { factory }),
     });
     cleanups.push(() => dispatcher.destroy());
+    // No probe pool runs: the header is read, but nothing is written to the shared words (no pick would read it).
+    await (await u.request('http://api/x', { dispatcher })).body.dump();
+    expect(dispatcher.loadReports.probes).toBe(0);
+    expect(balancer.ownerTable.probes.counts().headerReports).toBe(0);
+    // The owner's prober (health.probe) sets the pool's limits; here without its probes.
+    balancer.ownerTable.probes.configure({ maxAgeMs: 1000, maxUses: 32, quantile: 0.5, sample: 5 });
     for (let k = 0; k < 2; k++) {
       clock.advance(4);
       const res = await u.request('http://api/x', { dispatcher });

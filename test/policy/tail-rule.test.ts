@@ -226,7 +226,9 @@ describe('a router under a shared latency peak', () => {
 
   it('is refused for another policy, naming the option', () => {
     const b = new Balancer({ logger });
-    expect(() => b.router({ policy: 'round-robin', latencyRatio: 2 })).toThrow('options.latencyRatio: applies to p2c:latency and probe only, got 2');
+    expect(() => b.router({ policy: 'round-robin', latencyRatio: 2 })).toThrow(
+      'options.latencyRatio: applies to p2c:latency and probe only, got 2',
+    );
     expect(() => b.router({ policy: 'p2c:latency', latencyRatio: 0 })).toThrow(
       'options.latencyRatio: must be a number in [1, Infinity], got 0',
     );
