@@ -149,6 +149,17 @@ export class PoiseLoadBalancer implements experimental.LoadBalancer, CallOwner, 
       );
       return true;
     }
+    // The admission fields mean something only beside a gate: without one they would be ignored in silence.
+    if (cluster.admission === undefined) {
+      const field =
+        config.bandMetadata !== undefined ? 'bandMetadata' : config.admissionTimeoutMs !== undefined ? 'admissionTimeoutMs' : undefined;
+      if (field !== undefined) {
+        this.fail(
+          `poise: loadBalancingConfig.poise.${field}: applies only to a cluster registered with { admission } (registerPoiseCluster)`,
+        );
+        return true;
+      }
+    }
     if (
       this.router === undefined ||
       this.cluster !== cluster ||

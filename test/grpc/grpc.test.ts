@@ -150,6 +150,9 @@ describe('poise-lb/grpc: bad configuration fails the channel, naming the field',
     [{ poise: { statusOutcomes: { NOPE: 'failure' } } }, 'loadBalancingConfig.poise.statusOutcomes.NOPE'],
     [{ poise: { maxLatencySampleMs: -1 } }, 'loadBalancingConfig.poise.maxLatencySampleMs'],
     [{ poise: { polcy: 'p2c' } }, 'loadBalancingConfig.poise.polcy'],
+    // The cluster is registered without { admission }: the admission fields would be ignored.
+    [{ poise: { bandMetadata: 'x-band' } }, 'loadBalancingConfig.poise.bandMetadata'],
+    [{ poise: { admissionTimeoutMs: 100 } }, 'loadBalancingConfig.poise.admissionTimeoutMs'],
   ])('%j → UNAVAILABLE naming %s', async (block, field) => {
     const s = await startServer('s0');
     cleanup.push(() => s.stop());
