@@ -216,6 +216,8 @@ export class PoiseDispatcher extends Dispatcher {
       hedges: { sent: 0, won: 0, cancelled: 0, refused: 0 },
       timers,
     };
+    // The adaptive delay reads the backends' latency quantiles: this router's request releases feed them.
+    if (this.core.hedge !== undefined && this.core.hedge.delayMs < 0) router.recordLatencyQuantiles();
   }
 
   /** True once {@link close} or {@link destroy} was called. */

@@ -265,6 +265,17 @@ export class Router {
   }
 
   /** Returns a lease taken by {@link acquireHandle} (see `Lease.release`); false when the handle was already released. */
+  /**
+   * From now on this router's request releases with a latency feed the
+   * backend's shared latency histogram (what `Lease.latencyQuantileMs`
+   * reads). The HTTP dispatcher calls it when it hedges on the adaptive
+   * delay; a router nobody reads quantiles through skips those writes.
+   * @internal
+   */
+  recordLatencyQuantiles(): void {
+    this.feedback.recordsLatencies = true;
+  }
+
   releaseHandle(handle: number, outcome: Outcome, latencyMs?: number, connectMs?: number): boolean {
     return this.feedback.release(handle, outcome, latencyMs, connectMs);
   }

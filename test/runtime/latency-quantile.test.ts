@@ -18,6 +18,9 @@ describe('Lease.latencyQuantileMs', () => {
     cleanups.push(() => balancer.close());
     balancer.update([{ id: 'a', address: '127.0.0.1:7001' }]);
     const writer = balancer.router({ policy: 'round-robin' });
+    // Nothing is recorded until a reader asks for quantiles (an adaptive-hedge dispatcher does this).
+    writer.acquire({ kind: 'request' }).release('success', { latencyMs: 20 });
+    writer.recordLatencyQuantiles();
     const reader = Router.attach(balancer.attachment(), { policy: 'round-robin', logger: createLogger({ level: 'silent' }) });
     const probe = (): number => {
       const lease = reader.acquire({ kind: 'request' });
