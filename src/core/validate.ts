@@ -69,3 +69,10 @@ export function nonNegativeNumber(value: unknown, field: string, note?: string):
     invalidConfig(field, withNote('must be a finite number >= 0', note), value);
   return value;
 }
+
+/** An HTTP request path: "/" then printable ASCII without spaces, at most 1,024 characters (`InvalidConfig` naming `field`). @internal */
+export function requestPath(value: unknown, field: string): string {
+  if (typeof value !== 'string' || !/^\/[\x21-\x7e]*$/.test(value) || value.length > 1024)
+    invalidConfig(field, 'must be a path starting with "/" (printable ASCII, no spaces)', value);
+  return value;
+}

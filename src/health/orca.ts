@@ -28,6 +28,7 @@
  */
 import { http } from '../core/node-http.js';
 import { checkOptionKeys, invalidConfig } from '../core/errors.js';
+import { requestPath } from '../core/validate.js';
 import { type LoadReportScan, ReportScan, newLoadReportScan, scanLoadReport } from '../core/load-report.js';
 import { elapsedMs, wrapMs } from '../core/time.js';
 import { backgroundTimers, type TimerSource } from '../core/timers.js';
@@ -88,9 +89,7 @@ export function resolveOrca(value: unknown, path: string): ResolvedOrca {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) invalidConfig(path, 'must be an object', value);
   checkOptionKeys(value, KEYS, path);
   const o = value as OrcaOptions;
-  const p = o.path ?? '/load';
-  if (typeof p !== 'string' || !/^\/[\x21-\x7e]*$/.test(p) || p.length > 1024)
-    invalidConfig(`${path}.path`, 'must be a path starting with "/" (printable ASCII, no spaces)', p);
+  const p = requestPath(o.path ?? '/load', `${path}.path`);
   const penalty = o.errorUtilizationPenalty ?? 1;
   if (typeof penalty !== 'number' || !Number.isFinite(penalty) || penalty < 0)
     invalidConfig(`${path}.errorUtilizationPenalty`, 'must be a finite number >= 0', penalty);

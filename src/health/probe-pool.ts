@@ -30,7 +30,7 @@ import { PROBE_REPORT_HEADER, newProbeReportScan, scanProbeReport } from '../cor
 import { Rng } from '../core/rng.js';
 import { wrapMs } from '../core/time.js';
 import { backgroundTimers, type TimerSource } from '../core/timers.js';
-import { integerIn, numberIn } from '../core/validate.js';
+import { integerIn, numberIn, requestPath } from '../core/validate.js';
 import type { LoadTable } from '../load/load-table.js';
 import type { ProbeReading } from '../load/probe-region.js';
 import { tagGeneration } from '../load/slot-tags.js';
@@ -69,9 +69,7 @@ export function resolveProbe(value: unknown, path: string): ResolvedProbe {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) invalidConfig(path, 'must be an object', value);
   checkOptionKeys(value, KEYS, path);
   const o = value as ProbeOptions;
-  const p = o.path ?? '/poise/probe';
-  if (typeof p !== 'string' || !/^\/[\x21-\x7e]*$/.test(p) || p.length > 1024)
-    invalidConfig(`${path}.path`, 'must be a path starting with "/" (printable ASCII, no spaces)', p);
+  const p = requestPath(o.path ?? '/poise/probe', `${path}.path`);
   return {
     path: p,
     share: numberIn(o.share ?? 0.05, `${path}.share`, Number.MIN_VALUE, 1),
